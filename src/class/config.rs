@@ -1,0 +1,245 @@
+//! Classes defined in a TOML file.
+//!
+//! ```toml
+//! # Flows that match no rule get this class (default "other").
+//! default = "other"
+//!
+//! [[class]]
+//! name = "campus-web"
+//! src = ["10.0.0.0/8"]          # source address in any of these CIDRs
+//! proto = ["tcp"]               # names (tcp, udp, icmp, icmpv6, sctp, udplite) or numbers
+//! ports = ["80", "443", "8000-8099"]   # either port in any range
+//! alpha = 10.0                  # cost ratio for the selective-query stage (optional)
+//!
+//! [[class]]
+//! name = "dns"
+//! ports = [53]
+//! ```
+//!
+//! Within a rule every field given must match (AND); within a field any entry
+//! may match (OR). Fields: `src`, `dst`, `addr` (either address), `proto`,
+//! `ports` (either port), `sport`, `dport`. Rules are tried in file order
+//! and the first match wins; rules may share a name.
+
+use super::ClassId;
+use crate::dissect::FlowKey;
+use ipnet::IpNet;
+use serde::Deserialize;
+use std::net::IpAddr;
+use std::path::Path;
+
+/// Why a class config could not be used. Messages name the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ClassConfigError {
+    #[error("{path}: cannot read class config: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path}: invalid class config: {message}")]
+    Parse { path: String, message: String },
+    #[error("{path}: class {class:?}: {message}")]
+    Rule { path: String, class: String, message: String },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default = "default_class")]
+    default: String,
+    #[serde(default, rename = "class")]
+    classes: Vec<RawRule>,
+}
+
+fn default_class() -> String {
+    "other".into()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ProtoSpec {
+    Number(u8),
+    Name(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum PortSpec {
+    Number(u16),
+    Range(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    name: String,
+    #[serde(default)]
+    src: Vec<IpNet>,
+    #[serde(default)]
+    dst: Vec<IpNet>,
+    #[serde(default)]
+    addr: Vec<IpNet>,
+    #[serde(default)]
+    proto: Vec<ProtoSpec>,
+    #[serde(default)]
+    ports: Vec<PortSpec>,
+    #[serde(default)]
+    sport: Vec<PortSpec>,
+    #[serde(default)]
+    dport: Vec<PortSpec>,
+    alpha: Option<f64>,
+}
+
+/// One validated rule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClassRule {
+    pub name: String,
+    pub class: ClassId,
+    pub src: Vec<IpNet>,
+    pub dst: Vec<IpNet>,
+    pub addr: Vec<IpNet>,
+    pub proto: Vec<u8>,
+    pub ports: Vec<(u16, u16)>,
+    pub sport: Vec<(u16, u16)>,
+    pub dport: Vec<(u16, u16)>,
+    /// Cost ratio of a false negative to a false positive for this class
+    /// (the selective-query stage's alpha), if the file sets one.
+    pub alpha: Option<f64>,
+}
+
+/// A parsed class config.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClassConfig {
+    source: String,
+    names: Vec<String>,
+    default: ClassId,
+    rules: Vec<ClassRule>,
+}
+
+fn proto_number(p: &ProtoSpec) -> Result<u8, String> {
+    match p {
+        ProtoSpec::Number(n) => Ok(*n),
+        ProtoSpec::Name(s) => match s.to_ascii_lowercase().as_str() {
+            "icmp" => Ok(1),
+            "tcp" => Ok(6),
+            "udp" => Ok(17),
+            "gre" => Ok(47),
+            "esp" => Ok(50),
+            "ah" => Ok(51),
+            "icmpv6" => Ok(58),
+            "sctp" => Ok(132),
+            "udplite" => Ok(136),
+            other => other.parse().map_err(|_| format!("unknown protocol {other:?}")),
+        },
+    }
+}
+
+fn port_range(p: &PortSpec) -> Result<(u16, u16), String> {
+    match p {
+        PortSpec::Number(n) => Ok((*n, *n)),
+        PortSpec::Range(s) => {
+            let parse = |t: &str| t.trim().parse::<u16>().map_err(|_| format!("bad port {t:?} in {s:?}"));
+            let (lo, hi) = match s.split_once('-') {
+                Some((a, b)) => (parse(a)?, parse(b)?),
+                None => {
+                    let p = parse(s)?;
+                    (p, p)
+                }
+            };
+            if lo > hi {
+                return Err(format!("empty port range {s:?}"));
+            }
+            Ok((lo, hi))
+        }
+    }
+}
+
+fn in_any(nets: &[IpNet], addr: IpAddr) -> bool {
+    nets.iter().any(|n| n.contains(&addr))
+}
+
+fn port_in(ranges: &[(u16, u16)], port: u16) -> bool {
+    ranges.iter().any(|&(lo, hi)| lo <= port && port <= hi)
+}
+
+impl ClassConfig {
+    /// Reads and validates a TOML class config.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<ClassConfig, ClassConfigError> {
+        let p = path.as_ref().display().to_string();
+        let text = std::fs::read_to_string(path.as_ref()).map_err(|source| ClassConfigError::Read { path: p.clone(), source })?;
+        ClassConfig::parse(&p, &text)
+    }
+
+    /// Parses a TOML class config; `source` names it in messages.
+    pub fn parse(source: &str, text: &str) -> Result<ClassConfig, ClassConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ClassConfigError::Parse {
+            path: source.into(),
+            message: e.message().replace('\n', " "),
+        })?;
+        let mut names: Vec<String> = Vec::new();
+        let mut id_of = |name: &str| -> ClassId {
+            match names.iter().position(|n| n == name) {
+                Some(i) => i as ClassId,
+                None => {
+                    names.push(name.to_string());
+                    (names.len() - 1) as ClassId
+                }
+            }
+        };
+        let mut rules = Vec::new();
+        for r in &raw.classes {
+            let bad = |message: String| ClassConfigError::Rule { path: source.into(), class: r.name.clone(), message };
+            let ranges = |v: &[PortSpec]| v.iter().map(port_range).collect::<Result<Vec<_>, _>>();
+            rules.push(ClassRule {
+                name: r.name.clone(),
+                class: id_of(&r.name),
+                src: r.src.clone(),
+                dst: r.dst.clone(),
+                addr: r.addr.clone(),
+                proto: r.proto.iter().map(proto_number).collect::<Result<_, _>>().map_err(bad)?,
+                ports: ranges(&r.ports).map_err(bad)?,
+                sport: ranges(&r.sport).map_err(bad)?,
+                dport: ranges(&r.dport).map_err(bad)?,
+                alpha: match r.alpha {
+                    Some(a) if !(a.is_finite() && a > 0.0) => return Err(bad(format!("alpha must be a positive number, got {a}"))),
+                    a => a,
+                },
+            });
+        }
+        let default = id_of(&raw.default);
+        Ok(ClassConfig { source: source.into(), names, default, rules })
+    }
+
+    /// Where the config came from.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The rules in match order.
+    pub fn rules(&self) -> &[ClassRule] {
+        &self.rules
+    }
+
+    /// The class of flows no rule matches.
+    pub fn default_class(&self) -> ClassId {
+        self.default
+    }
+
+    pub(super) fn class_names(&self) -> Vec<String> {
+        self.names.clone()
+    }
+
+    /// First matching rule's class, else the default.
+    pub fn classify(&self, key: &FlowKey) -> ClassId {
+        let (src, dst) = (key.src(), key.dst());
+        self.rules
+            .iter()
+            .find(|r| {
+                (r.src.is_empty() || in_any(&r.src, src))
+                    && (r.dst.is_empty() || in_any(&r.dst, dst))
+                    && (r.addr.is_empty() || in_any(&r.addr, src) || in_any(&r.addr, dst))
+                    && (r.proto.is_empty() || r.proto.contains(&key.proto()))
+                    && (r.ports.is_empty() || port_in(&r.ports, key.sport()) || port_in(&r.ports, key.dport()))
+                    && (r.sport.is_empty() || port_in(&r.sport, key.sport()))
+                    && (r.dport.is_empty() || port_in(&r.dport, key.dport()))
+            })
+            .map_or(self.default, |r| r.class)
+    }
+}

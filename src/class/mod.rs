@@ -1,0 +1,148 @@
+//! Flow classes: a small integer per flow from a classifier.
+//!
+//! Built in (DESIGN.md):
+//! - `ports`: `web` (TCP 80/443/8080 and UDP 443, either port), `dns` (53,
+//!   TCP or UDP, either port), `tcp-other`, `udp-other`, `icmp` (ICMP and
+//!   ICMPv6), `other`;
+//! - `ipclass`: the classful class `A`..`E` of the source address, as in the
+//!   Bloom paradox paper's trace experiment (000 §VIII-C); IPv6 sources are
+//!   class `ipv6`.
+//!
+//! A TOML file defines classes by CIDR, protocol and port ranges; see
+//! [`ClassConfig`].
+//!
+//! ```
+//! use flowsieve::class::Classifier;
+//! use flowsieve::dissect::FlowKey;
+//! let c = Classifier::ports();
+//! let k = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 51000, 443, 6);
+//! assert_eq!(c.name(c.classify(&k)), "web");
+//! ```
+
+mod config;
+
+pub use config::{ClassConfig, ClassConfigError, ClassRule};
+
+use crate::dissect::{FlowKey, IpVersion};
+
+/// A class index into [`Classifier::names`].
+pub type ClassId = u16;
+
+const PROTO_ICMP: u8 = 1;
+const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
+const PROTO_ICMPV6: u8 = 58;
+
+/// Assigns each flow key a class.
+#[derive(Clone, Debug)]
+pub struct Classifier {
+    kind: Kind,
+    names: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+enum Kind {
+    Ports,
+    IpClass,
+    Config(ClassConfig),
+}
+
+mod ports_class {
+    pub const WEB: u16 = 0;
+    pub const DNS: u16 = 1;
+    pub const TCP_OTHER: u16 = 2;
+    pub const UDP_OTHER: u16 = 3;
+    pub const ICMP: u16 = 4;
+    pub const OTHER: u16 = 5;
+}
+
+impl Classifier {
+    /// The `ports` classifier.
+    pub fn ports() -> Classifier {
+        Classifier {
+            kind: Kind::Ports,
+            names: ["web", "dns", "tcp-other", "udp-other", "icmp", "other"].map(String::from).to_vec(),
+        }
+    }
+
+    /// The `ipclass` classifier.
+    pub fn ipclass() -> Classifier {
+        Classifier { kind: Kind::IpClass, names: ["A", "B", "C", "D", "E", "ipv6"].map(String::from).to_vec() }
+    }
+
+    /// A classifier from a parsed config.
+    pub fn from_config(config: ClassConfig) -> Classifier {
+        let names = config.class_names();
+        Classifier { kind: Kind::Config(config), names }
+    }
+
+    /// `ports`, `ipclass`, or the path of a TOML config file.
+    pub fn from_spec(spec: &str) -> Result<Classifier, ClassConfigError> {
+        match spec {
+            "ports" => Ok(Classifier::ports()),
+            "ipclass" => Ok(Classifier::ipclass()),
+            path => Ok(Classifier::from_config(ClassConfig::from_file(path)?)),
+        }
+    }
+
+    /// A short description for reports (`ports`, `ipclass`, or `config:PATH`).
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            Kind::Ports => "ports".into(),
+            Kind::IpClass => "ipclass".into(),
+            Kind::Config(c) => format!("config:{}", c.source()),
+        }
+    }
+
+    /// Class names, indexed by [`ClassId`].
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The name of a class.
+    pub fn name(&self, id: ClassId) -> &str {
+        self.names.get(usize::from(id)).map(String::as_str).unwrap_or("?")
+    }
+
+    /// The class of a flow.
+    #[inline]
+    pub fn classify(&self, key: &FlowKey) -> ClassId {
+        match &self.kind {
+            Kind::Ports => ports_class_of(key),
+            Kind::IpClass => ipclass_of(key),
+            Kind::Config(c) => c.classify(key),
+        }
+    }
+}
+
+#[inline]
+fn ports_class_of(key: &FlowKey) -> ClassId {
+    use ports_class::*;
+    let either = |p: u16| key.sport() == p || key.dport() == p;
+    match key.proto() {
+        PROTO_TCP if either(80) || either(443) || either(8080) => WEB,
+        PROTO_UDP if either(443) => WEB,
+        PROTO_TCP | PROTO_UDP if either(53) => DNS,
+        PROTO_TCP => TCP_OTHER,
+        PROTO_UDP => UDP_OTHER,
+        PROTO_ICMP | PROTO_ICMPV6 => ICMP,
+        _ => OTHER,
+    }
+}
+
+#[inline]
+fn ipclass_of(key: &FlowKey) -> ClassId {
+    match key.version() {
+        IpVersion::V6 => 5,
+        IpVersion::V4 => {
+            let first = (key.src_bits() >> 24) as u8;
+            match first {
+                0..=127 => 0,
+                128..=191 => 1,
+                192..=223 => 2,
+                224..=239 => 3,
+                240..=255 => 4,
+            }
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The 64-bit flow hash, filter indices and shard selection.
+//!
+//! # Encoding
+//!
+//! A [`FlowKey`] is folded into five 64-bit words, fixed for all platforms
+//! and versions (addresses as big-endian numbers; IPv4 in the low 32 bits of
+//! a 128-bit field, the upper 96 bits zero):
+//!
+//! | word | contents |
+//! |---|---|
+//! | w0 | source address, bits 127..64 |
+//! | w1 | source address, bits 63..0 |
+//! | w2 | destination address, bits 127..64 |
+//! | w3 | destination address, bits 63..0 |
+//! | w4 | `sport << 48 \| dport << 32 \| proto << 8 \| version` (4 or 6) |
+//!
+//! # Mix
+//!
+//! Pairs of words are combined with a 64x64->128-bit multiply folded to 64
+//! bits (`lo ^ hi`, the "folded multiply" of wyhash/foldhash), each word first
+//! XORed with its own odd constant; the two independent products run in
+//! parallel. The result is finalised with the murmur3 `fmix64` avalanche:
+//!
+//! ```text
+//! a = fold(w0 ^ K0, w1 ^ K1)
+//! b = fold(w2 ^ K2, w3 ^ K3)
+//! h = fmix64(fold(a ^ b ^ K4, w4 ^ K5))
+//! ```
+//!
+//! The constants are public and fixed, so the hash is reproducible but not
+//! keyed: an adversary who knows them can craft colliding keys. A test pins
+//! known keys to known hashes so it cannot change by accident.
+//!
+//! # Indices
+//!
+//! A filter of `k` partitioned subarrays of `m/k` cells each (the layout the
+//! papers analyse) takes index `i` from the double hash
+//! `g_i = h1 + i * h2` (Kirsch and Mitzenmacher, "Less hashing, same
+//! performance", 2006) reduced to `[0, m/k)` by multiply-shift
+//! (`(g_i * (m/k)) >> w`), never `%`. While `m/k <= 2^32`, `h1` and `h2` are
+//! the low and high 32-bit halves of the flow hash (`w = 32`); larger
+//! subarrays take 64-bit `h1 = h` and `h2 = ` [`second_mix`]`(h)` (`w = 64`).
+//! Shard selection uses the high bits of [`second_mix`], so which shard a flow
+//! lands in is independent of its indices inside the shard.
+//!
+//! ```
+//! use flowsieve::dissect::FlowKey;
+//! use flowsieve::hash::{flow_hash, PartitionedIndexer};
+//! let h = flow_hash(&FlowKey::v4([192, 0, 2, 1], [198, 51, 100, 7], 40000, 443, 6));
+//! let ix = PartitionedIndexer::new(1 << 20, 4);
+//! let mut idx = [0usize; 4];
+//! ix.indices(h, &mut idx);
+//! for (i, &x) in idx.iter().enumerate() {
+//!     assert!(x >= i * (1 << 18) && x < (i + 1) * (1 << 18)); // its own subarray
+//! }
+//! ```
+
+use crate::dissect::{FlowKey, IpVersion};
+
+const K0: u64 = 0x243f_6a88_85a3_08d3;
+const K1: u64 = 0x1319_8a2e_0370_7345;
+const K2: u64 = 0xa409_3822_299f_31d1;
+const K3: u64 = 0x082e_fa98_ec4e_6c89;
+const K4: u64 = 0x4528_21e6_38d0_1377;
+const K5: u64 = 0xbe54_66cf_34e9_0c6d;
+/// Seed of the second, independent mix.
+const K6: u64 = 0xc0ac_29b7_c97c_50dd;
+
+/// The five encoding words of a key (see the module documentation).
+#[inline]
+pub fn encode(key: &FlowKey) -> [u64; 5] {
+    let (s, d) = (key.src_bits(), key.dst_bits());
+    let version = match key.version() {
+        IpVersion::V4 => 4u64,
+        IpVersion::V6 => 6u64,
+    };
+    [
+        (s >> 64) as u64,
+        s as u64,
+        (d >> 64) as u64,
+        d as u64,
+        (u64::from(key.sport()) << 48) | (u64::from(key.dport()) << 32) | (u64::from(key.proto()) << 8) | version,
+    ]
+}
+
+/// 64x64->128 multiply, folded by XOR of the halves.
+#[inline(always)]
+fn fold(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+/// The murmur3 64-bit finaliser (`fmix64`).
+#[inline(always)]
+pub fn fmix64(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    h
+}
+
+/// The 64-bit hash of a flow key.
+#[inline]
+pub fn flow_hash(key: &FlowKey) -> u64 {
+    let w = encode(key);
+    let a = fold(w[0] ^ K0, w[1] ^ K1);
+    let b = fold(w[2] ^ K2, w[3] ^ K3);
+    fmix64(fold(a ^ b ^ K4, w[4] ^ K5))
+}
+
+/// A second mix of a flow hash, independent in its bits of the first:
+/// extra index bits for subarrays above 2^32 cells, and shard selection.
+#[inline]
+pub fn second_mix(h: u64) -> u64 {
+    fmix64(h ^ K6)
+}
+
+/// Multiply-shift reduction of a 32-bit value to `[0, n)`.
+#[inline(always)]
+fn reduce32(x: u32, n: u64) -> u64 {
+    (u64::from(x) * n) >> 32
+}
+
+/// Multiply-shift reduction of a 64-bit value to `[0, n)`.
+#[inline(always)]
+fn reduce64(x: u64, n: u64) -> u64 {
+    ((u128::from(x) * u128::from(n)) >> 64) as u64
+}
+
+/// The shard, in `[0, shards)`, that owns a flow. Uses [`second_mix`], so a
+/// shard's flows are not biased in their filter indices.
+#[inline]
+pub fn shard_of(h: u64, shards: usize) -> usize {
+    reduce64(second_mix(h), shards as u64) as usize
+}
+
+/// Derives `k` indices, one per partition of `m/k` cells, from a flow hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionedIndexer {
+    k: usize,
+    partition: u64,
+}
+
+impl PartitionedIndexer {
+    /// An indexer for `m` cells in `k` partitions of `m / k` cells (any
+    /// remainder cells are unused). `k` and `m / k` are raised to at least 1.
+    pub fn new(m: usize, k: usize) -> PartitionedIndexer {
+        let k = k.max(1);
+        PartitionedIndexer { k, partition: ((m / k) as u64).max(1) }
+    }
+
+    /// Number of hash functions (partitions).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Cells per partition.
+    pub fn partition_len(&self) -> usize {
+        self.partition as usize
+    }
+
+    /// Writes the `k` cell indices of `h` into `out[..k]`; index `i` lies in
+    /// `[i * m/k, (i + 1) * m/k)`. Writes `min(k, out.len())` indices.
+    #[inline]
+    pub fn indices(&self, h: u64, out: &mut [usize]) {
+        for (i, slot) in out.iter_mut().take(self.k).enumerate() {
+            *slot = self.index(h, i);
+        }
+    }
+
+    /// Index `i` alone (see [`PartitionedIndexer::indices`]).
+    #[inline]
+    pub fn index(&self, h: u64, i: usize) -> usize {
+        let n = self.partition;
+        let offset = if n <= 1 << 32 {
+            let (h1, h2) = (h as u32, (h >> 32) as u32);
+            reduce32(h1.wrapping_add((i as u32).wrapping_mul(h2)), n)
+        } else {
+            reduce64(h.wrapping_add((i as u64).wrapping_mul(second_mix(h))), n)
+        };
+        (i as u64 * n + offset) as usize
+    }
+}

@@ -1,0 +1,152 @@
+//! The ingest error tree. It mirrors the container formats: a problem with
+//! the file as a whole ([`IngestError`]), inside a classic pcap
+//! ([`PcapError`]) or inside a pcapng ([`PcapNgError`]), plus the recoverable
+//! [`Anomaly`] kinds that let reading continue.
+//!
+//! Every message is one line and names the file, the record (1-based, counting
+//! every record or block read so far) and the byte offset where the problem
+//! starts. For `.gz`/`.zst` input the offset is into the decompressed stream.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Where in a file a problem was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Position {
+    /// 1-based number of the record (pcap) or block (pcapng) being read.
+    pub record: u64,
+    /// Byte offset of that record or block from the start of the
+    /// (decompressed) file.
+    pub offset: u64,
+}
+
+/// Damage inside a classic pcap file. Reading stops at the first one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PcapError {
+    /// Fewer than 24 bytes: the global header is cut off.
+    #[error("file header truncated: {len} of 24 bytes")]
+    TruncatedFileHeader { len: usize },
+    /// The file ends inside a record header.
+    #[error("record header truncated: {have} of {need} bytes before end of file")]
+    TruncatedRecordHeader { have: usize, need: usize },
+    /// The file ends inside the packet bytes of a record.
+    #[error("packet data truncated: caplen {caplen} but only {remaining} bytes remain")]
+    TruncatedRecordData { caplen: u32, remaining: u64 },
+    /// A captured length no capture could have produced (a damaged record
+    /// header); reading further would be guessing.
+    #[error("implausible caplen {caplen} (snaplen {snaplen}, limit {limit})")]
+    ImplausibleCaplen { caplen: u32, snaplen: u32, limit: u32 },
+}
+
+/// Damage inside a pcapng file. Reading stops at the first one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PcapNgError {
+    /// The file ends inside a block header.
+    #[error("block header truncated: {have} of {need} bytes before end of file")]
+    TruncatedBlockHeader { have: usize, need: usize },
+    /// The file ends inside a block.
+    #[error("block truncated: block length {len} but only {remaining} bytes remain")]
+    TruncatedBlock { len: u32, remaining: u64 },
+    /// A block length below the 12-byte minimum or the block type's minimum.
+    #[error("block type {block_type:#x} too short: length {len}, minimum {min}")]
+    BlockTooShort { block_type: u32, len: u32, min: u32 },
+    /// Block lengths must be multiples of 4.
+    #[error("block length {len} is not a multiple of 4")]
+    BlockLengthNotAligned { len: u32 },
+    /// A block larger than any capture writes.
+    #[error("implausible block length {len} (limit {limit})")]
+    BlockTooLarge { len: u32, limit: u32 },
+    /// The trailing copy of the block length disagrees with the leading one.
+    #[error("block length {leading} does not match its trailing copy {trailing}")]
+    TrailerMismatch { leading: u32, trailing: u32 },
+    /// A Section Header Block whose byte-order magic is neither order.
+    #[error("bad byte-order magic {magic:#010x} in section header")]
+    BadByteOrderMagic { magic: u32 },
+    /// The first block is not a Section Header Block.
+    #[error("first block has type {block_type:#x}, not a section header")]
+    MissingSectionHeader { block_type: u32 },
+    /// A packet names an interface that no Interface Description Block in
+    /// this section declared.
+    #[error("packet on interface {interface} but the section declares {count} interfaces")]
+    UnknownInterface { interface: u32, count: usize },
+    /// An Enhanced/Obsolete Packet Block whose caplen exceeds its own block.
+    #[error("caplen {caplen} exceeds the {room} bytes of packet data in the block")]
+    CaplenExceedsBlock { caplen: u32, room: u32 },
+}
+
+/// A recoverable oddity: the record is kept, reading continues, and the
+/// anomaly is reported (and makes the run exit with code 4).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AnomalyKind {
+    /// A timestamp fraction at or above one second; it is carried into the
+    /// seconds.
+    #[error("timestamp fraction {frac} out of range (must be below {limit}); carried into seconds")]
+    TimestampFractionOutOfRange { frac: u32, limit: u32 },
+    /// The pcap link-type field has reserved upper bits set; only the low 16
+    /// bits are used, as libpcap does.
+    #[error("link-type field {raw:#010x} has reserved bits set; using link type {used}")]
+    LinkTypeReservedBits { raw: u32, used: u16 },
+    /// A record captured more bytes than the file's snaplen allows; the bytes
+    /// are kept.
+    #[error("caplen {caplen} exceeds the snaplen {snaplen}; record kept")]
+    CaplenExceedsSnaplen { caplen: u32, snaplen: u32 },
+    /// A pcapng `if_tsresol` option that no clock can have (more than 10^19 or
+    /// 2^63 units per second); microseconds are used instead.
+    #[error("interface {interface}: unusable if_tsresol {value:#04x}; using microseconds")]
+    BadTsResol { interface: u32, value: u8 },
+}
+
+/// A recoverable anomaly and where it was first seen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Anomaly {
+    pub position: Position,
+    pub kind: AnomalyKind,
+}
+
+/// What stopped the reading of a file (or prevented it).
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    /// The file could not be opened or mapped.
+    #[error("{}: cannot open: {source}", path.display())]
+    Open { path: PathBuf, source: io::Error },
+    /// A read from a stream failed (including decompression errors).
+    #[error("{}: read error at byte offset {offset}: {source}", path.display())]
+    Read { path: PathBuf, offset: u64, source: io::Error },
+    /// The file is empty.
+    #[error("{}: empty file (0 bytes)", path.display())]
+    Empty { path: PathBuf },
+    /// The first four bytes are no known capture format.
+    #[error("{}: byte offset 0: unknown file format (magic {magic}): not pcap, pcapng, gzip or zstd", path.display())]
+    UnknownFormat { path: PathBuf, magic: String },
+    /// Damage inside a classic pcap.
+    #[error("{}: record {} at byte offset {}: {kind}", path.display(), at.record, at.offset)]
+    Pcap { path: PathBuf, at: Position, kind: PcapError },
+    /// Damage inside a pcapng.
+    #[error("{}: block {} at byte offset {}: {kind}", path.display(), at.record, at.offset)]
+    PcapNg { path: PathBuf, at: Position, kind: PcapNgError },
+}
+
+impl IngestError {
+    /// True when the file was opened and recognised and the error is damage
+    /// found part-way (exit code 3), as opposed to a file that could not be
+    /// used at all.
+    pub fn is_damage(&self) -> bool {
+        !matches!(self, IngestError::Open { .. })
+    }
+}
+
+/// A framing error before the file name is attached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum FrameError {
+    Pcap(Position, PcapError),
+    PcapNg(Position, PcapNgError),
+}
+
+impl FrameError {
+    pub(crate) fn with_path(self, path: PathBuf) -> IngestError {
+        match self {
+            FrameError::Pcap(at, kind) => IngestError::Pcap { path, at, kind },
+            FrameError::PcapNg(at, kind) => IngestError::PcapNg { path, at, kind },
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! Classic pcap framing (`tcpdump` format), both byte orders, microsecond and
+//! nanosecond timestamps, and the modified (Kuznetzov) variant with 24-byte
+//! record headers.
+//!
+//! The framer never trusts a length before checking it against what is
+//! actually in the window, so a damaged file ends in an error, never a panic,
+//! an over-read or a loop.
+
+use super::anomaly::AnomalyLog;
+use super::error::{AnomalyKind, FrameError, PcapError, Position};
+use super::frame::{ByteOrder, Framed, FramedPacket};
+use super::{LinkType, Timestamp};
+
+/// Length of the global file header.
+pub const FILE_HEADER_LEN: usize = 24;
+/// Offset of the snapshot length in the file header.
+const FH_SNAPLEN: usize = 16;
+/// Offset of the link-type ("network") field in the file header.
+const FH_LINKTYPE: usize = 20;
+
+/// Length of a standard record header.
+pub const RECORD_HEADER_LEN: usize = 16;
+/// Length of a modified (Kuznetzov) record header: the standard 16 bytes plus
+/// interface index (4), protocol (2), packet type (1) and padding (1).
+pub const MODIFIED_RECORD_HEADER_LEN: usize = 24;
+const RH_TS_SEC: usize = 0;
+const RH_TS_FRAC: usize = 4;
+const RH_CAPLEN: usize = 8;
+const RH_WIRE_LEN: usize = 12;
+
+/// The smallest caplen limit, whatever the file's snaplen says: libpcap's
+/// `MAXIMUM_SNAPLEN` (256 KiB), since many writers store snaplen 0 or a small
+/// bogus value.
+const MIN_CAPLEN_LIMIT: u32 = 256 * 1024;
+/// The largest caplen accepted even when the snaplen claims more.
+const MAX_CAPLEN_LIMIT: u32 = 64 * 1024 * 1024;
+
+/// The low 16 bits of the link-type field are the link type; the upper bits
+/// are reserved or carry the FCS length (libpcap's `LT_LINKTYPE`).
+const LINKTYPE_MASK: u32 = 0x0000_ffff;
+
+/// Which classic pcap variant a magic number announced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PcapVariant {
+    pub big_endian: bool,
+    pub nanosecond: bool,
+    pub modified: bool,
+}
+
+impl PcapVariant {
+    /// Recognises the four magic numbers in either byte order.
+    pub fn from_magic(magic: [u8; 4]) -> Option<PcapVariant> {
+        let le = u32::from_le_bytes(magic);
+        let be = u32::from_be_bytes(magic);
+        let classify = |m: u32| match m {
+            0xa1b2_c3d4 => Some((false, false)),
+            0xa1b2_3c4d => Some((true, false)),
+            0xa1b2_cd34 => Some((false, true)),
+            _ => None,
+        };
+        if let Some((nanosecond, modified)) = classify(le) {
+            return Some(PcapVariant { big_endian: false, nanosecond, modified });
+        }
+        classify(be).map(|(nanosecond, modified)| PcapVariant {
+            big_endian: true,
+            nanosecond,
+            modified,
+        })
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct PcapFramer {
+    order: ByteOrder,
+    units_per_sec: u32,
+    record_header_len: usize,
+    snaplen: u32,
+    caplen_limit: u32,
+    link_type: LinkType,
+    header_read: bool,
+    /// Records read so far (the current one is `records + 1`).
+    records: u64,
+}
+
+impl PcapFramer {
+    pub(crate) fn new(variant: PcapVariant) -> PcapFramer {
+        PcapFramer {
+            order: ByteOrder { big_endian: variant.big_endian },
+            units_per_sec: if variant.nanosecond { 1_000_000_000 } else { 1_000_000 },
+            record_header_len: if variant.modified {
+                MODIFIED_RECORD_HEADER_LEN
+            } else {
+                RECORD_HEADER_LEN
+            },
+            snaplen: 0,
+            caplen_limit: MIN_CAPLEN_LIMIT,
+            link_type: LinkType::ETHERNET,
+            header_read: false,
+            records: 0,
+        }
+    }
+
+    /// The file's snapshot length (0 until the header is read).
+    pub(crate) fn snaplen(&self) -> u32 {
+        self.snaplen
+    }
+
+    /// Frames the next unit from `buf`, whose first byte is at `offset` in
+    /// the file.
+    pub(crate) fn next(
+        &mut self,
+        buf: &[u8],
+        offset: u64,
+        eof: bool,
+        anomalies: &mut AnomalyLog,
+    ) -> Result<Framed, FrameError> {
+        if !self.header_read {
+            return self.file_header(buf, eof, anomalies);
+        }
+        let at = Position { record: self.records + 1, offset };
+        let hl = self.record_header_len;
+        if buf.len() < hl {
+            if !eof {
+                return Ok(Framed::NeedMore { needed: hl });
+            }
+            if buf.is_empty() {
+                return Ok(Framed::End);
+            }
+            return Err(FrameError::Pcap(
+                at,
+                PcapError::TruncatedRecordHeader { have: buf.len(), need: hl },
+            ));
+        }
+        let caplen = self.order.u32(buf, RH_CAPLEN);
+        if caplen > self.caplen_limit {
+            return Err(FrameError::Pcap(
+                at,
+                PcapError::ImplausibleCaplen { caplen, snaplen: self.snaplen, limit: self.caplen_limit },
+            ));
+        }
+        let total = hl + caplen as usize;
+        if buf.len() < total {
+            if !eof {
+                return Ok(Framed::NeedMore { needed: total });
+            }
+            return Err(FrameError::Pcap(
+                at,
+                PcapError::TruncatedRecordData { caplen, remaining: (buf.len() - hl) as u64 },
+            ));
+        }
+        self.records += 1;
+        if self.snaplen != 0 && caplen > self.snaplen {
+            anomalies.record(at, AnomalyKind::CaplenExceedsSnaplen { caplen, snaplen: self.snaplen });
+        }
+        let secs = self.order.u32(buf, RH_TS_SEC);
+        let frac = self.order.u32(buf, RH_TS_FRAC);
+        if frac >= self.units_per_sec {
+            anomalies.record(
+                at,
+                AnomalyKind::TimestampFractionOutOfRange { frac, limit: self.units_per_sec },
+            );
+        }
+        Ok(Framed::Packet(FramedPacket {
+            consumed: total,
+            data_start: hl,
+            caplen: caplen as usize,
+            wire_len: self.order.u32(buf, RH_WIRE_LEN),
+            ts: Timestamp::from_parts(i64::from(secs), u64::from(frac), u64::from(self.units_per_sec)),
+            timestamped: true,
+            link_type: self.link_type,
+            interface: 0,
+        }))
+    }
+
+    fn file_header(&mut self, buf: &[u8], eof: bool, anomalies: &mut AnomalyLog) -> Result<Framed, FrameError> {
+        if buf.len() < FILE_HEADER_LEN {
+            if !eof {
+                return Ok(Framed::NeedMore { needed: FILE_HEADER_LEN });
+            }
+            return Err(FrameError::Pcap(
+                Position { record: 0, offset: 0 },
+                PcapError::TruncatedFileHeader { len: buf.len() },
+            ));
+        }
+        self.snaplen = self.order.u32(buf, FH_SNAPLEN);
+        self.caplen_limit = self.snaplen.clamp(MIN_CAPLEN_LIMIT, MAX_CAPLEN_LIMIT);
+        let raw = self.order.u32(buf, FH_LINKTYPE);
+        let used = (raw & LINKTYPE_MASK) as u16;
+        if raw & !LINKTYPE_MASK != 0 {
+            anomalies.record(Position { record: 0, offset: FH_LINKTYPE as u64 }, AnomalyKind::LinkTypeReservedBits { raw, used });
+        }
+        self.link_type = LinkType(used);
+        self.header_read = true;
+        Ok(Framed::Skip { consumed: FILE_HEADER_LEN })
+    }
+
+    /// The file's link type (meaningful once the header is read).
+    pub(crate) fn link_type(&self) -> LinkType {
+        self.link_type
+    }
+}

@@ -1,0 +1,287 @@
+//! pcapng framing: several sections (each with its own byte order), several
+//! interfaces with their own link types, `if_tsresol` and `if_tsoffset`
+//! honoured, Enhanced, Simple and Obsolete packet blocks, and every other
+//! block type skipped by its length.
+
+use super::anomaly::AnomalyLog;
+use super::error::{AnomalyKind, FrameError, PcapNgError, Position};
+use super::frame::{ByteOrder, Framed, FramedPacket};
+use super::{LinkType, Timestamp};
+
+/// Section Header Block type; a byte palindrome, so it reads the same in both
+/// orders.
+pub const BLOCK_SECTION_HEADER: u32 = 0x0a0d_0d0a;
+/// Interface Description Block type.
+pub const BLOCK_INTERFACE: u32 = 0x0000_0001;
+/// Obsolete Packet Block type.
+pub const BLOCK_OBSOLETE_PACKET: u32 = 0x0000_0002;
+/// Simple Packet Block type.
+pub const BLOCK_SIMPLE_PACKET: u32 = 0x0000_0003;
+/// Enhanced Packet Block type.
+pub const BLOCK_ENHANCED_PACKET: u32 = 0x0000_0006;
+
+/// The byte-order magic of a Section Header Block as written by its writer.
+const BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
+
+/// Every block starts with type (4) and total length (4) and ends with the
+/// length again (4).
+const BLOCK_FRAME_LEN: usize = 12;
+const B_TYPE: usize = 0;
+const B_LEN: usize = 4;
+const B_BODY: usize = 8;
+/// Offset of the byte-order magic in a Section Header Block.
+const SHB_BOM: usize = 8;
+/// Minimum Section Header Block: frame, magic, versions, section length.
+const SHB_MIN_LEN: u32 = 28;
+
+/// Interface Description Block body: link type (2), reserved (2), snaplen (4),
+/// options.
+const IDB_MIN_LEN: u32 = 20;
+const IDB_LINKTYPE: usize = 0;
+const IDB_SNAPLEN: usize = 4;
+const IDB_OPTIONS: usize = 8;
+const OPT_END: u16 = 0;
+const OPT_IF_TSRESOL: u16 = 9;
+const OPT_IF_TSOFFSET: u16 = 14;
+
+/// Enhanced Packet Block body: interface (4), timestamp high (4) and low (4),
+/// caplen (4), original length (4), data.
+const EPB_MIN_LEN: u32 = 32;
+const EPB_INTERFACE: usize = 0;
+const EPB_TS_HIGH: usize = 4;
+const EPB_TS_LOW: usize = 8;
+const EPB_CAPLEN: usize = 12;
+const EPB_WIRE_LEN: usize = 16;
+const EPB_DATA: usize = 20;
+
+/// Obsolete Packet Block body: interface (2), drops (2), then as the EPB.
+const OPB_MIN_LEN: u32 = 32;
+const OPB_INTERFACE: usize = 0;
+
+/// Simple Packet Block body: original length (4), data.
+const SPB_MIN_LEN: u32 = 16;
+const SPB_WIRE_LEN: usize = 0;
+const SPB_DATA: usize = 4;
+
+/// No capture writes blocks this large; a bigger length is damage.
+const MAX_BLOCK_LEN: u32 = 64 * 1024 * 1024;
+
+/// Default resolution when an interface has no `if_tsresol`: microseconds.
+const DEFAULT_UNITS_PER_SEC: u64 = 1_000_000;
+
+#[derive(Clone, Copy, Debug)]
+struct Interface {
+    link_type: LinkType,
+    snaplen: u32,
+    units_per_sec: u64,
+    ts_offset_secs: i64,
+}
+
+#[derive(Debug)]
+pub(crate) struct PcapNgFramer {
+    order: ByteOrder,
+    in_section: bool,
+    interfaces: Vec<Interface>,
+    /// Blocks read so far (the current one is `blocks + 1`).
+    blocks: u64,
+    sections: u64,
+    last_ts: Option<Timestamp>,
+}
+
+impl PcapNgFramer {
+    pub(crate) fn new() -> PcapNgFramer {
+        PcapNgFramer {
+            order: ByteOrder { big_endian: false },
+            in_section: false,
+            interfaces: Vec::new(),
+            blocks: 0,
+            sections: 0,
+            last_ts: None,
+        }
+    }
+
+    /// Sections started so far.
+    pub(crate) fn sections(&self) -> u64 {
+        self.sections
+    }
+
+    pub(crate) fn next(
+        &mut self,
+        buf: &[u8],
+        offset: u64,
+        eof: bool,
+        anomalies: &mut AnomalyLog,
+    ) -> Result<Framed, FrameError> {
+        let at = Position { record: self.blocks + 1, offset };
+        let err = |kind| Err(FrameError::PcapNg(at, kind));
+        if buf.len() < BLOCK_FRAME_LEN {
+            if !eof {
+                return Ok(Framed::NeedMore { needed: BLOCK_FRAME_LEN });
+            }
+            if buf.is_empty() {
+                return Ok(Framed::End);
+            }
+            return err(PcapNgError::TruncatedBlockHeader { have: buf.len(), need: BLOCK_FRAME_LEN });
+        }
+        let block_type = self.order.u32(buf, B_TYPE);
+        if block_type == BLOCK_SECTION_HEADER {
+            let bom = ByteOrder { big_endian: false }.u32(buf, SHB_BOM);
+            self.order = if bom == BYTE_ORDER_MAGIC {
+                ByteOrder { big_endian: false }
+            } else if bom.swap_bytes() == BYTE_ORDER_MAGIC {
+                ByteOrder { big_endian: true }
+            } else {
+                return err(PcapNgError::BadByteOrderMagic { magic: bom });
+            };
+        } else if !self.in_section {
+            return err(PcapNgError::MissingSectionHeader { block_type });
+        }
+        let len = self.order.u32(buf, B_LEN);
+        if (len as usize) < BLOCK_FRAME_LEN {
+            return err(PcapNgError::BlockTooShort { block_type, len, min: BLOCK_FRAME_LEN as u32 });
+        }
+        if len % 4 != 0 {
+            return err(PcapNgError::BlockLengthNotAligned { len });
+        }
+        if len > MAX_BLOCK_LEN {
+            return err(PcapNgError::BlockTooLarge { len, limit: MAX_BLOCK_LEN });
+        }
+        let total = len as usize;
+        if buf.len() < total {
+            if !eof {
+                return Ok(Framed::NeedMore { needed: total });
+            }
+            return err(PcapNgError::TruncatedBlock { len, remaining: buf.len() as u64 });
+        }
+        let trailing = self.order.u32(buf, total - 4);
+        if trailing != len {
+            return err(PcapNgError::TrailerMismatch { leading: len, trailing });
+        }
+        let min = match block_type {
+            BLOCK_SECTION_HEADER => SHB_MIN_LEN,
+            BLOCK_INTERFACE => IDB_MIN_LEN,
+            BLOCK_ENHANCED_PACKET => EPB_MIN_LEN,
+            BLOCK_OBSOLETE_PACKET => OPB_MIN_LEN,
+            BLOCK_SIMPLE_PACKET => SPB_MIN_LEN,
+            _ => BLOCK_FRAME_LEN as u32,
+        };
+        if len < min {
+            return err(PcapNgError::BlockTooShort { block_type, len, min });
+        }
+        self.blocks += 1;
+        let body = &buf[B_BODY..total - 4];
+        match block_type {
+            BLOCK_SECTION_HEADER => {
+                self.in_section = true;
+                self.sections += 1;
+                self.interfaces.clear();
+                Ok(Framed::Skip { consumed: total })
+            }
+            BLOCK_INTERFACE => {
+                let interface = self.interfaces.len() as u32;
+                let mut iface = Interface {
+                    link_type: LinkType(self.order.u16(body, IDB_LINKTYPE)),
+                    snaplen: self.order.u32(body, IDB_SNAPLEN),
+                    units_per_sec: DEFAULT_UNITS_PER_SEC,
+                    ts_offset_secs: 0,
+                };
+                self.read_interface_options(body.get(IDB_OPTIONS..).unwrap_or(&[]), &mut iface, |value| {
+                    anomalies.record(at, AnomalyKind::BadTsResol { interface, value })
+                });
+                self.interfaces.push(iface);
+                Ok(Framed::Skip { consumed: total })
+            }
+            BLOCK_ENHANCED_PACKET | BLOCK_OBSOLETE_PACKET => {
+                let interface = if block_type == BLOCK_ENHANCED_PACKET {
+                    self.order.u32(body, EPB_INTERFACE)
+                } else {
+                    u32::from(self.order.u16(body, OPB_INTERFACE))
+                };
+                let iface = self.interface(at, interface)?;
+                let caplen = self.order.u32(body, EPB_CAPLEN);
+                let room = len - EPB_MIN_LEN;
+                if caplen > room {
+                    return err(PcapNgError::CaplenExceedsBlock { caplen, room });
+                }
+                if iface.snaplen != 0 && caplen > iface.snaplen {
+                    anomalies.record(at, AnomalyKind::CaplenExceedsSnaplen { caplen, snaplen: iface.snaplen });
+                }
+                let units = (u64::from(self.order.u32(body, EPB_TS_HIGH)) << 32) | u64::from(self.order.u32(body, EPB_TS_LOW));
+                let ts = Timestamp::from_units(units, iface.units_per_sec).saturating_add_secs(iface.ts_offset_secs);
+                self.last_ts = Some(ts);
+                Ok(Framed::Packet(FramedPacket {
+                    consumed: total,
+                    data_start: B_BODY + EPB_DATA,
+                    caplen: caplen as usize,
+                    wire_len: self.order.u32(body, EPB_WIRE_LEN),
+                    ts,
+                    timestamped: true,
+                    link_type: iface.link_type,
+                    interface,
+                }))
+            }
+            BLOCK_SIMPLE_PACKET => {
+                let iface = self.interface(at, 0)?;
+                let wire_len = self.order.u32(body, SPB_WIRE_LEN);
+                let room = len - SPB_MIN_LEN;
+                let mut caplen = wire_len.min(room);
+                if iface.snaplen != 0 {
+                    caplen = caplen.min(iface.snaplen);
+                }
+                // A Simple Packet Block has no timestamp: it inherits the
+                // previous packet's, and is left out of the time span.
+                Ok(Framed::Packet(FramedPacket {
+                    consumed: total,
+                    data_start: B_BODY + SPB_DATA,
+                    caplen: caplen as usize,
+                    wire_len,
+                    ts: self.last_ts.unwrap_or(Timestamp::ZERO),
+                    timestamped: false,
+                    link_type: iface.link_type,
+                    interface: 0,
+                }))
+            }
+            _ => Ok(Framed::Skip { consumed: total }),
+        }
+    }
+
+    fn interface(&self, at: Position, interface: u32) -> Result<Interface, FrameError> {
+        self.interfaces.get(interface as usize).copied().ok_or(FrameError::PcapNg(
+            at,
+            PcapNgError::UnknownInterface { interface, count: self.interfaces.len() },
+        ))
+    }
+
+    /// Reads `if_tsresol` and `if_tsoffset`. Options are advisory: a damaged
+    /// option list ends option parsing, not the file.
+    fn read_interface_options(&self, mut opts: &[u8], iface: &mut Interface, mut bad_tsresol: impl FnMut(u8)) {
+        while opts.len() >= 4 {
+            let code = self.order.u16(opts, 0);
+            let len = usize::from(self.order.u16(opts, 2));
+            if code == OPT_END {
+                break;
+            }
+            let Some(value) = opts.get(4..4 + len) else { break };
+            match (code, len) {
+                (OPT_IF_TSRESOL, 1) => match units_per_sec(value[0]) {
+                    Some(u) => iface.units_per_sec = u,
+                    None => bad_tsresol(value[0]),
+                },
+                (OPT_IF_TSOFFSET, 8) => iface.ts_offset_secs = self.order.u64(value, 0) as i64,
+                _ => {}
+            }
+            let padded = (len + 3) & !3;
+            opts = opts.get(4 + padded..).unwrap_or(&[]);
+        }
+    }
+}
+
+/// Units per second for an `if_tsresol` byte: 10^-v when the top bit is
+/// clear, 2^-(v & 0x7f) when set. `None` where that overflows 64 bits.
+pub fn units_per_sec(tsresol: u8) -> Option<u64> {
+    if tsresol & 0x80 == 0 {
+        10u64.checked_pow(u32::from(tsresol))
+    } else {
+        1u64.checked_shl(u32::from(tsresol & 0x7f)).filter(|_| tsresol & 0x7f < 64)
+    }
+}

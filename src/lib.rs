@@ -1,0 +1,24 @@
+//! flowsieve: probabilistic flow monitoring over packet traces.
+//!
+//! The crate is a library with a thin command-line front end (`bin/`). Each
+//! module has one job:
+//!
+//! - [`ingest`]: pcap/pcapng sources (memory-mapped or gzip/zstd streams);
+//! - [`dissect`]: packets to directional 5-tuple flow keys, with every packet
+//!   that yields no key counted by reason;
+//! - [`hash`]: the 64-bit flow hash, partitioned filter indices and shard
+//!   selection;
+//! - [`class`]: flow classes (`ports`, `ipclass`, or a TOML config);
+//! - [`truth`]: the exact per-flow table (ground truth);
+//! - [`replay`]: the replay engine, which pushes results into a sink;
+//! - [`report`]: the replay summary and its text and JSON renderings;
+//! - [`synth`]: the seeded synthetic trace generator.
+
+pub mod class;
+pub mod dissect;
+pub mod hash;
+pub mod ingest;
+pub mod replay;
+pub mod report;
+pub mod synth;
+pub mod truth;

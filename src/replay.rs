@@ -1,0 +1,331 @@
+//! The replay engine: reads trace files in order, dissects and hashes every
+//! packet, classifies flows, and (optionally) keeps the exact flow table.
+//!
+//! The engine produces a [`ReplaySummary`] (plain data) and reports progress
+//! and per-file results to a [`ReplayObserver`]; it never formats output.
+//! Damage in one file ends that file (everything before it is counted) and
+//! the replay moves on to the next file.
+//!
+//! ```no_run
+//! use flowsieve::class::Classifier;
+//! use flowsieve::replay::{replay, NoObserver, ReplayConfig};
+//! let cfg = ReplayConfig::new(Classifier::ports());
+//! let summary = replay(&["traces/default.pcap".into()], &cfg, &mut NoObserver);
+//! println!("{} packets, {:?} flows", summary.trace.packets, summary.trace.flows);
+//! ```
+
+use crate::class::Classifier;
+use crate::dissect::{Dissector, SkipCounts, SkipReason};
+use crate::hash::flow_hash;
+use crate::ingest::{Compression, IngestError, LinkType, Timestamp, TraceReader};
+use crate::report::{
+    AnomalySummary, ClassSummary, FileSummary, LinkTypeCount, OptionsInfo, ReplaySummary, ToolInfo, TopFlow, TraceSummary,
+    SCHEMA_VERSION,
+};
+use crate::truth::FlowTable;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// How often (in packets) the observer hears about progress.
+const PROGRESS_EVERY: u64 = 1 << 16;
+
+/// What a replay does.
+#[derive(Clone, Debug)]
+pub struct ReplayConfig {
+    /// Canonicalise keys so both directions share a flow.
+    pub bidirectional: bool,
+    /// Keep the exact flow table (flows, top flows, per-class flows).
+    pub truth: bool,
+    /// Stop after this many packets in all (`-c`).
+    pub max_packets: Option<u64>,
+    /// How many top flows to report.
+    pub top: usize,
+    /// The flow classifier.
+    pub classifier: Classifier,
+}
+
+impl ReplayConfig {
+    /// Truth on, directional keys, no packet limit, top 10.
+    pub fn new(classifier: Classifier) -> ReplayConfig {
+        ReplayConfig { bidirectional: false, truth: true, max_packets: None, top: 10, classifier }
+    }
+}
+
+/// Hears about a replay as it runs.
+pub trait ReplayObserver {
+    /// A file is about to be read; `size` is its size on disk.
+    fn file_started(&mut self, _path: &Path, _size: Option<u64>) {}
+    /// Every 65,536 packets: packets of this file so far and the byte offset
+    /// reached (decompressed offset for compressed files).
+    fn progress(&mut self, _packets: u64, _offset: u64) {}
+    /// A file is done (completely or up to damage).
+    fn file_finished(&mut self, _file: &FileSummary) {}
+}
+
+/// An observer that ignores everything.
+pub struct NoObserver;
+impl ReplayObserver for NoObserver {}
+
+/// Totals gathered while reading.
+#[derive(Default)]
+struct Totals {
+    packets: u64,
+    ip_packets: u64,
+    wire_bytes: u64,
+    captured_bytes: u64,
+    truncated_packets: u64,
+    ports_truncated: u64,
+    first_ts: Option<Timestamp>,
+    last_ts: Option<Timestamp>,
+    skips: SkipCounts,
+    link_types: BTreeMap<u16, u64>,
+    class_packets: Vec<u64>,
+    class_bytes: Vec<u64>,
+}
+
+/// Replays the files in order.
+pub fn replay(paths: &[PathBuf], cfg: &ReplayConfig, observer: &mut dyn ReplayObserver) -> ReplaySummary {
+    let started = Instant::now();
+    let dissector = Dissector::new(cfg.bidirectional);
+    let n_classes = cfg.classifier.names().len();
+    let mut totals = Totals { class_packets: vec![0; n_classes], class_bytes: vec![0; n_classes], ..Totals::default() };
+    let mut table = cfg.truth.then(FlowTable::default);
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+    let mut could_not_open = false;
+    for path in paths {
+        if cfg.max_packets.is_some_and(|m| totals.packets >= m) {
+            break;
+        }
+        let size = std::fs::metadata(path).ok().map(|m| m.len());
+        observer.file_started(path, size);
+        let file = replay_file(path, cfg, &dissector, &mut totals, table.as_mut(), observer);
+        if let Some(e) = &file.error {
+            errors.push(e.clone());
+        }
+        could_not_open |= file.format.is_none() && file.error_kind == Some(ErrorKind::Open);
+        for a in &file.anomalies {
+            warnings.push(a.message.clone());
+        }
+        observer.file_finished(&file.summary);
+        files.push(file.summary);
+    }
+    let read_seconds = started.elapsed().as_secs_f64();
+    let flows_top = table
+        .as_ref()
+        .map(|t| {
+            t.top(cfg.top)
+                .into_iter()
+                .map(|e| TopFlow {
+                    src: e.key.src().to_string(),
+                    dst: e.key.dst().to_string(),
+                    sport: e.key.sport(),
+                    dport: e.key.dport(),
+                    proto: e.key.proto(),
+                    packets: e.stats.packets,
+                    bytes: e.stats.wire_bytes,
+                    captured_bytes: e.stats.captured_bytes,
+                    first_ts: e.stats.first_ts.as_secs_f64(),
+                    last_ts: e.stats.last_ts.as_secs_f64(),
+                    class: cfg.classifier.name(e.stats.class).to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let class_flows = table.as_ref().map(|t| {
+        let mut flows = vec![0u64; n_classes];
+        for e in t.iter() {
+            if let Some(f) = flows.get_mut(usize::from(e.stats.class)) {
+                *f += 1;
+            }
+        }
+        flows
+    });
+    let classes = cfg
+        .classifier
+        .names()
+        .iter()
+        .enumerate()
+        .map(|(i, name)| ClassSummary {
+            class: name.clone(),
+            flows: class_flows.as_ref().map(|f| f[i]),
+            packets: totals.class_packets[i],
+            bytes: totals.class_bytes[i],
+        })
+        .collect();
+    let skipped = SkipReason::ALL.iter().map(|r| (r.name().to_string(), totals.skips.get(*r))).collect();
+    let (first, last) = (totals.first_ts.map(|t| t.as_secs_f64()), totals.last_ts.map(|t| t.as_secs_f64()));
+    ReplaySummary {
+        schema_version: SCHEMA_VERSION,
+        tool: ToolInfo { name: "flowsieve".into(), version: env!("CARGO_PKG_VERSION").into() },
+        options: OptionsInfo {
+            bidirectional: cfg.bidirectional,
+            truth: cfg.truth,
+            classes: cfg.classifier.describe(),
+            max_packets: cfg.max_packets,
+            top: cfg.top,
+        },
+        trace: TraceSummary {
+            files,
+            link_types: totals
+                .link_types
+                .iter()
+                .map(|(&lt, &packets)| LinkTypeCount { link_type: lt, name: LinkType(lt).name().into(), packets })
+                .collect(),
+            packets: totals.packets,
+            ip_packets: totals.ip_packets,
+            flows: table.as_ref().map(|t| t.len() as u64),
+            wire_bytes: totals.wire_bytes,
+            captured_bytes: totals.captured_bytes,
+            truncated_packets: totals.truncated_packets,
+            ports_truncated: totals.ports_truncated,
+            first_ts: first,
+            last_ts: last,
+            duration_s: totals.first_ts.zip(totals.last_ts).map(|(a, b)| (b.as_nanos() - a.as_nanos()) as f64 * 1e-9),
+            skipped,
+            read_seconds,
+            packets_per_sec: if read_seconds > 0.0 { totals.packets as f64 / read_seconds } else { 0.0 },
+        },
+        flows_top,
+        classes,
+        errors,
+        warnings,
+        could_not_open,
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ErrorKind {
+    Open,
+    Damage,
+}
+
+struct FileOutcome {
+    summary: FileSummary,
+    format: Option<String>,
+    error: Option<String>,
+    error_kind: Option<ErrorKind>,
+    anomalies: Vec<AnomalySummary>,
+}
+
+fn replay_file(
+    path: &Path,
+    cfg: &ReplayConfig,
+    dissector: &Dissector,
+    totals: &mut Totals,
+    mut table: Option<&mut FlowTable>,
+    observer: &mut dyn ReplayObserver,
+) -> FileOutcome {
+    let mut summary = FileSummary { path: path.display().to_string(), ..FileSummary::default() };
+    let mut reader = match TraceReader::open(path) {
+        Ok(r) => r,
+        Err(e) => {
+            let kind = if e.is_damage() { ErrorKind::Damage } else { ErrorKind::Open };
+            summary.error = Some(e.to_string());
+            return FileOutcome { error: summary.error.clone(), summary, format: None, error_kind: Some(kind), anomalies: vec![] };
+        }
+    };
+    summary.format = reader.format().name();
+    summary.compression = match reader.compression() {
+        Compression::None => "none",
+        Compression::Gzip => "gzip",
+        Compression::Zstd => "zstd",
+    }
+    .into();
+    let mut link_types: Vec<u16> = Vec::new();
+    let mut last_link: Option<LinkType> = None;
+    let mut error: Option<IngestError> = None;
+    let limit = cfg.max_packets.unwrap_or(u64::MAX);
+    while totals.packets < limit {
+        let packet = match reader.next_packet() {
+            Ok(Some(p)) => p,
+            Ok(None) => break,
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        };
+        totals.packets += 1;
+        summary.packets += 1;
+        let captured = packet.data.len() as u32;
+        totals.wire_bytes += u64::from(packet.wire_len);
+        totals.captured_bytes += u64::from(captured);
+        summary.wire_bytes += u64::from(packet.wire_len);
+        summary.captured_bytes += u64::from(captured);
+        if captured < packet.wire_len {
+            totals.truncated_packets += 1;
+        }
+        if packet.timestamped {
+            totals.first_ts = Some(totals.first_ts.map_or(packet.ts, |t| t.min(packet.ts)));
+            totals.last_ts = Some(totals.last_ts.map_or(packet.ts, |t| t.max(packet.ts)));
+        }
+        if last_link != Some(packet.link_type) {
+            last_link = Some(packet.link_type);
+            if !link_types.contains(&packet.link_type.0) {
+                link_types.push(packet.link_type.0);
+            }
+        }
+        *totals.link_types.entry(packet.link_type.0).or_insert(0) += 1;
+        match dissector.dissect(packet.link_type, packet.data) {
+            Ok(d) => {
+                totals.ip_packets += 1;
+                totals.ports_truncated += u64::from(d.ports_truncated);
+                let class = cfg.classifier.classify(&d.key);
+                let c = usize::from(class);
+                if c < totals.class_packets.len() {
+                    totals.class_packets[c] += 1;
+                    totals.class_bytes[c] += u64::from(packet.wire_len);
+                }
+                if let Some(t) = table.as_deref_mut() {
+                    t.record(d.key, flow_hash(&d.key), class, packet.ts, packet.wire_len, captured);
+                }
+            }
+            Err(reason) => totals.skips.add(reason),
+        }
+        if summary.packets % PROGRESS_EVERY == 0 {
+            observer.progress(summary.packets, reader.offset());
+        }
+    }
+    if let Some(lt) = reader.file_link_type() {
+        if !link_types.contains(&lt.0) {
+            link_types.push(lt.0);
+        }
+    }
+    link_types.sort_unstable();
+    summary.link_types = link_types;
+    summary.complete = error.is_none() && totals.packets < limit;
+    let anomalies: Vec<AnomalySummary> = reader
+        .anomalies()
+        .entries()
+        .iter()
+        .map(|a| {
+            let place = if a.first.position.record == 0 {
+                format!("file header at byte offset {}", a.first.position.offset)
+            } else {
+                format!("record {} at byte offset {}", a.first.position.record, a.first.position.offset)
+            };
+            AnomalySummary {
+                record: a.first.position.record,
+                offset: a.first.position.offset,
+                count: a.count,
+                message: format!(
+                    "{}: {place}: {}{}",
+                    path.display(),
+                    a.first.kind,
+                    if a.count > 1 { format!(" ({} records)", a.count) } else { String::new() }
+                ),
+            }
+        })
+        .collect();
+    summary.anomalies = anomalies.clone();
+    summary.error = error.as_ref().map(|e| e.to_string());
+    FileOutcome {
+        format: Some(summary.format.clone()),
+        error: summary.error.clone(),
+        error_kind: error.map(|_| ErrorKind::Damage),
+        summary,
+        anomalies,
+    }
+}

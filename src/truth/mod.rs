@@ -1,0 +1,132 @@
+//! Ground truth: the exact per-flow table.
+//!
+//! A hash table keyed by [`FlowKey`], probed with the flow hash the pipeline
+//! already computed (so each packet is hashed once). It costs memory in
+//! proportion to the number of flows (about 100 bytes a flow), which is why
+//! replay can run without it.
+//!
+//! ```
+//! use flowsieve::dissect::FlowKey;
+//! use flowsieve::hash::flow_hash;
+//! use flowsieve::ingest::Timestamp;
+//! use flowsieve::truth::FlowTable;
+//! let mut t = FlowTable::default();
+//! let k = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 17);
+//! let ts = Timestamp::from_units(5, 1);
+//! assert!(t.record(k, flow_hash(&k), 0, ts, 100, 64));
+//! assert!(!t.record(k, flow_hash(&k), 0, ts, 100, 64));
+//! assert_eq!(t.get(&k).unwrap().packets, 2);
+//! ```
+
+use crate::class::ClassId;
+use crate::dissect::FlowKey;
+use crate::ingest::Timestamp;
+use hashbrown::HashTable;
+
+/// Exact statistics of one flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowStats {
+    /// Packets.
+    pub packets: u64,
+    /// Bytes on the wire (the records' original lengths).
+    pub wire_bytes: u64,
+    /// Bytes captured.
+    pub captured_bytes: u64,
+    /// Earliest timestamp (traces may go backwards in time).
+    pub first_ts: Timestamp,
+    /// Latest timestamp.
+    pub last_ts: Timestamp,
+    /// The flow's class.
+    pub class: ClassId,
+}
+
+/// A flow and its statistics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowEntry {
+    pub key: FlowKey,
+    pub hash: u64,
+    pub stats: FlowStats,
+}
+
+/// The exact flow table.
+#[derive(Clone, Debug, Default)]
+pub struct FlowTable {
+    table: HashTable<FlowEntry>,
+}
+
+impl FlowTable {
+    /// A table with room for `flows` flows before it grows.
+    pub fn with_capacity(flows: usize) -> FlowTable {
+        FlowTable { table: HashTable::with_capacity(flows) }
+    }
+
+    /// Counts one packet of `key` (whose [`crate::hash::flow_hash`] is
+    /// `hash`). Returns true if this is the flow's first packet.
+    #[inline]
+    pub fn record(&mut self, key: FlowKey, hash: u64, class: ClassId, ts: Timestamp, wire_len: u32, captured_len: u32) -> bool {
+        if let Some(e) = self.table.find_mut(hash, |e| e.key == key) {
+            let s = &mut e.stats;
+            s.packets += 1;
+            s.wire_bytes += u64::from(wire_len);
+            s.captured_bytes += u64::from(captured_len);
+            s.first_ts = s.first_ts.min(ts);
+            s.last_ts = s.last_ts.max(ts);
+            return false;
+        }
+        let stats = FlowStats {
+            packets: 1,
+            wire_bytes: u64::from(wire_len),
+            captured_bytes: u64::from(captured_len),
+            first_ts: ts,
+            last_ts: ts,
+            class,
+        };
+        self.table.insert_unique(hash, FlowEntry { key, hash, stats }, |e| e.hash);
+        true
+    }
+
+    /// Number of distinct flows.
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// True when no packet was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// The statistics of one flow.
+    pub fn get(&self, key: &FlowKey) -> Option<&FlowStats> {
+        let h = crate::hash::flow_hash(key);
+        self.table.find(h, |e| e.key == *key).map(|e| &e.stats)
+    }
+
+    /// All flows, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &FlowEntry> {
+        self.table.iter()
+    }
+
+    /// The `n` largest flows by packets, then bytes; ties broken by key so
+    /// the order is deterministic.
+    pub fn top(&self, n: usize) -> Vec<FlowEntry> {
+        let mut all: Vec<FlowEntry> = self.table.iter().copied().collect();
+        let order = |a: &FlowEntry, b: &FlowEntry| {
+            b.stats
+                .packets
+                .cmp(&a.stats.packets)
+                .then(b.stats.wire_bytes.cmp(&a.stats.wire_bytes))
+                .then(a.key.version().cmp(&b.key.version()))
+                .then(a.key.src_bits().cmp(&b.key.src_bits()))
+                .then(a.key.dst_bits().cmp(&b.key.dst_bits()))
+                .then(a.key.sport().cmp(&b.key.sport()))
+                .then(a.key.dport().cmp(&b.key.dport()))
+                .then(a.key.proto().cmp(&b.key.proto()))
+        };
+        if n < all.len() {
+            all.select_nth_unstable_by(n, order);
+            all.truncate(n);
+        }
+        all.sort_by(order);
+        all
+    }
+}
