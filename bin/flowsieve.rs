@@ -32,11 +32,15 @@ fn default_trace() -> PathBuf {
         With no subcommand, replays the bundled default trace (traces/default.pcap).\n\n\
         Exit codes: 0 ok; 1 could not run (file missing, bad config, cannot write); \
         2 bad command line; 3 damaged input (a file ended early; results cover what was read); \
-        4 input anomalies (every record read, some odd: see the warnings)."
+        4 input anomalies (every record read, some odd: see the warnings).",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Replay flags, accepted without the `replay` subcommand.
+    #[command(flatten)]
+    replay: ReplayArgs,
 }
 
 #[derive(Subcommand)]
@@ -47,7 +51,7 @@ enum Command {
     GenTrace(GenTraceArgs),
 }
 
-#[derive(Args, Default)]
+#[derive(Args)]
 struct ReplayArgs {
     /// Trace files (pcap, pcapng, optionally .gz/.zst), read in order.
     /// Default: the bundled trace.
@@ -272,7 +276,7 @@ fn run_gen_trace(args: GenTraceArgs) -> i32 {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
-        None => run_replay(ReplayArgs { top: 10, classes: "ports".into(), ..ReplayArgs::default() }),
+        None => run_replay(cli.replay),
         Some(Command::Replay(a)) => run_replay(a),
         Some(Command::GenTrace(a)) => run_gen_trace(a),
     };

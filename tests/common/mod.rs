@@ -1,0 +1,127 @@
+//! Shared helpers for the integration tests: locating `../shared/traces`,
+//! reading its manifest, and running a file through reader + dissector.
+
+#![allow(dead_code)]
+
+use flowsieve::dissect::{Dissector, FlowKey, SkipCounts};
+use flowsieve::hash::flow_hash;
+use flowsieve::ingest::{IngestError, Timestamp, TraceReader};
+use flowsieve::truth::FlowTable;
+use std::path::{Path, PathBuf};
+
+/// `../shared/traces` beside the crate, or `None` (with a message saying
+/// the test is skipped) when it is absent.
+pub fn shared_traces(test: &str) -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/traces");
+    if dir.join("manifest.json").is_file() {
+        Some(dir)
+    } else {
+        eprintln!("SKIPPED {test}: ../shared/traces not found beside the crate (the real-capture tests need it)");
+        None
+    }
+}
+
+/// One manifest entry.
+pub struct ManifestEntry {
+    pub file: String,
+    pub stats: serde_json::Value,
+}
+
+impl ManifestEntry {
+    pub fn u64(&self, field: &str) -> u64 {
+        self.stats[field].as_u64().unwrap_or_else(|| panic!("{}: manifest has no stats.{field}", self.file))
+    }
+    pub fn f64(&self, field: &str) -> Option<f64> {
+        self.stats[field].as_f64()
+    }
+    pub fn errors(&self) -> Vec<String> {
+        self.stats["errors"].as_array().map(|a| a.iter().filter_map(|e| e.as_str().map(String::from)).collect()).unwrap_or_default()
+    }
+    pub fn format(&self) -> &str {
+        self.stats["format"].as_str().unwrap_or("")
+    }
+}
+
+pub fn manifest(dir: &Path) -> Vec<ManifestEntry> {
+    let text = std::fs::read_to_string(dir.join("manifest.json")).expect("manifest.json readable");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("manifest.json is JSON");
+    v.as_array()
+        .expect("manifest is an array")
+        .iter()
+        .map(|e| ManifestEntry { file: e["file"].as_str().unwrap_or("").to_string(), stats: e["stats"].clone() })
+        .collect()
+}
+
+/// Everything a scan of one file found.
+pub struct Scan {
+    pub packets: u64,
+    pub table: FlowTable,
+    pub skips: SkipCounts,
+    pub first_ts: Option<Timestamp>,
+    pub last_ts: Option<Timestamp>,
+    pub error: Option<IngestError>,
+    pub reader: Option<TraceReader>,
+    pub keys_in_order: Vec<Option<FlowKey>>,
+}
+
+/// Reads a whole file through the reader and dissector.
+pub fn scan(path: &Path, dissector: Dissector) -> Scan {
+    let mut s = Scan {
+        packets: 0,
+        table: FlowTable::default(),
+        skips: SkipCounts::default(),
+        first_ts: None,
+        last_ts: None,
+        error: None,
+        reader: None,
+        keys_in_order: Vec::new(),
+    };
+    let mut reader = match TraceReader::open(path) {
+        Ok(r) => r,
+        Err(e) => {
+            s.error = Some(e);
+            return s;
+        }
+    };
+    loop {
+        match reader.next_packet() {
+            Ok(Some(p)) => {
+                s.packets += 1;
+                if p.timestamped {
+                    s.first_ts = Some(s.first_ts.map_or(p.ts, |t| t.min(p.ts)));
+                    s.last_ts = Some(s.last_ts.map_or(p.ts, |t| t.max(p.ts)));
+                }
+                match dissector.dissect(p.link_type, p.data) {
+                    Ok(d) => {
+                        s.table.record(d.key, flow_hash(&d.key), 0, p.ts, p.wire_len, p.data.len() as u32);
+                        s.keys_in_order.push(Some(d.key));
+                    }
+                    Err(r) => {
+                        s.skips.add(r);
+                        s.keys_in_order.push(None);
+                    }
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                s.error = Some(e);
+                break;
+            }
+        }
+    }
+    s.reader = Some(reader);
+    s
+}
+
+/// A flow table as a sorted list, for comparing tables.
+pub fn sorted_flows(t: &FlowTable, with_times: bool) -> Vec<(String, u64, u64, u64, i128, i128)> {
+    let mut v: Vec<_> = t
+        .iter()
+        .map(|e| {
+            let (a, b) = if with_times { (e.stats.first_ts.as_nanos(), e.stats.last_ts.as_nanos()) } else { (0, 0) };
+            (e.key.to_string(), e.stats.packets, e.stats.wire_bytes, e.stats.captured_bytes, a, b)
+        })
+        .collect();
+    v.sort();
+    v
+}

@@ -1,0 +1,144 @@
+//! Every curated capture in `../shared/traces/manifest.json` against the
+//! manifest's independent parser: packet and flow counts, time span, and for
+//! damaged files the packets read before the damage and where it is.
+
+mod common;
+
+use common::{manifest, scan, shared_traces};
+use flowsieve::dissect::{Dissector, SkipReason};
+use flowsieve::ingest::{IngestError, Position};
+
+/// Files where flowsieve's flow count differs from the manifest on purpose.
+/// Each asserts flowsieve's own exact numbers instead, so it still fails if
+/// they move.
+struct Exception {
+    file: &'static str,
+    why: &'static str,
+    flows: u64,
+    skipped: &'static [(SkipReason, u64)],
+}
+
+const EXCEPTIONS: &[Exception] = &[
+    Exception {
+        file: "formats/wits100/100_sll_wrapping_ethernet.pcap",
+        why: "Linux SLL protocol 0x0060 (ETH_P_LOOP) wraps a whole Ethernet frame; flowsieve decodes it \
+              (61 flows, the same as the other wits100 containers), the manifest's parser stops at SLL (0)",
+        flows: 61,
+        skipped: &[],
+    },
+    Exception {
+        file: "formats/big_endian_691pkts.pcap",
+        why: "fuzzed capture: one IPv4 header with IHL 1 and one EtherType-IPv4 frame whose version nibble is 6; \
+              flowsieve rejects both (bad_ip_header, bad_ip_version), the manifest's parser keys their garbage (294)",
+        flows: 292,
+        skipped: &[(SkipReason::NonIp, 78), (SkipReason::BadIpVersion, 6), (SkipReason::BadIpHeader, 1)],
+    },
+    Exception {
+        file: "l3_edge/mpls_6in6_broken.pcap",
+        why: "15 frames whose MPLS payload ends inside the IPv6 header; flowsieve counts truncated_ip_header, \
+              the manifest's parser keys the partial addresses (452)",
+        flows: 440,
+        skipped: &[(SkipReason::TruncatedIpHeader, 15), (SkipReason::BadIpVersion, 22)],
+    },
+];
+
+/// The byte offset in a manifest error such as "truncated packet data at 114
+/// (caplen 16896)" or "implausible caplen N at offset 228".
+fn manifest_error_offset(e: &str) -> Option<u64> {
+    let after = e.rsplit_once(" at ").map(|(_, t)| t)?;
+    after.trim_start_matches("offset ").split_whitespace().next()?.parse().ok()
+}
+
+fn error_position(e: &IngestError) -> Option<Position> {
+    match e {
+        IngestError::Pcap { at, .. } | IngestError::PcapNg { at, .. } => Some(*at),
+        _ => None,
+    }
+}
+
+#[test]
+fn curated_files_match_the_independent_parser() {
+    let Some(dir) = shared_traces("curated_files_match_the_independent_parser") else { return };
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for entry in manifest(&dir) {
+        if !entry.format().starts_with("pcap") {
+            continue; // the test suite's .txt descriptions, and a file with no header at all (below)
+        }
+        let s = scan(&dir.join(&entry.file), Dissector::default());
+        let (want_packets, want_flows) = (entry.u64("packets"), entry.u64("flows_5tuple"));
+        let errors = entry.errors();
+        checked += 1;
+        if s.packets != want_packets {
+            failures.push(format!("{}: packets {} != manifest {}", entry.file, s.packets, want_packets));
+        }
+        if errors.is_empty() {
+            if let Some(e) = &s.error {
+                failures.push(format!("{}: unexpected error {e}", entry.file));
+            }
+            if let Some(x) = EXCEPTIONS.iter().find(|x| x.file == entry.file) {
+                if s.table.len() as u64 != x.flows {
+                    failures.push(format!("{}: flows {} != {} (listed exception: {})", entry.file, s.table.len(), x.flows, x.why));
+                }
+                for &(reason, n) in x.skipped {
+                    if s.skips.get(reason) != n {
+                        failures.push(format!("{}: {} {} != {}", entry.file, reason, s.skips.get(reason), n));
+                    }
+                }
+            } else if s.table.len() as u64 != want_flows {
+                failures.push(format!("{}: flows {} != manifest {}", entry.file, s.table.len(), want_flows));
+            }
+            // Time span: the manifest's t_first/t_last are the min and max
+            // timestamps; a wrong if_tsresol or byte order shows up here.
+            if let (Some(a), Some(b), Some(first), Some(last)) = (entry.f64("t_first"), entry.f64("t_last"), s.first_ts, s.last_ts) {
+                let tol = 2e-6 * a.abs().max(1.0).log10().max(1.0);
+                if (first.as_secs_f64() - a).abs() > tol || (last.as_secs_f64() - b).abs() > tol {
+                    failures.push(format!(
+                        "{}: time span {:.6}..{:.6} != manifest {a:.6}..{b:.6}",
+                        entry.file,
+                        first.as_secs_f64(),
+                        last.as_secs_f64()
+                    ));
+                }
+            }
+        } else {
+            // Damaged: the same packets before the damage, and the error at
+            // the byte offset the independent parser names.
+            match (&s.error, manifest_error_offset(&errors[0])) {
+                (Some(e), Some(offset)) => {
+                    let at = error_position(e).map(|p| p.offset);
+                    if at != Some(offset) {
+                        failures.push(format!("{}: error at {at:?}, manifest says offset {offset} ({})", entry.file, errors[0]));
+                    }
+                    let line = e.to_string();
+                    if line.contains('\n') || !line.contains(&entry.file) || !line.contains(&format!("offset {offset}")) {
+                        failures.push(format!("{}: error message is not one line naming file and offset: {line}", entry.file));
+                    }
+                }
+                (None, _) => failures.push(format!("{}: no error, manifest says {}", entry.file, errors[0])),
+                (Some(_), None) => failures.push(format!("{}: cannot read an offset from manifest error {}", entry.file, errors[0])),
+            }
+        }
+    }
+    assert!(checked >= 100, "only {checked} curated captures found");
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn a_file_without_a_global_header_is_an_unknown_format() {
+    let Some(dir) = shared_traces("a_file_without_a_global_header_is_an_unknown_format") else { return };
+    let s = scan(&dir.join("malformed/pcapfix_no_global_header.pcap"), Dissector::default());
+    let e = s.error.expect("an error");
+    assert!(matches!(e, IngestError::UnknownFormat { .. }), "{e}");
+    assert!(e.to_string().contains("byte offset 0"), "{e}");
+    assert_eq!(s.packets, 0);
+}
+
+#[test]
+fn exceptions_are_few_and_exist() {
+    let Some(dir) = shared_traces("exceptions_are_few_and_exist") else { return };
+    assert!(EXCEPTIONS.len() <= 3);
+    for x in EXCEPTIONS {
+        assert!(dir.join(x.file).is_file(), "{} listed but missing", x.file);
+    }
+}
