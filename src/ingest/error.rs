@@ -62,9 +62,6 @@ pub enum PcapNgError {
     /// A Section Header Block whose byte-order magic is neither order.
     #[error("bad byte-order magic {magic:#010x} in section header")]
     BadByteOrderMagic { magic: u32 },
-    /// The first block is not a Section Header Block.
-    #[error("first block has type {block_type:#x}, not a section header")]
-    MissingSectionHeader { block_type: u32 },
     /// A packet names an interface that no Interface Description Block in
     /// this section declared.
     #[error("packet on interface {interface} but the section declares {count} interfaces")]

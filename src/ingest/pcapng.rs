@@ -80,7 +80,6 @@ struct Interface {
 #[derive(Debug)]
 pub(crate) struct PcapNgFramer {
     order: ByteOrder,
-    in_section: bool,
     interfaces: Vec<Interface>,
     /// Blocks read so far (the current one is `blocks + 1`).
     blocks: u64,
@@ -92,7 +91,6 @@ impl PcapNgFramer {
     pub(crate) fn new() -> PcapNgFramer {
         PcapNgFramer {
             order: ByteOrder { big_endian: false },
-            in_section: false,
             interfaces: Vec::new(),
             blocks: 0,
             sections: 0,
@@ -133,8 +131,6 @@ impl PcapNgFramer {
             } else {
                 return err(PcapNgError::BadByteOrderMagic { magic: bom });
             };
-        } else if !self.in_section {
-            return err(PcapNgError::MissingSectionHeader { block_type });
         }
         let len = self.order.u32(buf, B_LEN);
         if (len as usize) < BLOCK_FRAME_LEN {
@@ -172,7 +168,6 @@ impl PcapNgFramer {
         let body = &buf[B_BODY..total - 4];
         match block_type {
             BLOCK_SECTION_HEADER => {
-                self.in_section = true;
                 self.sections += 1;
                 self.interfaces.clear();
                 Ok(Framed::Skip { consumed: total })
