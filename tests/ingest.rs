@@ -602,11 +602,13 @@ fn pcapng_nanosecond_and_mixed_resolution_interfaces_keep_their_clocks() {
     assert_eq!(s.packets, 5898);
     let first = s.first_ts.unwrap();
     assert_eq!((first.secs(), first.subsec_nanos() / 1000), (1_506_883_716, 995_391));
-    // Two interfaces, ns and us, interleaved; one timestamp near 2^64 us
-    // (the manifest's t_last is 18446744073204.277344 s): no overflow.
+    // Two interfaces, ns and us, interleaved; one timestamp of
+    // 18446744073204277451 us on the us interface, close to 2^64: no
+    // overflow, and exact (the manifest's float, 18446744073204.277344,
+    // cannot hold microseconds at that magnitude).
     let s = scan(&dir.join("formats/pcapng_eth_and_sll.pcapng"), Dissector::default());
     assert_eq!(s.packets, 159);
     assert_eq!(s.first_ts.unwrap().secs(), 1_422_527_998);
     let last = s.last_ts.unwrap();
-    assert_eq!((last.secs(), last.subsec_nanos() / 1000), (18_446_744_073_204, 277_344));
+    assert_eq!((last.secs(), last.subsec_nanos() / 1000), (18_446_744_073_204, 277_451));
 }
