@@ -1,0 +1,322 @@
+//! The dissect module: link layers, IPv4/IPv6 walking and flow keys, on
+//! real files per link type and on crafted frames.
+
+mod common;
+
+use common::{manifest, scan, shared_traces};
+use flowsieve::dissect::{Dissector, FlowKey, IpVersion, SkipReason};
+use flowsieve::ingest::LinkType;
+use proptest::prelude::*;
+
+// ---------- real files, one per link type ----------
+
+/// Reads `file` and checks IP packets (the manifest's ipv4 + ipv6) and flows
+/// against the manifest's independent parser; returns the scan for more.
+fn check_real(file: &str) -> Option<common::Scan> {
+    let dir = shared_traces(file)?;
+    let entry = manifest(&dir).into_iter().find(|e| e.file == file).expect("in manifest");
+    let s = scan(&dir.join(file), Dissector::default());
+    assert!(s.error.is_none(), "{file}: {:?}", s.error);
+    let ip = entry.stats["ipv4"].as_u64().unwrap_or(0) + entry.stats["ipv6"].as_u64().unwrap_or(0);
+    assert_eq!(s.packets - s.skips.total(), ip, "{file}: IP packets");
+    assert_eq!(s.table.len() as u64, entry.u64("flows_5tuple"), "{file}: flows");
+    Some(s)
+}
+
+#[test]
+fn link_ethernet_with_vlan() {
+    check_real("l3_edge/vlan_with_ipv4_frags.pcap");
+    check_real("backbone_like/wand_isp_vlan_snaplen_10k.pcap");
+}
+
+#[test]
+fn link_ethernet_qinq_is_walked_to_its_non_ip_payload() {
+    if let Some(s) = check_real("l3_edge/qinq_arp.pcap") {
+        assert_eq!(s.skips.get(SkipReason::NonIp), 2);
+    }
+}
+
+#[test]
+fn link_ethernet_mpls_and_pppoe() {
+    check_real("l3_edge/mpls_ip_10k_snaplen.pcap");
+    check_real("l3_edge/mixed_vlan_mpls.pcap");
+    check_real("l3_edge/pppoe_over_qinq.pcap");
+    check_real("l3_edge/pppoe_ipv4_ipv6.pcap");
+}
+
+#[test]
+fn link_linux_sll_113() {
+    check_real("linktypes/sll_113_linux_cooked.pcap");
+    check_real("linktypes/sll_113_kakaotalk_3k.pcap");
+}
+
+#[test]
+fn link_linux_sll2_276() {
+    check_real("linktypes/sll2_276_small.pcap");
+    check_real("linktypes/sll2_276_large.pcap");
+}
+
+#[test]
+fn link_raw_ip_12_101_228_229() {
+    check_real("linktypes/raw_101.pcap");
+    check_real("linktypes/dlt_raw_12_ipv6.pcap");
+    check_real("linktypes/ipv4_228.pcap");
+    check_real("linktypes/ipv6_229_mobility_ext.pcap");
+    check_real("backbone_like/auckland2000_uplink_rawip_hdr52.pcap");
+}
+
+#[test]
+fn link_null_0_and_ppp_9_and_chdlc_104() {
+    check_real("linktypes/null_0_bsd_loopback.pcap");
+    check_real("linktypes/ppp_9.pcap");
+    check_real("linktypes/chdlc_104.pcap");
+}
+
+#[test]
+fn link_unsupported_types_are_counted() {
+    if let Some(s) = check_real("linktypes/radiotap_127_no_ip.pcap") {
+        assert_eq!(s.skips.get(SkipReason::UnsupportedLinkType), 2);
+    }
+    if let Some(s) = check_real("linktypes/ipoib_242_big_endian.pcap") {
+        assert_eq!(s.skips.get(SkipReason::UnsupportedLinkType), 30);
+    }
+}
+
+#[test]
+fn ipv6_extension_chains_from_real_captures() {
+    for f in [
+        "l3_edge/ipv6_home_address_opt.pcap",
+        "l3_edge/ipv6_routing_type0.pcap",
+        "l3_edge/ospfv3_with_ah.pcap",
+        "l3_edge/bigtcp_ipv6_hbh_jumbo.pcap",
+        "l3_edge/ipv6_ext_header_dos_35k.pcap",
+        "l3_edge/ipv6_malformed_fragments.pcap",
+        "many_flows/defrag_spray_ipv6ext_crafted.pcap",
+    ] {
+        check_real(f);
+    }
+}
+
+#[test]
+fn ipv4_fragments_and_big_tcp() {
+    for f in ["l3_edge/ipv4_frag_3000.pcap", "l3_edge/ipv4_fragmented_garbage.pcap", "l3_edge/bigtcp_ipv4_totlen0.pcap", "many_flows/ddos_dns_rrsig_fragmented.pcap"] {
+        check_real(f);
+    }
+}
+
+// ---------- crafted frames ----------
+
+const ETH_HDR: [u8; 12] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11];
+
+fn ipv4_udp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, frag_word: u16) -> Vec<u8> {
+    let mut p = vec![0x45, 0, 0, 28, 0, 0];
+    p.extend_from_slice(&frag_word.to_be_bytes());
+    p.extend_from_slice(&[64, 17, 0, 0]);
+    p.extend_from_slice(&src);
+    p.extend_from_slice(&dst);
+    p.extend_from_slice(&sport.to_be_bytes());
+    p.extend_from_slice(&dport.to_be_bytes());
+    p.extend_from_slice(&[0, 8, 0, 0]);
+    p
+}
+
+const V6_SRC: [u8; 16] = [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+const V6_DST: [u8; 16] = [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+
+/// An IPv6 header with next header `nh`, followed by `rest`.
+fn ipv6(nh: u8, rest: &[u8]) -> Vec<u8> {
+    let mut p = vec![0x60, 0, 0, 0];
+    p.extend_from_slice(&(rest.len() as u16).to_be_bytes());
+    p.extend_from_slice(&[nh, 64]);
+    p.extend_from_slice(&V6_SRC);
+    p.extend_from_slice(&V6_DST);
+    p.extend_from_slice(rest);
+    p
+}
+
+fn ports(sport: u16, dport: u16) -> Vec<u8> {
+    let mut v = sport.to_be_bytes().to_vec();
+    v.extend_from_slice(&dport.to_be_bytes());
+    v.extend_from_slice(&[0; 16]);
+    v
+}
+
+fn d(link: LinkType, frame: &[u8]) -> Result<flowsieve::dissect::IpDissection, SkipReason> {
+    Dissector::default().dissect(link, frame)
+}
+
+fn key(link: LinkType, frame: &[u8]) -> FlowKey {
+    d(link, frame).expect("a key").key
+}
+
+#[test]
+fn ipv6_first_fragment_with_more_fragments_keeps_its_ports() {
+    // Fragment header bytes 2-3 = 0x0001: offset 0, M set. etherparse 0.19
+    // read this as offset 1 (upstream issue #150) and dropped the ports.
+    let mut frag = vec![17, 0, 0x00, 0x01, 0, 0, 0, 42];
+    frag.extend_from_slice(&ports(5000, 53));
+    let k = key(LinkType::RAW, &ipv6(44, &frag));
+    assert_eq!((k.sport(), k.dport(), k.proto()), (5000, 53, 17));
+    // Offset 1 (bytes 0x0008): a non-first fragment, ports 0.
+    let mut frag = vec![17, 0, 0x00, 0x08, 0, 0, 0, 42];
+    frag.extend_from_slice(&ports(5000, 53));
+    let k = key(LinkType::RAW, &ipv6(44, &frag));
+    assert_eq!((k.sport(), k.dport(), k.proto()), (0, 0, 17));
+}
+
+#[test]
+fn ipv4_non_first_fragment_has_ports_zero() {
+    let first = key(LinkType::RAW, &ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 7, 8, 0x2000));
+    assert_eq!((first.sport(), first.dport()), (7, 8));
+    let later = key(LinkType::RAW, &ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 7, 8, 0x0010));
+    assert_eq!((later.sport(), later.dport(), later.proto()), (0, 0, 17));
+}
+
+#[test]
+fn ipv6_allow_listed_chain_is_walked_to_tcp() {
+    // hop-by-hop -> routing -> destination options -> AH -> TCP.
+    let mut chain = vec![43, 0, 1, 4, 0, 0, 0, 0]; // HBH, next routing
+    chain.extend_from_slice(&[60, 0, 0, 0, 0, 0, 0, 0]); // routing, next dest opts
+    chain.extend_from_slice(&[51, 0, 1, 4, 0, 0, 0, 0]); // dest opts, next AH
+    chain.extend_from_slice(&[6, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1]); // AH (12 bytes), next TCP
+    chain.extend_from_slice(&ports(443, 50000));
+    let k = key(LinkType::RAW, &ipv6(0, &chain));
+    assert_eq!((k.sport(), k.dport(), k.proto(), k.version()), (443, 50000, 6, IpVersion::V6));
+}
+
+#[test]
+fn ipv6_mobility_header_is_walked_and_unknown_headers_are_not() {
+    let mh = [59, 0, 5, 0, 0, 0, 0, 0];
+    assert_eq!(key(LinkType::RAW, &ipv6(135, &mh)).proto(), 59);
+    // 253 (experimental): stop, never guess what follows.
+    let k = key(LinkType::RAW, &ipv6(253, &ports(1, 2)));
+    assert_eq!((k.proto(), k.sport(), k.dport()), (253, 0, 0));
+}
+
+#[test]
+fn ports_cut_off_by_the_capture_are_zero_and_flagged() {
+    let mut p = ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 7, 8, 0);
+    p.truncate(22);
+    let r = d(LinkType::RAW, &p).unwrap();
+    assert_eq!((r.key.sport(), r.key.dport(), r.ports_truncated), (0, 0, true));
+    let r = d(LinkType::RAW, &ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 7, 8, 0)).unwrap();
+    assert!(!r.ports_truncated);
+}
+
+#[test]
+fn vlan_qinq_mpls_pppoe_encapsulations() {
+    let ip = ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 1111, 2222, 0);
+    let want = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 1111, 2222, 17);
+    let eth = |ether: u16, rest: &[u8]| {
+        let mut f = ETH_HDR.to_vec();
+        f.extend_from_slice(&ether.to_be_bytes());
+        f.extend_from_slice(rest);
+        f
+    };
+    // 802.1ad outer + 802.1Q inner.
+    let mut tags = vec![0x00, 0x0a, 0x81, 0x00, 0x00, 0x14, 0x08, 0x00];
+    tags.extend_from_slice(&ip);
+    assert_eq!(key(LinkType::ETHERNET, &eth(0x88a8, &tags)), want);
+    // Two MPLS labels, bottom of stack on the second.
+    let mut mpls = vec![0x00, 0x01, 0x00, 0x40, 0x00, 0x02, 0x01, 0x40];
+    mpls.extend_from_slice(&ip);
+    assert_eq!(key(LinkType::ETHERNET, &eth(0x8847, &mpls)), want);
+    // PPPoE session carrying PPP IPv4.
+    let mut pppoe = vec![0x11, 0x00, 0x12, 0x34, 0x00, 0x1e, 0x00, 0x21];
+    pppoe.extend_from_slice(&ip);
+    assert_eq!(key(LinkType::ETHERNET, &eth(0x8864, &pppoe)), want);
+    // ARP: not IP.
+    assert_eq!(d(LinkType::ETHERNET, &eth(0x0806, &[0; 28])), Err(SkipReason::NonIp));
+    // MPLS over a pseudowire control word: not IP.
+    let mut pw = vec![0x00, 0x01, 0x01, 0x40, 0x00, 0x00, 0x00, 0x00];
+    pw.extend_from_slice(&ip);
+    assert_eq!(d(LinkType::ETHERNET, &eth(0x8847, &pw)), Err(SkipReason::MplsNonIp));
+    // A VLAN tag cut off.
+    assert_eq!(d(LinkType::ETHERNET, &eth(0x8100, &[0, 1])), Err(SkipReason::TruncatedLinkHeader));
+}
+
+#[test]
+fn cooked_loopback_ppp_and_hdlc_headers() {
+    let ip = ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 0);
+    let want = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 17);
+    // SLL2 with ARPHRD_NONE (tun devices), which etherparse's SLL rejects.
+    let mut sll2 = vec![0x08, 0x00, 0, 0, 0, 0, 0, 3, 0xff, 0xfe, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    sll2.extend_from_slice(&ip);
+    assert_eq!(key(LinkType::LINUX_SLL2, &sll2), want);
+    // SLL (v1) with a netlink hardware type: not IP.
+    let mut sll = vec![0, 0, 0x03, 0x38, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00];
+    sll.extend_from_slice(&ip);
+    assert_eq!(d(LinkType::LINUX_SLL, &sll), Err(SkipReason::NonIp));
+    // NULL: AF_INET little-endian; LOOP: AF_INET6 (Darwin, 30) big-endian.
+    let mut null = 2u32.to_le_bytes().to_vec();
+    null.extend_from_slice(&ip);
+    assert_eq!(key(LinkType::NULL, &null), want);
+    let mut lo = 30u32.to_be_bytes().to_vec();
+    lo.extend_from_slice(&ipv6(59, &[]));
+    assert_eq!(key(LinkType::LOOP, &lo).version(), IpVersion::V6);
+    // PPP with address/control and a compressed one-byte protocol.
+    let mut ppp = vec![0xff, 0x03, 0x21];
+    ppp.extend_from_slice(&ip);
+    assert_eq!(key(LinkType::PPP, &ppp), want);
+    // Cisco HDLC.
+    let mut hdlc = vec![0x0f, 0x00, 0x08, 0x00];
+    hdlc.extend_from_slice(&ip);
+    assert_eq!(key(LinkType::C_HDLC, &hdlc), want);
+}
+
+#[test]
+fn raw_ip_dispatches_on_the_version_field() {
+    assert_eq!(d(LinkType::RAW, &[0x55, 0, 0, 0]), Err(SkipReason::BadIpVersion));
+    assert_eq!(d(LinkType::RAW, &[]), Err(SkipReason::TruncatedIpHeader));
+    assert_eq!(d(LinkType::RAW, &[0x45, 0, 0]), Err(SkipReason::TruncatedIpHeader));
+    assert_eq!(d(LinkType::RAW, &[0x41, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]), Err(SkipReason::BadIpHeader));
+    assert_eq!(d(LinkType::ETHERNET, &ETH_HDR), Err(SkipReason::TruncatedLinkHeader));
+}
+
+#[test]
+fn bidirectional_keys_merge_both_directions() {
+    let a = ipv4_udp([10, 0, 0, 9], [10, 0, 0, 2], 53, 40000, 0);
+    let b = ipv4_udp([10, 0, 0, 2], [10, 0, 0, 9], 40000, 53, 0);
+    let bi = Dissector::new(true);
+    let (ka, kb) = (bi.dissect(LinkType::RAW, &a).unwrap().key, bi.dissect(LinkType::RAW, &b).unwrap().key);
+    assert_eq!(ka, kb);
+    assert_eq!(ka.src().to_string(), "10.0.0.2");
+    assert_ne!(key(LinkType::RAW, &a), key(LinkType::RAW, &b));
+}
+
+const LINKS: [u16; 15] = [0, 1, 9, 12, 14, 50, 101, 104, 108, 113, 127, 228, 229, 276, 65535];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4000))]
+
+    #[test]
+    fn dissect_never_panics_and_keys_obey_the_port_rule(link in prop::sample::select(LINKS.to_vec()), bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+        if let Ok(r) = Dissector::default().dissect(LinkType(link), &bytes) {
+            let k = r.key;
+            if !matches!(k.proto(), 6 | 17 | 132 | 136) {
+                prop_assert_eq!((k.sport(), k.dport()), (0, 0));
+            }
+        }
+    }
+
+    #[test]
+    fn dissect_never_panics_on_mutated_real_headers(flip in 0usize..60, val in any::<u8>(), cut in 0usize..70) {
+        // A valid Ethernet/VLAN/IPv6/HBH/UDP frame with one byte changed and a cut.
+        let mut f = ETH_HDR.to_vec();
+        f.extend_from_slice(&[0x81, 0x00, 0, 5, 0x86, 0xdd]);
+        let mut hbh = vec![17, 0, 1, 4, 0, 0, 0, 0];
+        hbh.extend_from_slice(&ports(1, 2));
+        f.extend_from_slice(&ipv6(0, &hbh));
+        if flip < f.len() { f[flip] = val; }
+        f.truncate(cut.max(1) + 14);
+        let _ = Dissector::default().dissect(LinkType::ETHERNET, &f);
+    }
+
+    #[test]
+    fn canonical_key_is_direction_free(s in any::<[u8; 4]>(), t in any::<[u8; 4]>(), sp in any::<u16>(), dp in any::<u16>(), proto in any::<u8>()) {
+        let k = FlowKey::v4(s, t, sp, dp, proto);
+        prop_assert_eq!(k.canonical(), k.reversed().canonical());
+        let c = k.canonical();
+        prop_assert!(c == k || c == k.reversed());
+    }
+}
