@@ -140,12 +140,16 @@ impl ReplayObserver for Progress {
             return;
         }
         let bar = match size {
-            Some(s) if path.extension().is_none_or(|e| e != "gz" && e != "zst") => ProgressBar::new(s),
+            Some(s) if path.extension().is_none_or(|e| e != "gz" && e != "zst") => {
+                ProgressBar::new(s)
+            }
             _ => ProgressBar::new_spinner(),
         };
         bar.set_style(
-            ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} ({eta})")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template(
+                "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} ({eta})",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar.set_message(path.display().to_string());
         self.bar = Some(bar);
@@ -172,7 +176,11 @@ fn run_replay(args: ReplayArgs) -> i32 {
             return exit_code::FAILURE;
         }
     };
-    let traces = if args.traces.is_empty() { vec![default_trace()] } else { args.traces };
+    let traces = if args.traces.is_empty() {
+        vec![default_trace()]
+    } else {
+        args.traces
+    };
     let cfg = ReplayConfig {
         bidirectional: args.bidirectional,
         truth: !args.no_truth,
@@ -198,7 +206,10 @@ fn run_replay(args: ReplayArgs) -> i32 {
             std::fs::write(path, json + "\n")
         };
         if let Err(e) = written {
-            eprintln!("flowsieve: error: {}: cannot write JSON: {e}", path.display());
+            eprintln!(
+                "flowsieve: error: {}: cannot write JSON: {e}",
+                path.display()
+            );
             return exit_code::FAILURE;
         }
     }
@@ -209,9 +220,17 @@ fn parse_sizes(s: &str) -> Result<SizeModel, String> {
     if s == "realistic" {
         return Ok(SizeModel::Realistic);
     }
-    let (a, b) = s.split_once('-').ok_or_else(|| format!("--sizes: expected `realistic` or MIN-MAX, got {s:?}"))?;
-    let min = a.trim().parse().map_err(|_| format!("--sizes: bad minimum {a:?}"))?;
-    let max = b.trim().parse().map_err(|_| format!("--sizes: bad maximum {b:?}"))?;
+    let (a, b) = s
+        .split_once('-')
+        .ok_or_else(|| format!("--sizes: expected `realistic` or MIN-MAX, got {s:?}"))?;
+    let min = a
+        .trim()
+        .parse()
+        .map_err(|_| format!("--sizes: bad minimum {a:?}"))?;
+    let max = b
+        .trim()
+        .parse()
+        .map_err(|_| format!("--sizes: bad maximum {b:?}"))?;
     Ok(SizeModel::Uniform { min, max })
 }
 
@@ -223,9 +242,16 @@ fn run_gen_trace(args: GenTraceArgs) -> i32 {
             return exit_code::USAGE;
         }
     };
-    let weights: Vec<f64> = args.proto_mix.split(',').filter_map(|w| w.trim().parse().ok()).collect();
+    let weights: Vec<f64> = args
+        .proto_mix
+        .split(',')
+        .filter_map(|w| w.trim().parse().ok())
+        .collect();
     let [tcp, udp, icmp] = weights[..] else {
-        eprintln!("flowsieve: error: --proto-mix: expected three numbers TCP,UDP,ICMP, got {:?}", args.proto_mix);
+        eprintln!(
+            "flowsieve: error: --proto-mix: expected three numbers TCP,UDP,ICMP, got {:?}",
+            args.proto_mix
+        );
         return exit_code::USAGE;
     };
     let cfg = SynthConfig {
@@ -249,7 +275,10 @@ fn run_gen_trace(args: GenTraceArgs) -> i32 {
     let file = match std::fs::File::create(&args.output) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("flowsieve: error: {}: cannot create: {e}", args.output.display());
+            eprintln!(
+                "flowsieve: error: {}: cannot create: {e}",
+                args.output.display()
+            );
             return exit_code::FAILURE;
         }
     };

@@ -19,8 +19,8 @@ use crate::dissect::{Dissector, SkipCounts, SkipReason};
 use crate::hash::flow_hash;
 use crate::ingest::{Compression, IngestError, LinkType, Timestamp, TraceReader};
 use crate::report::{
-    AnomalySummary, ClassSummary, FileSummary, LinkTypeCount, OptionsInfo, ReplaySummary, ToolInfo, TopFlow, TraceSummary,
-    SCHEMA_VERSION,
+    AnomalySummary, ClassSummary, FileSummary, LinkTypeCount, OptionsInfo, ReplaySummary, ToolInfo,
+    TopFlow, TraceSummary, SCHEMA_VERSION,
 };
 use crate::truth::FlowTable;
 use std::collections::BTreeMap;
@@ -48,7 +48,13 @@ pub struct ReplayConfig {
 impl ReplayConfig {
     /// Truth on, directional keys, no packet limit, top 10.
     pub fn new(classifier: Classifier) -> ReplayConfig {
-        ReplayConfig { bidirectional: false, truth: true, max_packets: None, top: 10, classifier }
+        ReplayConfig {
+            bidirectional: false,
+            truth: true,
+            max_packets: None,
+            top: 10,
+            classifier,
+        }
     }
 }
 
@@ -85,11 +91,19 @@ struct Totals {
 }
 
 /// Replays the files in order.
-pub fn replay(paths: &[PathBuf], cfg: &ReplayConfig, observer: &mut dyn ReplayObserver) -> ReplaySummary {
+pub fn replay(
+    paths: &[PathBuf],
+    cfg: &ReplayConfig,
+    observer: &mut dyn ReplayObserver,
+) -> ReplaySummary {
     let started = Instant::now();
     let dissector = Dissector::new(cfg.bidirectional);
     let n_classes = cfg.classifier.names().len();
-    let mut totals = Totals { class_packets: vec![0; n_classes], class_bytes: vec![0; n_classes], ..Totals::default() };
+    let mut totals = Totals {
+        class_packets: vec![0; n_classes],
+        class_bytes: vec![0; n_classes],
+        ..Totals::default()
+    };
     let mut table = cfg.truth.then(FlowTable::default);
     let mut files = Vec::new();
     let mut errors = Vec::new();
@@ -155,11 +169,20 @@ pub fn replay(paths: &[PathBuf], cfg: &ReplayConfig, observer: &mut dyn ReplayOb
             bytes: totals.class_bytes[i],
         })
         .collect();
-    let skipped = SkipReason::ALL.iter().map(|r| (r.name().to_string(), totals.skips.get(*r))).collect();
-    let (first, last) = (totals.first_ts.map(|t| t.as_secs_f64()), totals.last_ts.map(|t| t.as_secs_f64()));
+    let skipped = SkipReason::ALL
+        .iter()
+        .map(|r| (r.name().to_string(), totals.skips.get(*r)))
+        .collect();
+    let (first, last) = (
+        totals.first_ts.map(|t| t.as_secs_f64()),
+        totals.last_ts.map(|t| t.as_secs_f64()),
+    );
     ReplaySummary {
         schema_version: SCHEMA_VERSION,
-        tool: ToolInfo { name: "flowsieve".into(), version: env!("CARGO_PKG_VERSION").into() },
+        tool: ToolInfo {
+            name: "flowsieve".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
         options: OptionsInfo {
             bidirectional: cfg.bidirectional,
             truth: cfg.truth,
@@ -172,7 +195,11 @@ pub fn replay(paths: &[PathBuf], cfg: &ReplayConfig, observer: &mut dyn ReplayOb
             link_types: totals
                 .link_types
                 .iter()
-                .map(|(&lt, &packets)| LinkTypeCount { link_type: lt, name: LinkType(lt).name().into(), packets })
+                .map(|(&lt, &packets)| LinkTypeCount {
+                    link_type: lt,
+                    name: LinkType(lt).name().into(),
+                    packets,
+                })
                 .collect(),
             packets: totals.packets,
             ip_packets: totals.ip_packets,
@@ -183,10 +210,17 @@ pub fn replay(paths: &[PathBuf], cfg: &ReplayConfig, observer: &mut dyn ReplayOb
             ports_truncated: totals.ports_truncated,
             first_ts: first,
             last_ts: last,
-            duration_s: totals.first_ts.zip(totals.last_ts).map(|(a, b)| (b.as_nanos() - a.as_nanos()) as f64 * 1e-9),
+            duration_s: totals
+                .first_ts
+                .zip(totals.last_ts)
+                .map(|(a, b)| (b.as_nanos() - a.as_nanos()) as f64 * 1e-9),
             skipped,
             read_seconds,
-            packets_per_sec: if read_seconds > 0.0 { totals.packets as f64 / read_seconds } else { 0.0 },
+            packets_per_sec: if read_seconds > 0.0 {
+                totals.packets as f64 / read_seconds
+            } else {
+                0.0
+            },
         },
         flows_top,
         classes,
@@ -218,13 +252,26 @@ fn replay_file(
     mut table: Option<&mut FlowTable>,
     observer: &mut dyn ReplayObserver,
 ) -> FileOutcome {
-    let mut summary = FileSummary { path: path.display().to_string(), ..FileSummary::default() };
+    let mut summary = FileSummary {
+        path: path.display().to_string(),
+        ..FileSummary::default()
+    };
     let mut reader = match TraceReader::open(path) {
         Ok(r) => r,
         Err(e) => {
-            let kind = if e.is_damage() { ErrorKind::Damage } else { ErrorKind::Open };
+            let kind = if e.is_damage() {
+                ErrorKind::Damage
+            } else {
+                ErrorKind::Open
+            };
             summary.error = Some(e.to_string());
-            return FileOutcome { error: summary.error.clone(), summary, format: None, error_kind: Some(kind), anomalies: vec![] };
+            return FileOutcome {
+                error: summary.error.clone(),
+                summary,
+                format: None,
+                error_kind: Some(kind),
+                anomalies: vec![],
+            };
         }
     };
     summary.format = reader.format().name();
@@ -279,7 +326,14 @@ fn replay_file(
                     totals.class_bytes[c] += u64::from(packet.wire_len);
                 }
                 if let Some(t) = table.as_deref_mut() {
-                    t.record(d.key, flow_hash(&d.key), class, packet.ts, packet.wire_len, captured);
+                    t.record(
+                        d.key,
+                        flow_hash(&d.key),
+                        class,
+                        packet.ts,
+                        packet.wire_len,
+                        captured,
+                    );
                 }
             }
             Err(reason) => totals.skips.add(reason),
@@ -304,7 +358,10 @@ fn replay_file(
             let place = if a.first.position.record == 0 {
                 format!("file header at byte offset {}", a.first.position.offset)
             } else {
-                format!("record {} at byte offset {}", a.first.position.record, a.first.position.offset)
+                format!(
+                    "record {} at byte offset {}",
+                    a.first.position.record, a.first.position.offset
+                )
             };
             AnomalySummary {
                 record: a.first.position.record,
@@ -314,7 +371,11 @@ fn replay_file(
                     "{}: {place}: {}{}",
                     path.display(),
                     a.first.kind,
-                    if a.count > 1 { format!(" ({} records)", a.count) } else { String::new() }
+                    if a.count > 1 {
+                        format!(" ({} records)", a.count)
+                    } else {
+                        String::new()
+                    }
                 ),
             }
         })

@@ -17,7 +17,9 @@ use std::time::Duration;
 const DEADLINE: Duration = Duration::from_secs(60);
 
 fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in rd.flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -31,14 +33,18 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
 /// Packets per file from the corpora's `*.stats.jsonl`, for clean files only.
 fn clean_packet_counts(dir: &Path) -> HashMap<String, u64> {
     let mut m = HashMap::new();
-    let Ok(rd) = std::fs::read_dir(dir) else { return m };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return m;
+    };
     for e in rd.flatten() {
         let p = e.path();
         if !p.to_string_lossy().ends_with(".stats.jsonl") {
             continue;
         }
         for line in std::fs::read_to_string(&p).unwrap_or_default().lines() {
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
             let clean = v["errors"].as_array().is_some_and(|a| a.is_empty());
             let fmt = v["format"].as_str().unwrap_or("");
             if clean && fmt.starts_with("pcap") {
@@ -53,11 +59,16 @@ fn clean_packet_counts(dir: &Path) -> HashMap<String, u64> {
 
 #[test]
 fn every_capture_reads_without_panic_or_hang() {
-    let Some(traces) = shared_traces("every_capture_reads_without_panic_or_hang") else { return };
+    let Some(traces) = shared_traces("every_capture_reads_without_panic_or_hang") else {
+        return;
+    };
     let unpacked = tempfile::tempdir().expect("temp dir");
     let corpora = traces.join("corpora");
     let mut archives = 0;
-    for e in std::fs::read_dir(&corpora).expect("corpora folder").flatten() {
+    for e in std::fs::read_dir(&corpora)
+        .expect("corpora folder")
+        .flatten()
+    {
         let p = e.path();
         if p.to_string_lossy().ends_with(".tar.xz") {
             let status = std::process::Command::new("tar")
@@ -72,12 +83,23 @@ fn every_capture_reads_without_panic_or_hang() {
         }
     }
     let mut files = Vec::new();
-    for sub in ["backbone_like", "many_flows", "formats", "l3_edge", "linktypes", "malformed"] {
+    for sub in [
+        "backbone_like",
+        "many_flows",
+        "formats",
+        "l3_edge",
+        "linktypes",
+        "malformed",
+    ] {
         files_under(&traces.join(sub), &mut files);
     }
     let curated = files.len();
     files_under(unpacked.path(), &mut files);
-    assert!(archives >= 10 && files.len() > curated + 3000, "{archives} archives, {} files", files.len());
+    assert!(
+        archives >= 10 && files.len() > curated + 3000,
+        "{archives} archives, {} files",
+        files.len()
+    );
 
     let expected = clean_packet_counts(&corpora);
     let mut failures = Vec::new();
@@ -98,18 +120,30 @@ fn every_capture_reads_without_panic_or_hang() {
                         failures.push(format!("multi-line error: {e}"));
                     }
                 }
-                let rel = path.strip_prefix(unpacked.path()).map(|r| r.to_string_lossy().to_string());
+                let rel = path
+                    .strip_prefix(unpacked.path())
+                    .map(|r| r.to_string_lossy().to_string());
                 if let Some(want) = rel.ok().and_then(|r| expected.get(&r).copied()) {
                     if packets == want {
                         matched += 1;
                     } else {
-                        failures.push(format!("{}: {packets} packets, independent parser {want} ({error:?})", path.display()));
+                        failures.push(format!(
+                            "{}: {packets} packets, independent parser {want} ({error:?})",
+                            path.display()
+                        ));
                     }
                 }
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => failures.push(format!("{}: no answer in {DEADLINE:?} (hang)", path.display())),
+            Err(mpsc::RecvTimeoutError::Timeout) => failures.push(format!(
+                "{}: no answer in {DEADLINE:?} (hang)",
+                path.display()
+            )),
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                let msg = worker.join().err().and_then(|p| p.downcast_ref::<String>().cloned()).unwrap_or_default();
+                let msg = worker
+                    .join()
+                    .err()
+                    .and_then(|p| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
                 failures.push(format!("{}: PANIC {msg}", path.display()));
             }
         }
@@ -124,5 +158,10 @@ fn every_capture_reads_without_panic_or_hang() {
         matched
     );
     assert!(matched > 3000, "only {matched} packet counts compared");
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

@@ -14,12 +14,19 @@ use proptest::prelude::*;
 /// against the manifest's independent parser; returns the scan for more.
 fn check_real(file: &str) -> Option<common::Scan> {
     let dir = shared_traces(file)?;
-    let entry = manifest(&dir).into_iter().find(|e| e.file == file).expect("in manifest");
+    let entry = manifest(&dir)
+        .into_iter()
+        .find(|e| e.file == file)
+        .expect("in manifest");
     let s = scan(&dir.join(file), Dissector::default());
     assert!(s.error.is_none(), "{file}: {:?}", s.error);
     let ip = entry.stats["ipv4"].as_u64().unwrap_or(0) + entry.stats["ipv6"].as_u64().unwrap_or(0);
     assert_eq!(s.packets - s.skips.total(), ip, "{file}: IP packets");
-    assert_eq!(s.table.len() as u64, entry.u64("flows_5tuple"), "{file}: flows");
+    assert_eq!(
+        s.table.len() as u64,
+        entry.u64("flows_5tuple"),
+        "{file}: flows"
+    );
     Some(s)
 }
 
@@ -99,7 +106,12 @@ fn ipv6_extension_chains_from_real_captures() {
 
 #[test]
 fn ipv4_fragments_and_big_tcp() {
-    for f in ["l3_edge/ipv4_frag_3000.pcap", "l3_edge/ipv4_fragmented_garbage.pcap", "l3_edge/bigtcp_ipv4_totlen0.pcap", "many_flows/ddos_dns_rrsig_fragmented.pcap"] {
+    for f in [
+        "l3_edge/ipv4_frag_3000.pcap",
+        "l3_edge/ipv4_fragmented_garbage.pcap",
+        "l3_edge/bigtcp_ipv4_totlen0.pcap",
+        "many_flows/ddos_dns_rrsig_fragmented.pcap",
+    ] {
         check_real(f);
     }
 }
@@ -166,9 +178,15 @@ fn ipv6_first_fragment_with_more_fragments_keeps_its_ports() {
 
 #[test]
 fn ipv4_non_first_fragment_has_ports_zero() {
-    let first = key(LinkType::RAW, &ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 7, 8, 0x2000));
+    let first = key(
+        LinkType::RAW,
+        &ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 7, 8, 0x2000),
+    );
     assert_eq!((first.sport(), first.dport()), (7, 8));
-    let later = key(LinkType::RAW, &ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 7, 8, 0x0010));
+    let later = key(
+        LinkType::RAW,
+        &ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 7, 8, 0x0010),
+    );
     assert_eq!((later.sport(), later.dport(), later.proto()), (0, 0, 17));
 }
 
@@ -181,7 +199,10 @@ fn ipv6_allow_listed_chain_is_walked_to_tcp() {
     chain.extend_from_slice(&[6, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1]); // AH (12 bytes), next TCP
     chain.extend_from_slice(&ports(443, 50000));
     let k = key(LinkType::RAW, &ipv6(0, &chain));
-    assert_eq!((k.sport(), k.dport(), k.proto(), k.version()), (443, 50000, 6, IpVersion::V6));
+    assert_eq!(
+        (k.sport(), k.dport(), k.proto(), k.version()),
+        (443, 50000, 6, IpVersion::V6)
+    );
 }
 
 #[test]
@@ -198,8 +219,15 @@ fn ports_cut_off_by_the_capture_are_zero_and_flagged() {
     let mut p = ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 7, 8, 0);
     p.truncate(22);
     let r = d(LinkType::RAW, &p).unwrap();
-    assert_eq!((r.key.sport(), r.key.dport(), r.ports_truncated), (0, 0, true));
-    let r = d(LinkType::RAW, &ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 7, 8, 0)).unwrap();
+    assert_eq!(
+        (r.key.sport(), r.key.dport(), r.ports_truncated),
+        (0, 0, true)
+    );
+    let r = d(
+        LinkType::RAW,
+        &ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 7, 8, 0),
+    )
+    .unwrap();
     assert!(!r.ports_truncated);
 }
 
@@ -226,13 +254,22 @@ fn vlan_qinq_mpls_pppoe_encapsulations() {
     pppoe.extend_from_slice(&ip);
     assert_eq!(key(LinkType::ETHERNET, &eth(0x8864, &pppoe)), want);
     // ARP: not IP.
-    assert_eq!(d(LinkType::ETHERNET, &eth(0x0806, &[0; 28])), Err(SkipReason::NonIp));
+    assert_eq!(
+        d(LinkType::ETHERNET, &eth(0x0806, &[0; 28])),
+        Err(SkipReason::NonIp)
+    );
     // MPLS over a pseudowire control word: not IP.
     let mut pw = vec![0x00, 0x01, 0x01, 0x40, 0x00, 0x00, 0x00, 0x00];
     pw.extend_from_slice(&ip);
-    assert_eq!(d(LinkType::ETHERNET, &eth(0x8847, &pw)), Err(SkipReason::MplsNonIp));
+    assert_eq!(
+        d(LinkType::ETHERNET, &eth(0x8847, &pw)),
+        Err(SkipReason::MplsNonIp)
+    );
     // A VLAN tag cut off.
-    assert_eq!(d(LinkType::ETHERNET, &eth(0x8100, &[0, 1])), Err(SkipReason::TruncatedLinkHeader));
+    assert_eq!(
+        d(LinkType::ETHERNET, &eth(0x8100, &[0, 1])),
+        Err(SkipReason::TruncatedLinkHeader)
+    );
 }
 
 #[test]
@@ -240,7 +277,9 @@ fn cooked_loopback_ppp_and_hdlc_headers() {
     let ip = ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 0);
     let want = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 17);
     // SLL2 with ARPHRD_NONE (tun devices), which etherparse's SLL rejects.
-    let mut sll2 = vec![0x08, 0x00, 0, 0, 0, 0, 0, 3, 0xff, 0xfe, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let mut sll2 = vec![
+        0x08, 0x00, 0, 0, 0, 0, 0, 3, 0xff, 0xfe, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
     sll2.extend_from_slice(&ip);
     assert_eq!(key(LinkType::LINUX_SLL2, &sll2), want);
     // SLL (v1) with a netlink hardware type: not IP.
@@ -266,11 +305,26 @@ fn cooked_loopback_ppp_and_hdlc_headers() {
 
 #[test]
 fn raw_ip_dispatches_on_the_version_field() {
-    assert_eq!(d(LinkType::RAW, &[0x55, 0, 0, 0]), Err(SkipReason::BadIpVersion));
+    assert_eq!(
+        d(LinkType::RAW, &[0x55, 0, 0, 0]),
+        Err(SkipReason::BadIpVersion)
+    );
     assert_eq!(d(LinkType::RAW, &[]), Err(SkipReason::TruncatedIpHeader));
-    assert_eq!(d(LinkType::RAW, &[0x45, 0, 0]), Err(SkipReason::TruncatedIpHeader));
-    assert_eq!(d(LinkType::RAW, &[0x41, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]), Err(SkipReason::BadIpHeader));
-    assert_eq!(d(LinkType::ETHERNET, &ETH_HDR), Err(SkipReason::TruncatedLinkHeader));
+    assert_eq!(
+        d(LinkType::RAW, &[0x45, 0, 0]),
+        Err(SkipReason::TruncatedIpHeader)
+    );
+    assert_eq!(
+        d(
+            LinkType::RAW,
+            &[0x41, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+        ),
+        Err(SkipReason::BadIpHeader)
+    );
+    assert_eq!(
+        d(LinkType::ETHERNET, &ETH_HDR),
+        Err(SkipReason::TruncatedLinkHeader)
+    );
 }
 
 #[test]
@@ -278,13 +332,18 @@ fn bidirectional_keys_merge_both_directions() {
     let a = ipv4_udp([10, 0, 0, 9], [10, 0, 0, 2], 53, 40000, 0);
     let b = ipv4_udp([10, 0, 0, 2], [10, 0, 0, 9], 40000, 53, 0);
     let bi = Dissector::new(true);
-    let (ka, kb) = (bi.dissect(LinkType::RAW, &a).unwrap().key, bi.dissect(LinkType::RAW, &b).unwrap().key);
+    let (ka, kb) = (
+        bi.dissect(LinkType::RAW, &a).unwrap().key,
+        bi.dissect(LinkType::RAW, &b).unwrap().key,
+    );
     assert_eq!(ka, kb);
     assert_eq!(ka.src().to_string(), "10.0.0.2");
     assert_ne!(key(LinkType::RAW, &a), key(LinkType::RAW, &b));
 }
 
-const LINKS: [u16; 15] = [0, 1, 9, 12, 14, 50, 101, 104, 108, 113, 127, 228, 229, 276, 65535];
+const LINKS: [u16; 15] = [
+    0, 1, 9, 12, 14, 50, 101, 104, 108, 113, 127, 228, 229, 276, 65535,
+];
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(4000))]

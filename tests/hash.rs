@@ -19,12 +19,36 @@ const MLD: [u8; 16] = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x16];
 #[test]
 fn hash_is_pinned() {
     let vectors = [
-        (FlowKey::v4([192, 0, 2, 1], [198, 51, 100, 7], 40000, 443, 6), 0x6ab7_2908_4629_3245u64, 0x9852_d7e9_1d77_5365u64),
-        (FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 53, 53, 17), 0xe3f1_6ccd_861d_7418, 0x21b2_6aaf_7be6_cf39),
-        (FlowKey::v4([0, 0, 0, 0], [0, 0, 0, 0], 0, 0, 0), 0x227e_cf62_ee75_6f08, 0x3278_4b8c_0d91_f370),
-        (FlowKey::v4([255; 4], [255; 4], 65535, 65535, 255), 0x820a_b0a4_8450_bec6, 0x3f2d_1d84_8f33_a2c3),
-        (FlowKey::v6(V6_A, V6_B, 546, 547, 17), 0x0864_3223_1a4f_62f3, 0x427a_3e05_9023_c128),
-        (FlowKey::v6(LL, MLD, 0, 0, 58), 0x54f5_b6c7_bc99_e297, 0x45bc_b936_68f5_180a),
+        (
+            FlowKey::v4([192, 0, 2, 1], [198, 51, 100, 7], 40000, 443, 6),
+            0x6ab7_2908_4629_3245u64,
+            0x9852_d7e9_1d77_5365u64,
+        ),
+        (
+            FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 53, 53, 17),
+            0xe3f1_6ccd_861d_7418,
+            0x21b2_6aaf_7be6_cf39,
+        ),
+        (
+            FlowKey::v4([0, 0, 0, 0], [0, 0, 0, 0], 0, 0, 0),
+            0x227e_cf62_ee75_6f08,
+            0x3278_4b8c_0d91_f370,
+        ),
+        (
+            FlowKey::v4([255; 4], [255; 4], 65535, 65535, 255),
+            0x820a_b0a4_8450_bec6,
+            0x3f2d_1d84_8f33_a2c3,
+        ),
+        (
+            FlowKey::v6(V6_A, V6_B, 546, 547, 17),
+            0x0864_3223_1a4f_62f3,
+            0x427a_3e05_9023_c128,
+        ),
+        (
+            FlowKey::v6(LL, MLD, 0, 0, 58),
+            0x54f5_b6c7_bc99_e297,
+            0x45bc_b936_68f5_180a,
+        ),
     ];
     for (k, h, h2) in vectors {
         assert_eq!(flow_hash(&k), h, "{k}");
@@ -35,9 +59,27 @@ fn hash_is_pinned() {
 #[test]
 fn encoding_is_the_documented_five_words() {
     let k = FlowKey::v4([192, 0, 2, 1], [198, 51, 100, 7], 40000, 443, 6);
-    assert_eq!(encode(&k), [0, 0xc000_0201, 0, 0xc633_6407, (40000u64 << 48) | (443 << 32) | (6 << 8) | 4]);
+    assert_eq!(
+        encode(&k),
+        [
+            0,
+            0xc000_0201,
+            0,
+            0xc633_6407,
+            (40000u64 << 48) | (443 << 32) | (6 << 8) | 4
+        ]
+    );
     let k6 = FlowKey::v6(V6_A, V6_B, 1, 2, 17);
-    assert_eq!(encode(&k6), [0x2001_0db8_0000_0000, 1, 0x2001_0db8_0000_0000, 2, (1u64 << 48) | (2 << 32) | (17 << 8) | 6]);
+    assert_eq!(
+        encode(&k6),
+        [
+            0x2001_0db8_0000_0000,
+            1,
+            0x2001_0db8_0000_0000,
+            2,
+            (1u64 << 48) | (2 << 32) | (17 << 8) | 6
+        ]
+    );
     // An IPv4 key and the IPv6 key with the same 128-bit addresses differ.
     let v4 = FlowKey::v4([0, 0, 0, 1], [0, 0, 0, 2], 1, 2, 17);
     let mut a = [0u8; 16];
@@ -79,25 +121,47 @@ fn check_uniform(keys: &[FlowKey], what: &str) {
     }
     for (i, counts) in per_part.iter().enumerate() {
         let c = chi_square(counts);
-        assert!(c < chi_square_bound(BUCKETS - 1), "{what}: partition {i} chi-square {c:.1}");
+        assert!(
+            c < chi_square_bound(BUCKETS - 1),
+            "{what}: partition {i} chi-square {c:.1}"
+        );
         // Not suspiciously uniform either (a broken test harness, say).
-        assert!(c > (BUCKETS as f64 - 1.0) - 6.0 * (2.0 * (BUCKETS as f64 - 1.0)).sqrt(), "{what}: partition {i} chi-square {c:.1} too small");
+        assert!(
+            c > (BUCKETS as f64 - 1.0) - 6.0 * (2.0 * (BUCKETS as f64 - 1.0)).sqrt(),
+            "{what}: partition {i} chi-square {c:.1} too small"
+        );
     }
-    assert!(chi_square(&shards8) < chi_square_bound(7), "{what}: 8 shards {shards8:?}");
-    assert!(chi_square(&shards16) < chi_square_bound(15), "{what}: 16 shards {shards16:?}");
+    assert!(
+        chi_square(&shards8) < chi_square_bound(7),
+        "{what}: 8 shards {shards8:?}"
+    );
+    assert!(
+        chi_square(&shards16) < chi_square_bound(15),
+        "{what}: 16 shards {shards16:?}"
+    );
     // Indices of one key in different partitions are not correlated: the
     // pair (partition 0, partition 1) over 32 x 32 coarse cells is uniform.
     let mut joint = vec![0u64; 32 * 32];
     for k in keys {
         let h = flow_hash(k);
-        joint[(ix.index(h, 0) * 32 / BUCKETS) * 32 + (ix.index(h, 1) - BUCKETS) * 32 / BUCKETS] += 1;
+        joint[(ix.index(h, 0) * 32 / BUCKETS) * 32 + (ix.index(h, 1) - BUCKETS) * 32 / BUCKETS] +=
+            1;
     }
-    assert!(chi_square(&joint) < chi_square_bound(1023), "{what}: joint chi-square {:.1}", chi_square(&joint));
+    assert!(
+        chi_square(&joint) < chi_square_bound(1023),
+        "{what}: joint chi-square {:.1}",
+        chi_square(&joint)
+    );
 }
 
 #[test]
 fn indices_and_shards_are_uniform_on_synthetic_keys() {
-    let cfg = SynthConfig { flows: 40_000, packets: 40_000, seed: 5, ..SynthConfig::default() };
+    let cfg = SynthConfig {
+        flows: 40_000,
+        packets: 40_000,
+        seed: 5,
+        ..SynthConfig::default()
+    };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("k.pcap");
     generate(&cfg, std::fs::File::create(&path).unwrap()).unwrap();
@@ -108,15 +172,29 @@ fn indices_and_shards_are_uniform_on_synthetic_keys() {
 
 #[test]
 fn indices_and_shards_are_uniform_on_real_keys() {
-    let Some(dir) = shared_traces("indices_and_shards_are_uniform_on_real_keys") else { return };
+    let Some(dir) = shared_traces("indices_and_shards_are_uniform_on_real_keys") else {
+        return;
+    };
     // Spoofed SYN flood: 37,669 real keys, sources random, one destination.
-    let s = scan(&dir.join("many_flows/ddos_tcp_synflood_spoofed.pcap"), Dissector::default());
+    let s = scan(
+        &dir.join("many_flows/ddos_tcp_synflood_spoofed.pcap"),
+        Dissector::default(),
+    );
     let keys: Vec<FlowKey> = s.table.iter().map(|e| e.key).collect();
     check_uniform(&keys, "synflood");
     // A structured real trace: anonymised 10/8 addresses, few ports.
     let mut keys = Vec::new();
-    for f in ["backbone_like/auckland2000_uplink_rawip_hdr52.pcap", "backbone_like/wand_isp_vlan_snaplen_10k.pcap", "many_flows/ddos_tcp_syn_ecn_cwr__is_pcap.pcapng"] {
-        keys.extend(scan(&dir.join(f), Dissector::default()).table.iter().map(|e| e.key));
+    for f in [
+        "backbone_like/auckland2000_uplink_rawip_hdr52.pcap",
+        "backbone_like/wand_isp_vlan_snaplen_10k.pcap",
+        "many_flows/ddos_tcp_syn_ecn_cwr__is_pcap.pcapng",
+    ] {
+        keys.extend(
+            scan(&dir.join(f), Dissector::default())
+                .table
+                .iter()
+                .map(|e| e.key),
+        );
     }
     check_uniform(&keys, "backbone_like + ecn flood");
 }
@@ -126,7 +204,13 @@ fn sequential_keys_spread_over_shards() {
     // Adjacent addresses and ports (a scan) must not pile into one shard.
     let mut counts = [0u64; 4];
     for i in 0..40_000u32 {
-        let k = FlowKey::v4([10, 0, (i >> 8) as u8, i as u8], [10, 1, 0, 1], 1024 + (i % 7) as u16, 80, 6);
+        let k = FlowKey::v4(
+            [10, 0, (i >> 8) as u8, i as u8],
+            [10, 1, 0, 1],
+            1024 + (i % 7) as u16,
+            80,
+            6,
+        );
         counts[shard_of(flow_hash(&k), 4)] += 1;
     }
     assert!(chi_square(&counts) < chi_square_bound(3), "{counts:?}");
@@ -166,6 +250,17 @@ fn wide_path_reaches_the_top_of_large_partitions() {
     // With 2^40 cells per partition, 32-bit halves could only reach the
     // bottom 2^32 slots' granularity; the wide path must use the high range.
     let ix = PartitionedIndexer::new(1 << 41, 2);
-    let high = (0..1000u64).map(|i| ix.index(flow_hash(&FlowKey::v4([1, 2, 3, 4], [5, 6, 7, 8], i as u16, 1, 6)), 0)).filter(|&x| x >= 1 << 39).count();
-    assert!((400..=600).contains(&high), "{high} of 1000 in the upper half");
+    let high = (0..1000u64)
+        .map(|i| {
+            ix.index(
+                flow_hash(&FlowKey::v4([1, 2, 3, 4], [5, 6, 7, 8], i as u16, 1, 6)),
+                0,
+            )
+        })
+        .filter(|&x| x >= 1 << 39)
+        .count();
+    assert!(
+        (400..=600).contains(&high),
+        "{high} of 1000 in the upper half"
+    );
 }

@@ -3,10 +3,11 @@
 
 mod common;
 
-use common::{scan, shared_traces, sorted_flows};
+use common::{scan, shared_traces, sorted_flows, FlowRow};
 use flowsieve::dissect::Dissector;
 use flowsieve::ingest::{
-    AnomalyKind, Compression, ContainerFormat, IngestError, LinkType, PcapError, PcapNgError, Position, Timestamp, TraceReader,
+    AnomalyKind, Compression, ContainerFormat, IngestError, LinkType, PcapError, PcapNgError,
+    Position, Timestamp, TraceReader,
 };
 use flowsieve::synth::{generate, OutputFormat, SynthConfig};
 use std::io::Write;
@@ -16,11 +17,21 @@ use std::io::Write;
 /// A classic pcap global header.
 fn pcap_header(big_endian: bool, magic: u32, snaplen: u32, link: u32) -> Vec<u8> {
     let mut v = Vec::new();
-    let put = |v: &mut Vec<u8>, x: u32| v.extend_from_slice(&if big_endian { x.to_be_bytes() } else { x.to_le_bytes() });
+    let put = |v: &mut Vec<u8>, x: u32| {
+        v.extend_from_slice(&if big_endian {
+            x.to_be_bytes()
+        } else {
+            x.to_le_bytes()
+        })
+    };
     put(&mut v, magic);
     let vers: [u16; 2] = [2, 4];
     for x in vers {
-        v.extend_from_slice(&if big_endian { x.to_be_bytes() } else { x.to_le_bytes() });
+        v.extend_from_slice(&if big_endian {
+            x.to_be_bytes()
+        } else {
+            x.to_le_bytes()
+        });
     }
     put(&mut v, 0);
     put(&mut v, 0);
@@ -29,22 +40,39 @@ fn pcap_header(big_endian: bool, magic: u32, snaplen: u32, link: u32) -> Vec<u8>
     v
 }
 
-fn pcap_record(v: &mut Vec<u8>, big_endian: bool, secs: u32, frac: u32, caplen: u32, wire: u32, data: &[u8]) {
+fn pcap_record(
+    v: &mut Vec<u8>,
+    big_endian: bool,
+    secs: u32,
+    frac: u32,
+    caplen: u32,
+    wire: u32,
+    data: &[u8],
+) {
     for x in [secs, frac, caplen, wire] {
-        v.extend_from_slice(&if big_endian { x.to_be_bytes() } else { x.to_le_bytes() });
+        v.extend_from_slice(&if big_endian {
+            x.to_be_bytes()
+        } else {
+            x.to_le_bytes()
+        });
     }
     v.extend_from_slice(data);
 }
 
 /// A raw-IP (link type 101) IPv4/UDP packet 10.0.0.1:sport -> 10.0.0.2:53.
 fn udp_packet(sport: u16) -> Vec<u8> {
-    let mut p = vec![0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+    let mut p = vec![
+        0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+    ];
     p.extend_from_slice(&sport.to_be_bytes());
     p.extend_from_slice(&[0, 53, 0, 8, 0, 0]);
     p
 }
 
-fn read_all(bytes: Vec<u8>) -> (Vec<(Timestamp, LinkType, u32, Vec<u8>)>, Option<IngestError>, TraceReader) {
+/// A packet as (timestamp, link type, wire length, bytes).
+type Rec = (Timestamp, LinkType, u32, Vec<u8>);
+
+fn read_all(bytes: Vec<u8>) -> (Vec<Rec>, Option<IngestError>, TraceReader) {
     let mut r = TraceReader::from_bytes("crafted.pcap", bytes).expect("opens");
     let mut out = Vec::new();
     let err = loop {
@@ -79,7 +107,9 @@ fn pcap_both_byte_orders_and_both_resolutions() {
             assert_eq!(pk[0].1, LinkType::RAW);
             assert_eq!(pk[0].2, 60, "wire length kept separately from caplen");
             assert_eq!(pk[0].3, p);
-            let ContainerFormat::Pcap(v) = r.format() else { panic!("pcap") };
+            let ContainerFormat::Pcap(v) = r.format() else {
+                panic!("pcap")
+            };
             assert_eq!((v.big_endian, v.nanosecond), (big, magic == MAGIC_NS));
         }
     }
@@ -90,7 +120,15 @@ fn pcap_modified_kuznetzov_has_24_byte_records() {
     let mut f = pcap_header(false, MAGIC_MODIFIED, 65535, 101);
     let p = udp_packet(7);
     for i in 0..3u32 {
-        pcap_record(&mut f, false, 10 + i, 0, p.len() as u32, p.len() as u32, &[]);
+        pcap_record(
+            &mut f,
+            false,
+            10 + i,
+            0,
+            p.len() as u32,
+            p.len() as u32,
+            &[],
+        );
         // The 8 extra header bytes: ifindex, protocol, packet type, padding.
         f.extend_from_slice(&[1, 0, 0, 0, 8, 0, 0, 0]);
         f.extend_from_slice(&p);
@@ -110,22 +148,32 @@ fn empty_file_is_an_error_naming_the_file() {
     let e = TraceReader::open(&path).err().expect("error");
     assert!(matches!(e, IngestError::Empty { .. }));
     let msg = e.to_string();
-    assert!(msg.contains("empty.pcap") && msg.contains("empty") && !msg.contains('\n'), "{msg}");
+    assert!(
+        msg.contains("empty.pcap") && msg.contains("empty") && !msg.contains('\n'),
+        "{msg}"
+    );
 }
 
 #[test]
 fn missing_file_is_an_open_error() {
-    let e = TraceReader::open("/nonexistent/x.pcap").err().expect("error");
+    let e = TraceReader::open("/nonexistent/x.pcap")
+        .err()
+        .expect("error");
     assert!(matches!(e, IngestError::Open { .. }));
     assert!(!e.is_damage());
 }
 
 #[test]
 fn bad_magic_is_an_unknown_format_at_offset_0() {
-    let e = TraceReader::from_bytes("junk.bin", b"GIF89a not a capture".to_vec()).err().expect("error");
+    let e = TraceReader::from_bytes("junk.bin", b"GIF89a not a capture".to_vec())
+        .err()
+        .expect("error");
     let msg = e.to_string();
     assert!(matches!(e, IngestError::UnknownFormat { .. }));
-    assert!(msg.contains("junk.bin") && msg.contains("byte offset 0") && msg.contains("47494638"), "{msg}");
+    assert!(
+        msg.contains("junk.bin") && msg.contains("byte offset 0") && msg.contains("47494638"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -135,7 +183,10 @@ fn truncated_file_header() {
     let (pk, err, _) = read_all(f);
     assert!(pk.is_empty());
     match err {
-        Some(IngestError::Pcap { kind: PcapError::TruncatedFileHeader { len: 10 }, .. }) => {}
+        Some(IngestError::Pcap {
+            kind: PcapError::TruncatedFileHeader { len: 10 },
+            ..
+        }) => {}
         other => panic!("{other:?}"),
     }
 }
@@ -153,13 +204,26 @@ fn truncated_record_header_keeps_earlier_records() {
     assert_eq!(pk.len(), 5);
     let e = err.expect("error");
     match &e {
-        IngestError::Pcap { at, kind: PcapError::TruncatedRecordHeader { have: 7, need: 16 }, .. } => {
-            assert_eq!(*at, Position { record: 6, offset: cut as u64 });
+        IngestError::Pcap {
+            at,
+            kind: PcapError::TruncatedRecordHeader { have: 7, need: 16 },
+            ..
+        } => {
+            assert_eq!(
+                *at,
+                Position {
+                    record: 6,
+                    offset: cut as u64
+                }
+            );
         }
         other => panic!("{other:?}"),
     }
     let msg = e.to_string();
-    assert!(msg.starts_with("crafted.pcap: record 6 at byte offset ") && !msg.contains('\n'), "{msg}");
+    assert!(
+        msg.starts_with("crafted.pcap: record 6 at byte offset ") && !msg.contains('\n'),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -170,7 +234,19 @@ fn truncated_record_data() {
     pcap_record(&mut f, false, 1, 0, 1000, 1000, &p);
     let (pk, err, _) = read_all(f);
     assert_eq!(pk.len(), 1);
-    assert!(matches!(err, Some(IngestError::Pcap { kind: PcapError::TruncatedRecordData { caplen: 1000, remaining: 28 }, .. })), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Some(IngestError::Pcap {
+                kind: PcapError::TruncatedRecordData {
+                    caplen: 1000,
+                    remaining: 28
+                },
+                ..
+            })
+        ),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -181,7 +257,21 @@ fn caplen_of_gigabytes_is_implausible_not_an_allocation() {
     let (pk, err, _) = read_all(f);
     assert!(pk.is_empty());
     assert!(
-        matches!(err, Some(IngestError::Pcap { kind: PcapError::ImplausibleCaplen { caplen: 0xf000_0000, snaplen: 65535, .. }, at: Position { record: 1, offset: 24 }, .. })),
+        matches!(
+            err,
+            Some(IngestError::Pcap {
+                kind: PcapError::ImplausibleCaplen {
+                    caplen: 0xf000_0000,
+                    snaplen: 65535,
+                    ..
+                },
+                at: Position {
+                    record: 1,
+                    offset: 24
+                },
+                ..
+            })
+        ),
         "{err:?}"
     );
 }
@@ -200,8 +290,20 @@ fn caplen_above_snaplen_is_kept_as_an_anomaly_and_reading_advances() {
     let a = r.anomalies().entries();
     assert_eq!(a.len(), 1);
     assert_eq!(a[0].count, 4);
-    assert_eq!(a[0].first.kind, AnomalyKind::CaplenExceedsSnaplen { caplen: 28, snaplen: 20 });
-    assert_eq!(a[0].first.position, Position { record: 1, offset: 24 });
+    assert_eq!(
+        a[0].first.kind,
+        AnomalyKind::CaplenExceedsSnaplen {
+            caplen: 28,
+            snaplen: 20
+        }
+    );
+    assert_eq!(
+        a[0].first.position,
+        Position {
+            record: 1,
+            offset: 24
+        }
+    );
 }
 
 #[test]
@@ -210,13 +312,27 @@ fn timestamp_fraction_out_of_range_is_carried_and_reported() {
         let mut f = pcap_header(false, magic, 65535, 101);
         let p = udp_packet(1);
         pcap_record(&mut f, false, 100, 5, p.len() as u32, p.len() as u32, &p);
-        pcap_record(&mut f, false, 100, limit + limit / 2, p.len() as u32, p.len() as u32, &p);
+        pcap_record(
+            &mut f,
+            false,
+            100,
+            limit + limit / 2,
+            p.len() as u32,
+            p.len() as u32,
+            &p,
+        );
         let (pk, err, r) = read_all(f);
         assert!(err.is_none());
         assert_eq!(pk.len(), 2);
         assert_eq!((pk[1].0.secs(), pk[1].0.subsec_nanos()), (101, 500_000_000));
         let a = r.anomalies().entries();
-        assert_eq!(a[0].first.kind, AnomalyKind::TimestampFractionOutOfRange { frac: limit + limit / 2, limit });
+        assert_eq!(
+            a[0].first.kind,
+            AnomalyKind::TimestampFractionOutOfRange {
+                frac: limit + limit / 2,
+                limit
+            }
+        );
         assert_eq!(a[0].first.position.record, 2);
     }
 }
@@ -229,7 +345,13 @@ fn reserved_link_type_bits_are_masked_and_reported() {
     let (pk, err, r) = read_all(f);
     assert!(err.is_none());
     assert_eq!(pk[0].1, LinkType::RAW);
-    assert_eq!(r.anomalies().entries()[0].first.kind, AnomalyKind::LinkTypeReservedBits { raw: 0x3000_0065, used: 101 });
+    assert_eq!(
+        r.anomalies().entries()[0].first.kind,
+        AnomalyKind::LinkTypeReservedBits {
+            raw: 0x3000_0065,
+            used: 101
+        }
+    );
 }
 
 #[test]
@@ -242,7 +364,11 @@ fn unsupported_link_type_is_counted_not_an_error() {
     let s = scan(&path, Dissector::default());
     assert!(s.error.is_none());
     assert_eq!(s.packets, 1);
-    assert_eq!(s.skips.get(flowsieve::dissect::SkipReason::UnsupportedLinkType), 1);
+    assert_eq!(
+        s.skips
+            .get(flowsieve::dissect::SkipReason::UnsupportedLinkType),
+        1
+    );
 }
 
 // ---------- pcapng ----------
@@ -254,7 +380,10 @@ struct Ng {
 
 impl Ng {
     fn new() -> Ng {
-        Ng { big: false, bytes: Vec::new() }
+        Ng {
+            big: false,
+            bytes: Vec::new(),
+        }
     }
     fn u16(&self, x: u16) -> [u8; 2] {
         if self.big {
@@ -338,27 +467,47 @@ fn pcapng_sections_interfaces_resolutions_and_block_types() {
     let mut ng = Ng::new();
     ng.shb(false)
         .idb(101, 0, &[(9, vec![9])]) // if_tsresol 10^-9
-        .idb(228, 0, &[(9, vec![0x80 | 20]), (14, 1000i64.to_le_bytes().to_vec())]) // 2^-20 s, offset +1000 s
+        .idb(
+            228,
+            0,
+            &[(9, vec![0x80 | 20]), (14, 1000i64.to_le_bytes().to_vec())],
+        ) // 2^-20 s, offset +1000 s
         .block(0x0000_0004, &[1, 2, 3, 4]) // a Name Resolution Block: skipped
         .epb(0, 1_500_000_000_123_456_789, 100, &p)
         .epb(1, 3 << 20, 28, &p)
         .opb(0, 2_000_000_000, &p)
         .spb(28, &p);
     // A second section, big-endian, where interface 0 is microseconds.
-    ng.shb(true).idb(229, 0, &[]).block(0x0bad_0bad, &[0; 8]).epb(0, 7_000_001, 28, &p);
+    ng.shb(true)
+        .idb(229, 0, &[])
+        .block(0x0bad_0bad, &[0; 8])
+        .epb(0, 7_000_001, 28, &p);
     let (pk, err, r) = read_all(ng.bytes.clone());
     assert!(err.is_none(), "{err:?}");
     assert_eq!(pk.len(), 5);
     assert_eq!(r.sections(), 2);
-    assert_eq!((pk[0].0.secs(), pk[0].0.subsec_nanos()), (1_500_000_000, 123_456_789));
+    assert_eq!(
+        (pk[0].0.secs(), pk[0].0.subsec_nanos()),
+        (1_500_000_000, 123_456_789)
+    );
     assert_eq!(pk[0].1, LinkType::RAW);
     assert_eq!(pk[0].2, 100);
     assert_eq!(pk[1].0.secs(), 1003, "2^-20 resolution plus if_tsoffset");
     assert_eq!(pk[1].1, LinkType::IPV4);
-    assert_eq!((pk[2].0.secs(), pk[2].0.subsec_nanos()), (2, 0), "obsolete packet block, ns");
-    assert_eq!(pk[3].0, pk[2].0, "simple packet block inherits the previous time");
+    assert_eq!(
+        (pk[2].0.secs(), pk[2].0.subsec_nanos()),
+        (2, 0),
+        "obsolete packet block, ns"
+    );
+    assert_eq!(
+        pk[3].0, pk[2].0,
+        "simple packet block inherits the previous time"
+    );
     assert_eq!(pk[3].3, p);
-    assert_eq!((pk[4].0.secs(), pk[4].0.subsec_nanos(), pk[4].1), (7, 1000, LinkType::IPV6));
+    assert_eq!(
+        (pk[4].0.secs(), pk[4].0.subsec_nanos(), pk[4].1),
+        (7, 1000, LinkType::IPV6)
+    );
     for (_, _, _, data) in &pk {
         assert_eq!(data, &p);
     }
@@ -392,20 +541,45 @@ fn pcapng_damage_of_every_kind() {
     b.extend_from_slice(&tail.bytes);
     let (read, kind, at) = ng_error(b);
     assert_eq!(read, 1);
-    assert!(matches!(kind, PcapNgError::TrailerMismatch { .. }), "{kind:?}");
+    assert!(
+        matches!(kind, PcapNgError::TrailerMismatch { .. }),
+        "{kind:?}"
+    );
     assert_eq!(at.offset, good);
 
     // Unknown interface.
     let mut ng = base();
     ng.epb(5, 2, 28, &p);
     let (read, kind, _) = ng_error(ng.bytes);
-    assert_eq!((read, kind), (1, PcapNgError::UnknownInterface { interface: 5, count: 1 }));
+    assert_eq!(
+        (read, kind),
+        (
+            1,
+            PcapNgError::UnknownInterface {
+                interface: 5,
+                count: 1
+            }
+        )
+    );
 
     // Block length not a multiple of 4, below 12, implausibly large.
     for (len, want) in [
         (30u32, PcapNgError::BlockLengthNotAligned { len: 30 }),
-        (8, PcapNgError::BlockTooShort { block_type: 6, len: 8, min: 12 }),
-        (0x7fff_fff0, PcapNgError::BlockTooLarge { len: 0x7fff_fff0, limit: 64 << 20 }),
+        (
+            8,
+            PcapNgError::BlockTooShort {
+                block_type: 6,
+                len: 8,
+                min: 12,
+            },
+        ),
+        (
+            0x7fff_fff0,
+            PcapNgError::BlockTooLarge {
+                len: 0x7fff_fff0,
+                limit: 64 << 20,
+            },
+        ),
     ] {
         let mut b = base().bytes;
         b.extend_from_slice(&6u32.to_le_bytes());
@@ -419,7 +593,14 @@ fn pcapng_damage_of_every_kind() {
     let mut ng = base();
     ng.block(6, &[0; 8]);
     let (_, kind, _) = ng_error(ng.bytes);
-    assert_eq!(kind, PcapNgError::BlockTooShort { block_type: 6, len: 20, min: 32 });
+    assert_eq!(
+        kind,
+        PcapNgError::BlockTooShort {
+            block_type: 6,
+            len: 20,
+            min: 32
+        }
+    );
     let mut ng = base();
     let mut body = Vec::new();
     for x in [0u32, 0, 0, 500, 500] {
@@ -428,7 +609,13 @@ fn pcapng_damage_of_every_kind() {
     body.extend_from_slice(&p);
     ng.block(6, &body);
     let (_, kind, _) = ng_error(ng.bytes);
-    assert_eq!(kind, PcapNgError::CaplenExceedsBlock { caplen: 500, room: 28 });
+    assert_eq!(
+        kind,
+        PcapNgError::CaplenExceedsBlock {
+            caplen: 500,
+            room: 28
+        }
+    );
 
     // Truncated inside a block, and inside a block header.
     let mut b = base().bytes;
@@ -436,11 +623,17 @@ fn pcapng_damage_of_every_kind() {
     b.extend_from_slice(&extra[..extra.len() - 3]);
     let (read, kind, _) = ng_error(b);
     assert_eq!(read, 1);
-    assert!(matches!(kind, PcapNgError::TruncatedBlock { .. }), "{kind:?}");
+    assert!(
+        matches!(kind, PcapNgError::TruncatedBlock { .. }),
+        "{kind:?}"
+    );
     let mut b = base().bytes;
     b.extend_from_slice(&[6, 0, 0]);
     let (_, kind, _) = ng_error(b);
-    assert_eq!(kind, PcapNgError::TruncatedBlockHeader { have: 3, need: 12 });
+    assert_eq!(
+        kind,
+        PcapNgError::TruncatedBlockHeader { have: 3, need: 12 }
+    );
 
     // A section header whose byte-order magic is neither order.
     let mut b = base().bytes;
@@ -456,11 +649,19 @@ fn pcapng_damage_of_every_kind() {
 fn pcapng_unusable_tsresol_falls_back_to_microseconds() {
     let p = udp_packet(1);
     let mut ng = Ng::new();
-    ng.shb(false).idb(101, 0, &[(9, vec![40])]).epb(0, 3_000_000, 28, &p);
+    ng.shb(false)
+        .idb(101, 0, &[(9, vec![40])])
+        .epb(0, 3_000_000, 28, &p);
     let (pk, err, r) = read_all(ng.bytes);
     assert!(err.is_none());
     assert_eq!(pk[0].0.secs(), 3);
-    assert_eq!(r.anomalies().entries()[0].first.kind, AnomalyKind::BadTsResol { interface: 0, value: 40 });
+    assert_eq!(
+        r.anomalies().entries()[0].first.kind,
+        AnomalyKind::BadTsResol {
+            interface: 0,
+            value: 40
+        }
+    );
 }
 
 #[test]
@@ -478,18 +679,28 @@ fn tsresol_byte_meanings() {
 // ---------- compressed streams ----------
 
 fn synth_bytes(format: OutputFormat) -> Vec<u8> {
-    let cfg = SynthConfig { flows: 500, packets: 5000, format, seed: 11, ..SynthConfig::default() };
+    let cfg = SynthConfig {
+        flows: 500,
+        packets: 5000,
+        format,
+        seed: 11,
+        ..SynthConfig::default()
+    };
     let mut v = Vec::new();
     generate(&cfg, &mut v).expect("generates");
     v
 }
 
-fn table_of(bytes: Vec<u8>, name: &str) -> (Vec<(String, u64, u64, u64, i128, i128)>, Compression, Option<IngestError>) {
+fn table_of(bytes: Vec<u8>, name: &str) -> (Vec<FlowRow>, Compression, Option<IngestError>) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(name);
     std::fs::write(&path, bytes).unwrap();
     let s = scan(&path, Dissector::default());
-    let c = s.reader.as_ref().map(|r| r.compression()).unwrap_or(Compression::None);
+    let c = s
+        .reader
+        .as_ref()
+        .map(|r| r.compression())
+        .unwrap_or(Compression::None);
     (sorted_flows(&s.table, true), c, s.error)
 }
 
@@ -528,7 +739,10 @@ fn truncated_gzip_stream_is_an_error_after_the_packets_it_held() {
     let s = scan(&path, Dissector::default());
     assert!(s.packets > 1000 && s.packets < 5000, "{}", s.packets);
     let e = s.error.expect("error");
-    assert!(e.to_string().contains("cut.pcap.gz") && !e.to_string().contains('\n'), "{e}");
+    assert!(
+        e.to_string().contains("cut.pcap.gz") && !e.to_string().contains('\n'),
+        "{e}"
+    );
 }
 
 #[test]
@@ -536,7 +750,10 @@ fn stream_buffer_grows_for_blocks_larger_than_a_refill() {
     // A 3 MiB packet inside gzip: larger than the 1 MiB stream chunk.
     let big = vec![0x60u8; 3 << 20];
     let mut ng = Ng::new();
-    ng.shb(false).idb(101, 0, &[]).epb(0, 1, big.len() as u32, &big).epb(0, 2, 28, &udp_packet(3));
+    ng.shb(false)
+        .idb(101, 0, &[])
+        .epb(0, 1, big.len() as u32, &big)
+        .epb(0, 2, 28, &udp_packet(3));
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     gz.write_all(&ng.bytes).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -572,7 +789,11 @@ fn records_match_pcap_file_reader_on_clean_captures() {
 
 #[test]
 fn wits100_same_packets_in_three_containers_give_identical_flow_tables() {
-    let Some(dir) = shared_traces("wits100_same_packets_in_three_containers_give_identical_flow_tables") else { return };
+    let Some(dir) =
+        shared_traces("wits100_same_packets_in_three_containers_give_identical_flow_tables")
+    else {
+        return;
+    };
     let w = dir.join("formats/wits100");
     let us = scan(&w.join("100_packets.pcap"), Dissector::default());
     let ns = scan(&w.join("100_packetsns.pcap"), Dissector::default());
@@ -586,29 +807,54 @@ fn wits100_same_packets_in_three_containers_give_identical_flow_tables() {
     assert_eq!(t, sorted_flows(&ns.table, true), "pcap-us vs pcap-ns");
     assert_eq!(t, sorted_flows(&ng.table, true), "pcap-us vs pcapng");
     // Every record is snaplen-truncated (pcap-file 2.0 refuses those).
-    assert!(us.table.iter().all(|e| e.stats.captured_bytes < e.stats.wire_bytes));
+    assert!(us
+        .table
+        .iter()
+        .all(|e| e.stats.captured_bytes < e.stats.wire_bytes));
     // The same packets with other timestamps, and wrapped in Linux SLL.
     let secs = scan(&w.join("100_seconds.pcap"), Dissector::default());
-    let sll = scan(&w.join("100_sll_wrapping_ethernet.pcap"), Dissector::default());
-    assert_eq!(sorted_flows(&secs.table, false), sorted_flows(&us.table, false));
+    let sll = scan(
+        &w.join("100_sll_wrapping_ethernet.pcap"),
+        Dissector::default(),
+    );
+    assert_eq!(
+        sorted_flows(&secs.table, false),
+        sorted_flows(&us.table, false)
+    );
     assert_eq!(sll.keys_in_order, us.keys_in_order);
 }
 
 #[test]
 fn pcapng_nanosecond_and_mixed_resolution_interfaces_keep_their_clocks() {
-    let Some(dir) = shared_traces("pcapng_nanosecond_and_mixed_resolution_interfaces_keep_their_clocks") else { return };
+    let Some(dir) =
+        shared_traces("pcapng_nanosecond_and_mixed_resolution_interfaces_keep_their_clocks")
+    else {
+        return;
+    };
     // Wireshark sample mix, if_tsresol = ns: pcap-file 2.0 ignores the option.
-    let s = scan(&dir.join("many_flows/wireshark_samples_mix.pcapng"), Dissector::default());
+    let s = scan(
+        &dir.join("many_flows/wireshark_samples_mix.pcapng"),
+        Dissector::default(),
+    );
     assert_eq!(s.packets, 5898);
     let first = s.first_ts.unwrap();
-    assert_eq!((first.secs(), first.subsec_nanos() / 1000), (1_506_883_716, 995_391));
+    assert_eq!(
+        (first.secs(), first.subsec_nanos() / 1000),
+        (1_506_883_716, 995_391)
+    );
     // Two interfaces, ns and us, interleaved; one timestamp of
     // 18446744073204277451 us on the us interface, close to 2^64: no
     // overflow, and exact (the manifest's float, 18446744073204.277344,
     // cannot hold microseconds at that magnitude).
-    let s = scan(&dir.join("formats/pcapng_eth_and_sll.pcapng"), Dissector::default());
+    let s = scan(
+        &dir.join("formats/pcapng_eth_and_sll.pcapng"),
+        Dissector::default(),
+    );
     assert_eq!(s.packets, 159);
     assert_eq!(s.first_ts.unwrap().secs(), 1_422_527_998);
     let last = s.last_ts.unwrap();
-    assert_eq!((last.secs(), last.subsec_nanos() / 1000), (18_446_744_073_204, 277_451));
+    assert_eq!(
+        (last.secs(), last.subsec_nanos() / 1000),
+        (18_446_744_073_204, 277_451)
+    );
 }

@@ -46,7 +46,12 @@ const EXCEPTIONS: &[Exception] = &[
 /// (caplen 16896)" or "implausible caplen N at offset 228".
 fn manifest_error_offset(e: &str) -> Option<u64> {
     let after = e.rsplit_once(" at ").map(|(_, t)| t)?;
-    after.trim_start_matches("offset ").split_whitespace().next()?.parse().ok()
+    after
+        .trim_start_matches("offset ")
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 fn error_position(e: &IngestError) -> Option<Position> {
@@ -58,7 +63,9 @@ fn error_position(e: &IngestError) -> Option<Position> {
 
 #[test]
 fn curated_files_match_the_independent_parser() {
-    let Some(dir) = shared_traces("curated_files_match_the_independent_parser") else { return };
+    let Some(dir) = shared_traces("curated_files_match_the_independent_parser") else {
+        return;
+    };
     let mut checked = 0;
     let mut failures = Vec::new();
     for entry in manifest(&dir) {
@@ -70,7 +77,10 @@ fn curated_files_match_the_independent_parser() {
         let errors = entry.errors();
         checked += 1;
         if s.packets != want_packets {
-            failures.push(format!("{}: packets {} != manifest {}", entry.file, s.packets, want_packets));
+            failures.push(format!(
+                "{}: packets {} != manifest {}",
+                entry.file, s.packets, want_packets
+            ));
         }
         if errors.is_empty() {
             if let Some(e) = &s.error {
@@ -78,19 +88,41 @@ fn curated_files_match_the_independent_parser() {
             }
             if let Some(x) = EXCEPTIONS.iter().find(|x| x.file == entry.file) {
                 if s.table.len() as u64 != x.flows {
-                    failures.push(format!("{}: flows {} != {} (listed exception: {})", entry.file, s.table.len(), x.flows, x.why));
+                    failures.push(format!(
+                        "{}: flows {} != {} (listed exception: {})",
+                        entry.file,
+                        s.table.len(),
+                        x.flows,
+                        x.why
+                    ));
                 }
                 for &(reason, n) in x.skipped {
                     if s.skips.get(reason) != n {
-                        failures.push(format!("{}: {} {} != {}", entry.file, reason, s.skips.get(reason), n));
+                        failures.push(format!(
+                            "{}: {} {} != {}",
+                            entry.file,
+                            reason,
+                            s.skips.get(reason),
+                            n
+                        ));
                     }
                 }
             } else if s.table.len() as u64 != want_flows {
-                failures.push(format!("{}: flows {} != manifest {}", entry.file, s.table.len(), want_flows));
+                failures.push(format!(
+                    "{}: flows {} != manifest {}",
+                    entry.file,
+                    s.table.len(),
+                    want_flows
+                ));
             }
             // Time span: the manifest's t_first/t_last are the min and max
             // timestamps; a wrong if_tsresol or byte order shows up here.
-            if let (Some(a), Some(b), Some(first), Some(last)) = (entry.f64("t_first"), entry.f64("t_last"), s.first_ts, s.last_ts) {
+            if let (Some(a), Some(b), Some(first), Some(last)) = (
+                entry.f64("t_first"),
+                entry.f64("t_last"),
+                s.first_ts,
+                s.last_ts,
+            ) {
                 let tol = 2e-6 * a.abs().max(1.0).log10().max(1.0);
                 if (first.as_secs_f64() - a).abs() > tol || (last.as_secs_f64() - b).abs() > tol {
                     failures.push(format!(
@@ -108,26 +140,51 @@ fn curated_files_match_the_independent_parser() {
                 (Some(e), Some(offset)) => {
                     let at = error_position(e).map(|p| p.offset);
                     if at != Some(offset) {
-                        failures.push(format!("{}: error at {at:?}, manifest says offset {offset} ({})", entry.file, errors[0]));
+                        failures.push(format!(
+                            "{}: error at {at:?}, manifest says offset {offset} ({})",
+                            entry.file, errors[0]
+                        ));
                     }
                     let line = e.to_string();
-                    if line.contains('\n') || !line.contains(&entry.file) || !line.contains(&format!("offset {offset}")) {
-                        failures.push(format!("{}: error message is not one line naming file and offset: {line}", entry.file));
+                    if line.contains('\n')
+                        || !line.contains(&entry.file)
+                        || !line.contains(&format!("offset {offset}"))
+                    {
+                        failures.push(format!(
+                            "{}: error message is not one line naming file and offset: {line}",
+                            entry.file
+                        ));
                     }
                 }
-                (None, _) => failures.push(format!("{}: no error, manifest says {}", entry.file, errors[0])),
-                (Some(_), None) => failures.push(format!("{}: cannot read an offset from manifest error {}", entry.file, errors[0])),
+                (None, _) => failures.push(format!(
+                    "{}: no error, manifest says {}",
+                    entry.file, errors[0]
+                )),
+                (Some(_), None) => failures.push(format!(
+                    "{}: cannot read an offset from manifest error {}",
+                    entry.file, errors[0]
+                )),
             }
         }
     }
     assert!(checked >= 100, "only {checked} curated captures found");
-    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
 fn a_file_without_a_global_header_is_an_unknown_format() {
-    let Some(dir) = shared_traces("a_file_without_a_global_header_is_an_unknown_format") else { return };
-    let s = scan(&dir.join("malformed/pcapfix_no_global_header.pcap"), Dissector::default());
+    let Some(dir) = shared_traces("a_file_without_a_global_header_is_an_unknown_format") else {
+        return;
+    };
+    let s = scan(
+        &dir.join("malformed/pcapfix_no_global_header.pcap"),
+        Dissector::default(),
+    );
     let e = s.error.expect("an error");
     assert!(matches!(e, IngestError::UnknownFormat { .. }), "{e}");
     assert!(e.to_string().contains("byte offset 0"), "{e}");
@@ -136,7 +193,9 @@ fn a_file_without_a_global_header_is_an_unknown_format() {
 
 #[test]
 fn exceptions_are_few_and_exist() {
-    let Some(dir) = shared_traces("exceptions_are_few_and_exist") else { return };
+    let Some(dir) = shared_traces("exceptions_are_few_and_exist") else {
+        return;
+    };
     assert!(EXCEPTIONS.len() <= 3);
     for x in EXCEPTIONS {
         assert!(dir.join(x.file).is_file(), "{} listed but missing", x.file);

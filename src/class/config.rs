@@ -32,11 +32,18 @@ use std::path::Path;
 #[derive(Debug, thiserror::Error)]
 pub enum ClassConfigError {
     #[error("{path}: cannot read class config: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{path}: invalid class config: {message}")]
     Parse { path: String, message: String },
     #[error("{path}: class {class:?}: {message}")]
-    Rule { path: String, class: String, message: String },
+    Rule {
+        path: String,
+        class: String,
+        message: String,
+    },
 }
 
 #[derive(Debug, Deserialize)]
@@ -126,7 +133,9 @@ fn proto_number(p: &ProtoSpec) -> Result<u8, String> {
             "icmpv6" => Ok(58),
             "sctp" => Ok(132),
             "udplite" => Ok(136),
-            other => other.parse().map_err(|_| format!("unknown protocol {other:?}")),
+            other => other
+                .parse()
+                .map_err(|_| format!("unknown protocol {other:?}")),
         },
     }
 }
@@ -135,7 +144,11 @@ fn port_range(p: &PortSpec) -> Result<(u16, u16), String> {
     match p {
         PortSpec::Number(n) => Ok((*n, *n)),
         PortSpec::Range(s) => {
-            let parse = |t: &str| t.trim().parse::<u16>().map_err(|_| format!("bad port {t:?} in {s:?}"));
+            let parse = |t: &str| {
+                t.trim()
+                    .parse::<u16>()
+                    .map_err(|_| format!("bad port {t:?} in {s:?}"))
+            };
             let (lo, hi) = match s.split_once('-') {
                 Some((a, b)) => (parse(a)?, parse(b)?),
                 None => {
@@ -163,7 +176,11 @@ impl ClassConfig {
     /// Reads and validates a TOML class config.
     pub fn from_file(path: impl AsRef<Path>) -> Result<ClassConfig, ClassConfigError> {
         let p = path.as_ref().display().to_string();
-        let text = std::fs::read_to_string(path.as_ref()).map_err(|source| ClassConfigError::Read { path: p.clone(), source })?;
+        let text =
+            std::fs::read_to_string(path.as_ref()).map_err(|source| ClassConfigError::Read {
+                path: p.clone(),
+                source,
+            })?;
         ClassConfig::parse(&p, &text)
     }
 
@@ -185,7 +202,11 @@ impl ClassConfig {
         };
         let mut rules = Vec::new();
         for r in &raw.classes {
-            let bad = |message: String| ClassConfigError::Rule { path: source.into(), class: r.name.clone(), message };
+            let bad = |message: String| ClassConfigError::Rule {
+                path: source.into(),
+                class: r.name.clone(),
+                message,
+            };
             let ranges = |v: &[PortSpec]| v.iter().map(port_range).collect::<Result<Vec<_>, _>>();
             rules.push(ClassRule {
                 name: r.name.clone(),
@@ -193,18 +214,30 @@ impl ClassConfig {
                 src: r.src.clone(),
                 dst: r.dst.clone(),
                 addr: r.addr.clone(),
-                proto: r.proto.iter().map(proto_number).collect::<Result<_, _>>().map_err(bad)?,
+                proto: r
+                    .proto
+                    .iter()
+                    .map(proto_number)
+                    .collect::<Result<_, _>>()
+                    .map_err(bad)?,
                 ports: ranges(&r.ports).map_err(bad)?,
                 sport: ranges(&r.sport).map_err(bad)?,
                 dport: ranges(&r.dport).map_err(bad)?,
                 alpha: match r.alpha {
-                    Some(a) if !(a.is_finite() && a > 0.0) => return Err(bad(format!("alpha must be a positive number, got {a}"))),
+                    Some(a) if !(a.is_finite() && a > 0.0) => {
+                        return Err(bad(format!("alpha must be a positive number, got {a}")))
+                    }
                     a => a,
                 },
             });
         }
         let default = id_of(&raw.default);
-        Ok(ClassConfig { source: source.into(), names, default, rules })
+        Ok(ClassConfig {
+            source: source.into(),
+            names,
+            default,
+            rules,
+        })
     }
 
     /// Where the config came from.
@@ -236,7 +269,9 @@ impl ClassConfig {
                     && (r.dst.is_empty() || in_any(&r.dst, dst))
                     && (r.addr.is_empty() || in_any(&r.addr, src) || in_any(&r.addr, dst))
                     && (r.proto.is_empty() || r.proto.contains(&key.proto()))
-                    && (r.ports.is_empty() || port_in(&r.ports, key.sport()) || port_in(&r.ports, key.dport()))
+                    && (r.ports.is_empty()
+                        || port_in(&r.ports, key.sport())
+                        || port_in(&r.ports, key.dport()))
                     && (r.sport.is_empty() || port_in(&r.sport, key.sport()))
                     && (r.dport.is_empty() || port_in(&r.dport, key.dport()))
             })

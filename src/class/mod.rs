@@ -61,19 +61,27 @@ impl Classifier {
     pub fn ports() -> Classifier {
         Classifier {
             kind: Kind::Ports,
-            names: ["web", "dns", "tcp-other", "udp-other", "icmp", "other"].map(String::from).to_vec(),
+            names: ["web", "dns", "tcp-other", "udp-other", "icmp", "other"]
+                .map(String::from)
+                .to_vec(),
         }
     }
 
     /// The `ipclass` classifier.
     pub fn ipclass() -> Classifier {
-        Classifier { kind: Kind::IpClass, names: ["A", "B", "C", "D", "E", "ipv6"].map(String::from).to_vec() }
+        Classifier {
+            kind: Kind::IpClass,
+            names: ["A", "B", "C", "D", "E", "ipv6"].map(String::from).to_vec(),
+        }
     }
 
     /// A classifier from a parsed config.
     pub fn from_config(config: ClassConfig) -> Classifier {
         let names = config.class_names();
-        Classifier { kind: Kind::Config(config), names }
+        Classifier {
+            kind: Kind::Config(config),
+            names,
+        }
     }
 
     /// `ports`, `ipclass`, or the path of a TOML config file.
@@ -101,7 +109,10 @@ impl Classifier {
 
     /// The name of a class.
     pub fn name(&self, id: ClassId) -> &str {
-        self.names.get(usize::from(id)).map(String::as_str).unwrap_or("?")
+        self.names
+            .get(usize::from(id))
+            .map(String::as_str)
+            .unwrap_or("?")
     }
 
     /// The class of a flow.

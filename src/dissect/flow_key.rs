@@ -62,10 +62,20 @@ impl FlowKey {
     }
 
     /// A key from standard-library addresses; both must be the same version.
-    pub fn from_addrs(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, proto: u8) -> Option<FlowKey> {
+    pub fn from_addrs(
+        src: IpAddr,
+        dst: IpAddr,
+        sport: u16,
+        dport: u16,
+        proto: u8,
+    ) -> Option<FlowKey> {
         match (src, dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => Some(FlowKey::v4(s.octets(), d.octets(), sport, dport, proto)),
-            (IpAddr::V6(s), IpAddr::V6(d)) => Some(FlowKey::v6(s.octets(), d.octets(), sport, dport, proto)),
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                Some(FlowKey::v4(s.octets(), d.octets(), sport, dport, proto))
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                Some(FlowKey::v6(s.octets(), d.octets(), sport, dport, proto))
+            }
             _ => None,
         }
     }
@@ -112,7 +122,13 @@ impl FlowKey {
 
     /// The same flow seen in the other direction.
     pub fn reversed(&self) -> FlowKey {
-        FlowKey { src: self.dst, dst: self.src, sport: self.dport, dport: self.sport, ..*self }
+        FlowKey {
+            src: self.dst,
+            dst: self.src,
+            sport: self.dport,
+            dport: self.sport,
+            ..*self
+        }
     }
 
     /// Canonical order for bidirectional keys: the (address, port) pair that
@@ -135,8 +151,24 @@ fn addr(bits: u128, version: IpVersion) -> IpAddr {
 impl fmt::Display for FlowKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.version {
-            IpVersion::V4 => write!(f, "{}:{} -> {}:{} proto {}", self.src(), self.sport, self.dst(), self.dport, self.proto),
-            IpVersion::V6 => write!(f, "[{}]:{} -> [{}]:{} proto {}", self.src(), self.sport, self.dst(), self.dport, self.proto),
+            IpVersion::V4 => write!(
+                f,
+                "{}:{} -> {}:{} proto {}",
+                self.src(),
+                self.sport,
+                self.dst(),
+                self.dport,
+                self.proto
+            ),
+            IpVersion::V6 => write!(
+                f,
+                "[{}]:{} -> [{}]:{} proto {}",
+                self.src(),
+                self.sport,
+                self.dst(),
+                self.dport,
+                self.proto
+            ),
         }
     }
 }

@@ -9,7 +9,10 @@
 use super::{FlowKey, SkipReason};
 use etherparse::err::ipv4::{HeaderError as V4HeaderError, HeaderSliceError as V4SliceError};
 use etherparse::err::ipv6::{HeaderError as V6HeaderError, HeaderSliceError as V6SliceError};
-use etherparse::{IpAuthHeaderSlice, Ipv4HeaderSlice, Ipv6FragmentHeaderSlice, Ipv6HeaderSlice, Ipv6RawExtHeaderSlice};
+use etherparse::{
+    IpAuthHeaderSlice, Ipv4HeaderSlice, Ipv6FragmentHeaderSlice, Ipv6HeaderSlice,
+    Ipv6RawExtHeaderSlice,
+};
 
 /// IP protocol numbers this module acts on.
 pub mod ip_proto {
@@ -47,7 +50,10 @@ pub struct IpDissection {
 
 #[inline]
 fn has_ports(proto: u8) -> bool {
-    matches!(proto, ip_proto::TCP | ip_proto::UDP | ip_proto::UDP_LITE | ip_proto::SCTP)
+    matches!(
+        proto,
+        ip_proto::TCP | ip_proto::UDP | ip_proto::UDP_LITE | ip_proto::SCTP
+    )
 }
 
 /// Reads the ports of a first fragment; `(0, 0, truncated)` otherwise.
@@ -57,7 +63,11 @@ fn ports(proto: u8, first_fragment: bool, l4: &[u8]) -> (u16, u16, bool) {
         return (0, 0, false);
     }
     match l4.get(..PORTS_LEN) {
-        Some(p) => (u16::from_be_bytes([p[0], p[1]]), u16::from_be_bytes([p[2], p[3]]), false),
+        Some(p) => (
+            u16::from_be_bytes([p[0], p[1]]),
+            u16::from_be_bytes([p[2], p[3]]),
+            false,
+        ),
         None => (0, 0, true),
     }
 }
@@ -75,7 +85,10 @@ pub fn ipv4(data: &[u8]) -> Result<IpDissection, SkipReason> {
     let first_fragment = h.fragments_offset().value() == 0;
     let l4 = data.get(h.slice().len()..).unwrap_or(&[]);
     let (sport, dport, ports_truncated) = ports(proto, first_fragment, l4);
-    Ok(IpDissection { key: FlowKey::v4(h.source(), h.destination(), sport, dport, proto), ports_truncated })
+    Ok(IpDissection {
+        key: FlowKey::v4(h.source(), h.destination(), sport, dport, proto),
+        ports_truncated,
+    })
 }
 
 /// An IPv6 packet to a key, walking the allow-listed extension headers.
@@ -91,10 +104,15 @@ pub fn ipv6(data: &[u8]) -> Result<IpDissection, SkipReason> {
     let mut walk_cut = false;
     for _ in 0..MAX_EXTENSION_HEADERS {
         let advanced = match next {
-            ip_proto::HOP_BY_HOP | ip_proto::ROUTING | ip_proto::DEST_OPTIONS | ip_proto::MOBILITY => {
-                Ipv6RawExtHeaderSlice::from_slice(rest).ok().map(|x| (x.next_header().0, x.slice().len()))
-            }
-            ip_proto::AUTH => IpAuthHeaderSlice::from_slice(rest).ok().map(|x| (x.next_header().0, x.slice().len())),
+            ip_proto::HOP_BY_HOP
+            | ip_proto::ROUTING
+            | ip_proto::DEST_OPTIONS
+            | ip_proto::MOBILITY => Ipv6RawExtHeaderSlice::from_slice(rest)
+                .ok()
+                .map(|x| (x.next_header().0, x.slice().len())),
+            ip_proto::AUTH => IpAuthHeaderSlice::from_slice(rest)
+                .ok()
+                .map(|x| (x.next_header().0, x.slice().len())),
             ip_proto::FRAGMENT => Ipv6FragmentHeaderSlice::from_slice(rest).ok().map(|x| {
                 first_fragment = x.fragment_offset().value() == 0;
                 (x.next_header().0, x.slice().len())
@@ -115,7 +133,11 @@ pub fn ipv6(data: &[u8]) -> Result<IpDissection, SkipReason> {
             }
         }
     }
-    let (sport, dport, ports_truncated) = if walk_cut { (0, 0, false) } else { ports(next, first_fragment, rest) };
+    let (sport, dport, ports_truncated) = if walk_cut {
+        (0, 0, false)
+    } else {
+        ports(next, first_fragment, rest)
+    };
     Ok(IpDissection {
         key: FlowKey::v6(h.source(), h.destination(), sport, dport, next),
         ports_truncated: ports_truncated || walk_cut,

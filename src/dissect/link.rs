@@ -88,7 +88,9 @@ fn be16(b: &[u8], at: usize) -> Option<u16> {
 pub(crate) fn network_layer(link: LinkType, data: &[u8]) -> Result<Network<'_>, SkipReason> {
     match link {
         LinkType::ETHERNET => ethernet(data),
-        LinkType::RAW_12 | LinkType::RAW_14 | LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => by_version(data),
+        LinkType::RAW_12 | LinkType::RAW_14 | LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => {
+            by_version(data)
+        }
         LinkType::LINUX_SLL => cooked(data, SLL_HEADER_LEN, SLL_PROTO, SLL_ARPHRD),
         LinkType::LINUX_SLL2 => cooked(data, SLL2_HEADER_LEN, SLL2_PROTO, SLL2_ARPHRD),
         LinkType::NULL | LinkType::LOOP => loopback(data),
@@ -117,8 +119,12 @@ fn by_version(data: &[u8]) -> Result<Network<'_>, SkipReason> {
 
 #[inline]
 fn ethernet(data: &[u8]) -> Result<Network<'_>, SkipReason> {
-    let eth = Ethernet2HeaderSlice::from_slice(data).map_err(|_| SkipReason::TruncatedLinkHeader)?;
-    ether_payload(eth.ether_type().0, data.get(Ethernet2Header::LEN..).unwrap_or(&[]))
+    let eth =
+        Ethernet2HeaderSlice::from_slice(data).map_err(|_| SkipReason::TruncatedLinkHeader)?;
+    ether_payload(
+        eth.ether_type().0,
+        data.get(Ethernet2Header::LEN..).unwrap_or(&[]),
+    )
 }
 
 /// Follows an EtherType through VLAN tags, MPLS and PPPoE to IP.
@@ -135,7 +141,8 @@ fn ether_payload(mut ether: u16, mut rest: &[u8]) -> Result<Network<'_>, SkipRea
             IPV4 => return Ok(Network::V4(rest)),
             IPV6 => return Ok(Network::V6(rest)),
             VLAN_8021Q | VLAN_8021AD | VLAN_QINQ_9100 | VLAN_QINQ_9200 => {
-                let tag = SingleVlanHeaderSlice::from_slice(rest).map_err(|_| SkipReason::TruncatedLinkHeader)?;
+                let tag = SingleVlanHeaderSlice::from_slice(rest)
+                    .map_err(|_| SkipReason::TruncatedLinkHeader)?;
                 ether = tag.ether_type().0;
                 rest = rest.get(SingleVlanHeader::LEN..).unwrap_or(&[]);
             }
@@ -154,7 +161,9 @@ fn ether_payload(mut ether: u16, mut rest: &[u8]) -> Result<Network<'_>, SkipRea
 #[inline]
 fn mpls(mut rest: &[u8]) -> Result<Network<'_>, SkipReason> {
     loop {
-        let entry = rest.get(..MPLS_ENTRY_LEN).ok_or(SkipReason::TruncatedLinkHeader)?;
+        let entry = rest
+            .get(..MPLS_ENTRY_LEN)
+            .ok_or(SkipReason::TruncatedLinkHeader)?;
         rest = &rest[MPLS_ENTRY_LEN..];
         if entry[2] & MPLS_BOTTOM_OF_STACK != 0 {
             return match rest.first().map(|b| b >> 4) {
@@ -169,7 +178,12 @@ fn mpls(mut rest: &[u8]) -> Result<Network<'_>, SkipReason> {
 
 /// Linux cooked captures: the protocol field is an EtherType except for
 /// netlink captures and the small Linux-specific values (802.2, 802.3, CAN).
-fn cooked(data: &[u8], header_len: usize, proto_at: usize, arphrd_at: usize) -> Result<Network<'_>, SkipReason> {
+fn cooked(
+    data: &[u8],
+    header_len: usize,
+    proto_at: usize,
+    arphrd_at: usize,
+) -> Result<Network<'_>, SkipReason> {
     if data.len() < header_len {
         return Err(SkipReason::TruncatedLinkHeader);
     }
@@ -188,7 +202,9 @@ fn cooked(data: &[u8], header_len: usize, proto_at: usize, arphrd_at: usize) -> 
 /// BSD loopback (`NULL`, host byte order) and OpenBSD `LOOP` (network order).
 /// The family is accepted in either order: files move between hosts.
 fn loopback(data: &[u8]) -> Result<Network<'_>, SkipReason> {
-    let head = data.get(..NULL_HEADER_LEN).ok_or(SkipReason::TruncatedLinkHeader)?;
+    let head = data
+        .get(..NULL_HEADER_LEN)
+        .ok_or(SkipReason::TruncatedLinkHeader)?;
     let raw = [head[0], head[1], head[2], head[3]];
     let (le, be) = (u32::from_le_bytes(raw), u32::from_be_bytes(raw));
     let rest = &data[NULL_HEADER_LEN..];

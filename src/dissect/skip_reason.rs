@@ -89,6 +89,9 @@ impl SkipCounts {
 
     /// The reasons with a non-zero count, in report order.
     pub fn nonzero(&self) -> impl Iterator<Item = (SkipReason, u64)> + '_ {
-        SkipReason::ALL.iter().map(|r| (*r, self.get(*r))).filter(|(_, n)| *n > 0)
+        SkipReason::ALL
+            .iter()
+            .map(|r| (*r, self.get(*r)))
+            .filter(|(_, n)| *n > 0)
     }
 }

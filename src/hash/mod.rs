@@ -79,7 +79,10 @@ pub fn encode(key: &FlowKey) -> [u64; 5] {
         s as u64,
         (d >> 64) as u64,
         d as u64,
-        (u64::from(key.sport()) << 48) | (u64::from(key.dport()) << 32) | (u64::from(key.proto()) << 8) | version,
+        (u64::from(key.sport()) << 48)
+            | (u64::from(key.dport()) << 32)
+            | (u64::from(key.proto()) << 8)
+            | version,
     ]
 }
 
@@ -148,7 +151,10 @@ impl PartitionedIndexer {
     /// remainder cells are unused). `k` and `m / k` are raised to at least 1.
     pub fn new(m: usize, k: usize) -> PartitionedIndexer {
         let k = k.max(1);
-        PartitionedIndexer { k, partition: ((m / k) as u64).max(1) }
+        PartitionedIndexer {
+            k,
+            partition: ((m / k) as u64).max(1),
+        }
     }
 
     /// Number of hash functions (partitions).

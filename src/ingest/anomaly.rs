@@ -22,9 +22,16 @@ pub struct AnomalyLog {
 impl AnomalyLog {
     pub(crate) fn record(&mut self, position: Position, kind: AnomalyKind) {
         let d = discriminant(&kind);
-        match self.entries.iter_mut().find(|e| discriminant(&e.first.kind) == d) {
+        match self
+            .entries
+            .iter_mut()
+            .find(|e| discriminant(&e.first.kind) == d)
+        {
             Some(e) => e.count += 1,
-            None => self.entries.push(AnomalyEntry { first: Anomaly { position, kind }, count: 1 }),
+            None => self.entries.push(AnomalyEntry {
+                first: Anomaly { position, kind },
+                count: 1,
+            }),
         }
     }
 

@@ -35,7 +35,11 @@ pub enum PcapError {
     /// A captured length no capture could have produced (a damaged record
     /// header); reading further would be guessing.
     #[error("implausible caplen {caplen} (snaplen {snaplen}, limit {limit})")]
-    ImplausibleCaplen { caplen: u32, snaplen: u32, limit: u32 },
+    ImplausibleCaplen {
+        caplen: u32,
+        snaplen: u32,
+        limit: u32,
+    },
 }
 
 /// Damage inside a pcapng file. Reading stops at the first one.
@@ -77,7 +81,9 @@ pub enum PcapNgError {
 pub enum AnomalyKind {
     /// A timestamp fraction at or above one second; it is carried into the
     /// seconds.
-    #[error("timestamp fraction {frac} out of range (must be below {limit}); carried into seconds")]
+    #[error(
+        "timestamp fraction {frac} out of range (must be below {limit}); carried into seconds"
+    )]
     TimestampFractionOutOfRange { frac: u32, limit: u32 },
     /// The pcap link-type field has reserved upper bits set; only the low 16
     /// bits are used, as libpcap does.
@@ -108,7 +114,11 @@ pub enum IngestError {
     Open { path: PathBuf, source: io::Error },
     /// A read from a stream failed (including decompression errors).
     #[error("{}: read error at byte offset {offset}: {source}", path.display())]
-    Read { path: PathBuf, offset: u64, source: io::Error },
+    Read {
+        path: PathBuf,
+        offset: u64,
+        source: io::Error,
+    },
     /// The file is empty.
     #[error("{}: empty file (0 bytes)", path.display())]
     Empty { path: PathBuf },
@@ -117,10 +127,18 @@ pub enum IngestError {
     UnknownFormat { path: PathBuf, magic: String },
     /// Damage inside a classic pcap.
     #[error("{}: record {} at byte offset {}: {kind}", path.display(), at.record, at.offset)]
-    Pcap { path: PathBuf, at: Position, kind: PcapError },
+    Pcap {
+        path: PathBuf,
+        at: Position,
+        kind: PcapError,
+    },
     /// Damage inside a pcapng.
     #[error("{}: block {} at byte offset {}: {kind}", path.display(), at.record, at.offset)]
-    PcapNg { path: PathBuf, at: Position, kind: PcapNgError },
+    PcapNg {
+        path: PathBuf,
+        at: Position,
+        kind: PcapNgError,
+    },
 }
 
 impl IngestError {

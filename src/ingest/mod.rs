@@ -123,8 +123,17 @@ impl TraceReader {
     /// Opens a trace: memory-maps a plain file, streams a compressed one.
     pub fn open(path: impl AsRef<Path>) -> Result<TraceReader, IngestError> {
         let path = path.as_ref().to_path_buf();
-        let file = File::open(&path).map_err(|source| IngestError::Open { path: path.clone(), source })?;
-        let len = file.metadata().map_err(|source| IngestError::Open { path: path.clone(), source })?.len();
+        let file = File::open(&path).map_err(|source| IngestError::Open {
+            path: path.clone(),
+            source,
+        })?;
+        let len = file
+            .metadata()
+            .map_err(|source| IngestError::Open {
+                path: path.clone(),
+                source,
+            })?
+            .len();
         if len == 0 {
             return Err(IngestError::Empty { path });
         }
@@ -133,14 +142,20 @@ impl TraceReader {
         // end raise SIGBUS; that is the documented cost of zero-copy reads
         // (tcpdump and Wireshark have it too), and no safe Rust reference is
         // invalidated by a concurrent write of the same bytes.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| IngestError::Open { path: path.clone(), source })?;
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| IngestError::Open {
+            path: path.clone(),
+            source,
+        })?;
         #[cfg(unix)]
         let _ = map.advise(memmap2::Advice::Sequential);
         Self::from_whole(path, Whole::Mapped(map))
     }
 
     /// Reads a trace held in memory; `name` is used in messages.
-    pub fn from_bytes(name: impl Into<PathBuf>, bytes: Vec<u8>) -> Result<TraceReader, IngestError> {
+    pub fn from_bytes(
+        name: impl Into<PathBuf>,
+        bytes: Vec<u8>,
+    ) -> Result<TraceReader, IngestError> {
         let path = name.into();
         if bytes.is_empty() {
             return Err(IngestError::Empty { path });
@@ -154,16 +169,29 @@ impl TraceReader {
             let decoder = flate2::read::MultiGzDecoder::new(WholeReader { whole, pos: 0 });
             Self::with_source(path, Source::stream(Box::new(decoder)), Compression::Gzip)
         } else if head.starts_with(&ZSTD_MAGIC) {
-            let decoder = zstd::stream::read::Decoder::new(WholeReader { whole, pos: 0 })
-                .map_err(|source| IngestError::Read { path: path.clone(), offset: 0, source })?;
+            let decoder = zstd::stream::read::Decoder::new(WholeReader { whole, pos: 0 }).map_err(
+                |source| IngestError::Read {
+                    path: path.clone(),
+                    offset: 0,
+                    source,
+                },
+            )?;
             Self::with_source(path, Source::stream(Box::new(decoder)), Compression::Zstd)
         } else {
             Self::with_source(path, Source::whole(whole), Compression::None)
         }
     }
 
-    fn with_source(path: PathBuf, mut source: Source, compression: Compression) -> Result<TraceReader, IngestError> {
-        source.fill(4).map_err(|source| IngestError::Read { path: path.clone(), offset: 0, source })?;
+    fn with_source(
+        path: PathBuf,
+        mut source: Source,
+        compression: Compression,
+    ) -> Result<TraceReader, IngestError> {
+        source.fill(4).map_err(|source| IngestError::Read {
+            path: path.clone(),
+            offset: 0,
+            source,
+        })?;
         let (w, _, _) = source.window();
         if w.is_empty() {
             return Err(IngestError::Empty { path });
@@ -218,7 +246,11 @@ impl TraceReader {
                 Ok(Framed::NeedMore { needed }) => {
                     if let Err(source) = self.source.fill(needed) {
                         self.failed = true;
-                        return Err(IngestError::Read { path: self.path.clone(), offset, source });
+                        return Err(IngestError::Read {
+                            path: self.path.clone(),
+                            offset,
+                            source,
+                        });
                     }
                 }
                 Ok(Framed::End) => break None,
@@ -305,9 +337,7 @@ struct WholeReader {
 
 impl Read for WholeReader {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        let rest = self
-            .whole
-            .bytes().get(self.pos..).unwrap_or(&[]);
+        let rest = self.whole.bytes().get(self.pos..).unwrap_or(&[]);
         let n = rest.len().min(out.len());
         out[..n].copy_from_slice(&rest[..n]);
         self.pos += n;

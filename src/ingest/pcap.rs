@@ -59,7 +59,11 @@ impl PcapVariant {
             _ => None,
         };
         if let Some((nanosecond, modified)) = classify(le) {
-            return Some(PcapVariant { big_endian: false, nanosecond, modified });
+            return Some(PcapVariant {
+                big_endian: false,
+                nanosecond,
+                modified,
+            });
         }
         classify(be).map(|(nanosecond, modified)| PcapVariant {
             big_endian: true,
@@ -85,8 +89,14 @@ pub(crate) struct PcapFramer {
 impl PcapFramer {
     pub(crate) fn new(variant: PcapVariant) -> PcapFramer {
         PcapFramer {
-            order: ByteOrder { big_endian: variant.big_endian },
-            units_per_sec: if variant.nanosecond { 1_000_000_000 } else { 1_000_000 },
+            order: ByteOrder {
+                big_endian: variant.big_endian,
+            },
+            units_per_sec: if variant.nanosecond {
+                1_000_000_000
+            } else {
+                1_000_000
+            },
             record_header_len: if variant.modified {
                 MODIFIED_RECORD_HEADER_LEN
             } else {
@@ -117,7 +127,10 @@ impl PcapFramer {
         if !self.header_read {
             return self.file_header(buf, eof, anomalies);
         }
-        let at = Position { record: self.records + 1, offset };
+        let at = Position {
+            record: self.records + 1,
+            offset,
+        };
         let hl = self.record_header_len;
         if buf.len() < hl {
             if !eof {
@@ -128,14 +141,21 @@ impl PcapFramer {
             }
             return Err(FrameError::Pcap(
                 at,
-                PcapError::TruncatedRecordHeader { have: buf.len(), need: hl },
+                PcapError::TruncatedRecordHeader {
+                    have: buf.len(),
+                    need: hl,
+                },
             ));
         }
         let caplen = self.order.u32(buf, RH_CAPLEN);
         if caplen > self.caplen_limit {
             return Err(FrameError::Pcap(
                 at,
-                PcapError::ImplausibleCaplen { caplen, snaplen: self.snaplen, limit: self.caplen_limit },
+                PcapError::ImplausibleCaplen {
+                    caplen,
+                    snaplen: self.snaplen,
+                    limit: self.caplen_limit,
+                },
             ));
         }
         let total = hl + caplen as usize;
@@ -145,19 +165,31 @@ impl PcapFramer {
             }
             return Err(FrameError::Pcap(
                 at,
-                PcapError::TruncatedRecordData { caplen, remaining: (buf.len() - hl) as u64 },
+                PcapError::TruncatedRecordData {
+                    caplen,
+                    remaining: (buf.len() - hl) as u64,
+                },
             ));
         }
         self.records += 1;
         if self.snaplen != 0 && caplen > self.snaplen {
-            anomalies.record(at, AnomalyKind::CaplenExceedsSnaplen { caplen, snaplen: self.snaplen });
+            anomalies.record(
+                at,
+                AnomalyKind::CaplenExceedsSnaplen {
+                    caplen,
+                    snaplen: self.snaplen,
+                },
+            );
         }
         let secs = self.order.u32(buf, RH_TS_SEC);
         let frac = self.order.u32(buf, RH_TS_FRAC);
         if frac >= self.units_per_sec {
             anomalies.record(
                 at,
-                AnomalyKind::TimestampFractionOutOfRange { frac, limit: self.units_per_sec },
+                AnomalyKind::TimestampFractionOutOfRange {
+                    frac,
+                    limit: self.units_per_sec,
+                },
             );
         }
         Ok(Framed::Packet(FramedPacket {
@@ -165,20 +197,34 @@ impl PcapFramer {
             data_start: hl,
             caplen: caplen as usize,
             wire_len: self.order.u32(buf, RH_WIRE_LEN),
-            ts: Timestamp::from_parts(i64::from(secs), u64::from(frac), u64::from(self.units_per_sec)),
+            ts: Timestamp::from_parts(
+                i64::from(secs),
+                u64::from(frac),
+                u64::from(self.units_per_sec),
+            ),
             timestamped: true,
             link_type: self.link_type,
             interface: 0,
         }))
     }
 
-    fn file_header(&mut self, buf: &[u8], eof: bool, anomalies: &mut AnomalyLog) -> Result<Framed, FrameError> {
+    fn file_header(
+        &mut self,
+        buf: &[u8],
+        eof: bool,
+        anomalies: &mut AnomalyLog,
+    ) -> Result<Framed, FrameError> {
         if buf.len() < FILE_HEADER_LEN {
             if !eof {
-                return Ok(Framed::NeedMore { needed: FILE_HEADER_LEN });
+                return Ok(Framed::NeedMore {
+                    needed: FILE_HEADER_LEN,
+                });
             }
             return Err(FrameError::Pcap(
-                Position { record: 0, offset: 0 },
+                Position {
+                    record: 0,
+                    offset: 0,
+                },
                 PcapError::TruncatedFileHeader { len: buf.len() },
             ));
         }
@@ -187,11 +233,19 @@ impl PcapFramer {
         let raw = self.order.u32(buf, FH_LINKTYPE);
         let used = (raw & LINKTYPE_MASK) as u16;
         if raw & !LINKTYPE_MASK != 0 {
-            anomalies.record(Position { record: 0, offset: FH_LINKTYPE as u64 }, AnomalyKind::LinkTypeReservedBits { raw, used });
+            anomalies.record(
+                Position {
+                    record: 0,
+                    offset: FH_LINKTYPE as u64,
+                },
+                AnomalyKind::LinkTypeReservedBits { raw, used },
+            );
         }
         self.link_type = LinkType(used);
         self.header_read = true;
-        Ok(Framed::Skip { consumed: FILE_HEADER_LEN })
+        Ok(Framed::Skip {
+            consumed: FILE_HEADER_LEN,
+        })
     }
 
     /// The file's link type (meaningful once the header is read).

@@ -110,16 +110,24 @@ impl PcapNgFramer {
         eof: bool,
         anomalies: &mut AnomalyLog,
     ) -> Result<Framed, FrameError> {
-        let at = Position { record: self.blocks + 1, offset };
+        let at = Position {
+            record: self.blocks + 1,
+            offset,
+        };
         let err = |kind| Err(FrameError::PcapNg(at, kind));
         if buf.len() < BLOCK_FRAME_LEN {
             if !eof {
-                return Ok(Framed::NeedMore { needed: BLOCK_FRAME_LEN });
+                return Ok(Framed::NeedMore {
+                    needed: BLOCK_FRAME_LEN,
+                });
             }
             if buf.is_empty() {
                 return Ok(Framed::End);
             }
-            return err(PcapNgError::TruncatedBlockHeader { have: buf.len(), need: BLOCK_FRAME_LEN });
+            return err(PcapNgError::TruncatedBlockHeader {
+                have: buf.len(),
+                need: BLOCK_FRAME_LEN,
+            });
         }
         let block_type = self.order.u32(buf, B_TYPE);
         if block_type == BLOCK_SECTION_HEADER {
@@ -134,24 +142,37 @@ impl PcapNgFramer {
         }
         let len = self.order.u32(buf, B_LEN);
         if (len as usize) < BLOCK_FRAME_LEN {
-            return err(PcapNgError::BlockTooShort { block_type, len, min: BLOCK_FRAME_LEN as u32 });
+            return err(PcapNgError::BlockTooShort {
+                block_type,
+                len,
+                min: BLOCK_FRAME_LEN as u32,
+            });
         }
         if len % 4 != 0 {
             return err(PcapNgError::BlockLengthNotAligned { len });
         }
         if len > MAX_BLOCK_LEN {
-            return err(PcapNgError::BlockTooLarge { len, limit: MAX_BLOCK_LEN });
+            return err(PcapNgError::BlockTooLarge {
+                len,
+                limit: MAX_BLOCK_LEN,
+            });
         }
         let total = len as usize;
         if buf.len() < total {
             if !eof {
                 return Ok(Framed::NeedMore { needed: total });
             }
-            return err(PcapNgError::TruncatedBlock { len, remaining: buf.len() as u64 });
+            return err(PcapNgError::TruncatedBlock {
+                len,
+                remaining: buf.len() as u64,
+            });
         }
         let trailing = self.order.u32(buf, total - 4);
         if trailing != len {
-            return err(PcapNgError::TrailerMismatch { leading: len, trailing });
+            return err(PcapNgError::TrailerMismatch {
+                leading: len,
+                trailing,
+            });
         }
         let min = match block_type {
             BLOCK_SECTION_HEADER => SHB_MIN_LEN,
@@ -162,7 +183,11 @@ impl PcapNgFramer {
             _ => BLOCK_FRAME_LEN as u32,
         };
         if len < min {
-            return err(PcapNgError::BlockTooShort { block_type, len, min });
+            return err(PcapNgError::BlockTooShort {
+                block_type,
+                len,
+                min,
+            });
         }
         self.blocks += 1;
         let body = &buf[B_BODY..total - 4];
@@ -180,9 +205,11 @@ impl PcapNgFramer {
                     units_per_sec: DEFAULT_UNITS_PER_SEC,
                     ts_offset_secs: 0,
                 };
-                self.read_interface_options(body.get(IDB_OPTIONS..).unwrap_or(&[]), &mut iface, |value| {
-                    anomalies.record(at, AnomalyKind::BadTsResol { interface, value })
-                });
+                self.read_interface_options(
+                    body.get(IDB_OPTIONS..).unwrap_or(&[]),
+                    &mut iface,
+                    |value| anomalies.record(at, AnomalyKind::BadTsResol { interface, value }),
+                );
                 self.interfaces.push(iface);
                 Ok(Framed::Skip { consumed: total })
             }
@@ -199,10 +226,18 @@ impl PcapNgFramer {
                     return err(PcapNgError::CaplenExceedsBlock { caplen, room });
                 }
                 if iface.snaplen != 0 && caplen > iface.snaplen {
-                    anomalies.record(at, AnomalyKind::CaplenExceedsSnaplen { caplen, snaplen: iface.snaplen });
+                    anomalies.record(
+                        at,
+                        AnomalyKind::CaplenExceedsSnaplen {
+                            caplen,
+                            snaplen: iface.snaplen,
+                        },
+                    );
                 }
-                let units = (u64::from(self.order.u32(body, EPB_TS_HIGH)) << 32) | u64::from(self.order.u32(body, EPB_TS_LOW));
-                let ts = Timestamp::from_units(units, iface.units_per_sec).saturating_add_secs(iface.ts_offset_secs);
+                let units = (u64::from(self.order.u32(body, EPB_TS_HIGH)) << 32)
+                    | u64::from(self.order.u32(body, EPB_TS_LOW));
+                let ts = Timestamp::from_units(units, iface.units_per_sec)
+                    .saturating_add_secs(iface.ts_offset_secs);
                 self.last_ts = Some(ts);
                 Ok(Framed::Packet(FramedPacket {
                     consumed: total,
@@ -241,22 +276,35 @@ impl PcapNgFramer {
     }
 
     fn interface(&self, at: Position, interface: u32) -> Result<Interface, FrameError> {
-        self.interfaces.get(interface as usize).copied().ok_or(FrameError::PcapNg(
-            at,
-            PcapNgError::UnknownInterface { interface, count: self.interfaces.len() },
-        ))
+        self.interfaces
+            .get(interface as usize)
+            .copied()
+            .ok_or(FrameError::PcapNg(
+                at,
+                PcapNgError::UnknownInterface {
+                    interface,
+                    count: self.interfaces.len(),
+                },
+            ))
     }
 
     /// Reads `if_tsresol` and `if_tsoffset`. Options are advisory: a damaged
     /// option list ends option parsing, not the file.
-    fn read_interface_options(&self, mut opts: &[u8], iface: &mut Interface, mut bad_tsresol: impl FnMut(u8)) {
+    fn read_interface_options(
+        &self,
+        mut opts: &[u8],
+        iface: &mut Interface,
+        mut bad_tsresol: impl FnMut(u8),
+    ) {
         while opts.len() >= 4 {
             let code = self.order.u16(opts, 0);
             let len = usize::from(self.order.u16(opts, 2));
             if code == OPT_END {
                 break;
             }
-            let Some(value) = opts.get(4..4 + len) else { break };
+            let Some(value) = opts.get(4..4 + len) else {
+                break;
+            };
             match (code, len) {
                 (OPT_IF_TSRESOL, 1) => match units_per_sec(value[0]) {
                     Some(u) => iface.units_per_sec = u,
@@ -277,6 +325,7 @@ pub fn units_per_sec(tsresol: u8) -> Option<u64> {
     if tsresol & 0x80 == 0 {
         10u64.checked_pow(u32::from(tsresol))
     } else {
-        1u64.checked_shl(u32::from(tsresol & 0x7f)).filter(|_| tsresol & 0x7f < 64)
+        1u64.checked_shl(u32::from(tsresol & 0x7f))
+            .filter(|_| tsresol & 0x7f < 64)
     }
 }

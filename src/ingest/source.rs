@@ -45,7 +45,14 @@ impl Source {
     }
 
     pub(crate) fn stream(reader: Box<dyn Read + Send>) -> Source {
-        Source::Stream { reader, buf: Vec::new(), start: 0, end: 0, eof: false, offset: 0 }
+        Source::Stream {
+            reader,
+            buf: Vec::new(),
+            start: 0,
+            end: 0,
+            eof: false,
+            offset: 0,
+        }
     }
 
     /// The unread bytes, the offset of the first, and whether they run to
@@ -56,7 +63,14 @@ impl Source {
                 let b = whole.bytes();
                 (&b[(*pos).min(b.len())..], *pos as u64, true)
             }
-            Source::Stream { buf, start, end, eof, offset, .. } => (&buf[*start..*end], *offset, *eof),
+            Source::Stream {
+                buf,
+                start,
+                end,
+                eof,
+                offset,
+                ..
+            } => (&buf[*start..*end], *offset, *eof),
         }
     }
 
@@ -86,13 +100,23 @@ impl Source {
             Source::Whole { whole, .. } => whole.bytes(),
             Source::Stream { buf, .. } => buf,
         };
-        from.checked_add(len).and_then(|to| b.get(from..to)).unwrap_or(&[])
+        from.checked_add(len)
+            .and_then(|to| b.get(from..to))
+            .unwrap_or(&[])
     }
 
     /// Makes at least `needed` unread bytes available, or reaches end of
     /// stream. A whole source has nothing more to give.
     pub(crate) fn fill(&mut self, needed: usize) -> io::Result<()> {
-        let Source::Stream { reader, buf, start, end, eof, .. } = self else {
+        let Source::Stream {
+            reader,
+            buf,
+            start,
+            end,
+            eof,
+            ..
+        } = self
+        else {
             return Ok(());
         };
         if *end - *start >= needed || *eof {

@@ -36,7 +36,8 @@ impl Timestamp {
         let units_per_sec = units_per_sec.max(1);
         let carry = (frac / units_per_sec) as i64;
         let rem = frac % units_per_sec;
-        let nanos = (u128::from(rem) * u128::from(NANOS_PER_SEC) / u128::from(units_per_sec)) as u32;
+        let nanos =
+            (u128::from(rem) * u128::from(NANOS_PER_SEC) / u128::from(units_per_sec)) as u32;
         Timestamp {
             secs: secs.saturating_add(carry),
             nanos,
@@ -47,7 +48,11 @@ impl Timestamp {
     /// timestamps with `if_tsresol`).
     pub fn from_units(units: u64, units_per_sec: u64) -> Timestamp {
         let units_per_sec = units_per_sec.max(1);
-        Timestamp::from_parts((units / units_per_sec) as i64, units % units_per_sec, units_per_sec)
+        Timestamp::from_parts(
+            (units / units_per_sec) as i64,
+            units % units_per_sec,
+            units_per_sec,
+        )
     }
 
     /// Whole seconds since the epoch.

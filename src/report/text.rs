@@ -53,7 +53,11 @@ impl ReplaySummary {
                 "  {}  [{}] link types {}  {} packets  {}B wire  {}",
                 f.path,
                 if fmt.is_empty() { "?".into() } else { fmt },
-                if lts.is_empty() { "-".into() } else { lts.join(",") },
+                if lts.is_empty() {
+                    "-".into()
+                } else {
+                    lts.join(",")
+                },
                 f.packets,
                 si(f.wire_bytes as f64),
                 state
@@ -62,18 +66,41 @@ impl ReplaySummary {
         let _ = writeln!(o);
         let _ = writeln!(o, "trace");
         let _ = writeln!(o, "  packets          {:>12}", t.packets);
-        let _ = writeln!(o, "  ip packets       {:>12}  ({})", t.ip_packets, pct(t.ip_packets, t.packets));
+        let _ = writeln!(
+            o,
+            "  ip packets       {:>12}  ({})",
+            t.ip_packets,
+            pct(t.ip_packets, t.packets)
+        );
         match t.flows {
             Some(f) => {
                 let _ = writeln!(o, "  flows            {:>12}", f);
             }
             None => {
-                let _ = writeln!(o, "  flows            {:>12}  (exact table off: --no-truth)", "-");
+                let _ = writeln!(
+                    o,
+                    "  flows            {:>12}  (exact table off: --no-truth)",
+                    "-"
+                );
             }
         }
-        let _ = writeln!(o, "  wire bytes       {:>12}  ({}B)", t.wire_bytes, si(t.wire_bytes as f64));
-        let _ = writeln!(o, "  captured bytes   {:>12}  ({}B)", t.captured_bytes, si(t.captured_bytes as f64));
-        let _ = writeln!(o, "  truncated pkts   {:>12}  (caplen < wire length)", t.truncated_packets);
+        let _ = writeln!(
+            o,
+            "  wire bytes       {:>12}  ({}B)",
+            t.wire_bytes,
+            si(t.wire_bytes as f64)
+        );
+        let _ = writeln!(
+            o,
+            "  captured bytes   {:>12}  ({}B)",
+            t.captured_bytes,
+            si(t.captured_bytes as f64)
+        );
+        let _ = writeln!(
+            o,
+            "  truncated pkts   {:>12}  (caplen < wire length)",
+            t.truncated_packets
+        );
         if let (Some(a), Some(b), Some(d)) = (t.first_ts, t.last_ts, t.duration_s) {
             let _ = writeln!(o, "  time span        {a:.6} .. {b:.6}  ({d:.3} s)");
         }
@@ -83,8 +110,20 @@ impl ReplaySummary {
             si(t.packets_per_sec),
             t.read_seconds
         );
-        let lts: Vec<String> = t.link_types.iter().map(|l| format!("{} {}={}", l.link_type, l.name, l.packets)).collect();
-        let _ = writeln!(o, "  link types       {}", if lts.is_empty() { "-".into() } else { lts.join("  ") });
+        let lts: Vec<String> = t
+            .link_types
+            .iter()
+            .map(|l| format!("{} {}={}", l.link_type, l.name, l.packets))
+            .collect();
+        let _ = writeln!(
+            o,
+            "  link types       {}",
+            if lts.is_empty() {
+                "-".into()
+            } else {
+                lts.join("  ")
+            }
+        );
         let _ = writeln!(o);
         let skipped: u64 = t.skipped.values().sum();
         let _ = writeln!(o, "skipped (no flow key): {skipped}");
@@ -92,7 +131,11 @@ impl ReplaySummary {
             let _ = writeln!(o, "  {reason:<24}{n:>10}");
         }
         if t.ports_truncated > 0 {
-            let _ = writeln!(o, "  (keyed with ports 0, ports cut off by the snaplen: {})", t.ports_truncated);
+            let _ = writeln!(
+                o,
+                "  (keyed with ports 0, ports cut off by the snaplen: {})",
+                t.ports_truncated
+            );
         }
         if !self.flows_top.is_empty() {
             let _ = writeln!(o);
@@ -120,10 +163,18 @@ impl ReplaySummary {
         }
         let _ = writeln!(o);
         let _ = writeln!(o, "classes ({})", self.options.classes);
-        let _ = writeln!(o, "  {:<16} {:>10} {:>12} {:>14}", "class", "flows", "packets", "bytes");
+        let _ = writeln!(
+            o,
+            "  {:<16} {:>10} {:>12} {:>14}",
+            "class", "flows", "packets", "bytes"
+        );
         for c in &self.classes {
             let flows = c.flows.map_or("-".to_string(), |f| f.to_string());
-            let _ = writeln!(o, "  {:<16} {:>10} {:>12} {:>14}", c.class, flows, c.packets, c.bytes);
+            let _ = writeln!(
+                o,
+                "  {:<16} {:>10} {:>12} {:>14}",
+                c.class, flows, c.packets, c.bytes
+            );
         }
         o
     }

@@ -15,12 +15,15 @@
 
 use crate::dissect::FlowKey;
 use etherparse::{
-    EtherType, Ethernet2Header, IcmpEchoHeader, Icmpv4Header, Icmpv4Type, Icmpv6Header, Icmpv6Type, IpNumber, Ipv4Header,
-    Ipv6FlowLabel, Ipv6Header, SingleVlanHeader, TcpHeader, UdpHeader, VlanId, VlanPcp,
+    EtherType, Ethernet2Header, IcmpEchoHeader, Icmpv4Header, Icmpv4Type, Icmpv6Header, Icmpv6Type,
+    IpNumber, Ipv4Header, Ipv6FlowLabel, Ipv6Header, SingleVlanHeader, TcpHeader, UdpHeader,
+    VlanId, VlanPcp,
 };
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
-use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
+use pcap_file::pcapng::blocks::interface_description::{
+    InterfaceDescriptionBlock, InterfaceDescriptionOption,
+};
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::{DataLink, Endianness, TsResolution};
 use rand::seq::SliceRandom;
@@ -147,15 +150,29 @@ fn check(cfg: &SynthConfig) -> Result<(), SynthError> {
     if !(cfg.zipf_exponent.is_finite() && cfg.zipf_exponent >= 0.0) {
         return bad("--zipf must be a finite number >= 0");
     }
-    for (name, v) in [("--ipv6-share", cfg.ipv6_share), ("--vlan-share", cfg.vlan_share)] {
+    for (name, v) in [
+        ("--ipv6-share", cfg.ipv6_share),
+        ("--vlan-share", cfg.vlan_share),
+    ] {
         if !(0.0..=1.0).contains(&v) {
-            return Err(SynthError::Config(format!("{name} must be in [0, 1], got {v}")));
+            return Err(SynthError::Config(format!(
+                "{name} must be in [0, 1], got {v}"
+            )));
         }
     }
-    if cfg.proto_weights.iter().any(|w| !(w.is_finite() && *w >= 0.0)) || cfg.proto_weights.iter().sum::<f64>() <= 0.0 {
+    if cfg
+        .proto_weights
+        .iter()
+        .any(|w| !(w.is_finite() && *w >= 0.0))
+        || cfg.proto_weights.iter().sum::<f64>() <= 0.0
+    {
         return bad("protocol weights must be >= 0 and not all 0");
     }
-    if !(cfg.span_secs.is_finite() && cfg.span_secs >= 0.0 && cfg.start_secs.is_finite() && cfg.start_secs >= 0.0) {
+    if !(cfg.span_secs.is_finite()
+        && cfg.span_secs >= 0.0
+        && cfg.start_secs.is_finite()
+        && cfg.start_secs >= 0.0)
+    {
         return bad("--span and --start must be finite and >= 0");
     }
     if let SizeModel::Uniform { min, max } = cfg.sizes {
@@ -177,8 +194,16 @@ fn make_flow(rng: &mut ChaCha8Rng, cfg: &SynthConfig) -> Flow {
         Transport::Icmp
     };
     let (proto, sport, dport) = match transport {
-        Transport::Tcp => (6u8, rng.random_range(1024..=65535u16), pick_port(rng, &WELL_KNOWN_TCP)),
-        Transport::Udp => (17u8, rng.random_range(1024..=65535u16), pick_port(rng, &WELL_KNOWN_UDP)),
+        Transport::Tcp => (
+            6u8,
+            rng.random_range(1024..=65535u16),
+            pick_port(rng, &WELL_KNOWN_TCP),
+        ),
+        Transport::Udp => (
+            17u8,
+            rng.random_range(1024..=65535u16),
+            pick_port(rng, &WELL_KNOWN_UDP),
+        ),
         Transport::Icmp => (1u8, 0, 0),
     };
     let v6 = rng.random::<f64>() < cfg.ipv6_share;
@@ -213,7 +238,15 @@ fn make_flow(rng: &mut ChaCha8Rng, cfg: &SynthConfig) -> Flow {
         let mut d: [u8; 4] = rng.random();
         s[0] = rng.random_range(1..224);
         d[0] = rng.random_range(1..224);
-        Flow { key: FlowKey::v4(s, d, sport, dport, proto), transport, vlan, mac_src, mac_dst, v6: None, v4: (s, d) }
+        Flow {
+            key: FlowKey::v4(s, d, sport, dport, proto),
+            transport,
+            vlan,
+            mac_src,
+            mac_dst,
+            v6: None,
+            v4: (s, d),
+        }
     }
 }
 
@@ -265,11 +298,19 @@ fn build_frame(f: &Flow, wire_len: u32, seq: u32, caplen: usize, zeros: &[u8], o
     out.clear();
     let payload_len = (wire_len - header_len(f)) as usize;
     let payload = &zeros[..payload_len.min(zeros.len())];
-    let ip_ether = if f.v6.is_some() { EtherType::IPV6 } else { EtherType::IPV4 };
+    let ip_ether = if f.v6.is_some() {
+        EtherType::IPV6
+    } else {
+        EtherType::IPV4
+    };
     let eth = Ethernet2Header {
         source: f.mac_src,
         destination: f.mac_dst,
-        ether_type: if f.vlan.is_some() { EtherType::VLAN_TAGGED_FRAME } else { ip_ether },
+        ether_type: if f.vlan.is_some() {
+            EtherType::VLAN_TAGGED_FRAME
+        } else {
+            ip_ether
+        },
     };
     let _ = eth.write(out);
     if let Some(id) = f.vlan {
@@ -289,7 +330,9 @@ fn build_frame(f: &Flow, wire_len: u32, seq: u32, caplen: usize, zeros: &[u8], o
     let (sport, dport) = (f.key.sport(), f.key.dport());
     match f.v6 {
         None => {
-            let Ok(mut ip) = Ipv4Header::new(l4_len as u16, 64, proto, f.v4.0, f.v4.1) else { return };
+            let Ok(mut ip) = Ipv4Header::new(l4_len as u16, 64, proto, f.v4.0, f.v4.1) else {
+                return;
+            };
             ip.identification = seq as u16;
             ip.header_checksum = ip.calc_header_checksum();
             let _ = ip.write(out);
@@ -306,7 +349,10 @@ fn build_frame(f: &Flow, wire_len: u32, seq: u32, caplen: usize, zeros: &[u8], o
                     }
                 }
                 Transport::Icmp => {
-                    let echo = Icmpv4Type::EchoRequest(IcmpEchoHeader { id: seq as u16, seq: seq as u16 });
+                    let echo = Icmpv4Type::EchoRequest(IcmpEchoHeader {
+                        id: seq as u16,
+                        seq: seq as u16,
+                    });
                     let _ = Icmpv4Header::with_checksum(echo, payload).write(out);
                 }
             }
@@ -335,7 +381,10 @@ fn build_frame(f: &Flow, wire_len: u32, seq: u32, caplen: usize, zeros: &[u8], o
                     }
                 }
                 Transport::Icmp => {
-                    let echo = Icmpv6Type::EchoRequest(IcmpEchoHeader { id: seq as u16, seq: seq as u16 });
+                    let echo = Icmpv6Type::EchoRequest(IcmpEchoHeader {
+                        id: seq as u16,
+                        seq: seq as u16,
+                    });
                     if let Ok(h) = Icmpv6Header::with_checksum(echo, s, d, payload) {
                         let _ = h.write(out);
                     }
@@ -374,7 +423,8 @@ pub fn generate<W: Write>(cfg: &SynthConfig, out: W) -> Result<SynthStats, Synth
     let mut sizes = vec![1u64; flows.len()];
     let mut ranking: Vec<usize> = (0..flows.len()).collect();
     ranking.shuffle(&mut rng);
-    let zipf = Zipf::new(flows.len() as f64, cfg.zipf_exponent).map_err(|e| SynthError::Config(e.to_string()))?;
+    let zipf = Zipf::new(flows.len() as f64, cfg.zipf_exponent)
+        .map_err(|e| SynthError::Config(e.to_string()))?;
     for _ in cfg.flows..cfg.packets {
         let rank = (zipf.sample(&mut rng) as usize).clamp(1, flows.len());
         sizes[ranking[rank - 1]] += 1;
@@ -387,7 +437,9 @@ pub fn generate<W: Write>(cfg: &SynthConfig, out: W) -> Result<SynthStats, Synth
         order.extend(std::iter::repeat_n(i as u32, n as usize));
     }
     order.shuffle(&mut rng);
-    let mut offsets: Vec<f64> = (0..cfg.packets).map(|_| rng.random::<f64>() * cfg.span_secs).collect();
+    let mut offsets: Vec<f64> = (0..cfg.packets)
+        .map(|_| rng.random::<f64>() * cfg.span_secs)
+        .collect();
     offsets.sort_by(f64::total_cmp);
 
     let snaplen = if cfg.snaplen == 0 { 65535 } else { cfg.snaplen };
@@ -396,7 +448,11 @@ pub fn generate<W: Write>(cfg: &SynthConfig, out: W) -> Result<SynthStats, Synth
             let header = PcapHeader {
                 snaplen,
                 datalink: DataLink::ETHERNET,
-                ts_resolution: if cfg.format == OutputFormat::PcapNs { TsResolution::NanoSecond } else { TsResolution::MicroSecond },
+                ts_resolution: if cfg.format == OutputFormat::PcapNs {
+                    TsResolution::NanoSecond
+                } else {
+                    TsResolution::MicroSecond
+                },
                 endianness: Endianness::Little,
                 ..PcapHeader::default()
             };
@@ -418,20 +474,40 @@ pub fn generate<W: Write>(cfg: &SynthConfig, out: W) -> Result<SynthStats, Synth
 
     let zeros = vec![0u8; 9000];
     let mut frame = Vec::with_capacity(9000);
-    let mut stats = SynthStats { flows: cfg.flows, packets: 0, largest_flow, wire_bytes: 0, captured_bytes: 0 };
+    let mut stats = SynthStats {
+        flows: cfg.flows,
+        packets: 0,
+        largest_flow,
+        wire_bytes: 0,
+        captured_bytes: 0,
+    };
     let start_ns = (cfg.start_secs * 1e9) as u128;
     for (seq, (&fi, &off)) in order.iter().zip(offsets.iter()).enumerate() {
         let f = &flows[fi as usize];
         let wire = frame_len(&mut rng, f, cfg.sizes);
-        build_frame(f, wire, seq as u32, (snaplen as usize).min(wire as usize), &zeros, &mut frame);
+        build_frame(
+            f,
+            wire,
+            seq as u32,
+            (snaplen as usize).min(wire as usize),
+            &zeros,
+            &mut frame,
+        );
         let ns = start_ns + (off * 1e9) as u128;
         let ts = Duration::new((ns / 1_000_000_000) as u64, (ns % 1_000_000_000) as u32);
         match &mut sink {
             Sink::Pcap(w) => {
-                w.write_packet(&PcapPacket::new(ts, wire, &frame)).map_err(werr)?;
+                w.write_packet(&PcapPacket::new(ts, wire, &frame))
+                    .map_err(werr)?;
             }
             Sink::PcapNg(w) => {
-                let epb = EnhancedPacketBlock { interface_id: 0, timestamp: ts, original_len: wire, data: frame.as_slice().into(), options: vec![] };
+                let epb = EnhancedPacketBlock {
+                    interface_id: 0,
+                    timestamp: ts,
+                    original_len: wire,
+                    data: frame.as_slice().into(),
+                    options: vec![],
+                };
                 w.write_pcapng_block(epb).map_err(werr)?;
             }
         }
@@ -443,6 +519,8 @@ pub fn generate<W: Write>(cfg: &SynthConfig, out: W) -> Result<SynthStats, Synth
         Sink::Pcap(w) => w.into_writer(),
         Sink::PcapNg(w) => w.into_inner(),
     };
-    inner.flush().map_err(|e| SynthError::Write(e.to_string()))?;
+    inner
+        .flush()
+        .map_err(|e| SynthError::Write(e.to_string()))?;
     Ok(stats)
 }

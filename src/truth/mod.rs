@@ -57,13 +57,23 @@ pub struct FlowTable {
 impl FlowTable {
     /// A table with room for `flows` flows before it grows.
     pub fn with_capacity(flows: usize) -> FlowTable {
-        FlowTable { table: HashTable::with_capacity(flows) }
+        FlowTable {
+            table: HashTable::with_capacity(flows),
+        }
     }
 
     /// Counts one packet of `key` (whose [`crate::hash::flow_hash`] is
     /// `hash`). Returns true if this is the flow's first packet.
     #[inline]
-    pub fn record(&mut self, key: FlowKey, hash: u64, class: ClassId, ts: Timestamp, wire_len: u32, captured_len: u32) -> bool {
+    pub fn record(
+        &mut self,
+        key: FlowKey,
+        hash: u64,
+        class: ClassId,
+        ts: Timestamp,
+        wire_len: u32,
+        captured_len: u32,
+    ) -> bool {
         if let Some(e) = self.table.find_mut(hash, |e| e.key == key) {
             let s = &mut e.stats;
             s.packets += 1;
@@ -81,7 +91,8 @@ impl FlowTable {
             last_ts: ts,
             class,
         };
-        self.table.insert_unique(hash, FlowEntry { key, hash, stats }, |e| e.hash);
+        self.table
+            .insert_unique(hash, FlowEntry { key, hash, stats }, |e| e.hash);
         true
     }
 

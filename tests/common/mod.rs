@@ -29,13 +29,22 @@ pub struct ManifestEntry {
 
 impl ManifestEntry {
     pub fn u64(&self, field: &str) -> u64 {
-        self.stats[field].as_u64().unwrap_or_else(|| panic!("{}: manifest has no stats.{field}", self.file))
+        self.stats[field]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{}: manifest has no stats.{field}", self.file))
     }
     pub fn f64(&self, field: &str) -> Option<f64> {
         self.stats[field].as_f64()
     }
     pub fn errors(&self) -> Vec<String> {
-        self.stats["errors"].as_array().map(|a| a.iter().filter_map(|e| e.as_str().map(String::from)).collect()).unwrap_or_default()
+        self.stats["errors"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|e| e.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
     pub fn format(&self) -> &str {
         self.stats["format"].as_str().unwrap_or("")
@@ -48,7 +57,10 @@ pub fn manifest(dir: &Path) -> Vec<ManifestEntry> {
     v.as_array()
         .expect("manifest is an array")
         .iter()
-        .map(|e| ManifestEntry { file: e["file"].as_str().unwrap_or("").to_string(), stats: e["stats"].clone() })
+        .map(|e| ManifestEntry {
+            file: e["file"].as_str().unwrap_or("").to_string(),
+            stats: e["stats"].clone(),
+        })
         .collect()
 }
 
@@ -93,7 +105,14 @@ pub fn scan(path: &Path, dissector: Dissector) -> Scan {
                 }
                 match dissector.dissect(p.link_type, p.data) {
                     Ok(d) => {
-                        s.table.record(d.key, flow_hash(&d.key), 0, p.ts, p.wire_len, p.data.len() as u32);
+                        s.table.record(
+                            d.key,
+                            flow_hash(&d.key),
+                            0,
+                            p.ts,
+                            p.wire_len,
+                            p.data.len() as u32,
+                        );
                         s.keys_in_order.push(Some(d.key));
                     }
                     Err(r) => {
@@ -113,13 +132,27 @@ pub fn scan(path: &Path, dissector: Dissector) -> Scan {
     s
 }
 
+/// One flow as (key, packets, wire bytes, captured bytes, first ns, last ns).
+pub type FlowRow = (String, u64, u64, u64, i128, i128);
+
 /// A flow table as a sorted list, for comparing tables.
-pub fn sorted_flows(t: &FlowTable, with_times: bool) -> Vec<(String, u64, u64, u64, i128, i128)> {
+pub fn sorted_flows(t: &FlowTable, with_times: bool) -> Vec<FlowRow> {
     let mut v: Vec<_> = t
         .iter()
         .map(|e| {
-            let (a, b) = if with_times { (e.stats.first_ts.as_nanos(), e.stats.last_ts.as_nanos()) } else { (0, 0) };
-            (e.key.to_string(), e.stats.packets, e.stats.wire_bytes, e.stats.captured_bytes, a, b)
+            let (a, b) = if with_times {
+                (e.stats.first_ts.as_nanos(), e.stats.last_ts.as_nanos())
+            } else {
+                (0, 0)
+            };
+            (
+                e.key.to_string(),
+                e.stats.packets,
+                e.stats.wire_bytes,
+                e.stats.captured_bytes,
+                a,
+                b,
+            )
         })
         .collect();
     v.sort();
