@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use flowsieve::class::Classifier;
 use flowsieve::replay::{replay, ReplayConfig, ReplayObserver};
 use flowsieve::report::exit_code;
-use flowsieve::synth::{generate, OutputFormat, SizeModel, SynthConfig};
+use flowsieve::synth::{generate, OutputFormat, SizeModel, SynthConfig, SynthError};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -297,7 +297,10 @@ fn run_gen_trace(args: GenTraceArgs) -> i32 {
         }
         Err(e) => {
             eprintln!("flowsieve: error: {}: {e}", args.output.display());
-            exit_code::FAILURE
+            match e {
+                SynthError::Config(_) => exit_code::USAGE,
+                SynthError::Write(_) => exit_code::FAILURE,
+            }
         }
     }
 }

@@ -1,0 +1,163 @@
+//! Flow classes: the built-in classifiers and TOML configs.
+
+use flowsieve::class::{ClassConfig, ClassConfigError, Classifier};
+use flowsieve::dissect::FlowKey;
+
+fn name(c: &Classifier, k: &FlowKey) -> String {
+    c.name(c.classify(k)).to_string()
+}
+
+#[test]
+fn ports_classes() {
+    let c = Classifier::ports();
+    let v4 = |sport, dport, proto| FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], sport, dport, proto);
+    assert_eq!(name(&c, &v4(51000, 443, 6)), "web");
+    assert_eq!(name(&c, &v4(8080, 51000, 6)), "web", "either port");
+    assert_eq!(name(&c, &v4(51000, 443, 17)), "web", "QUIC");
+    assert_eq!(
+        name(&c, &v4(51000, 80, 17)),
+        "udp-other",
+        "UDP 80 is not web"
+    );
+    assert_eq!(name(&c, &v4(53, 40000, 17)), "dns");
+    assert_eq!(name(&c, &v4(40000, 53, 6)), "dns");
+    assert_eq!(name(&c, &v4(1, 2, 6)), "tcp-other");
+    assert_eq!(name(&c, &v4(1, 2, 17)), "udp-other");
+    assert_eq!(name(&c, &v4(0, 0, 1)), "icmp");
+    assert_eq!(name(&c, &FlowKey::v6([0; 16], [0; 16], 0, 0, 58)), "icmp");
+    assert_eq!(name(&c, &v4(0, 0, 47)), "other");
+    assert_eq!(c.names().len(), 6);
+}
+
+#[test]
+fn ipclass_boundaries() {
+    let c = Classifier::ipclass();
+    for (first, class) in [
+        (0u8, "A"),
+        (127, "A"),
+        (128, "B"),
+        (191, "B"),
+        (192, "C"),
+        (223, "C"),
+        (224, "D"),
+        (239, "D"),
+        (240, "E"),
+        (255, "E"),
+    ] {
+        assert_eq!(
+            name(&c, &FlowKey::v4([first, 1, 2, 3], [1, 1, 1, 1], 0, 0, 6)),
+            class,
+            "{first}.x"
+        );
+    }
+    assert_eq!(name(&c, &FlowKey::v6([0x20; 16], [0; 16], 0, 0, 6)), "ipv6");
+}
+
+const CONFIG: &str = r#"
+default = "rest"
+
+[[class]]
+name = "campus-web"
+src = ["10.0.0.0/8"]
+proto = ["tcp"]
+ports = ["80", "443", "8000-8099"]
+alpha = 10.0
+
+[[class]]
+name = "dns"
+ports = [53]
+
+[[class]]
+name = "v6-server"
+dst = ["2001:db8::/32"]
+dport = ["1-1023"]
+
+[[class]]
+name = "campus-web"
+addr = ["192.168.0.0/16"]
+proto = [6]
+"#;
+
+#[test]
+fn config_rules_match_in_order() {
+    let cfg = ClassConfig::parse("test.toml", CONFIG).unwrap();
+    assert_eq!(cfg.rules()[0].alpha, Some(10.0));
+    let c = Classifier::from_config(cfg);
+    assert_eq!(c.names(), ["campus-web", "dns", "v6-server", "rest"]);
+    let k = |s: [u8; 4], d: [u8; 4], sp, dp, p| FlowKey::v4(s, d, sp, dp, p);
+    assert_eq!(
+        name(&c, &k([10, 1, 2, 3], [8, 8, 8, 8], 40000, 8050, 6)),
+        "campus-web"
+    );
+    assert_eq!(
+        name(&c, &k([10, 1, 2, 3], [8, 8, 8, 8], 40000, 8100, 6)),
+        "rest",
+        "outside the range"
+    );
+    assert_eq!(
+        name(&c, &k([10, 1, 2, 3], [8, 8, 8, 8], 40000, 443, 17)),
+        "rest",
+        "UDP"
+    );
+    assert_eq!(
+        name(&c, &k([10, 1, 2, 3], [8, 8, 8, 8], 40000, 53, 6)),
+        "dns",
+        "rule order: campus-web needs 80/443/8000-8099"
+    );
+    assert_eq!(
+        name(&c, &k([8, 8, 8, 8], [192, 168, 4, 4], 9, 9, 6)),
+        "campus-web",
+        "second rule of the same class, either address"
+    );
+    let mut d = [0u8; 16];
+    d[..4].copy_from_slice(&[0x20, 1, 0xd, 0xb8]);
+    assert_eq!(
+        name(&c, &FlowKey::v6([0x30; 16], d, 50000, 22, 6)),
+        "v6-server"
+    );
+    assert_eq!(
+        name(&c, &FlowKey::v6([0x30; 16], d, 22, 50000, 6)),
+        "rest",
+        "dport only"
+    );
+}
+
+#[test]
+fn config_errors_name_the_file_and_class() {
+    let e =
+        ClassConfig::parse("x.toml", "[[class]]\nname = \"a\"\nports = [\"90-80\"]\n").unwrap_err();
+    assert!(matches!(e, ClassConfigError::Rule { .. }));
+    assert_eq!(
+        e.to_string(),
+        "x.toml: class \"a\": empty port range \"90-80\""
+    );
+    let e = ClassConfig::parse("x.toml", "[[class]]\nname = \"a\"\nprto = [6]\n").unwrap_err();
+    assert!(
+        e.to_string().starts_with("x.toml: invalid class config:")
+            && e.to_string().contains("prto"),
+        "{e}"
+    );
+    let e = ClassConfig::parse(
+        "x.toml",
+        "[[class]]\nname = \"a\"\nsrc = [\"10.0.0.0/33\"]\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().starts_with("x.toml: invalid class config:"),
+        "{e}"
+    );
+    let e =
+        ClassConfig::parse("x.toml", "[[class]]\nname = \"a\"\nproto = [\"tcpp\"]\n").unwrap_err();
+    assert!(e.to_string().contains("unknown protocol"), "{e}");
+    let e = ClassConfig::parse("x.toml", "[[class]]\nname = \"a\"\nalpha = -1.0\n").unwrap_err();
+    assert!(
+        e.to_string().contains("alpha must be a positive number"),
+        "{e}"
+    );
+    let e = Classifier::from_spec("/nonexistent/classes.toml").unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("/nonexistent/classes.toml: cannot read class config"),
+        "{e}"
+    );
+}

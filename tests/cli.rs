@@ -1,0 +1,239 @@
+//! The `flowsieve` binary: default run, JSON field names, flags, and the
+//! documented exit codes with one-line errors.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn flowsieve(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flowsieve"))
+        .args(args)
+        .output()
+        .expect("runs")
+}
+
+fn json_of(args: &[&str]) -> (Output, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("r.json");
+    let mut all: Vec<&str> = args.to_vec();
+    let p = out_path.to_str().unwrap().to_string();
+    all.extend_from_slice(&["-q", "--json", &p]);
+    let out = flowsieve(&all);
+    let v =
+        serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap_or_else(|_| "null".into()))
+            .expect("JSON");
+    (out, v)
+}
+
+fn default_trace() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("traces/default.pcap")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn default_run_replays_the_bundled_trace() {
+    let out = flowsieve(&[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("default.pcap"), "{text}");
+    // The generator's own counts for this trace (traces/README.md).
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["flows", "12000"]),
+        "{text}"
+    );
+    assert!(
+        text.contains("top 10 flows by packets") && text.contains("classes (ports)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn json_has_the_required_fields_with_exact_names() {
+    let (out, v) = json_of(&[]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(v["schema_version"], 1);
+    let t = &v["trace"];
+    assert_eq!(t["packets"], 40000);
+    assert_eq!(t["ip_packets"], 40000);
+    assert_eq!(t["flows"], 12000);
+    assert_eq!(t["wire_bytes"], 22_727_791);
+    assert_eq!(t["captured_bytes"], 2_521_247);
+    let (first, last) = (
+        t["first_ts"].as_f64().unwrap(),
+        t["last_ts"].as_f64().unwrap(),
+    );
+    assert!(first >= 1.7e9 && last < 1.7e9 + 60.0 && first < last);
+    assert!(t["skipped"].is_object() && t["skipped"]["non_ip"] == 0);
+    assert_eq!(t["files"].as_array().unwrap().len(), 1);
+    let top = v["flows_top"].as_array().unwrap();
+    assert_eq!(top.len(), 10);
+    for f in ["src", "dst", "sport", "dport", "proto", "packets", "bytes"] {
+        assert!(!top[0][f].is_null(), "flows_top[].{f}");
+    }
+    assert_eq!(top[0]["packets"], 4206, "largest flow per traces/README.md");
+    let classes = v["classes"].as_array().unwrap();
+    assert_eq!(classes.len(), 6);
+    let sum = |f: &str| classes.iter().map(|c| c[f].as_u64().unwrap()).sum::<u64>();
+    assert_eq!((sum("flows"), sum("packets")), (12000, 40000));
+    assert!(classes.iter().all(|c| c["class"].is_string()));
+}
+
+#[test]
+fn count_top_bidirectional_no_truth_and_classes_flags() {
+    let d = default_trace();
+    let (_, v) = json_of(&["replay", &d, "-c", "1000", "--top", "3"]);
+    assert_eq!(v["trace"]["packets"], 1000);
+    assert_eq!(v["flows_top"].as_array().unwrap().len(), 3);
+    assert_eq!(v["trace"]["files"][0]["complete"], false);
+
+    let (_, v) = json_of(&["replay", &d, "--no-truth"]);
+    assert!(v["trace"]["flows"].is_null());
+    assert!(v["flows_top"].as_array().unwrap().is_empty());
+    assert_eq!(v["trace"]["packets"], 40000);
+
+    let (_, v) = json_of(&["--classes", "ipclass"]);
+    let names: Vec<&str> = v["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["class"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["A", "B", "C", "D", "E", "ipv6"]);
+
+    // Synthetic flows are one-directional: --bidirectional merges none of
+    // them; two copies of the same trace double the packets, not the flows.
+    let (_, v) = json_of(&["--bidirectional", &d, &d]);
+    assert_eq!(
+        (v["trace"]["packets"].as_u64(), v["trace"]["flows"].as_u64()),
+        (Some(80000), Some(12000))
+    );
+    assert_eq!(v["trace"]["files"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn damaged_input_exits_3_with_one_line_error_and_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(default_trace()).unwrap();
+    let cut = dir.path().join("cut.pcap");
+    std::fs::write(&cut, &bytes[..100_000]).unwrap();
+    let (out, v) = json_of(&[cut.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("flowsieve: error: ")
+            && lines[0].contains("cut.pcap: record ")
+            && lines[0].contains("byte offset"),
+        "{err}"
+    );
+    let packets = v["trace"]["packets"].as_u64().unwrap();
+    assert!(packets > 1000 && packets < 40000, "{packets}");
+    assert_eq!(v["errors"].as_array().unwrap().len(), 1);
+
+    // Not a capture at all; an empty file.
+    let junk = dir.path().join("junk.pcap");
+    std::fs::write(&junk, b"hello world, not a trace").unwrap();
+    let out = flowsieve(&["-q", junk.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("junk.pcap: byte offset 0: unknown file format"));
+    let empty = dir.path().join("empty.pcap");
+    std::fs::write(&empty, b"").unwrap();
+    assert_eq!(
+        flowsieve(&["-q", empty.to_str().unwrap()]).status.code(),
+        Some(3)
+    );
+}
+
+#[test]
+fn anomalies_exit_4_missing_files_exit_1_bad_flags_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    // A one-record pcap whose microsecond fraction is 1,500,000.
+    let mut f = Vec::new();
+    for x in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 101] {
+        f.extend_from_slice(&x.to_le_bytes());
+    }
+    let ip = [
+        0x45u8, 0, 0, 20, 0, 0, 0, 0, 64, 6, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8,
+    ];
+    for x in [10u32, 1_500_000, 20, 20] {
+        f.extend_from_slice(&x.to_le_bytes());
+    }
+    f.extend_from_slice(&ip);
+    let odd = dir.path().join("odd.pcap");
+    std::fs::write(&odd, f).unwrap();
+    let out = flowsieve(&["-q", odd.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("flowsieve: warning: ")
+            && err.contains("odd.pcap: record 1 at byte offset 24: timestamp fraction 1500000"),
+        "{err}"
+    );
+
+    let out = flowsieve(&["-q", "/nonexistent/trace.pcap"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/trace.pcap: cannot open"));
+
+    assert_eq!(flowsieve(&["--no-such-flag"]).status.code(), Some(2));
+    assert_eq!(
+        flowsieve(&["--classes", "/nonexistent.toml"]).status.code(),
+        Some(1)
+    );
+    assert_eq!(
+        flowsieve(&["gen-trace", "-o", "/tmp/x.pcap", "--sizes", "big"])
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn gen_trace_writes_what_replay_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("g.pcapng");
+    let out = flowsieve(&[
+        "gen-trace",
+        "-o",
+        p.to_str().unwrap(),
+        "--flows",
+        "300",
+        "--packets",
+        "2000",
+        "--format",
+        "pcapng",
+        "--seed",
+        "5",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, v) = json_of(&[p.to_str().unwrap()]);
+    assert_eq!(
+        (v["trace"]["packets"].as_u64(), v["trace"]["flows"].as_u64()),
+        (Some(2000), Some(300))
+    );
+    assert_eq!(v["trace"]["files"][0]["format"], "pcapng");
+    let out = flowsieve(&[
+        "gen-trace",
+        "-o",
+        p.to_str().unwrap(),
+        "--flows",
+        "300",
+        "--packets",
+        "10",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--packets must be at least --flows"));
+}
