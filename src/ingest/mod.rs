@@ -230,6 +230,7 @@ impl TraceReader {
         if self.failed {
             return Ok(None);
         }
+        self.source.release_consumed();
         let found = loop {
             let (window, offset, eof) = self.source.window();
             let step = match &mut self.framer {

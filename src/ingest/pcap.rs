@@ -77,6 +77,9 @@ impl PcapVariant {
 pub(crate) struct PcapFramer {
     order: ByteOrder,
     units_per_sec: u32,
+    /// 1000 for microsecond files, 1 for nanosecond files: precomputed so
+    /// the per-record conversion is a multiply, not a division.
+    nanos_per_unit: u32,
     record_header_len: usize,
     snaplen: u32,
     caplen_limit: u32,
@@ -97,6 +100,7 @@ impl PcapFramer {
             } else {
                 1_000_000
             },
+            nanos_per_unit: if variant.nanosecond { 1 } else { 1000 },
             record_header_len: if variant.modified {
                 MODIFIED_RECORD_HEADER_LEN
             } else {
@@ -181,9 +185,11 @@ impl PcapFramer {
                 },
             );
         }
-        let secs = self.order.u32(buf, RH_TS_SEC);
+        let secs = i64::from(self.order.u32(buf, RH_TS_SEC));
         let frac = self.order.u32(buf, RH_TS_FRAC);
-        if frac >= self.units_per_sec {
+        let ts = if frac < self.units_per_sec {
+            Timestamp::from_checked(secs, frac * self.nanos_per_unit)
+        } else {
             anomalies.record(
                 at,
                 AnomalyKind::TimestampFractionOutOfRange {
@@ -191,17 +197,14 @@ impl PcapFramer {
                     limit: self.units_per_sec,
                 },
             );
-        }
+            Timestamp::from_parts(secs, u64::from(frac), u64::from(self.units_per_sec))
+        };
         Ok(Framed::Packet(FramedPacket {
             consumed: total,
             data_start: hl,
             caplen: caplen as usize,
             wire_len: self.order.u32(buf, RH_WIRE_LEN),
-            ts: Timestamp::from_parts(
-                i64::from(secs),
-                u64::from(frac),
-                u64::from(self.units_per_sec),
-            ),
+            ts,
             timestamped: true,
             link_type: self.link_type,
             interface: 0,

@@ -44,6 +44,18 @@ impl Timestamp {
         }
     }
 
+    /// Seconds and nanoseconds; `None` if `nanos` is a second or more.
+    pub fn new(secs: i64, nanos: u32) -> Option<Timestamp> {
+        (nanos < NANOS_PER_SEC).then_some(Timestamp { secs, nanos })
+    }
+
+    /// The per-record fast path: the caller has checked `nanos < 10^9`.
+    #[inline(always)]
+    pub(crate) fn from_checked(secs: i64, nanos: u32) -> Timestamp {
+        debug_assert!(nanos < NANOS_PER_SEC);
+        Timestamp { secs, nanos }
+    }
+
     /// A count of `units_per_sec` units since the epoch (pcapng's 64-bit
     /// timestamps with `if_tsresol`).
     pub fn from_units(units: u64, units_per_sec: u64) -> Timestamp {
