@@ -282,10 +282,17 @@ fn replay_file(
     }
     .into();
     let mut link_types: Vec<u16> = Vec::new();
-    let mut last_link: Option<LinkType> = None;
+    // Link types are counted by runs (a trace rarely switches), so the map
+    // is touched once per run rather than once per packet.
+    let mut run: Option<(LinkType, u64)> = None;
+    let (mut first_ts, mut last_ts) = (Timestamp::MAX, Timestamp::MIN);
+    let (mut ip_packets, mut truncated, mut ports_truncated) = (0u64, 0u64, 0u64);
     let mut error: Option<IngestError> = None;
-    let limit = cfg.max_packets.unwrap_or(u64::MAX);
-    while totals.packets < limit {
+    let budget = cfg
+        .max_packets
+        .unwrap_or(u64::MAX)
+        .saturating_sub(totals.packets);
+    while summary.packets < budget {
         let packet = match reader.next_packet() {
             Ok(Some(p)) => p,
             Ok(None) => break,
@@ -294,31 +301,31 @@ fn replay_file(
                 break;
             }
         };
-        totals.packets += 1;
         summary.packets += 1;
         let captured = packet.data.len() as u32;
-        totals.wire_bytes += u64::from(packet.wire_len);
-        totals.captured_bytes += u64::from(captured);
         summary.wire_bytes += u64::from(packet.wire_len);
         summary.captured_bytes += u64::from(captured);
-        if captured < packet.wire_len {
-            totals.truncated_packets += 1;
-        }
+        truncated += u64::from(captured < packet.wire_len);
         if packet.timestamped {
-            totals.first_ts = Some(totals.first_ts.map_or(packet.ts, |t| t.min(packet.ts)));
-            totals.last_ts = Some(totals.last_ts.map_or(packet.ts, |t| t.max(packet.ts)));
+            first_ts = first_ts.min(packet.ts);
+            last_ts = last_ts.max(packet.ts);
         }
-        if last_link != Some(packet.link_type) {
-            last_link = Some(packet.link_type);
-            if !link_types.contains(&packet.link_type.0) {
-                link_types.push(packet.link_type.0);
+        match &mut run {
+            Some((lt, n)) if *lt == packet.link_type => *n += 1,
+            _ => {
+                if let Some((lt, n)) = run.take() {
+                    *totals.link_types.entry(lt.0).or_insert(0) += n;
+                }
+                run = Some((packet.link_type, 1));
+                if !link_types.contains(&packet.link_type.0) {
+                    link_types.push(packet.link_type.0);
+                }
             }
         }
-        *totals.link_types.entry(packet.link_type.0).or_insert(0) += 1;
         match dissector.dissect(packet.link_type, packet.data) {
             Ok(d) => {
-                totals.ip_packets += 1;
-                totals.ports_truncated += u64::from(d.ports_truncated);
+                ip_packets += 1;
+                ports_truncated += u64::from(d.ports_truncated);
                 let class = cfg.classifier.classify(&d.key);
                 let c = usize::from(class);
                 if c < totals.class_packets.len() {
@@ -342,6 +349,19 @@ fn replay_file(
             observer.progress(summary.packets, reader.offset());
         }
     }
+    if let Some((lt, n)) = run {
+        *totals.link_types.entry(lt.0).or_insert(0) += n;
+    }
+    totals.packets += summary.packets;
+    totals.wire_bytes += summary.wire_bytes;
+    totals.captured_bytes += summary.captured_bytes;
+    totals.ip_packets += ip_packets;
+    totals.truncated_packets += truncated;
+    totals.ports_truncated += ports_truncated;
+    if first_ts <= last_ts {
+        totals.first_ts = Some(totals.first_ts.map_or(first_ts, |t| t.min(first_ts)));
+        totals.last_ts = Some(totals.last_ts.map_or(last_ts, |t| t.max(last_ts)));
+    }
     if let Some(lt) = reader.file_link_type() {
         if !link_types.contains(&lt.0) {
             link_types.push(lt.0);
@@ -349,7 +369,7 @@ fn replay_file(
     }
     link_types.sort_unstable();
     summary.link_types = link_types;
-    summary.complete = error.is_none() && totals.packets < limit;
+    summary.complete = error.is_none() && summary.packets < budget;
     let anomalies: Vec<AnomalySummary> = reader
         .anomalies()
         .entries()

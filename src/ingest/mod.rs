@@ -226,7 +226,41 @@ impl TraceReader {
     /// The next packet, `Ok(None)` at a clean end of file. After an error
     /// every further call returns `Ok(None)`: the packets before the damage
     /// have been delivered and nothing after it is trusted.
+    #[inline]
     pub fn next_packet(&mut self) -> Result<Option<Packet<'_>>, IngestError> {
+        // Fast path: a plain record of a mapped classic pcap. Anything
+        // unusual (end of file, damage, an anomaly, a page range to release)
+        // goes to the general path, which reports it.
+        let fast = match (&mut self.framer, self.source.whole_mut()) {
+            (Framer::Pcap(f), Some((bytes, pos, release_due))) if !release_due && !self.failed => {
+                f.fast_record(bytes.get(*pos..).unwrap_or(&[])).map(|r| {
+                    let start = *pos + r.data_start;
+                    *pos += r.total;
+                    source::prefetch_ahead(bytes, *pos);
+                    (r, start, f.link_type())
+                })
+            }
+            _ => None,
+        };
+        match fast {
+            Some((r, start, link_type)) => {
+                self.packets += 1;
+                Ok(Some(Packet {
+                    ts: r.ts,
+                    timestamped: true,
+                    link_type,
+                    wire_len: r.wire_len,
+                    data: self.source.slice(start, r.caplen),
+                    interface: 0,
+                }))
+            }
+            None => self.next_packet_general(),
+        }
+    }
+
+    /// Every case, for every format and source.
+    #[inline(never)]
+    fn next_packet_general(&mut self) -> Result<Option<Packet<'_>>, IngestError> {
         if self.failed {
             return Ok(None);
         }

@@ -73,6 +73,18 @@ impl PcapVariant {
     }
 }
 
+/// A record taken by [`PcapFramer::fast_record`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FastRecord {
+    /// Bytes of header and data.
+    pub total: usize,
+    /// Offset of the data from the record start.
+    pub data_start: usize,
+    pub caplen: usize,
+    pub wire_len: u32,
+    pub ts: Timestamp,
+}
+
 #[derive(Debug)]
 pub(crate) struct PcapFramer {
     order: ByteOrder,
@@ -83,6 +95,10 @@ pub(crate) struct PcapFramer {
     record_header_len: usize,
     snaplen: u32,
     caplen_limit: u32,
+    /// The largest caplen the fast path takes without comment: the snaplen
+    /// (when set) within the plausibility limit. Anything above goes to the
+    /// general path, which reports it.
+    fast_caplen_limit: u32,
     link_type: LinkType,
     header_read: bool,
     /// Records read so far (the current one is `records + 1`).
@@ -108,6 +124,7 @@ impl PcapFramer {
             },
             snaplen: 0,
             caplen_limit: MIN_CAPLEN_LIMIT,
+            fast_caplen_limit: 0,
             link_type: LinkType::ETHERNET,
             header_read: false,
             records: 0,
@@ -117,6 +134,44 @@ impl PcapFramer {
     /// The file's snapshot length (0 until the header is read).
     pub(crate) fn snaplen(&self) -> u32 {
         self.snaplen
+    }
+
+    /// The common case in one step: after the file header, a record that is
+    /// wholly in `buf`, whose caplen is within the snaplen and whose
+    /// timestamp fraction is in range. Anything else returns `None` and is
+    /// left to [`PcapFramer::next`], which reports damage and anomalies; so
+    /// this path only skips work, never a check.
+    #[inline]
+    pub(crate) fn fast_record(&mut self, buf: &[u8]) -> Option<FastRecord> {
+        if !self.header_read {
+            return None;
+        }
+        let h = buf.first_chunk::<RECORD_HEADER_LEN>()?;
+        let field = |at: usize| {
+            let v = u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+            if self.order.big_endian {
+                v.swap_bytes()
+            } else {
+                v
+            }
+        };
+        let caplen = field(RH_CAPLEN);
+        let frac = field(RH_TS_FRAC);
+        if caplen > self.fast_caplen_limit || frac >= self.units_per_sec {
+            return None;
+        }
+        let total = self.record_header_len + caplen as usize;
+        if buf.len() < total {
+            return None;
+        }
+        self.records += 1;
+        Some(FastRecord {
+            total,
+            data_start: self.record_header_len,
+            caplen: caplen as usize,
+            wire_len: field(RH_WIRE_LEN),
+            ts: Timestamp::from_checked(i64::from(field(RH_TS_SEC)), frac * self.nanos_per_unit),
+        })
     }
 
     /// Frames the next unit from `buf`, whose first byte is at `offset` in
@@ -233,6 +288,11 @@ impl PcapFramer {
         }
         self.snaplen = self.order.u32(buf, FH_SNAPLEN);
         self.caplen_limit = self.snaplen.clamp(MIN_CAPLEN_LIMIT, MAX_CAPLEN_LIMIT);
+        self.fast_caplen_limit = if self.snaplen == 0 {
+            self.caplen_limit
+        } else {
+            self.snaplen.min(self.caplen_limit)
+        };
         let raw = self.order.u32(buf, FH_LINKTYPE);
         let used = (raw & LINKTYPE_MASK) as u16;
         if raw & !LINKTYPE_MASK != 0 {

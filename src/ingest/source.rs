@@ -107,12 +107,30 @@ impl Source {
         match self {
             Source::Whole { whole, pos, .. } => {
                 *pos += n;
-                prefetch(whole.bytes().as_ptr().wrapping_add(*pos + PREFETCH_AHEAD));
+                prefetch_ahead(whole.bytes(), *pos);
             }
             Source::Stream { start, offset, .. } => {
                 *start += n;
                 *offset += n as u64;
             }
+        }
+    }
+
+    /// For a whole source: all bytes, the cursor, and whether a consumed
+    /// range is due for [`Source::release_consumed`] (the reader's fast path
+    /// leaves that to its general path).
+    #[inline]
+    pub(crate) fn whole_mut(&mut self) -> Option<(&[u8], &mut usize, bool)> {
+        match self {
+            Source::Whole {
+                whole,
+                pos,
+                released,
+            } => {
+                let due = *pos >= *released + RELEASE_STEP;
+                Some((whole.bytes(), pos, due))
+            }
+            Source::Stream { .. } => None,
         }
     }
 
@@ -122,31 +140,37 @@ impl Source {
     /// borrowed (the reader calls it at the start of `next_packet`, which
     /// takes `&mut self`, so every packet it lent before has been dropped).
     pub(crate) fn release_consumed(&mut self) {
-        #[cfg(unix)]
-        if let Source::Whole {
-            whole: Whole::Mapped(map),
+        let Source::Whole {
+            whole,
             pos,
             released,
         } = self
-        {
-            let upto = *pos / RELEASE_STEP * RELEASE_STEP;
-            if upto > *released {
-                // SAFETY: the map is private and read-only and nothing ever
-                // writes to it, so MADV_DONTNEED only drops page-table
-                // entries: a later read of the range faults the same file
-                // bytes back in. No reference into `released..upto` is
-                // alive: it lies before the cursor, and the caller holds
-                // `&mut self`, so no lent packet slice exists.
-                let _ = unsafe {
-                    map.unchecked_advise_range(
-                        memmap2::UncheckedAdvice::DontNeed,
-                        *released,
-                        upto - *released,
-                    )
-                };
-                *released = upto;
-            }
+        else {
+            return;
+        };
+        let upto = *pos / RELEASE_STEP * RELEASE_STEP;
+        if upto <= *released {
+            return;
         }
+        #[cfg(unix)]
+        if let Whole::Mapped(map) = whole {
+            // SAFETY: the map is private and read-only and nothing ever
+            // writes to it, so MADV_DONTNEED only drops page-table entries: a
+            // later read of the range faults the same file bytes back in. No
+            // reference into `released..upto` is alive: it lies before the
+            // cursor, and the caller holds `&mut self`, so no lent packet
+            // slice exists.
+            let _ = unsafe {
+                map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    *released,
+                    upto - *released,
+                )
+            };
+        }
+        #[cfg(not(unix))]
+        let _ = whole;
+        *released = upto;
     }
 
     /// A slice of the underlying buffer by absolute index (from
@@ -199,6 +223,12 @@ impl Source {
         }
         Ok(())
     }
+}
+
+/// Hints the CPU to fetch the bytes [`PREFETCH_AHEAD`] past `pos`.
+#[inline(always)]
+pub(crate) fn prefetch_ahead(bytes: &[u8], pos: usize) {
+    prefetch(bytes.as_ptr().wrapping_add(pos + PREFETCH_AHEAD));
 }
 
 /// A cache prefetch hint. It never faults, even for an address outside the

@@ -28,6 +28,16 @@ pub struct Timestamp {
 impl Timestamp {
     /// The epoch.
     pub const ZERO: Timestamp = Timestamp { secs: 0, nanos: 0 };
+    /// The earliest representable time.
+    pub const MIN: Timestamp = Timestamp {
+        secs: i64::MIN,
+        nanos: 0,
+    };
+    /// The latest representable time.
+    pub const MAX: Timestamp = Timestamp {
+        secs: i64::MAX,
+        nanos: NANOS_PER_SEC - 1,
+    };
 
     /// Seconds and a fraction in `units_per_sec` units. A fraction at or above
     /// one second (a damaged record) is carried into the seconds, as

@@ -1,0 +1,175 @@
+//! Ingest, dissection and hashing throughput, side by side in one run:
+//! walking records, a plain etherparse `SlicedPacket` path, flowsieve's
+//! dissect + hash, replay with and without the exact flow table, a gzip
+//! stream, and `tcpdump -r FILE -w /dev/null` on the same file.
+//!
+//! `cargo bench --bench ingest`. The 1.5M-packet trace (64-200-byte frames,
+//! 100k flows, Zipf 1.1) is generated once into `target/bench-traces/` and
+//! read from the page cache. Figures and ratios are in BENCHMARKS.md.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use flowsieve::class::Classifier;
+use flowsieve::dissect::{Dissector, FlowKey};
+use flowsieve::hash::flow_hash;
+use flowsieve::ingest::TraceReader;
+use flowsieve::replay::{replay, NoObserver, ReplayConfig};
+use flowsieve::synth::{generate, SizeModel, SynthConfig};
+use std::hint::black_box;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const PACKETS: u64 = 1_500_000;
+
+fn bench_dir() -> PathBuf {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-traces");
+    std::fs::create_dir_all(&d).expect("bench-traces folder");
+    d
+}
+
+/// The benchmark trace, generated on first use.
+fn trace() -> PathBuf {
+    let path = bench_dir().join("bench-1500k-64-200.pcap");
+    if !path.exists() {
+        let cfg = SynthConfig {
+            flows: 100_000,
+            packets: PACKETS,
+            sizes: SizeModel::Uniform { min: 64, max: 200 },
+            seed: 42,
+            ..SynthConfig::default()
+        };
+        let tmp = path.with_extension("tmp");
+        let f = std::io::BufWriter::new(std::fs::File::create(&tmp).expect("create"));
+        generate(&cfg, f).expect("generate");
+        std::fs::rename(&tmp, &path).expect("rename");
+    }
+    // Into the page cache.
+    let _ = std::fs::read(&path);
+    path
+}
+
+fn gz_trace(plain: &Path) -> PathBuf {
+    let path = bench_dir().join("bench-1500k-64-200.pcap.gz");
+    if !path.exists() {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+        gz.write_all(&std::fs::read(plain).expect("read"))
+            .expect("gzip");
+        std::fs::write(&path, gz.finish().expect("gzip")).expect("write");
+    }
+    let _ = std::fs::read(&path);
+    path
+}
+
+fn walk(path: &Path) -> u64 {
+    let mut r = TraceReader::open(path).expect("open");
+    let mut bytes = 0u64;
+    while let Some(p) = r.next_packet().expect("read") {
+        bytes += p.data.len() as u64;
+    }
+    bytes
+}
+
+fn dissect_hash(path: &Path) -> u64 {
+    let mut r = TraceReader::open(path).expect("open");
+    let d = Dissector::default();
+    let mut acc = 0u64;
+    while let Some(p) = r.next_packet().expect("read") {
+        if let Ok(x) = d.dissect(p.link_type, p.data) {
+            acc = acc.wrapping_add(flow_hash(&x.key));
+        }
+    }
+    acc
+}
+
+/// The straightforward etherparse path: slice every layer, then build the
+/// same key and hash it.
+fn etherparse_sliced_hash(path: &Path) -> u64 {
+    let mut r = TraceReader::open(path).expect("open");
+    let mut acc = 0u64;
+    while let Some(p) = r.next_packet().expect("read") {
+        let Ok(s) = SlicedPacket::from_ethernet(p.data) else {
+            continue;
+        };
+        let (sport, dport) = match &s.transport {
+            Some(TransportSlice::Tcp(t)) => (t.source_port(), t.destination_port()),
+            Some(TransportSlice::Udp(u)) => (u.source_port(), u.destination_port()),
+            _ => (0, 0),
+        };
+        let key = match &s.net {
+            Some(NetSlice::Ipv4(ip)) => {
+                let h = ip.header();
+                FlowKey::v4(h.source(), h.destination(), sport, dport, h.protocol().0)
+            }
+            Some(NetSlice::Ipv6(ip)) => {
+                let h = ip.header();
+                FlowKey::v6(
+                    h.source(),
+                    h.destination(),
+                    sport,
+                    dport,
+                    ip.payload().ip_number.0,
+                )
+            }
+            _ => continue,
+        };
+        acc = acc.wrapping_add(flow_hash(&key));
+    }
+    acc
+}
+
+fn benches(c: &mut Criterion) {
+    let path = trace();
+    let gz = gz_trace(&path);
+    let mut g = c.benchmark_group("ingest_1.5M_pkts_64-200B");
+    g.throughput(Throughput::Elements(PACKETS));
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(8));
+    g.bench_function("walk_records", |b| b.iter(|| black_box(walk(&path))));
+    g.bench_function("etherparse_sliced_hash", |b| {
+        b.iter(|| black_box(etherparse_sliced_hash(&path)))
+    });
+    g.bench_function("dissect_hash", |b| {
+        b.iter(|| black_box(dissect_hash(&path)))
+    });
+    let paths = vec![path.clone()];
+    let mut cfg = ReplayConfig::new(Classifier::ports());
+    cfg.truth = false;
+    g.bench_function("replay_no_truth", |b| {
+        b.iter(|| black_box(replay(&paths, &cfg, &mut NoObserver).trace.packets))
+    });
+    cfg.truth = true;
+    g.bench_function("replay_truth", |b| {
+        b.iter(|| black_box(replay(&paths, &cfg, &mut NoObserver).trace.flows))
+    });
+    g.bench_function("dissect_hash_gzip_stream", |b| {
+        b.iter(|| black_box(dissect_hash(&gz)))
+    });
+    let tcpdump = Command::new("tcpdump")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if tcpdump.is_ok_and(|s| s.success()) {
+        g.bench_function("tcpdump_r_w_devnull", |b| {
+            b.iter(|| {
+                let s = Command::new("tcpdump")
+                    .arg("-r")
+                    .arg(&path)
+                    .args(["-w", "/dev/null"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .expect("tcpdump runs");
+                assert!(s.success());
+            })
+        });
+    } else {
+        eprintln!("tcpdump not found: skipping the side-by-side (apt-get install tcpdump)");
+    }
+    g.finish();
+}
+
+criterion_group!(ingest, benches);
+criterion_main!(ingest);
