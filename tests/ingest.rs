@@ -902,3 +902,50 @@ fn fast_path_and_general_path_agree_across_release_steps() {
     assert_eq!(a, b);
     assert_eq!(a, c);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+    /// Arbitrary bytes behind every magic number (and behind a valid pcap or
+    /// pcapng header): the reader never panics and always ends, with at most
+    /// one packet per 12 input bytes.
+    #[test]
+    fn arbitrary_bytes_never_panic_or_loop(
+        which in 0usize..8,
+        tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600),
+    ) {
+        let mut f = match which {
+            0 => pcap_header(false, MAGIC_US, 65535, 1),
+            1 => pcap_header(true, MAGIC_NS, 0, 101),
+            2 => pcap_header(false, MAGIC_MODIFIED, 96, 113),
+            3 => {
+                let mut ng = Ng::new();
+                ng.shb(false).idb(1, 0, &[(9, vec![9])]);
+                ng.bytes
+            }
+            4 => {
+                let mut ng = Ng::new();
+                ng.shb(true);
+                ng.bytes
+            }
+            5 => vec![0x0a, 0x0d, 0x0d, 0x0a],
+            6 => vec![0xd4, 0xc3, 0xb2, 0xa1],
+            _ => vec![0x1f, 0x8b],
+        };
+        f.extend_from_slice(&tail);
+        let total = f.len();
+        if let Ok(mut r) = TraceReader::from_bytes("fuzz", f) {
+            let mut n = 0usize;
+            loop {
+                match r.next_packet() {
+                    Ok(Some(p)) => {
+                        let _ = Dissector::default().dissect(p.link_type, p.data);
+                        n += 1;
+                        proptest::prop_assert!(n <= total / 12 + 1, "more packets than bytes allow");
+                    }
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        }
+    }
+}
