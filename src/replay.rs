@@ -115,16 +115,13 @@ pub fn replay(
         }
         let size = std::fs::metadata(path).ok().map(|m| m.len());
         observer.file_started(path, size);
-        let file = replay_file(path, cfg, &dissector, &mut totals, table.as_mut(), observer);
-        if let Some(e) = &file.error {
-            errors.push(e.clone());
-        }
-        could_not_open |= file.format.is_none() && file.error_kind == Some(ErrorKind::Open);
-        for a in &file.anomalies {
-            warnings.push(a.message.clone());
-        }
-        observer.file_finished(&file.summary);
-        files.push(file.summary);
+        let (file, unopened) =
+            replay_file(path, cfg, &dissector, &mut totals, table.as_mut(), observer);
+        could_not_open |= unopened;
+        errors.extend(file.error.clone());
+        warnings.extend(file.anomalies.iter().map(|a| a.message.clone()));
+        observer.file_finished(&file);
+        files.push(file);
     }
     let read_seconds = started.elapsed().as_secs_f64();
     let flows_top = table
@@ -230,20 +227,8 @@ pub fn replay(
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ErrorKind {
-    Open,
-    Damage,
-}
-
-struct FileOutcome {
-    summary: FileSummary,
-    format: Option<String>,
-    error: Option<String>,
-    error_kind: Option<ErrorKind>,
-    anomalies: Vec<AnomalySummary>,
-}
-
+/// Reads one file into `totals` (and the table); returns its summary and
+/// whether it could not be opened at all (as opposed to being damaged).
 fn replay_file(
     path: &Path,
     cfg: &ReplayConfig,
@@ -251,7 +236,7 @@ fn replay_file(
     totals: &mut Totals,
     mut table: Option<&mut FlowTable>,
     observer: &mut dyn ReplayObserver,
-) -> FileOutcome {
+) -> (FileSummary, bool) {
     let mut summary = FileSummary {
         path: path.display().to_string(),
         ..FileSummary::default()
@@ -259,19 +244,8 @@ fn replay_file(
     let mut reader = match TraceReader::open(path) {
         Ok(r) => r,
         Err(e) => {
-            let kind = if e.is_damage() {
-                ErrorKind::Damage
-            } else {
-                ErrorKind::Open
-            };
             summary.error = Some(e.to_string());
-            return FileOutcome {
-                error: summary.error.clone(),
-                summary,
-                format: None,
-                error_kind: Some(kind),
-                anomalies: vec![],
-            };
+            return (summary, !e.is_damage());
         }
     };
     summary.format = reader.format().name();
@@ -370,7 +344,7 @@ fn replay_file(
     link_types.sort_unstable();
     summary.link_types = link_types;
     summary.complete = error.is_none() && summary.packets < budget;
-    let anomalies: Vec<AnomalySummary> = reader
+    summary.anomalies = reader
         .anomalies()
         .entries()
         .iter()
@@ -400,13 +374,6 @@ fn replay_file(
             }
         })
         .collect();
-    summary.anomalies = anomalies.clone();
-    summary.error = error.as_ref().map(|e| e.to_string());
-    FileOutcome {
-        format: Some(summary.format.clone()),
-        error: summary.error.clone(),
-        error_kind: error.map(|_| ErrorKind::Damage),
-        summary,
-        anomalies,
-    }
+    summary.error = error.map(|e| e.to_string());
+    (summary, false)
 }
