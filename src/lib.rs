@@ -9,6 +9,7 @@
 //! - [`hash`]: the 64-bit flow hash, partitioned filter indices and shard
 //!   selection;
 //! - [`class`]: flow classes (`ports`, `ipclass`, or a TOML config);
+//! - [`model`]: the analytical models from the papers (pure functions);
 //! - [`truth`]: the exact per-flow table (ground truth);
 //! - [`replay`]: the replay engine, which pushes results into a sink;
 //! - [`report`]: the replay summary and its text and JSON renderings;
@@ -18,6 +19,7 @@ pub mod class;
 pub mod dissect;
 pub mod hash;
 pub mod ingest;
+pub mod model;
 pub mod replay;
 pub mod report;
 pub mod synth;

@@ -1,0 +1,70 @@
+//! Bloom filter false-positive rates (Summary Cache, Fan et al., 001, the
+//! Bloom filter section, and its Tables 3-5).
+//!
+//! After `n` insertions with `k` hashes into `m` bits, a bit is still 0 with
+//! probability `(1 - 1/m)^{kn}`, so a query for a non-member finds all `k`
+//! bits set with probability
+//!
+//! ```text
+//! exact:        (1 - (1 - 1/m)^{kn})^k
+//! approximate:  (1 - e^{-kn/m})^k          minimised at k = (m/n) ln 2
+//! ```
+//!
+//! flowsieve's filters are partitioned (each hash owns `m/k` cells), where a
+//! bit of a partition stays 0 with probability `(1 - k/m)^n`;
+//! [`fpr_partitioned`] gives that form. All three agree as `m` grows.
+//!
+//! ```
+//! use flowsieve::model::bloom;
+//! // Summary Cache: m/n = 10, k = 4 -> 1.2 %; the optimum k = 5 (6.93) -> 0.9 %.
+//! assert!((bloom::fpr_approx(10.0, 4) - 0.0118).abs() < 5e-5);
+//! assert!((bloom::fpr_approx(10.0, 5) - 0.00943).abs() < 5e-6);
+//! ```
+
+/// `(1 - e^{-k/(m/n)})^k`, the approximate rate for `m/n` bits per element
+/// (001; the formula behind Tables 3-5).
+pub fn fpr_approx(m_over_n: f64, k: u32) -> f64 {
+    if !(m_over_n > 0.0) || k == 0 {
+        return 1.0;
+    }
+    let k = f64::from(k);
+    (-(-k / m_over_n).exp_m1()).powf(k)
+}
+
+/// `(1 - (1 - 1/m)^{kn})^k` (001, before the `e` approximation).
+pub fn fpr_exact(m: u64, n: u64, k: u32) -> f64 {
+    if m == 0 || k == 0 {
+        return 1.0;
+    }
+    let zero = (f64::from(k) * n as f64 * (-1.0 / m as f64).ln_1p()).exp();
+    (1.0 - zero).powi(k as i32)
+}
+
+/// `(1 - (1 - k/m)^n)^k`: the exact rate of a partitioned filter, `k`
+/// subarrays of `m/k` bits, each hash setting one bit of its own subarray.
+pub fn fpr_partitioned(m: u64, n: u64, k: u32) -> f64 {
+    if m == 0 || k == 0 || u64::from(k) > m {
+        return 1.0;
+    }
+    let per = (m / u64::from(k)) as f64;
+    let zero = (n as f64 * (-1.0 / per).ln_1p()).exp();
+    (1.0 - zero).powi(k as i32)
+}
+
+/// The real-valued optimum `(m/n) ln 2` (001).
+pub fn optimal_k_real(m_over_n: f64) -> f64 {
+    m_over_n * std::f64::consts::LN_2
+}
+
+/// The integer `k >= 1` with the lowest [`fpr_approx`]: the floor or the
+/// ceiling of [`optimal_k_real`].
+pub fn optimal_k(m_over_n: f64) -> u32 {
+    let r = optimal_k_real(m_over_n);
+    let lo = (r.floor() as u32).max(1);
+    let hi = (r.ceil() as u32).max(1);
+    if fpr_approx(m_over_n, hi) < fpr_approx(m_over_n, lo) {
+        hi
+    } else {
+        lo
+    }
+}

@@ -1,0 +1,113 @@
+//! Numerical building blocks for the models: log-factorials, binomial and
+//! Poisson tails computed without cancellation, and a bisection root finder.
+
+/// `ln(n!)`, exact summation below 256 and Stirling's series above.
+pub fn ln_factorial(n: u64) -> f64 {
+    if n < 256 {
+        (2..=n).map(|i| (i as f64).ln()).sum()
+    } else {
+        let x = n as f64;
+        x * x.ln() - x + 0.5 * (2.0 * std::f64::consts::PI * x).ln() + 1.0 / (12.0 * x)
+            - 1.0 / (360.0 * x * x * x)
+    }
+}
+
+/// `ln C(n, l)`.
+pub fn ln_binomial(n: u64, l: u64) -> f64 {
+    if l > n {
+        return f64::NEG_INFINITY;
+    }
+    ln_factorial(n) - ln_factorial(l) - ln_factorial(n - l)
+}
+
+/// `P(X >= theta)` for `X ~ Poisson(mean)`, the regularised lower
+/// incomplete gamma function `P(theta, mean) = 1 - Gamma(theta, mean) /
+/// Gamma(theta)`. Summed from whichever side avoids cancellation.
+pub fn poisson_tail(theta: u64, mean: f64) -> f64 {
+    if theta == 0 {
+        return 1.0;
+    }
+    if !(mean > 0.0) {
+        return 0.0;
+    }
+    let ln_term = |l: u64| l as f64 * mean.ln() - mean - ln_factorial(l);
+    if mean < theta as f64 {
+        // Terms decrease from l = theta on: sum the tail directly.
+        let mut sum = 0.0;
+        let mut l = theta;
+        loop {
+            let t = ln_term(l).exp();
+            sum += t;
+            if t < sum * 1e-17 || l > theta + 10_000 {
+                break;
+            }
+            l += 1;
+        }
+        sum.min(1.0)
+    } else {
+        let head: f64 = (0..theta).map(|l| ln_term(l).exp()).sum();
+        (1.0 - head).max(0.0)
+    }
+}
+
+/// `P(X >= theta)` for `X ~ Binomial(trials, p)`, summed from whichever side
+/// avoids cancellation.
+pub fn binomial_tail(theta: u64, trials: u64, p: f64) -> f64 {
+    if theta == 0 {
+        return 1.0;
+    }
+    if theta > trials || p <= 0.0 {
+        return 0.0;
+    }
+    if p >= 1.0 {
+        return 1.0;
+    }
+    let (lp, lq) = (p.ln(), (-p).ln_1p());
+    let ln_pmf = |l: u64| ln_binomial(trials, l) + l as f64 * lp + (trials - l) as f64 * lq;
+    if (theta as f64) > trials as f64 * p {
+        let mut sum = 0.0;
+        for l in theta..=trials {
+            let t = ln_pmf(l).exp();
+            sum += t;
+            if t < sum * 1e-17 {
+                break;
+            }
+        }
+        sum.min(1.0)
+    } else {
+        let head: f64 = (0..theta).map(|l| ln_pmf(l).exp()).sum();
+        (1.0 - head).max(0.0)
+    }
+}
+
+/// The root of `f` in `[lo, hi]` by bisection, given `f(lo)` and `f(hi)` of
+/// opposite signs; `None` otherwise. Converges to the last representable
+/// bit, so no tolerance to tune.
+pub fn bisect(mut lo: f64, mut hi: f64, f: impl Fn(f64) -> f64) -> Option<f64> {
+    let (flo, fhi) = (f(lo), f(hi));
+    if flo == 0.0 {
+        return Some(lo);
+    }
+    if fhi == 0.0 {
+        return Some(hi);
+    }
+    if flo.signum() == fhi.signum() || flo.is_nan() || fhi.is_nan() {
+        return None;
+    }
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        let fm = f(mid);
+        if fm == 0.0 {
+            return Some(mid);
+        }
+        if fm.signum() == flo.signum() {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(0.5 * (lo + hi))
+}
