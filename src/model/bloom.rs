@@ -24,7 +24,7 @@
 /// `(1 - e^{-k/(m/n)})^k`, the approximate rate for `m/n` bits per element
 /// (001; the formula behind Tables 3-5).
 pub fn fpr_approx(m_over_n: f64, k: u32) -> f64 {
-    if !(m_over_n > 0.0) || k == 0 {
+    if m_over_n.is_nan() || m_over_n <= 0.0 || k == 0 {
         return 1.0;
     }
     let k = f64::from(k);

@@ -27,7 +27,7 @@ pub fn poisson_tail(theta: u64, mean: f64) -> f64 {
     if theta == 0 {
         return 1.0;
     }
-    if !(mean > 0.0) {
+    if mean.is_nan() || mean <= 0.0 {
         return 0.0;
     }
     let ln_term = |l: u64| l as f64 * mean.ln() - mean - ln_factorial(l);

@@ -33,7 +33,7 @@ use super::special::{binomial_tail, bisect, ln_factorial, poisson_tail};
 
 /// eq. (3)/(4): `P(Poisson(kappa) >= theta)^k` with `kappa = k / (m/n)`.
 pub fn fpr_poisson(theta: u64, k: u32, m_over_n: f64) -> f64 {
-    if k == 0 || !(m_over_n > 0.0) {
+    if k == 0 || m_over_n.is_nan() || m_over_n <= 0.0 {
         return 1.0;
     }
     poisson_tail(theta, f64::from(k) / m_over_n).powi(k as i32)
