@@ -49,6 +49,66 @@ enum Command {
     Replay(ReplayArgs),
     /// Write a seeded synthetic trace with Zipf-distributed flow sizes.
     GenTrace(GenTraceArgs),
+    /// Evaluate the analytical models from the papers.
+    #[command(subcommand)]
+    Model(ModelCommand),
+}
+
+#[derive(Subcommand)]
+enum ModelCommand {
+    /// Bloom filter false-positive rate (Summary Cache): approximate for
+    /// --m-over-n, or for --m/--n (exact with --exact).
+    Bloom(BloomArgs),
+    /// Counting-filter count thresholding (Kim et al. 2019): kappa*(theta),
+    /// its linear fit, k_opt, and the false-positive rate.
+    Threshold(ThresholdArgs),
+}
+
+#[derive(Args)]
+struct BloomArgs {
+    /// Bits per element.
+    #[arg(long, conflicts_with_all = ["m", "n"])]
+    m_over_n: Option<f64>,
+    /// Bits in the filter.
+    #[arg(long, requires = "n")]
+    m: Option<u64>,
+    /// Elements inserted.
+    #[arg(long, requires = "m")]
+    n: Option<u64>,
+    /// Hash functions.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    k: u32,
+    /// Use (1 - (1 - 1/m)^{kn})^k rather than (1 - e^{-kn/m})^k (needs --m, --n).
+    #[arg(long, requires = "m")]
+    exact: bool,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ThresholdArgs {
+    /// Count threshold (all k counters >= theta).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    theta: u64,
+    /// Counters per element.
+    #[arg(long)]
+    m_over_n: Option<f64>,
+    /// Hash functions (default: k_opt).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    k: Option<u32>,
+    /// Also the exact binomial rate, eq. (2), for --n elements in --m counters.
+    #[arg(long, requires_all = ["n", "m"])]
+    exact: bool,
+    /// Elements inserted (with --exact).
+    #[arg(long)]
+    n: Option<u64>,
+    /// Counters (with --exact).
+    #[arg(long)]
+    m: Option<u64>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -305,12 +365,112 @@ fn run_gen_trace(args: GenTraceArgs) -> i32 {
     }
 }
 
+/// A bad model parameter: one line on stderr, exit code 2.
+fn usage_error(msg: &str) -> i32 {
+    eprintln!("flowsieve: error: {msg}");
+    exit_code::USAGE
+}
+
+fn print_answer(json: bool, fields: serde_json::Value, text: &str) -> i32 {
+    if json {
+        println!("{fields}");
+    } else {
+        println!("{text}");
+    }
+    exit_code::OK
+}
+
+fn run_model(cmd: ModelCommand) -> i32 {
+    use flowsieve::model::{bloom, threshold};
+    match cmd {
+        ModelCommand::Bloom(a) => {
+            let (fpr, desc) = match (a.m_over_n, a.m, a.n) {
+                (Some(x), _, _) => {
+                    if !(x.is_finite() && x > 0.0) {
+                        return usage_error(&format!(
+                            "--m-over-n must be a positive number, got {x}"
+                        ));
+                    }
+                    (bloom::fpr_approx(x, a.k), format!("m/n = {x}, k = {}", a.k))
+                }
+                (None, Some(m), Some(n)) => {
+                    if m < u64::from(a.k) {
+                        return usage_error(&format!("--m ({m}) must be at least --k ({})", a.k));
+                    }
+                    let f = if a.exact {
+                        bloom::fpr_exact(m, n, a.k)
+                    } else {
+                        bloom::fpr_approx(m as f64 / n.max(1) as f64, a.k)
+                    };
+                    (
+                        f,
+                        format!(
+                            "m = {m}, n = {n}, k = {}{}",
+                            a.k,
+                            if a.exact { " (exact)" } else { "" }
+                        ),
+                    )
+                }
+                _ => return usage_error("give --m-over-n, or --m and --n"),
+            };
+            print_answer(
+                a.json,
+                serde_json::json!({ "fpr": fpr }),
+                &format!("Bloom filter, {desc}: false-positive rate {fpr:.6e}"),
+            )
+        }
+        ModelCommand::Threshold(a) => {
+            let Some(x) = a
+                .m_over_n
+                .or_else(|| a.m.zip(a.n).map(|(m, n)| m as f64 / n.max(1) as f64))
+            else {
+                return usage_error("give --m-over-n (or --exact --n N --m M)");
+            };
+            if !(x.is_finite() && x > 0.0) {
+                return usage_error(&format!("--m-over-n must be a positive number, got {x}"));
+            }
+            if let (Some(m), Some(k)) = (a.m, a.k) {
+                if m < u64::from(k) {
+                    return usage_error(&format!("--m ({m}) must be at least --k ({k})"));
+                }
+            }
+            let kappa_star = threshold::kappa_star(a.theta);
+            let kappa_star_linear = threshold::kappa_star_linear(a.theta);
+            let k_opt = threshold::k_opt(a.theta, x);
+            let k = a.k.unwrap_or(k_opt);
+            let fpr = threshold::fpr_poisson(a.theta, k, x);
+            let mut fields = serde_json::json!({
+                "kappa_star": kappa_star,
+                "kappa_star_linear": kappa_star_linear,
+                "k_opt": k_opt,
+                "k": k,
+                "fpr": fpr,
+            });
+            let mut text = format!(
+                "count threshold theta = {}, m/n = {x}:\n  kappa* = {kappa_star:.4} (linear fit {kappa_star_linear:.4})\n  k_opt = {k_opt}\n  false-positive rate at k = {k}: {fpr:.6e} (Poisson, eq. 3)",
+                a.theta
+            );
+            if a.exact {
+                if let (Some(n), Some(m)) = (a.n, a.m) {
+                    let exact = threshold::fpr_binomial(a.theta, k, n, m);
+                    fields["fpr_exact"] = serde_json::json!(exact);
+                    text.push_str(&format!(
+                        "\n  exact (binomial, eq. 2, n = {n}, m = {m}): {exact:.6e}"
+                    ));
+                }
+            }
+            print_answer(a.json, fields, &text)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         None => run_replay(cli.replay),
         Some(Command::Replay(a)) => run_replay(a),
         Some(Command::GenTrace(a)) => run_gen_trace(a),
+        Some(Command::Model(m)) => run_model(m),
     };
     ExitCode::from(code as u8)
 }

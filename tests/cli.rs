@@ -237,3 +237,79 @@ fn gen_trace_writes_what_replay_reads() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--packets must be at least --flows"));
 }
+
+fn model_json(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["model"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let out = flowsieve(&all);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.trim().lines().count(),
+        1,
+        "exactly one JSON object: {text}"
+    );
+    serde_json::from_str(text.trim()).expect("JSON")
+}
+
+#[test]
+fn model_bloom_and_threshold_answer_with_the_papers_numbers() {
+    // Summary Cache Table 3: m/n = 10, k = 4 -> 0.0118.
+    let v = model_json(&["bloom", "--m-over-n", "10", "--k", "4"]);
+    assert!((v["fpr"].as_f64().unwrap() - 0.0118).abs() < 5e-5);
+    let v = model_json(&["bloom", "--m", "1000", "--n", "100", "--k", "4", "--exact"]);
+    let exact = v["fpr"].as_f64().unwrap();
+    assert!(exact > 0.0118 && exact < 0.0120, "{exact}");
+    // 003 Table 1: theta = 5 -> kappa* 1.6117, linear 1.9361.
+    let v = model_json(&["threshold", "--theta", "5", "--m-over-n", "4"]);
+    assert!((v["kappa_star"].as_f64().unwrap() - 1.6117).abs() < 5e-5);
+    assert!((v["kappa_star_linear"].as_f64().unwrap() - 1.9361).abs() < 1e-9);
+    let k_opt = v["k_opt"].as_u64().unwrap();
+    assert!(
+        k_opt == 6 || k_opt == 7,
+        "floor or ceiling of 4 kappa* = 6.45"
+    );
+    let at_opt = v["fpr"].as_f64().unwrap();
+    let v = model_json(&["threshold", "--theta", "5", "--m-over-n", "4", "--k", "3"]);
+    assert!(v["fpr"].as_f64().unwrap() > at_opt, "k_opt is the minimum");
+    let v = model_json(&[
+        "threshold",
+        "--theta",
+        "2",
+        "--m-over-n",
+        "4",
+        "--exact",
+        "--n",
+        "1000",
+        "--m",
+        "4000",
+    ]);
+    let (p, e) = (v["fpr"].as_f64().unwrap(), v["fpr_exact"].as_f64().unwrap());
+    assert!((p - e).abs() / e < 0.0048, "003: within 0.48%");
+}
+
+#[test]
+fn model_bad_parameters_exit_2_with_one_line() {
+    for args in [
+        &["model", "bloom", "--m-over-n", "10", "--k", "0"][..],
+        &["model", "bloom", "--m", "3", "--n", "1", "--k", "5"],
+        &["model", "bloom", "--m-over-n", "-1", "--k", "3"],
+        &["model", "threshold", "--theta", "0", "--m-over-n", "4"],
+        &["model", "threshold", "--theta", "3"],
+    ] {
+        let out = flowsieve(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(!String::from_utf8_lossy(&out.stderr).trim().is_empty());
+    }
+    let out = flowsieve(&["model", "bloom", "--m", "3", "--n", "1", "--k", "5"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "flowsieve: error: --m (3) must be at least --k (5)"
+    );
+}
