@@ -3,7 +3,9 @@
 //!
 //! - [`bloom`]: Bloom filter false-positive rates (001, Summary Cache).
 //! - [`threshold`]: counting-filter count thresholding (003).
+//! - [`paradox`]: the Bloom paradox, posteriors, decisions and query order (000).
 
 pub mod bloom;
+pub mod paradox;
 pub mod special;
 pub mod threshold;

@@ -1,0 +1,309 @@
+//! The Bloom paradox (Rottenstreich and Keslassy, "The Bloom Paradox: When
+//! not to Use a Bloom Filter", paper 000): when a filter's positive answer
+//! should be ignored because the element's a priori membership probability
+//! is too low for the answer to be worth its false-positive cost.
+//!
+//! Costs follow 000 Table I: a false positive costs 1, a false negative
+//! costs `alpha` (`W_FN / W_FP`), correct answers cost 0.
+//!
+//! ```
+//! use flowsieve::model::paradox;
+//! // 000 §IV-B: alpha = 1 and a prior of 10^-6 need at least 28.7 bits per
+//! // element before a Bloom filter's positive answer is worth trusting.
+//! assert!((paradox::min_bits_per_element(1.0, 1e-6) - 28.7).abs() < 0.1);
+//! ```
+
+use super::special::ln_binomial;
+use std::collections::HashMap;
+use std::f64::consts::LN_2;
+
+/// Theorem 1 (000): the paradox occurs for an element iff its prior is
+/// below `1 / (1 + alpha * 2^{ln2 * m/n})`, for a filter with the optimal
+/// number of hashes (false-positive rate `2^{-ln2 * m/n}`).
+pub fn prior_threshold(alpha: f64, m_over_n: f64) -> f64 {
+    1.0 / (1.0 + alpha * (LN_2 * m_over_n).exp2())
+}
+
+/// Theorem 1 for any false-positive rate (its proof before the optimal-`k`
+/// substitution): the paradox occurs iff `fpr (1 - P) > alpha P`, i.e.
+/// `P < fpr / (fpr + alpha)`.
+pub fn prior_threshold_for_fpr(alpha: f64, fpr: f64) -> f64 {
+    fpr / (fpr + alpha)
+}
+
+/// The inverse of Theorem 1 (000 Fig. 2(b)): the fewest bits per element at
+/// which an element of prior `P` escapes the paradox,
+/// `ln((1 - P) / (alpha P)) / (ln 2)^2`, or 0 if it never falls in it.
+pub fn min_bits_per_element(alpha: f64, prior: f64) -> f64 {
+    ((1.0 - prior) / (alpha * prior)).ln().max(0.0) / (LN_2 * LN_2)
+}
+
+/// The Bloom-filter posterior `Pr(x in S | BF = 1) = P / (P + (1 - P) fpr)`
+/// (000 §IV-A, the proof of Theorem 1).
+pub fn bloom_posterior(prior: f64, fpr: f64) -> f64 {
+    prior / (prior + (1.0 - prior) * fpr)
+}
+
+/// Theorem 2 (000): the membership probability given the `k` counters of a
+/// counting filter of `m` counters in `k` subarrays holding `n` elements,
+///
+/// ```text
+/// m^k (prod c_j) P / (m^k (prod c_j) P + (n k)^k (1 - P)),
+/// ```
+///
+/// computed in logarithms (products of counters overflow). 0 if a counter
+/// is 0.
+pub fn cbf_posterior(counters: &[u64], prior: f64, m: u64, n: u64) -> f64 {
+    if counters.contains(&0) {
+        return 0.0;
+    }
+    let ln_product: f64 = counters.iter().map(|&c| (c as f64).ln()).sum();
+    posterior_from_ln_product(ln_product, counters.len() as u32, prior, m, n)
+}
+
+/// Theorem 2 (and Theorem 5 with `ln delta`) as a function of the log of
+/// the counter product.
+pub fn posterior_from_ln_product(ln_product: f64, k: u32, prior: f64, m: u64, n: u64) -> f64 {
+    if prior <= 0.0 {
+        return 0.0;
+    }
+    if prior >= 1.0 {
+        return 1.0;
+    }
+    let k_f = f64::from(k);
+    // ln odds = k ln m + ln prod + ln P - k ln(nk) - ln(1 - P)
+    let ln_odds = k_f * (m as f64).ln() + ln_product + prior.ln()
+        - k_f * (n as f64 * k_f).ln()
+        - (-prior).ln_1p();
+    1.0 / (1.0 + (-ln_odds).exp())
+}
+
+/// Theorem 4 (000): answer positive iff the posterior exceeds
+/// `1 / (alpha + 1)`. At equality both answers cost the same; flowsieve
+/// answers positive, consistent with [`min_counter_product`].
+pub fn decide(posterior: f64, alpha: f64) -> bool {
+    posterior >= 1.0 / (alpha + 1.0)
+}
+
+/// `Pi(x, k)` (000 §V-C): the smallest counter product whose Theorem 2
+/// posterior reaches `1 / (alpha + 1)`, `ceil((nk/m)^k (1 - P) / (alpha P))`
+/// (at least 1: a zero counter is always a negative answer).
+pub fn min_counter_product(k: u32, prior: f64, alpha: f64, m: u64, n: u64) -> f64 {
+    let k_f = f64::from(k);
+    let x = (n as f64 * k_f / m as f64).powf(k_f) * (1.0 - prior) / (alpha * prior);
+    // Guard the ceiling against rounding just above an integer.
+    let c = (x * (1.0 - 1e-12)).ceil();
+    c.max(1.0)
+}
+
+/// Theorem 5 (000): `delta`, the B_h counting filter's replacement for the
+/// counter product. For each of the `k` entries, `c_j` is the fixed-increment
+/// counter and `y_j` the multiplicity of the element's own variable
+/// increment in the variable counter's sum, known when `c_j <= h`
+/// (`Some`). `ell` is the size of the B_h sequence. Known entries contribute
+/// `ell * y_j`, the others `c_j`.
+pub fn bh_delta(counters: &[u64], multiplicities: &[Option<u64>], ell: u64) -> f64 {
+    counters
+        .iter()
+        .zip(multiplicities.iter().chain(std::iter::repeat(&None)))
+        .map(|(&c, y)| match y {
+            Some(y) => (ell * y) as f64,
+            None => c as f64,
+        })
+        .product()
+}
+
+/// Theorem 5 (000): `m^k delta P / (m^k delta P + (nk)^k (1 - P))`.
+pub fn bh_posterior(delta: f64, k: u32, prior: f64, m: u64, n: u64) -> f64 {
+    if delta <= 0.0 {
+        return 0.0;
+    }
+    posterior_from_ln_product(delta.ln(), k, prior, m, n)
+}
+
+/// The distribution of one counter of an element's `k` entries: a
+/// non-member's counter is `Binomial(n, k/m)` (each subarray of `m/k`
+/// counters takes one increment per element); a member's is one more than
+/// `Binomial(n - 1, k/m)`. Truncated where the remaining mass is below 1e-15.
+fn counter_pmf(n: u64, p: f64, member: bool) -> Vec<(u64, f64)> {
+    let trials = if member { n.saturating_sub(1) } else { n };
+    let mut out = Vec::new();
+    let mut mass = 0.0;
+    for c in 0..=trials {
+        let lp = ln_binomial(trials, c) + c as f64 * p.ln() + (trials - c) as f64 * (-p).ln_1p();
+        let pr = lp.exp();
+        out.push((c + u64::from(member), pr));
+        mass += pr;
+        if c as f64 > trials as f64 * p && 1.0 - mass < 1e-15 {
+            break;
+        }
+    }
+    out
+}
+
+/// `Pr(product of the k counters >= threshold)`, products capped at the
+/// threshold so the state space stays small.
+fn product_tail(k: u32, pmf: &[(u64, f64)], threshold: u64) -> f64 {
+    let mut dist: HashMap<u64, f64> = HashMap::from([(1, 1.0)]);
+    for _ in 0..k {
+        let mut next: HashMap<u64, f64> = HashMap::new();
+        for (&prod, &pp) in &dist {
+            for &(c, pc) in pmf {
+                let v = prod.saturating_mul(c).min(threshold);
+                *next.entry(v).or_insert(0.0) += pp * pc;
+            }
+        }
+        dist = next;
+    }
+    dist.iter()
+        .filter(|(v, _)| **v >= threshold)
+        .map(|(_, p)| p)
+        .sum()
+}
+
+/// The expected cost of one query (000 §V-C) for a counting filter with `k`
+/// hashes, `m` counters and `n` elements, an element of prior `P`, and the
+/// Theorem 4 policy (positive iff the product reaches
+/// [`min_counter_product`]): `alpha P Pr(prod < Pi | x in S) + (1 - P)
+/// Pr(prod >= Pi | x not in S)`, in units of a false positive's cost.
+///
+/// The paper writes the sum over products with `P(k, pi)`, "the product of
+/// counters picked at random"; weighting each product by the posterior as
+/// it does makes that the marginal distribution of the element's own
+/// counters, which is the mixture used here.
+pub fn expected_cost_cbf(k: u32, m: u64, n: u64, prior: f64, alpha: f64) -> f64 {
+    if k == 0 || m < u64::from(k) {
+        return f64::INFINITY;
+    }
+    let p = f64::from(k) / m as f64;
+    let pi = min_counter_product(k, prior, alpha, m, n);
+    let threshold = if pi >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        pi as u64
+    };
+    let fn_rate = 1.0 - product_tail(k, &counter_pmf(n, p, true), threshold);
+    let fp_rate = product_tail(k, &counter_pmf(n, p, false), threshold);
+    alpha * prior * fn_rate + (1.0 - prior) * fp_rate
+}
+
+/// The cost-optimal number of hashes (000 §V-C): the `k` in `1..=k_max`
+/// with the lowest [`expected_cost_cbf`].
+pub fn cost_optimal_k(m: u64, n: u64, prior: f64, alpha: f64, k_max: u32) -> u32 {
+    (1..=k_max.max(1))
+        .map(|k| (k, expected_cost_cbf(k, m, n, prior, alpha)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map_or(1, |(k, _)| k)
+}
+
+/// One step of a query plan across proxies (000 §VII).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueryTarget {
+    /// A regular proxy, by index into the probabilities given.
+    Proxy(usize),
+    /// The special proxy that holds every element.
+    Special,
+}
+
+/// Theorem 6 (000): query the regular proxies with a positive probability
+/// and the special proxy (success probability 1, cost `special_cost`) in
+/// non-increasing order of success probability over cost, stopping at the
+/// special proxy. Ties keep the proxy order and put the special proxy
+/// after regular proxies of the same ratio. Theorem 7 is the case of equal
+/// regular costs: probabilities in decreasing order until one falls below
+/// `cost / special_cost`.
+pub fn query_order(probs: &[f64], costs: &[f64], special_cost: f64) -> Vec<QueryTarget> {
+    let mut regular: Vec<(usize, f64)> = probs
+        .iter()
+        .zip(costs)
+        .enumerate()
+        .filter(|(_, (p, _))| **p > 0.0)
+        .map(|(i, (p, c))| (i, p / c))
+        .collect();
+    regular.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let special_ratio = 1.0 / special_cost;
+    let mut order = Vec::new();
+    for (i, ratio) in regular {
+        if ratio < special_ratio {
+            break;
+        }
+        order.push(QueryTarget::Proxy(i));
+        if probs[i] >= 1.0 {
+            return order;
+        }
+    }
+    order.push(QueryTarget::Special);
+    order
+}
+
+/// The expected cost of a query plan: each step is paid if every earlier
+/// step failed (000, the proof of Theorem 6).
+pub fn expected_query_cost(
+    order: &[QueryTarget],
+    probs: &[f64],
+    costs: &[f64],
+    special_cost: f64,
+) -> f64 {
+    let mut reach = 1.0;
+    let mut total = 0.0;
+    for step in order {
+        let (p, c) = match *step {
+            QueryTarget::Proxy(i) => (probs[i], costs[i]),
+            QueryTarget::Special => (1.0, special_cost),
+        };
+        total += reach * c;
+        reach *= 1.0 - p;
+    }
+    total
+}
+
+/// One class of queried elements for [`selective_bloom_cost`]: how many of
+/// its elements are in the set and how many exist in all.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ElementClass {
+    pub members: f64,
+    pub universe: f64,
+}
+
+impl ElementClass {
+    /// The class prior, members over universe.
+    pub fn prior(&self) -> f64 {
+        self.members / self.universe
+    }
+}
+
+/// Which Selective Bloom filter variant (000 §IV-C).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SelectiveVariant {
+    /// A plain Bloom filter: everything inserted and queried.
+    Plain,
+    /// Selective query: classes below the Theorem 1 threshold are answered
+    /// negative without asking the filter.
+    Query,
+}
+
+/// Expected errors and cost when every element of every class is queried
+/// once (000 §VIII-A, Table II): `(false positives, false negatives, cost)`
+/// with a false positive costing 1 and a false negative `alpha`, for a
+/// filter of `m` bits with `k` hashes holding every member.
+pub fn selective_bloom_cost(
+    classes: &[ElementClass],
+    m: f64,
+    k: u32,
+    alpha: f64,
+    variant: SelectiveVariant,
+) -> (f64, f64, f64) {
+    let n: f64 = classes.iter().map(|c| c.members).sum();
+    let fpr = super::bloom::fpr_approx(m / n, k);
+    let threshold = prior_threshold_for_fpr(alpha, fpr);
+    let (mut fp, mut fneg) = (0.0, 0.0);
+    for c in classes {
+        let skip = variant == SelectiveVariant::Query && c.prior() < threshold;
+        if skip {
+            fneg += c.members;
+        } else {
+            fp += (c.universe - c.members) * fpr;
+        }
+    }
+    (fp, fneg, fp + alpha * fneg)
+}
