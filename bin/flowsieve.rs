@@ -62,6 +62,86 @@ enum ModelCommand {
     /// Counting-filter count thresholding (Kim et al. 2019): kappa*(theta),
     /// its linear fit, k_opt, and the false-positive rate.
     Threshold(ThresholdArgs),
+    /// The Bloom paradox (Theorem 1): the prior below which a positive
+    /// answer should be ignored (--m-over-n), or the bits per element needed
+    /// to escape it (--prior).
+    Paradox(ParadoxArgs),
+    /// Membership probability from a counting filter's counters (Theorem 2),
+    /// and with --alpha the cost-optimal decision (Theorem 4).
+    CbfPosterior(CbfPosteriorArgs),
+    /// Optimal order of queries across proxies with a special proxy that
+    /// has everything (Theorems 6 and 7), and its expected cost.
+    QueryOrder(QueryOrderArgs),
+}
+
+#[derive(Args)]
+struct ParadoxArgs {
+    /// Cost of a false negative relative to a false positive.
+    #[arg(long)]
+    alpha: f64,
+    /// Bits per element of the filter (gives prior_threshold).
+    #[arg(long, conflicts_with = "prior", required_unless_present = "prior")]
+    m_over_n: Option<f64>,
+    /// A priori membership probability (gives min_bits_per_element).
+    #[arg(long)]
+    prior: Option<f64>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct CbfPosteriorArgs {
+    /// The k counter values, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    counters: Vec<u64>,
+    /// A priori membership probability.
+    #[arg(long)]
+    prior: f64,
+    /// Counters in the filter (k subarrays of m/k).
+    #[arg(long)]
+    m: u64,
+    /// Elements in the filter.
+    #[arg(long)]
+    n: u64,
+    /// Cost ratio: adds the decision and the minimal counter product.
+    #[arg(long)]
+    alpha: Option<f64>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct QueryOrderArgs {
+    /// Success probability of each regular proxy, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    probs: Vec<f64>,
+    /// Query cost of each regular proxy, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    costs: Vec<f64>,
+    /// Query cost of the special proxy that holds every element.
+    #[arg(long)]
+    special_cost: f64,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+fn check_probability(name: &str, p: f64) -> Result<(), String> {
+    if (0.0..=1.0).contains(&p) {
+        Ok(())
+    } else {
+        Err(format!("{name} must be a probability in [0, 1], got {p}"))
+    }
+}
+
+fn check_positive(name: &str, x: f64) -> Result<(), String> {
+    if x.is_finite() && x > 0.0 {
+        Ok(())
+    } else {
+        Err(format!("{name} must be a positive number, got {x}"))
+    }
 }
 
 #[derive(Args)]
@@ -461,7 +541,125 @@ fn run_model(cmd: ModelCommand) -> i32 {
             }
             print_answer(a.json, fields, &text)
         }
+        ModelCommand::Paradox(a) => run_paradox(a),
+        ModelCommand::CbfPosterior(a) => run_cbf_posterior(a),
+        ModelCommand::QueryOrder(a) => run_query_order(a),
     }
+}
+
+fn run_paradox(a: ParadoxArgs) -> i32 {
+    use flowsieve::model::paradox;
+    if let Err(e) = check_positive("--alpha", a.alpha) {
+        return usage_error(&e);
+    }
+    match (a.m_over_n, a.prior) {
+        (Some(x), _) => {
+            if let Err(e) = check_positive("--m-over-n", x) {
+                return usage_error(&e);
+            }
+            let t = paradox::prior_threshold(a.alpha, x);
+            print_answer(
+                a.json,
+                serde_json::json!({ "prior_threshold": t }),
+                &format!("alpha = {}, m/n = {x}: the Bloom paradox holds for priors below {t:.6e} (Theorem 1)", a.alpha),
+            )
+        }
+        (None, Some(p)) => {
+            if let Err(e) = check_probability("--prior", p) {
+                return usage_error(&e);
+            }
+            let b = paradox::min_bits_per_element(a.alpha, p);
+            print_answer(
+                a.json,
+                serde_json::json!({ "min_bits_per_element": b }),
+                &format!("alpha = {}, prior = {p}: at least {b:.3} bits per element escape the Bloom paradox", a.alpha),
+            )
+        }
+        (None, None) => usage_error("give --m-over-n or --prior"),
+    }
+}
+
+fn run_cbf_posterior(a: CbfPosteriorArgs) -> i32 {
+    use flowsieve::model::paradox;
+    let k = a.counters.len() as u32;
+    if k == 0 {
+        return usage_error("--counters needs at least one value (k >= 1)");
+    }
+    if let Err(e) = check_probability("--prior", a.prior) {
+        return usage_error(&e);
+    }
+    if a.m < u64::from(k) {
+        return usage_error(&format!("--m ({}) must be at least k ({k})", a.m));
+    }
+    if a.n == 0 {
+        return usage_error("--n must be at least 1");
+    }
+    let posterior = paradox::cbf_posterior(&a.counters, a.prior, a.m, a.n);
+    let mut fields = serde_json::json!({ "posterior": posterior });
+    let mut text = format!(
+        "Pr(x in S | counters {:?}) = {posterior:.6e} (Theorem 2)",
+        a.counters
+    );
+    if let Some(alpha) = a.alpha {
+        if let Err(e) = check_positive("--alpha", alpha) {
+            return usage_error(&e);
+        }
+        let decision = paradox::decide(posterior, alpha);
+        let min_product = paradox::min_counter_product(k, a.prior, alpha, a.m, a.n);
+        fields["decision"] = serde_json::json!(decision);
+        fields["min_product"] = serde_json::json!(min_product);
+        text.push_str(&format!(
+            "\n  threshold 1/(alpha+1) = {:.6e}: answer {} (Theorem 4)\n  minimal counter product: {min_product}",
+            1.0 / (alpha + 1.0),
+            if decision { "positive" } else { "negative" }
+        ));
+    }
+    print_answer(a.json, fields, &text)
+}
+
+fn run_query_order(a: QueryOrderArgs) -> i32 {
+    use flowsieve::model::paradox::{self, QueryTarget};
+    if a.probs.len() != a.costs.len() {
+        return usage_error(&format!(
+            "--probs has {} values but --costs has {}",
+            a.probs.len(),
+            a.costs.len()
+        ));
+    }
+    for p in &a.probs {
+        if let Err(e) = check_probability("--probs", *p) {
+            return usage_error(&e);
+        }
+    }
+    for c in a.costs.iter().chain(std::iter::once(&a.special_cost)) {
+        if let Err(e) = check_positive("query costs", *c) {
+            return usage_error(&e);
+        }
+    }
+    let order = paradox::query_order(&a.probs, &a.costs, a.special_cost);
+    let cost = paradox::expected_query_cost(&order, &a.probs, &a.costs, a.special_cost);
+    let json_order: Vec<serde_json::Value> = order
+        .iter()
+        .map(|t| match t {
+            QueryTarget::Proxy(i) => serde_json::json!(i),
+            QueryTarget::Special => serde_json::json!("special"),
+        })
+        .collect();
+    let text_order: Vec<String> = order
+        .iter()
+        .map(|t| match t {
+            QueryTarget::Proxy(i) => format!("proxy {i}"),
+            QueryTarget::Special => "special".to_string(),
+        })
+        .collect();
+    print_answer(
+        a.json,
+        serde_json::json!({ "order": json_order, "expected_cost": cost }),
+        &format!(
+            "query order: {} (Theorem 6)\nexpected cost: {cost:.6}",
+            text_order.join(" -> ")
+        ),
+    )
 }
 
 fn main() -> ExitCode {

@@ -313,3 +313,118 @@ fn model_bad_parameters_exit_2_with_one_line() {
         "flowsieve: error: --m (3) must be at least --k (5)"
     );
 }
+
+#[test]
+fn model_paradox_posterior_and_query_order() {
+    // 000 §IV-B: alpha = 1, prior 10^-6 -> 28.7 bits per element.
+    let v = model_json(&["paradox", "--alpha", "1", "--prior", "1e-6"]);
+    assert!((v["min_bits_per_element"].as_f64().unwrap() - 28.7).abs() < 0.1);
+    let v = model_json(&["paradox", "--alpha", "1", "--m-over-n", "28.755"]);
+    assert!((v["prior_threshold"].as_f64().unwrap() - 1e-6).abs() < 1e-8);
+    // 000 Fig. 8 setting: product 5 is the least that reaches 0.8 at prior 1/8.
+    let v = model_json(&[
+        "cbf-posterior",
+        "--counters",
+        "5,1,1,1,1,1",
+        "--prior",
+        "0.125",
+        "--m",
+        "26624",
+        "--n",
+        "3328",
+        "--alpha",
+        "0.25",
+    ]);
+    assert_eq!(v["decision"], true);
+    assert_eq!(v["min_product"].as_f64(), Some(5.0));
+    let v = model_json(&[
+        "cbf-posterior",
+        "--counters",
+        "4,1,1,1,1,1",
+        "--prior",
+        "0.125",
+        "--m",
+        "26624",
+        "--n",
+        "3328",
+        "--alpha",
+        "0.25",
+    ]);
+    assert_eq!(v["decision"], false);
+    assert!(v["posterior"].as_f64().unwrap() < 0.8);
+    let v = model_json(&[
+        "cbf-posterior",
+        "--counters",
+        "0,9",
+        "--prior",
+        "0.5",
+        "--m",
+        "100",
+        "--n",
+        "10",
+    ]);
+    assert_eq!(v["posterior"].as_f64(), Some(0.0));
+    assert!(v.get("decision").is_none());
+    // Theorem 7: equal costs 1, special 10.
+    let v = model_json(&[
+        "query-order",
+        "--probs",
+        "0.05,0.5,0.2,0,0.11",
+        "--costs",
+        "1,1,1,1,1",
+        "--special-cost",
+        "10",
+    ]);
+    assert_eq!(v["order"], serde_json::json!([1, 2, 4, "special"]));
+    assert!((v["expected_cost"].as_f64().unwrap() - 5.46).abs() < 1e-9);
+    for args in [
+        &["model", "paradox", "--alpha", "1", "--prior", "1.5"][..],
+        &["model", "paradox", "--alpha", "0", "--m-over-n", "4"],
+        &[
+            "model",
+            "cbf-posterior",
+            "--counters",
+            "1,2,3",
+            "--prior",
+            "0.1",
+            "--m",
+            "2",
+            "--n",
+            "5",
+        ],
+        &[
+            "model",
+            "cbf-posterior",
+            "--counters",
+            "1",
+            "--prior",
+            "-0.1",
+            "--m",
+            "20",
+            "--n",
+            "5",
+        ],
+        &[
+            "model",
+            "query-order",
+            "--probs",
+            "0.5,0.2",
+            "--costs",
+            "1",
+            "--special-cost",
+            "3",
+        ],
+        &[
+            "model",
+            "query-order",
+            "--probs",
+            "0.5",
+            "--costs",
+            "0",
+            "--special-cost",
+            "3",
+        ],
+    ] {
+        assert_eq!(flowsieve(args).status.code(), Some(2), "{args:?}");
+    }
+}
