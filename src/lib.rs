@@ -6,6 +6,7 @@
 //! - [`ingest`]: pcap/pcapng sources (memory-mapped or gzip/zstd streams);
 //! - [`dissect`]: packets to directional 5-tuple flow keys, with every packet
 //!   that yields no key counted by reason;
+//! - [`filter`]: the probabilistic filters (data structures, no I/O);
 //! - [`hash`]: the 64-bit flow hash, partitioned filter indices and shard
 //!   selection;
 //! - [`class`]: flow classes (`ports`, `ipclass`, or a TOML config);
@@ -17,6 +18,7 @@
 
 pub mod class;
 pub mod dissect;
+pub mod filter;
 pub mod hash;
 pub mod ingest;
 pub mod model;

@@ -852,3 +852,187 @@ fn selective_query_matches_table_ii() {
         );
     }
 }
+
+// ---------- recycling filters (004) against a Monte Carlo run ----------
+
+use flowsieve::filter::{RecyclePolicy, RecyclingBloomFilter};
+use flowsieve::model::recycling::{self as rbf, Hashing, RecyclingModel};
+use rand::{Rng, SeedableRng};
+
+/// One replication: count-instance false-positive rate and messages per
+/// cycle of a filter fed distinct messages. Measured over whole cycles only
+/// (from a recycle to a recycle), since a cycle cut short is biased towards
+/// its early, emptier states.
+struct Sim {
+    m: usize,
+    k: usize,
+    sigma: u64,
+    hashing: Hashing,
+    retaining: bool,
+    two_phase: bool,
+}
+
+fn simulate(c: &Sim, messages: usize, seed: u64) -> (f64, f64) {
+    let mut f = RecyclingBloomFilter::new(
+        c.m,
+        c.k,
+        RecyclePolicy::Sigma(c.sigma),
+        c.hashing,
+        c.retaining,
+        c.two_phase,
+    );
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    while f.stats().recycles < 2 {
+        f.test_and_insert(rng.random());
+    }
+    // The warm-up ended on a recycle: message 0 starts a cycle.
+    let (mut fp, mut fp_at_last, mut last, mut cycles) = (0u64, 0u64, 0usize, 0u64);
+    for i in 0..messages {
+        let before = f.stats().recycles;
+        if !f.test_and_insert(rng.random()) {
+            fp += 1;
+        }
+        if f.stats().recycles > before {
+            cycles += 1;
+            last = i + 1;
+            fp_at_last = fp;
+        }
+    }
+    (fp_at_last as f64 / last as f64, last as f64 / cycles as f64)
+}
+
+fn mean_se(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, (var / n).sqrt())
+}
+
+#[test]
+fn markov_model_agrees_with_a_monte_carlo_run_of_the_filter() {
+    let m = 1000usize;
+    let mut report = Vec::new();
+    let mut failures = Vec::new();
+    for k in [1usize, 3, 5] {
+        for sigma in [300u64, 600] {
+            for hashing in [Hashing::Colliding, Hashing::NonColliding] {
+                for retaining in [false, true] {
+                    for two_phase in [false, true] {
+                        let model =
+                            RecyclingModel::new(m as u64, k as u32, sigma, hashing, retaining)
+                                .unwrap();
+                        let want_fpr = if two_phase {
+                            model.two_phase_fpr()
+                        } else {
+                            model.one_phase_fpr()
+                        };
+                        let want_n = model.expected_messages();
+                        let runs: Vec<(f64, f64)> = (0..12)
+                            .map(|r| {
+                                simulate(
+                                    &Sim {
+                                        m,
+                                        k,
+                                        sigma,
+                                        hashing,
+                                        retaining,
+                                        two_phase,
+                                    },
+                                    40_000,
+                                    1000 * k as u64 + sigma + r,
+                                )
+                            })
+                            .collect();
+                        let (fpr, fpr_se) = mean_se(&runs.iter().map(|r| r.0).collect::<Vec<_>>());
+                        let (n, n_se) = mean_se(&runs.iter().map(|r| r.1).collect::<Vec<_>>());
+                        let line = format!(
+                            "k={k} sigma={sigma} {hashing:?} retaining={retaining} two_phase={two_phase}: fpr {fpr:.5} +- {fpr_se:.5} model {want_fpr:.5}; messages/cycle {n:.2} +- {n_se:.2} model {want_n:.2}"
+                        );
+                        if (fpr - want_fpr).abs() > 3.0 * fpr_se + 1e-6
+                            || (n - want_n).abs() > 3.0 * n_se + 1e-6
+                        {
+                            failures.push(line.clone());
+                        }
+                        report.push(line);
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "outside 3 standard errors:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn recycling_model_properties() {
+    // Stationary distribution sums to 1; one recycle per cycle.
+    let r = RecyclingModel::new(500, 4, 250, Hashing::Colliding, false).unwrap();
+    assert!((r.stationary().iter().sum::<f64>() - 1.0).abs() < 1e-12);
+    assert!((r.frozen_distribution().iter().sum::<f64>() - 1.0).abs() < 1e-12);
+    // The frozen half is within k of sigma (004, after eq. (24)).
+    for (i, p) in r.frozen_distribution().iter().enumerate() {
+        if *p > 0.0 {
+            assert!(i as u64 > 250 - 4 && i as u64 <= 250, "{i}");
+        }
+    }
+    // Two-phase keeps more memory, so more false positives at equal sigma.
+    assert!(r.two_phase_fpr() > r.one_phase_fpr());
+    // Rates rise with sigma.
+    let rates: Vec<f64> = [50u64, 150, 250, 350, 450]
+        .iter()
+        .map(|&s| {
+            RecyclingModel::new(500, 4, s, Hashing::Colliding, false)
+                .unwrap()
+                .one_phase_fpr()
+        })
+        .collect();
+    assert!(rates.windows(2).all(|w| w[0] < w[1]), "{rates:?}");
+    // Non-colliding positions are spread wider: fewer false positives.
+    let nc = RecyclingModel::new(500, 4, 250, Hashing::NonColliding, false).unwrap();
+    assert!(nc.one_phase_fpr() < r.one_phase_fpr());
+    // Bad configurations are refused.
+    assert!(RecyclingModel::new(500, 0, 250, Hashing::Colliding, false).is_err());
+    assert!(RecyclingModel::new(500, 4, 500, Hashing::Colliding, false).is_err());
+    assert!(RecyclingModel::new(3, 4, 1, Hashing::Colliding, false).is_err());
+    assert!(RecyclingModel::new(500, 4, 3, Hashing::Colliding, true).is_err());
+}
+
+#[test]
+fn n_bounded_bounds_are_ordered_and_sizing_inverts_them() {
+    // 004 §V: capacities at a target rate are ordered sigma-bounded > f_o >
+    // f_a > f_w, so at the same N the rates are f_w >= f_a >= f_o (f_a also
+    // counts the new messages a real user mistakes for repeats).
+    let (m, k) = (10_000u64, 5u32);
+    for n in [100u64, 500, 1000, 1500] {
+        let (w, o, a) = (
+            rbf::f_worst(m, k, n),
+            rbf::f_oracle(m, k, n),
+            rbf::f_average(m, k, n),
+        );
+        assert!(w >= a && a >= o, "n={n}: f_w {w} f_a {a} f_o {o}");
+    }
+    // f_w is Summary Cache's formula.
+    assert!((rbf::f_worst(10_000, 4, 1000) - bloom::fpr_exact(10_000, 1000, 4)).abs() < 1e-15);
+    let target = 0.01;
+    let (n_worst, n_avg) = rbf::n_for_target(m, k, target, 100_000);
+    let (n_worst, n_avg) = (n_worst.unwrap(), n_avg.unwrap());
+    assert!(rbf::f_worst(m, k, n_worst) <= target && rbf::f_worst(m, k, n_worst + 1) > target);
+    assert!(rbf::f_average(m, k, n_avg) <= target && rbf::f_average(m, k, n_avg + 1) > target);
+    assert!(n_avg > n_worst);
+    // The sigma-bounded filter holds the most messages at the same average
+    // rate (004 §V, item 2).
+    let s = rbf::sigma_for_target(m, k, Hashing::Colliding, false, false, target).unwrap();
+    assert!(s.one_phase_fpr() <= target);
+    let (_, _, sigma, _, _) = s.params();
+    let next = RecyclingModel::new(m, k, sigma + 1, Hashing::Colliding, false).unwrap();
+    assert!(next.one_phase_fpr() > target);
+    assert!(
+        s.expected_messages() > n_avg as f64,
+        "{} vs {n_avg}",
+        s.expected_messages()
+    );
+}

@@ -4,8 +4,10 @@
 //! - [`bloom`]: Bloom filter false-positive rates (001, Summary Cache).
 //! - [`threshold`]: counting-filter count thresholding (003).
 //! - [`paradox`]: the Bloom paradox, posteriors, decisions and query order (000).
+//! - [`recycling`]: recycling Bloom filters, one- and two-phase (004).
 
 pub mod bloom;
 pub mod paradox;
+pub mod recycling;
 pub mod special;
 pub mod threshold;

@@ -1,0 +1,76 @@
+//! A fixed-size array of bits in 64-bit words.
+
+/// `len` bits, all initially 0.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BitArray {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl BitArray {
+    /// `len` zero bits.
+    pub fn new(len: usize) -> BitArray {
+        BitArray {
+            words: vec![0; len.div_ceil(64)],
+            len,
+        }
+    }
+
+    /// Number of bits.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a zero-length array.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bit `i` (false beyond the end).
+    #[inline]
+    pub fn get(&self, i: usize) -> bool {
+        self.words
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    /// Sets bit `i`; returns true if it was 0. Ignores `i` beyond the end.
+    #[inline]
+    pub fn set(&mut self, i: usize) -> bool {
+        match self.words.get_mut(i / 64) {
+            Some(w) => {
+                let mask = 1 << (i % 64);
+                let was = *w & mask != 0;
+                *w |= mask;
+                !was
+            }
+            None => false,
+        }
+    }
+
+    /// All bits to 0.
+    pub fn clear(&mut self) {
+        self.words.fill(0);
+    }
+
+    /// Number of bits set.
+    pub fn count_ones(&self) -> u64 {
+        self.words.iter().map(|w| u64::from(w.count_ones())).sum()
+    }
+
+    /// Bitwise OR of another array of the same length into this one.
+    pub fn union_with(&mut self, other: &BitArray) -> bool {
+        if other.len != self.len {
+            return false;
+        }
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a |= b;
+        }
+        true
+    }
+
+    /// The words (bit `i` is bit `i % 64` of word `i / 64`).
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+}
