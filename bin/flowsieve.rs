@@ -72,6 +72,41 @@ enum ModelCommand {
     /// Optimal order of queries across proxies with a special proxy that
     /// has everything (Theorems 6 and 7), and its expected cost.
     QueryOrder(QueryOrderArgs),
+    /// Recycling Bloom filters (Dozier et al.): the long-term average
+    /// false-positive rate for --sigma, the N-bounded rates for --n-bounded,
+    /// or the sizing for --target-fpr.
+    Recycle(RecycleArgs),
+}
+
+#[derive(Args)]
+struct RecycleArgs {
+    /// Total memory in bits (a two-phase filter has two halves of m/2).
+    #[arg(long)]
+    m: u64,
+    /// Positions per message.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    k: u32,
+    /// Recycle when more than sigma bits would be set (in the active half).
+    #[arg(long, conflicts_with_all = ["n_bounded", "target_fpr"])]
+    sigma: Option<u64>,
+    /// N-bounded: recycle after N bit-setting insertions (f_w, f_o, f_a).
+    #[arg(long, conflicts_with = "target_fpr")]
+    n_bounded: Option<u64>,
+    /// The largest sigma (and N) whose average rate stays at or below F.
+    #[arg(long)]
+    target_fpr: Option<f64>,
+    /// Two-phase filter (active and frozen halves).
+    #[arg(long)]
+    two_phase: bool,
+    /// k distinct positions per message (default: independent positions).
+    #[arg(long)]
+    non_colliding: bool,
+    /// Re-insert the message that triggers a recycle.
+    #[arg(long)]
+    retaining: bool,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -544,7 +579,104 @@ fn run_model(cmd: ModelCommand) -> i32 {
         ModelCommand::Paradox(a) => run_paradox(a),
         ModelCommand::CbfPosterior(a) => run_cbf_posterior(a),
         ModelCommand::QueryOrder(a) => run_query_order(a),
+        ModelCommand::Recycle(a) => run_recycle(a),
     }
+}
+
+fn run_recycle(a: RecycleArgs) -> i32 {
+    use flowsieve::model::recycling::{self as rbf, Hashing, RecyclingModel};
+    let half = if a.two_phase { a.m / 2 } else { a.m };
+    if half < u64::from(a.k) {
+        return usage_error(&format!(
+            "--m ({}) leaves {half} bits per phase, fewer than --k ({})",
+            a.m, a.k
+        ));
+    }
+    let hashing = if a.non_colliding {
+        Hashing::NonColliding
+    } else {
+        Hashing::Colliding
+    };
+    let variant = format!(
+        "{}, {}, {}",
+        if a.two_phase {
+            "two-phase"
+        } else {
+            "one-phase"
+        },
+        if a.non_colliding {
+            "non-colliding"
+        } else {
+            "colliding"
+        },
+        if a.retaining {
+            "retaining"
+        } else {
+            "non-retaining"
+        }
+    );
+    if let Some(sigma) = a.sigma {
+        if sigma >= half {
+            return usage_error(&format!(
+                "--sigma ({sigma}) must be below the {half} bits of a phase"
+            ));
+        }
+        let model = match RecyclingModel::new(half, a.k, sigma, hashing, a.retaining) {
+            Ok(m) => m,
+            Err(e) => return usage_error(&e.to_string()),
+        };
+        let fpr = if a.two_phase {
+            model.two_phase_fpr()
+        } else {
+            model.one_phase_fpr()
+        };
+        let msgs = model.expected_messages();
+        return print_answer(
+            a.json,
+            serde_json::json!({ "avg_fpr": fpr, "expected_messages": msgs }),
+            &format!("{variant}, m = {} ({half} per phase), k = {}, sigma = {sigma}:\n  long-term average false-positive rate {fpr:.6e}\n  expected new messages per cycle {msgs:.2}", a.m, a.k),
+        );
+    }
+    if let Some(n) = a.n_bounded {
+        let (w, o, av) = (
+            rbf::f_worst(half, a.k, n),
+            rbf::f_oracle(half, a.k, n),
+            rbf::f_average(half, a.k, n),
+        );
+        return print_answer(
+            a.json,
+            serde_json::json!({ "f_w": w, "f_o": o, "f_a": av }),
+            &format!("N-bounded, m = {half}, k = {}, N = {n}:\n  f_w (worst case, eq. 1) {w:.6e}\n  f_o (oracle average, eq. 2) {o:.6e}\n  f_a (average-case bound, eq. 3) {av:.6e}", a.k),
+        );
+    }
+    if let Some(target) = a.target_fpr {
+        if !(target > 0.0 && target < 1.0) {
+            return usage_error(&format!(
+                "--target-fpr must be a probability in (0, 1), got {target}"
+            ));
+        }
+        let sized = rbf::sigma_for_target(half, a.k, hashing, a.retaining, a.two_phase, target);
+        let (n_worst, n_avg) = rbf::n_for_target(half, a.k, target, 50 * half);
+        let (sigma, msgs) = match &sized {
+            Some(model) => (Some(model.params().2), Some(model.expected_messages())),
+            None => (None, None),
+        };
+        let text = format!(
+            "{variant}, m = {} ({half} per phase), k = {}, target {target}:\n  sigma = {}\n  expected new messages per cycle {}\n  N-bounded: n_worst = {}, n_avg = {}",
+            a.m,
+            a.k,
+            sigma.map_or("none".into(), |s| s.to_string()),
+            msgs.map_or("-".into(), |m| format!("{m:.2}")),
+            n_worst.map_or("none".into(), |n| n.to_string()),
+            n_avg.map_or("none".into(), |n| n.to_string()),
+        );
+        return print_answer(
+            a.json,
+            serde_json::json!({ "sigma": sigma, "expected_messages": msgs, "n_worst": n_worst, "n_avg": n_avg }),
+            &text,
+        );
+    }
+    usage_error("give --sigma S, --n-bounded N or --target-fpr F")
 }
 
 fn run_paradox(a: ParadoxArgs) -> i32 {

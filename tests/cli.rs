@@ -428,3 +428,102 @@ fn model_paradox_posterior_and_query_order() {
         assert_eq!(flowsieve(args).status.code(), Some(2), "{args:?}");
     }
 }
+
+#[test]
+fn model_recycle_forms() {
+    // k = 1 has 004's closed form (19).
+    let v = model_json(&["recycle", "--m", "1000", "--k", "1", "--sigma", "500"]);
+    let closed: f64 = (0..=500u32)
+        .map(|i| f64::from(i) / (1000.0 * f64::from(1000 - i)))
+        .sum::<f64>()
+        / (0..=500u32).map(|j| 1.0 / f64::from(1000 - j)).sum::<f64>();
+    assert!((v["avg_fpr"].as_f64().unwrap() - closed).abs() < 1e-12);
+    // k = 1: every bit set costs one message, plus the dropped trigger:
+    // E[N] = sum_{i<=sigma} M / (M - i).
+    let n: f64 = (0..=500u32).map(|i| 1000.0 / f64::from(1000 - i)).sum();
+    assert!((v["expected_messages"].as_f64().unwrap() - n).abs() < 1e-9);
+    // Two-phase with --m 2000 is the one-phase half of 1000, plus the frozen half.
+    let one = model_json(&["recycle", "--m", "1000", "--k", "3", "--sigma", "300"]);
+    let two = model_json(&[
+        "recycle",
+        "--m",
+        "2000",
+        "--k",
+        "3",
+        "--sigma",
+        "300",
+        "--two-phase",
+    ]);
+    assert_eq!(one["expected_messages"], two["expected_messages"]);
+    assert!(two["avg_fpr"].as_f64() > one["avg_fpr"].as_f64());
+    let v = model_json(&["recycle", "--m", "10000", "--k", "5", "--n-bounded", "1000"]);
+    let (w, o, a) = (
+        v["f_w"].as_f64().unwrap(),
+        v["f_o"].as_f64().unwrap(),
+        v["f_a"].as_f64().unwrap(),
+    );
+    assert!(w >= a && a >= o && o > 0.0);
+    let v = model_json(&[
+        "recycle",
+        "--m",
+        "10000",
+        "--k",
+        "5",
+        "--target-fpr",
+        "0.01",
+    ]);
+    let sigma = v["sigma"].as_u64().unwrap();
+    let at = model_json(&[
+        "recycle",
+        "--m",
+        "10000",
+        "--k",
+        "5",
+        "--sigma",
+        &sigma.to_string(),
+    ]);
+    let above = model_json(&[
+        "recycle",
+        "--m",
+        "10000",
+        "--k",
+        "5",
+        "--sigma",
+        &(sigma + 1).to_string(),
+    ]);
+    assert!(at["avg_fpr"].as_f64().unwrap() <= 0.01 && above["avg_fpr"].as_f64().unwrap() > 0.01);
+    assert!(v["n_avg"].as_u64() > v["n_worst"].as_u64());
+    for args in [
+        &[
+            "model", "recycle", "--m", "1000", "--k", "3", "--sigma", "1000",
+        ][..],
+        &["model", "recycle", "--m", "2", "--k", "3", "--sigma", "1"],
+        &[
+            "model", "recycle", "--m", "1000", "--k", "0", "--sigma", "10",
+        ],
+        &[
+            "model",
+            "recycle",
+            "--m",
+            "1000",
+            "--k",
+            "3",
+            "--target-fpr",
+            "1.5",
+        ],
+        &[
+            "model",
+            "recycle",
+            "--m",
+            "1000",
+            "--k",
+            "3",
+            "--sigma",
+            "2",
+            "--retaining",
+        ],
+        &["model", "recycle", "--m", "1000", "--k", "3"],
+    ] {
+        assert_eq!(flowsieve(args).status.code(), Some(2), "{args:?}");
+    }
+}
