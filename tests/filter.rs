@@ -195,3 +195,269 @@ fn two_phase_with_one_hash_does_not_deadlock() {
     }
     assert!(f.stats().recycles > 150, "{:?}", f.stats());
 }
+
+// ---------- Bloom and counting Bloom filters ----------
+
+use flowsieve::filter::{
+    AtomicCountingBloomFilter, BloomFilter, CounterWidth, CountingBloomFilter,
+};
+use flowsieve::model::{bloom, threshold};
+use proptest::prelude::*;
+use std::collections::HashMap;
+
+/// Measured rate and its standard error over `queries` fresh hashes.
+fn rate(queries: usize, mut positive: impl FnMut(u64) -> bool, seed: u64) -> (f64, f64) {
+    let mut r = rng(seed);
+    let hits = (0..queries).filter(|_| positive(r.random())).count() as f64;
+    let p = hits / queries as f64;
+    (
+        p,
+        (p * (1.0 - p) / queries as f64)
+            .sqrt()
+            .max(1.0 / queries as f64),
+    )
+}
+
+#[test]
+fn bloom_false_positive_rate_matches_the_partitioned_model() {
+    for (m, n, k) in [
+        (1usize << 16, 6000usize, 7usize),
+        (1 << 12, 500, 3),
+        (100_000, 20_000, 4),
+    ] {
+        let mut f = BloomFilter::new(m, k);
+        let mut r = rng(7);
+        let keys: Vec<u64> = (0..n).map(|_| r.random()).collect();
+        for &h in &keys {
+            f.insert(h);
+        }
+        assert!(keys.iter().all(|&h| f.contains(h)), "no false negatives");
+        let (p, se) = rate(300_000, |h| f.contains(h), 8);
+        let model = bloom::fpr_partitioned(f.m() as u64, n as u64, k as u32);
+        assert!(
+            (p - model).abs() < 3.0 * se,
+            "m={m} n={n} k={k}: measured {p:.5} +- {se:.5}, model {model:.5}"
+        );
+    }
+}
+
+#[test]
+fn bloom_sizing_union_and_batches() {
+    let mut f = BloomFilter::with_capacity(10_000, 0.01);
+    let mut r = rng(9);
+    let keys: Vec<u64> = (0..10_000).map(|_| r.random()).collect();
+    f.insert_batch(&keys);
+    let (p, se) = rate(200_000, |h| f.contains(h), 10);
+    assert!((p - 0.01).abs() < 3.0 * se + 0.001, "sized for 1%: {p}");
+    let mut out = vec![false; keys.len()];
+    f.contains_batch(&keys, &mut out);
+    assert!(out.iter().all(|&b| b));
+    // Batch and single insertion build the same filter.
+    let mut g = BloomFilter::with_capacity(10_000, 0.01);
+    for &h in &keys {
+        g.insert(h);
+    }
+    assert_eq!(f, g);
+    // Union: every element of either set, and exactly the OR of the bits.
+    let (mut a, mut b, mut both) = (
+        BloomFilter::new(4096, 4),
+        BloomFilter::new(4096, 4),
+        BloomFilter::new(4096, 4),
+    );
+    for &h in &keys[..300] {
+        a.insert(h);
+        both.insert(h);
+    }
+    for &h in &keys[300..600] {
+        b.insert(h);
+        both.insert(h);
+    }
+    a.union(&b).unwrap();
+    assert_eq!(a, both);
+    assert!(a.union(&BloomFilter::new(4096, 3)).is_err());
+    assert!((a.fill_ratio() - a.count_ones() as f64 / a.m() as f64).abs() < 1e-15);
+}
+
+#[test]
+fn count_threshold_false_positives_match_003() {
+    // n distinct elements inserted once each; a non-member passes the
+    // theta threshold with the partitioned binomial rate (003 eq. 2).
+    for (theta, per) in [(2u64, 4usize), (3, 4), (2, 8)] {
+        let n = 20_000usize;
+        let k = threshold::k_opt(theta, per as f64) as usize;
+        let mut f = CountingBloomFilter::new(n * per, k, CounterWidth::W8);
+        let mut r = rng(11);
+        for _ in 0..n {
+            f.insert(r.random());
+        }
+        let (p, se) = rate(400_000, |h| f.count_at_least(h, theta), 12);
+        let model = threshold::fpr_binomial_partitioned(theta, k as u32, n as u64, f.m() as u64);
+        assert!(
+            (p - model).abs() < 3.0 * se,
+            "theta={theta} m/n={per} k={k}: {p:.6} +- {se:.6} vs {model:.6}"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn saturation_never_causes_a_false_negative(ops in prop::collection::vec((0u64..40, any::<bool>()), 1..2000)) {
+        // A tiny 4-bit filter so counters saturate; deletes only of present
+        // elements. The estimate is never below min(true count, 15).
+        let mut f = CountingBloomFilter::new(64, 3, CounterWidth::W4);
+        let mut truth: HashMap<u64, u64> = HashMap::new();
+        for (key, insert) in ops {
+            let h = key.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let c = truth.entry(h).or_insert(0);
+            if insert || *c == 0 {
+                f.insert(h);
+                *c += 1;
+            } else {
+                prop_assert!(f.delete(h));
+                *c -= 1;
+            }
+            for (&x, &n) in &truth {
+                prop_assert!(f.estimate(x) >= n.min(15), "estimate {} < true count {}", f.estimate(x), n);
+            }
+        }
+    }
+
+    #[test]
+    fn conservative_update_stays_an_upper_bound_below_the_plain_estimate(keys in prop::collection::vec(0u64..200, 1..3000)) {
+        let mut plain = CountingBloomFilter::new(512, 4, CounterWidth::W16);
+        let mut cons = CountingBloomFilter::new(512, 4, CounterWidth::W16).conservative();
+        let mut truth: HashMap<u64, u64> = HashMap::new();
+        for k in keys {
+            let h = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+            plain.insert(h);
+            cons.insert(h);
+            *truth.entry(h).or_insert(0) += 1;
+        }
+        for (&h, &n) in &truth {
+            prop_assert!(cons.estimate(h) >= n);
+            prop_assert!(cons.estimate(h) <= plain.estimate(h));
+        }
+    }
+}
+
+#[test]
+fn counting_delete_union_and_widths() {
+    for width in [CounterWidth::W4, CounterWidth::W8, CounterWidth::W16] {
+        let mut f = CountingBloomFilter::new(1000, 4, width);
+        assert!(!f.delete(5), "deleting an absent hash is refused");
+        for _ in 0..3 {
+            f.insert(5);
+        }
+        assert_eq!(f.estimate(5), 3);
+        assert!(f.delete(5));
+        assert_eq!(f.estimate(5), 2);
+        // Saturation at 2^w - 1, sticky under delete.
+        let mut g = CountingBloomFilter::new(1000, 4, width);
+        let max = width.max();
+        for _ in 0..(max + 10).min(70_000) {
+            g.insert(9);
+        }
+        assert_eq!(g.estimate(9), max.min(70_000));
+        if max < 70_000 {
+            g.delete(9);
+            assert_eq!(g.estimate(9), max);
+            assert_eq!(g.saturated_counters(), 4);
+        }
+        // Union is a saturating counter-wise sum.
+        let mut a = CountingBloomFilter::new(1000, 4, width);
+        let mut b = CountingBloomFilter::new(1000, 4, width);
+        for _ in 0..10 {
+            a.insert(1);
+            b.insert(1);
+        }
+        a.union(&b).unwrap();
+        assert_eq!(a.estimate(1), 20u64.min(max));
+    }
+    assert!(CountingBloomFilter::new(100, 2, CounterWidth::W4)
+        .union(&CountingBloomFilter::new(100, 2, CounterWidth::W8))
+        .is_err());
+}
+
+#[test]
+fn many_writers_lose_no_increment_and_saturate_exactly() {
+    // 4 threads hammer a small 4-bit filter (heavy contention, saturation);
+    // the final counters equal a sequential replay of the same inserts.
+    let f = std::sync::Arc::new(AtomicCountingBloomFilter::new(256, 3, CounterWidth::W4));
+    let per_thread: Vec<Vec<u64>> = (0..4)
+        .map(|t| {
+            let mut r = rng(100 + t);
+            (0..50_000)
+                .map(|_| r.random::<u64>() % 300)
+                .map(|k| k.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+                .collect()
+        })
+        .collect();
+    std::thread::scope(|s| {
+        for keys in &per_thread {
+            let f = f.clone();
+            s.spawn(move || {
+                for &h in keys {
+                    f.insert(h);
+                }
+            });
+        }
+    });
+    let mut seq = CountingBloomFilter::new(256, 3, CounterWidth::W4);
+    for keys in &per_thread {
+        for &h in keys {
+            seq.insert(h);
+        }
+    }
+    for i in 0..seq.m() {
+        assert_eq!(f.counter(i), seq.counter(i), "counter {i}");
+    }
+    // And with 16-bit counters (no saturation): exact sums.
+    let g = std::sync::Arc::new(AtomicCountingBloomFilter::new(4096, 4, CounterWidth::W16));
+    std::thread::scope(|s| {
+        for keys in &per_thread {
+            let g = g.clone();
+            s.spawn(move || {
+                for &h in keys {
+                    g.insert(h);
+                }
+            });
+        }
+    });
+    let mut seq = CountingBloomFilter::new(4096, 4, CounterWidth::W16);
+    for keys in &per_thread {
+        for &h in keys {
+            seq.insert(h);
+        }
+    }
+    assert!((0..seq.m()).all(|i| g.counter(i) == seq.counter(i)));
+}
+
+#[test]
+fn single_writer_with_concurrent_readers() {
+    let (mut writer, reader) = AtomicCountingBloomFilter::single_writer(1024, 3, CounterWidth::W8);
+    let key = 0x1234_5678_u64;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            let reader = reader.clone();
+            let done = &done;
+            s.spawn(move || {
+                // Counters only grow: a reader never sees an estimate fall.
+                let mut last = 0;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let e = reader.estimate(key);
+                    assert!(e >= last && e <= 255, "{e} after {last}");
+                    last = e;
+                }
+            });
+        }
+        let mut r = rng(12);
+        for i in 0..200_000u32 {
+            writer.insert(if i % 1000 == 0 { key } else { r.random() });
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    assert!(reader.estimate(key) >= 200);
+}

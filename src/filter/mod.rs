@@ -1,10 +1,40 @@
 //! Probabilistic filters: plain data structures with no I/O. Each documents
 //! its false-positive and false-negative behaviour and the paper it follows.
 //!
+//! - [`BloomFilter`]: partitioned Bloom filter (001).
+//! - [`CountingBloomFilter`]: 4/8/16-bit saturating counters, count
+//!   thresholding, conservative update (001, 003).
+//! - [`AtomicCountingBloomFilter`]: the same, lock-free: single writer with
+//!   concurrent readers, or many writers by compare-and-swap.
 //! - [`RecyclingBloomFilter`]: new-flow detection on endless streams (004).
 
+mod atomic_counting;
 mod bit_array;
+mod bloom;
+mod counter_width;
+mod counting;
 mod recycling;
 
+pub use atomic_counting::{AtomicCountingBloomFilter, CbfReader, CbfWriter};
 pub use bit_array::BitArray;
+pub use bloom::{BloomFilter, ShapeMismatch};
+pub use counter_width::CounterWidth;
+pub use counting::CountingBloomFilter;
 pub use recycling::{RecyclePolicy, RecyclingBloomFilter, RecyclingStats, MAX_K};
+
+/// Cache prefetch hint for word `w` of `words`; never faults.
+#[inline(always)]
+pub(crate) fn prefetch_word(words: &[u64], w: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` is a hint that reads no memory architecturally
+    // and cannot fault; the pointer is formed with `wrapping_add` and never
+    // dereferenced.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(
+            words.as_ptr().wrapping_add(w).cast::<i8>(),
+            std::arch::x86_64::_MM_HINT_T0,
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (words, w);
+}

@@ -1,0 +1,44 @@
+//! The width of a counting filter's counters.
+
+/// Bits per counter. Counters saturate at `2^w - 1` (001: "if the count ever
+/// exceeds 15, we can simply let it stay at 15").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CounterWidth {
+    W4 = 4,
+    W8 = 8,
+    W16 = 16,
+}
+
+impl CounterWidth {
+    /// From a bit count (4, 8 or 16).
+    pub fn from_bits(bits: u32) -> Option<CounterWidth> {
+        match bits {
+            4 => Some(CounterWidth::W4),
+            8 => Some(CounterWidth::W8),
+            16 => Some(CounterWidth::W16),
+            _ => None,
+        }
+    }
+
+    /// Bits per counter.
+    pub fn bits(self) -> u32 {
+        self as u32
+    }
+
+    /// The saturation value.
+    pub fn max(self) -> u64 {
+        (1u64 << self.bits()) - 1
+    }
+
+    /// Counters per 64-bit word.
+    pub fn per_word(self) -> usize {
+        64 / self.bits() as usize
+    }
+
+    /// The (word, shift) of counter `i`.
+    #[inline]
+    pub fn locate(self, i: usize) -> (usize, u32) {
+        let per = self.per_word();
+        (i / per, (i % per) as u32 * self.bits())
+    }
+}

@@ -1,0 +1,211 @@
+//! The partitioned counting Bloom filter (Fan et al., Summary Cache, 001),
+//! with 4-, 8- or 16-bit counters packed in 64-bit words.
+//!
+//! - **Saturation** (001): a counter at its maximum stays there; a delete
+//!   never decrements a saturated counter. So saturation can never cause a
+//!   false negative: a member's counters are at least its own count or
+//!   saturated, and a saturated counter is never lowered back to 0.
+//! - **Count thresholding** (003): [`CountingBloomFilter::count_at_least`]
+//!   answers "all `k` counters `>= theta`" with false-positive rate
+//!   [`crate::model::threshold::fpr_poisson`] and no false negatives while
+//!   nothing saturates or is deleted.
+//! - **Conservative update** increments only the counters equal to the
+//!   minimum of the `k` (Estan and Varghese): estimates stay upper bounds but
+//!   grow more slowly; a conservative filter must not be used with deletes.
+//!
+//! ```
+//! use flowsieve::filter::{CounterWidth, CountingBloomFilter};
+//! let mut f = CountingBloomFilter::new(4096, 4, CounterWidth::W4);
+//! for _ in 0..20 { f.insert(42); }
+//! assert_eq!(f.estimate(42), 15);            // saturated at 2^4 - 1
+//! assert!(f.count_at_least(42, 15));
+//! f.delete(42);
+//! assert_eq!(f.estimate(42), 15);            // saturated counters stay
+//! ```
+
+use super::bloom::ShapeMismatch;
+use super::CounterWidth;
+use crate::hash::PartitionedIndexer;
+
+/// A partitioned counting Bloom filter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CountingBloomFilter {
+    words: Vec<u64>,
+    width: CounterWidth,
+    indexer: PartitionedIndexer,
+    conservative: bool,
+    saturated: u64,
+}
+
+impl CountingBloomFilter {
+    /// `m` counters in `k` partitions, counters of `width` bits.
+    pub fn new(m: usize, k: usize, width: CounterWidth) -> CountingBloomFilter {
+        let indexer = PartitionedIndexer::new(m.max(1), k);
+        let counters = indexer.partition_len() * indexer.k();
+        CountingBloomFilter {
+            words: vec![0; counters.div_ceil(width.per_word())],
+            width,
+            indexer,
+            conservative: false,
+            saturated: 0,
+        }
+    }
+
+    /// The same filter with conservative update.
+    pub fn conservative(mut self) -> CountingBloomFilter {
+        self.conservative = true;
+        self
+    }
+
+    /// Counters in use.
+    pub fn m(&self) -> usize {
+        self.indexer.partition_len() * self.indexer.k()
+    }
+
+    /// Hash functions.
+    pub fn k(&self) -> usize {
+        self.indexer.k()
+    }
+
+    /// Counter width.
+    pub fn width(&self) -> CounterWidth {
+        self.width
+    }
+
+    /// True with conservative update.
+    pub fn is_conservative(&self) -> bool {
+        self.conservative
+    }
+
+    /// Counter `i`'s value.
+    #[inline]
+    pub fn counter(&self, i: usize) -> u64 {
+        let (w, s) = self.width.locate(i);
+        self.words.get(w).map_or(0, |x| (x >> s) & self.width.max())
+    }
+
+    #[inline]
+    fn set_counter(&mut self, i: usize, v: u64) {
+        let (w, s) = self.width.locate(i);
+        if let Some(x) = self.words.get_mut(w) {
+            *x = (*x & !(self.width.max() << s)) | (v << s);
+        }
+    }
+
+    /// The `k` counters of a hash, in partition order.
+    pub fn counters(&self, h: u64) -> Vec<u64> {
+        (0..self.k())
+            .map(|i| self.counter(self.indexer.index(h, i)))
+            .collect()
+    }
+
+    /// Adds one occurrence of a hash. Returns the new estimate (the minimum
+    /// counter).
+    #[inline]
+    pub fn insert(&mut self, h: u64) -> u64 {
+        let max = self.width.max();
+        let k = self.k();
+        let mut idx = [0usize; super::MAX_K];
+        let k = k.min(super::MAX_K);
+        self.indexer.indices(h, &mut idx[..k]);
+        let min = idx[..k].iter().map(|&i| self.counter(i)).min().unwrap_or(0);
+        let mut est = u64::MAX;
+        for &i in &idx[..k] {
+            let c = self.counter(i);
+            let bump = c < max && (!self.conservative || c == min);
+            let v = if bump { c + 1 } else { c };
+            if bump {
+                self.set_counter(i, v);
+                if v == max {
+                    self.saturated += 1;
+                }
+            }
+            est = est.min(v);
+        }
+        est
+    }
+
+    /// Removes one occurrence. Refused (false, nothing changed) when some
+    /// counter is 0: the hash was never inserted. Saturated counters stay.
+    pub fn delete(&mut self, h: u64) -> bool {
+        let k = self.k().min(super::MAX_K);
+        let mut idx = [0usize; super::MAX_K];
+        self.indexer.indices(h, &mut idx[..k]);
+        if idx[..k].iter().any(|&i| self.counter(i) == 0) {
+            return false;
+        }
+        let max = self.width.max();
+        for &i in &idx[..k] {
+            let c = self.counter(i);
+            if c < max {
+                self.set_counter(i, c - 1);
+            }
+        }
+        true
+    }
+
+    /// True if every counter of the hash is non-zero (membership).
+    pub fn contains(&self, h: u64) -> bool {
+        self.estimate(h) > 0
+    }
+
+    /// The minimum of the hash's counters: an upper bound on its count
+    /// (exact or above, unless deletes of non-members corrupted it).
+    #[inline]
+    pub fn estimate(&self, h: u64) -> u64 {
+        (0..self.k())
+            .map(|i| self.counter(self.indexer.index(h, i)))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Count thresholding (003): all `k` counters `>= theta`.
+    #[inline]
+    pub fn count_at_least(&self, h: u64, theta: u64) -> bool {
+        self.estimate(h) >= theta
+    }
+
+    /// Counter-wise saturating sum with a filter of the same shape.
+    pub fn union(&mut self, other: &CountingBloomFilter) -> Result<(), ShapeMismatch> {
+        if self.m() != other.m() || self.k() != other.k() || self.width != other.width {
+            return Err(ShapeMismatch {
+                left_m: self.m(),
+                left_k: self.k(),
+                right_m: other.m(),
+                right_k: other.k(),
+            });
+        }
+        let max = self.width.max();
+        for i in 0..self.m() {
+            let (a, b) = (self.counter(i), other.counter(i));
+            let v = (a + b).min(max);
+            if v == max && a < max {
+                self.saturated += 1;
+            }
+            self.set_counter(i, v);
+        }
+        Ok(())
+    }
+
+    /// All counters to 0 (the saturation count is kept: it counts events).
+    pub fn clear(&mut self) {
+        self.words.fill(0);
+    }
+
+    /// Counters that reached saturation, over the filter's life.
+    pub fn saturation_events(&self) -> u64 {
+        self.saturated
+    }
+
+    /// Counters currently saturated.
+    pub fn saturated_counters(&self) -> u64 {
+        (0..self.m())
+            .filter(|&i| self.counter(i) == self.width.max())
+            .count() as u64
+    }
+
+    /// Counters that are non-zero.
+    pub fn nonzero_counters(&self) -> u64 {
+        (0..self.m()).filter(|&i| self.counter(i) > 0).count() as u64
+    }
+}
