@@ -461,3 +461,160 @@ fn single_writer_with_concurrent_readers() {
     });
     assert!(reader.estimate(key) >= 200);
 }
+
+// ---------- selective filters and priors (000) ----------
+
+use flowsieve::filter::{
+    PriorEstimator, SelectiveBloomFilter, SelectiveCountingFilter, Selectivity,
+};
+use flowsieve::hash::fmix64;
+use flowsieve::model::paradox::{self, ElementClass, SelectiveVariant};
+
+/// Element `j` of class `i` as a hash; the first 256 of each class are the
+/// members (000 §VIII-A: 13 classes of 256 members in 2^11 .. 2^23).
+fn element(i: u32, j: u64) -> u64 {
+    fmix64((u64::from(i) << 40) ^ j ^ 0x00c0_ffee)
+}
+
+#[test]
+fn selective_query_simulation_matches_the_model_and_table_ii() {
+    let (bpe, alpha, n) = (4usize, 100.0, 3328usize);
+    let k = bloom::optimal_k(bpe as f64) as usize;
+    let priors: Vec<f64> = (1..=13)
+        .map(|i| 256.0 / f64::from(1u32 << (10 + i)))
+        .collect();
+    let mut results = Vec::new();
+    for sel in [Selectivity::None, Selectivity::Query] {
+        let mut f = SelectiveBloomFilter::new(n * bpe, k, n, alpha, sel);
+        for i in 1..=13u32 {
+            for j in 0..256 {
+                f.insert(element(i, j), priors[i as usize - 1]);
+            }
+        }
+        let (mut fp, mut fneg) = (0u64, 0u64);
+        for i in 1..=13u32 {
+            for j in 0..(1u64 << (10 + i)) {
+                let positive = f.query(element(i, j), priors[i as usize - 1]);
+                if j < 256 && !positive {
+                    fneg += 1;
+                } else if j >= 256 && positive {
+                    fp += 1;
+                }
+            }
+        }
+        results.push((fp as f64, fneg as f64, fp as f64 + alpha * fneg as f64));
+    }
+    let classes: Vec<ElementClass> = (1..=13)
+        .map(|i| ElementClass {
+            members: 256.0,
+            universe: f64::from(1u32 << (10 + i)),
+        })
+        .collect();
+    for ((fp, fneg, cost), variant) in results
+        .iter()
+        .zip([SelectiveVariant::Plain, SelectiveVariant::Query])
+    {
+        let (mfp, mfneg, mcost) =
+            paradox::selective_bloom_cost(&classes, (n * bpe) as f64, k as u32, alpha, variant);
+        assert_eq!(*fneg, mfneg, "{variant:?}: whole classes are skipped");
+        assert!(
+            (fp - mfp).abs() < 4.0 * mfp.sqrt() + 0.02 * mfp,
+            "{variant:?}: {fp} false positives, model {mfp:.0}"
+        );
+        assert!(
+            (cost - mcost).abs() / mcost < 0.03,
+            "{variant:?}: cost {cost} vs model {mcost}"
+        );
+    }
+    // 000 Table II (alpha = 100, bpe = 4): plain 2.46e6, selective query 1.90e5, fnr 0.462.
+    assert!((results[0].2 - 2.46e6).abs() / 2.46e6 < 0.03);
+    assert!((results[1].2 - 1.90e5).abs() / 1.90e5 < 0.05);
+    assert!((results[1].1 / n as f64 - 0.462).abs() < 0.001);
+}
+
+#[test]
+fn sampled_priors_converge_to_the_class_priors() {
+    // 1% of queries checked, smoothing 0.02 (about the last 50 samples).
+    let mut est = PriorEstimator::new(5, 0.01, 0.02, 20, 0.5);
+    let true_priors = [0.5, 0.25, 0.1, 0.02, 0.0];
+    let mut r = rng(20);
+    for _ in 0..400_000 {
+        let class = r.random_range(0..5usize);
+        let member = r.random::<f64>() < true_priors[class];
+        est.observe(class, r.random(), member);
+    }
+    for (c, &p) in true_priors.iter().enumerate() {
+        let samples = est.samples(c);
+        assert!(
+            (700..=900).contains(&samples),
+            "class {c}: {samples} samples of ~800"
+        );
+        // EWMA of ~50 effective samples: sd sqrt(p(1-p)/(2/0.02 - 1)).
+        let sd = (p * (1.0 - p) / 99.0).sqrt();
+        assert!(
+            (est.prior(c) - p).abs() < 5.0 * sd + 1e-9,
+            "class {c}: {} vs {p}",
+            est.prior(c)
+        );
+    }
+    let fresh = PriorEstimator::new(2, 0.01, 0.02, 20, 0.3);
+    assert_eq!(fresh.prior(1), 0.3, "below min_samples: the default");
+}
+
+#[test]
+fn theorem_2_posterior_holds_on_the_filter() {
+    // 000 Fig. 8: elements of prior 1/8 queried against a counting filter;
+    // among queries whose counters multiply to pi, the fraction of members
+    // is the Theorem 2 posterior.
+    let (n, per, k) = (3328usize, 8usize, 6usize);
+    let prior = 0.125;
+    let mut by_product: HashMap<u64, (u64, u64)> = HashMap::new();
+    let mut m_used = 0;
+    // Four independent filters (different element sets) pooled.
+    for rep in 1..=4u32 {
+        let mut f = SelectiveCountingFilter::new(n * per, k, CounterWidth::W8, 0.25);
+        m_used = f.filter().m();
+        for j in 0..n as u64 {
+            f.insert(element(rep, j));
+        }
+        // Members and non-members in the prior's proportion: 1 to 7.
+        for j in 0..(n as u64 * 8) {
+            let member = j < n as u64;
+            let product: u64 = f.filter().counters(element(rep, j)).iter().product();
+            if product > 0 {
+                let e = by_product.entry(product).or_insert((0, 0));
+                e.0 += u64::from(member);
+                e.1 += 1;
+            }
+        }
+    }
+    let mut checked = 0;
+    for (&pi, &(members, total)) in &by_product {
+        if total < 150 {
+            continue;
+        }
+        let p = members as f64 / total as f64;
+        let se = (p * (1.0 - p) / total as f64)
+            .sqrt()
+            .max(1.0 / total as f64);
+        let theory = paradox::posterior_from_ln_product(
+            (pi as f64).ln(),
+            k as u32,
+            prior,
+            m_used as u64,
+            n as u64,
+        );
+        assert!(
+            (p - theory).abs() < 3.5 * se + 0.02,
+            "product {pi}: {p:.3} of {total} vs Theorem 2 {theory:.3}"
+        );
+        checked += 1;
+    }
+    eprintln!("Theorem 2 checked at {checked} counter products");
+    assert!(checked >= 4, "only {checked} products with enough queries");
+    // Theorem 4 with alpha = 1/4 (posterior >= 0.8): product >= 5 (Fig. 8).
+    assert_eq!(
+        paradox::min_counter_product(k as u32, prior, 0.25, m_used as u64, n as u64),
+        5.0
+    );
+}

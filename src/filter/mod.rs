@@ -7,20 +7,27 @@
 //! - [`AtomicCountingBloomFilter`]: the same, lock-free: single writer with
 //!   concurrent readers, or many writers by compare-and-swap.
 //! - [`RecyclingBloomFilter`]: new-flow detection on endless streams (004).
+//! - [`SelectiveBloomFilter`], [`SelectiveCountingFilter`] and
+//!   [`PriorEstimator`]: cost-aware answers that respect the a priori
+//!   membership probability (the Bloom paradox, 000).
 
 mod atomic_counting;
 mod bit_array;
 mod bloom;
 mod counter_width;
 mod counting;
+mod prior;
 mod recycling;
+mod selective;
 
 pub use atomic_counting::{AtomicCountingBloomFilter, CbfReader, CbfWriter};
 pub use bit_array::BitArray;
 pub use bloom::{BloomFilter, ShapeMismatch};
 pub use counter_width::CounterWidth;
 pub use counting::CountingBloomFilter;
+pub use prior::PriorEstimator;
 pub use recycling::{RecyclePolicy, RecyclingBloomFilter, RecyclingStats, MAX_K};
+pub use selective::{SelectiveBloomFilter, SelectiveCountingFilter, Selectivity};
 
 /// Cache prefetch hint for word `w` of `words`; never faults.
 #[inline(always)]

@@ -1,0 +1,104 @@
+//! Per-class a priori membership probabilities, estimated by sampling
+//! (000 §IV-D): a fraction of queries is checked against the exact set, and
+//! each class keeps an exponentially weighted moving average of the
+//! outcomes.
+//!
+//! Sampling is decided from the query's hash (bits independent of the
+//! filter's indices), so it is deterministic and costs no random-number
+//! state. A class with fewer than `min_samples` samples reports the
+//! documented default instead of a noisy average.
+//!
+//! ```
+//! use flowsieve::filter::PriorEstimator;
+//! let mut p = PriorEstimator::new(2, 1.0, 0.05, 10, 0.5);
+//! assert_eq!(p.prior(0), 0.5);               // too few samples: the default
+//! for i in 0..100u64 { p.observe(0, i, i % 4 == 0); }
+//! assert!((p.prior(0) - 0.25).abs() < 0.1);
+//! ```
+
+use crate::hash::fmix64;
+
+/// Sampling plus a per-class exponentially weighted moving average.
+#[derive(Clone, Debug)]
+pub struct PriorEstimator {
+    threshold: u64,
+    smoothing: f64,
+    min_samples: u64,
+    default_prior: f64,
+    ewma: Vec<f64>,
+    samples: Vec<u64>,
+}
+
+/// Seed of the sampling decision, so it is independent of filter indices.
+const SAMPLE_SEED: u64 = 0x5ab1_e5a3_91e0_d11d;
+
+impl PriorEstimator {
+    /// `classes` classes; sample a `fraction` of queries; EWMA weight
+    /// `smoothing` per sample (0 < smoothing <= 1); below `min_samples` a
+    /// class reports `default_prior`.
+    pub fn new(
+        classes: usize,
+        fraction: f64,
+        smoothing: f64,
+        min_samples: u64,
+        default_prior: f64,
+    ) -> PriorEstimator {
+        let fraction = fraction.clamp(0.0, 1.0);
+        PriorEstimator {
+            threshold: if fraction >= 1.0 {
+                u64::MAX
+            } else {
+                (fraction * u64::MAX as f64) as u64
+            },
+            smoothing: smoothing.clamp(1e-9, 1.0),
+            min_samples,
+            default_prior: default_prior.clamp(0.0, 1.0),
+            ewma: vec![0.0; classes],
+            samples: vec![0; classes],
+        }
+    }
+
+    /// Whether the query with this hash is sampled (checked against the
+    /// exact set).
+    #[inline]
+    pub fn sampled(&self, h: u64) -> bool {
+        fmix64(h ^ SAMPLE_SEED) <= self.threshold
+    }
+
+    /// Records a checked query: was its element in the set? Queries that are
+    /// not [`PriorEstimator::sampled`] are ignored. Returns whether it was
+    /// used.
+    pub fn observe(&mut self, class: usize, h: u64, member: bool) -> bool {
+        if !self.sampled(h) || class >= self.ewma.len() {
+            return false;
+        }
+        let x = if member { 1.0 } else { 0.0 };
+        let n = self.samples[class];
+        // The first samples average exactly (weight 1/n) until the weight
+        // falls to the smoothing factor, so early estimates are not biased
+        // towards the initial 0.
+        let w = (1.0 / (n + 1) as f64).max(self.smoothing);
+        self.ewma[class] += w * (x - self.ewma[class]);
+        self.samples[class] = n + 1;
+        true
+    }
+
+    /// The class prior: the moving average, or the default below
+    /// `min_samples`.
+    pub fn prior(&self, class: usize) -> f64 {
+        match self.samples.get(class) {
+            Some(&n) if n >= self.min_samples => self.ewma[class],
+            _ => self.default_prior,
+        }
+    }
+
+    /// Samples taken for a class.
+    pub fn samples(&self, class: usize) -> u64 {
+        self.samples.get(class).copied().unwrap_or(0)
+    }
+
+    /// Number of classes.
+    pub fn classes(&self) -> usize {
+        self.ewma.len()
+    }
+}
