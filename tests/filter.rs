@@ -618,3 +618,71 @@ fn theorem_2_posterior_holds_on_the_filter() {
         5.0
     );
 }
+
+// ---------- B_h counting filter (000 §VI) ----------
+
+use flowsieve::filter::{BhCountingFilter, BhSequence};
+
+#[test]
+fn bh_decoding_reproduces_fig_6() {
+    let d = BhSequence::new(vec![1, 2, 4], 2).unwrap();
+    // x: entries (c, a) = (1, 2) and (2, 8), its increments 2 and 4.
+    let y1 = d.multiplicity(2, 1, 2).unwrap();
+    let y2 = d.multiplicity(8, 2, 4).unwrap();
+    assert_eq!((y1, y2), (1, 2));
+    assert_eq!(paradox::bh_delta(&[1, 2], &[Some(y1), Some(y2)], 3), 18.0);
+    // z: entries (2, 3) and (4, 7), its increments 1 and 2; c = 4 > h.
+    let y1 = d.multiplicity(3, 2, 1).unwrap();
+    assert_eq!(d.multiplicity(7, 4, 2), None);
+    assert_eq!(paradox::bh_delta(&[2, 4], &[Some(y1), None], 3), 12.0);
+    // B_h validation: 1 + 3 = 2 + 2, so {1, 2, 3} is not B_2.
+    assert!(BhSequence::new(vec![1, 2, 3], 2).is_err());
+    // Powers of h + 1 are B_h (base-(h+1) digits at most h).
+    assert_eq!(
+        BhSequence::new(vec![1, 4, 16, 64, 256], 3).unwrap(),
+        BhSequence::powers(5, 3)
+    );
+}
+
+#[test]
+fn bh_filter_has_no_false_negatives_and_theorem_5_holds() {
+    let (n, m, k) = (2000usize, 16_000usize, 4usize);
+    let prior = 0.125;
+    let mut by_delta: HashMap<u64, (u64, u64)> = HashMap::new();
+    for rep in 10..14u32 {
+        let mut f = BhCountingFilter::new(m, k, BhSequence::new(vec![1, 2, 4], 2).unwrap());
+        for j in 0..n as u64 {
+            f.insert(element(rep, j));
+        }
+        for j in 0..(n as u64 * 8) {
+            let member = j < n as u64;
+            let delta = f.delta(element(rep, j));
+            if member {
+                assert!(delta > 0.0, "a member is never ruled out");
+            }
+            if delta > 0.0 {
+                let e = by_delta.entry(delta as u64).or_insert((0, 0));
+                e.0 += u64::from(member);
+                e.1 += 1;
+            }
+        }
+    }
+    let mut checked = 0;
+    for (&delta, &(members, total)) in &by_delta {
+        if total < 150 {
+            continue;
+        }
+        let p = members as f64 / total as f64;
+        let se = (p * (1.0 - p) / total as f64)
+            .sqrt()
+            .max(1.0 / total as f64);
+        let theory = paradox::bh_posterior(delta as f64, k as u32, prior, m as u64, n as u64);
+        assert!(
+            (p - theory).abs() < 3.5 * se + 0.02,
+            "delta {delta}: {p:.3} of {total} vs Theorem 5 {theory:.3}"
+        );
+        checked += 1;
+    }
+    eprintln!("Theorem 5 checked at {checked} values of delta");
+    assert!(checked >= 4);
+}

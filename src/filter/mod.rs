@@ -10,8 +10,11 @@
 //! - [`SelectiveBloomFilter`], [`SelectiveCountingFilter`] and
 //!   [`PriorEstimator`]: cost-aware answers that respect the a priori
 //!   membership probability (the Bloom paradox, 000).
+//! - [`BhCountingFilter`]: fixed plus B_h variable increments, Theorem 5's
+//!   sharper posterior (000 §VI).
 
 mod atomic_counting;
+mod bh_counting;
 mod bit_array;
 mod bloom;
 mod counter_width;
@@ -21,6 +24,7 @@ mod recycling;
 mod selective;
 
 pub use atomic_counting::{AtomicCountingBloomFilter, CbfReader, CbfWriter};
+pub use bh_counting::{BhCountingFilter, BhSequence, BhSequenceError};
 pub use bit_array::BitArray;
 pub use bloom::{BloomFilter, ShapeMismatch};
 pub use counter_width::CounterWidth;
