@@ -686,3 +686,125 @@ fn bh_filter_has_no_false_negatives_and_theorem_5_holds() {
     eprintln!("Theorem 5 checked at {checked} values of delta");
     assert!(checked >= 4);
 }
+
+// ---------- compressed snapshots (002) ----------
+
+use flowsieve::filter::{
+    apply_delta, compress_bloom, compress_delta, decompress_bloom, CompressedError,
+};
+use flowsieve::model::compressed;
+
+fn random_filter(m: usize, k: usize, n: usize, seed: u64) -> BloomFilter {
+    let mut f = BloomFilter::new(m, k);
+    let mut r = rng(seed);
+    for _ in 0..n {
+        f.insert(r.random());
+    }
+    f
+}
+
+#[test]
+fn compressed_size_is_within_2_percent_of_m_h_p() {
+    for (m, k, n) in [
+        (1usize << 20, 1usize, 10_000usize),
+        (1 << 20, 2, 40_000),
+        (1 << 18, 4, 20_000),
+        (1 << 16, 6, 8_000),
+        (100_000, 3, 50_000),
+    ] {
+        let f = random_filter(m, k, n, m as u64 + n as u64);
+        let bytes = compress_bloom(&f);
+        let p = f.fill_ratio();
+        let ideal = f.m() as f64 * compressed::entropy(p) / 8.0;
+        assert!(
+            (bytes.len() as f64) <= 1.02 * ideal + 48.0,
+            "m={m} k={k} n={n}: {} bytes, m H(p) = {ideal:.0}",
+            bytes.len()
+        );
+        assert_eq!(decompress_bloom(&bytes).unwrap(), f);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn snapshots_and_deltas_round_trip_bit_exactly(m in 64usize..20_000, k in 1usize..8, n in 0usize..3000, more in 0usize..500, seed in any::<u64>()) {
+        let old = random_filter(m, k, n, seed);
+        prop_assert_eq!(&decompress_bloom(&compress_bloom(&old)).unwrap(), &old);
+        let mut new = old.clone();
+        let mut r = rng(seed ^ 1);
+        for _ in 0..more {
+            new.insert(r.random());
+        }
+        let delta = compress_delta(&old, &new).unwrap();
+        prop_assert_eq!(apply_delta(&old, &delta).unwrap(), new);
+    }
+
+    #[test]
+    fn damaged_snapshots_are_errors_not_panics(cut in 0usize..400, flip in 0usize..400, val in 1u8..=255, junk in prop::collection::vec(any::<u8>(), 0..300)) {
+        let f = random_filter(4000, 3, 300, 77);
+        let good = compress_bloom(&f);
+        // Every truncation is an error.
+        if cut < good.len() {
+            prop_assert!(decompress_bloom(&good[..cut]).is_err());
+        }
+        // A changed byte is an error (the checksum covers bits and k).
+        if flip < good.len() {
+            let mut bad = good.clone();
+            bad[flip] ^= val;
+            prop_assert!(decompress_bloom(&bad).is_err(), "byte {} flipped decoded cleanly", flip);
+        }
+        // Arbitrary bytes, and arbitrary bytes behind a valid header.
+        let _ = decompress_bloom(&junk);
+        let mut framed = good[..40].to_vec();
+        framed.extend_from_slice(&junk);
+        let _ = decompress_bloom(&framed);
+        let _ = apply_delta(&f, &framed);
+    }
+}
+
+#[test]
+fn snapshot_errors_say_what_is_wrong() {
+    let f = random_filter(1000, 2, 50, 3);
+    let good = compress_bloom(&f);
+    assert!(matches!(
+        decompress_bloom(&good[..10]),
+        Err(CompressedError::ShortHeader { have: 10, need: 40 })
+    ));
+    let mut bad = good.clone();
+    bad[0] = b'X';
+    assert!(matches!(
+        decompress_bloom(&bad),
+        Err(CompressedError::BadMagic(_))
+    ));
+    let mut bad = good.clone();
+    bad[4] = 9;
+    assert_eq!(
+        decompress_bloom(&bad),
+        Err(CompressedError::UnsupportedVersion(9))
+    );
+    let mut bad = good.clone();
+    bad[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert!(matches!(
+        decompress_bloom(&bad),
+        Err(CompressedError::BadSizes { .. })
+    ));
+    assert!(matches!(
+        decompress_bloom(&good[..good.len() - 1]),
+        Err(CompressedError::ShortPayload { .. })
+    ));
+    let delta = compress_delta(&f, &f).unwrap();
+    assert!(matches!(
+        decompress_bloom(&delta),
+        Err(CompressedError::WrongKind {
+            found: 1,
+            expected: 0
+        })
+    ));
+    assert!(matches!(
+        apply_delta(&random_filter(2000, 2, 1, 4), &delta),
+        Err(CompressedError::DeltaShape { .. })
+    ));
+    assert!(compress_delta(&f, &BloomFilter::new(1000, 3)).is_err());
+}

@@ -1036,3 +1036,46 @@ fn n_bounded_bounds_are_ordered_and_sizing_inverts_them() {
         s.expected_messages()
     );
 }
+
+// ---------- compressed Bloom filters (002) ----------
+
+use flowsieve::model::compressed;
+
+#[test]
+fn compressed_tables_1_and_2() {
+    // 002 Table 1 (at most 8 transmitted bits per element) and Table 2 (16):
+    // (m/n, k, z/n, fpr) as published.
+    for (mn, k, z, fpr) in [
+        (8.0, 6, 8.0, 0.0216),
+        (14.0, 2, 7.923, 0.0177),
+        (92.0, 1, 7.923, 0.0108),
+        (16.0, 11, 16.0, 4.59e-4),
+        (28.0, 4, 15.846, 3.14e-4),
+        (48.0, 3, 15.829, 2.22e-4),
+    ] {
+        let t = compressed::transmitted_bits_per_element(mn, k);
+        // The uncompressed columns send m/n bits as they are.
+        if z != mn {
+            assert!((t - z).abs() < 0.001, "m/n={mn} k={k}: z/n {t:.4} vs {z}");
+        }
+        assert!(
+            (bloom::fpr_approx(mn, k) - fpr).abs() / fpr < 0.003,
+            "m/n={mn} k={k}"
+        );
+    }
+    // The optimiser beats the standard filter at the same budget, and finds
+    // Table 1's regime: k = 1 on a sparse array of ~92-97 bits per element.
+    let opt = compressed::optimize(8.0, 1e6, 32).unwrap();
+    let std = compressed::standard(8.0);
+    assert_eq!(opt.k, 1);
+    assert!((92.0..100.0).contains(&opt.m_over_n), "{}", opt.m_over_n);
+    assert!(opt.fpr < 0.0108 && opt.transmitted_bits_per_element <= 8.0 + 1e-9);
+    assert!((std.fpr - 0.0216).abs() < 1e-4 && std.k == 6);
+    // Table 2's column at m/n <= 48: k = 3, fpr 2.22e-4 (at m/n = 48 exactly).
+    let capped = compressed::optimize(16.0, 48.0, 32).unwrap();
+    assert_eq!((capped.k, capped.m_over_n), (3, 48.0));
+    assert!((capped.fpr - 2.22e-4).abs() / 2.22e-4 < 0.01);
+    // Entropy basics.
+    assert_eq!(compressed::entropy(0.5), 1.0);
+    assert_eq!(compressed::entropy(0.0), 0.0);
+}

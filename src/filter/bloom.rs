@@ -47,6 +47,13 @@ impl BloomFilter {
         }
     }
 
+    /// A filter from its bits (a decoded snapshot); `bits.len()` is `m`,
+    /// which must be `k` partitions (a remainder is ignored).
+    pub fn from_bits(bits: BitArray, k: usize) -> BloomFilter {
+        let indexer = PartitionedIndexer::new(bits.len().max(1), k);
+        BloomFilter { bits, indexer }
+    }
+
     /// Sized for `n` elements at false-positive rate `fpr`: `m = n ln(1/fpr)
     /// / ln^2 2` bits and `k = (m/n) ln 2` (001).
     pub fn with_capacity(n: usize, fpr: f64) -> BloomFilter {

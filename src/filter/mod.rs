@@ -12,11 +12,14 @@
 //!   membership probability (the Bloom paradox, 000).
 //! - [`BhCountingFilter`]: fixed plus B_h variable increments, Theorem 5's
 //!   sharper posterior (000 §VI).
+//! - [`compress_bloom`] / [`decompress_bloom`] and deltas: arithmetic-coded
+//!   snapshots near `m H(p)` bits (002).
 
 mod atomic_counting;
 mod bh_counting;
 mod bit_array;
 mod bloom;
+mod compressed;
 mod counter_width;
 mod counting;
 mod prior;
@@ -27,6 +30,10 @@ pub use atomic_counting::{AtomicCountingBloomFilter, CbfReader, CbfWriter};
 pub use bh_counting::{BhCountingFilter, BhSequence, BhSequenceError};
 pub use bit_array::BitArray;
 pub use bloom::{BloomFilter, ShapeMismatch};
+pub use compressed::{
+    apply_delta, compress_bloom, compress_delta, decompress_bloom, CompressedError,
+    MAX_SNAPSHOT_BITS,
+};
 pub use counter_width::CounterWidth;
 pub use counting::CountingBloomFilter;
 pub use prior::PriorEstimator;

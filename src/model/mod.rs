@@ -5,8 +5,10 @@
 //! - [`threshold`]: counting-filter count thresholding (003).
 //! - [`paradox`]: the Bloom paradox, posteriors, decisions and query order (000).
 //! - [`recycling`]: recycling Bloom filters, one- and two-phase (004).
+//! - [`compressed`]: compressed Bloom filters for a transmission budget (002).
 
 pub mod bloom;
+pub mod compressed;
 pub mod paradox;
 pub mod recycling;
 pub mod special;
