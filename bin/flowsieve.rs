@@ -76,6 +76,25 @@ enum ModelCommand {
     /// false-positive rate for --sigma, the N-bounded rates for --n-bounded,
     /// or the sizing for --target-fpr.
     Recycle(RecycleArgs),
+    /// Compressed Bloom filters (Mitzenmacher): the (m/n, k) with the lowest
+    /// false-positive rate whose compressed size fits a transmission budget.
+    Compressed(CompressedArgs),
+}
+
+#[derive(Args)]
+struct CompressedArgs {
+    /// Transmitted bits per element (after compression).
+    #[arg(long)]
+    bits_per_element: f64,
+    /// Largest uncompressed array, in bits per element (memory limit).
+    #[arg(long, default_value_t = 1e6)]
+    max_m_over_n: f64,
+    /// Largest number of hash functions considered.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=64))]
+    max_k: u32,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -580,7 +599,48 @@ fn run_model(cmd: ModelCommand) -> i32 {
         ModelCommand::CbfPosterior(a) => run_cbf_posterior(a),
         ModelCommand::QueryOrder(a) => run_query_order(a),
         ModelCommand::Recycle(a) => run_recycle(a),
+        ModelCommand::Compressed(a) => run_compressed(a),
     }
+}
+
+fn run_compressed(a: CompressedArgs) -> i32 {
+    use flowsieve::model::compressed;
+    for (name, x) in [
+        ("--bits-per-element", a.bits_per_element),
+        ("--max-m-over-n", a.max_m_over_n),
+    ] {
+        if let Err(e) = check_positive(name, x) {
+            return usage_error(&e);
+        }
+    }
+    let std = compressed::standard(a.bits_per_element);
+    let Some(opt) = compressed::optimize(
+        a.bits_per_element,
+        a.max_m_over_n.max(a.bits_per_element),
+        a.max_k,
+    ) else {
+        return usage_error(&format!(
+            "no filter fits {} bits per element",
+            a.bits_per_element
+        ));
+    };
+    let fields = serde_json::json!({
+        "m_over_n": opt.m_over_n,
+        "k": opt.k,
+        "fpr": opt.fpr,
+        "transmitted_bits_per_element": opt.transmitted_bits_per_element,
+        "standard": {
+            "m_over_n": std.m_over_n,
+            "k": std.k,
+            "fpr": std.fpr,
+            "transmitted_bits_per_element": std.transmitted_bits_per_element,
+        },
+    });
+    let text = format!(
+        "budget {} transmitted bits per element:\n  compressed: m/n = {:.3}, k = {}, false-positive rate {:.6e} ({:.3} bits sent)\n  standard:   m/n = {}, k = {}, false-positive rate {:.6e}",
+        a.bits_per_element, opt.m_over_n, opt.k, opt.fpr, opt.transmitted_bits_per_element, std.m_over_n, std.k, std.fpr
+    );
+    print_answer(a.json, fields, &text)
 }
 
 fn run_recycle(a: RecycleArgs) -> i32 {

@@ -527,3 +527,33 @@ fn model_recycle_forms() {
         assert_eq!(flowsieve(args).status.code(), Some(2), "{args:?}");
     }
 }
+
+#[test]
+fn model_compressed() {
+    // 002 Table 1 regime: 8 bits sent per element beat the standard 0.0216.
+    let v = model_json(&["compressed", "--bits-per-element", "8"]);
+    assert_eq!(v["k"], 1);
+    assert!(v["fpr"].as_f64().unwrap() < 0.0108);
+    assert!(v["transmitted_bits_per_element"].as_f64().unwrap() <= 8.0 + 1e-9);
+    assert_eq!(v["standard"]["k"], 6);
+    assert!((v["standard"]["fpr"].as_f64().unwrap() - 0.0216).abs() < 1e-4);
+    // 002 Table 2 with at most 48 array bits per element: k = 3, 2.22e-4.
+    let v = model_json(&[
+        "compressed",
+        "--bits-per-element",
+        "16",
+        "--max-m-over-n",
+        "48",
+    ]);
+    assert_eq!(
+        (v["k"].as_u64(), v["m_over_n"].as_f64()),
+        (Some(3), Some(48.0))
+    );
+    assert!((v["fpr"].as_f64().unwrap() - 2.22e-4).abs() / 2.22e-4 < 0.01);
+    assert_eq!(
+        flowsieve(&["model", "compressed", "--bits-per-element", "0"])
+            .status
+            .code(),
+        Some(2)
+    );
+}
