@@ -1,0 +1,237 @@
+//! Filter operations per element, side by side with the fastbloom crate at
+//! equal m and k, for arrays from L1-resident to far beyond the last-level
+//! cache: single and batched insert/query of the partitioned Bloom filter,
+//! counting-filter insert and threshold query per counter width, recycling
+//! filter test-and-insert, and the many-writer counting filter on 1 and 2
+//! threads.
+//!
+//! `cargo bench --bench filters`; figures in BENCHMARKS.md.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use flowsieve::filter::{
+    AtomicCountingBloomFilter, BloomFilter, CounterWidth, CountingBloomFilter, RecyclePolicy,
+    RecyclingBloomFilter,
+};
+use flowsieve::hash::fmix64;
+use flowsieve::model::recycling::Hashing;
+use std::hint::black_box;
+use std::time::Duration;
+
+/// Hashes per measured iteration.
+const OPS: usize = 4096;
+/// k for the Bloom filters: optimal at 10 bits per element.
+const K: usize = 7;
+
+/// Array sizes in bits: 4 KiB (L1), 256 KiB (L2), 8 MiB, 128 MiB (DRAM).
+const SIZES: [(usize, &str); 4] = [
+    (1 << 15, "4KiB"),
+    (1 << 21, "256KiB"),
+    (1 << 26, "8MiB"),
+    (1 << 30, "128MiB"),
+];
+
+fn hashes(seed: u64, n: usize) -> Vec<u64> {
+    (0..n as u64)
+        .map(|i| fmix64(i ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+        .collect()
+}
+
+/// Advances a cursor to the next window of `OPS` probe hashes.
+fn next_window(at: &mut usize) -> usize {
+    *at = (*at + OPS) % (OPS * 64);
+    *at
+}
+
+fn config<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
+    let mut g = c.benchmark_group(name);
+    g.throughput(Throughput::Elements(OPS as u64));
+    g.sample_size(10);
+    g.warm_up_time(Duration::from_millis(300));
+    g.measurement_time(Duration::from_secs(1));
+    g
+}
+
+fn bloom(c: &mut Criterion) {
+    let mut g = config(c, "bloom");
+    for (m, label) in SIZES {
+        let fill = hashes(1, m / 10);
+        let probe = hashes(2, OPS * 64);
+        let mut ours = BloomFilter::new(m, K);
+        let mut fast = fastbloom::BloomFilter::with_num_bits(m).hashes(K as u32);
+        for &h in &fill {
+            ours.insert(h);
+            fast.insert_hash(h);
+        }
+        let mut at = 0usize;
+        g.bench_with_input(BenchmarkId::new("insert/flowsieve", label), &m, |b, _| {
+            b.iter(|| {
+                let s = next_window(&mut at);
+                for &h in &probe[s..s + OPS] {
+                    black_box(ours.insert(h));
+                }
+            })
+        });
+        g.bench_with_input(
+            BenchmarkId::new("insert_batch/flowsieve", label),
+            &m,
+            |b, _| {
+                b.iter(|| {
+                    let s = next_window(&mut at);
+                    ours.insert_batch(black_box(&probe[s..s + OPS]));
+                })
+            },
+        );
+        g.bench_with_input(BenchmarkId::new("insert/fastbloom", label), &m, |b, _| {
+            b.iter(|| {
+                let s = next_window(&mut at);
+                for &h in &probe[s..s + OPS] {
+                    black_box(fast.insert_hash(h));
+                }
+            })
+        });
+        let mut out = vec![false; OPS];
+        g.bench_with_input(BenchmarkId::new("query/flowsieve", label), &m, |b, _| {
+            b.iter(|| {
+                let s = next_window(&mut at);
+                let mut hits = 0;
+                for &h in &probe[s..s + OPS] {
+                    hits += usize::from(ours.contains(h));
+                }
+                black_box(hits)
+            })
+        });
+        g.bench_with_input(
+            BenchmarkId::new("query_batch/flowsieve", label),
+            &m,
+            |b, _| {
+                b.iter(|| {
+                    let s = next_window(&mut at);
+                    ours.contains_batch(&probe[s..s + OPS], &mut out);
+                    black_box(out[0])
+                })
+            },
+        );
+        g.bench_with_input(BenchmarkId::new("query/fastbloom", label), &m, |b, _| {
+            b.iter(|| {
+                let s = next_window(&mut at);
+                let mut hits = 0;
+                for &h in &probe[s..s + OPS] {
+                    hits += usize::from(fast.contains_hash(h));
+                }
+                black_box(hits)
+            })
+        });
+    }
+    g.finish();
+}
+
+fn counting(c: &mut Criterion) {
+    let mut g = config(c, "counting");
+    for (m, label) in [SIZES[1], SIZES[3]] {
+        for width in [CounterWidth::W4, CounterWidth::W8, CounterWidth::W16] {
+            // m bits of memory: m / width counters.
+            let counters = m / width.bits() as usize;
+            let mut f = CountingBloomFilter::new(counters, 4, width);
+            let probe = hashes(3, OPS * 64);
+            let mut at = 0;
+            g.bench_with_input(
+                BenchmarkId::new(format!("insert/w{}", width.bits()), label),
+                &m,
+                |b, _| {
+                    b.iter(|| {
+                        let s = next_window(&mut at);
+                        for &h in &probe[s..s + OPS] {
+                            black_box(f.insert(h));
+                        }
+                    })
+                },
+            );
+            g.bench_with_input(
+                BenchmarkId::new(format!("count_at_least/w{}", width.bits()), label),
+                &m,
+                |b, _| {
+                    b.iter(|| {
+                        let s = next_window(&mut at);
+                        let mut hits = 0;
+                        for &h in &probe[s..s + OPS] {
+                            hits += usize::from(f.count_at_least(h, 2));
+                        }
+                        black_box(hits)
+                    })
+                },
+            );
+        }
+    }
+    g.finish();
+}
+
+fn recycling(c: &mut Criterion) {
+    let mut g = config(c, "recycling");
+    for (m, label) in [SIZES[1], SIZES[3]] {
+        for two_phase in [false, true] {
+            let mut f = RecyclingBloomFilter::new(
+                m,
+                5,
+                RecyclePolicy::Sigma(m as u64 / 2),
+                Hashing::Colliding,
+                false,
+                two_phase,
+            );
+            let probe = hashes(4, OPS * 64);
+            let mut at = 0;
+            let name = if two_phase {
+                "test_and_insert/two_phase"
+            } else {
+                "test_and_insert/one_phase"
+            };
+            g.bench_with_input(BenchmarkId::new(name, label), &m, |b, _| {
+                b.iter(|| {
+                    let s = next_window(&mut at);
+                    for &h in &probe[s..s + OPS] {
+                        black_box(f.test_and_insert(h));
+                    }
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+fn many_writers(c: &mut Criterion) {
+    let mut g = c.benchmark_group("many_writers");
+    const PER_THREAD: usize = 1 << 18;
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(2));
+    for threads in [1usize, 2] {
+        g.throughput(Throughput::Elements((PER_THREAD * threads) as u64));
+        let f = AtomicCountingBloomFilter::new(1 << 22, 4, CounterWidth::W8);
+        let work: Vec<Vec<u64>> = (0..threads)
+            .map(|t| hashes(10 + t as u64, PER_THREAD))
+            .collect();
+        g.bench_with_input(
+            BenchmarkId::new("cas_insert", format!("{threads}_threads")),
+            &threads,
+            |b, _| {
+                b.iter(|| {
+                    std::thread::scope(|s| {
+                        for w in &work {
+                            let f = &f;
+                            s.spawn(move || {
+                                for &h in w {
+                                    black_box(f.insert(h));
+                                }
+                            });
+                        }
+                    });
+                })
+            },
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(filters, bloom, counting, recycling, many_writers);
+criterion_main!(filters);
