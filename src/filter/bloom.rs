@@ -20,6 +20,10 @@ use crate::hash::PartitionedIndexer;
 /// computed (and their cache lines prefetched) before any bit is touched.
 pub(crate) const BATCH: usize = 16;
 
+/// Below this many bits (1 MiB) a filter stays in cache and batching only
+/// adds work: the batch operations fall back to one key at a time.
+pub(crate) const BATCH_MIN_BITS: usize = 1 << 23;
+
 /// A partitioned Bloom filter over 64-bit flow hashes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BloomFilter {
@@ -90,8 +94,16 @@ impl BloomFilter {
         (0..self.indexer.k()).all(|i| self.bits.get(self.indexer.index(h, i)))
     }
 
-    /// Inserts many hashes, indices computed a batch at a time first.
+    /// Inserts many hashes. For filters beyond the cache, indices for a
+    /// batch of keys are computed and their words prefetched before any bit
+    /// is touched, so the cache misses overlap.
     pub fn insert_batch(&mut self, hashes: &[u64]) {
+        if self.m() < BATCH_MIN_BITS {
+            for &h in hashes {
+                self.insert(h);
+            }
+            return;
+        }
         let k = self.indexer.k();
         let mut idx = vec![0usize; BATCH * k];
         for chunk in hashes.chunks(BATCH) {
@@ -107,8 +119,15 @@ impl BloomFilter {
         }
     }
 
-    /// Queries many hashes into `out` (`out.len()` at least `hashes.len()`).
+    /// Queries many hashes into `out` (`out.len()` at least `hashes.len()`),
+    /// batched and prefetched like [`BloomFilter::insert_batch`].
     pub fn contains_batch(&self, hashes: &[u64], out: &mut [bool]) {
+        if self.m() < BATCH_MIN_BITS {
+            for (o, &h) in out.iter_mut().zip(hashes) {
+                *o = self.contains(h);
+            }
+            return;
+        }
         let k = self.indexer.k();
         let mut idx = vec![0usize; BATCH * k];
         for (c, chunk) in hashes.chunks(BATCH).enumerate() {

@@ -104,17 +104,38 @@ impl CountingBloomFilter {
     #[inline]
     pub fn insert(&mut self, h: u64) -> u64 {
         let max = self.width.max();
-        let k = self.k();
+        let k = self.k().min(super::MAX_K);
+        let mut est = u64::MAX;
+        if !self.conservative {
+            // One pass: read, bump unless saturated, write.
+            for j in 0..k {
+                let i = self.indexer.index(h, j);
+                let (w, s) = self.width.locate(i);
+                let Some(word) = self.words.get_mut(w) else {
+                    continue;
+                };
+                let c = (*word >> s) & max;
+                let v = if c < max {
+                    *word += 1 << s;
+                    if c + 1 == max {
+                        self.saturated += 1;
+                    }
+                    c + 1
+                } else {
+                    c
+                };
+                est = est.min(v);
+            }
+            return est;
+        }
+        // Conservative: only the minimal counters move.
         let mut idx = [0usize; super::MAX_K];
-        let k = k.min(super::MAX_K);
         self.indexer.indices(h, &mut idx[..k]);
         let min = idx[..k].iter().map(|&i| self.counter(i)).min().unwrap_or(0);
-        let mut est = u64::MAX;
         for &i in &idx[..k] {
             let c = self.counter(i);
-            let bump = c < max && (!self.conservative || c == min);
-            let v = if bump { c + 1 } else { c };
-            if bump {
+            let v = if c < max && c == min { c + 1 } else { c };
+            if v != c {
                 self.set_counter(i, v);
                 if v == max {
                     self.saturated += 1;
