@@ -8,9 +8,8 @@
 //! read from the page cache. Figures and ratios are in BENCHMARKS.md.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use flowsieve::class::Classifier;
-use flowsieve::dissect::{Dissector, FlowKey};
+use flowsieve::dissect::Dissector;
 use flowsieve::hash::flow_hash;
 use flowsieve::ingest::TraceReader;
 use flowsieve::replay::{replay, NoObserver, ReplayConfig};
@@ -20,6 +19,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+
+#[path = "shared/etherparse_baseline.rs"]
+mod etherparse_baseline;
 
 const PACKETS: u64 = 1_500_000;
 
@@ -83,38 +85,14 @@ fn dissect_hash(path: &Path) -> u64 {
     acc
 }
 
-/// The straightforward etherparse path: slice every layer, then build the
-/// same key and hash it.
+/// The etherparse baseline over a whole trace.
 fn etherparse_sliced_hash(path: &Path) -> u64 {
     let mut r = TraceReader::open(path).expect("open");
     let mut acc = 0u64;
     while let Some(p) = r.next_packet().expect("read") {
-        let Ok(s) = SlicedPacket::from_ethernet(p.data) else {
-            continue;
-        };
-        let (sport, dport) = match &s.transport {
-            Some(TransportSlice::Tcp(t)) => (t.source_port(), t.destination_port()),
-            Some(TransportSlice::Udp(u)) => (u.source_port(), u.destination_port()),
-            _ => (0, 0),
-        };
-        let key = match &s.net {
-            Some(NetSlice::Ipv4(ip)) => {
-                let h = ip.header();
-                FlowKey::v4(h.source(), h.destination(), sport, dport, h.protocol().0)
-            }
-            Some(NetSlice::Ipv6(ip)) => {
-                let h = ip.header();
-                FlowKey::v6(
-                    h.source(),
-                    h.destination(),
-                    sport,
-                    dport,
-                    ip.payload().ip_number.0,
-                )
-            }
-            _ => continue,
-        };
-        acc = acc.wrapping_add(flow_hash(&key));
+        if let Some(h) = etherparse_baseline::sliced_hash(p.data) {
+            acc = acc.wrapping_add(h);
+        }
     }
     acc
 }

@@ -10,20 +10,25 @@
 //!
 //! Modes: `walk` (records only), `dissect` (dissect + hash), `etherparse`
 //! (etherparse `SlicedPacket` + hash), `replay` (library replay, truth off),
-//! `truth` (library replay, truth on). Prints packets and a checksum.
+//! `truth` (library replay, truth on). Prints packets, a checksum, the wall
+//! time and packets per second (one run; use criterion for comparisons).
 
-use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use flowsieve::class::Classifier;
-use flowsieve::dissect::{Dissector, FlowKey};
+use flowsieve::dissect::Dissector;
 use flowsieve::hash::flow_hash;
 use flowsieve::ingest::TraceReader;
 use flowsieve::replay::{replay, NoObserver, ReplayConfig};
+use std::time::Instant;
+
+#[path = "../benches/shared/etherparse_baseline.rs"]
+mod etherparse_baseline;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let (Some(mode), Some(path)) = (args.next(), args.next()) else {
         return Err("usage: ingest_modes walk|dissect|etherparse|replay|truth TRACE".into());
     };
+    let started = Instant::now();
     let mut r = TraceReader::open(&path)?;
     let d = Dissector::default();
     let (mut n, mut acc) = (0u64, 0u64);
@@ -45,32 +50,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "etherparse" => {
             while let Some(p) = r.next_packet()? {
                 n += 1;
-                let Ok(s) = SlicedPacket::from_ethernet(p.data) else {
-                    continue;
-                };
-                let (sp, dp) = match &s.transport {
-                    Some(TransportSlice::Tcp(t)) => (t.source_port(), t.destination_port()),
-                    Some(TransportSlice::Udp(u)) => (u.source_port(), u.destination_port()),
-                    _ => (0, 0),
-                };
-                let key = match &s.net {
-                    Some(NetSlice::Ipv4(ip)) => {
-                        let h = ip.header();
-                        FlowKey::v4(h.source(), h.destination(), sp, dp, h.protocol().0)
-                    }
-                    Some(NetSlice::Ipv6(ip)) => {
-                        let h = ip.header();
-                        FlowKey::v6(
-                            h.source(),
-                            h.destination(),
-                            sp,
-                            dp,
-                            ip.payload().ip_number.0,
-                        )
-                    }
-                    _ => continue,
-                };
-                acc = acc.wrapping_add(flow_hash(&key));
+                if let Some(h) = etherparse_baseline::sliced_hash(p.data) {
+                    acc = acc.wrapping_add(h);
+                }
             }
         }
         "replay" | "truth" => {
@@ -82,6 +64,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         other => return Err(format!("unknown mode {other}").into()),
     }
-    println!("{mode}: {n} packets, checksum {acc}");
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "{mode}: {n} packets, checksum {acc}, {secs:.3} s, {:.1} Mpps",
+        n as f64 / secs / 1e6
+    );
     Ok(())
 }
