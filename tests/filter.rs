@@ -542,6 +542,33 @@ fn sampled_priors_converge_to_the_class_priors() {
     assert_eq!(fresh.prior(1), 0.3, "below min_samples: the default");
 }
 
+/// For every value with at least 150 queries (value -> (members, queries)),
+/// the fraction of members matches `theory(value)` within 3.5 standard
+/// errors plus 0.02. Returns how many values were checked.
+fn check_member_fractions(
+    by_value: &HashMap<u64, (u64, u64)>,
+    what: &str,
+    theory: impl Fn(u64) -> f64,
+) -> usize {
+    let mut checked = 0;
+    for (&value, &(members, total)) in by_value {
+        if total < 150 {
+            continue;
+        }
+        let p = members as f64 / total as f64;
+        let se = (p * (1.0 - p) / total as f64)
+            .sqrt()
+            .max(1.0 / total as f64);
+        let t = theory(value);
+        assert!(
+            (p - t).abs() < 3.5 * se + 0.02,
+            "{what} {value}: {p:.3} of {total} vs {t:.3}"
+        );
+        checked += 1;
+    }
+    checked
+}
+
 #[test]
 fn theorem_2_posterior_holds_on_the_filter() {
     // 000 Fig. 8: elements of prior 1/8 queried against a counting filter;
@@ -569,28 +596,15 @@ fn theorem_2_posterior_holds_on_the_filter() {
             }
         }
     }
-    let mut checked = 0;
-    for (&pi, &(members, total)) in &by_product {
-        if total < 150 {
-            continue;
-        }
-        let p = members as f64 / total as f64;
-        let se = (p * (1.0 - p) / total as f64)
-            .sqrt()
-            .max(1.0 / total as f64);
-        let theory = paradox::posterior_from_ln_product(
+    let checked = check_member_fractions(&by_product, "Theorem 2 at product", |pi| {
+        paradox::posterior_from_ln_product(
             (pi as f64).ln(),
             k as u32,
             prior,
             m_used as u64,
             n as u64,
-        );
-        assert!(
-            (p - theory).abs() < 3.5 * se + 0.02,
-            "product {pi}: {p:.3} of {total} vs Theorem 2 {theory:.3}"
-        );
-        checked += 1;
-    }
+        )
+    });
     eprintln!("Theorem 2 checked at {checked} counter products");
     assert!(checked >= 4, "only {checked} products with enough queries");
     // Theorem 4 with alpha = 1/4 (posterior >= 0.8): product >= 5 (Fig. 8).
@@ -648,22 +662,9 @@ fn bh_filter_has_no_false_negatives_and_theorem_5_holds() {
             }
         }
     }
-    let mut checked = 0;
-    for (&delta, &(members, total)) in &by_delta {
-        if total < 150 {
-            continue;
-        }
-        let p = members as f64 / total as f64;
-        let se = (p * (1.0 - p) / total as f64)
-            .sqrt()
-            .max(1.0 / total as f64);
-        let theory = paradox::bh_posterior(delta as f64, k as u32, prior, m as u64, n as u64);
-        assert!(
-            (p - theory).abs() < 3.5 * se + 0.02,
-            "delta {delta}: {p:.3} of {total} vs Theorem 5 {theory:.3}"
-        );
-        checked += 1;
-    }
+    let checked = check_member_fractions(&by_delta, "Theorem 5 at delta", |delta| {
+        paradox::bh_posterior(delta as f64, k as u32, prior, m as u64, n as u64)
+    });
     eprintln!("Theorem 5 checked at {checked} values of delta");
     assert!(checked >= 4);
 }
