@@ -790,3 +790,16 @@ fn snapshot_errors_say_what_is_wrong() {
     ));
     assert!(compress_delta(&f, &BloomFilter::new(1000, 3)).is_err());
 }
+
+#[test]
+fn k_above_max_is_clamped_consistently() {
+    // Every path (single, batch, estimate) uses the same k.
+    let mut f = BloomFilter::new(1 << 16, 40);
+    assert_eq!(f.k(), flowsieve::filter::MAX_K);
+    f.insert_batch(&[1, 2, 3]);
+    assert!([1u64, 2, 3].iter().all(|&h| f.contains(h)));
+    let mut c = CountingBloomFilter::new(1 << 12, 40, CounterWidth::W8);
+    assert_eq!(c.k(), flowsieve::filter::MAX_K);
+    c.insert(9);
+    assert_eq!(c.estimate(9), 1);
+}

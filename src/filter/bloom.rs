@@ -42,9 +42,10 @@ pub struct ShapeMismatch {
 }
 
 impl BloomFilter {
-    /// `k` partitions of `m / k` bits (`k` and `m / k` at least 1).
+    /// `k` partitions of `m / k` bits (`k` in `1..=MAX_K`, `m / k` at least
+    /// 1; a larger `k` is clamped).
     pub fn new(m: usize, k: usize) -> BloomFilter {
-        let indexer = PartitionedIndexer::new(m.max(1), k);
+        let indexer = PartitionedIndexer::new(m.max(1), k.min(super::MAX_K));
         BloomFilter {
             bits: BitArray::new(indexer.partition_len() * indexer.k()),
             indexer,
@@ -54,7 +55,7 @@ impl BloomFilter {
     /// A filter from its bits (a decoded snapshot); `bits.len()` is `m`,
     /// which must be `k` partitions (a remainder is ignored).
     pub fn from_bits(bits: BitArray, k: usize) -> BloomFilter {
-        let indexer = PartitionedIndexer::new(bits.len().max(1), k);
+        let indexer = PartitionedIndexer::new(bits.len().max(1), k.min(super::MAX_K));
         BloomFilter { bits, indexer }
     }
 
@@ -105,7 +106,8 @@ impl BloomFilter {
             return;
         }
         let k = self.indexer.k();
-        let mut idx = vec![0usize; BATCH * k];
+        // Indices of one batch on the stack (k is at most MAX_K).
+        let mut idx = [0usize; BATCH * super::MAX_K];
         for chunk in hashes.chunks(BATCH) {
             for (j, &h) in chunk.iter().enumerate() {
                 self.indexer.indices(h, &mut idx[j * k..(j + 1) * k]);
@@ -129,7 +131,8 @@ impl BloomFilter {
             return;
         }
         let k = self.indexer.k();
-        let mut idx = vec![0usize; BATCH * k];
+        // Indices of one batch on the stack (k is at most MAX_K).
+        let mut idx = [0usize; BATCH * super::MAX_K];
         for (c, chunk) in hashes.chunks(BATCH).enumerate() {
             for (j, &h) in chunk.iter().enumerate() {
                 self.indexer.indices(h, &mut idx[j * k..(j + 1) * k]);

@@ -38,9 +38,10 @@ pub struct CountingBloomFilter {
 }
 
 impl CountingBloomFilter {
-    /// `m` counters in `k` partitions, counters of `width` bits.
+    /// `m` counters in `k` partitions (`k` clamped to `1..=MAX_K`), counters
+    /// of `width` bits.
     pub fn new(m: usize, k: usize, width: CounterWidth) -> CountingBloomFilter {
-        let indexer = PartitionedIndexer::new(m.max(1), k);
+        let indexer = PartitionedIndexer::new(m.max(1), k.min(super::MAX_K));
         let counters = indexer.partition_len() * indexer.k();
         CountingBloomFilter {
             words: vec![0; counters.div_ceil(width.per_word())],
@@ -104,7 +105,7 @@ impl CountingBloomFilter {
     #[inline]
     pub fn insert(&mut self, h: u64) -> u64 {
         let max = self.width.max();
-        let k = self.k().min(super::MAX_K);
+        let k = self.k();
         let mut est = u64::MAX;
         if !self.conservative {
             // One pass: read, bump unless saturated, write.
@@ -149,7 +150,7 @@ impl CountingBloomFilter {
     /// Removes one occurrence. Refused (false, nothing changed) when some
     /// counter is 0: the hash was never inserted. Saturated counters stay.
     pub fn delete(&mut self, h: u64) -> bool {
-        let k = self.k().min(super::MAX_K);
+        let k = self.k();
         let mut idx = [0usize; super::MAX_K];
         self.indexer.indices(h, &mut idx[..k]);
         if idx[..k].iter().any(|&i| self.counter(i) == 0) {
