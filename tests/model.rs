@@ -575,6 +575,18 @@ fn k_opt_examples() {
     assert_eq!(threshold::k_opt(1, 4.0), bloom::optimal_k(4.0));
     let ks: Vec<u32> = (1..=5).map(|t| threshold::k_opt(t, 4.0)).collect();
     assert_eq!(ks, [3, 4, 5, 6, 6]);
+    // Independently of the implementation: Theorem 1 with Table 1's kappa*
+    // says k_opt is the floor or the ceiling of kappa* m/n, for every theta.
+    for (theta, kstar, _, _) in TABLE_1 {
+        for mn in [2.0, 4.0, 8.0, 16.0] {
+            let k = f64::from(threshold::k_opt(theta, mn));
+            let r = kstar * mn;
+            assert!(
+                k == r.floor().max(1.0) || k == r.ceil(),
+                "theta={theta} m/n={mn}: k_opt {k} vs {r:.3}"
+            );
+        }
+    }
 }
 
 proptest! {
