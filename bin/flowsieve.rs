@@ -4,7 +4,14 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use flowsieve::class::Classifier;
-use flowsieve::replay::{replay, ReplayConfig, ReplayObserver};
+use flowsieve::filter::CounterWidth;
+use flowsieve::model::recycling::Hashing;
+use flowsieve::pipeline::{
+    parse_duration_ns, try_run_validated, DirectoryKind, HeavyConfig, HeavyEvent, NewFlowConfig,
+    NewFlowEvent, NoEvents, PipelineConfig, PipelineSink, QueryUnit, RecycleSpec, ResolvedNewFlow,
+    StageSet, WindowSpec,
+};
+use flowsieve::replay::ReplayObserver;
 use flowsieve::report::exit_code;
 use flowsieve::synth::{generate, OutputFormat, SizeModel, SynthConfig, SynthError};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -46,7 +53,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Read traces and summarise packets, flows, skip reasons and classes.
-    Replay(ReplayArgs),
+    Replay(Box<ReplayArgs>),
     /// Write a seeded synthetic trace with Zipf-distributed flow sizes.
     GenTrace(GenTraceArgs),
     /// Evaluate the analytical models from the papers.
@@ -262,15 +269,193 @@ struct ReplayArgs {
     /// Flow classes: `ports`, `ipclass`, or a TOML file of CIDR/protocol/port rules.
     #[arg(long, default_value = "ports", value_name = "ports|ipclass|FILE")]
     classes: String,
-    /// Skip the exact flow table (saves memory; no flow counts or top flows).
-    #[arg(long)]
+    /// Keep ground truth: the exact flow table and each stage's exact
+    /// counts, so measured rates appear beside the estimates (the default).
+    #[arg(long, overrides_with = "no_truth")]
+    truth: bool,
+    /// Skip all ground truth (memory then does not grow with the number of
+    /// flows; rates that need truth are reported as null).
+    #[arg(long, overrides_with = "truth")]
     no_truth: bool,
-    /// Write the summary as JSON (schema_version 1) to FILE (`-` for stdout).
+    #[command(flatten)]
+    pipeline: PipelineArgs,
+    /// Write the report as JSON (schema_version 2) to FILE (`-` for stdout).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Do not print the text summary.
+    /// Write one CSV per table into DIR.
+    #[arg(long, value_name = "DIR")]
+    csv: Option<PathBuf>,
+    /// Write SVG trade-off and cost curves into DIR.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+    /// Write heavy-flow and new-flow events as JSON lines to FILE.
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
+    /// Do not print the text report.
     #[arg(short, long)]
     quiet: bool,
+}
+
+#[derive(Args, Clone)]
+struct PipelineArgs {
+    /// Stages to run: any of heavy, new, selective (comma-separated), or none.
+    #[arg(
+        long,
+        default_value = "heavy,new,selective",
+        value_name = "LIST",
+        help_heading = "Pipeline"
+    )]
+    stages: String,
+    /// Worker threads for the shards (default: the machine's cores).
+    #[arg(long, value_name = "N", help_heading = "Pipeline")]
+    threads: Option<usize>,
+    /// Shards; results depend on it, never on --threads.
+    #[arg(long, default_value_t = 8, value_name = "S", help_heading = "Pipeline")]
+    shards: usize,
+    /// Records per batch sent to a worker.
+    #[arg(
+        long,
+        default_value_t = 512,
+        value_name = "N",
+        help_heading = "Pipeline"
+    )]
+    batch: usize,
+
+    /// Heavy-flow window: trace time (1s, 250ms) or packets (50000p).
+    #[arg(
+        long,
+        default_value = "1s",
+        value_name = "SPAN",
+        help_heading = "Stage 1: heavy flows"
+    )]
+    window: String,
+    /// Heavy-flow window of N packets (same as --window Np).
+    #[arg(long, value_name = "N", help_heading = "Stage 1: heavy flows")]
+    window_packets: Option<u64>,
+    /// Report a flow when its estimate reaches THETA packets in a window.
+    #[arg(long, default_value_t = 10, help_heading = "Stage 1: heavy flows")]
+    theta: u64,
+    /// Counters in all (split evenly across shards).
+    #[arg(long, default_value_t = 1 << 22, value_name = "N", help_heading = "Stage 1: heavy flows")]
+    cbf_counters: usize,
+    /// Bits per counter: 4, 8 or 16.
+    #[arg(
+        long,
+        default_value_t = 8,
+        value_name = "BITS",
+        help_heading = "Stage 1: heavy flows"
+    )]
+    cbf_width: u32,
+    /// Hash functions (default: k_opt(theta), 003 Theorem 1, for --cbf-load).
+    #[arg(long, value_name = "K", help_heading = "Stage 1: heavy flows")]
+    cbf_k: Option<usize>,
+    /// Packets per window the default k is tuned for (default: the packet
+    /// window, else 2^20).
+    #[arg(long, value_name = "N", help_heading = "Stage 1: heavy flows")]
+    cbf_load: Option<u64>,
+    /// Conservative update: only the minimal counters move.
+    #[arg(long, help_heading = "Stage 1: heavy flows")]
+    conservative: bool,
+
+    /// Recycling-filter bits in all (split across shards; two-phase halves).
+    #[arg(long, default_value_t = 1 << 23, value_name = "BITS", help_heading = "Stage 2: new flows")]
+    rbf_bits: usize,
+    /// Positions per key.
+    #[arg(
+        long,
+        default_value_t = 4,
+        value_name = "K",
+        help_heading = "Stage 2: new flows"
+    )]
+    rbf_k: usize,
+    /// Recycle policy: sigma:S (fraction below 1, or bits in all), n:N, time:T.
+    #[arg(
+        long,
+        value_name = "POLICY",
+        conflicts_with = "target_fpr",
+        help_heading = "Stage 2: new flows"
+    )]
+    recycle: Option<String>,
+    /// Size sigma so the model's average false-positive rate is at most F
+    /// (the default policy, with F = 0.01).
+    #[arg(long, value_name = "F", help_heading = "Stage 2: new flows")]
+    target_fpr: Option<f64>,
+    /// Two phases: active and frozen halves.
+    #[arg(long, help_heading = "Stage 2: new flows")]
+    two_phase: bool,
+    /// Re-insert the key that triggered a recycle.
+    #[arg(long, help_heading = "Stage 2: new flows")]
+    retaining: bool,
+    /// k distinct positions per key.
+    #[arg(long, help_heading = "Stage 2: new flows")]
+    non_colliding: bool,
+    /// Ground truth: a key idle longer than this starts a new flow (default:
+    /// only a key's first packet is new).
+    #[arg(long, value_name = "DURATION", help_heading = "Stage 2: new flows")]
+    horizon: Option<String>,
+
+    /// Cache window (the set the directory summarises): time or packets.
+    #[arg(
+        long,
+        default_value = "1s",
+        value_name = "SPAN",
+        help_heading = "Stage 3: selective query"
+    )]
+    cache_window: String,
+    /// Query window that follows it (longer, same unit).
+    #[arg(
+        long,
+        default_value = "5s",
+        value_name = "SPAN",
+        help_heading = "Stage 3: selective query"
+    )]
+    query_window: String,
+    /// Directory filter: bf (Bloom) or cbf (counting, adds the posterior variant).
+    #[arg(
+        long,
+        default_value = "bf",
+        value_name = "bf|cbf",
+        help_heading = "Stage 3: selective query"
+    )]
+    directory: String,
+    /// Bits (counters for cbf) per element of the summarised set.
+    #[arg(
+        long,
+        default_value_t = 10.0,
+        value_name = "BPE",
+        help_heading = "Stage 3: selective query"
+    )]
+    dir_bpe: f64,
+    /// Hash functions of the directory (default: bpe ln 2).
+    #[arg(long, value_name = "K", help_heading = "Stage 3: selective query")]
+    dir_k: Option<usize>,
+    /// What a query is: flow (each distinct flow once) or packet.
+    #[arg(
+        long,
+        default_value = "flow",
+        value_name = "flow|packet",
+        help_heading = "Stage 3: selective query"
+    )]
+    query_unit: String,
+    /// Fraction of queries checked against the exact set to estimate priors.
+    #[arg(
+        long,
+        default_value_t = 0.01,
+        value_name = "F",
+        help_heading = "Stage 3: selective query"
+    )]
+    prior_sample: f64,
+    /// Cost of a false negative relative to a false positive (a class's
+    /// `alpha` in the --classes file overrides it).
+    #[arg(long, default_value_t = 1.0, help_heading = "Stage 3: selective query")]
+    alpha: f64,
+    /// Sweep: alpha=1,2,5 | k=4,5,6 | bpe=10,20,30 | product=1,2,4,8 (repeatable).
+    #[arg(
+        long,
+        value_name = "PARAM=LIST",
+        help_heading = "Stage 3: selective query"
+    )]
+    sweep: Vec<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -362,6 +547,229 @@ impl ReplayObserver for Progress {
     }
 }
 
+/// Builds the pipeline configuration from the command line; a bad value is
+/// one line for stderr.
+fn pipeline_config(
+    p: &PipelineArgs,
+    classifier: Classifier,
+    truth: bool,
+    count: Option<u64>,
+    top: usize,
+    bidirectional: bool,
+) -> Result<(PipelineConfig, ResolvedNewFlow), String> {
+    let mut cfg = PipelineConfig::new(classifier);
+    cfg.replay.truth = truth;
+    cfg.replay.max_packets = count;
+    cfg.replay.top = top;
+    cfg.replay.bidirectional = bidirectional;
+    cfg.threads = p.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    cfg.shards = p.shards;
+    cfg.batch = p.batch;
+    let mut stages = StageSet {
+        heavy: false,
+        new_flows: false,
+        selective: false,
+    };
+    for s in p.stages.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match s {
+            "heavy" => stages.heavy = true,
+            "new" | "new_flows" | "new-flows" => stages.new_flows = true,
+            "selective" => stages.selective = true,
+            "none" => {}
+            "all" => stages = StageSet::ALL,
+            other => {
+                return Err(format!(
+                "--stages: unknown stage '{other}' (expected heavy, new, selective, all or none)"
+            ))
+            }
+        }
+    }
+    cfg.stages = stages;
+    // Stage 1.
+    let window: WindowSpec = match p.window_packets {
+        Some(0) => return Err("--window-packets must be at least 1".into()),
+        Some(n) => WindowSpec::Packets(n),
+        None => p.window.parse().map_err(|e| format!("--window: {e}"))?,
+    };
+    let width = CounterWidth::from_bits(p.cbf_width)
+        .ok_or_else(|| format!("--cbf-width must be 4, 8 or 16 (got {})", p.cbf_width))?;
+    let load = p.cbf_load.unwrap_or(match window {
+        WindowSpec::Packets(n) => n,
+        WindowSpec::Time(_) => flowsieve::pipeline::DEFAULT_HEAVY_LOAD,
+    });
+    if p.theta == 0 {
+        return Err("--theta must be at least 1".into());
+    }
+    cfg.heavy = HeavyConfig {
+        window,
+        theta: p.theta,
+        counters: p.cbf_counters,
+        width,
+        k: match p.cbf_k {
+            Some(0) => return Err("--cbf-k must be at least 1".into()),
+            Some(k) => k.min(flowsieve::filter::MAX_K),
+            None => flowsieve::pipeline::heavy::default_k(p.theta, p.cbf_counters, load),
+        },
+        conservative: p.conservative,
+    };
+    // Stage 2.
+    let recycle = match (&p.recycle, p.target_fpr) {
+        (Some(r), _) => r
+            .parse::<RecycleSpec>()
+            .map_err(|e| format!("--recycle: {e}"))?,
+        (None, Some(f)) if f > 0.0 && f < 1.0 => RecycleSpec::TargetFpr(f),
+        (None, Some(f)) => return Err(format!("--target-fpr must be in (0, 1) (got {f})")),
+        (None, None) => RecycleSpec::TargetFpr(0.01),
+    };
+    if p.rbf_k == 0 {
+        return Err("--rbf-k must be at least 1".into());
+    }
+    cfg.new_flows =
+        NewFlowConfig {
+            bits: p.rbf_bits,
+            k: p.rbf_k,
+            recycle,
+            two_phase: p.two_phase,
+            retaining: p.retaining,
+            hashing: if p.non_colliding {
+                Hashing::NonColliding
+            } else {
+                Hashing::Colliding
+            },
+            horizon_ns: match &p.horizon {
+                None => None,
+                Some(h) => Some(parse_duration_ns(h).filter(|&n| n > 0).ok_or_else(|| {
+                    format!("--horizon: bad duration '{h}' (such as 60s, 500ms)")
+                })?),
+            },
+        };
+    // Stage 3.
+    let s = &mut cfg.selective;
+    s.cache_window = p
+        .cache_window
+        .parse()
+        .map_err(|e| format!("--cache-window: {e}"))?;
+    s.query_window = p
+        .query_window
+        .parse()
+        .map_err(|e| format!("--query-window: {e}"))?;
+    s.directory = match p.directory.as_str() {
+        "bf" => DirectoryKind::Bloom,
+        "cbf" => DirectoryKind::Counting,
+        other => return Err(format!("--directory must be bf or cbf (got '{other}')")),
+    };
+    if !(p.dir_bpe.is_finite() && p.dir_bpe > 0.0 && p.dir_bpe <= 1e4) {
+        return Err(format!(
+            "--dir-bpe must be in (0, 10000] (got {})",
+            p.dir_bpe
+        ));
+    }
+    s.bpe = p.dir_bpe;
+    s.k = match p.dir_k {
+        Some(0) => return Err("--dir-k must be at least 1".into()),
+        k => k,
+    };
+    s.query_unit = match p.query_unit.as_str() {
+        "flow" => QueryUnit::Flow,
+        "packet" => QueryUnit::Packet,
+        other => {
+            return Err(format!(
+                "--query-unit must be flow or packet (got '{other}')"
+            ))
+        }
+    };
+    if !(0.0..=1.0).contains(&p.prior_sample) {
+        return Err(format!(
+            "--prior-sample must be in [0, 1] (got {})",
+            p.prior_sample
+        ));
+    }
+    s.prior_sample = p.prior_sample;
+    if !(p.alpha.is_finite() && p.alpha > 0.0) {
+        return Err(format!("--alpha must be positive (got {})", p.alpha));
+    }
+    s.alpha = cfg.replay.classifier.alphas(p.alpha);
+    for sw in &p.sweep {
+        let (param, list) = sw
+            .split_once('=')
+            .ok_or_else(|| format!("--sweep: expected PARAM=LIST, got '{sw}'"))?;
+        let values: Vec<f64> = list
+            .split(',')
+            .map(|v| v.trim().parse::<f64>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| format!("--sweep {param}: bad number in '{list}'"))?;
+        if values.iter().any(|v| !(v.is_finite() && *v > 0.0)) {
+            return Err(format!("--sweep {param}: values must be positive numbers"));
+        }
+        match param {
+            "alpha" => s.sweeps.alpha = values,
+            "k" => {
+                if values.iter().any(|v| v.fract() != 0.0 || *v > 32.0) {
+                    return Err("--sweep k: values must be whole numbers from 1 to 32".into());
+                }
+                s.sweeps.k = values.iter().map(|v| *v as usize).collect();
+            }
+            "bpe" => s.sweeps.bpe = values,
+            "product" => s.sweeps.product = values,
+            other => {
+                return Err(format!(
+                    "--sweep: unknown parameter '{other}' (expected alpha, k, bpe or product)"
+                ))
+            }
+        }
+    }
+    let resolved = cfg.validate().map_err(|e| e.to_string())?;
+    Ok((cfg, resolved))
+}
+
+/// Writes events as JSON lines.
+struct EventWriter {
+    out: BufWriter<std::fs::File>,
+    failed: Option<std::io::Error>,
+    heavy: u64,
+    new: u64,
+}
+
+impl EventWriter {
+    fn line(&mut self, v: serde_json::Value) {
+        if self.failed.is_none() {
+            if let Err(e) = writeln!(self.out, "{v}") {
+                self.failed = Some(e);
+            }
+        }
+    }
+}
+
+impl PipelineSink for EventWriter {
+    fn wants_heavy_flows(&self) -> bool {
+        true
+    }
+    fn wants_new_flows(&self) -> bool {
+        true
+    }
+    fn heavy_flow(&mut self, e: &HeavyEvent) {
+        self.heavy += 1;
+        self.line(serde_json::json!({
+            "event": "heavy", "src": e.key.src().to_string(), "dst": e.key.dst().to_string(),
+            "sport": e.key.sport(), "dport": e.key.dport(), "proto": e.key.proto(),
+            "class": e.class, "time_s": e.time_ns as f64 * 1e-9, "estimate": e.estimate,
+            "window": e.window,
+        }));
+    }
+    fn new_flow(&mut self, e: &NewFlowEvent) {
+        self.new += 1;
+        self.line(serde_json::json!({
+            "event": "new_flow", "src": e.key.src().to_string(), "dst": e.key.dst().to_string(),
+            "sport": e.key.sport(), "dport": e.key.dport(), "proto": e.key.proto(),
+            "class": e.class, "time_s": e.time_ns as f64 * 1e-9, "packet": e.seq,
+        }));
+    }
+}
+
 fn run_replay(args: ReplayArgs) -> i32 {
     let classifier = match Classifier::from_spec(&args.classes) {
         Ok(c) => c,
@@ -373,27 +781,76 @@ fn run_replay(args: ReplayArgs) -> i32 {
     let traces = if args.traces.is_empty() {
         vec![default_trace()]
     } else {
-        args.traces
+        args.traces.clone()
     };
-    let cfg = ReplayConfig {
-        bidirectional: args.bidirectional,
-        truth: !args.no_truth,
-        max_packets: args.count,
-        top: args.top,
+    let (cfg, resolved) = match pipeline_config(
+        &args.pipeline,
         classifier,
+        !args.no_truth,
+        args.count,
+        args.top,
+        args.bidirectional,
+    ) {
+        Ok(c) => c,
+        Err(e) => return usage_error(&e),
     };
-    let summary = replay(&traces, &cfg, &mut Progress { bar: None });
-    for e in &summary.errors {
+    let mut writer = match &args.events {
+        None => None,
+        Some(path) => match std::fs::File::create(path) {
+            Ok(f) => Some(EventWriter {
+                out: BufWriter::new(f),
+                failed: None,
+                heavy: 0,
+                new: 0,
+            }),
+            Err(e) => {
+                eprintln!("flowsieve: error: {}: cannot create: {e}", path.display());
+                return exit_code::FAILURE;
+            }
+        },
+    };
+    let mut no_events = NoEvents;
+    let sink: &mut dyn PipelineSink = match writer.as_mut() {
+        Some(w) => w,
+        None => &mut no_events,
+    };
+    let report =
+        match try_run_validated(&traces, &cfg, &resolved, &mut Progress { bar: None }, sink) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("flowsieve: error: {e}");
+                return exit_code::FAILURE;
+            }
+        };
+    for e in &report.replay.errors {
         eprintln!("flowsieve: error: {e}");
     }
-    for w in &summary.warnings {
+    for w in &report.replay.warnings {
         eprintln!("flowsieve: warning: {w}");
     }
     if !args.quiet {
-        print!("{}", summary.render_text());
+        print!("{}", report.render_text());
+    }
+    if let (Some(w), Some(path)) = (writer.as_mut(), &args.events) {
+        let flushed = w.out.flush();
+        if let Some(e) = w.failed.take().or(flushed.err()) {
+            eprintln!(
+                "flowsieve: error: {}: cannot write events: {e}",
+                path.display()
+            );
+            return exit_code::FAILURE;
+        }
+        if !args.quiet {
+            println!(
+                "events: {} heavy, {} new-flow written to {}",
+                w.heavy,
+                w.new,
+                path.display()
+            );
+        }
     }
     if let Some(path) = &args.json {
-        let json = summary.to_json();
+        let json = report.to_json();
         let written = if path.as_os_str() == "-" {
             writeln!(std::io::stdout(), "{json}")
         } else {
@@ -407,7 +864,19 @@ fn run_replay(args: ReplayArgs) -> i32 {
             return exit_code::FAILURE;
         }
     }
-    summary.exit_code()
+    if let Some(dir) = &args.csv {
+        if let Err(e) = report.write_csv(dir) {
+            eprintln!("flowsieve: error: {}: cannot write CSV: {e}", dir.display());
+            return exit_code::FAILURE;
+        }
+    }
+    if let Some(dir) = &args.plot {
+        if let Err(e) = report.write_plots(dir) {
+            eprintln!("flowsieve: error: cannot write plots: {e}");
+            return exit_code::FAILURE;
+        }
+    }
+    report.exit_code()
 }
 
 fn parse_sizes(s: &str) -> Result<SizeModel, String> {
@@ -858,7 +1327,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         None => run_replay(cli.replay),
-        Some(Command::Replay(a)) => run_replay(a),
+        Some(Command::Replay(a)) => run_replay(*a),
         Some(Command::GenTrace(a)) => run_gen_trace(a),
         Some(Command::Model(m)) => run_model(m),
     };

@@ -22,6 +22,7 @@ pub mod filter;
 pub mod hash;
 pub mod ingest;
 pub mod model;
+pub mod pipeline;
 pub mod replay;
 pub mod report;
 pub mod synth;

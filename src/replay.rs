@@ -14,8 +14,8 @@
 //! println!("{} packets, {:?} flows", summary.trace.packets, summary.trace.flows);
 //! ```
 
-use crate::class::Classifier;
-use crate::dissect::{Dissector, SkipCounts, SkipReason};
+use crate::class::{ClassId, Classifier};
+use crate::dissect::{Dissector, FlowKey, SkipCounts, SkipReason};
 use crate::hash::flow_hash;
 use crate::ingest::{Compression, IngestError, LinkType, Timestamp, TraceReader};
 use crate::report::{
@@ -73,6 +73,23 @@ pub trait ReplayObserver {
 pub struct NoObserver;
 impl ReplayObserver for NoObserver {}
 
+/// Receives every packet the engine could key, in trace order, with the
+/// work already done on it: the flow key, its hash and its class. The
+/// packet's bytes are not passed on: whatever a sink keeps must be copied
+/// out of these fields (the staged pipeline copies them into compact
+/// records, see [`crate::pipeline`]).
+pub trait PacketSink {
+    /// One keyed packet.
+    fn packet(&mut self, key: &FlowKey, hash: u64, class: ClassId, ts: Timestamp, wire_len: u32);
+}
+
+/// A sink that ignores every packet (plain replay).
+pub struct NoPackets;
+impl PacketSink for NoPackets {
+    #[inline]
+    fn packet(&mut self, _: &FlowKey, _: u64, _: ClassId, _: Timestamp, _: u32) {}
+}
+
 /// Totals gathered while reading.
 #[derive(Default)]
 struct Totals {
@@ -96,6 +113,16 @@ pub fn replay(
     cfg: &ReplayConfig,
     observer: &mut dyn ReplayObserver,
 ) -> ReplaySummary {
+    replay_into(paths, cfg, observer, &mut NoPackets)
+}
+
+/// Replays the files in order and hands every keyed packet to `sink`.
+pub fn replay_into<P: PacketSink>(
+    paths: &[PathBuf],
+    cfg: &ReplayConfig,
+    observer: &mut dyn ReplayObserver,
+    sink: &mut P,
+) -> ReplaySummary {
     let started = Instant::now();
     let dissector = Dissector::new(cfg.bidirectional);
     let n_classes = cfg.classifier.names().len();
@@ -115,8 +142,15 @@ pub fn replay(
         }
         let size = std::fs::metadata(path).ok().map(|m| m.len());
         observer.file_started(path, size);
-        let (file, unopened) =
-            replay_file(path, cfg, &dissector, &mut totals, table.as_mut(), observer);
+        let (file, unopened) = replay_file(
+            path,
+            cfg,
+            &dissector,
+            &mut totals,
+            table.as_mut(),
+            observer,
+            sink,
+        );
         could_not_open |= unopened;
         errors.extend(file.error.clone());
         warnings.extend(file.anomalies.iter().map(|a| a.message.clone()));
@@ -229,13 +263,14 @@ pub fn replay(
 
 /// Reads one file into `totals` (and the table); returns its summary and
 /// whether it could not be opened at all (as opposed to being damaged).
-fn replay_file(
+fn replay_file<P: PacketSink>(
     path: &Path,
     cfg: &ReplayConfig,
     dissector: &Dissector,
     totals: &mut Totals,
     mut table: Option<&mut FlowTable>,
     observer: &mut dyn ReplayObserver,
+    sink: &mut P,
 ) -> (FileSummary, bool) {
     let mut summary = FileSummary {
         path: path.display().to_string(),
@@ -306,16 +341,11 @@ fn replay_file(
                     totals.class_packets[c] += 1;
                     totals.class_bytes[c] += u64::from(packet.wire_len);
                 }
+                let hash = flow_hash(&d.key);
                 if let Some(t) = table.as_deref_mut() {
-                    t.record(
-                        d.key,
-                        flow_hash(&d.key),
-                        class,
-                        packet.ts,
-                        packet.wire_len,
-                        captured,
-                    );
+                    t.record(d.key, hash, class, packet.ts, packet.wire_len, captured);
                 }
+                sink.packet(&d.key, hash, class, packet.ts, packet.wire_len);
             }
             Err(reason) => totals.skips.add(reason),
         }

@@ -58,7 +58,7 @@ fn default_run_replays_the_bundled_trace() {
 fn json_has_the_required_fields_with_exact_names() {
     let (out, v) = json_of(&[]);
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     let t = &v["trace"];
     assert_eq!(t["packets"], 40000);
     assert_eq!(t["ip_packets"], 40000);
@@ -83,6 +83,190 @@ fn json_has_the_required_fields_with_exact_names() {
     let sum = |f: &str| classes.iter().map(|c| c[f].as_u64().unwrap()).sum::<u64>();
     assert_eq!((sum("flows"), sum("packets")), (12000, 40000));
     assert!(classes.iter().all(|c| c["class"].is_string()));
+}
+
+/// The pipeline's JSON fields, with the exact names docs/json-schema.md
+/// promises; per-class arrays have one entry per class with `class` and
+/// the same fields as `overall`.
+#[test]
+fn json_has_the_pipeline_sections_with_exact_names() {
+    let (out, v) = json_of(&[
+        "--sweep",
+        "alpha=1,10",
+        "--sweep",
+        "k=3,5",
+        "--sweep",
+        "bpe=5,10",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let heavy_fields = [
+        "flows_below",
+        "flows_above",
+        "reported",
+        "false_positives",
+        "false_negatives",
+        "fp_rate",
+        "fn_rate",
+        "model_fp_rate",
+    ];
+    let new_fields = [
+        "packets",
+        "true_new",
+        "reported_new",
+        "false_positives",
+        "false_negatives",
+        "fp_rate_instance",
+        "fp_rate_first",
+        "fp_rate_each",
+        "fn_rate",
+        "recycles",
+        "model_fp_rate",
+    ];
+    let sel_fields = [
+        "queries",
+        "members",
+        "prior_est",
+        "prior_true",
+        "fp_rate",
+        "fn_rate",
+        "cost",
+    ];
+    let check = |section: &serde_json::Value, fields: &[&str]| {
+        let overall = &section["overall"];
+        for f in fields {
+            assert!(overall.get(*f).is_some(), "overall.{f} missing");
+        }
+        let classes = section["classes"].as_array().expect("classes[]");
+        assert_eq!(classes.len(), 6, "one entry per class");
+        for c in classes {
+            assert!(c["class"].is_string());
+            for f in fields {
+                assert!(c.get(*f).is_some(), "classes[].{f} missing");
+            }
+        }
+    };
+    check(&v["heavy"], &heavy_fields);
+    check(&v["new_flows"], &new_fields);
+    let variants = v["selective"]["variants"].as_array().unwrap();
+    let names: Vec<&str> = variants
+        .iter()
+        .map(|x| x["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["plain", "selective-query", "selective-insertion", "both"]
+    );
+    for x in variants {
+        check(x, &sel_fields);
+    }
+    let sweeps = v["selective"]["sweeps"].as_array().unwrap();
+    for p in ["alpha", "k", "bpe"] {
+        assert!(sweeps.iter().any(|s| s["parameter"] == p), "sweep {p}");
+    }
+    let stages: Vec<&str> = v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        stages,
+        ["source", "queue", "heavy", "new_flows", "selective"]
+    );
+    for s in v["stages"].as_array().unwrap() {
+        for f in ["p50_ns", "p99_ns", "max_ns"] {
+            assert!(s[f].is_u64(), "stages[].{f}");
+        }
+        assert!(s["p50_ns"].as_u64() <= s["p99_ns"].as_u64());
+        assert!(s["p99_ns"].as_u64() <= s["max_ns"].as_u64());
+    }
+    for f in ["packets_per_sec", "threads", "shards"] {
+        assert!(!v["throughput"][f].is_null(), "throughput.{f}");
+    }
+    assert_eq!(v["throughput"]["shards"], 8);
+    // Every keyed packet went through stage 1 and stage 2.
+    assert_eq!(v["heavy"]["overall"]["packets"], 40000);
+    assert_eq!(v["new_flows"]["overall"]["packets"], 40000);
+    // Ground truth: the trace's 12,000 flows are each new exactly once.
+    assert_eq!(v["new_flows"]["overall"]["true_new"], 12000);
+}
+
+#[test]
+fn csv_and_plot_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("csv");
+    let plots = dir.path().join("plots");
+    let out = flowsieve(&[
+        "-q",
+        "--sweep",
+        "alpha=0.5,1,10",
+        "--sweep",
+        "bpe=4,8",
+        "--directory",
+        "cbf",
+        "--sweep",
+        "product=1,2,4",
+        "--csv",
+        csv.to_str().unwrap(),
+        "--plot",
+        plots.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in [
+        "heavy.csv",
+        "new_flows.csv",
+        "selective.csv",
+        "sweeps.csv",
+        "stages.csv",
+    ] {
+        let text = std::fs::read_to_string(csv.join(f)).unwrap();
+        let mut lines = text.lines();
+        let header = lines.next().unwrap();
+        let cols = header.split(',').count();
+        assert!(lines.clone().count() > 0, "{f} has rows");
+        for l in lines {
+            assert_eq!(l.split(',').count(), cols, "{f}: {l}");
+        }
+    }
+    let heavy = std::fs::read_to_string(csv.join("heavy.csv")).unwrap();
+    assert!(heavy.lines().last().unwrap().starts_with("all,40000,"));
+    for f in [
+        "tradeoff.svg",
+        "cost_alpha.svg",
+        "cost_bpe.svg",
+        "heavy_fp.svg",
+    ] {
+        let svg = std::fs::read_to_string(plots.join(f)).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("<text"), "{f}");
+    }
+}
+
+#[test]
+fn bad_pipeline_flags_exit_2_with_one_line() {
+    for args in [
+        &["--theta", "300", "--cbf-width", "8"][..],
+        &["--cbf-width", "5"],
+        &["--window", "fast"],
+        &["--recycle", "sigma:-1"],
+        &["--cache-window", "5s", "--query-window", "1s"],
+        &["--cache-window", "5000p", "--query-window", "10s"],
+        &["--directory", "xor"],
+        &["--sweep", "gamma=1"],
+        &["--stages", "heavy,cold"],
+        &["--shards", "0"],
+        &["--rbf-bits", "8", "--rbf-k", "4"],
+    ] {
+        let out = flowsieve(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("flowsieve: error: "), "{err}");
+    }
 }
 
 #[test]

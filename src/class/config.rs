@@ -255,6 +255,15 @@ impl ClassConfig {
         self.default
     }
 
+    /// The `alpha` the file sets for a class (the first rule of that class
+    /// that sets one).
+    pub fn class_alpha(&self, class: ClassId) -> Option<f64> {
+        self.rules
+            .iter()
+            .filter(|r| r.class == class)
+            .find_map(|r| r.alpha)
+    }
+
     pub(super) fn class_names(&self) -> Vec<String> {
         self.names.clone()
     }

@@ -57,6 +57,22 @@ mod ports_class {
 }
 
 impl Classifier {
+    /// Each class's cost ratio `alpha` for the selective-query stage: the
+    /// config file's value where it sets one, else `default`.
+    ///
+    /// ```
+    /// use flowsieve::class::Classifier;
+    /// assert_eq!(Classifier::ports().alphas(2.0), vec![2.0; 6]);
+    /// ```
+    pub fn alphas(&self, default: f64) -> Vec<f64> {
+        (0..self.names.len())
+            .map(|c| match &self.kind {
+                Kind::Config(cfg) => cfg.class_alpha(c as ClassId).unwrap_or(default),
+                _ => default,
+            })
+            .collect()
+    }
+
     /// The `ports` classifier.
     pub fn ports() -> Classifier {
         Classifier {

@@ -100,6 +100,21 @@ impl CountingBloomFilter {
             .collect()
     }
 
+    /// The natural log of the product of the hash's `k` counters (the
+    /// statistic of 000 Theorem 2); negative infinity if a counter is 0.
+    #[inline]
+    pub fn ln_counter_product(&self, h: u64) -> f64 {
+        let mut sum = 0.0;
+        for j in 0..self.k() {
+            let c = self.counter(self.indexer.index(h, j));
+            if c == 0 {
+                return f64::NEG_INFINITY;
+            }
+            sum += (c as f64).ln();
+        }
+        sum
+    }
+
     /// Adds one occurrence of a hash. Returns the new estimate (the minimum
     /// counter).
     #[inline]

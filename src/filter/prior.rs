@@ -92,6 +92,32 @@ impl PriorEstimator {
         }
     }
 
+    /// The class prior by the rule of succession over the moving average:
+    /// `(ewma n + 1) / (n + 2)` with `n` the samples the average spans
+    /// (at most `1 / smoothing`), or the default below `min_samples`.
+    ///
+    /// A plain average of a few samples can read 0 for a class whose prior
+    /// is merely small, and a selective filter would then skip its members
+    /// (false negatives) on no real evidence; this estimate only falls
+    /// below `1/n` once `n` samples support it.
+    ///
+    /// ```
+    /// use flowsieve::filter::PriorEstimator;
+    /// let mut p = PriorEstimator::new(1, 1.0, 0.01, 5, 0.5);
+    /// for i in 0..10u64 { p.observe(0, i, false); }
+    /// assert_eq!(p.prior(0), 0.0);
+    /// assert!((p.prior_smoothed(0) - 1.0 / 12.0).abs() < 1e-12);
+    /// ```
+    pub fn prior_smoothed(&self, class: usize) -> f64 {
+        match self.samples.get(class) {
+            Some(&n) if n >= self.min_samples => {
+                let span = (n as f64).min(1.0 / self.smoothing);
+                (self.ewma[class] * span + 1.0) / (span + 2.0)
+            }
+            _ => self.default_prior,
+        }
+    }
+
     /// Samples taken for a class.
     pub fn samples(&self, class: usize) -> u64 {
         self.samples.get(class).copied().unwrap_or(0)

@@ -97,3 +97,137 @@ pub fn k_opt(theta: u64, m_over_n: f64) -> u32 {
         lo
     }
 }
+
+/// Points at which [`fpr_online_partitioned`] samples the window's load
+/// when the window holds more insertions than this.
+const ONLINE_POINTS: u64 = 4096;
+
+/// eq. (2) read *online*, for flowsieve's heavy-flow stage: a flow of one
+/// packet is reported when its own insertion leaves all `k` of its
+/// counters `>= theta`. If `i` insertions came before it in the window,
+/// each of its counters is `1 + Binomial(i, k/m)` (partitioned layout, see
+/// [`fpr_binomial_partitioned`]), so it is reported with probability
+/// `P(Binomial(i, k/m) >= theta - 1)^k`. Averaged over its position
+/// `i = 0..n-1` in a window of `n` distinct insertions, this is the rate
+/// measured when every packet is its own flow; eq. (2) at load `n` is its
+/// upper bound (the rate of a flow checked at the window's end).
+///
+/// Windows of more than 4096 insertions are sampled at 4096 evenly spaced
+/// loads (midpoints); the summand is smooth and increasing in `i`.
+///
+/// ```
+/// use flowsieve::model::threshold::{fpr_binomial_partitioned, fpr_online_partitioned};
+/// let online = fpr_online_partitioned(2, 3, 1000, 4000);
+/// assert!(online > 0.0 && online < fpr_binomial_partitioned(2, 3, 1000, 4000));
+/// ```
+pub fn fpr_online_partitioned(theta: u64, k: u32, n: u64, m: u64) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    if theta <= 1 {
+        return 1.0;
+    }
+    if k == 0 || m < u64::from(k) {
+        return 1.0;
+    }
+    let p = 1.0 / (m / u64::from(k)) as f64;
+    let at = |i: u64| binomial_tail(theta - 1, i, p).powi(k as i32);
+    if n <= ONLINE_POINTS {
+        (0..n).map(at).sum::<f64>() / n as f64
+    } else {
+        let step = n as f64 / ONLINE_POINTS as f64;
+        (0..ONLINE_POINTS)
+            .map(|j| at(((j as f64 + 0.5) * step) as u64))
+            .sum::<f64>()
+            / ONLINE_POINTS as f64
+    }
+}
+
+/// Points along the window at which [`fpr_compound_online`] evaluates the
+/// other flows' load.
+const COMPOUND_POINTS: usize = 32;
+
+/// The compound model for repeated keys: eq. (2)'s counters when the
+/// insertions are *packets of flows* rather than distinct elements.
+///
+/// `sizes[j]` is the number of flows in the window with `j` packets
+/// (`sizes[theta]` counts every flow of `theta` packets or more; index 0 is
+/// ignored); `m` counters, `k` partitions. A counter of a given flow
+/// receives the other flows' packets as a compound Poisson sum: flows land
+/// on it at rate `F k / m` (`F` flows in all), each bringing its whole size
+/// drawn from `sizes`. A flow of `c < theta` packets is checked at its last
+/// packet, taken to fall uniformly in the window, when it holds `c` of its
+/// own and a fraction `u` of the others' load; it is reported if all `k`
+/// counters reach `theta`:
+///
+/// `FP(c) = ∫_0^1 P(c + X_u >= theta)^k du`, `X_u ~ CP(u F k / m, sizes)`.
+///
+/// Returns `FP(c)` for `c = 0..theta` (index 0 is the rate of a flow never
+/// inserted). The compound Poisson distribution is computed by Panjer's
+/// recursion up to `theta - 1`, so the cost is `O(32 theta^2)`; `None` for
+/// `theta > 4096`. This is an approximation (flows are treated as arriving
+/// all at once), offered beside the distinct-element form, not a result of
+/// the paper. With every flow of one packet it reduces to the Poisson limit
+/// of [`fpr_online_partitioned`].
+///
+/// ```
+/// use flowsieve::model::threshold::{fpr_compound_online, fpr_online_partitioned};
+/// // 1000 one-packet flows in 4000 counters, theta = 3, k = 3.
+/// let mut sizes = vec![0u64; 4];
+/// sizes[1] = 1000;
+/// let cp = fpr_compound_online(3, 3, 4000, &sizes).unwrap();
+/// let online = fpr_online_partitioned(3, 3, 1000, 4000);
+/// assert!((cp[1] - online).abs() / online < 0.05);
+/// ```
+pub fn fpr_compound_online(theta: u64, k: u32, m: u64, sizes: &[u64]) -> Option<Vec<f64>> {
+    if theta > 4096 {
+        return None;
+    }
+    let t = theta as usize;
+    if t == 0 {
+        return Some(Vec::new());
+    }
+    if k == 0 || m < u64::from(k) {
+        return Some(vec![1.0; t]);
+    }
+    let flows: u64 = sizes.iter().skip(1).sum();
+    let per = (m / u64::from(k)) as f64;
+    // Jump distribution f_j = P(size = j) for j < theta; larger jumps only
+    // matter as "reached theta", which the prefix sums below never count.
+    let mut f = vec![0.0; t];
+    if flows > 0 {
+        for (j, fj) in f.iter_mut().enumerate().skip(1) {
+            *fj = sizes.get(j).copied().unwrap_or(0) as f64 / flows as f64;
+        }
+    }
+    let mut out = vec![0.0; t];
+    let mut g = vec![0.0; t];
+    for point in 0..COMPOUND_POINTS {
+        let u = (point as f64 + 0.5) / COMPOUND_POINTS as f64;
+        let lambda = u * flows as f64 / per;
+        // Panjer: g_0 = e^-λ, g_s = (λ/s) Σ_{j=1..s} j f_j g_{s-j}.
+        g[0] = (-lambda).exp();
+        for s in 1..t {
+            let mut acc = 0.0;
+            for j in 1..=s {
+                acc += j as f64 * f[j] * g[s - j];
+            }
+            g[s] = lambda / s as f64 * acc;
+        }
+        // P(X <= x) prefix sums; FP(c) = (1 - P(X <= theta - c - 1))^k.
+        let mut below = 0.0;
+        let mut cdf = vec![0.0; t];
+        for (s, gs) in g.iter().enumerate() {
+            below += gs;
+            cdf[s] = below.min(1.0);
+        }
+        for (c, o) in out.iter_mut().enumerate() {
+            let need = t - c - 1; // X <= need keeps the counter below theta
+            *o += (1.0 - cdf[need]).max(0.0).powi(k as i32);
+        }
+    }
+    for o in &mut out {
+        *o /= COMPOUND_POINTS as f64;
+    }
+    Some(out)
+}

@@ -2,13 +2,19 @@
 //! summary ([`ReplaySummary::render_text`]) and versioned JSON
 //! ([`ReplaySummary::to_json`], schema in `docs/json-schema.md`).
 
+mod csv;
+mod pipeline;
+mod pipeline_text;
+mod plot;
 mod text;
+
+pub use pipeline::*;
 
 use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The JSON schema version of [`ReplaySummary`].
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Exit codes of the `flowsieve` command (documented in the README).
 pub mod exit_code {
