@@ -1,0 +1,411 @@
+//! The staged pipeline: determinism across thread counts, measured rates
+//! against the papers' models on traces that satisfy their assumptions,
+//! the invariants that must hold exactly, and sane numbers on real
+//! captures.
+
+mod common;
+
+use flowsieve::class::Classifier;
+use flowsieve::filter::CounterWidth;
+use flowsieve::model::recycling::{Hashing, RecyclingModel};
+use flowsieve::pipeline::{
+    run, DirectoryKind, HeavyConfig, NoEvents, PipelineConfig, RecycleSpec, StageSet, Sweeps,
+    WindowSpec,
+};
+use flowsieve::replay::NoObserver;
+use flowsieve::report::PipelineReport;
+use flowsieve::synth::{generate, SynthConfig};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn default_trace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/default.pcap")
+}
+
+/// A synthetic trace whose every packet is its own flow (flows = packets:
+/// the generator gives each flow one packet before sharing out the rest).
+fn distinct_trace(dir: &Path, packets: u64, seed: u64) -> PathBuf {
+    let path = dir.join(format!("distinct-{packets}-{seed}.pcap"));
+    let cfg = SynthConfig {
+        flows: packets,
+        packets,
+        seed,
+        snaplen: 64,
+        ..SynthConfig::default()
+    };
+    let f = std::fs::File::create(&path).unwrap();
+    generate(&cfg, std::io::BufWriter::new(f)).unwrap();
+    path
+}
+
+fn run_cfg(paths: &[PathBuf], cfg: &PipelineConfig) -> PipelineReport {
+    run(paths, cfg, &mut NoObserver, &mut NoEvents)
+}
+
+/// The report as JSON without its timing figures (the only fields allowed
+/// to differ between thread counts).
+fn without_timing(r: &PipelineReport) -> Value {
+    let mut v: Value = serde_json::from_str(&r.to_json()).unwrap();
+    v["stages"] = Value::Null;
+    v["throughput"] = Value::Null;
+    v["trace"]["read_seconds"] = Value::Null;
+    v["trace"]["packets_per_sec"] = Value::Null;
+    v
+}
+
+#[test]
+fn report_is_identical_for_1_2_and_4_threads() {
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    cfg.shards = 7;
+    cfg.batch = 100;
+    cfg.heavy.theta = 3;
+    cfg.heavy.counters = 1 << 14;
+    cfg.heavy.width = CounterWidth::W4;
+    cfg.heavy.window = WindowSpec::Packets(5000);
+    cfg.new_flows.bits = 1 << 15;
+    cfg.new_flows.two_phase = true;
+    cfg.new_flows.horizon_ns = Some(5_000_000_000);
+    cfg.selective.directory = DirectoryKind::Counting;
+    cfg.selective.prior_sample = 0.5;
+    cfg.selective.sweeps = Sweeps {
+        alpha: vec![0.1, 1.0, 10.0],
+        k: vec![3, 5],
+        bpe: vec![4.0, 8.0],
+        product: vec![1.0, 4.0, 16.0],
+    };
+    let paths = [default_trace()];
+    let mut reference = None;
+    for threads in [1, 2, 4] {
+        cfg.threads = threads;
+        let r = run_cfg(&paths, &cfg);
+        assert_eq!(r.throughput.threads, threads);
+        let v = without_timing(&r);
+        match &reference {
+            None => reference = Some(v),
+            Some(first) => assert!(
+                first == &v,
+                "report differs between 1 and {threads} threads"
+            ),
+        }
+    }
+    // The run exercised what it claims to: saturation of 4-bit counters,
+    // recycles, the posterior variant and every sweep.
+    let v = reference.unwrap();
+    assert!(v["heavy"]["saturation_events"].as_u64().unwrap() > 0);
+    assert!(v["new_flows"]["overall"]["recycles"].as_u64().unwrap() > 0);
+    assert_eq!(v["selective"]["variants"].as_array().unwrap().len(), 5);
+    assert_eq!(
+        v["selective"]["sweeps"].as_array().unwrap().len(),
+        3 * 3 + 2 * 3 + 2 * 3 + 3 * 3
+    );
+}
+
+/// Stage 1 against 003 eq. (2): every packet its own flow, so each
+/// insertion is a distinct element and the model's assumptions hold.
+#[test]
+fn heavy_fp_rate_matches_the_threshold_model_at_several_theta() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = distinct_trace(dir.path(), 240_000, 11);
+    for (theta, k, counters) in [(2u64, 3usize, 96_000usize), (3, 4, 48_000), (4, 5, 36_000)] {
+        let mut cfg = PipelineConfig::new(Classifier::ports());
+        cfg.stages = StageSet {
+            heavy: true,
+            new_flows: false,
+            selective: false,
+        };
+        cfg.shards = 4;
+        cfg.heavy = HeavyConfig {
+            window: WindowSpec::Packets(60_000),
+            theta,
+            counters,
+            width: CounterWidth::W8,
+            k,
+            conservative: false,
+        };
+        let r = run_cfg(&[trace.clone()], &cfg);
+        let h = r.heavy.unwrap();
+        let o = &h.overall;
+        assert_eq!(o.flows_below, Some(240_000), "every flow has one packet");
+        assert_eq!(h.repeated_insertions, Some(0));
+        let measured = o.fp_rate.unwrap();
+        let model = o.model_fp_rate.unwrap();
+        let se = (model * (1.0 - model) / 240_000.0).sqrt();
+        assert!(
+            (measured - model).abs() <= 3.0 * se,
+            "theta {theta}: measured {measured:.5} vs model {model:.5} (3 SE = {:.5})",
+            3.0 * se
+        );
+        // Enough false positives that the comparison means something.
+        assert!(o.false_positives.unwrap() > 300, "theta {theta}: {o:?}");
+        // With one-packet flows the compound model is the Poisson limit of
+        // the same formula.
+        let compound = o.model_fp_rate_compound.unwrap();
+        assert!(
+            (compound - model).abs() / model < 0.05,
+            "{compound} vs {model}"
+        );
+    }
+}
+
+/// Stage 2 against 004's Markov model: every packet a new flow, so the
+/// count-instance rate is the fraction called seen.
+#[test]
+fn recycling_fp_rate_matches_the_markov_model_one_and_two_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = distinct_trace(dir.path(), 200_000, 12);
+    for two_phase in [false, true] {
+        for k in [2usize, 4] {
+            let mut cfg = PipelineConfig::new(Classifier::ports());
+            cfg.stages = StageSet {
+                heavy: false,
+                new_flows: true,
+                selective: false,
+            };
+            cfg.shards = 4;
+            // 4 shards of 1,000 bits per phase, sigma at half of them:
+            // small filters recycle often, so the first cycles (a
+            // two-phase filter starts with an empty frozen half, below its
+            // long-term rate) weigh little against the steady state.
+            cfg.new_flows.bits = if two_phase { 8_000 } else { 4_000 };
+            cfg.new_flows.k = k;
+            cfg.new_flows.two_phase = two_phase;
+            cfg.new_flows.retaining = true;
+            cfg.new_flows.recycle = RecycleSpec::Sigma(0.5);
+            let r = run_cfg(&[trace.clone()], &cfg);
+            let n = r.new_flows.unwrap();
+            let o = &n.overall;
+            assert_eq!(o.true_new, Some(200_000));
+            assert_eq!(o.false_negatives, Some(0), "every packet is new");
+            let model = RecyclingModel::new(1000, k as u32, 500, Hashing::Colliding, true).unwrap();
+            let expect = if two_phase {
+                model.two_phase_fpr()
+            } else {
+                model.one_phase_fpr()
+            };
+            assert!((o.model_fp_rate.unwrap() - expect).abs() < 1e-12);
+            let measured = o.fp_rate_instance.unwrap();
+            let se = (expect * (1.0 - expect) / 200_000.0).sqrt();
+            assert!(
+                (measured - expect).abs() <= 3.0 * se,
+                "two_phase {two_phase}, k {k}: measured {measured:.5} vs model {expect:.5} (3 SE = {:.5})",
+                3.0 * se
+            );
+            assert!(o.recycles > 100, "many cycles: {}", o.recycles);
+        }
+    }
+}
+
+/// Exact invariants on a trace with heavy repetition (Zipf flow sizes).
+#[test]
+fn no_false_negatives_without_saturation_or_before_the_first_recycle() {
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    cfg.heavy.theta = 5;
+    cfg.heavy.counters = 1 << 12; // crowded: many false positives
+    cfg.heavy.width = CounterWidth::W16;
+    cfg.heavy.k = 3;
+    cfg.new_flows.bits = 1 << 13;
+    cfg.new_flows.recycle = RecycleSpec::Sigma(0.6);
+    let r = run_cfg(&[default_trace()], &cfg);
+    let h = r.heavy.as_ref().unwrap();
+    assert_eq!(h.saturation_events, 0);
+    assert_eq!(h.overall.false_negatives, Some(0));
+    assert!(
+        h.overall.false_positives.unwrap() > 0,
+        "the crowded filter errs"
+    );
+    assert_eq!(h.overall.fn_rate, Some(0.0));
+    let n = r.new_flows.as_ref().unwrap();
+    assert!(n.overall.recycles > 0 && n.overall.false_negatives.unwrap() > 0);
+    assert_eq!(n.false_negatives_before_first_recycle, Some(0));
+
+    // A filter that never recycles never forgets: no false negatives at all.
+    cfg.new_flows.bits = 1 << 24;
+    cfg.new_flows.recycle = RecycleSpec::Sigma(0.9);
+    let r = run_cfg(&[default_trace()], &cfg);
+    let n = r.new_flows.unwrap();
+    assert_eq!(n.overall.recycles, 0);
+    assert_eq!(n.overall.false_negatives, Some(0));
+    // The trace's exact flow count (traces/README.md): each flow is truly
+    // new once, and reported new unless a false positive hid it.
+    assert_eq!(n.overall.true_new, Some(12_000));
+    assert_eq!(
+        n.overall.reported_new + n.overall.false_positives.unwrap(),
+        12_000
+    );
+
+    // Saturating 4-bit counters at theta 15 may miss flows, and each miss
+    // falls in a saturated window.
+    cfg.heavy.width = CounterWidth::W4;
+    cfg.heavy.theta = 15;
+    let r = run_cfg(&[default_trace()], &cfg);
+    let h = r.heavy.unwrap();
+    assert!(h.saturation_events > 0);
+    assert_eq!(h.false_negatives_unsaturated, Some(0));
+}
+
+/// Checks every internal consistency rule of a report.
+fn assert_consistent(name: &str, r: &PipelineReport) {
+    let rate = |x: Option<f64>| x.is_none_or(|v| (0.0..=1.0).contains(&v));
+    assert_eq!(r.pipeline.packets, r.replay.trace.ip_packets, "{name}");
+    if let Some(h) = &r.heavy {
+        for c in h.classes.iter().chain([&h.overall]) {
+            let (below, above) = (c.flows_below.unwrap(), c.flows_above.unwrap());
+            assert!(c.false_positives.unwrap() <= below, "{name}: {c:?}");
+            assert!(c.false_negatives.unwrap() <= above, "{name}: {c:?}");
+            assert!(c.reported <= below + above, "{name}: {c:?}");
+            assert!(
+                rate(c.fp_rate) && rate(c.fn_rate) && rate(c.model_fp_rate),
+                "{name}"
+            );
+            assert!(rate(c.model_fp_rate_compound), "{name}");
+        }
+        let sum: u64 = h.classes.iter().map(|c| c.reported).sum();
+        assert_eq!(sum, h.overall.reported, "{name}");
+        assert_eq!(h.overall.packets, r.pipeline.packets, "{name}");
+        assert_eq!(h.false_negatives_unsaturated, Some(0), "{name}");
+    }
+    if let Some(n) = &r.new_flows {
+        for c in n.classes.iter().chain([&n.overall]) {
+            let t = c.true_new.unwrap();
+            assert!(c.false_positives.unwrap() <= t, "{name}: {c:?}");
+            assert!(c.false_negatives.unwrap() <= c.packets - t, "{name}: {c:?}");
+            // Reported new = truly new not hidden by an FP, plus FNs.
+            assert_eq!(
+                c.reported_new,
+                t - c.false_positives.unwrap() + c.false_negatives.unwrap(),
+                "{name}: {c:?}"
+            );
+            for x in [
+                c.fp_rate_instance,
+                c.fp_rate_first,
+                c.fp_rate_each,
+                c.fn_rate,
+            ] {
+                assert!(rate(x), "{name}: {c:?}");
+            }
+            // 004 §II-E: count-first <= count-each, count-first <= count-instance.
+            if let (Some(f), Some(e), Some(i)) =
+                (c.fp_rate_first, c.fp_rate_each, c.fp_rate_instance)
+            {
+                assert!(f <= e + 1e-12 && f <= i + 1e-12, "{name}: {c:?}");
+            }
+        }
+        // Without a horizon, a key is truly new once: the exact flow count.
+        assert_eq!(n.overall.true_new, r.replay.trace.flows, "{name}");
+        assert_eq!(n.false_negatives_before_first_recycle, Some(0), "{name}");
+    }
+    if let Some(s) = &r.selective {
+        for v in &s.variants {
+            for c in v.classes.iter().chain([&v.overall]) {
+                assert!(c.members <= c.queries, "{name}");
+                assert!(c.false_positives <= c.queries - c.members, "{name}");
+                assert!(c.false_negatives <= c.members, "{name}");
+                for x in [c.fp_rate, c.fn_rate, c.prior_est, c.prior_true] {
+                    assert!((0.0..=1.0).contains(&x), "{name}: {c:?}");
+                }
+            }
+            if v.name == "plain" {
+                // A Bloom filter never forgets a member.
+                assert_eq!(v.overall.false_negatives, 0, "{name}");
+            }
+            if v.name == "selective-query" || v.name == "both" {
+                // Skipping can only turn positives into negatives.
+                let plain = &s.variants[0].overall;
+                assert!(v.overall.false_positives <= plain.false_positives || v.name == "both");
+            }
+        }
+    }
+}
+
+#[test]
+fn real_captures_give_consistent_reports() {
+    let Some(dir) = common::shared_traces("real_captures_give_consistent_reports") else {
+        return;
+    };
+    let files = [
+        "backbone_like/auckland2000_uplink_rawip_hdr52.pcap",
+        "backbone_like/wand_isp_vlan_snaplen_10k.pcap",
+        "many_flows/ddos_tcp_synflood_spoofed.pcap",
+        "many_flows/ddos_udp_bacnet_amp__is_pcap_nonmonotonic.pcapng",
+    ];
+    for f in files {
+        let path = dir.join(f);
+        for window in [WindowSpec::Time(1_000_000_000), WindowSpec::Packets(2000)] {
+            let mut cfg = PipelineConfig::new(Classifier::ipclass());
+            cfg.heavy.window = window;
+            cfg.heavy.theta = 4;
+            cfg.heavy.counters = 1 << 14;
+            cfg.new_flows.bits = 1 << 16;
+            cfg.selective.cache_window = WindowSpec::Time(200_000_000);
+            cfg.selective.query_window = WindowSpec::Time(1_000_000_000);
+            cfg.selective.prior_sample = 0.2;
+            let r = run_cfg(&[path.clone()], &cfg);
+            assert!(r.replay.errors.is_empty(), "{f}: {:?}", r.replay.errors);
+            assert!(r.pipeline.packets > 1000, "{f}");
+            assert_consistent(f, &r);
+        }
+    }
+}
+
+#[test]
+fn without_truth_the_stages_still_report_events_counts_and_models() {
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    cfg.replay.truth = false;
+    let r = run_cfg(&[default_trace()], &cfg);
+    let h = r.heavy.as_ref().unwrap();
+    assert!(h.overall.reported > 0 && h.overall.fp_rate.is_none());
+    assert!(h.overall.flows_below.is_none() && h.overall.model_fp_rate.is_some());
+    let n = r.new_flows.as_ref().unwrap();
+    assert!(n.overall.true_new.is_none() && n.overall.model_fp_rate.is_some());
+    assert_eq!(n.overall.packets, 40_000);
+    // The directory's own set is part of the system: still scored.
+    let s = r.selective.as_ref().unwrap();
+    assert!(s.variants[0].overall.queries > 0);
+
+    // And the reported events are the same with or without truth.
+    cfg.replay.truth = true;
+    let t = run_cfg(&[default_trace()], &cfg);
+    assert_eq!(t.heavy.unwrap().overall.reported, h.overall.reported);
+    assert_eq!(
+        t.new_flows.unwrap().overall.reported_new,
+        n.overall.reported_new
+    );
+}
+
+/// Events reach the sink: heavy events agree with the report's count and
+/// carry the window and an estimate of at least theta.
+#[test]
+fn events_reach_the_sink() {
+    use flowsieve::pipeline::{HeavyEvent, NewFlowEvent, PipelineSink};
+    #[derive(Default)]
+    struct Collect {
+        heavy: Vec<HeavyEvent>,
+        new: u64,
+    }
+    impl PipelineSink for Collect {
+        fn wants_heavy_flows(&self) -> bool {
+            true
+        }
+        fn wants_new_flows(&self) -> bool {
+            true
+        }
+        fn heavy_flow(&mut self, e: &HeavyEvent) {
+            self.heavy.push(*e);
+        }
+        fn new_flow(&mut self, _: &NewFlowEvent) {
+            self.new += 1;
+        }
+    }
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    cfg.threads = 2;
+    let mut sink = Collect::default();
+    let r = run(&[default_trace()], &cfg, &mut NoObserver, &mut sink);
+    let h = r.heavy.unwrap();
+    assert_eq!(sink.heavy.len() as u64, h.overall.reported);
+    assert!(sink.heavy.iter().all(|e| e.estimate >= cfg.heavy.theta));
+    assert!(sink
+        .heavy
+        .iter()
+        .all(|e| e.window == e.time_ns / 1_000_000_000));
+    assert_eq!(sink.new, r.new_flows.unwrap().overall.reported_new);
+}
