@@ -122,7 +122,7 @@ fn heavy_fp_rate_matches_the_threshold_model_at_several_theta() {
             k,
             conservative: false,
         };
-        let r = run_cfg(&[trace.clone()], &cfg);
+        let r = run_cfg(std::slice::from_ref(&trace), &cfg);
         let h = r.heavy.unwrap();
         let o = &h.overall;
         assert_eq!(o.flows_below, Some(240_000), "every flow has one packet");
@@ -171,7 +171,7 @@ fn recycling_fp_rate_matches_the_markov_model_one_and_two_phase() {
             cfg.new_flows.two_phase = two_phase;
             cfg.new_flows.retaining = true;
             cfg.new_flows.recycle = RecycleSpec::Sigma(0.5);
-            let r = run_cfg(&[trace.clone()], &cfg);
+            let r = run_cfg(std::slice::from_ref(&trace), &cfg);
             let n = r.new_flows.unwrap();
             let o = &n.overall;
             assert_eq!(o.true_new, Some(200_000));
@@ -339,7 +339,7 @@ fn real_captures_give_consistent_reports() {
             cfg.selective.cache_window = WindowSpec::Time(200_000_000);
             cfg.selective.query_window = WindowSpec::Time(1_000_000_000);
             cfg.selective.prior_sample = 0.2;
-            let r = run_cfg(&[path.clone()], &cfg);
+            let r = run_cfg(std::slice::from_ref(&path), &cfg);
             assert!(r.replay.errors.is_empty(), "{f}: {:?}", r.replay.errors);
             assert!(r.pipeline.packets > 1000, "{f}");
             assert_consistent(f, &r);
