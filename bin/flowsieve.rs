@@ -56,6 +56,9 @@ enum Command {
     Replay(Box<ReplayArgs>),
     /// Write a seeded synthetic trace with Zipf-distributed flow sizes.
     GenTrace(GenTraceArgs),
+    /// Measure throughput: the dissect+hash path alone, then the whole
+    /// pipeline (truth off) at each thread count, side by side, repeated.
+    Bench(Box<BenchArgs>),
     /// Evaluate the analytical models from the papers.
     #[command(subcommand)]
     Model(ModelCommand),
@@ -456,6 +459,27 @@ struct PipelineArgs {
         help_heading = "Stage 3: selective query"
     )]
     sweep: Vec<String>,
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// Trace files (default: the bundled trace; use a large one, e.g. from
+    /// gen-trace, already in the page cache).
+    traces: Vec<PathBuf>,
+    /// Thread counts to run the pipeline at.
+    #[arg(long, default_value = "1,2", value_name = "LIST")]
+    threads_list: String,
+    /// Rounds; each figure is the median over rounds.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Flow classes.
+    #[arg(long, default_value = "ports", value_name = "ports|ipclass|FILE")]
+    classes: String,
+    #[command(flatten)]
+    pipeline: PipelineArgs,
+    /// Write the figures as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -878,6 +902,145 @@ fn run_replay(args: ReplayArgs) -> i32 {
     }
     report.exit_code()
 }
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn run_bench(args: BenchArgs) -> i32 {
+    let classifier = match Classifier::from_spec(&args.classes) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("flowsieve: error: {e}");
+            return exit_code::FAILURE;
+        }
+    };
+    let traces = if args.traces.is_empty() {
+        vec![default_trace()]
+    } else {
+        args.traces.clone()
+    };
+    let threads: Vec<usize> = match args
+        .threads_list
+        .split(',')
+        .map(|t| t.trim().parse::<usize>())
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(t) if !t.is_empty() && t.iter().all(|&n| n > 0) => t,
+        _ => return usage_error("--threads-list: expected positive numbers such as 1,2"),
+    };
+    let (base, resolved) =
+        match pipeline_config(&args.pipeline, classifier.clone(), false, None, 10, false) {
+            Ok(c) => c,
+            Err(e) => return usage_error(&e),
+        };
+    let rounds = args.rounds.max(1);
+    // (name, wall Mpps per round, CPU Mpps per round)
+    let mut rows: Vec<(String, Vec<f64>, Vec<f64>)> = Vec::new();
+    let mut push = |name: String, wall: f64, cpu: f64| match rows.iter_mut().find(|r| r.0 == name) {
+        Some(r) => {
+            r.1.push(wall);
+            r.2.push(cpu);
+        }
+        None => rows.push((name, vec![wall], vec![cpu])),
+    };
+    let mut packets = 0;
+    for _ in 0..rounds {
+        // The dissect+hash path alone: read, dissect, hash, classify.
+        let mut cfg = base.replay.clone();
+        cfg.truth = false;
+        let (c0, t0) = (
+            flowsieve::pipeline::cpu_seconds(),
+            std::time::Instant::now(),
+        );
+        let s = flowsieve::replay::replay(&traces, &cfg, &mut flowsieve::replay::NoObserver);
+        let (wall, cpu) = (
+            t0.elapsed().as_secs_f64(),
+            flowsieve::pipeline::cpu_seconds() - c0,
+        );
+        if !s.errors.is_empty() || s.could_not_open {
+            for e in &s.errors {
+                eprintln!("flowsieve: error: {e}");
+            }
+            return exit_code::FAILURE;
+        }
+        packets = s.trace.packets;
+        push(
+            "dissect+hash".into(),
+            packets as f64 / wall / 1e6,
+            packets as f64 / cpu.max(1e-9) / 1e6,
+        );
+        for &t in &threads {
+            let mut cfg = base.clone();
+            cfg.threads = t;
+            let r = match try_run_validated(
+                &traces,
+                &cfg,
+                &resolved,
+                &mut NoObserverBin,
+                &mut NoEvents,
+            ) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("flowsieve: error: {e}");
+                    return exit_code::FAILURE;
+                }
+            };
+            push(
+                format!("pipeline, {t} thread{}", if t == 1 { "" } else { "s" }),
+                r.throughput.packets_per_sec / 1e6,
+                r.throughput.packets_per_cpu_sec / 1e6,
+            );
+        }
+    }
+    let base_wall = median(rows[0].1.clone());
+    let one = rows
+        .iter()
+        .find(|r| r.0 == "pipeline, 1 thread")
+        .map(|r| median(r.1.clone()));
+    println!(
+        "flowsieve bench: {} packets, {} rounds (medians), truth off, stages {}",
+        packets, rounds, args.pipeline.stages
+    );
+    println!(
+        "  {:<22} {:>10} {:>16} {:>14} {:>12}",
+        "path", "Mpps", "Mpps per CPU-s", "vs dissect", "vs 1 thread"
+    );
+    let mut out = Vec::new();
+    for (name, wall, cpu) in &rows {
+        let (w, c) = (median(wall.clone()), median(cpu.clone()));
+        let scale = one.filter(|_| name.starts_with("pipeline")).map(|o| w / o);
+        println!(
+            "  {:<22} {:>10.2} {:>16.2} {:>13.2}x {:>12}",
+            name,
+            w,
+            c,
+            w / base_wall,
+            scale.map_or("-".into(), |s| format!("{s:.2}x"))
+        );
+        out.push(serde_json::json!({
+            "path": name, "mpps": w, "mpps_per_cpu_sec": c,
+            "ratio_to_dissect_hash": w / base_wall, "scaling_vs_1_thread": scale,
+            "rounds_mpps": wall,
+        }));
+    }
+    if let Some(path) = &args.json {
+        let doc = serde_json::json!({ "packets": packets, "rounds": rounds, "results": out });
+        if let Err(e) = std::fs::write(path, format!("{doc:#}\n")) {
+            eprintln!(
+                "flowsieve: error: {}: cannot write JSON: {e}",
+                path.display()
+            );
+            return exit_code::FAILURE;
+        }
+    }
+    exit_code::OK
+}
+
+/// Progress is not shown while benchmarking.
+struct NoObserverBin;
+impl ReplayObserver for NoObserverBin {}
 
 fn parse_sizes(s: &str) -> Result<SizeModel, String> {
     if s == "realistic" {
@@ -1329,6 +1492,7 @@ fn main() -> ExitCode {
         None => run_replay(cli.replay),
         Some(Command::Replay(a)) => run_replay(*a),
         Some(Command::GenTrace(a)) => run_gen_trace(a),
+        Some(Command::Bench(a)) => run_bench(*a),
         Some(Command::Model(m)) => run_model(m),
     };
     ExitCode::from(code as u8)

@@ -82,13 +82,24 @@ pub struct RecyclingModel {
 /// (4)-(8) colliding, (11)-(13) non-colliding): `(p[j - i], p_recycle)` for
 /// `j` in `i ..= min(i + k, sigma)`.
 pub fn transitions(m: u64, k: u32, sigma: u64, hashing: Hashing, i: u64) -> (Vec<f64>, f64) {
-    let mf = m as f64;
     let mut dist = vec![0.0; k as usize + 1];
+    let recycle = transitions_into(m, k, sigma, hashing, i, &mut dist);
+    (dist, recycle)
+}
+
+/// [`transitions`] into a caller's buffer of `k + 1` entries (no
+/// allocation: the chain is solved state by state, hundreds of thousands of
+/// times for a large filter). Returns the recycle probability.
+fn transitions_into(m: u64, k: u32, sigma: u64, hashing: Hashing, i: u64, dist: &mut [f64]) -> f64 {
+    let mf = m as f64;
+    let kk = (k as usize).min(dist.len().saturating_sub(1));
+    dist.fill(0.0);
     dist[0] = 1.0;
     let mut recycle = 0.0;
-    for h in 0..k as usize {
-        let mut next = vec![0.0; k as usize + 1];
-        for off in 0..=h {
+    for h in 0..kk {
+        // Offsets only grow by one per position: walk them downwards so each
+        // entry is read before the step writes into it.
+        for off in (0..=h).rev() {
             let p = dist[off];
             if p == 0.0 {
                 continue;
@@ -96,22 +107,19 @@ pub fn transitions(m: u64, k: u32, sigma: u64, hashing: Hashing, i: u64) -> (Vec
             let b = (i + off as u64) as f64;
             let (stay, advance) = match hashing {
                 Hashing::Colliding => (b / mf, (mf - b) / mf),
-                // The h-th hash of this message avoids its h earlier
-                // positions, all of which are set.
                 Hashing::NonColliding => {
                     ((b - h as f64) / (mf - h as f64), (mf - b) / (mf - h as f64))
                 }
             };
-            next[off] += p * stay;
+            dist[off] = p * stay;
             if i + off as u64 + 1 > sigma {
                 recycle += p * advance;
             } else {
-                next[off + 1] += p * advance;
+                dist[off + 1] += p * advance;
             }
         }
-        dist = next;
     }
-    (dist, recycle)
+    recycle
 }
 
 /// `rho(i)`: the probability that a new message finds all its positions set
@@ -168,8 +176,9 @@ impl RecyclingModel {
         }
         let mut visits = vec![0.0; states];
         let mut recycle = vec![0.0; states];
+        let mut dist = vec![0.0; k as usize + 1];
         for i in 0..states {
-            let (dist, rec) = transitions(m, k, sigma, hashing, i as u64);
+            let rec = transitions_into(m, k, sigma, hashing, i as u64, &mut dist);
             recycle[i] = rec;
             let leave = 1.0 - dist[0];
             visits[i] = if leave > 0.0 { inflow[i] / leave } else { 0.0 };

@@ -196,6 +196,12 @@ impl HeavyShard {
         self.filter.m()
     }
 
+    /// Prefetches a coming packet's counters.
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        self.filter.prefetch(hash);
+    }
+
     /// Counts one packet.
     #[inline]
     pub fn process(&mut self, r: &PacketRecord) {
@@ -253,12 +259,11 @@ impl HeavyShard {
         let theta = self.cfg.theta;
         let m = self.filter.m() as u64;
         let k = self.filter.k() as u32;
+        // A saturated counter never moves again until the window's clear
+        // (no deletes, no unions here), so the counters saturated now are
+        // exactly the saturation events of this window: no scan needed.
         let events = self.filter.saturation_events() - self.saturation_at_start;
-        let saturated = if events > 0 {
-            self.filter.saturated_counters()
-        } else {
-            0
-        };
+        let saturated = events;
         self.tally.saturation_events += events;
         self.tally.saturated_counters += saturated;
         self.tally.saturated_windows += u64::from(saturated > 0);

@@ -52,6 +52,7 @@ pub use record::PacketRecord;
 pub use selective::{
     DirectoryKind, QueryUnit, SelectiveConfig, SelectiveShard, SelectiveTally, Sweeps,
 };
+pub use summary::cpu_seconds;
 pub use window::{parse_duration_ns, WindowParseError, WindowSpec};
 
 use crate::class::{ClassId, Classifier};
@@ -364,6 +365,9 @@ impl PacketSink for Dispatcher<'_> {
     }
 }
 
+/// How many records ahead the heavy stage prefetches counters.
+const PREFETCH_AHEAD: usize = 8;
+
 /// What a worker gives back.
 struct WorkerResult {
     shards: Vec<(usize, Shard)>,
@@ -384,7 +388,15 @@ fn worker(
         let local = |r: &PacketRecord| usize::from(r.shard) / threads;
         let t0 = Instant::now();
         if shards.first().is_some_and(|s| s.1.heavy.is_some()) {
-            for r in &batch.records {
+            // Counters of a large filter miss the cache: prefetch a few
+            // records ahead so the misses overlap.
+            let recs = &batch.records;
+            for (i, r) in recs.iter().enumerate() {
+                if let Some(ahead) = recs.get(i + PREFETCH_AHEAD) {
+                    if let Some(h) = shards.get(local(ahead)).and_then(|s| s.1.heavy.as_ref()) {
+                        h.prefetch(ahead.hash);
+                    }
+                }
                 if let Some(h) = shards.get_mut(local(r)).and_then(|s| s.1.heavy.as_mut()) {
                     h.process(r);
                 }

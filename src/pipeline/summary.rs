@@ -20,7 +20,7 @@ pub(super) struct Timing {
 }
 
 /// CPU time (user + system) of the process so far, in seconds.
-pub(super) fn cpu_seconds() -> f64 {
+pub fn cpu_seconds() -> f64 {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: `usage` is a valid, writable `rusage`; getrusage only writes
     // into it and reports failure through its return value.
