@@ -57,7 +57,10 @@ fn main() -> anyhow::Result<()> {
     if let Some(h) = &report.heavy {
         println!(
             "{} heavy-flow events; false positives {:?}, false negatives {:?}, model FP rate {:?}",
-            h.overall.reported, h.overall.false_positives, h.overall.false_negatives, h.overall.model_fp_rate
+            h.overall.reported,
+            h.overall.false_positives,
+            h.overall.false_negatives,
+            h.overall.model_fp_rate
         );
     }
     if let Some(n) = &report.new_flows {

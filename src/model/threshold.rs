@@ -111,8 +111,9 @@ const ONLINE_POINTS: u64 = 256;
 /// [`fpr_binomial_partitioned`]), so it is reported with probability
 /// `P(Binomial(i, k/m) >= theta - 1)^k`. Averaged over its position
 /// `i = 0..n-1` in a window of `n` distinct insertions, this is the rate
-/// measured when every packet is its own flow; eq. (2) at load `n` is its
-/// upper bound (the rate of a flow checked at the window's end).
+/// measured when every packet is its own flow. It stays below the rate of
+/// a one-packet flow checked at the window's end, which is eq. (2) with
+/// `theta - 1` at load `n - 1`.
 ///
 /// Windows of more than 256 insertions are sampled at 256 evenly spaced
 /// loads (midpoints); the summand is smooth and increasing in `i`.
@@ -120,7 +121,7 @@ const ONLINE_POINTS: u64 = 256;
 /// ```
 /// use flowsieve::model::threshold::{fpr_binomial_partitioned, fpr_online_partitioned};
 /// let online = fpr_online_partitioned(2, 3, 1000, 4000);
-/// assert!(online > 0.0 && online < fpr_binomial_partitioned(2, 3, 1000, 4000));
+/// assert!(online > 0.0 && online < fpr_binomial_partitioned(1, 3, 999, 4000));
 /// ```
 pub fn fpr_online_partitioned(theta: u64, k: u32, n: u64, m: u64) -> f64 {
     if n == 0 {
