@@ -794,18 +794,28 @@ impl PipelineSink for EventWriter {
     }
 }
 
-fn run_replay(args: ReplayArgs) -> i32 {
-    let classifier = match Classifier::from_spec(&args.classes) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("flowsieve: error: {e}");
-            return exit_code::FAILURE;
-        }
-    };
-    let traces = if args.traces.is_empty() {
+/// The classifier named on the command line and the traces to read (the
+/// bundled one when none is given); a bad classifier is exit code 1.
+fn classifier_and_traces(
+    classes: &str,
+    traces: &[PathBuf],
+) -> Result<(Classifier, Vec<PathBuf>), i32> {
+    let classifier = Classifier::from_spec(classes).map_err(|e| {
+        eprintln!("flowsieve: error: {e}");
+        exit_code::FAILURE
+    })?;
+    let traces = if traces.is_empty() {
         vec![default_trace()]
     } else {
-        args.traces.clone()
+        traces.to_vec()
+    };
+    Ok((classifier, traces))
+}
+
+fn run_replay(args: ReplayArgs) -> i32 {
+    let (classifier, traces) = match classifier_and_traces(&args.classes, &args.traces) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     let (cfg, resolved) = match pipeline_config(
         &args.pipeline,
@@ -909,17 +919,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn run_bench(args: BenchArgs) -> i32 {
-    let classifier = match Classifier::from_spec(&args.classes) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("flowsieve: error: {e}");
-            return exit_code::FAILURE;
-        }
-    };
-    let traces = if args.traces.is_empty() {
-        vec![default_trace()]
-    } else {
-        args.traces.clone()
+    let (classifier, traces) = match classifier_and_traces(&args.classes, &args.traces) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     let threads: Vec<usize> = match args
         .threads_list

@@ -244,36 +244,46 @@ impl Plan {
                 &shapes,
             ));
         }
-        for &a in &cfg.sweeps.alpha {
+        // Every sweep point answers with the plain filter, Selective query
+        // and, for a counting directory, the posterior.
+        let sweep_point = |ev: &mut Vec<EvaluatorSpec>,
+                           sweep: &'static str,
+                           value: f64,
+                           d: usize,
+                           alpha: Option<f64>,
+                           shapes: &[DirectoryShape]| {
             ev.push(spec(
                 "plain",
                 Rule::Plain,
-                Some("alpha"),
-                a,
-                0,
-                Some(a),
-                &shapes,
+                Some(sweep),
+                value,
+                d,
+                alpha,
+                shapes,
             ));
             ev.push(spec(
                 "selective-query",
                 Rule::SelectiveQuery,
-                Some("alpha"),
-                a,
-                0,
-                Some(a),
-                &shapes,
+                Some(sweep),
+                value,
+                d,
+                alpha,
+                shapes,
             ));
             if counting {
                 ev.push(spec(
                     "posterior",
                     Rule::Posterior,
-                    Some("alpha"),
-                    a,
-                    0,
-                    Some(a),
-                    &shapes,
+                    Some(sweep),
+                    value,
+                    d,
+                    alpha,
+                    shapes,
                 ));
             }
+        };
+        for &a in &cfg.sweeps.alpha {
+            sweep_point(&mut ev, "alpha", a, 0, Some(a), &shapes);
         }
         let mut k_dirs = vec![0];
         for &k in &cfg.sweeps.k {
@@ -287,59 +297,11 @@ impl Plan {
             if !k_dirs.contains(&d) {
                 k_dirs.push(d);
             }
-            ev.push(spec(
-                "plain",
-                Rule::Plain,
-                Some("k"),
-                k as f64,
-                d,
-                None,
-                &shapes,
-            ));
-            ev.push(spec(
-                "selective-query",
-                Rule::SelectiveQuery,
-                Some("k"),
-                k as f64,
-                d,
-                None,
-                &shapes,
-            ));
-            if counting {
-                ev.push(spec(
-                    "posterior",
-                    Rule::Posterior,
-                    Some("k"),
-                    k as f64,
-                    d,
-                    None,
-                    &shapes,
-                ));
-            }
+            sweep_point(&mut ev, "k", k as f64, d, None, &shapes);
         }
         for &b in &cfg.sweeps.bpe {
             let d = shape(b, cfg.k_for(b), counting, &mut shapes);
-            ev.push(spec("plain", Rule::Plain, Some("bpe"), b, d, None, &shapes));
-            ev.push(spec(
-                "selective-query",
-                Rule::SelectiveQuery,
-                Some("bpe"),
-                b,
-                d,
-                None,
-                &shapes,
-            ));
-            if counting {
-                ev.push(spec(
-                    "posterior",
-                    Rule::Posterior,
-                    Some("bpe"),
-                    b,
-                    d,
-                    None,
-                    &shapes,
-                ));
-            }
+            sweep_point(&mut ev, "bpe", b, d, None, &shapes);
         }
         for &d in &k_dirs {
             for &t in &cfg.sweeps.product {
