@@ -100,17 +100,6 @@ impl CountingBloomFilter {
             .collect()
     }
 
-    /// Prefetches the words holding the hash's counters (a hint: call it a
-    /// few keys ahead of [`CountingBloomFilter::insert`] so the `k` cache
-    /// misses of a large filter overlap instead of queueing).
-    #[inline]
-    pub fn prefetch(&self, h: u64) {
-        for j in 0..self.k() {
-            let (w, _) = self.width.locate(self.indexer.index(h, j));
-            super::prefetch_word(&self.words, w);
-        }
-    }
-
     /// The natural log of the product of the hash's `k` counters (the
     /// statistic of 000 Theorem 2); negative infinity if a counter is 0.
     #[inline]

@@ -97,9 +97,9 @@ pub struct HeavyTally {
     /// Shard-windows closed (a shard that saw no packet in a window does not
     /// count it).
     pub shard_windows: u64,
-    /// Counters that reached their maximum (events, over all windows).
-    pub saturation_events: u64,
-    /// Counters found saturated at window ends, summed over windows.
+    /// Counters saturated at window ends, summed over windows. A saturated
+    /// counter never moves before the window's clear, so these are also
+    /// the saturation events.
     pub saturated_counters: u64,
     /// Shard-windows that ended with a saturated counter.
     pub saturated_windows: u64,
@@ -130,7 +130,6 @@ impl HeavyTally {
             a.add(b);
         }
         self.shard_windows += o.shard_windows;
-        self.saturation_events += o.saturation_events;
         self.saturated_counters += o.saturated_counters;
         self.saturated_windows += o.saturated_windows;
         self.repeated_insertions += o.repeated_insertions;
@@ -196,12 +195,6 @@ impl HeavyShard {
         self.filter.m()
     }
 
-    /// Prefetches a coming packet's counters.
-    #[inline]
-    pub fn prefetch(&self, hash: u64) {
-        self.filter.prefetch(hash);
-    }
-
     /// Counts one packet.
     #[inline]
     pub fn process(&mut self, r: &PacketRecord) {
@@ -262,9 +255,7 @@ impl HeavyShard {
         // A saturated counter never moves again until the window's clear
         // (no deletes, no unions here), so the counters saturated now are
         // exactly the saturation events of this window: no scan needed.
-        let events = self.filter.saturation_events() - self.saturation_at_start;
-        let saturated = events;
-        self.tally.saturation_events += events;
+        let saturated = self.filter.saturation_events() - self.saturation_at_start;
         self.tally.saturated_counters += saturated;
         self.tally.saturated_windows += u64::from(saturated > 0);
         self.tally.shard_windows += 1;
@@ -305,7 +296,7 @@ impl HeavyShard {
                         t.flows_above += 1;
                         if !f.reported {
                             t.false_negatives += 1;
-                            if saturated == 0 && events == 0 {
+                            if saturated == 0 {
                                 self.tally.false_negatives_unsaturated += 1;
                             }
                         }

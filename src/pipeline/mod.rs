@@ -115,8 +115,7 @@ impl PipelineConfig {
     pub fn new(classifier: Classifier) -> PipelineConfig {
         let alpha = classifier.alphas(1.0);
         let counters = 1 << 22;
-        let mut replay = ReplayConfig::new(classifier);
-        replay.top = 10;
+        let replay = ReplayConfig::new(classifier);
         PipelineConfig {
             replay,
             threads: 2,
@@ -365,9 +364,6 @@ impl PacketSink for Dispatcher<'_> {
     }
 }
 
-/// How many records ahead the heavy stage prefetches counters.
-const PREFETCH_AHEAD: usize = 8;
-
 /// What a worker gives back.
 struct WorkerResult {
     shards: Vec<(usize, Shard)>,
@@ -388,15 +384,7 @@ fn worker(
         let local = |r: &PacketRecord| usize::from(r.shard) / threads;
         let t0 = Instant::now();
         if shards.first().is_some_and(|s| s.1.heavy.is_some()) {
-            // Counters of a large filter miss the cache: prefetch a few
-            // records ahead so the misses overlap.
-            let recs = &batch.records;
-            for (i, r) in recs.iter().enumerate() {
-                if let Some(ahead) = recs.get(i + PREFETCH_AHEAD) {
-                    if let Some(h) = shards.get(local(ahead)).and_then(|s| s.1.heavy.as_ref()) {
-                        h.prefetch(ahead.hash);
-                    }
-                }
+            for r in &batch.records {
                 if let Some(h) = shards.get_mut(local(r)).and_then(|s| s.1.heavy.as_mut()) {
                     h.process(r);
                 }

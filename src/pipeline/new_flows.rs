@@ -258,6 +258,7 @@ struct KeyState {
 #[derive(Debug)]
 pub struct NewFlowShard {
     filter: RecyclingBloomFilter,
+    timed: bool,
     horizon_ns: Option<u64>,
     truth: Option<HashMap<KeyState>>,
     tally: NewFlowTally,
@@ -282,6 +283,7 @@ impl NewFlowShard {
                 cfg.retaining,
                 cfg.two_phase,
             ),
+            timed: matches!(resolved.policy, RecyclePolicy::Time(_)),
             horizon_ns: cfg.horizon_ns,
             truth: truth.then(HashMap::default),
             tally: NewFlowTally {
@@ -295,8 +297,13 @@ impl NewFlowShard {
     /// Classifies and inserts one packet.
     #[inline]
     pub fn process(&mut self, r: &PacketRecord) {
-        let now = Timestamp::from_units(r.time_ns, 1_000_000_000);
-        let is_new = self.filter.test_and_insert_at(r.hash, now);
+        // Only a time-bounded filter reads the clock.
+        let is_new = if self.timed {
+            let now = Timestamp::from_units(r.time_ns, 1_000_000_000);
+            self.filter.test_and_insert_at(r.hash, now)
+        } else {
+            self.filter.test_and_insert(r.hash)
+        };
         let Some(t) = self.tally.classes.get_mut(usize::from(r.class)) else {
             return;
         };

@@ -200,8 +200,7 @@ fn heavy_report(
             .map(|(n, c)| heavy_rates(Some(n.clone()), c, truth))
             .collect(),
         shard_windows: t.shard_windows,
-        saturation_events: t.saturation_events,
-        saturated_counters: t.saturated_counters,
+        saturation_events: t.saturated_counters,
         saturated_windows: t.saturated_windows,
         repeated_insertions: truth.then_some(t.repeated_insertions),
         repeated_share,

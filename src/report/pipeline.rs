@@ -79,8 +79,9 @@ pub struct HeavyReport {
     pub overall: HeavyRates,
     pub classes: Vec<HeavyRates>,
     pub shard_windows: u64,
+    /// Counters that reached their maximum, summed over shard-windows (each
+    /// stays saturated until its window's clear).
     pub saturation_events: u64,
-    pub saturated_counters: u64,
     pub saturated_windows: u64,
     /// Packets that repeated a key within its window (truth only).
     pub repeated_insertions: Option<u64>,

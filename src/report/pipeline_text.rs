@@ -113,8 +113,8 @@ impl PipelineReport {
             heavy_row(&mut o, "all", &h.overall);
             let _ = writeln!(
                 o,
-                "  {} shard-windows; saturation: {} events, {} counters in {} windows",
-                h.shard_windows, h.saturation_events, h.saturated_counters, h.saturated_windows
+                "  {} shard-windows; saturation: {} counters in {} windows",
+                h.shard_windows, h.saturation_events, h.saturated_windows
             );
             for n in &h.notes {
                 let _ = writeln!(o, "  note: {n}");
