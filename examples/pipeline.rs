@@ -7,7 +7,9 @@
 //! ```
 
 use flowsieve::class::Classifier;
-use flowsieve::pipeline::{try_run, HeavyEvent, PipelineConfig, PipelineSink, WindowSpec};
+use flowsieve::pipeline::{
+    run, Event, EventKind, FileSource, HeavyEvent, PipelineConfig, PipelineSink, WindowSpec,
+};
 use flowsieve::replay::NoObserver;
 use std::path::PathBuf;
 
@@ -18,11 +20,14 @@ struct HeavyFlows {
 }
 
 impl PipelineSink for HeavyFlows {
-    fn wants_heavy_flows(&self) -> bool {
-        true
+    fn wants(&self, kind: EventKind) -> bool {
+        kind == EventKind::Heavy
     }
-    fn heavy_flow(&mut self, e: &HeavyEvent) {
-        self.events.push(*e);
+    fn event(&mut self, e: &Event) -> std::io::Result<()> {
+        if let Event::Heavy(h) = e {
+            self.events.push(*h);
+        }
+        Ok(())
     }
 }
 
@@ -38,7 +43,9 @@ fn main() -> anyhow::Result<()> {
     cfg.heavy.theta = 50;
     cfg.heavy.window = WindowSpec::Time(10_000_000_000);
     let mut sink = HeavyFlows::default();
-    let report = try_run(&paths, &cfg, &mut NoObserver, &mut sink)?;
+    let validated = cfg.validate()?;
+    let source = FileSource::new(paths, &validated);
+    let report = run(source, &validated, &mut NoObserver, &mut sink)?;
 
     sink.events.sort_by_key(|e| (e.window, e.time_ns));
     for e in sink.events.iter().take(10) {
@@ -54,7 +61,7 @@ fn main() -> anyhow::Result<()> {
             e.estimate
         );
     }
-    if let Some(h) = &report.heavy {
+    if let Some(h) = report.heavy() {
         println!(
             "{} heavy-flow events; false positives {:?}, false negatives {:?}, model FP rate {:?}",
             h.overall.reported,
@@ -63,7 +70,7 @@ fn main() -> anyhow::Result<()> {
             h.overall.model_fp_rate
         );
     }
-    if let Some(n) = &report.new_flows {
+    if let Some(n) = report.new_flows() {
         println!(
             "{} packets called new, {:?} truly new; recycles {}",
             n.overall.reported_new, n.overall.true_new, n.overall.recycles

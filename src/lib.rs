@@ -14,8 +14,25 @@
 //! - [`truth`]: the exact per-flow table (ground truth);
 //! - [`replay`]: the replay engine, which pushes results into a sink;
 //! - [`report`]: the replay summary and its text and JSON renderings;
-//! - [`synth`]: the seeded synthetic trace generator.
+//! - [`synth`]: the seeded synthetic trace generator;
+//! - [`bench`]: the throughput protocol behind `flowsieve bench`.
 
+/// Serialises types as their `Display` text (the JSON schema keeps such
+/// values as strings, e.g. a window `1s` or a policy `sigma:512`).
+macro_rules! serialize_as_display {
+    ($($t:ty),* $(,)?) => {
+        $(
+            impl serde::Serialize for $t {
+                fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                    s.collect_str(self)
+                }
+            }
+        )*
+    };
+}
+pub(crate) use serialize_as_display;
+
+pub mod bench;
 pub mod class;
 pub mod dissect;
 pub mod filter;

@@ -17,7 +17,7 @@
 use crate::class::{ClassId, Classifier};
 use crate::dissect::{Dissector, FlowKey, SkipCounts, SkipReason};
 use crate::hash::flow_hash;
-use crate::ingest::{Compression, IngestError, LinkType, Timestamp, TraceReader};
+use crate::ingest::{Compression, IngestError, LinkType, ReadMode, Timestamp, TraceReader};
 use crate::report::{
     AnomalySummary, ClassSummary, FileSummary, LinkTypeCount, OptionsInfo, ReplaySummary, ToolInfo,
     TopFlow, TraceSummary, SCHEMA_VERSION,
@@ -43,6 +43,8 @@ pub struct ReplayConfig {
     pub top: usize,
     /// The flow classifier.
     pub classifier: Classifier,
+    /// How plain files are read (buffered by default; mapped by opt-in).
+    pub read_mode: ReadMode,
 }
 
 impl ReplayConfig {
@@ -54,6 +56,7 @@ impl ReplayConfig {
             max_packets: None,
             top: 10,
             classifier,
+            read_mode: ReadMode::Read,
         }
     }
 }
@@ -81,6 +84,19 @@ impl ReplayObserver for NoObserver {}
 pub trait PacketSink {
     /// One keyed packet.
     fn packet(&mut self, key: &FlowKey, hash: u64, class: ClassId, ts: Timestamp, wire_len: u32);
+
+    /// The source's clock reached `ts` with no packet since the last one (a
+    /// live source on an idle link): windows that end before `ts` can
+    /// close. A file replay never calls it.
+    fn clock(&mut self, _ts: Timestamp) {}
+
+    /// Whether the sink wants no more packets (its consumer failed); the
+    /// replay then stops reading, and the file it was reading is reported
+    /// as not complete.
+    #[inline]
+    fn stopped(&self) -> bool {
+        false
+    }
 }
 
 /// A sink that ignores every packet (plain replay).
@@ -137,7 +153,7 @@ pub fn replay_into<P: PacketSink>(
     let mut warnings = Vec::new();
     let mut could_not_open = false;
     for path in paths {
-        if cfg.max_packets.is_some_and(|m| totals.packets >= m) {
+        if cfg.max_packets.is_some_and(|m| totals.packets >= m) || sink.stopped() {
             break;
         }
         let size = std::fs::metadata(path).ok().map(|m| m.len());
@@ -276,7 +292,7 @@ fn replay_file<P: PacketSink>(
         path: path.display().to_string(),
         ..FileSummary::default()
     };
-    let mut reader = match TraceReader::open(path) {
+    let mut reader = match TraceReader::open_with(path, cfg.read_mode) {
         Ok(r) => r,
         Err(e) => {
             summary.error = Some(e.to_string());
@@ -301,7 +317,7 @@ fn replay_file<P: PacketSink>(
         .max_packets
         .unwrap_or(u64::MAX)
         .saturating_sub(totals.packets);
-    while summary.packets < budget {
+    while summary.packets < budget && !sink.stopped() {
         let packet = match reader.next_packet() {
             Ok(Some(p)) => p,
             Ok(None) => break,
@@ -373,7 +389,7 @@ fn replay_file<P: PacketSink>(
     }
     link_types.sort_unstable();
     summary.link_types = link_types;
-    summary.complete = error.is_none() && summary.packets < budget;
+    summary.complete = error.is_none() && summary.packets < budget && !sink.stopped();
     summary.anomalies = reader
         .anomalies()
         .entries()

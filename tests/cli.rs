@@ -419,7 +419,7 @@ fn gen_trace_writes_what_replay_reads() {
         "10",
     ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--packets must be at least --flows"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("packets must be at least flows"));
 }
 
 fn model_json(args: &[&str]) -> serde_json::Value {
@@ -474,8 +474,98 @@ fn model_bloom_and_threshold_answer_with_the_papers_numbers() {
         "--m",
         "4000",
     ]);
-    let (p, e) = (v["fpr"].as_f64().unwrap(), v["fpr_exact"].as_f64().unwrap());
+    let (p, e) = (
+        v["fpr_approx"].as_f64().unwrap(),
+        v["fpr_exact"].as_f64().unwrap(),
+    );
     assert!((p - e).abs() / e < 0.0048, "003: within 0.48%");
+}
+
+/// Defect: `model threshold --exact` printed the Poisson form as `fpr` and
+/// `model bloom --exact` the exact one. One rule now: `fpr` is the form
+/// asked for, `fpr_approx` the approximate one, `fpr_exact` the exact one
+/// when computed.
+#[test]
+fn every_model_names_its_rates_by_one_rule() {
+    let t = model_json(&[
+        "threshold",
+        "--theta",
+        "2",
+        "--m-over-n",
+        "4",
+        "--exact",
+        "--n",
+        "1000",
+        "--m",
+        "4000",
+    ]);
+    let b = model_json(&["bloom", "--m", "1000", "--n", "100", "--k", "4", "--exact"]);
+    for v in [&t, &b] {
+        assert_eq!(v["fpr"], v["fpr_exact"], "{v}");
+        assert_ne!(v["fpr"], v["fpr_approx"], "{v}");
+    }
+    let poisson = flowsieve::model::threshold::fpr_poisson(2, t["k"].as_u64().unwrap() as u32, 4.0);
+    assert_eq!(t["fpr_approx"].as_f64().unwrap(), poisson);
+    assert_eq!(
+        b["fpr_approx"].as_f64().unwrap(),
+        flowsieve::model::bloom::fpr_approx(10.0, 4)
+    );
+    // Without --exact the approximate form is `fpr`, and there is no exact.
+    let v = model_json(&["threshold", "--theta", "2", "--m-over-n", "4"]);
+    assert_eq!(v["fpr"], v["fpr_approx"]);
+    assert!(v.get("fpr_exact").is_none());
+}
+
+/// Defects: sizes near u64::MAX aborted or panicked; a wrapped window
+/// period divided by zero; a bad protocol-mix entry was dropped silently.
+/// Each now exits 2 with one line, before any work.
+#[test]
+fn huge_and_malformed_values_exit_2_with_one_line() {
+    for args in [
+        &["--cbf-counters", "68719476736", "--max-memory", "8G"][..],
+        &["--rbf-bits", "18446744073709551615"],
+        &["--rbf-bits", "18446744073709551615", "--recycle", "time:1s"],
+        &["--batch", "100000000"],
+        &["--batch", "1099511627776"],
+        &["--sweep", "bpe=1e300"],
+        &["--sweep", "bpe=1e10"],
+        &[
+            "--cache-window",
+            "1p",
+            "--query-window",
+            "18446744073709551615p",
+        ],
+        &[
+            "--cache-window",
+            "1ns",
+            "--query-window",
+            "18446744073709551615ns",
+        ],
+        &["--theta", "18446744073709551615"],
+        &["--rbf-k", "18446744073709551615"],
+        &["--max-memory", "lots"],
+        &[
+            "gen-trace",
+            "-o",
+            "/tmp/never.pcap",
+            "--proto-mix",
+            "0.8,x,0.17,0.03",
+        ],
+        &[
+            "gen-trace",
+            "-o",
+            "/tmp/never.pcap",
+            "--flows",
+            "18446744073709551615",
+        ],
+    ] {
+        let out = flowsieve(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("flowsieve: error: "), "{err}");
+        assert!(out.stdout.is_empty(), "{args:?}: no work before the error");
+    }
 }
 
 #[test]
@@ -494,7 +584,7 @@ fn model_bad_parameters_exit_2_with_one_line() {
     let out = flowsieve(&["model", "bloom", "--m", "3", "--n", "1", "--k", "5"]);
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).trim(),
-        "flowsieve: error: --m (3) must be at least --k (5)"
+        "flowsieve: error: m: must be at least k (5), got 3"
     );
 }
 

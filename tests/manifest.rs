@@ -201,3 +201,19 @@ fn exceptions_are_few_and_exist() {
         assert!(dir.join(x.file).is_file(), "{} listed but missing", x.file);
     }
 }
+
+/// With `FLOWSIEVE_REQUIRE_SHARED` set (as `.ci/run` sets it), a missing
+/// `../shared/traces` fails the test instead of skipping it.
+#[test]
+#[should_panic(expected = "FLOWSIEVE_REQUIRE_SHARED is set")]
+fn a_missing_shared_folder_fails_when_required() {
+    let missing = std::path::Path::new("/nonexistent/flowsieve-shared/traces");
+    common::locate_shared(missing, "a_missing_shared_folder_fails_when_required", true);
+}
+
+/// Without the requirement the same folder is a skip, not a failure.
+#[test]
+fn a_missing_shared_folder_is_a_skip_when_not_required() {
+    let missing = std::path::Path::new("/nonexistent/flowsieve-shared/traces");
+    assert!(common::locate_shared(missing, "skip check", false).is_none());
+}

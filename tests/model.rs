@@ -1038,14 +1038,17 @@ fn n_bounded_bounds_are_ordered_and_sizing_inverts_them() {
     // The sigma-bounded filter holds the most messages at the same average
     // rate (004 §V, item 2).
     let s = rbf::sigma_for_target(m, k, Hashing::Colliding, false, false, target).unwrap();
-    assert!(s.one_phase_fpr() <= target);
-    let (_, _, sigma, _, _) = s.params();
+    let sigma = s.sigma;
+    let at = RecyclingModel::new(m, k, sigma, Hashing::Colliding, false).unwrap();
+    assert!(at.one_phase_fpr() <= target);
+    assert!((at.one_phase_fpr() - s.avg_fpr).abs() < 1e-12);
+    assert!((at.expected_messages() - s.expected_messages).abs() < 1e-9 * s.expected_messages);
     let next = RecyclingModel::new(m, k, sigma + 1, Hashing::Colliding, false).unwrap();
     assert!(next.one_phase_fpr() > target);
     assert!(
-        s.expected_messages() > n_avg as f64,
+        s.expected_messages > n_avg as f64,
         "{} vs {n_avg}",
-        s.expected_messages()
+        s.expected_messages
     );
 }
 
@@ -1090,4 +1093,94 @@ fn compressed_tables_1_and_2() {
     // Entropy basics.
     assert_eq!(compressed::entropy(0.5), 1.0);
     assert_eq!(compressed::entropy(0.0), 0.0);
+}
+
+/// The one-pass sizing equals the brute-force answer: the largest sigma
+/// whose solved chain (eq. (18) or (26)) is at or below the target, for
+/// every hashing, retention and phase count.
+#[test]
+fn sigma_sizing_in_one_pass_equals_the_largest_solved_chain_below_target() {
+    for (m, k) in [(600u64, 1u32), (600, 3), (1500, 5)] {
+        for hashing in [Hashing::Colliding, Hashing::NonColliding] {
+            for retaining in [false, true] {
+                for two_phase in [false, true] {
+                    for target in [0.002, 0.01, 0.05] {
+                        let rate = |sigma: u64| {
+                            let r = RecyclingModel::new(m, k, sigma, hashing, retaining).unwrap();
+                            if two_phase {
+                                r.two_phase_fpr()
+                            } else {
+                                r.one_phase_fpr()
+                            }
+                        };
+                        let lo = if retaining { u64::from(k) } else { 0 };
+                        let brute = (lo..m).filter(|&s| rate(s) <= target).max();
+                        let fast =
+                            rbf::sigma_for_target(m, k, hashing, retaining, two_phase, target);
+                        let what = format!("m={m} k={k} {hashing:?} retaining={retaining} two_phase={two_phase} target={target}");
+                        assert_eq!(fast.map(|s| s.sigma), brute, "{what}");
+                        if let Some(s) = fast {
+                            assert!((s.avg_fpr - rate(s.sigma)).abs() < 1e-12, "{what}");
+                            let model =
+                                RecyclingModel::new(m, k, s.sigma, hashing, retaining).unwrap();
+                            let rel = (s.expected_messages - model.expected_messages()).abs()
+                                / model.expected_messages();
+                            assert!(rel < 1e-9, "{what}: {rel}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Above `EXACT_SIZING_MAX_BITS` the sizing uses the chain's continuum
+/// limit; just across the boundary it must agree with the exact chain to
+/// the order of `k / m`.
+#[test]
+fn sigma_sizing_continuum_agrees_with_the_chain_at_the_boundary() {
+    let m = rbf::EXACT_SIZING_MAX_BITS;
+    for (k, two_phase) in [(2u32, false), (4, false), (4, true), (8, true)] {
+        let exact =
+            rbf::sigma_for_target(m, k, Hashing::Colliding, false, two_phase, 0.01).unwrap();
+        let cont =
+            rbf::sigma_for_target(m + 1, k, Hashing::Colliding, false, two_phase, 0.01).unwrap();
+        assert_eq!(exact.method, rbf::SizingMethod::Chain);
+        assert_eq!(cont.method, rbf::SizingMethod::Continuum);
+        let rel = (exact.sigma as f64 - cont.sigma as f64).abs() / exact.sigma as f64;
+        assert!(
+            rel < 1e-4,
+            "k={k} two_phase={two_phase}: chain {} continuum {}",
+            exact.sigma,
+            cont.sigma
+        );
+        let rel_n =
+            (exact.expected_messages - cont.expected_messages).abs() / exact.expected_messages;
+        assert!(
+            rel_n < 1e-3,
+            "k={k}: E[N] {} vs {}",
+            exact.expected_messages,
+            cont.expected_messages
+        );
+    }
+}
+
+/// The continuum sums of f_o and f_a (used beyond `EXACT_SUM_MAX_TERMS`
+/// terms) agree with the exact sums where both can be computed.
+#[test]
+fn n_bounded_continuum_sums_agree_with_exact_sums() {
+    let (m, k) = (1u64 << 21, 4u32);
+    let n = rbf::EXACT_SUM_MAX_TERMS;
+    let exact_a = rbf::f_average(m, k, n);
+    let cont_a = rbf::f_average(m, k, n + 1);
+    assert!(
+        (exact_a - cont_a).abs() / exact_a < 1e-5,
+        "{exact_a} vs {cont_a}"
+    );
+    let exact_o = rbf::f_oracle(m, k, n);
+    let cont_o = rbf::f_oracle(m, k, n + 1);
+    assert!(
+        (exact_o - cont_o).abs() / exact_o < 1e-5,
+        "{exact_o} vs {cont_o}"
+    );
 }

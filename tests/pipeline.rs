@@ -9,8 +9,8 @@ use flowsieve::class::Classifier;
 use flowsieve::filter::CounterWidth;
 use flowsieve::model::recycling::{Hashing, RecyclingModel};
 use flowsieve::pipeline::{
-    run, DirectoryKind, HeavyConfig, NoEvents, PipelineConfig, RecycleSpec, StageSet, Sweeps,
-    WindowSpec,
+    run, DirectoryKind, FileSource, HeavyConfig, NoEvents, PipelineConfig, PipelineSink,
+    RecycleSpec, StageList, StageName, Sweeps, Variant, WindowSpec,
 };
 use flowsieve::replay::NoObserver;
 use flowsieve::report::PipelineReport;
@@ -39,7 +39,24 @@ fn distinct_trace(dir: &Path, packets: u64, seed: u64) -> PathBuf {
 }
 
 fn run_cfg(paths: &[PathBuf], cfg: &PipelineConfig) -> PipelineReport {
-    run(paths, cfg, &mut NoObserver, &mut NoEvents)
+    run_sink(paths, cfg, &mut NoEvents)
+}
+
+fn run_sink(
+    paths: &[PathBuf],
+    cfg: &PipelineConfig,
+    sink: &mut dyn PipelineSink,
+) -> PipelineReport {
+    let validated = cfg.validate().unwrap();
+    let source = FileSource::new(paths.to_vec(), &validated);
+    run(source, &validated, &mut NoObserver, sink).unwrap()
+}
+
+/// Only one built-in stage.
+fn only(stage: StageName) -> StageList {
+    let mut l = StageList::none();
+    l.set(stage, true);
+    l
 }
 
 /// The report as JSON without its timing figures (the only fields allowed
@@ -108,22 +125,19 @@ fn heavy_fp_rate_matches_the_threshold_model_at_several_theta() {
     let trace = distinct_trace(dir.path(), 240_000, 11);
     for (theta, k, counters) in [(2u64, 3usize, 96_000usize), (3, 4, 48_000), (4, 5, 36_000)] {
         let mut cfg = PipelineConfig::new(Classifier::ports());
-        cfg.stages = StageSet {
-            heavy: true,
-            new_flows: false,
-            selective: false,
-        };
+        cfg.stages = only(StageName::Heavy);
         cfg.shards = 4;
         cfg.heavy = HeavyConfig {
             window: WindowSpec::Packets(60_000),
             theta,
             counters,
             width: CounterWidth::W8,
-            k,
+            k: Some(k),
+            load: None,
             conservative: false,
         };
         let r = run_cfg(std::slice::from_ref(&trace), &cfg);
-        let h = r.heavy.unwrap();
+        let h = r.heavy().unwrap();
         let o = &h.overall;
         assert_eq!(o.flows_below, Some(240_000), "every flow has one packet");
         assert_eq!(h.repeated_insertions, Some(0));
@@ -156,11 +170,7 @@ fn recycling_fp_rate_matches_the_markov_model_one_and_two_phase() {
     for two_phase in [false, true] {
         for k in [2usize, 4] {
             let mut cfg = PipelineConfig::new(Classifier::ports());
-            cfg.stages = StageSet {
-                heavy: false,
-                new_flows: true,
-                selective: false,
-            };
+            cfg.stages = only(StageName::NewFlows);
             cfg.shards = 4;
             // 4 shards of 1,000 bits per phase, sigma at half of them:
             // small filters recycle often, so the first cycles (a
@@ -172,7 +182,7 @@ fn recycling_fp_rate_matches_the_markov_model_one_and_two_phase() {
             cfg.new_flows.retaining = true;
             cfg.new_flows.recycle = RecycleSpec::Sigma(0.5);
             let r = run_cfg(std::slice::from_ref(&trace), &cfg);
-            let n = r.new_flows.unwrap();
+            let n = r.new_flows().unwrap();
             let o = &n.overall;
             assert_eq!(o.true_new, Some(200_000));
             assert_eq!(o.false_negatives, Some(0), "every packet is new");
@@ -202,11 +212,11 @@ fn no_false_negatives_without_saturation_or_before_the_first_recycle() {
     cfg.heavy.theta = 5;
     cfg.heavy.counters = 1 << 12; // crowded: many false positives
     cfg.heavy.width = CounterWidth::W16;
-    cfg.heavy.k = 3;
+    cfg.heavy.k = Some(3);
     cfg.new_flows.bits = 1 << 13;
     cfg.new_flows.recycle = RecycleSpec::Sigma(0.6);
     let r = run_cfg(&[default_trace()], &cfg);
-    let h = r.heavy.as_ref().unwrap();
+    let h = r.heavy().unwrap();
     assert_eq!(h.saturation_events, 0);
     assert_eq!(h.overall.false_negatives, Some(0));
     assert!(
@@ -214,7 +224,7 @@ fn no_false_negatives_without_saturation_or_before_the_first_recycle() {
         "the crowded filter errs"
     );
     assert_eq!(h.overall.fn_rate, Some(0.0));
-    let n = r.new_flows.as_ref().unwrap();
+    let n = r.new_flows().unwrap();
     assert!(n.overall.recycles > 0 && n.overall.false_negatives.unwrap() > 0);
     assert_eq!(n.false_negatives_before_first_recycle, Some(0));
 
@@ -222,7 +232,7 @@ fn no_false_negatives_without_saturation_or_before_the_first_recycle() {
     cfg.new_flows.bits = 1 << 24;
     cfg.new_flows.recycle = RecycleSpec::Sigma(0.9);
     let r = run_cfg(&[default_trace()], &cfg);
-    let n = r.new_flows.unwrap();
+    let n = r.new_flows().unwrap();
     assert_eq!(n.overall.recycles, 0);
     assert_eq!(n.overall.false_negatives, Some(0));
     // The trace's exact flow count (traces/README.md): each flow is truly
@@ -238,7 +248,7 @@ fn no_false_negatives_without_saturation_or_before_the_first_recycle() {
     cfg.heavy.width = CounterWidth::W4;
     cfg.heavy.theta = 15;
     let r = run_cfg(&[default_trace()], &cfg);
-    let h = r.heavy.unwrap();
+    let h = r.heavy().unwrap();
     assert!(h.saturation_events > 0);
     assert_eq!(h.false_negatives_unsaturated, Some(0));
 }
@@ -247,7 +257,7 @@ fn no_false_negatives_without_saturation_or_before_the_first_recycle() {
 fn assert_consistent(name: &str, r: &PipelineReport) {
     let rate = |x: Option<f64>| x.is_none_or(|v| (0.0..=1.0).contains(&v));
     assert_eq!(r.pipeline.packets, r.replay.trace.ip_packets, "{name}");
-    if let Some(h) = &r.heavy {
+    if let Some(h) = r.heavy() {
         for c in h.classes.iter().chain([&h.overall]) {
             let (below, above) = (c.flows_below.unwrap(), c.flows_above.unwrap());
             assert!(c.false_positives.unwrap() <= below, "{name}: {c:?}");
@@ -264,7 +274,7 @@ fn assert_consistent(name: &str, r: &PipelineReport) {
         assert_eq!(h.overall.packets, r.pipeline.packets, "{name}");
         assert_eq!(h.false_negatives_unsaturated, Some(0), "{name}");
     }
-    if let Some(n) = &r.new_flows {
+    if let Some(n) = r.new_flows() {
         for c in n.classes.iter().chain([&n.overall]) {
             let t = c.true_new.unwrap();
             assert!(c.false_positives.unwrap() <= t, "{name}: {c:?}");
@@ -294,7 +304,7 @@ fn assert_consistent(name: &str, r: &PipelineReport) {
         assert_eq!(n.overall.true_new, r.replay.trace.flows, "{name}");
         assert_eq!(n.false_negatives_before_first_recycle, Some(0), "{name}");
     }
-    if let Some(s) = &r.selective {
+    if let Some(s) = r.selective() {
         for v in &s.variants {
             for c in v.classes.iter().chain([&v.overall]) {
                 assert!(c.members <= c.queries, "{name}");
@@ -304,16 +314,16 @@ fn assert_consistent(name: &str, r: &PipelineReport) {
                     assert!((0.0..=1.0).contains(&x), "{name}: {c:?}");
                 }
             }
-            if v.name == "plain" {
+            if v.name == Variant::Plain {
                 // A Bloom filter never forgets a member.
                 assert_eq!(v.overall.false_negatives, 0, "{name}");
             }
             // Skipping a query can only turn a positive into a negative:
             // Selective query errs positive no more than the filter it
             // asks, and "both" no more than the selective-insertion filter.
-            let asked = match v.name.as_str() {
-                "selective-query" => Some("plain"),
-                "both" => Some("selective-insertion"),
+            let asked = match v.name {
+                Variant::SelectiveQuery => Some(Variant::Plain),
+                Variant::Both => Some(Variant::SelectiveInsertion),
                 _ => None,
             };
             if let Some(asked) = asked {
@@ -360,22 +370,22 @@ fn without_truth_the_stages_still_report_events_counts_and_models() {
     let mut cfg = PipelineConfig::new(Classifier::ports());
     cfg.replay.truth = false;
     let r = run_cfg(&[default_trace()], &cfg);
-    let h = r.heavy.as_ref().unwrap();
+    let h = r.heavy().unwrap();
     assert!(h.overall.reported > 0 && h.overall.fp_rate.is_none());
     assert!(h.overall.flows_below.is_none() && h.overall.model_fp_rate.is_some());
-    let n = r.new_flows.as_ref().unwrap();
+    let n = r.new_flows().unwrap();
     assert!(n.overall.true_new.is_none() && n.overall.model_fp_rate.is_some());
     assert_eq!(n.overall.packets, 40_000);
     // The directory's own set is part of the system: still scored.
-    let s = r.selective.as_ref().unwrap();
+    let s = r.selective().unwrap();
     assert!(s.variants[0].overall.queries > 0);
 
     // And the reported events are the same with or without truth.
     cfg.replay.truth = true;
     let t = run_cfg(&[default_trace()], &cfg);
-    assert_eq!(t.heavy.unwrap().overall.reported, h.overall.reported);
+    assert_eq!(t.heavy().unwrap().overall.reported, h.overall.reported);
     assert_eq!(
-        t.new_flows.unwrap().overall.reported_new,
+        t.new_flows().unwrap().overall.reported_new,
         n.overall.reported_new
     );
 }
@@ -384,36 +394,185 @@ fn without_truth_the_stages_still_report_events_counts_and_models() {
 /// carry the window and an estimate of at least theta.
 #[test]
 fn events_reach_the_sink() {
-    use flowsieve::pipeline::{HeavyEvent, NewFlowEvent, PipelineSink};
+    use flowsieve::pipeline::{Event, EventKind, HeavyEvent};
     #[derive(Default)]
     struct Collect {
         heavy: Vec<HeavyEvent>,
         new: u64,
     }
     impl PipelineSink for Collect {
-        fn wants_heavy_flows(&self) -> bool {
+        fn wants(&self, _: EventKind) -> bool {
             true
         }
-        fn wants_new_flows(&self) -> bool {
-            true
-        }
-        fn heavy_flow(&mut self, e: &HeavyEvent) {
-            self.heavy.push(*e);
-        }
-        fn new_flow(&mut self, _: &NewFlowEvent) {
-            self.new += 1;
+        fn event(&mut self, e: &Event) -> std::io::Result<()> {
+            match e {
+                Event::Heavy(h) => self.heavy.push(*h),
+                Event::NewFlow(_) => self.new += 1,
+                _ => {}
+            }
+            Ok(())
         }
     }
     let mut cfg = PipelineConfig::new(Classifier::ports());
     cfg.threads = 2;
     let mut sink = Collect::default();
-    let r = run(&[default_trace()], &cfg, &mut NoObserver, &mut sink);
-    let h = r.heavy.unwrap();
+    let r = run_sink(&[default_trace()], &cfg, &mut sink);
+    let h = r.heavy().unwrap();
     assert_eq!(sink.heavy.len() as u64, h.overall.reported);
     assert!(sink.heavy.iter().all(|e| e.estimate >= cfg.heavy.theta));
     assert!(sink
         .heavy
         .iter()
         .all(|e| e.window == e.time_ns / 1_000_000_000));
-    assert_eq!(sink.new, r.new_flows.unwrap().overall.reported_new);
+    assert_eq!(sink.new, r.new_flows().unwrap().overall.reported_new);
+}
+
+/// Defect: the report's `k_from_model` and `k_model_load` came from the
+/// default load even when the window counted packets or the load was
+/// given. Now they say which load chose `k`.
+#[test]
+fn k_from_model_reports_the_load_that_chose_k() {
+    use flowsieve::pipeline::heavy::default_k;
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    cfg.stages = only(StageName::Heavy);
+    cfg.heavy.window = WindowSpec::Packets(5000);
+    let r = run_cfg(&[default_trace()], &cfg);
+    let c = &r.heavy().unwrap().config;
+    assert!(c.k_from_model);
+    assert_eq!(c.k_model_load, 5000);
+    assert_eq!(c.k, default_k(cfg.heavy.theta, cfg.heavy.counters, 5000));
+    assert_ne!(c.k, default_k(cfg.heavy.theta, cfg.heavy.counters, 1 << 20));
+
+    cfg.heavy.load = Some(300);
+    let r = run_cfg(&[default_trace()], &cfg);
+    let c = &r.heavy().unwrap().config;
+    assert_eq!((c.k_from_model, c.k_model_load), (true, 300));
+    assert_eq!(c.k, default_k(cfg.heavy.theta, cfg.heavy.counters, 300));
+
+    // A k given by the user is not the model's, even when it is equal.
+    cfg.heavy.k = Some(c.k);
+    let r = run_cfg(&[default_trace()], &cfg);
+    assert!(!r.heavy().unwrap().config.k_from_model);
+}
+
+/// Defect: sizes near `u64::MAX` aborted or panicked. Every one is now a
+/// configuration error naming the field, before anything is allocated.
+#[test]
+fn huge_sizes_are_refused_before_allocation() {
+    use flowsieve::pipeline::ConfigError;
+    let field_of = |cfg: &PipelineConfig| match cfg.validate() {
+        Err(ConfigError::Invalid { field, .. }) => field.to_string(),
+        Err(ConfigError::Memory { .. }) => "memory".into(),
+        Err(ConfigError::MemoryOverflow) => "overflow".into(),
+        Ok(_) => "ok".into(),
+    };
+    let base = || {
+        let mut c = PipelineConfig::new(Classifier::ports());
+        c.max_memory = Some(8 << 30);
+        c
+    };
+    let mut c = base();
+    c.heavy.counters = 68_719_476_736;
+    assert_eq!(field_of(&c), "memory");
+    let mut c = base();
+    c.heavy.counters = usize::MAX;
+    c.heavy.width = CounterWidth::W16;
+    assert_eq!(field_of(&c), "overflow");
+    let mut c = base();
+    c.new_flows.bits = 17_179_869_184 * 8;
+    assert_eq!(field_of(&c), "memory");
+    let mut c = base();
+    c.new_flows.bits = usize::MAX;
+    c.new_flows.recycle = RecycleSpec::Time(1_000_000_000);
+    assert_eq!(field_of(&c), "memory");
+    let mut c = base();
+    c.batch = 100_000_000;
+    assert_eq!(field_of(&c), "batch");
+    let mut c = base();
+    c.selective.sweeps.bpe = vec![1e300];
+    assert_eq!(field_of(&c), "selective.sweeps.bpe");
+    let mut c = base();
+    c.selective.bpe = 1e10;
+    assert_eq!(field_of(&c), "selective.bpe");
+    // A cache window plus a query window past 2^64 used to wrap to a
+    // period of 0 and divide by it.
+    let mut c = base();
+    c.selective.cache_window = WindowSpec::Packets(1);
+    c.selective.query_window = WindowSpec::Packets(u64::MAX);
+    assert_eq!(field_of(&c), "selective.query_window");
+    let mut c = base();
+    c.selective.cache_window = WindowSpec::Time(1);
+    c.selective.query_window = WindowSpec::Time(u64::MAX);
+    assert_eq!(field_of(&c), "selective.query_window");
+    let mut c = base();
+    c.heavy.theta = u64::MAX;
+    assert_eq!(field_of(&c), "heavy.theta");
+    let mut c = base();
+    c.new_flows.k = usize::MAX;
+    assert_eq!(field_of(&c), "new_flows.k");
+    // The memory stated is what the filters take.
+    let c = base();
+    let v = c.validate().unwrap();
+    assert_eq!(v.memory().heavy, (1 << 22) * 8 / 8);
+    assert_eq!(v.memory().new_flows, (1 << 23) / 8);
+    assert_eq!(
+        v.memory().total,
+        v.memory().heavy + v.memory().new_flows + v.memory().batches
+    );
+    // A stage that does not run is not sized (nor solved for).
+    let mut c = base();
+    c.stages = only(StageName::Selective);
+    c.new_flows.recycle = RecycleSpec::TargetFpr(1e-300);
+    assert_eq!(c.validate().unwrap().memory().new_flows, 0);
+}
+
+/// Defect: the new-flow stage subtracted timestamps without saturating. A
+/// library user can feed records whose time goes backwards; a packet that
+/// comes "before" the last one of its flow is not a new instance.
+#[test]
+fn new_flow_stage_takes_time_going_backwards() {
+    use flowsieve::dissect::FlowKey;
+    use flowsieve::pipeline::{
+        NewFlowConfig, PacketRecord, ReportContext, ShardContext, ShardStage, Stage,
+    };
+    let cfg = NewFlowConfig {
+        horizon_ns: Some(1_000_000_000),
+        ..NewFlowConfig::default()
+    };
+    let stage = cfg.validate(1).unwrap();
+    let ctx = ShardContext {
+        shard: 0,
+        shards: 1,
+        classes: 1,
+        truth: true,
+        events: Vec::new(),
+    };
+    let mut shard = stage.shard(&ctx);
+    let key = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 6);
+    let rec = |time_ns, seq| PacketRecord {
+        key,
+        hash: flowsieve::hash::flow_hash(&key),
+        time_ns,
+        seq,
+        wire_len: 60,
+        class: 0,
+        shard: 0,
+    };
+    let mut events = Vec::new();
+    shard.process(
+        &[rec(10_000_000_000, 0), rec(5_000_000_000, 1)],
+        &mut events,
+    );
+    let tally = shard.finish();
+    let report = stage.report(
+        tally,
+        &ReportContext {
+            classifier: Classifier::from_spec("ports").unwrap(),
+            truth: true,
+            shards: 1,
+        },
+    );
+    assert_eq!(report.overall.packets, 2);
+    assert_eq!(report.overall.true_new, Some(1));
+    assert_eq!(report.overall.false_negatives, Some(0));
 }

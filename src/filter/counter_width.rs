@@ -42,3 +42,26 @@ impl CounterWidth {
         (i / per, (i % per) as u32 * self.bits())
     }
 }
+
+/// Why a counter width could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("counter width must be 4, 8 or 16 bits (got '{0}')")]
+pub struct CounterWidthError(pub String);
+
+impl std::str::FromStr for CounterWidth {
+    type Err = CounterWidthError;
+    /// `4`, `8` or `16`.
+    fn from_str(s: &str) -> Result<CounterWidth, CounterWidthError> {
+        s.trim()
+            .parse::<u32>()
+            .ok()
+            .and_then(CounterWidth::from_bits)
+            .ok_or_else(|| CounterWidthError(s.to_string()))
+    }
+}
+
+impl std::fmt::Display for CounterWidth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.bits())
+    }
+}

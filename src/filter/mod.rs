@@ -34,11 +34,11 @@ pub use compressed::{
     apply_delta, compress_bloom, compress_delta, decompress_bloom, CompressedError,
     MAX_SNAPSHOT_BITS,
 };
-pub use counter_width::CounterWidth;
+pub use counter_width::{CounterWidth, CounterWidthError};
 pub use counting::CountingBloomFilter;
 pub use prior::PriorEstimator;
 pub use recycling::{RecyclePolicy, RecyclingBloomFilter, RecyclingStats, MAX_K};
-pub use selective::{SelectiveBloomFilter, SelectiveCountingFilter, Selectivity};
+pub use selective::{SelectiveAnswer, SelectiveBloomFilter, SelectiveCountingFilter, Selectivity};
 
 /// Cache prefetch hint for word `w` of `words`; never faults.
 #[inline(always)]

@@ -47,7 +47,8 @@ use crate::hash::fmix64;
 use crate::ingest::Timestamp;
 use crate::model::recycling::Hashing;
 
-/// When a recycling filter clears.
+/// When a recycling filter clears. Written (and serialised) as
+/// `sigma:S`, `n:N` or `time:T`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecyclePolicy {
     /// When a new message would leave more than this many bits set.
@@ -57,6 +58,16 @@ pub enum RecyclePolicy {
     /// When this many nanoseconds of (trace) time have passed since the last
     /// recycle, checked at each message.
     Time(u64),
+}
+
+impl std::fmt::Display for RecyclePolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            RecyclePolicy::Sigma(s) => write!(f, "sigma:{s}"),
+            RecyclePolicy::Insertions(n) => write!(f, "n:{n}"),
+            RecyclePolicy::Time(ns) => write!(f, "time:{}", crate::ingest::DurationNs(ns)),
+        }
+    }
 }
 
 /// Counters of a recycling filter's life.
@@ -270,3 +281,4 @@ impl RecyclingBloomFilter {
         self.stats
     }
 }
+crate::serialize_as_display!(RecyclePolicy);

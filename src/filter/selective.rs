@@ -40,10 +40,17 @@ pub enum Selectivity {
 }
 
 /// A Bloom filter with Selective insertion and/or query (000 §IV-C).
+///
+/// The Theorem 1 threshold depends on the filter's false-positive rate at
+/// its expected load, computed once at construction (001 eq. for the
+/// partitioned filter), and on the cost ratio `alpha`: the filter's own
+/// `alpha` for [`SelectiveBloomFilter::insert`] and
+/// [`SelectiveBloomFilter::query`], or a caller's per-class or swept one
+/// for the `*_for` methods.
 #[derive(Clone, Debug)]
 pub struct SelectiveBloomFilter {
     filter: BloomFilter,
-    expected_n: usize,
+    fpr: f64,
     alpha: f64,
     selectivity: Selectivity,
     skipped_inserts: u64,
@@ -61,9 +68,15 @@ impl SelectiveBloomFilter {
         alpha: f64,
         selectivity: Selectivity,
     ) -> SelectiveBloomFilter {
+        let filter = BloomFilter::new(m, k);
+        let fpr = crate::model::bloom::fpr_partitioned(
+            filter.m() as u64,
+            expected_n.max(1) as u64,
+            filter.k() as u32,
+        );
         SelectiveBloomFilter {
-            filter: BloomFilter::new(m, k),
-            expected_n: expected_n.max(1),
+            filter,
+            fpr,
             alpha,
             selectivity,
             skipped_inserts: 0,
@@ -74,20 +87,30 @@ impl SelectiveBloomFilter {
     /// The Theorem 1 threshold for this filter's false-positive rate at the
     /// expected load (`P < fpr / (fpr + alpha)`).
     pub fn threshold(&self) -> f64 {
-        let fpr = crate::model::bloom::fpr_partitioned(
-            self.filter.m() as u64,
-            self.expected_n as u64,
-            self.filter.k() as u32,
-        );
-        paradox::prior_threshold_for_fpr(self.alpha, fpr)
+        self.threshold_for(self.alpha)
+    }
+
+    /// The Theorem 1 threshold for another cost ratio.
+    pub fn threshold_for(&self, alpha: f64) -> f64 {
+        paradox::prior_threshold_for_fpr(alpha, self.fpr)
+    }
+
+    /// The model false-positive rate at the expected load.
+    pub fn fpr(&self) -> f64 {
+        self.fpr
     }
 
     /// Inserts an element of the given class prior (skipped under selective
     /// insertion when the prior is below the threshold). Returns whether it
     /// was inserted.
     pub fn insert(&mut self, h: u64, prior: f64) -> bool {
+        self.insert_for(h, prior, self.alpha)
+    }
+
+    /// [`SelectiveBloomFilter::insert`] with the element's own cost ratio.
+    pub fn insert_for(&mut self, h: u64, prior: f64, alpha: f64) -> bool {
         if matches!(self.selectivity, Selectivity::Insertion | Selectivity::Both)
-            && prior < self.threshold()
+            && prior < self.threshold_for(alpha)
         {
             self.skipped_inserts += 1;
             return false;
@@ -98,13 +121,33 @@ impl SelectiveBloomFilter {
 
     /// Answers a membership query for an element of the given prior.
     pub fn query(&mut self, h: u64, prior: f64) -> bool {
-        if matches!(self.selectivity, Selectivity::Query | Selectivity::Both)
-            && prior < self.threshold()
-        {
-            self.skipped_queries += 1;
-            return false;
+        let a = self.answer(h, prior, self.alpha);
+        self.skipped_queries += u64::from(a.skipped);
+        a.positive
+    }
+
+    /// The answer to a query for an element of the given prior and cost
+    /// ratio, without counting it; a skipped query never asks the filter.
+    pub fn answer(&self, h: u64, prior: f64, alpha: f64) -> SelectiveAnswer {
+        if self.skips(prior, self.threshold_for(alpha)) {
+            return SelectiveAnswer {
+                positive: false,
+                skipped: true,
+            };
         }
-        self.filter.contains(h)
+        SelectiveAnswer {
+            positive: self.filter.contains(h),
+            skipped: false,
+        }
+    }
+
+    /// Whether a query of this prior is answered negative without asking,
+    /// given the threshold (from [`SelectiveBloomFilter::threshold_for`]):
+    /// the decision a caller that already holds the filter's plain answer
+    /// combines with it.
+    #[inline]
+    pub fn skips(&self, prior: f64, threshold: f64) -> bool {
+        matches!(self.selectivity, Selectivity::Query | Selectivity::Both) && prior < threshold
     }
 
     /// Insertions skipped and queries answered without the filter.
@@ -121,6 +164,15 @@ impl SelectiveBloomFilter {
     pub fn clear(&mut self) {
         self.filter.clear();
     }
+}
+
+/// A selective filter's answer to one query.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SelectiveAnswer {
+    /// Answered positive.
+    pub positive: bool,
+    /// Answered negative without asking the filter (selective query).
+    pub skipped: bool,
 }
 
 /// A counting filter answering by the Theorem 2/4 posterior (000 §V).
@@ -157,6 +209,42 @@ impl SelectiveCountingFilter {
         )
     }
 
+    /// The natural log of the product of the element's `k` counters
+    /// (`-inf` when one is 0): what the posterior and the product
+    /// threshold depend on.
+    pub fn ln_counter_product(&self, h: u64) -> f64 {
+        self.filter.ln_counter_product(h)
+    }
+
+    /// The Theorem 2 posterior from a [`Self::ln_counter_product`] (0 for
+    /// an element with a zero counter), so that one probe serves several
+    /// priors and cost ratios.
+    pub fn posterior_from_ln_product(&self, ln_product: f64, prior: f64) -> f64 {
+        if !ln_product.is_finite() {
+            return 0.0;
+        }
+        paradox::posterior_from_ln_product(
+            ln_product,
+            self.filter.k() as u32,
+            prior,
+            self.filter.m() as u64,
+            self.inserted.max(1),
+        )
+    }
+
+    /// The Theorem 4 decision for another cost ratio, from a
+    /// [`Self::ln_counter_product`].
+    pub fn decide_for(&self, ln_product: f64, prior: f64, alpha: f64) -> bool {
+        ln_product.is_finite()
+            && paradox::decide(self.posterior_from_ln_product(ln_product, prior), alpha)
+    }
+
+    /// The fixed counter-product rule from a [`Self::ln_counter_product`]:
+    /// positive iff the product reaches `min_product`.
+    pub fn product_reaches(ln_product: f64, min_product: f64) -> bool {
+        ln_product.is_finite() && ln_product >= min_product.ln() - 1e-9
+    }
+
     /// The Theorem 4 decision: positive iff the posterior reaches
     /// `1/(alpha+1)`, i.e. the counter product reaches
     /// [`paradox::min_counter_product`].
@@ -168,8 +256,7 @@ impl SelectiveCountingFilter {
     /// of 000 Fig. 9(a)): positive iff the product of the counters is at
     /// least `min_product`.
     pub fn query_with_product(&self, h: u64, min_product: f64) -> bool {
-        let product: f64 = self.filter.counters(h).iter().map(|&c| c as f64).product();
-        product > 0.0 && product >= min_product
+        Self::product_reaches(self.ln_counter_product(h), min_product)
     }
 
     /// Elements inserted.

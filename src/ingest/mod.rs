@@ -29,10 +29,11 @@ mod source;
 mod timestamp;
 
 pub use anomaly::{AnomalyEntry, AnomalyLog};
+// `ReadMode` is defined below, beside the reader that uses it.
 pub use error::{Anomaly, AnomalyKind, IngestError, PcapError, PcapNgError, Position};
 pub use link_type::LinkType;
 pub use pcap::PcapVariant;
-pub use timestamp::Timestamp;
+pub use timestamp::{DurationError, DurationNs, Timestamp};
 
 use frame::Framed;
 use pcap::PcapFramer;
@@ -107,6 +108,21 @@ enum Framer {
     PcapNg(PcapNgFramer),
 }
 
+/// How a plain trace file's bytes reach the framers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReadMode {
+    /// `read` into a reusable buffer (one copy, by the kernel). Safe
+    /// whatever another process does to the file: a truncation is an early
+    /// end of file, reported as damage with its offset. The default.
+    #[default]
+    Read,
+    /// Memory-map the file and lend packets straight from the map (no
+    /// copy). Only for files nobody modifies or truncates while they are
+    /// read: a truncation then raises SIGBUS, as in any program that maps a
+    /// file.
+    Mmap,
+}
+
 /// Reads the packets of one trace file.
 pub struct TraceReader {
     path: PathBuf,
@@ -120,35 +136,69 @@ pub struct TraceReader {
 }
 
 impl TraceReader {
-    /// Opens a trace: memory-maps a plain file, streams a compressed one.
+    /// Opens a trace with [`ReadMode::Read`]: plain and compressed files
+    /// alike are read through a reusable buffer, so a file that another
+    /// process truncates or rewrites while it is read ends in an error (or
+    /// in odd records the framers report), never in a crash.
     pub fn open(path: impl AsRef<Path>) -> Result<TraceReader, IngestError> {
+        Self::open_with(path, ReadMode::Read)
+    }
+
+    /// Opens a trace in the given mode.
+    pub fn open_with(path: impl AsRef<Path>, mode: ReadMode) -> Result<TraceReader, IngestError> {
         let path = path.as_ref().to_path_buf();
-        let file = File::open(&path).map_err(|source| IngestError::Open {
+        let open_err = |source| IngestError::Open {
             path: path.clone(),
             source,
-        })?;
-        let len = file
-            .metadata()
-            .map_err(|source| IngestError::Open {
-                path: path.clone(),
-                source,
-            })?
-            .len();
+        };
+        let file = File::open(&path).map_err(open_err)?;
+        let len = file.metadata().map_err(open_err)?.len();
         if len == 0 {
             return Err(IngestError::Empty { path });
         }
-        // SAFETY: the map is read-only and private to this reader. If another
-        // process truncates the file while it is mapped, reads past the new
-        // end raise SIGBUS; that is the documented cost of zero-copy reads
-        // (tcpdump and Wireshark have it too), and no safe Rust reference is
-        // invalidated by a concurrent write of the same bytes.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| IngestError::Open {
-            path: path.clone(),
-            source,
-        })?;
-        #[cfg(unix)]
-        let _ = map.advise(memmap2::Advice::Sequential);
-        Self::from_whole(path, Whole::Mapped(map))
+        match mode {
+            ReadMode::Read => {
+                // Peek at the magic without consuming it, then hand the same
+                // buffered file to the decompressor or the framer.
+                let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+                let head = std::io::BufRead::fill_buf(&mut reader).map_err(|source| {
+                    IngestError::Read {
+                        path: path.clone(),
+                        offset: 0,
+                        source,
+                    }
+                })?;
+                if head.starts_with(&GZIP_MAGIC) {
+                    let decoder = flate2::read::MultiGzDecoder::new(reader);
+                    Self::with_source(path, Source::stream(Box::new(decoder)), Compression::Gzip)
+                } else if head.starts_with(&ZSTD_MAGIC) {
+                    let decoder =
+                        zstd::stream::read::Decoder::with_buffer(reader).map_err(|source| {
+                            IngestError::Read {
+                                path: path.clone(),
+                                offset: 0,
+                                source,
+                            }
+                        })?;
+                    Self::with_source(path, Source::stream(Box::new(decoder)), Compression::Zstd)
+                } else {
+                    Self::with_source(path, Source::stream(Box::new(reader)), Compression::None)
+                }
+            }
+            ReadMode::Mmap => {
+                // SAFETY: the map is read-only and private to this reader.
+                // memmap2 documents a concurrent modification of the mapped
+                // file as undefined behaviour and a truncation as SIGBUS:
+                // this mode is only sound for a file nobody modifies while it
+                // is read, which is why it is an opt-in (`ReadMode::Mmap`,
+                // the command line's `--mmap`) and the default mode copies
+                // through a buffer instead.
+                let map = unsafe { memmap2::Mmap::map(&file) }.map_err(open_err)?;
+                #[cfg(unix)]
+                let _ = map.advise(memmap2::Advice::Sequential);
+                Self::from_whole(path, Whole::Mapped(map))
+            }
+        }
     }
 
     /// Reads a trace held in memory; `name` is used in messages.
@@ -228,22 +278,19 @@ impl TraceReader {
     /// have been delivered and nothing after it is trusted.
     #[inline]
     pub fn next_packet(&mut self) -> Result<Option<Packet<'_>>, IngestError> {
-        // Fast path: a plain record of a mapped classic pcap. Anything
-        // unusual (end of file, damage, an anomaly, a page range to release)
+        // Fast path: a plain record of a classic pcap that lies whole in
+        // the bytes at hand (mapped or buffered). Anything unusual (end of
+        // the bytes at hand, damage, an anomaly, a page range to release)
         // goes to the general path, which reports it.
-        let fast = match (&mut self.framer, self.source.whole_mut()) {
-            (Framer::Pcap(f), Some((bytes, pos, release_due))) if !release_due && !self.failed => {
-                f.fast_record(bytes.get(*pos..).unwrap_or(&[])).map(|r| {
-                    let start = *pos + r.data_start;
-                    *pos += r.total;
-                    source::prefetch_ahead(bytes, *pos);
-                    (r, start, f.link_type())
-                })
-            }
+        let fast = match (&mut self.framer, self.source.fast_view()) {
+            (Framer::Pcap(f), Some((bytes, pos))) if !self.failed => f
+                .fast_record(bytes.get(pos..).unwrap_or(&[]))
+                .map(|r| (r, pos + r.data_start, f.link_type())),
             _ => None,
         };
         match fast {
             Some((r, start, link_type)) => {
+                self.source.consume(r.total);
                 self.packets += 1;
                 Ok(Some(Packet {
                     ts: r.ts,

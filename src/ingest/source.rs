@@ -116,21 +116,21 @@ impl Source {
         }
     }
 
-    /// For a whole source: all bytes, the cursor, and whether a consumed
-    /// range is due for [`Source::release_consumed`] (the reader's fast path
-    /// leaves that to its general path).
+    /// The bytes at hand and the cursor into them, for the reader's fast
+    /// path; `None` when a consumed range of a whole source is due for
+    /// [`Source::release_consumed`] (the fast path leaves that to the
+    /// general path).
     #[inline]
-    pub(crate) fn whole_mut(&mut self) -> Option<(&[u8], &mut usize, bool)> {
+    pub(crate) fn fast_view(&self) -> Option<(&[u8], usize)> {
         match self {
             Source::Whole {
                 whole,
                 pos,
                 released,
-            } => {
-                let due = *pos >= *released + RELEASE_STEP;
-                Some((whole.bytes(), pos, due))
-            }
-            Source::Stream { .. } => None,
+            } => (*pos < *released + RELEASE_STEP).then(|| (whole.bytes(), *pos)),
+            Source::Stream {
+                buf, start, end, ..
+            } => Some((&buf[..*end], *start)),
         }
     }
 

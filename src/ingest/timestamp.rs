@@ -112,3 +112,46 @@ impl fmt::Display for Timestamp {
         write!(f, "{}.{:09}", self.secs, self.nanos)
     }
 }
+
+/// A span of nanoseconds written in the largest unit that divides it
+/// exactly: `1s`, `250ms`, `10us`, `7ns`.
+///
+/// ```
+/// use flowsieve::ingest::DurationNs;
+/// assert_eq!(DurationNs(1_500_000_000).to_string(), "1500ms");
+/// assert_eq!(DurationNs(60_000_000_000).to_string(), "60s");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DurationNs(pub u64);
+
+impl std::fmt::Display for DurationNs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ns = self.0;
+        if ns % 1_000_000_000 == 0 {
+            write!(f, "{}s", ns / 1_000_000_000)
+        } else if ns % 1_000_000 == 0 {
+            write!(f, "{}ms", ns / 1_000_000)
+        } else if ns % 1_000 == 0 {
+            write!(f, "{}us", ns / 1_000)
+        } else {
+            write!(f, "{ns}ns")
+        }
+    }
+}
+
+/// Why a duration could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("bad duration '{0}': expected a positive span such as 60s, 500ms, 10us, 2m or 1h")]
+pub struct DurationError(pub String);
+
+impl std::str::FromStr for DurationNs {
+    type Err = DurationError;
+    /// `1s`, `250ms`, `10us`, `500ns`, `2m`, `1h`, or bare seconds; zero,
+    /// negative and over-long spans are errors.
+    fn from_str(s: &str) -> Result<DurationNs, DurationError> {
+        crate::pipeline::parse_duration_ns(s)
+            .filter(|&n| n > 0)
+            .map(DurationNs)
+            .ok_or_else(|| DurationError(s.to_string()))
+    }
+}

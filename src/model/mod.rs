@@ -6,10 +6,13 @@
 //! - [`paradox`]: the Bloom paradox, posteriors, decisions and query order (000).
 //! - [`recycling`]: recycling Bloom filters, one- and two-phase (004).
 //! - [`compressed`]: compressed Bloom filters for a transmission budget (002).
+//! - [`query`]: every model as a typed question and answer (what
+//!   `flowsieve model` prints).
 
 pub mod bloom;
 pub mod compressed;
 pub mod paradox;
+pub mod query;
 pub mod recycling;
 pub mod special;
 pub mod threshold;

@@ -271,16 +271,54 @@ fn f_i(m: u64, k: u32, i: u64) -> f64 {
 }
 
 /// `f_o` (004 eq. (2)): the oracle N-bounded average, `sum_{i<=N} f_i / N`.
+///
+/// Beyond [`EXACT_SUM_MAX_TERMS`] terms the sum is the integral of the
+/// same smooth term (Simpson's rule with the trapezoid end correction),
+/// so the cost stays bounded for any `n`.
 pub fn f_oracle(m: u64, k: u32, n: u64) -> f64 {
     if n == 0 {
         return 0.0;
     }
+    if n > EXACT_SUM_MAX_TERMS {
+        return sum_terms(n, |i| f_i_real(m, k, i)) / n as f64;
+    }
     (1..=n).map(|i| f_i(m, k, i)).sum::<f64>() / n as f64
+}
+
+/// `f_i` for a real index (the continuum of eq. (1)).
+fn f_i_real(m: u64, k: u32, i: f64) -> f64 {
+    let zero = (f64::from(k) * (i - 1.0).max(0.0) * (-1.0 / m as f64).ln_1p()).exp();
+    (1.0 - zero).powi(k as i32)
+}
+
+/// `sum_{i=1..n} g(i)` for a smooth `g`, by Euler-Maclaurin: the integral
+/// from 1 to n (composite Simpson, 2^16 panels) plus `(g(1) + g(n)) / 2`.
+fn sum_terms(n: u64, g: impl Fn(f64) -> f64) -> f64 {
+    let (a, b) = (1.0, n as f64);
+    let panels = 1u32 << 16;
+    let h = (b - a) / f64::from(panels);
+    let mut acc = g(a) + g(b);
+    for p in 1..panels {
+        let x = a + f64::from(p) * h;
+        acc += if p % 2 == 1 { 4.0 } else { 2.0 } * g(x);
+    }
+    acc * h / 3.0 + 0.5 * (g(a) + g(b))
 }
 
 /// `f_a` (004 eq. (3)): the average-case N-bounded lower bound,
 /// `sum f_i/(1-f_i) / sum (1 + f_i/(1-f_i))`.
+///
+/// Beyond [`EXACT_SUM_MAX_TERMS`] terms both sums are integrals of the same
+/// smooth terms (see [`f_oracle`]).
 pub fn f_average(m: u64, k: u32, n: u64) -> f64 {
+    if n > EXACT_SUM_MAX_TERMS {
+        let r = |i: f64| {
+            let f = f_i_real(m, k, i);
+            f / (1.0 - f)
+        };
+        let num = sum_terms(n, r);
+        return num / (n as f64 + num);
+    }
     let (mut num, mut den) = (0.0, 0.0);
     for i in 1..=n {
         let f = f_i(m, k, i);
@@ -298,10 +336,10 @@ pub fn f_average(m: u64, k: u32, n: u64) -> f64 {
 /// The largest `x` in `lo..=hi` with `ok(x)`, for `ok` true up to a point
 /// and false after (all rates here rise with the threshold).
 fn largest(lo: u64, hi: u64, ok: impl Fn(u64) -> bool) -> Option<u64> {
-    if !ok(lo) {
+    if lo > hi || !ok(lo) {
         return None;
     }
-    let (mut good, mut bad) = (lo, hi + 1);
+    let (mut good, mut bad) = (lo, hi);
     if ok(hi) {
         return Some(hi);
     }
@@ -316,8 +354,67 @@ fn largest(lo: u64, hi: u64, ok: impl Fn(u64) -> bool) -> Option<u64> {
     Some(good)
 }
 
+/// Largest phase (bits) whose sizing solves the exact chain. One pass over
+/// the states costs `O(sigma k^2)`: about 6 ms at `2^18` bits and `k = 4`.
+/// Larger phases use the continuum limit ([`SizingMethod::Continuum`]),
+/// whose relative error is of order `k / m` (about `1e-5` there; see the
+/// test that compares both across the boundary).
+pub const EXACT_SIZING_MAX_BITS: u64 = 1 << 18;
+
+/// Largest `n` for which the N-bounded averages sum their terms one by one;
+/// beyond it they integrate the continuum limit (see [`f_average`]).
+pub const EXACT_SUM_MAX_TERMS: u64 = 1 << 22;
+
+/// How a sizing answer was computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SizingMethod {
+    /// The exact chain (004 eqs. (15), (18), (26)), solved once for every
+    /// sigma up to the answer.
+    Chain,
+    /// The chain's limit for large `m`: with `x = i/m` the expected arrivals
+    /// per state tend to `1 / (k (1 - x))` and `rho` to `x^k`, so eq. (18)
+    /// becomes `f1(s) = 1 + sum_{j=1..k} s^j / (j ln(1 - s))`, the frozen
+    /// half of eq. (26) holds `s m` bits, and `E[N] = -(m/k) ln(1 - s)`.
+    Continuum,
+}
+
+/// A sigma sized for a target average rate (004 §V).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct SigmaSizing {
+    /// The largest sigma whose average rate is at most the target.
+    pub sigma: u64,
+    /// The long-term average rate at that sigma (eq. (18) or (26)).
+    pub avg_fpr: f64,
+    /// Expected new messages per cycle at that sigma (eq. (23)).
+    pub expected_messages: f64,
+    /// How it was computed.
+    pub method: SizingMethod,
+}
+
 /// Sizing (004 §V): the largest `sigma` whose long-term average rate
-/// (one- or two-phase) is at most `target`, with its model.
+/// (one- or two-phase, eq. (18) or (26)) is at most `target`, for a phase
+/// of `m` bits; `None` when no sigma reaches the target.
+///
+/// The chain's arrivals in state `i` do not depend on sigma for `i <=
+/// sigma` (a larger sigma only moves the recycle further out), so one
+/// forward pass gives eq. (18) for every sigma as a running ratio of sums,
+/// and the per-sigma frozen-half term of eq. (26) from the last `k` states.
+/// The one-phase rate only rises with sigma (each new state has a larger
+/// `rho` than the average so far), so the pass stops at the first sigma
+/// whose one-phase rate exceeds the target: the whole solve costs what one
+/// chain at the answer costs, instead of one chain per bisection step.
+/// Phases above [`EXACT_SIZING_MAX_BITS`] use the continuum limit, so the
+/// solve takes microseconds at any size.
+///
+/// ```
+/// use flowsieve::model::recycling::{sigma_for_target, Hashing, RecyclingModel};
+/// let s = sigma_for_target(10_000, 4, Hashing::Colliding, false, false, 0.01).unwrap();
+/// let at = RecyclingModel::new(10_000, 4, s.sigma, Hashing::Colliding, false).unwrap();
+/// let above = RecyclingModel::new(10_000, 4, s.sigma + 1, Hashing::Colliding, false).unwrap();
+/// assert!(at.one_phase_fpr() <= 0.01 && above.one_phase_fpr() > 0.01);
+/// assert!((at.one_phase_fpr() - s.avg_fpr).abs() < 1e-12);
+/// ```
 pub fn sigma_for_target(
     m: u64,
     k: u32,
@@ -325,31 +422,198 @@ pub fn sigma_for_target(
     retaining: bool,
     two_phase: bool,
     target: f64,
-) -> Option<RecyclingModel> {
+) -> Option<SigmaSizing> {
     let lo = if retaining { u64::from(k) } else { 0 };
-    if m == 0 || lo >= m {
+    if k == 0 || m == 0 || lo >= m || target.is_nan() || target < 0.0 {
         return None;
     }
-    let rate = |s: u64| {
-        RecyclingModel::new(m, k, s, hashing, retaining)
-            .map(|r| {
-                if two_phase {
-                    r.two_phase_fpr()
-                } else {
-                    r.one_phase_fpr()
-                }
-            })
-            .unwrap_or(f64::INFINITY)
+    if m > EXACT_SIZING_MAX_BITS {
+        return sigma_continuum(m, k, two_phase, target).filter(|s| s.sigma >= lo);
+    }
+    sigma_chain(m, k, hashing, retaining, two_phase, target, lo)
+}
+
+/// The exact one-pass solve of [`sigma_for_target`].
+fn sigma_chain(
+    m: u64,
+    k: u32,
+    hashing: Hashing,
+    retaining: bool,
+    two_phase: bool,
+    target: f64,
+    lo: u64,
+) -> Option<SigmaSizing> {
+    let kk = k as usize;
+    // Transitions from state i with no recycle (sigma beyond reach): the
+    // full jump distribution, jump[off] for off in 0..=k.
+    let full = |i: u64, buf: &mut [f64]| {
+        transitions_into(m, k, u64::MAX, hashing, i, buf);
     };
-    let s = largest(lo, m - 1, |s| rate(s) <= target)?;
-    RecyclingModel::new(m, k, s, hashing, retaining).ok()
+    let mut buf = vec![0.0; kk + 1];
+    // Inflow into upcoming states (a ring of k + 1 entries ahead of i).
+    let ring = kk + 1;
+    let mut inflow = vec![0.0; ring];
+    if retaining {
+        full(0, &mut buf);
+        for (off, p) in buf.iter().enumerate() {
+            inflow[off % ring] += p;
+        }
+    } else {
+        inflow[0] = 1.0;
+    }
+    // The last k states' arrivals, rho and jump distributions (for the
+    // frozen half of eq. (26)), in a ring indexed by state mod k.
+    let mut recent_v = vec![0.0f64; kk];
+    let mut recent_rho = vec![0.0f64; kk];
+    let mut recent_jump = vec![0.0f64; kk * (kk + 1)];
+    let (mut sum_v, mut sum_v_rho) = (0.0f64, 0.0f64);
+    let mut best: Option<SigmaSizing> = None;
+    // The ring's slot of state i, advanced by comparison rather than by a
+    // division per state (this loop runs up to millions of times).
+    let mut slot = 0usize;
+    let mut at = 0usize;
+    for i in 0..m {
+        full(i, &mut buf);
+        let arrived = inflow[slot];
+        inflow[slot] = 0.0;
+        let leave = 1.0 - buf[0];
+        let v = if leave > 0.0 { arrived / leave } else { 0.0 };
+        for (off, p) in buf.iter().enumerate().skip(1) {
+            let mut j = slot + off;
+            if j >= ring {
+                j -= ring;
+            }
+            inflow[j] += v * p;
+        }
+        slot += 1;
+        if slot == ring {
+            slot = 0;
+        }
+        let r = rho(m, k, hashing, i);
+        sum_v += v;
+        sum_v_rho += v * r;
+        if two_phase {
+            recent_v[at] = v;
+            recent_rho[at] = r;
+            recent_jump[at * (kk + 1)..(at + 1) * (kk + 1)].copy_from_slice(&buf);
+        }
+        let f1 = if sum_v > 0.0 { sum_v_rho / sum_v } else { 0.0 };
+        let here = at;
+        at += 1;
+        if at == kk {
+            at = 0;
+        }
+        if f1 > target {
+            break;
+        }
+        if i < lo {
+            continue;
+        }
+        let rate = if two_phase {
+            // F_j proportional to V_j Pr(a message from j passes sigma = i),
+            // for the states j in (i - k, i].
+            let (mut w, mut wr) = (0.0, 0.0);
+            for j in i.saturating_sub(kk as u64 - 1)..=i {
+                // State j sits `i - j` slots before state i's.
+                let back = (i - j) as usize;
+                let at = (here + kk - back) % kk;
+                let need = back + 1;
+                let jump = &recent_jump[at * (kk + 1)..(at + 1) * (kk + 1)];
+                let pass: f64 = jump.iter().skip(need).sum();
+                w += recent_v[at] * pass;
+                wr += recent_v[at] * pass * recent_rho[at];
+            }
+            let frozen = if w > 0.0 { wr / w } else { 0.0 };
+            1.0 - (1.0 - f1) * (1.0 - frozen)
+        } else {
+            f1
+        };
+        if rate <= target {
+            best = Some(SigmaSizing {
+                sigma: i,
+                avg_fpr: rate,
+                expected_messages: sum_v,
+                method: SizingMethod::Chain,
+            });
+        }
+    }
+    best
+}
+
+/// The continuum-limit one-phase rate at fill `s = sigma / m` (see
+/// [`SizingMethod::Continuum`]).
+fn continuum_f1(k: u32, s: f64) -> f64 {
+    if s <= 0.0 {
+        return 0.0;
+    }
+    let l = -(-s).ln_1p();
+    let mut partial = 0.0;
+    let mut p = 1.0;
+    for j in 1..=k {
+        p *= s;
+        partial += p / f64::from(j);
+    }
+    ((l - partial) / l).max(0.0)
+}
+
+/// [`sigma_for_target`] in the continuum limit.
+fn sigma_continuum(m: u64, k: u32, two_phase: bool, target: f64) -> Option<SigmaSizing> {
+    let rate = |s: f64| {
+        let f1 = continuum_f1(k, s);
+        if two_phase {
+            1.0 - (1.0 - f1) * (1.0 - s.powi(k as i32))
+        } else {
+            f1
+        }
+    };
+    let (mut good, mut bad) = (0.0f64, 1.0f64);
+    for _ in 0..200 {
+        let mid = 0.5 * (good + bad);
+        if rate(mid) <= target {
+            good = mid;
+        } else {
+            bad = mid;
+        }
+    }
+    let sigma = ((good * m as f64).floor() as u64).min(m - 1);
+    let s = sigma as f64 / m as f64;
+    Some(SigmaSizing {
+        sigma,
+        avg_fpr: rate(s),
+        expected_messages: -(m as f64 / f64::from(k)) * (-s).ln_1p(),
+        method: SizingMethod::Continuum,
+    })
 }
 
 /// Sizing for N-bounded filters: the largest `N` whose [`f_worst`] is at
 /// most `target` (`n_worst`), and the largest whose [`f_average`] is
 /// (`n_avg`), searched up to `limit`.
+///
+/// `f_worst` is closed-form and bisected. `f_average` only rises with `N`
+/// (each new term exceeds the ratio so far), so up to
+/// [`EXACT_SUM_MAX_TERMS`] it is summed once, term by term, until it passes
+/// the target; beyond that it is bisected on the continuum integral.
 pub fn n_for_target(m: u64, k: u32, target: f64, limit: u64) -> (Option<u64>, Option<u64>) {
+    if m == 0 || k == 0 || limit == 0 {
+        return (None, None);
+    }
     let n_worst = largest(1, limit, |n| f_worst(m, k, n) <= target);
-    let n_avg = largest(1, limit, |n| f_average(m, k, n) <= target);
+    let mut n_avg = None;
+    let (mut num, mut den) = (0.0, 0.0);
+    let mut exhausted = true;
+    for i in 1..=limit.min(EXACT_SUM_MAX_TERMS) {
+        let f = f_i(m, k, i);
+        let r = f / (1.0 - f);
+        num += r;
+        den += 1.0 + r;
+        if num / den > target {
+            exhausted = false;
+            break;
+        }
+        n_avg = Some(i);
+    }
+    if exhausted && limit > EXACT_SUM_MAX_TERMS {
+        n_avg = largest(EXACT_SUM_MAX_TERMS, limit, |n| f_average(m, k, n) <= target).or(n_avg);
+    }
     (n_worst, n_avg)
 }

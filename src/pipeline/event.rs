@@ -1,13 +1,19 @@
 //! What the stages tell the outside world while they run, and the sink
-//! trait that hears it.
+//! that hears it.
+//!
+//! Like ripgrep's `Sink`, the sink's method returns a `Result`: a sink that
+//! cannot keep up its end (a full disk under an event file) stops the run,
+//! and the run returns that error instead of finishing with events lost.
 
 use crate::class::ClassId;
 use crate::dissect::FlowKey;
 
-/// A flow whose estimate reached theta in a window (stage 1).
+/// A flow whose estimate reached theta in a window (the heavy-flow stage).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HeavyEvent {
+    /// The flow.
     pub key: FlowKey,
+    /// Its class.
     pub class: ClassId,
     /// Trace time of the packet that crossed theta, in nanoseconds since
     /// the first keyed packet.
@@ -19,10 +25,12 @@ pub struct HeavyEvent {
 }
 
 /// A packet the recycling filter classified as the start of a new flow
-/// (stage 2).
+/// (the new-flow stage).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NewFlowEvent {
+    /// The flow.
     pub key: FlowKey,
+    /// Its class.
     pub class: ClassId,
     /// Nanoseconds since the first keyed packet.
     pub time_ns: u64,
@@ -30,27 +38,128 @@ pub struct NewFlowEvent {
     pub seq: u64,
 }
 
+/// The kinds of [`Event`], for [`PipelineSink::wants`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EventKind {
+    /// [`Event::Heavy`]: a few per window.
+    Heavy,
+    /// [`Event::NewFlow`]: one per new flow, costly on large traces.
+    NewFlow,
+}
+
+/// One event from a stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A flow reached theta in a window.
+    Heavy(HeavyEvent),
+    /// A packet was called the start of a new flow.
+    NewFlow(NewFlowEvent),
+}
+
+impl Event {
+    /// The event's kind.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Event::Heavy(_) => EventKind::Heavy,
+            Event::NewFlow(_) => EventKind::NewFlow,
+        }
+    }
+}
+
 /// Receives the stages' events. The engine calls it on the thread that
-/// called [`crate::pipeline::run`], in batches as workers finish them:
-/// events of one shard arrive in trace order, events of different shards
-/// interleave in an order that depends on scheduling. The report itself
-/// does not depend on that order.
+/// runs the pipeline, in batches as workers finish them: events of one
+/// shard arrive in trace order; events of different shards interleave in
+/// an order that depends on scheduling. The report does not depend on that
+/// order.
 pub trait PipelineSink {
-    /// Whether to deliver heavy-flow events (cheap: a few per window).
-    fn wants_heavy_flows(&self) -> bool {
+    /// Whether to collect events of this kind at all (stages skip the work
+    /// for kinds nobody wants).
+    fn wants(&self, _kind: EventKind) -> bool {
         false
     }
-    /// Whether to deliver new-flow events (one per new flow: costly on
-    /// large traces, so off unless asked for).
-    fn wants_new_flows(&self) -> bool {
-        false
+
+    /// One event. An error stops the run: the source stops reading, the
+    /// workers drain, and the run returns the error.
+    fn event(&mut self, _event: &Event) -> std::io::Result<()> {
+        Ok(())
     }
-    /// A heavy-flow event.
-    fn heavy_flow(&mut self, _event: &HeavyEvent) {}
-    /// A new-flow event.
-    fn new_flow(&mut self, _event: &NewFlowEvent) {}
 }
 
 /// A sink that wants nothing.
 pub struct NoEvents;
 impl PipelineSink for NoEvents {}
+
+/// One event as a JSON object (one line of an event file): `event`
+/// (`heavy` or `new_flow`), the flow's `src`, `dst`, `sport`, `dport`,
+/// `proto`, its `class` id and `time_s` (seconds since the first keyed
+/// packet), then `estimate` and `window` for a heavy flow or `packet` (the
+/// keyed-packet index) for a new flow.
+impl serde::Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let (name, key, class, time_ns) = match self {
+            Event::Heavy(e) => ("heavy", e.key, e.class, e.time_ns),
+            Event::NewFlow(e) => ("new_flow", e.key, e.class, e.time_ns),
+        };
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("event", name)?;
+        m.serialize_entry("src", &key.src().to_string())?;
+        m.serialize_entry("dst", &key.dst().to_string())?;
+        m.serialize_entry("sport", &key.sport())?;
+        m.serialize_entry("dport", &key.dport())?;
+        m.serialize_entry("proto", &key.proto())?;
+        m.serialize_entry("class", &class)?;
+        m.serialize_entry("time_s", &(time_ns as f64 * 1e-9))?;
+        match self {
+            Event::Heavy(e) => {
+                m.serialize_entry("estimate", &e.estimate)?;
+                m.serialize_entry("window", &e.window)?;
+            }
+            Event::NewFlow(e) => m.serialize_entry("packet", &e.seq)?,
+        }
+        m.end()
+    }
+}
+
+/// A sink that writes every event as a JSON line and counts them.
+#[derive(Debug)]
+pub struct JsonLinesSink<W: std::io::Write> {
+    out: W,
+    /// Heavy-flow events written.
+    pub heavy: u64,
+    /// New-flow events written.
+    pub new_flows: u64,
+}
+
+impl<W: std::io::Write> JsonLinesSink<W> {
+    /// Writes to `out` (wrap a file in a `BufWriter`).
+    pub fn new(out: W) -> JsonLinesSink<W> {
+        JsonLinesSink {
+            out,
+            heavy: 0,
+            new_flows: 0,
+        }
+    }
+
+    /// Flushes and returns the writer.
+    pub fn finish(mut self) -> std::io::Result<W> {
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+impl<W: std::io::Write> PipelineSink for JsonLinesSink<W> {
+    fn wants(&self, _kind: EventKind) -> bool {
+        true
+    }
+    fn event(&mut self, event: &Event) -> std::io::Result<()> {
+        match event {
+            Event::Heavy(_) => self.heavy += 1,
+            Event::NewFlow(_) => self.new_flows += 1,
+        }
+        serde_json::to_writer(&mut self.out, event)?;
+        self.out.write_all(b"\n")
+    }
+}

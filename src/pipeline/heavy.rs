@@ -1,4 +1,4 @@
-//! Stage 1: heavy flows by count thresholding (003) in a counting Bloom
+//! The heavy-flow stage: heavy flows by count thresholding (003) in a counting Bloom
 //! filter cleared at every window boundary.
 //!
 //! Each shard owns one [`CountingBloomFilter`] of `counters / shards`
@@ -16,14 +16,17 @@
 //! `theta` or more that was never reported (impossible without saturation,
 //! since an estimate is never below the count).
 
-use super::event::HeavyEvent;
+use super::config::{defaults, in_range, ConfigError};
+use super::event::{Event, EventKind, HeavyEvent};
 use super::keyed::{HashMap, HashSet};
 use super::record::PacketRecord;
+use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use super::window::WindowSpec;
-use crate::filter::{CounterWidth, CountingBloomFilter};
+use crate::filter::{CounterWidth, CountingBloomFilter, MAX_K};
 use crate::model::threshold;
+use crate::report::{HeavyConfigInfo, HeavyNote, HeavyRates, HeavyReport};
 
-/// Stage 1's parameters. Sizes are totals over all shards.
+/// The heavy-flow stage's parameters. Sizes are totals over all shards.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HeavyConfig {
     /// The window after which the filter is cleared.
@@ -34,20 +37,229 @@ pub struct HeavyConfig {
     pub counters: usize,
     /// Bits per counter.
     pub width: CounterWidth,
-    /// Hash functions (counters per flow).
-    pub k: usize,
+    /// Hash functions (counters per flow); `None`: `k_opt(theta)` of 003
+    /// Theorem 1 for `load` insertions per window.
+    pub k: Option<usize>,
+    /// Insertions per window that the model's `k` is tuned for; `None`: the
+    /// window's length when it counts packets, else
+    /// [`defaults::HEAVY_LOAD`].
+    pub load: Option<u64>,
     /// Conservative update (only the minimal counters move).
     pub conservative: bool,
+}
+
+impl Default for HeavyConfig {
+    fn default() -> HeavyConfig {
+        HeavyConfig {
+            window: super::config::default_heavy_window(),
+            theta: defaults::THETA,
+            counters: defaults::CBF_COUNTERS,
+            width: defaults::CBF_WIDTH,
+            k: None,
+            load: None,
+            conservative: false,
+        }
+    }
+}
+
+impl HeavyConfig {
+    /// The load `k_opt` is tuned for: [`HeavyConfig::load`], else the
+    /// packet window's length, else [`defaults::HEAVY_LOAD`].
+    pub fn model_load(&self) -> u64 {
+        self.load.unwrap_or(match self.window {
+            WindowSpec::Packets(n) => n,
+            WindowSpec::Time(_) => defaults::HEAVY_LOAD,
+        })
+    }
+
+    /// Checks the stage's fields for a run of `shards` shards.
+    pub fn validate(&self, shards: usize) -> Result<HeavyStage, ConfigError> {
+        in_range("heavy.theta", self.theta, 1, self.width.max())?;
+        let load = self.model_load();
+        in_range("heavy.load", load, 1, u64::MAX)?;
+        if let WindowSpec::Time(0) | WindowSpec::Packets(0) = self.window {
+            return Err(ConfigError::invalid(
+                "heavy.window",
+                "must be longer than 0",
+            ));
+        }
+        let k = match self.k {
+            Some(k) => {
+                in_range("heavy.k", k, 1, MAX_K)?;
+                k
+            }
+            None => default_k(self.theta, self.counters, load),
+        };
+        let per_shard = self.counters / shards.max(1);
+        if per_shard < k {
+            return Err(ConfigError::invalid(
+                "heavy.counters",
+                format!(
+                    "{} counters leave {per_shard} per shard for {shards} shards, fewer than k = {k}",
+                    self.counters
+                ),
+            ));
+        }
+        let bytes = (self.counters as u64)
+            .checked_mul(u64::from(self.width.bits()))
+            .map(|b| b.div_ceil(8))
+            .ok_or(ConfigError::MemoryOverflow)?;
+        Ok(HeavyStage {
+            cfg: *self,
+            k,
+            load,
+            per_shard,
+            bytes,
+        })
+    }
+}
+
+/// The heavy-flow stage, validated: one counting filter of `per_shard`
+/// counters and `k` hashes in each shard.
+#[derive(Clone, Debug)]
+pub struct HeavyStage {
+    cfg: HeavyConfig,
+    k: usize,
+    load: u64,
+    per_shard: usize,
+    bytes: u64,
+}
+
+impl HeavyStage {
+    /// The hash count in use.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Bytes of counters over all shards.
+    pub fn memory_bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl Stage for HeavyStage {
+    const NAME: &'static str = "heavy";
+    type Shard = HeavyShard;
+    type Section = HeavyReport;
+
+    fn shard(&self, ctx: &ShardContext) -> HeavyShard {
+        HeavyShard::new(
+            &self.cfg,
+            self.k,
+            self.per_shard,
+            ctx.classes,
+            ctx.truth,
+            ctx.wants(EventKind::Heavy),
+        )
+    }
+
+    fn report(&self, t: HeavyTally, ctx: &ReportContext) -> HeavyReport {
+        let truth = ctx.truth;
+        let mut all = HeavyClassTally::default();
+        for c in &t.classes {
+            all.add(c);
+        }
+        let h = &self.cfg;
+        let repeated_share = truth.then(|| ratio(t.repeated_insertions, all.packets));
+        let mut notes = Vec::new();
+        match repeated_share {
+            Some(share) if share > 0.01 => notes.push(HeavyNote::RepeatedInsertions { share }),
+            Some(_) => {}
+            None => notes.push(HeavyNote::ModelWeightedByPackets),
+        }
+        if t.saturated_windows > 0 {
+            notes.push(HeavyNote::Saturation {
+                windows: t.saturated_windows,
+                counters: t.saturated_counters,
+                cap: h.width.max(),
+            });
+        }
+        if t.compound_skipped > 0 {
+            notes.push(HeavyNote::CompoundThetaTooLarge {
+                limit: COMPOUND_MAX_THETA,
+            });
+        }
+        let names = ctx.classifier.names();
+        HeavyReport {
+            config: HeavyConfigInfo {
+                window: h.window,
+                theta: h.theta,
+                counters: h.counters,
+                counters_per_shard: self.per_shard,
+                counter_bits: h.width.bits(),
+                k: self.k,
+                k_from_model: h.k.is_none(),
+                k_model_load: self.load,
+                conservative: h.conservative,
+            },
+            overall: heavy_rates(None, &all, truth),
+            classes: names
+                .iter()
+                .zip(&t.classes)
+                .map(|(n, c)| heavy_rates(Some(n.clone()), c, truth))
+                .collect(),
+            shard_windows: t.shard_windows,
+            saturation_events: t.saturated_counters,
+            saturated_windows: t.saturated_windows,
+            repeated_insertions: truth.then_some(t.repeated_insertions),
+            repeated_share,
+            false_negatives_unsaturated: truth.then_some(t.false_negatives_unsaturated),
+            notes,
+        }
+    }
+}
+
+/// The largest theta the compound model is evaluated for.
+pub const COMPOUND_MAX_THETA: u64 = 4096;
+
+fn ratio(num: u64, den: u64) -> f64 {
+    if den == 0 {
+        0.0
+    } else {
+        num as f64 / den as f64
+    }
+}
+
+fn opt_ratio(num: u64, den: u64) -> Option<f64> {
+    (den > 0).then(|| num as f64 / den as f64)
+}
+
+/// The binomial standard error of a rate measured over `n` trials.
+pub(crate) fn binomial_se(p: f64, n: u64) -> f64 {
+    if n == 0 {
+        0.0
+    } else {
+        (p * (1.0 - p) / n as f64).sqrt()
+    }
+}
+
+fn heavy_rates(class: Option<String>, t: &HeavyClassTally, truth: bool) -> HeavyRates {
+    let fp_rate = opt_ratio(t.false_positives, t.flows_below).filter(|_| truth);
+    HeavyRates {
+        class,
+        packets: t.packets,
+        flows_below: truth.then_some(t.flows_below),
+        flows_above: truth.then_some(t.flows_above),
+        reported: t.reported,
+        false_positives: truth.then_some(t.false_positives),
+        false_negatives: truth.then_some(t.false_negatives),
+        fp_rate,
+        fp_rate_se: fp_rate.map(|p| binomial_se(p, t.flows_below)),
+        fn_rate: opt_ratio(t.false_negatives, t.flows_above).filter(|_| truth),
+        model_fp_rate: (t.model_weight > 0.0).then(|| t.model_sum / t.model_weight),
+        model_fp_rate_compound: (t.compound_weight > 0.0)
+            .then(|| t.compound_sum / t.compound_weight),
+    }
 }
 
 /// The default `k`: `k_opt(theta)` of 003 Theorem 1 for `counters` counters
 /// and `expected` insertions per window.
 pub fn default_k(theta: u64, counters: usize, expected: u64) -> usize {
     let ratio = counters as f64 / expected.max(1) as f64;
-    threshold::k_opt(theta.max(1), ratio).clamp(1, 32) as usize
+    threshold::k_opt(theta.max(1), ratio).clamp(1, MAX_K as u32) as usize
 }
 
-/// Per-class tallies of stage 1 (one shard's, or summed).
+/// Per-class tallies of the heavy-flow stage (one shard's, or summed).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct HeavyClassTally {
     /// Packets counted.
@@ -89,7 +301,7 @@ impl HeavyClassTally {
     }
 }
 
-/// Stage 1's whole tally.
+/// The heavy-flow stage's whole tally.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct HeavyTally {
     /// Indexed by class id.
@@ -121,7 +333,7 @@ impl HeavyTally {
     }
 
     /// Adds another shard's tally.
-    pub fn add(&mut self, o: &HeavyTally) {
+    fn add(&mut self, o: &HeavyTally) {
         if self.classes.len() < o.classes.len() {
             self.classes
                 .resize(o.classes.len(), HeavyClassTally::default());
@@ -138,6 +350,12 @@ impl HeavyTally {
     }
 }
 
+impl Tally for HeavyTally {
+    fn merge(&mut self, other: HeavyTally) {
+        self.add(&other);
+    }
+}
+
 /// One flow's exact count in the current window.
 #[derive(Clone, Copy, Debug)]
 struct WindowFlow {
@@ -146,7 +364,7 @@ struct WindowFlow {
     reported: bool,
 }
 
-/// Stage 1 for one shard.
+/// The heavy-flow stage in one shard.
 #[derive(Debug)]
 pub struct HeavyShard {
     cfg: HeavyConfig,
@@ -158,26 +376,24 @@ pub struct HeavyShard {
     truth: Option<HashMap<WindowFlow>>,
     reported: HashSet,
     tally: HeavyTally,
-    events: Option<Vec<HeavyEvent>>,
+    events: bool,
 }
 
 impl HeavyShard {
-    /// A shard of a stage split `shards` ways, for `classes` classes, with
-    /// or without ground truth, collecting events or not.
-    pub fn new(
-        cfg: HeavyConfig,
-        shards: usize,
+    fn new(
+        cfg: &HeavyConfig,
+        k: usize,
+        counters: usize,
         classes: usize,
         truth: bool,
         events: bool,
     ) -> HeavyShard {
-        let m = (cfg.counters / shards.max(1)).max(cfg.k.max(1));
-        let mut filter = CountingBloomFilter::new(m, cfg.k, cfg.width);
+        let mut filter = CountingBloomFilter::new(counters.max(k), k, cfg.width);
         if cfg.conservative {
             filter = filter.conservative();
         }
         HeavyShard {
-            cfg,
+            cfg: *cfg,
             filter,
             window: None,
             window_packets: 0,
@@ -186,7 +402,7 @@ impl HeavyShard {
             truth: truth.then(HashMap::default),
             reported: HashSet::default(),
             tally: HeavyTally::new(classes),
-            events: events.then(Vec::new),
+            events,
         }
     }
 
@@ -197,10 +413,10 @@ impl HeavyShard {
 
     /// Counts one packet.
     #[inline]
-    pub fn process(&mut self, r: &PacketRecord) {
+    fn count(&mut self, r: &PacketRecord, events: &mut Vec<Event>) {
         let w = self.cfg.window.index(r.time_ns, r.seq);
         if self.window != Some(w) {
-            self.close_window();
+            self.close_current();
             self.window = Some(w);
         }
         self.window_packets += 1;
@@ -231,21 +447,21 @@ impl HeavyShard {
             if let Some(c) = self.tally.classes.get_mut(class) {
                 c.reported += 1;
             }
-            if let Some(ev) = self.events.as_mut() {
-                ev.push(HeavyEvent {
+            if self.events {
+                events.push(Event::Heavy(HeavyEvent {
                     key: r.key,
                     class: r.class,
                     time_ns: r.time_ns,
                     estimate,
                     window: w,
-                });
+                }));
             }
         }
     }
 
     /// Scores and clears the current window (called at each boundary and
     /// once at the end).
-    pub fn close_window(&mut self) {
+    fn close_current(&mut self) {
         if self.window.is_none() || self.window_packets == 0 {
             return;
         }
@@ -278,7 +494,7 @@ impl HeavyShard {
                 }
             }
             Some(flows) => {
-                let cap = theta.min(4097) as usize;
+                let cap = theta.min(COMPOUND_MAX_THETA + 1) as usize;
                 let mut sizes = vec![0u64; cap + 1];
                 for f in flows.values() {
                     sizes[(f.packets as usize).min(cap)] += 1;
@@ -320,15 +536,27 @@ impl HeavyShard {
         self.window_packets = 0;
         self.window_class_packets.fill(0);
     }
+}
 
-    /// Takes the events collected since the last call.
-    pub fn take_events(&mut self) -> Vec<HeavyEvent> {
-        self.events.as_mut().map(std::mem::take).unwrap_or_default()
+impl ShardStage for HeavyShard {
+    type Tally = HeavyTally;
+
+    #[inline]
+    fn process(&mut self, records: &[PacketRecord], events: &mut Vec<Event>) {
+        for r in records {
+            self.count(r, events);
+        }
     }
 
-    /// Closes the last window and returns the tally.
-    pub fn finish(mut self) -> HeavyTally {
-        self.close_window();
+    fn close_window(&mut self, time_ns: u64, seq: u64, _events: &mut Vec<Event>) {
+        if self.window != Some(self.cfg.window.index(time_ns, seq)) {
+            self.close_current();
+            self.window = None;
+        }
+    }
+
+    fn finish(mut self) -> HeavyTally {
+        self.close_current();
         self.tally
     }
 }

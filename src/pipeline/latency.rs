@@ -1,56 +1,58 @@
-//! Per-batch latency histograms (HDR), one per stage.
+//! Per-batch latency histograms (HDR), one per named row: `source`,
+//! `queue`, then one per stage, keyed by the stage's name.
 
 use crate::report::StageLatency;
 use hdrhistogram::Histogram;
 
-/// The stages whose batches are timed, in report order.
-pub const STAGE_NAMES: [&str; 5] = ["source", "queue", "heavy", "new_flows", "selective"];
+/// The source's row: reading, dissecting, hashing and filling a batch.
+pub const SOURCE: &str = "source";
+/// The queues' row: the wait between a batch's send and its receipt.
+pub const QUEUE: &str = "queue";
 
-/// One histogram per entry of [`STAGE_NAMES`], in nanoseconds.
+/// One histogram per row, in nanoseconds.
 #[derive(Clone, Debug)]
 pub struct Latency {
-    hists: Vec<Histogram<u64>>,
-}
-
-impl Default for Latency {
-    fn default() -> Latency {
-        Latency::new()
-    }
+    rows: Vec<(&'static str, Histogram<u64>)>,
 }
 
 impl Latency {
-    /// Empty histograms from 1 ns to an hour, three significant digits.
-    pub fn new() -> Latency {
+    /// Empty histograms (1 ns to an hour, three significant digits) for
+    /// `source`, `queue` and each of `stages`.
+    pub fn new(stages: &[&'static str]) -> Latency {
         // Constant, valid bounds: this cannot fail whatever the input.
         let h = Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
             .expect("constant histogram bounds are valid");
         Latency {
-            hists: vec![h; STAGE_NAMES.len()],
+            rows: [SOURCE, QUEUE]
+                .iter()
+                .chain(stages)
+                .map(|&n| (n, h.clone()))
+                .collect(),
         }
     }
 
-    /// Records one batch's time in stage `i` of [`STAGE_NAMES`].
+    /// Records one batch's time in row `i` (0 `source`, 1 `queue`, then
+    /// the stages in order).
     #[inline]
     pub fn record(&mut self, i: usize, ns: u64) {
-        if let Some(h) = self.hists.get_mut(i) {
+        if let Some((_, h)) = self.rows.get_mut(i) {
             h.saturating_record(ns.max(1));
         }
     }
 
-    /// Adds another set of histograms.
+    /// Adds another set of histograms with the same rows.
     pub fn merge(&mut self, other: &Latency) {
-        for (a, b) in self.hists.iter_mut().zip(&other.hists) {
+        for ((_, a), (_, b)) in self.rows.iter_mut().zip(&other.rows) {
             // Same bounds on both sides, so adding cannot fail; a failure
             // would only lose timing figures.
             let _ = a.add(b);
         }
     }
 
-    /// p50/p99/max per stage that saw at least one batch.
+    /// p50/p99/max per row that saw at least one batch.
     pub fn summary(&self) -> Vec<StageLatency> {
-        STAGE_NAMES
+        self.rows
             .iter()
-            .zip(&self.hists)
             .filter(|(_, h)| !h.is_empty())
             .map(|(name, h)| StageLatency {
                 name: (*name).to_string(),

@@ -1,4 +1,4 @@
-//! Stage 2: new flows, flagged by a recycling Bloom filter (004).
+//! The new-flow stage: new flows, flagged by a recycling Bloom filter (004).
 //!
 //! Each shard owns a [`RecyclingBloomFilter`] of `bits / shards` bits (a
 //! two-phase filter splits those into an active and a frozen half). A
@@ -15,14 +15,19 @@
 //! packets) and count-each `ΣF_i η(i) / Ση(i)` (every packet of a flow
 //! instance whose first packet was a false positive, over all packets).
 
-use super::event::NewFlowEvent;
+use super::config::{defaults, in_range, ConfigError};
+use super::event::{Event, EventKind, NewFlowEvent};
+use super::heavy::binomial_se;
 use super::keyed::HashMap;
 use super::record::PacketRecord;
-use crate::filter::{RecyclePolicy, RecyclingBloomFilter};
+use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
+use crate::filter::{RecyclePolicy, RecyclingBloomFilter, MAX_K};
 use crate::ingest::Timestamp;
 use crate::model::recycling::{self, Hashing, RecyclingModel};
+use crate::report::{NewFlowConfigInfo, NewFlowNote, NewFlowRates, NewFlowReport};
 
-/// How a recycling filter decides to recycle, as given on the command line.
+/// How a recycling filter decides to recycle, before it is resolved for a
+/// number of shards.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum RecycleSpec {
     /// Bits set in a shard's active half: a fraction of its bits when below
@@ -37,18 +42,28 @@ pub enum RecycleSpec {
     TargetFpr(f64),
 }
 
+/// Why a recycle policy could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("bad recycle policy '{0}': expected sigma:S (a fraction below 1 or a bit count), n:N or time:T (such as time:10s)")]
+pub struct RecycleSpecError(pub String);
+
 impl std::str::FromStr for RecycleSpec {
-    type Err = String;
+    type Err = RecycleSpecError;
     /// `sigma:S`, `n:N`, `time:T` (a duration such as `10s`).
-    fn from_str(s: &str) -> Result<RecycleSpec, String> {
-        let bad = || {
-            format!("bad recycle policy '{s}': expected sigma:S (a fraction below 1 or a bit count), n:N or time:T (such as time:10s)")
-        };
+    ///
+    /// ```
+    /// use flowsieve::pipeline::RecycleSpec;
+    /// assert_eq!("sigma:0.5".parse(), Ok(RecycleSpec::Sigma(0.5)));
+    /// assert_eq!("time:10s".parse(), Ok(RecycleSpec::Time(10_000_000_000)));
+    /// assert!("sigma:-1".parse::<RecycleSpec>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<RecycleSpec, RecycleSpecError> {
+        let bad = || RecycleSpecError(s.to_string());
         let (kind, v) = s.split_once(':').ok_or_else(bad)?;
         match kind {
             "sigma" => {
                 let x: f64 = v.parse().map_err(|_| bad())?;
-                if x.is_nan() || x <= 0.0 {
+                if !x.is_finite() || x <= 0.0 {
                     return Err(bad());
                 }
                 Ok(RecycleSpec::Sigma(x))
@@ -66,72 +81,111 @@ impl std::str::FromStr for RecycleSpec {
     }
 }
 
-/// Stage 2's parameters. Sizes are totals over all shards.
+/// The new-flow stage's parameters. Sizes are totals over all shards.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NewFlowConfig {
     /// Bits in all (split across shards, then into two halves if two-phase).
     pub bits: usize,
     /// Positions per key.
     pub k: usize,
+    /// When each shard's filter recycles.
     pub recycle: RecycleSpec,
+    /// Two phases (an active and a frozen half).
     pub two_phase: bool,
+    /// Re-insert the key that triggered a recycle.
     pub retaining: bool,
+    /// Colliding or non-colliding positions.
     pub hashing: Hashing,
     /// Idle gap after which a key's next packet is truly new again (truth);
     /// `None`: only a key's first packet in the trace is new.
     pub horizon_ns: Option<u64>,
 }
 
-/// [`NewFlowConfig`] resolved for a number of shards: each shard's filter
-/// and the model's prediction for it.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ResolvedNewFlow {
-    /// Bits per phase of one shard's filter.
-    pub phase_bits: usize,
-    pub k: usize,
-    pub policy: RecyclePolicy,
-    /// 004's long-term average false-positive rate (count-instance) for
-    /// this filter, when the model covers its policy.
-    pub model_fp_rate: Option<f64>,
+impl Default for NewFlowConfig {
+    fn default() -> NewFlowConfig {
+        NewFlowConfig {
+            bits: defaults::RBF_BITS,
+            k: defaults::RBF_K,
+            recycle: RecycleSpec::TargetFpr(defaults::TARGET_FPR),
+            two_phase: false,
+            retaining: defaults::RETAINING,
+            hashing: Hashing::Colliding,
+            horizon_ns: None,
+        }
+    }
 }
 
-/// Why a new-flow configuration cannot run.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum NewFlowConfigError {
-    #[error("--rbf-bits {bits} is too small for {shards} shards of k = {k}{}", if *.two_phase { " with two phases" } else { "" })]
-    TooFewBits {
-        bits: usize,
-        shards: usize,
-        k: usize,
-        two_phase: bool,
-    },
-    #[error("no sigma reaches --target-fpr {0} with this filter (raise --rbf-bits or the target)")]
-    TargetUnreachable(f64),
-    #[error("sigma {sigma} per shard is not below the {m} bits of a shard's phase")]
-    SigmaTooLarge { sigma: u64, m: u64 },
+/// The largest phase whose model rate is computed by solving the chain for
+/// a given sigma (`O(sigma k^2)`); larger phases report no model rate for
+/// an explicit sigma (a target rate is sized in closed form at any size).
+pub const MODEL_MAX_PHASE_BITS: u64 = 1 << 24;
+
+/// The new-flow stage, validated and resolved for a number of shards:
+/// each shard's filter and the model's prediction for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewFlowStage {
+    cfg: NewFlowConfig,
+    /// Bits per phase of one shard's filter.
+    phase_bits: usize,
+    policy: RecyclePolicy,
+    /// 004's long-term average false-positive rate (count-instance) for
+    /// this filter, when the model covers its policy.
+    model_fp_rate: Option<f64>,
+    bytes: u64,
+}
+
+impl NewFlowStage {
+    /// Bits per phase of one shard's filter.
+    pub fn phase_bits(&self) -> usize {
+        self.phase_bits
+    }
+    /// Each shard's recycle policy.
+    pub fn policy(&self) -> RecyclePolicy {
+        self.policy
+    }
+    /// 004's average false-positive rate for this filter, where the model
+    /// covers the policy.
+    pub fn model_fp_rate(&self) -> Option<f64> {
+        self.model_fp_rate
+    }
+    /// Bytes of filter bits over all shards.
+    pub fn memory_bytes(&self) -> u64 {
+        self.bytes
+    }
 }
 
 impl NewFlowConfig {
-    /// Splits the filter across `shards` and computes the model's rate.
-    pub fn resolve(&self, shards: usize) -> Result<ResolvedNewFlow, NewFlowConfigError> {
+    /// Checks the stage's fields, splits the filter across `shards`, sizes
+    /// sigma for a target rate, and computes the model's rate.
+    pub fn validate(&self, shards: usize) -> Result<NewFlowStage, ConfigError> {
         let shards = shards.max(1);
+        in_range("new_flows.k", self.k, 1, MAX_K)?;
+        if let Some(h) = self.horizon_ns {
+            in_range("new_flows.horizon_ns", h, 1, u64::MAX)?;
+        }
         let per_shard = self.bits / shards;
         let m = if self.two_phase {
             per_shard / 2
         } else {
             per_shard
         };
-        let k = self.k.clamp(1, crate::filter::MAX_K);
+        let k = self.k;
         if m < 2 * k {
-            return Err(NewFlowConfigError::TooFewBits {
-                bits: self.bits,
-                shards,
-                k,
-                two_phase: self.two_phase,
-            });
+            return Err(ConfigError::invalid(
+                "new_flows.bits",
+                format!(
+                    "{} bits leave {m} per shard{} for {shards} shards, fewer than 2k = {}",
+                    self.bits,
+                    if self.two_phase { " and phase" } else { "" },
+                    2 * k
+                ),
+            ));
         }
         let (mm, kk) = (m as u64, k as u32);
         let fpr = |sigma: u64| {
+            if mm > MODEL_MAX_PHASE_BITS {
+                return None;
+            }
             RecyclingModel::new(mm, kk, sigma, self.hashing, self.retaining)
                 .ok()
                 .map(|r| {
@@ -145,17 +199,29 @@ impl NewFlowConfig {
         let (policy, model) = match self.recycle {
             RecycleSpec::Sigma(x) => {
                 let sigma = if x < 1.0 {
-                    (x * m as f64).round() as u64
+                    (x * m as f64).round()
                 } else {
-                    (x / shards as f64).round() as u64
+                    (x / shards as f64).round()
                 };
-                if sigma >= mm {
-                    return Err(NewFlowConfigError::SigmaTooLarge { sigma, m: mm });
+                if sigma.is_nan() || sigma >= mm as f64 {
+                    return Err(ConfigError::invalid(
+                        "new_flows.recycle",
+                        format!(
+                            "sigma {sigma} per shard is not below the {mm} bits of a shard's phase"
+                        ),
+                    ));
                 }
+                let sigma = sigma as u64;
                 (RecyclePolicy::Sigma(sigma), fpr(sigma))
             }
             RecycleSpec::TargetFpr(target) => {
-                let r = recycling::sigma_for_target(
+                if !(target > 0.0 && target < 1.0) {
+                    return Err(ConfigError::invalid(
+                        "new_flows.recycle",
+                        format!("a target rate must be in (0, 1) (got {target})"),
+                    ));
+                }
+                let sized = recycling::sigma_for_target(
                     mm,
                     kk,
                     self.hashing,
@@ -163,14 +229,13 @@ impl NewFlowConfig {
                     self.two_phase,
                     target,
                 )
-                .ok_or(NewFlowConfigError::TargetUnreachable(target))?;
-                let sigma = r.params().2;
-                let rate = if self.two_phase {
-                    r.two_phase_fpr()
-                } else {
-                    r.one_phase_fpr()
-                };
-                (RecyclePolicy::Sigma(sigma), Some(rate))
+                .ok_or_else(|| {
+                    ConfigError::invalid(
+                        "new_flows.recycle",
+                        format!("no sigma reaches a target rate of {target} with {mm} bits per shard phase and k = {k}"),
+                    )
+                })?;
+                (RecyclePolicy::Sigma(sized.sigma), Some(sized.avg_fpr))
             }
             RecycleSpec::Insertions(n) => {
                 let n = (n / shards as u64).max(1);
@@ -180,18 +245,110 @@ impl NewFlowConfig {
             }
             RecycleSpec::Time(ns) => (RecyclePolicy::Time(ns), None),
         };
-        Ok(ResolvedNewFlow {
+        let bytes = (self.bits as u64).div_ceil(8);
+        Ok(NewFlowStage {
+            cfg: *self,
             phase_bits: m,
-            k,
             policy,
             model_fp_rate: model,
+            bytes,
         })
     }
 }
 
-/// Per-class tallies of stage 2.
+impl Stage for NewFlowStage {
+    const NAME: &'static str = "new_flows";
+    type Shard = NewFlowShard;
+    type Section = NewFlowReport;
+
+    fn shard(&self, ctx: &ShardContext) -> NewFlowShard {
+        NewFlowShard::new(self, ctx.classes, ctx.truth, ctx.wants(EventKind::NewFlow))
+    }
+
+    fn report(&self, t: NewFlowTally, ctx: &ReportContext) -> NewFlowReport {
+        let truth = ctx.truth;
+        let mut all = NewFlowClassTally::default();
+        for c in &t.classes {
+            all.add(c);
+        }
+        let n = &self.cfg;
+        let model = self.model_fp_rate;
+        let mut notes = Vec::new();
+        if model.is_none() {
+            notes.push(match self.policy {
+                RecyclePolicy::Time(_) => NewFlowNote::NoModelForTimePolicy,
+                RecyclePolicy::Insertions(_) => NewFlowNote::NoModelForTwoPhaseInsertions,
+                RecyclePolicy::Sigma(_) if self.phase_bits as u64 > MODEL_MAX_PHASE_BITS => {
+                    NewFlowNote::ModelTooLarge {
+                        max_phase_bits: MODEL_MAX_PHASE_BITS,
+                    }
+                }
+                RecyclePolicy::Sigma(_) => NewFlowNote::NoModelForSigma,
+            });
+        }
+        if n.horizon_ns.is_some() {
+            notes.push(NewFlowNote::HorizonNotModelled);
+        }
+        let names = ctx.classifier.names();
+        NewFlowReport {
+            config: NewFlowConfigInfo {
+                bits: n.bits,
+                bits_per_shard_phase: self.phase_bits,
+                k: n.k,
+                policy: self.policy,
+                two_phase: n.two_phase,
+                retaining: n.retaining,
+                colliding: n.hashing == Hashing::Colliding,
+                horizon_s: n.horizon_ns.map(|h| h as f64 * 1e-9),
+            },
+            overall: new_flow_rates(None, &all, truth, t.recycles, model),
+            classes: names
+                .iter()
+                .zip(&t.classes)
+                .map(|(name, c)| new_flow_rates(Some(name.clone()), c, truth, t.recycles, model))
+                .collect(),
+            dropped_triggers: t.dropped_triggers,
+            false_negatives_before_first_recycle: truth
+                .then_some(t.false_negatives_before_first_recycle),
+            notes,
+        }
+    }
+}
+
+fn opt_ratio(num: u64, den: u64) -> Option<f64> {
+    (den > 0).then(|| num as f64 / den as f64)
+}
+
+fn new_flow_rates(
+    class: Option<String>,
+    t: &NewFlowClassTally,
+    truth: bool,
+    recycles: u64,
+    model: Option<f64>,
+) -> NewFlowRates {
+    let inst = opt_ratio(t.false_positives, t.true_new).filter(|_| truth);
+    NewFlowRates {
+        class,
+        packets: t.packets,
+        true_new: truth.then_some(t.true_new),
+        reported_new: t.reported_new,
+        false_positives: truth.then_some(t.false_positives),
+        false_negatives: truth.then_some(t.false_negatives),
+        fp_rate_instance: inst,
+        fp_rate_instance_se: inst.map(|p| binomial_se(p, t.true_new)),
+        fp_rate_first: opt_ratio(t.false_positives, t.packets).filter(|_| truth),
+        fp_rate_each: opt_ratio(t.fp_each, t.packets).filter(|_| truth),
+        fn_rate: opt_ratio(t.false_negatives, t.packets.saturating_sub(t.true_new))
+            .filter(|_| truth),
+        recycles,
+        model_fp_rate: model,
+    }
+}
+
+/// Per-class tallies of the new-flow stage.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NewFlowClassTally {
+    /// Packets seen.
     pub packets: u64,
     /// Packets the filter called new.
     pub reported_new: u64,
@@ -208,7 +365,7 @@ pub struct NewFlowClassTally {
 
 impl NewFlowClassTally {
     /// Adds another tally.
-    pub fn add(&mut self, o: &NewFlowClassTally) {
+    fn add(&mut self, o: &NewFlowClassTally) {
         self.packets += o.packets;
         self.reported_new += o.reported_new;
         self.true_new += o.true_new;
@@ -218,9 +375,10 @@ impl NewFlowClassTally {
     }
 }
 
-/// Stage 2's whole tally.
+/// The new-flow stage's whole tally.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NewFlowTally {
+    /// Indexed by class id.
     pub classes: Vec<NewFlowClassTally>,
     /// Recycles (clears or swaps) over all shards.
     pub recycles: u64,
@@ -230,9 +388,8 @@ pub struct NewFlowTally {
     pub false_negatives_before_first_recycle: u64,
 }
 
-impl NewFlowTally {
-    /// Adds another shard's tally.
-    pub fn add(&mut self, o: &NewFlowTally) {
+impl Tally for NewFlowTally {
+    fn merge(&mut self, o: NewFlowTally) {
         if self.classes.len() < o.classes.len() {
             self.classes
                 .resize(o.classes.len(), NewFlowClassTally::default());
@@ -254,7 +411,7 @@ struct KeyState {
     fp_instance: bool,
 }
 
-/// Stage 2 for one shard.
+/// The new-flow stage in one shard.
 #[derive(Debug)]
 pub struct NewFlowShard {
     filter: RecyclingBloomFilter,
@@ -262,41 +419,35 @@ pub struct NewFlowShard {
     horizon_ns: Option<u64>,
     truth: Option<HashMap<KeyState>>,
     tally: NewFlowTally,
-    events: Option<Vec<NewFlowEvent>>,
+    events: bool,
 }
 
 impl NewFlowShard {
-    /// One shard of a resolved configuration.
-    pub fn new(
-        cfg: &NewFlowConfig,
-        resolved: &ResolvedNewFlow,
-        classes: usize,
-        truth: bool,
-        events: bool,
-    ) -> NewFlowShard {
+    fn new(stage: &NewFlowStage, classes: usize, truth: bool, events: bool) -> NewFlowShard {
+        let cfg = &stage.cfg;
         NewFlowShard {
             filter: RecyclingBloomFilter::new(
-                resolved.phase_bits,
-                resolved.k,
-                resolved.policy,
+                stage.phase_bits,
+                cfg.k,
+                stage.policy,
                 cfg.hashing,
                 cfg.retaining,
                 cfg.two_phase,
             ),
-            timed: matches!(resolved.policy, RecyclePolicy::Time(_)),
+            timed: matches!(stage.policy, RecyclePolicy::Time(_)),
             horizon_ns: cfg.horizon_ns,
             truth: truth.then(HashMap::default),
             tally: NewFlowTally {
                 classes: vec![NewFlowClassTally::default(); classes],
                 ..NewFlowTally::default()
             },
-            events: events.then(Vec::new),
+            events,
         }
     }
 
     /// Classifies and inserts one packet.
     #[inline]
-    pub fn process(&mut self, r: &PacketRecord) {
+    fn classify(&mut self, r: &PacketRecord, events: &mut Vec<Event>) {
         // Only a time-bounded filter reads the clock.
         let is_new = if self.timed {
             let now = Timestamp::from_units(r.time_ns, 1_000_000_000);
@@ -309,15 +460,13 @@ impl NewFlowShard {
         };
         t.packets += 1;
         t.reported_new += u64::from(is_new);
-        if is_new {
-            if let Some(ev) = self.events.as_mut() {
-                ev.push(NewFlowEvent {
-                    key: r.key,
-                    class: r.class,
-                    time_ns: r.time_ns,
-                    seq: r.seq,
-                });
-            }
+        if is_new && self.events {
+            events.push(Event::NewFlow(NewFlowEvent {
+                key: r.key,
+                class: r.class,
+                time_ns: r.time_ns,
+                seq: r.seq,
+            }));
         }
         let Some(truth) = self.truth.as_mut() else {
             return;
@@ -336,7 +485,7 @@ impl NewFlowShard {
             }
             hashbrown::hash_map::Entry::Occupied(mut o) => {
                 let s = o.get_mut();
-                let expired = horizon.is_some_and(|h| r.time_ns - s.last_ns > h);
+                let expired = horizon.is_some_and(|h| r.time_ns.saturating_sub(s.last_ns) > h);
                 if expired {
                     t.true_new += 1;
                     t.false_positives += u64::from(!is_new);
@@ -353,14 +502,19 @@ impl NewFlowShard {
             self.tally.false_negatives_before_first_recycle += 1;
         }
     }
+}
 
-    /// Takes the events collected since the last call.
-    pub fn take_events(&mut self) -> Vec<NewFlowEvent> {
-        self.events.as_mut().map(std::mem::take).unwrap_or_default()
+impl ShardStage for NewFlowShard {
+    type Tally = NewFlowTally;
+
+    #[inline]
+    fn process(&mut self, records: &[PacketRecord], events: &mut Vec<Event>) {
+        for r in records {
+            self.classify(r, events);
+        }
     }
 
-    /// The tally, with the filter's recycles.
-    pub fn finish(mut self) -> NewFlowTally {
+    fn finish(mut self) -> NewFlowTally {
         let s = self.filter.stats();
         self.tally.recycles = s.recycles;
         self.tally.dropped_triggers = s.dropped_triggers;

@@ -1,4 +1,4 @@
-//! Stage 3: selective query against a flow-cache directory (000).
+//! The selective-query stage: selective query against a flow-cache directory (000).
 //!
 //! The stream is cut into rounds, each a *cache window* followed by a longer
 //! *query window* (000 §VIII-C: insert the flows of a short interval, query
@@ -35,63 +35,267 @@
 //!
 //! The exact set `S` is part of the system being simulated (a flow cache
 //! holds its flows; the directory summarises it), so this stage scores its
-//! answers with or without `--truth`. Its memory is bounded by the distinct
-//! flows of one cache window and one query window, not by the trace.
+//! answers with or without ground truth. Its memory is bounded by the
+//! distinct flows of one cache window and one query window, not by the
+//! trace.
 //!
 //! Sweeps re-run the decision on the same queries with other parameters:
 //! `alpha` (cost against alpha), `k` and the counter-product threshold (the
 //! false-positive/false-negative trade-off of 000 Fig. 9), and `bpe` (cost
 //! against bits per element). Each extra `(bpe, k)` is its own filter built
 //! over the same `S`.
+//!
+//! The directories are the library's selective filters: a
+//! [`SelectiveBloomFilter`] answering plain and Selective query, a second
+//! one built by Selective insertion, and a [`SelectiveCountingFilter`] for
+//! the posterior and the counter-product rule.
 
+use super::config::{defaults, in_range, ConfigError};
+use super::event::Event;
 use super::keyed::{HashMap, HashSet};
 use super::record::PacketRecord;
+use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use super::window::WindowSpec;
 use crate::class::ClassId;
-use crate::filter::{BloomFilter, CounterWidth, CountingBloomFilter, PriorEstimator};
-use crate::model::{bloom, paradox};
+use crate::filter::{
+    CounterWidth, PriorEstimator, SelectiveBloomFilter, SelectiveCountingFilter, Selectivity, MAX_K,
+};
+use crate::model::bloom;
+use crate::report::{
+    ClassAlpha, SelectiveConfigInfo, SelectiveNote, SelectiveRates, SelectiveReport,
+    SelectiveVariant, SweepPoint,
+};
+use std::fmt;
+use std::str::FromStr;
 
 /// The directory's filter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DirectoryKind {
-    /// A Bloom filter of `bpe` bits per element.
+    /// A Bloom filter of `bpe` bits per element (`bf`).
     Bloom,
-    /// A counting filter of `bpe` 8-bit counters per element (its plain
-    /// answer equals a Bloom filter's of `bpe` bits per element).
+    /// A counting filter of `bpe` 8-bit counters per element (`cbf`; its
+    /// plain answer equals a Bloom filter's of `bpe` bits per element).
     Counting,
 }
 
 /// What a query is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QueryUnit {
-    /// Each distinct flow of the query window, once.
+    /// Each distinct flow of the query window, once (`flow`).
     Flow,
-    /// Every packet of the query window.
+    /// Every packet of the query window (`packet`).
     Packet,
+}
+
+/// Why a selective-stage value could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SelectiveParseError(String);
+
+impl fmt::Display for DirectoryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DirectoryKind::Bloom => "bf",
+            DirectoryKind::Counting => "cbf",
+        })
+    }
+}
+
+impl FromStr for DirectoryKind {
+    type Err = SelectiveParseError;
+    /// `bf` or `cbf`.
+    fn from_str(s: &str) -> Result<DirectoryKind, SelectiveParseError> {
+        match s.trim() {
+            "bf" => Ok(DirectoryKind::Bloom),
+            "cbf" => Ok(DirectoryKind::Counting),
+            other => Err(SelectiveParseError(format!(
+                "directory must be bf or cbf (got '{other}')"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for QueryUnit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            QueryUnit::Flow => "flow",
+            QueryUnit::Packet => "packet",
+        })
+    }
+}
+
+impl FromStr for QueryUnit {
+    type Err = SelectiveParseError;
+    /// `flow` or `packet`.
+    fn from_str(s: &str) -> Result<QueryUnit, SelectiveParseError> {
+        match s.trim() {
+            "flow" => Ok(QueryUnit::Flow),
+            "packet" => Ok(QueryUnit::Packet),
+            other => Err(SelectiveParseError(format!(
+                "query unit must be flow or packet (got '{other}')"
+            ))),
+        }
+    }
+}
+
+/// A swept parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SweepParam {
+    /// The cost ratio, the same for every class.
+    Alpha,
+    /// The directory's hash count.
+    K,
+    /// The directory's bits per element.
+    Bpe,
+    /// The counter-product threshold (000 §V-C).
+    Product,
+}
+
+impl fmt::Display for SweepParam {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SweepParam::Alpha => "alpha",
+            SweepParam::K => "k",
+            SweepParam::Bpe => "bpe",
+            SweepParam::Product => "product",
+        })
+    }
+}
+
+/// How an evaluator answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// The filter's answer (`plain`).
+    Plain,
+    /// Selective query: low-prior classes answered negative without asking
+    /// (`selective-query`).
+    SelectiveQuery,
+    /// The Selective-insertion filter's answer (`selective-insertion`).
+    SelectiveInsertion,
+    /// Selective query on the Selective-insertion filter (`both`).
+    Both,
+    /// The Theorem 2/4 posterior of the counting filter (`posterior`).
+    Posterior,
+    /// Positive iff the counter product reaches the swept threshold
+    /// (`product`).
+    Product,
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Variant::Plain => "plain",
+            Variant::SelectiveQuery => "selective-query",
+            Variant::SelectiveInsertion => "selective-insertion",
+            Variant::Both => "both",
+            Variant::Posterior => "posterior",
+            Variant::Product => "product",
+        })
+    }
+}
+
+crate::serialize_as_display!(DirectoryKind, QueryUnit, SweepParam, Variant);
+
+/// One sweep: a parameter and its values.
+///
+/// ```
+/// use flowsieve::pipeline::{SweepParam, SweepSpec};
+/// let s: SweepSpec = "bpe=2,4,8".parse().unwrap();
+/// assert_eq!((s.param, s.values), (SweepParam::Bpe, vec![2.0, 4.0, 8.0]));
+/// assert!("k=2.5".parse::<SweepSpec>().is_err());
+/// assert!("bpe=1,x".parse::<SweepSpec>().is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct SweepSpec {
+    /// The parameter.
+    pub param: SweepParam,
+    /// Its values (positive, finite; whole numbers up to the filters' most
+    /// hashes for `k`).
+    pub values: Vec<f64>,
+}
+
+impl FromStr for SweepSpec {
+    type Err = SelectiveParseError;
+    /// `alpha=1,2,5`, `k=4,5,6`, `bpe=10,20,30` or `product=1,2,4,8`.
+    fn from_str(s: &str) -> Result<SweepSpec, SelectiveParseError> {
+        let err = |m: String| SelectiveParseError(m);
+        let (param, list) = s
+            .split_once('=')
+            .ok_or_else(|| err(format!("sweep: expected PARAM=LIST, got '{s}'")))?;
+        let param = match param.trim() {
+            "alpha" => SweepParam::Alpha,
+            "k" => SweepParam::K,
+            "bpe" => SweepParam::Bpe,
+            "product" => SweepParam::Product,
+            other => {
+                return Err(err(format!(
+                    "sweep: unknown parameter '{other}' (expected alpha, k, bpe or product)"
+                )))
+            }
+        };
+        let values: Vec<f64> = list
+            .split(',')
+            .map(|v| v.trim().parse::<f64>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| err(format!("sweep {param}: bad number in '{list}'")))?;
+        if values.iter().any(|v| !(v.is_finite() && *v > 0.0)) {
+            return Err(err(format!(
+                "sweep {param}: values must be positive numbers"
+            )));
+        }
+        if param == SweepParam::K && values.iter().any(|v| v.fract() != 0.0 || *v > MAX_K as f64) {
+            return Err(err(format!(
+                "sweep k: values must be whole numbers from 1 to {MAX_K}"
+            )));
+        }
+        Ok(SweepSpec { param, values })
+    }
 }
 
 /// The values a sweep runs over (empty: no sweep).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Sweeps {
+    /// Cost ratios.
     pub alpha: Vec<f64>,
+    /// Hash counts.
     pub k: Vec<usize>,
+    /// Bits per element.
     pub bpe: Vec<f64>,
     /// Counter-product thresholds (000 §V-C): positive iff the product of
     /// the `k` counters reaches the threshold.
     pub product: Vec<f64>,
 }
 
-/// Stage 3's parameters.
+impl Sweeps {
+    /// Sets one parameter's values (a later sweep of the same parameter
+    /// replaces an earlier one).
+    pub fn set(&mut self, spec: &SweepSpec) {
+        match spec.param {
+            SweepParam::Alpha => self.alpha = spec.values.clone(),
+            SweepParam::K => self.k = spec.values.iter().map(|v| *v as usize).collect(),
+            SweepParam::Bpe => self.bpe = spec.values.clone(),
+            SweepParam::Product => self.product = spec.values.clone(),
+        }
+    }
+}
+
+/// The most bits (or counters) per element a directory may have.
+pub const MAX_BPE: f64 = 1e4;
+
+/// The selective-query stage's parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SelectiveConfig {
+    /// The window whose distinct flows form the set `S`.
     pub cache_window: WindowSpec,
     /// Longer than the cache window, on the same axis.
     pub query_window: WindowSpec,
+    /// The directory's filter.
     pub directory: DirectoryKind,
     /// Bits (or counters) per element of `S`.
     pub bpe: f64,
     /// Hash functions; `None`: the optimum `bpe ln 2` (001).
     pub k: Option<usize>,
+    /// What a query is.
     pub query_unit: QueryUnit,
     /// Fraction of queries checked against the exact set for the priors.
     pub prior_sample: f64,
@@ -103,10 +307,29 @@ pub struct SelectiveConfig {
     pub prior_default: f64,
     /// Cost of a false negative relative to a false positive, per class.
     pub alpha: Vec<f64>,
+    /// The sweeps.
     pub sweeps: Sweeps,
 }
 
 impl SelectiveConfig {
+    /// The defaults with these per-class cost ratios.
+    pub fn with_alpha(alpha: Vec<f64>) -> SelectiveConfig {
+        SelectiveConfig {
+            cache_window: WindowSpec::Time(defaults::CACHE_WINDOW_NS),
+            query_window: WindowSpec::Time(defaults::QUERY_WINDOW_NS),
+            directory: DirectoryKind::Bloom,
+            bpe: defaults::DIR_BPE,
+            k: None,
+            query_unit: QueryUnit::Flow,
+            prior_sample: defaults::PRIOR_SAMPLE,
+            prior_smoothing: 0.02,
+            prior_min_samples: 5,
+            prior_default: 0.5,
+            alpha,
+            sweeps: Sweeps::default(),
+        }
+    }
+
     /// The main directory's `k`.
     pub fn main_k(&self) -> usize {
         self.k_for(self.bpe)
@@ -115,47 +338,122 @@ impl SelectiveConfig {
     fn k_for(&self, bpe: f64) -> usize {
         self.k
             .unwrap_or_else(|| bloom::optimal_k(bpe) as usize)
-            .clamp(1, crate::filter::MAX_K)
+            .clamp(1, MAX_K)
     }
 
     fn alpha_of(&self, class: usize) -> f64 {
-        self.alpha.get(class).copied().unwrap_or(1.0)
+        self.alpha.get(class).copied().unwrap_or(defaults::ALPHA)
     }
-}
 
-/// How an evaluator answers.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Rule {
-    /// The filter's answer.
-    Plain,
-    /// Selective query: skip low-prior classes.
-    SelectiveQuery,
-    /// The selective-insertion filter's answer.
-    SelectiveInsertion,
-    /// Selective query on the selective-insertion filter.
-    Both,
-    /// The Theorem 2/4 posterior of the counting filter.
-    Posterior,
-    /// Positive iff the counter product reaches this.
-    Product(f64),
+    /// Checks the stage's fields.
+    pub fn validate(&self) -> Result<SelectiveStage, ConfigError> {
+        let (cache, query) = (self.cache_window, self.query_window);
+        if !cache.same_axis(&query) || query.span() <= cache.span() {
+            return Err(ConfigError::invalid(
+                "selective.query_window",
+                format!("({query}) must be longer than the cache window ({cache}) and on the same axis (both time or both packets)"),
+            ));
+        }
+        let period = cache.span().checked_add(query.span()).ok_or_else(|| {
+            ConfigError::invalid(
+                "selective.query_window",
+                format!("a cache window ({cache}) plus a query window ({query}) is longer than 2^64 units"),
+            )
+        })?;
+        let bpe_ok = |b: f64| b.is_finite() && b > 0.0 && b <= MAX_BPE;
+        if !bpe_ok(self.bpe) {
+            return Err(ConfigError::invalid(
+                "selective.bpe",
+                format!("must be in (0, {MAX_BPE}] (got {})", self.bpe),
+            ));
+        }
+        if let Some(b) = self.sweeps.bpe.iter().find(|b| !bpe_ok(**b)) {
+            return Err(ConfigError::invalid(
+                "selective.sweeps.bpe",
+                format!("values must be in (0, {MAX_BPE}] (got {b})"),
+            ));
+        }
+        if let Some(k) = self.k {
+            in_range("selective.k", k, 1, MAX_K)?;
+        }
+        for &k in &self.sweeps.k {
+            in_range("selective.sweeps.k", k, 1, MAX_K)?;
+        }
+        for (field, values) in [
+            ("selective.alpha", &self.alpha),
+            ("selective.sweeps.alpha", &self.sweeps.alpha),
+            ("selective.sweeps.product", &self.sweeps.product),
+        ] {
+            if let Some(a) = values.iter().find(|a| !(a.is_finite() && **a > 0.0)) {
+                return Err(ConfigError::invalid(
+                    field,
+                    format!("values must be positive (got {a})"),
+                ));
+            }
+        }
+        for (field, v) in [
+            ("selective.prior_sample", self.prior_sample),
+            ("selective.prior_default", self.prior_default),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(ConfigError::invalid(
+                    field,
+                    format!("must be in [0, 1] (got {v})"),
+                ));
+            }
+        }
+        if !(self.prior_smoothing > 0.0 && self.prior_smoothing <= 1.0) {
+            return Err(ConfigError::invalid(
+                "selective.prior_smoothing",
+                format!("must be in (0, 1] (got {})", self.prior_smoothing),
+            ));
+        }
+        Ok(SelectiveStage {
+            cfg: self.clone(),
+            plan: Plan::new(self),
+            period,
+        })
+    }
 }
 
 /// One way of answering the queries, evaluated on all of them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EvaluatorSpec {
-    /// The variant's name (`plain`, `selective-query`, ...).
-    pub variant: &'static str,
-    pub rule: Rule,
+    /// How it answers.
+    pub variant: Variant,
     /// The sweep it belongs to (`None`: a main variant).
-    pub sweep: Option<&'static str>,
-    /// The swept value.
+    pub sweep: Option<SweepParam>,
+    /// The swept value (the product threshold for [`Variant::Product`]).
     pub value: f64,
-    /// Its directory's bits per element and hash count.
+    /// Its directory's bits per element.
     pub bpe: f64,
+    /// Its directory's hash count.
     pub k: usize,
     /// `alpha` for every class, overriding the per-class values.
     pub alpha: Option<f64>,
     directory: usize,
+}
+
+impl EvaluatorSpec {
+    /// An evaluator on directory `directory`; its `bpe` and `k` are filled
+    /// in once the plan's shapes are laid out.
+    fn at(
+        variant: Variant,
+        sweep: Option<SweepParam>,
+        value: f64,
+        directory: usize,
+        alpha: Option<f64>,
+    ) -> EvaluatorSpec {
+        EvaluatorSpec {
+            variant,
+            sweep,
+            value,
+            bpe: 0.0,
+            k: 0,
+            alpha,
+            directory,
+        }
+    }
 }
 
 /// A directory shape.
@@ -180,14 +478,14 @@ impl Plan {
     /// Lays out the directories and evaluators for a configuration.
     pub fn new(cfg: &SelectiveConfig) -> Plan {
         let counting = cfg.directory == DirectoryKind::Counting;
-        let main_k = cfg.main_k();
+        let with_products = counting || !cfg.sweeps.product.is_empty();
         let mut shapes = vec![DirectoryShape {
             bpe: cfg.bpe,
-            k: main_k,
-            counting: counting || !cfg.sweeps.product.is_empty(),
+            k: cfg.main_k(),
+            counting: with_products,
             selective_insertion: true,
         }];
-        let shape = |bpe: f64, k: usize, with_counts: bool, shapes: &mut Vec<DirectoryShape>| {
+        let mut shape = |bpe: f64, k: usize, with_counts: bool| {
             if let Some(i) = shapes.iter().position(|s| s.bpe == bpe && s.k == k) {
                 shapes[i].counting |= with_counts;
                 return i;
@@ -200,121 +498,62 @@ impl Plan {
             });
             shapes.len() - 1
         };
-        let mut ev = Vec::new();
-        let spec = |variant, rule, sweep, value, d: usize, alpha, shapes: &[DirectoryShape]| {
-            EvaluatorSpec {
-                variant,
-                rule,
-                sweep,
-                value,
-                bpe: shapes[d].bpe,
-                k: shapes[d].k,
-                alpha,
-                directory: d,
-            }
-        };
-        ev.push(spec("plain", Rule::Plain, None, 0.0, 0, None, &shapes));
-        ev.push(spec(
-            "selective-query",
-            Rule::SelectiveQuery,
-            None,
-            0.0,
-            0,
-            None,
-            &shapes,
-        ));
-        ev.push(spec(
-            "selective-insertion",
-            Rule::SelectiveInsertion,
-            None,
-            0.0,
-            0,
-            None,
-            &shapes,
-        ));
-        ev.push(spec("both", Rule::Both, None, 0.0, 0, None, &shapes));
-        if counting {
-            ev.push(spec(
-                "posterior",
-                Rule::Posterior,
-                None,
-                0.0,
-                0,
-                None,
-                &shapes,
-            ));
+        // Each evaluator's bpe and k are filled from its directory's shape
+        // once every shape is laid out.
+        let mut ev: Vec<EvaluatorSpec> = Vec::new();
+        let mains = [
+            Variant::Plain,
+            Variant::SelectiveQuery,
+            Variant::SelectiveInsertion,
+            Variant::Both,
+        ];
+        for v in mains
+            .into_iter()
+            .chain(counting.then_some(Variant::Posterior))
+        {
+            ev.push(EvaluatorSpec::at(v, None, 0.0, 0, None));
         }
         // Every sweep point answers with the plain filter, Selective query
         // and, for a counting directory, the posterior.
-        let sweep_point = |ev: &mut Vec<EvaluatorSpec>,
-                           sweep: &'static str,
-                           value: f64,
-                           d: usize,
-                           alpha: Option<f64>,
-                           shapes: &[DirectoryShape]| {
-            ev.push(spec(
-                "plain",
-                Rule::Plain,
-                Some(sweep),
-                value,
-                d,
-                alpha,
-                shapes,
-            ));
-            ev.push(spec(
-                "selective-query",
-                Rule::SelectiveQuery,
-                Some(sweep),
-                value,
-                d,
-                alpha,
-                shapes,
-            ));
-            if counting {
-                ev.push(spec(
-                    "posterior",
-                    Rule::Posterior,
-                    Some(sweep),
-                    value,
-                    d,
-                    alpha,
-                    shapes,
-                ));
+        let point_variants: Vec<Variant> = [Variant::Plain, Variant::SelectiveQuery]
+            .into_iter()
+            .chain(counting.then_some(Variant::Posterior))
+            .collect();
+        let point = |ev: &mut Vec<EvaluatorSpec>, param, value, d, alpha| {
+            for &v in &point_variants {
+                ev.push(EvaluatorSpec::at(v, Some(param), value, d, alpha));
             }
         };
         for &a in &cfg.sweeps.alpha {
-            sweep_point(&mut ev, "alpha", a, 0, Some(a), &shapes);
+            point(&mut ev, SweepParam::Alpha, a, 0, Some(a));
         }
         let mut k_dirs = vec![0];
         for &k in &cfg.sweeps.k {
-            let k = k.clamp(1, crate::filter::MAX_K);
-            let d = shape(
-                cfg.bpe,
-                k,
-                counting || !cfg.sweeps.product.is_empty(),
-                &mut shapes,
-            );
+            let k = k.clamp(1, MAX_K);
+            let d = shape(cfg.bpe, k, with_products);
             if !k_dirs.contains(&d) {
                 k_dirs.push(d);
             }
-            sweep_point(&mut ev, "k", k as f64, d, None, &shapes);
+            point(&mut ev, SweepParam::K, k as f64, d, None);
         }
         for &b in &cfg.sweeps.bpe {
-            let d = shape(b, cfg.k_for(b), counting, &mut shapes);
-            sweep_point(&mut ev, "bpe", b, d, None, &shapes);
+            let d = shape(b, cfg.k_for(b), counting);
+            point(&mut ev, SweepParam::Bpe, b, d, None);
         }
         for &d in &k_dirs {
             for &t in &cfg.sweeps.product {
-                ev.push(spec(
-                    "product",
-                    Rule::Product(t),
-                    Some("product"),
+                ev.push(EvaluatorSpec::at(
+                    Variant::Product,
+                    Some(SweepParam::Product),
                     t,
                     d,
                     None,
-                    &shapes,
                 ));
             }
+        }
+        for e in &mut ev {
+            e.bpe = shapes[e.directory].bpe;
+            e.k = shapes[e.directory].k;
         }
         Plan {
             shapes,
@@ -327,6 +566,7 @@ impl Plan {
 /// queries).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct QueryClassTally {
+    /// Queries.
     pub queries: u64,
     /// Queries whose flow was in `S`.
     pub members: u64,
@@ -339,15 +579,18 @@ pub struct QueryClassTally {
 /// One evaluator's errors in one class.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ErrorTally {
+    /// Non-members answered positive.
     pub false_positives: u64,
+    /// Members answered negative.
     pub false_negatives: u64,
     /// Queries answered without asking the filter (selective query).
     pub skipped: u64,
 }
 
-/// Stage 3's whole tally.
+/// The selective-query stage's whole tally.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SelectiveTally {
+    /// Indexed by class id.
     pub classes: Vec<QueryClassTally>,
     /// `[evaluator][class]`.
     pub errors: Vec<Vec<ErrorTally>>,
@@ -359,21 +602,8 @@ pub struct SelectiveTally {
     pub insertion_skipped: u64,
 }
 
-impl SelectiveTally {
-    fn new(classes: usize, evaluators: usize) -> SelectiveTally {
-        SelectiveTally {
-            classes: vec![QueryClassTally::default(); classes],
-            errors: vec![vec![ErrorTally::default(); classes]; evaluators],
-            ..SelectiveTally::default()
-        }
-    }
-
-    /// Adds another shard's tally.
-    pub fn add(&mut self, o: &SelectiveTally) {
-        if self.classes.is_empty() {
-            *self = o.clone();
-            return;
-        }
+impl Tally for SelectiveTally {
+    fn merge(&mut self, o: SelectiveTally) {
         for (a, b) in self.classes.iter_mut().zip(&o.classes) {
             a.queries += b.queries;
             a.members += b.members;
@@ -393,16 +623,195 @@ impl SelectiveTally {
     }
 }
 
-/// A built directory for one round.
+/// The selective-query stage, validated.
+#[derive(Clone, Debug)]
+pub struct SelectiveStage {
+    cfg: SelectiveConfig,
+    plan: Plan,
+    /// A cache window plus a query window (no overflow: checked).
+    period: u64,
+}
+
+impl SelectiveStage {
+    /// The evaluators and directories every shard runs.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+}
+
+impl Stage for SelectiveStage {
+    const NAME: &'static str = "selective";
+    type Shard = SelectiveShard;
+    type Section = SelectiveReport;
+
+    fn shard(&self, ctx: &ShardContext) -> SelectiveShard {
+        SelectiveShard::new(self, ctx.classes)
+    }
+
+    fn report(&self, t: SelectiveTally, ctx: &ReportContext) -> SelectiveReport {
+        let s = &self.cfg;
+        let names = ctx.classifier.names();
+        let class_alpha = |c: usize| s.alpha_of(c);
+        let mut variants: Vec<SelectiveVariant> = Vec::new();
+        let mut sweeps = Vec::new();
+        for (e, spec) in self.plan.evaluators.iter().enumerate() {
+            let fixed = spec.alpha;
+            let alpha = move |c: usize| fixed.unwrap_or_else(|| class_alpha(c));
+            let errors = &t.errors[e];
+            match spec.sweep {
+                None => variants.push(SelectiveVariant {
+                    name: spec.variant,
+                    overall: selective_rates(None, &t, errors, &alpha),
+                    classes: names
+                        .iter()
+                        .enumerate()
+                        .map(|(c, n)| selective_rates(Some((c, n.clone())), &t, errors, &alpha))
+                        .collect(),
+                }),
+                Some(param) => {
+                    let r = selective_rates(None, &t, errors, &alpha);
+                    sweeps.push(SweepPoint {
+                        parameter: param,
+                        value: spec.value,
+                        variant: spec.variant,
+                        bpe: spec.bpe,
+                        k: spec.k,
+                        alpha: spec.alpha,
+                        queries: r.queries,
+                        members: r.members,
+                        fp_rate: r.fp_rate,
+                        fn_rate: r.fn_rate,
+                        cost: r.cost,
+                    })
+                }
+            }
+        }
+        // Cost reductions against the plain filter, class by class.
+        if let Some(plain) = variants.iter().find(|v| v.name == Variant::Plain).cloned() {
+            let reduce = |r: &mut SelectiveRates, base: &SelectiveRates| {
+                r.cost_reduction = if base.cost > 0.0 {
+                    1.0 - r.cost / base.cost
+                } else {
+                    0.0
+                };
+            };
+            for v in variants.iter_mut() {
+                reduce(&mut v.overall, &plain.overall);
+                for (r, b) in v.classes.iter_mut().zip(&plain.classes) {
+                    reduce(r, b);
+                }
+            }
+        }
+        let mut notes = Vec::new();
+        let sampled: u64 = t.classes.iter().map(|c| c.sampled).sum();
+        let starved = t
+            .classes
+            .iter()
+            .filter(|c| c.queries > 0 && c.sampled < s.prior_min_samples * ctx.shards as u64)
+            .count();
+        if starved > 0 {
+            notes.push(SelectiveNote::StarvedPriors {
+                classes: starved,
+                min_samples: s.prior_min_samples,
+                sampled,
+                default_prior: s.prior_default,
+            });
+        }
+        SelectiveReport {
+            config: SelectiveConfigInfo {
+                cache_window: s.cache_window,
+                query_window: s.query_window,
+                directory: s.directory,
+                bpe: s.bpe,
+                k: s.main_k(),
+                query_unit: s.query_unit,
+                prior_sample: s.prior_sample,
+                prior_default: s.prior_default,
+                prior_min_samples: s.prior_min_samples,
+                alpha: names
+                    .iter()
+                    .enumerate()
+                    .map(|(c, n)| ClassAlpha {
+                        class: n.clone(),
+                        alpha: class_alpha(c),
+                    })
+                    .collect(),
+            },
+            variants,
+            sweeps,
+            directories_built: t.directories_built,
+            set_elements: t.set_elements,
+            insertion_skipped: t.insertion_skipped,
+            notes,
+        }
+    }
+}
+
+fn ratio(num: u64, den: u64) -> f64 {
+    if den == 0 {
+        0.0
+    } else {
+        num as f64 / den as f64
+    }
+}
+
+/// Rates of one evaluator over a class (`None`: all classes).
+fn selective_rates(
+    class: Option<(usize, String)>,
+    t: &SelectiveTally,
+    errors: &[ErrorTally],
+    alpha: &dyn Fn(usize) -> f64,
+) -> SelectiveRates {
+    let idx: Vec<usize> = match &class {
+        Some((c, _)) => vec![*c],
+        None => (0..t.classes.len()).collect(),
+    };
+    let (mut q, mut m, mut ps, mut fp, mut fnn, mut skipped, mut cost) = (0, 0, 0.0, 0, 0, 0, 0.0);
+    for &c in &idx {
+        let ct = &t.classes[c];
+        let e = errors.get(c).copied().unwrap_or_default();
+        q += ct.queries;
+        m += ct.members;
+        ps += ct.prior_sum;
+        fp += e.false_positives;
+        fnn += e.false_negatives;
+        skipped += e.skipped;
+        cost += e.false_positives as f64 + alpha(c) * e.false_negatives as f64;
+    }
+    SelectiveRates {
+        class: class.map(|c| c.1),
+        queries: q,
+        members: m,
+        prior_est: if q > 0 { ps / q as f64 } else { 0.0 },
+        prior_true: ratio(m, q),
+        false_positives: fp,
+        false_negatives: fnn,
+        fp_rate: ratio(fp, q - m),
+        fn_rate: ratio(fnn, m),
+        cost,
+        cost_reduction: 0.0,
+        skipped,
+    }
+}
+
+/// A built directory for one round: the library's selective filters over
+/// this shard's part of `S`.
 #[derive(Debug)]
 struct Directory {
-    bloom: BloomFilter,
-    selective: Option<BloomFilter>,
-    counting: Option<CountingBloomFilter>,
-    /// Elements of `S` in this shard.
-    n: u64,
-    /// The model's false-positive rate of `bloom` at `n` (001).
-    fpr: f64,
+    /// Plain and Selective-query answers.
+    query: SelectiveBloomFilter,
+    /// Built by Selective insertion (the main shape only).
+    insertion: Option<SelectiveBloomFilter>,
+    /// Counters for the posterior and the product rule.
+    counting: Option<SelectiveCountingFilter>,
+}
+
+/// One directory's answers to one query, shared by its evaluators.
+#[derive(Clone, Copy, Debug)]
+struct Probe {
+    plain: bool,
+    insertion: bool,
+    ln_product: f64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -411,7 +820,7 @@ enum Phase {
     Query,
 }
 
-/// Stage 3 for one shard.
+/// The selective-query stage in one shard.
 #[derive(Debug)]
 pub struct SelectiveShard {
     cfg: SelectiveConfig,
@@ -426,16 +835,16 @@ pub struct SelectiveShard {
     thresholds: Vec<Vec<f64>>,
     estimator: PriorEstimator,
     tally: SelectiveTally,
-    answers: Vec<(bool, bool, f64)>,
+    probes: Vec<Probe>,
 }
 
 impl SelectiveShard {
-    /// One shard's stage for `classes` classes.
-    pub fn new(cfg: &SelectiveConfig, classes: usize) -> SelectiveShard {
-        let plan = Plan::new(cfg);
+    fn new(stage: &SelectiveStage, classes: usize) -> SelectiveShard {
+        let cfg = &stage.cfg;
+        let plan = stage.plan.clone();
         let evaluators = plan.evaluators.len();
         SelectiveShard {
-            period: cfg.cache_window.span() + cfg.query_window.span(),
+            period: stage.period,
             estimator: PriorEstimator::new(
                 classes,
                 cfg.prior_sample,
@@ -443,9 +852,13 @@ impl SelectiveShard {
                 cfg.prior_min_samples,
                 cfg.prior_default,
             ),
-            tally: SelectiveTally::new(classes, evaluators),
+            tally: SelectiveTally {
+                classes: vec![QueryClassTally::default(); classes],
+                errors: vec![vec![ErrorTally::default(); classes]; evaluators],
+                ..SelectiveTally::default()
+            },
             thresholds: vec![vec![0.0; classes]; evaluators],
-            answers: Vec::with_capacity(plan.shapes.len()),
+            probes: Vec::with_capacity(plan.shapes.len()),
             plan,
             cfg: cfg.clone(),
             state: None,
@@ -457,7 +870,7 @@ impl SelectiveShard {
 
     /// Handles one packet.
     #[inline]
-    pub fn process(&mut self, r: &PacketRecord) {
+    fn handle(&mut self, r: &PacketRecord) {
         let pos = self.cfg.cache_window.position(r.time_ns, r.seq);
         let round = pos / self.period;
         let phase = if pos % self.period < self.cfg.cache_window.span() {
@@ -491,7 +904,7 @@ impl SelectiveShard {
 
     /// Builds this round's directories over the cache window's flows.
     fn build(&mut self) {
-        let n = self.cache.len() as u64;
+        let n = self.cache.len();
         let classes = self.estimator.classes();
         let priors: Vec<f64> = (0..classes)
             .map(|c| self.estimator.prior_smoothed(c))
@@ -501,44 +914,41 @@ impl SelectiveShard {
         for shape in &self.plan.shapes {
             let k = shape.k;
             let m = ((shape.bpe * n as f64).ceil() as usize).max(k);
-            let fpr = bloom::fpr_partitioned(m as u64, n, k as u32);
-            let mut bloom = BloomFilter::new(m, k);
-            let mut selective = shape.selective_insertion.then(|| BloomFilter::new(m, k));
+            let mut query = SelectiveBloomFilter::new(m, k, n, defaults::ALPHA, Selectivity::Query);
+            let mut insertion = shape
+                .selective_insertion
+                .then(|| SelectiveBloomFilter::new(m, k, n, defaults::ALPHA, Selectivity::Both));
             let mut counting = shape
                 .counting
-                .then(|| CountingBloomFilter::new(m, k, CounterWidth::W8));
+                .then(|| SelectiveCountingFilter::new(m, k, CounterWidth::W8, defaults::ALPHA));
             for (&h, &class) in self.cache.iter() {
-                bloom.insert(h);
+                query.insert(h, 1.0);
                 if let Some(c) = counting.as_mut() {
                     c.insert(h);
                 }
-                if let Some(s) = selective.as_mut() {
+                if let Some(s) = insertion.as_mut() {
                     let c = usize::from(class);
-                    let thr = paradox::prior_threshold_for_fpr(self.cfg.alpha_of(c), fpr);
-                    if priors.get(c).copied().unwrap_or(1.0) < thr {
+                    let prior = priors.get(c).copied().unwrap_or(1.0);
+                    if !s.insert_for(h, prior, self.cfg.alpha_of(c)) {
                         skipped += 1;
-                    } else {
-                        s.insert(h);
                     }
                 }
             }
             self.directories.push(Directory {
-                bloom,
-                selective,
+                query,
+                insertion,
                 counting,
-                n,
-                fpr,
             });
         }
         for (e, spec) in self.plan.evaluators.iter().enumerate() {
-            let fpr = self.directories[spec.directory].fpr;
+            let d = &self.directories[spec.directory];
             for c in 0..classes {
                 let alpha = spec.alpha.unwrap_or_else(|| self.cfg.alpha_of(c));
-                self.thresholds[e][c] = paradox::prior_threshold_for_fpr(alpha, fpr);
+                self.thresholds[e][c] = d.query.threshold_for(alpha);
             }
         }
         self.tally.directories_built += 1;
-        self.tally.set_elements += n;
+        self.tally.set_elements += n as u64;
         self.tally.insertion_skipped += skipped;
     }
 
@@ -556,45 +966,41 @@ impl SelectiveShard {
         t.members += u64::from(member);
         t.prior_sum += prior;
         t.sampled += u64::from(sampled);
-        self.answers.clear();
+        self.probes.clear();
         for d in &self.directories {
-            let plain = d.bloom.contains(h);
-            let selective = d.selective.as_ref().is_some_and(|s| s.contains(h));
+            let plain = d.query.filter().contains(h);
+            let insertion = d.insertion.as_ref().is_some_and(|s| s.filter().contains(h));
             let ln_product = match d.counting.as_ref() {
                 Some(cbf) if plain => cbf.ln_counter_product(h),
                 _ => f64::NEG_INFINITY,
             };
-            self.answers.push((plain, selective, ln_product));
+            self.probes.push(Probe {
+                plain,
+                insertion,
+                ln_product,
+            });
         }
         for (e, spec) in self.plan.evaluators.iter().enumerate() {
             let d = &self.directories[spec.directory];
-            let (plain, selective, ln_product) = self.answers[spec.directory];
-            let low_prior = prior < self.thresholds[e][c];
-            let (positive, skipped) = match spec.rule {
-                Rule::Plain => (plain, false),
-                Rule::SelectiveQuery => (plain && !low_prior, low_prior),
-                Rule::SelectiveInsertion => (selective, false),
-                Rule::Both => (selective && !low_prior, low_prior),
-                Rule::Posterior => {
+            let p = self.probes[spec.directory];
+            let skips = d.query.skips(prior, self.thresholds[e][c]);
+            let (positive, skipped) = match spec.variant {
+                Variant::Plain => (p.plain, false),
+                Variant::SelectiveQuery => (p.plain && !skips, skips),
+                Variant::SelectiveInsertion => (p.insertion, false),
+                Variant::Both => (p.insertion && !skips, skips),
+                Variant::Posterior => {
                     let alpha = spec.alpha.unwrap_or_else(|| self.cfg.alpha_of(c));
-                    let m = d.counting.as_ref().map_or(1, |f| f.m() as u64);
-                    let post = if ln_product.is_finite() {
-                        paradox::posterior_from_ln_product(
-                            ln_product,
-                            spec.k as u32,
-                            prior,
-                            m,
-                            d.n.max(1),
-                        )
-                    } else {
-                        0.0
-                    };
-                    (
-                        paradox::decide(post, alpha) && ln_product.is_finite(),
-                        false,
-                    )
+                    let decided = d
+                        .counting
+                        .as_ref()
+                        .is_some_and(|f| f.decide_for(p.ln_product, prior, alpha));
+                    (decided, false)
                 }
-                Rule::Product(t) => (ln_product.is_finite() && ln_product >= t.ln() - 1e-9, false),
+                Variant::Product => (
+                    SelectiveCountingFilter::product_reaches(p.ln_product, spec.value),
+                    false,
+                ),
             };
             let err = &mut self.tally.errors[e][c];
             err.false_positives += u64::from(positive && !member);
@@ -602,14 +1008,19 @@ impl SelectiveShard {
             err.skipped += u64::from(skipped);
         }
     }
+}
 
-    /// The plan this shard evaluates.
-    pub fn plan(&self) -> &Plan {
-        &self.plan
+impl ShardStage for SelectiveShard {
+    type Tally = SelectiveTally;
+
+    #[inline]
+    fn process(&mut self, records: &[PacketRecord], _events: &mut Vec<Event>) {
+        for r in records {
+            self.handle(r);
+        }
     }
 
-    /// The tally so far.
-    pub fn finish(self) -> SelectiveTally {
+    fn finish(self) -> SelectiveTally {
         self.tally
     }
 }

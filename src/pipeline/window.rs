@@ -4,7 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A span of the packet stream: trace time (nanoseconds) or a number of
-/// keyed packets.
+/// keyed packets. Serialised as its text (`1s`, `50000 packets`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WindowSpec {
     /// This many nanoseconds of trace time.
@@ -116,17 +116,8 @@ impl fmt::Display for WindowSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             WindowSpec::Packets(n) => write!(f, "{n} packets"),
-            WindowSpec::Time(ns) => {
-                if ns % 1_000_000_000 == 0 {
-                    write!(f, "{}s", ns / 1_000_000_000)
-                } else if ns % 1_000_000 == 0 {
-                    write!(f, "{}ms", ns / 1_000_000)
-                } else if ns % 1_000 == 0 {
-                    write!(f, "{}us", ns / 1_000)
-                } else {
-                    write!(f, "{ns}ns")
-                }
-            }
+            WindowSpec::Time(ns) => write!(f, "{}", crate::ingest::DurationNs(ns)),
         }
     }
 }
+crate::serialize_as_display!(WindowSpec);

@@ -6,9 +6,12 @@ mod csv;
 mod pipeline;
 mod pipeline_text;
 mod plot;
+mod sections;
+mod table;
 mod text;
 
 pub use pipeline::*;
+pub use table::{Cell, Column, Row, Table};
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -16,21 +19,20 @@ use std::collections::BTreeMap;
 /// The JSON schema version of [`ReplaySummary`].
 pub const SCHEMA_VERSION: u32 = 2;
 
-/// Exit codes of the `flowsieve` command (documented in the README).
-pub mod exit_code {
-    /// Everything read cleanly.
-    pub const OK: i32 = 0;
-    /// Could not run: a file could not be opened, a config or output file
-    /// could not be used.
-    pub const FAILURE: i32 = 1;
-    /// Bad command line (clap's own code).
-    pub const USAGE: i32 = 2;
-    /// Input damaged: at least one file ended early (or was not a capture);
-    /// the report covers everything read before the damage.
-    pub const DAMAGED_INPUT: i32 = 3;
-    /// Input anomalies: every record was read, but some were odd (timestamp
-    /// fractions out of range, reserved link-type bits, caplen > snaplen).
-    pub const INPUT_ANOMALIES: i32 = 4;
+/// How reading went, worst first. The command line maps each to its exit
+/// code; the library only says what happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Outcome {
+    /// A file could not be opened at all.
+    CouldNotOpen,
+    /// At least one file ended early (or was not a capture); everything
+    /// before the damage was read.
+    DamagedInput,
+    /// Every record was read, but some were odd (timestamp fractions out of
+    /// range, reserved link-type bits, caplen above snaplen).
+    Anomalies,
+    /// Everything was read cleanly.
+    Clean,
 }
 
 /// The whole result of a replay.
@@ -157,16 +159,16 @@ impl ReplaySummary {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     }
 
-    /// The process exit code for this result (see [`exit_code`]).
-    pub fn exit_code(&self) -> i32 {
+    /// How reading went.
+    pub fn outcome(&self) -> Outcome {
         if self.could_not_open {
-            exit_code::FAILURE
+            Outcome::CouldNotOpen
         } else if !self.errors.is_empty() {
-            exit_code::DAMAGED_INPUT
+            Outcome::DamagedInput
         } else if !self.warnings.is_empty() {
-            exit_code::INPUT_ANOMALIES
+            Outcome::Anomalies
         } else {
-            exit_code::OK
+            Outcome::Clean
         }
     }
 }

@@ -6,26 +6,228 @@
 //! confined to `trace.read_seconds`, `trace.packets_per_sec`, `stages` and
 //! `throughput`: everything else is identical for any thread count.
 
+use super::table::Table;
 use super::ReplaySummary;
+use crate::filter::RecyclePolicy;
+use crate::pipeline::{DirectoryKind, QueryUnit, SweepParam, Variant, WindowSpec};
+use serde::ser::SerializeMap;
 use serde::Serialize;
+use std::any::Any;
+use std::fmt::{self, Debug};
+use std::sync::Arc;
 
-/// The whole result of a pipeline run: the replay's fields plus one section
-/// per stage.
-#[derive(Clone, Debug, Serialize)]
+/// A stage's section of the report: data that serialises to JSON and
+/// describes itself as a heading, tables and lines for the text and CSV
+/// renderers. The built-in sections are [`HeavyReport`],
+/// [`NewFlowReport`] and [`SelectiveReport`]; a stage of a library user's
+/// brings its own.
+pub trait Section: SectionData {
+    /// The section's first text line.
+    fn heading(&self) -> String;
+    /// Its tables (each also a CSV file).
+    fn tables(&self) -> Vec<Table>;
+    /// Lines after the tables (summaries and notes), without indentation.
+    fn lines(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// What every section is, implemented for any serialisable type: its JSON
+/// value and a view for downcasting.
+pub trait SectionData: Any + Send + Sync + Debug {
+    /// The section as JSON.
+    fn to_json_value(&self) -> serde_json::Value;
+    /// The section as [`Any`], for [`PipelineReport::section`].
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<T: Serialize + Any + Send + Sync + Debug> SectionData for T {
+    fn to_json_value(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// One stage's section under its name.
+#[derive(Clone, Debug)]
+pub struct StageSection {
+    /// The stage's name (its JSON key).
+    pub name: &'static str,
+    /// The section.
+    pub section: Arc<dyn Section>,
+}
+
+/// The whole result of a pipeline run: the replay's fields, the pipeline's
+/// shape, one section per stage, per-stage latency and throughput.
+///
+/// In JSON the replay's fields come first, then `pipeline`, then each
+/// stage's section under its name (`heavy`, `new_flows` and `selective`
+/// are `null` when that stage did not run), then `stages` and
+/// `throughput`.
+#[derive(Clone, Debug)]
 pub struct PipelineReport {
-    #[serde(flatten)]
+    /// What was read.
     pub replay: ReplaySummary,
+    /// The pipeline's shape.
     pub pipeline: PipelineInfo,
-    pub heavy: Option<HeavyReport>,
-    pub new_flows: Option<NewFlowReport>,
-    pub selective: Option<SelectiveReport>,
+    /// The stages' sections, in pipeline order.
+    pub sections: Vec<StageSection>,
     /// Per-batch latency of each stage and of the queues.
     pub stages: Vec<StageLatency>,
+    /// Throughput figures.
     pub throughput: Throughput,
 }
 
+/// The built-in stages' JSON keys, present (as `null`) even when the stage
+/// did not run.
+const BUILT_IN_SECTIONS: [&str; 3] = ["heavy", "new_flows", "selective"];
+
+impl Serialize for PipelineReport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let replay = serde_json::to_value(&self.replay).map_err(serde::ser::Error::custom)?;
+        let mut map = s.serialize_map(None)?;
+        if let serde_json::Value::Object(fields) = replay {
+            for (k, v) in fields {
+                map.serialize_entry(&k, &v)?;
+            }
+        }
+        map.serialize_entry("pipeline", &self.pipeline)?;
+        for name in BUILT_IN_SECTIONS {
+            if !self.sections.iter().any(|x| x.name == name) {
+                map.serialize_entry(name, &serde_json::Value::Null)?;
+            }
+        }
+        for x in &self.sections {
+            map.serialize_entry(x.name, &x.section.to_json_value())?;
+        }
+        map.serialize_entry("stages", &self.stages)?;
+        map.serialize_entry("throughput", &self.throughput)?;
+        map.end()
+    }
+}
+
+impl PipelineReport {
+    /// The section a stage named `name` wrote, if it ran and its section is
+    /// a `T`.
+    pub fn section<T: Section>(&self, name: &str) -> Option<&T> {
+        self.sections
+            .iter()
+            .find(|x| x.name == name)
+            .and_then(|x| x.section.as_any().downcast_ref::<T>())
+    }
+    /// The heavy-flow stage's section.
+    pub fn heavy(&self) -> Option<&HeavyReport> {
+        self.section("heavy")
+    }
+    /// The new-flow stage's section.
+    pub fn new_flows(&self) -> Option<&NewFlowReport> {
+        self.section("new_flows")
+    }
+    /// The selective-query stage's section.
+    pub fn selective(&self) -> Option<&SelectiveReport> {
+        self.section("selective")
+    }
+}
+
+/// Where the heavy-flow figures stray from the model's assumptions.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum HeavyNote {
+    /// A share of insertions repeat a flow already counted in its window.
+    RepeatedInsertions {
+        /// `repeated_insertions / packets`.
+        share: f64,
+    },
+    /// Without ground truth the model is weighted by packets.
+    ModelWeightedByPackets,
+    /// Some shard-windows saturated a counter.
+    Saturation {
+        /// Shard-windows with a saturated counter.
+        windows: u64,
+        /// Saturated counters over those windows.
+        counters: u64,
+        /// The counters' maximum.
+        cap: u64,
+    },
+    /// Theta is above what the compound model evaluates.
+    CompoundThetaTooLarge {
+        /// The largest theta it evaluates.
+        limit: u64,
+    },
+}
+
+/// Where the new-flow model does not apply.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum NewFlowNote {
+    /// 004 has no model for time-bounded recycling.
+    NoModelForTimePolicy,
+    /// 004's N-bounded average is for one phase.
+    NoModelForTwoPhaseInsertions,
+    /// The chain is too large to solve for an explicit sigma.
+    ModelTooLarge {
+        /// The largest phase solved.
+        max_phase_bits: u64,
+    },
+    /// The chain has no solution for this sigma (retaining with sigma below k).
+    NoModelForSigma,
+    /// A horizon makes idle flows new again; the model knows no horizon.
+    HorizonNotModelled,
+}
+
+/// What limits the selective-query figures.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SelectiveNote {
+    /// Classes with too few prior samples used the default prior.
+    StarvedPriors {
+        /// How many classes.
+        classes: usize,
+        /// Samples per shard a class needs.
+        min_samples: u64,
+        /// Sampled queries in all.
+        sampled: u64,
+        /// The default prior they used.
+        default_prior: f64,
+    },
+}
+
+impl fmt::Display for HeavyNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            HeavyNote::RepeatedInsertions { share } => write!(f, "{:.1}% of insertions repeat a flow already counted in its window: 003's model assumes every insertion is a distinct element, so model_fp_rate is not expected to match; model_fp_rate_compound accounts for the window's flow sizes", share * 100.0),
+            HeavyNote::ModelWeightedByPackets => f.write_str("without ground truth, model_fp_rate is weighted by packets and assumes every packet is a distinct element"),
+            HeavyNote::Saturation { windows, counters, cap } => write!(f, "{windows} shard-windows ended with saturated counters ({counters} counters in all): estimates there are capped at {cap}"),
+            HeavyNote::CompoundThetaTooLarge { limit } => write!(f, "theta is too large for the compound model (above {limit})"),
+        }
+    }
+}
+
+impl fmt::Display for NewFlowNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            NewFlowNote::NoModelForTimePolicy => f.write_str("004 models sigma- and N-bounded filters; a time-bounded filter has no model rate"),
+            NewFlowNote::NoModelForTwoPhaseInsertions => f.write_str("004's N-bounded average (eq. 3) is for one phase; a two-phase N-bounded filter has no model rate"),
+            NewFlowNote::ModelTooLarge { max_phase_bits } => write!(f, "the chain of 004 is solved for phases of up to {max_phase_bits} bits; this filter's phase is larger, so there is no model rate for its sigma (size it by a target rate instead)"),
+            NewFlowNote::NoModelForSigma => f.write_str("004's chain has no solution for this sigma (a retaining filter needs sigma >= k)"),
+            NewFlowNote::HorizonNotModelled => f.write_str("with a horizon, a flow idle longer than the horizon starts a new instance; the model knows no horizon"),
+        }
+    }
+}
+
+impl fmt::Display for SelectiveNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            SelectiveNote::StarvedPriors { classes, min_samples, sampled, default_prior } => write!(f, "{classes} classes had fewer than {min_samples} prior samples per shard on average ({sampled} sampled queries in all); they use the default prior {default_prior} and are answered as by the plain filter until they have more (a larger prior sample fraction helps on short traces)"),
+        }
+    }
+}
+
+crate::serialize_as_display!(HeavyNote, NewFlowNote, SelectiveNote);
+
+/// The pipeline's shape.
 #[derive(Clone, Debug, Serialize)]
 pub struct PipelineInfo {
+    /// Shards.
     pub shards: usize,
     /// Records per batch.
     pub batch: usize,
@@ -33,33 +235,46 @@ pub struct PipelineInfo {
     pub packets: u64,
 }
 
+/// The heavy-flow stage's configuration as it ran.
 #[derive(Clone, Debug, Serialize)]
 pub struct HeavyConfigInfo {
     /// `1s`, `250ms`, `50000 packets`.
-    pub window: String,
+    pub window: WindowSpec,
+    /// The count threshold.
     pub theta: u64,
+    /// Counters in all.
     pub counters: usize,
+    /// Counters in each shard.
     pub counters_per_shard: usize,
+    /// Bits per counter.
     pub counter_bits: u32,
+    /// Hash functions.
     pub k: usize,
     /// Whether `k` came from `k_opt(theta)` (003 Theorem 1).
     pub k_from_model: bool,
-    /// Insertions per window `k_opt` assumed.
+    /// Insertions per window `k_opt` is (or would be) tuned for.
     pub k_model_load: u64,
+    /// Conservative update.
     pub conservative: bool,
 }
 
 /// Stage 1's figures for one class or overall.
 #[derive(Clone, Debug, Serialize)]
 pub struct HeavyRates {
+    /// The class (absent for the overall row).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
+    /// Packets counted.
     pub packets: u64,
+    /// Flow-windows with a true count below theta.
     pub flows_below: Option<u64>,
+    /// Flow-windows with a true count of theta or more.
     pub flows_above: Option<u64>,
     /// Heavy-flow events (flow-windows reported).
     pub reported: u64,
+    /// Reported, but below theta.
     pub false_positives: Option<u64>,
+    /// At or above theta, never reported.
     pub false_negatives: Option<u64>,
     /// `false_positives / flows_below`.
     pub fp_rate: Option<f64>,
@@ -73,15 +288,21 @@ pub struct HeavyRates {
     pub model_fp_rate_compound: Option<f64>,
 }
 
+/// The heavy-flow stage's section.
 #[derive(Clone, Debug, Serialize)]
 pub struct HeavyReport {
+    /// The configuration as it ran.
     pub config: HeavyConfigInfo,
+    /// All classes together.
     pub overall: HeavyRates,
+    /// One row per class.
     pub classes: Vec<HeavyRates>,
+    /// Shard-windows closed.
     pub shard_windows: u64,
     /// Counters that reached their maximum, summed over shard-windows (each
     /// stays saturated until its window's clear).
     pub saturation_events: u64,
+    /// Shard-windows that ended with a saturated counter.
     pub saturated_windows: u64,
     /// Packets that repeated a key within its window (truth only).
     pub repeated_insertions: Option<u64>,
@@ -90,31 +311,45 @@ pub struct HeavyReport {
     /// False negatives in windows with no saturated counter (always 0).
     pub false_negatives_unsaturated: Option<u64>,
     /// Where the trace breaks the model's assumptions, said plainly.
-    pub notes: Vec<String>,
+    pub notes: Vec<HeavyNote>,
 }
 
+/// The new-flow stage's configuration as it ran.
 #[derive(Clone, Debug, Serialize)]
 pub struct NewFlowConfigInfo {
+    /// Bits in all.
     pub bits: usize,
+    /// Bits per shard and phase.
     pub bits_per_shard_phase: usize,
+    /// Positions per key.
     pub k: usize,
     /// `sigma:S`, `n:N` or `time:T`, per shard.
-    pub policy: String,
+    pub policy: RecyclePolicy,
+    /// Two phases.
     pub two_phase: bool,
+    /// Retaining.
     pub retaining: bool,
+    /// Colliding positions.
     pub colliding: bool,
+    /// The idle horizon, in seconds.
     pub horizon_s: Option<f64>,
 }
 
 /// Stage 2's figures for one class or overall.
 #[derive(Clone, Debug, Serialize)]
 pub struct NewFlowRates {
+    /// The class (absent for the overall row).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
+    /// Packets.
     pub packets: u64,
+    /// Truly new packets.
     pub true_new: Option<u64>,
+    /// Packets called new.
     pub reported_new: u64,
+    /// Truly new, called seen.
     pub false_positives: Option<u64>,
+    /// Called new, but the flow was live.
     pub false_negatives: Option<u64>,
     /// Count-instance (004 §II-E): FP / truly new.
     pub fp_rate_instance: Option<f64>,
@@ -132,51 +367,74 @@ pub struct NewFlowRates {
     pub model_fp_rate: Option<f64>,
 }
 
+/// The new-flow stage's section.
 #[derive(Clone, Debug, Serialize)]
 pub struct NewFlowReport {
+    /// The configuration as it ran.
     pub config: NewFlowConfigInfo,
+    /// All classes together.
     pub overall: NewFlowRates,
+    /// One row per class.
     pub classes: Vec<NewFlowRates>,
+    /// Triggers dropped at recycles (non-retaining).
     pub dropped_triggers: u64,
     /// False negatives before a shard's first recycle (always 0).
     pub false_negatives_before_first_recycle: Option<u64>,
-    pub notes: Vec<String>,
+    /// Where the model does not apply.
+    pub notes: Vec<NewFlowNote>,
 }
 
+/// The selective-query stage's configuration as it ran.
 #[derive(Clone, Debug, Serialize)]
 pub struct SelectiveConfigInfo {
-    pub cache_window: String,
-    pub query_window: String,
+    /// The cache window.
+    pub cache_window: WindowSpec,
+    /// The query window.
+    pub query_window: WindowSpec,
     /// `bf` or `cbf`.
-    pub directory: String,
+    pub directory: DirectoryKind,
+    /// Bits (counters) per element.
     pub bpe: f64,
+    /// Hash functions.
     pub k: usize,
     /// `flow` or `packet`.
-    pub query_unit: String,
+    pub query_unit: QueryUnit,
+    /// Fraction of queries sampled for the priors.
     pub prior_sample: f64,
+    /// The prior of a class with too few samples.
     pub prior_default: f64,
+    /// Samples a class needs.
     pub prior_min_samples: u64,
+    /// Each class's cost ratio.
     pub alpha: Vec<ClassAlpha>,
 }
 
+/// A class's cost ratio.
 #[derive(Clone, Debug, Serialize)]
 pub struct ClassAlpha {
+    /// The class.
     pub class: String,
+    /// Its alpha.
     pub alpha: f64,
 }
 
 /// Stage 3's figures for one variant in one class or overall.
 #[derive(Clone, Debug, Serialize)]
 pub struct SelectiveRates {
+    /// The class (absent for the overall row).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
+    /// Queries.
     pub queries: u64,
+    /// Queries whose flow was a member.
     pub members: u64,
     /// Mean prior estimate in force at the queries.
     pub prior_est: f64,
     /// `members / queries`.
     pub prior_true: f64,
+    /// Non-members answered positive.
     pub false_positives: u64,
+    /// Members answered negative.
     pub false_negatives: u64,
     /// `false_positives / (queries - members)`.
     pub fp_rate: f64,
@@ -190,10 +448,14 @@ pub struct SelectiveRates {
     pub skipped: u64,
 }
 
+/// One variant's figures.
 #[derive(Clone, Debug, Serialize)]
 pub struct SelectiveVariant {
-    pub name: String,
+    /// The variant.
+    pub name: Variant,
+    /// All classes together.
     pub overall: SelectiveRates,
+    /// One row per class.
     pub classes: Vec<SelectiveRates>,
 }
 
@@ -201,24 +463,37 @@ pub struct SelectiveVariant {
 #[derive(Clone, Debug, Serialize)]
 pub struct SweepPoint {
     /// `alpha`, `k`, `bpe` or `product`.
-    pub parameter: String,
+    pub parameter: SweepParam,
+    /// The swept value.
     pub value: f64,
-    pub variant: String,
+    /// The variant.
+    pub variant: Variant,
+    /// The directory's bits per element.
     pub bpe: f64,
+    /// The directory's hash count.
     pub k: usize,
     /// The alpha the costs use (null: each class's own).
     pub alpha: Option<f64>,
+    /// Queries.
     pub queries: u64,
+    /// Members among them.
     pub members: u64,
+    /// False-positive rate.
     pub fp_rate: f64,
+    /// False-negative rate.
     pub fn_rate: f64,
+    /// Total cost.
     pub cost: f64,
 }
 
+/// The selective-query stage's section.
 #[derive(Clone, Debug, Serialize)]
 pub struct SelectiveReport {
+    /// The configuration as it ran.
     pub config: SelectiveConfigInfo,
+    /// The main variants.
     pub variants: Vec<SelectiveVariant>,
+    /// The sweep points.
     pub sweeps: Vec<SweepPoint>,
     /// Shard-rounds whose directory was built.
     pub directories_built: u64,
@@ -226,7 +501,8 @@ pub struct SelectiveReport {
     pub set_elements: u64,
     /// Elements selective insertion left out, over shard-rounds.
     pub insertion_skipped: u64,
-    pub notes: Vec<String>,
+    /// What limits the figures.
+    pub notes: Vec<SelectiveNote>,
 }
 
 /// Per-batch latency of one stage, from an HDR histogram.
@@ -235,18 +511,26 @@ pub struct StageLatency {
     /// `source` (read, dissect, hash, fill a batch), `queue` (wait between
     /// send and receive), `heavy`, `new_flows`, `selective`.
     pub name: String,
+    /// Batches timed.
     pub batches: u64,
+    /// Median.
     pub p50_ns: u64,
+    /// 99th percentile.
     pub p99_ns: u64,
+    /// Maximum.
     pub max_ns: u64,
 }
 
+/// Throughput of the run.
 #[derive(Clone, Debug, Serialize)]
 pub struct Throughput {
     /// Records read per second of wall-clock time.
     pub packets_per_sec: f64,
+    /// Worker threads.
     pub threads: usize,
+    /// Shards.
     pub shards: usize,
+    /// Wall-clock seconds.
     pub wall_seconds: f64,
     /// CPU time of the process (user + system) during the run.
     pub cpu_seconds: f64,
@@ -260,8 +544,8 @@ impl PipelineReport {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     }
 
-    /// The process exit code (see [`super::exit_code`]).
-    pub fn exit_code(&self) -> i32 {
-        self.replay.exit_code()
+    /// How reading went (the process exit code follows from it).
+    pub fn outcome(&self) -> super::Outcome {
+        self.replay.outcome()
     }
 }

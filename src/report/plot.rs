@@ -10,6 +10,7 @@
 //!   per class (with ground truth).
 
 use super::{PipelineReport, SweepPoint};
+use crate::pipeline::SweepParam;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -98,7 +99,7 @@ fn chart(
 /// Groups sweep points of one parameter into series keyed by a label.
 fn group(
     points: &[SweepPoint],
-    parameter: &str,
+    parameter: SweepParam,
     label: impl Fn(&SweepPoint) -> String,
     xy: impl Fn(&SweepPoint) -> (f64, f64),
 ) -> Vec<Series> {
@@ -130,24 +131,24 @@ impl PipelineReport {
             }
             Ok::<(), String>(())
         };
-        if let Some(s) = &self.selective {
+        if let Some(s) = self.selective() {
             let mut tradeoff = group(
                 &s.sweeps,
-                "product",
+                SweepParam::Product,
                 |p| format!("k = {} (counter-product threshold)", p.k),
                 |p| (p.fn_rate, p.fp_rate),
             );
             if tradeoff.is_empty() {
                 tradeoff = group(
                     &s.sweeps,
-                    "alpha",
+                    SweepParam::Alpha,
                     |p| format!("{} over alpha", p.variant),
                     |p| (p.fn_rate, p.fp_rate),
                 );
             }
             tradeoff.extend(group(
                 &s.sweeps,
-                "k",
+                SweepParam::K,
                 |p| format!("{} over k", p.variant),
                 |p| (p.fn_rate, p.fp_rate),
             ));
@@ -165,8 +166,8 @@ impl PipelineReport {
                 "total cost",
                 group(
                     &s.sweeps,
-                    "alpha",
-                    |p| p.variant.clone(),
+                    SweepParam::Alpha,
+                    |p| p.variant.to_string(),
                     |p| (p.value, p.cost),
                 ),
             )?;
@@ -177,13 +178,13 @@ impl PipelineReport {
                 "total cost",
                 group(
                     &s.sweeps,
-                    "bpe",
-                    |p| p.variant.clone(),
+                    SweepParam::Bpe,
+                    |p| p.variant.to_string(),
                     |p| (p.value, p.cost),
                 ),
             )?;
         }
-        if let Some(h) = &self.heavy {
+        if let Some(h) = self.heavy() {
             let rows: Vec<_> = h
                 .classes
                 .iter()

@@ -56,6 +56,117 @@ pub enum SizeModel {
     Uniform { min: u32, max: u32 },
 }
 
+/// Why a generator mini-language value could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SynthParseError(String);
+
+impl std::str::FromStr for SizeModel {
+    type Err = SynthParseError;
+    /// `realistic`, or `MIN-MAX` frame bytes.
+    ///
+    /// ```
+    /// use flowsieve::synth::SizeModel;
+    /// assert_eq!("64-200".parse(), Ok(SizeModel::Uniform { min: 64, max: 200 }));
+    /// assert!("64-".parse::<SizeModel>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<SizeModel, SynthParseError> {
+        if s.trim() == "realistic" {
+            return Ok(SizeModel::Realistic);
+        }
+        let bad = || {
+            SynthParseError(format!(
+                "sizes: expected `realistic` or MIN-MAX frame bytes, got {s:?}"
+            ))
+        };
+        let (a, b) = s.split_once('-').ok_or_else(bad)?;
+        let min: u32 = a.trim().parse().map_err(|_| bad())?;
+        let max: u32 = b.trim().parse().map_err(|_| bad())?;
+        Ok(SizeModel::Uniform { min, max })
+    }
+}
+
+/// Relative weights of TCP, UDP and ICMP flows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ProtoMix(pub [f64; 3]);
+
+impl std::str::FromStr for ProtoMix {
+    type Err = SynthParseError;
+    /// Exactly three non-negative finite numbers `TCP,UDP,ICMP`, not all
+    /// zero; any entry that is not a number is an error, never skipped.
+    ///
+    /// ```
+    /// use flowsieve::synth::ProtoMix;
+    /// assert_eq!("0.8,0.17,0.03".parse(), Ok(ProtoMix([0.8, 0.17, 0.03])));
+    /// assert!("0.8,x,0.17,0.03".parse::<ProtoMix>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<ProtoMix, SynthParseError> {
+        let bad = |why: &str| SynthParseError(format!("protocol mix {s:?}: {why}"));
+        let parts: Vec<&str> = s.split(',').collect();
+        if parts.len() != 3 {
+            return Err(bad(&format!(
+                "expected three numbers TCP,UDP,ICMP, got {}",
+                parts.len()
+            )));
+        }
+        let mut w = [0.0; 3];
+        for (slot, part) in w.iter_mut().zip(&parts) {
+            let v: f64 = part
+                .trim()
+                .parse()
+                .map_err(|_| bad(&format!("{:?} is not a number", part.trim())))?;
+            if !v.is_finite() || v < 0.0 {
+                return Err(bad(&format!("{v} is not a non-negative weight")));
+            }
+            *slot = v;
+        }
+        if w.iter().sum::<f64>() <= 0.0 {
+            return Err(bad("the weights are all zero"));
+        }
+        Ok(ProtoMix(w))
+    }
+}
+
+impl std::fmt::Display for SizeModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SizeModel::Realistic => f.write_str("realistic"),
+            SizeModel::Uniform { min, max } => write!(f, "{min}-{max}"),
+        }
+    }
+}
+
+impl std::fmt::Display for ProtoMix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{},{},{}", self.0[0], self.0[1], self.0[2])
+    }
+}
+
+impl std::fmt::Display for OutputFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            OutputFormat::Pcap => "pcap",
+            OutputFormat::PcapNs => "pcap-ns",
+            OutputFormat::PcapNg => "pcapng",
+        })
+    }
+}
+
+impl std::str::FromStr for OutputFormat {
+    type Err = SynthParseError;
+    /// `pcap`, `pcap-ns` or `pcapng`.
+    fn from_str(s: &str) -> Result<OutputFormat, SynthParseError> {
+        match s.trim() {
+            "pcap" => Ok(OutputFormat::Pcap),
+            "pcap-ns" => Ok(OutputFormat::PcapNs),
+            "pcapng" => Ok(OutputFormat::PcapNg),
+            other => Err(SynthParseError(format!(
+                "format: expected pcap, pcap-ns or pcapng, got {other:?}"
+            ))),
+        }
+    }
+}
+
 /// Generator settings.
 #[derive(Clone, Debug)]
 pub struct SynthConfig {
@@ -98,6 +209,13 @@ impl Default for SynthConfig {
         }
     }
 }
+
+/// The most flows a generated trace can have (flows are indexed by `u32`
+/// and each costs about 100 bytes while generating).
+pub const MAX_SYNTH_FLOWS: u64 = 1 << 28;
+/// The most packets a generated trace can have (each costs 12 bytes of
+/// ordering state while generating).
+pub const MAX_SYNTH_PACKETS: u64 = 1 << 31;
 
 /// Why a configuration cannot be generated.
 #[derive(Debug, thiserror::Error)]
@@ -142,17 +260,25 @@ const WELL_KNOWN_UDP: [u16; 5] = [53, 53, 443, 123, 5353];
 fn check(cfg: &SynthConfig) -> Result<(), SynthError> {
     let bad = |m: &str| Err(SynthError::Config(m.into()));
     if cfg.flows == 0 {
-        return bad("--flows must be at least 1");
+        return bad("flows must be at least 1");
+    }
+    // Flows are indexed by u32 in the packet order, and the generator
+    // holds every flow and every packet's slot in memory.
+    if cfg.flows > MAX_SYNTH_FLOWS || cfg.packets > MAX_SYNTH_PACKETS {
+        return Err(SynthError::Config(format!(
+            "at most {MAX_SYNTH_FLOWS} flows and {MAX_SYNTH_PACKETS} packets (got {} and {})",
+            cfg.flows, cfg.packets
+        )));
     }
     if cfg.packets < cfg.flows {
-        return bad("--packets must be at least --flows (every flow has a packet)");
+        return bad("packets must be at least flows (every flow has a packet)");
     }
     if !(cfg.zipf_exponent.is_finite() && cfg.zipf_exponent >= 0.0) {
-        return bad("--zipf must be a finite number >= 0");
+        return bad("zipf_exponent must be a finite number >= 0");
     }
     for (name, v) in [
-        ("--ipv6-share", cfg.ipv6_share),
-        ("--vlan-share", cfg.vlan_share),
+        ("ipv6_share", cfg.ipv6_share),
+        ("vlan_share", cfg.vlan_share),
     ] {
         if !(0.0..=1.0).contains(&v) {
             return Err(SynthError::Config(format!(
@@ -173,11 +299,11 @@ fn check(cfg: &SynthConfig) -> Result<(), SynthError> {
         && cfg.start_secs.is_finite()
         && cfg.start_secs >= 0.0)
     {
-        return bad("--span and --start must be finite and >= 0");
+        return bad("span_secs and start_secs must be finite and >= 0");
     }
     if let SizeModel::Uniform { min, max } = cfg.sizes {
         if min > max || max > 9000 {
-            return bad("--sizes MIN-MAX needs MIN <= MAX <= 9000");
+            return bad("uniform sizes need min <= max <= 9000");
         }
     }
     Ok(())

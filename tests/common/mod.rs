@@ -9,16 +9,38 @@ use flowsieve::ingest::{IngestError, Timestamp, TraceReader};
 use flowsieve::truth::FlowTable;
 use std::path::{Path, PathBuf};
 
+/// The environment variable that turns a missing `../shared/traces` from
+/// a skip into a failure (`.ci/run` sets it, so CI cannot go green
+/// without the real captures).
+pub const REQUIRE_SHARED: &str = "FLOWSIEVE_REQUIRE_SHARED";
+
 /// `../shared/traces` beside the crate, or `None` (with a message saying
-/// the test is skipped) when it is absent.
+/// the test is skipped) when it is absent; a panic instead of the skip
+/// when [`REQUIRE_SHARED`] is set to anything but `0` or empty.
 pub fn shared_traces(test: &str) -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/traces");
+    let required = std::env::var(REQUIRE_SHARED).is_ok_and(|v| !v.is_empty() && v != "0");
+    locate_shared(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/traces"),
+        test,
+        required,
+    )
+}
+
+/// [`shared_traces`] for a given folder and requirement.
+pub fn locate_shared(dir: &Path, test: &str, required: bool) -> Option<PathBuf> {
     if dir.join("manifest.json").is_file() {
-        Some(dir)
-    } else {
-        eprintln!("SKIPPED {test}: ../shared/traces not found beside the crate (the real-capture tests need it)");
-        None
+        return Some(dir.to_path_buf());
     }
+    assert!(
+        !required,
+        "{test}: {} not found, and {REQUIRE_SHARED} is set: the real-capture tests must run",
+        dir.display()
+    );
+    eprintln!(
+        "SKIPPED {test}: {} not found beside the crate (the real-capture tests need it)",
+        dir.display()
+    );
+    None
 }
 
 /// One manifest entry.

@@ -1,0 +1,169 @@
+//! The throughput protocol behind `flowsieve bench`: the dissect+hash path
+//! alone, then the whole pipeline (ground truth off) at each thread count,
+//! side by side in every round, so that machine noise hits every row alike;
+//! each figure is the median over rounds, and the rows are compared as
+//! ratios.
+
+use crate::pipeline::{
+    cpu_seconds, run, ConfigError, FileSource, NoEvents, PipelineError, ValidatedConfig,
+};
+use crate::replay::{replay, NoObserver};
+use serde::Serialize;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// One row of a benchmark: a path through the code and its figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchRow {
+    /// `dissect+hash` or `pipeline, N threads`.
+    pub path: String,
+    /// Worker threads (`None` for the dissect+hash path).
+    #[serde(skip)]
+    pub threads: Option<usize>,
+    /// Median million packets per wall second.
+    pub mpps: f64,
+    /// Median million packets per CPU second.
+    pub mpps_per_cpu_sec: f64,
+    /// `mpps` over the dissect+hash row's.
+    pub ratio_to_dissect_hash: f64,
+    /// `mpps` over the 1-thread pipeline row's (pipeline rows only).
+    pub scaling_vs_1_thread: Option<f64>,
+    /// Every round's `mpps`.
+    pub rounds_mpps: Vec<f64>,
+}
+
+/// A benchmark's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    /// Packets read per run.
+    pub packets: u64,
+    /// Rounds.
+    pub rounds: usize,
+    /// The stages that ran.
+    #[serde(skip)]
+    pub stages: String,
+    /// The rows.
+    pub results: Vec<BenchRow>,
+}
+
+/// Why a benchmark failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// A trace could not be read cleanly.
+    #[error("{0}")]
+    Input(String),
+    /// A thread count is out of range.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The pipeline failed.
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Runs the protocol over `paths` with `cfg` (whose ground truth should be
+/// off) at each of `threads`, for `rounds` rounds.
+pub fn bench(
+    paths: &[PathBuf],
+    cfg: &ValidatedConfig,
+    threads: &[usize],
+    rounds: usize,
+) -> Result<BenchReport, BenchError> {
+    let rounds = rounds.max(1);
+    let configs: Vec<(usize, ValidatedConfig)> = threads
+        .iter()
+        .map(|&t| cfg.clone().with_threads(t).map(|c| (t, c)))
+        .collect::<Result<_, _>>()?;
+    // (wall, cpu) per round: the dissect+hash row, then one per thread count.
+    let mut wall = vec![Vec::new(); threads.len() + 1];
+    let mut cpu = vec![Vec::new(); threads.len() + 1];
+    let mut packets = 0;
+    for _ in 0..rounds {
+        let mut replay_cfg = cfg.config().replay.clone();
+        replay_cfg.truth = false;
+        let (c0, t0) = (cpu_seconds(), Instant::now());
+        let s = replay(paths, &replay_cfg, &mut NoObserver);
+        let (w, c) = (t0.elapsed().as_secs_f64(), cpu_seconds() - c0);
+        if s.could_not_open || !s.errors.is_empty() {
+            return Err(BenchError::Input(s.errors.join("; ")));
+        }
+        packets = s.trace.packets;
+        wall[0].push(packets as f64 / w.max(1e-9) / 1e6);
+        cpu[0].push(packets as f64 / c.max(1e-9) / 1e6);
+        for (i, (_, c)) in configs.iter().enumerate() {
+            let source = FileSource::new(paths.to_vec(), c);
+            let r = run(source, c, &mut NoObserver, &mut NoEvents)?;
+            wall[i + 1].push(r.throughput.packets_per_sec / 1e6);
+            cpu[i + 1].push(r.throughput.packets_per_cpu_sec / 1e6);
+        }
+    }
+    let base = median(&wall[0]);
+    let one = threads
+        .iter()
+        .position(|&t| t == 1)
+        .map(|i| median(&wall[i + 1]));
+    let results = (0..=threads.len())
+        .map(|i| {
+            let t = i.checked_sub(1).map(|j| threads[j]);
+            let m = median(&wall[i]);
+            BenchRow {
+                path: match t {
+                    None => "dissect+hash".into(),
+                    Some(t) => format!("pipeline, {t} thread{}", if t == 1 { "" } else { "s" }),
+                },
+                threads: t,
+                mpps: m,
+                mpps_per_cpu_sec: median(&cpu[i]),
+                ratio_to_dissect_hash: m / base.max(1e-12),
+                scaling_vs_1_thread: t.and(one).map(|o| m / o.max(1e-12)),
+                rounds_mpps: wall[i].clone(),
+            }
+        })
+        .collect();
+    Ok(BenchReport {
+        packets,
+        rounds,
+        stages: cfg.stage_names().join(","),
+        results,
+    })
+}
+
+impl fmt::Display for BenchReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "flowsieve bench: {} packets, {} rounds (medians), truth off, stages {}",
+            self.packets,
+            self.rounds,
+            if self.stages.is_empty() {
+                "none"
+            } else {
+                &self.stages
+            }
+        )?;
+        writeln!(
+            f,
+            "  {:<22} {:>10} {:>16} {:>14} {:>12}",
+            "path", "Mpps", "Mpps per CPU-s", "vs dissect", "vs 1 thread"
+        )?;
+        for r in &self.results {
+            writeln!(
+                f,
+                "  {:<22} {:>10.2} {:>16.2} {:>13.2}x {:>12}",
+                r.path,
+                r.mpps,
+                r.mpps_per_cpu_sec,
+                r.ratio_to_dissect_hash,
+                r.scaling_vs_1_thread
+                    .map_or("-".into(), |s| format!("{s:.2}x"))
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,838 @@
+//! The models as questions and answers: one query type per model, with
+//! the parameters a user gives, a `validate`-and-answer method whose errors
+//! name the parameters, and a typed answer that serialises to JSON and
+//! displays as text. The command line's `flowsieve model ...` is these
+//! types and nothing more.
+//!
+//! **Naming rule for rates.** `fpr` is always the rate in the form asked
+//! for: the exact form when `exact` is set, the approximate (Poisson) form
+//! otherwise. `fpr_approx` is always the approximate form; `fpr_exact` is
+//! the exact form whenever it was computed. (Before this rule, `model
+//! threshold --exact` printed the Poisson form as `fpr`; `fpr_exact` keeps
+//! its meaning, so scripts that read it are unaffected.)
+//!
+//! ```
+//! use flowsieve::model::query::ThresholdQuery;
+//! let q = ThresholdQuery { theta: 3, m_over_n: None, k: Some(4), exact: true, n: Some(1000), m: Some(8000) };
+//! let a = q.answer().unwrap();
+//! assert_eq!(a.fpr, a.fpr_exact.unwrap());
+//! assert!((a.fpr - a.fpr_approx).abs() < 0.1 * a.fpr_approx);
+//! ```
+
+use super::{bloom, compressed, paradox, recycling, threshold};
+use serde::Serialize;
+use std::fmt;
+
+/// Why a model query cannot be answered.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    /// A parameter is out of its domain.
+    #[error("{param}: {problem}")]
+    Invalid {
+        /// The parameter's name (`m_over_n`, `k`, ...).
+        param: &'static str,
+        /// What is wrong, with the value.
+        problem: String,
+    },
+    /// A required parameter (or one of a set of alternatives) is missing.
+    #[error("give {0}")]
+    Missing(&'static str),
+}
+
+fn invalid(param: &'static str, problem: impl Into<String>) -> ModelError {
+    ModelError::Invalid {
+        param,
+        problem: problem.into(),
+    }
+}
+
+fn probability(param: &'static str, p: f64) -> Result<f64, ModelError> {
+    if (0.0..=1.0).contains(&p) {
+        Ok(p)
+    } else {
+        Err(invalid(
+            param,
+            format!("must be a probability in [0, 1], got {p}"),
+        ))
+    }
+}
+
+fn positive(param: &'static str, x: f64) -> Result<f64, ModelError> {
+    if x.is_finite() && x > 0.0 {
+        Ok(x)
+    } else {
+        Err(invalid(
+            param,
+            format!("must be a positive number, got {x}"),
+        ))
+    }
+}
+
+fn at_least_k(m: u64, k: u32) -> Result<(), ModelError> {
+    if m < u64::from(k) {
+        return Err(invalid("m", format!("must be at least k ({k}), got {m}")));
+    }
+    Ok(())
+}
+
+/// The largest hash count a model query accepts.
+pub const MAX_MODEL_K: u32 = 1 << 16;
+/// The largest count threshold a model query accepts.
+pub const MAX_MODEL_THETA: u64 = 1 << 20;
+
+fn k_in_range(k: u32) -> Result<u32, ModelError> {
+    if k == 0 || k > MAX_MODEL_K {
+        return Err(invalid(
+            "k",
+            format!("must be between 1 and {MAX_MODEL_K}, got {k}"),
+        ));
+    }
+    Ok(k)
+}
+
+/// Bloom filter false-positive rate (001, Summary Cache).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BloomQuery {
+    /// Bits per element (alternative to `m` and `n`).
+    pub m_over_n: Option<f64>,
+    /// Bits in the filter.
+    pub m: Option<u64>,
+    /// Elements inserted.
+    pub n: Option<u64>,
+    /// Hash functions.
+    pub k: u32,
+    /// `(1 - (1 - 1/m)^{kn})^k` instead of `(1 - e^{-kn/m})^k` (needs `m`,
+    /// `n`).
+    pub exact: bool,
+}
+
+/// The answer to a [`BloomQuery`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BloomAnswer {
+    /// The rate in the form asked for.
+    pub fpr: f64,
+    /// The approximate form.
+    pub fpr_approx: f64,
+    /// The exact form, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fpr_exact: Option<f64>,
+    #[serde(skip)]
+    shape: String,
+}
+
+impl BloomQuery {
+    /// Checks the parameters and evaluates the model.
+    pub fn answer(&self) -> Result<BloomAnswer, ModelError> {
+        let k = k_in_range(self.k)?;
+        let (x, shape, exact) = match (self.m_over_n, self.m, self.n) {
+            (Some(x), _, _) => {
+                if self.exact {
+                    return Err(invalid("exact", "needs m and n, not m_over_n"));
+                }
+                (
+                    positive("m_over_n", x)?,
+                    format!("m/n = {x}, k = {k}"),
+                    None,
+                )
+            }
+            (None, Some(m), Some(n)) => {
+                at_least_k(m, k)?;
+                let x = m as f64 / n.max(1) as f64;
+                let exact = self.exact.then(|| bloom::fpr_exact(m, n, k));
+                (x, format!("m = {m}, n = {n}, k = {k}"), exact)
+            }
+            _ => return Err(ModelError::Missing("m_over_n, or m and n")),
+        };
+        let approx = bloom::fpr_approx(x, k);
+        Ok(BloomAnswer {
+            fpr: exact.unwrap_or(approx),
+            fpr_approx: approx,
+            fpr_exact: exact,
+            shape,
+        })
+    }
+}
+
+impl fmt::Display for BloomAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Bloom filter, {}: false-positive rate {:.6e}{}",
+            self.shape,
+            self.fpr,
+            if self.fpr_exact.is_some() {
+                format!(" (exact; approximate {:.6e})", self.fpr_approx)
+            } else {
+                String::new()
+            }
+        )
+    }
+}
+
+/// Counting-filter count thresholding (003).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ThresholdQuery {
+    /// Count threshold (all k counters at least theta).
+    pub theta: u64,
+    /// Counters per element (else `m / n`).
+    pub m_over_n: Option<f64>,
+    /// Hash functions (default: `k_opt`).
+    pub k: Option<u32>,
+    /// Also the exact binomial rate, eq. (2), for `n` elements in `m`
+    /// counters.
+    pub exact: bool,
+    /// Elements inserted.
+    pub n: Option<u64>,
+    /// Counters.
+    pub m: Option<u64>,
+}
+
+/// The answer to a [`ThresholdQuery`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ThresholdAnswer {
+    /// `kappa*(theta)`, Theorem 1.
+    pub kappa_star: f64,
+    /// Its linear fit.
+    pub kappa_star_linear: f64,
+    /// The optimal hash count.
+    pub k_opt: u32,
+    /// The hash count the rates are for.
+    pub k: u32,
+    /// The rate in the form asked for (eq. (2) with `exact`, else eq. (3)).
+    pub fpr: f64,
+    /// The Poisson form, eq. (3).
+    pub fpr_approx: f64,
+    /// The binomial form, eq. (2), with `exact`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fpr_exact: Option<f64>,
+    #[serde(skip)]
+    theta: u64,
+    #[serde(skip)]
+    m_over_n: f64,
+    #[serde(skip)]
+    nm: Option<(u64, u64)>,
+}
+
+impl ThresholdQuery {
+    /// Checks the parameters and evaluates the model.
+    pub fn answer(&self) -> Result<ThresholdAnswer, ModelError> {
+        if self.theta == 0 || self.theta > MAX_MODEL_THETA {
+            return Err(invalid(
+                "theta",
+                format!(
+                    "must be between 1 and {MAX_MODEL_THETA}, got {}",
+                    self.theta
+                ),
+            ));
+        }
+        let x = match (self.m_over_n, self.m, self.n) {
+            (Some(x), _, _) => x,
+            (None, Some(m), Some(n)) => m as f64 / n.max(1) as f64,
+            _ => return Err(ModelError::Missing("m_over_n (or exact with n and m)")),
+        };
+        let x = positive("m_over_n", x)?;
+        if let Some(k) = self.k {
+            k_in_range(k)?;
+        }
+        if let (Some(m), Some(k)) = (self.m, self.k) {
+            at_least_k(m, k)?;
+        }
+        let nm = if self.exact {
+            match (self.n, self.m) {
+                (Some(n), Some(m)) => Some((n, m)),
+                _ => return Err(ModelError::Missing("n and m with exact")),
+            }
+        } else {
+            None
+        };
+        let k_opt = threshold::k_opt(self.theta, x);
+        let k = self.k.unwrap_or(k_opt);
+        let approx = threshold::fpr_poisson(self.theta, k, x);
+        let exact = nm.map(|(n, m)| threshold::fpr_binomial(self.theta, k, n, m));
+        Ok(ThresholdAnswer {
+            kappa_star: threshold::kappa_star(self.theta),
+            kappa_star_linear: threshold::kappa_star_linear(self.theta),
+            k_opt,
+            k,
+            fpr: exact.unwrap_or(approx),
+            fpr_approx: approx,
+            fpr_exact: exact,
+            theta: self.theta,
+            m_over_n: x,
+            nm,
+        })
+    }
+}
+
+impl fmt::Display for ThresholdAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "count threshold theta = {}, m/n = {}:\n  kappa* = {:.4} (linear fit {:.4})\n  k_opt = {}\n  false-positive rate at k = {}: {:.6e} (Poisson, eq. 3)",
+            self.theta, self.m_over_n, self.kappa_star, self.kappa_star_linear, self.k_opt, self.k, self.fpr_approx
+        )?;
+        if let (Some(e), Some((n, m))) = (self.fpr_exact, self.nm) {
+            write!(f, "\n  exact (binomial, eq. 2, n = {n}, m = {m}): {e:.6e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The Bloom paradox (000 Theorem 1): the prior threshold for a filter, or
+/// the bits per element a prior needs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ParadoxQuery {
+    /// Cost of a false negative relative to a false positive.
+    pub alpha: f64,
+    /// Bits per element of the filter (gives `prior_threshold`).
+    pub m_over_n: Option<f64>,
+    /// A priori membership probability (gives `min_bits_per_element`).
+    pub prior: Option<f64>,
+}
+
+/// The answer to a [`ParadoxQuery`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ParadoxAnswer {
+    /// For a filter of given bits per element.
+    Threshold {
+        /// Priors below this make a positive answer more likely false.
+        prior_threshold: f64,
+        #[serde(skip)]
+        alpha: f64,
+        #[serde(skip)]
+        m_over_n: f64,
+    },
+    /// For a given prior.
+    Bits {
+        /// The least bits per element that escape the paradox.
+        min_bits_per_element: f64,
+        #[serde(skip)]
+        alpha: f64,
+        #[serde(skip)]
+        prior: f64,
+    },
+}
+
+impl ParadoxQuery {
+    /// Checks the parameters and evaluates the model.
+    pub fn answer(&self) -> Result<ParadoxAnswer, ModelError> {
+        let alpha = positive("alpha", self.alpha)?;
+        match (self.m_over_n, self.prior) {
+            (Some(x), _) => {
+                let x = positive("m_over_n", x)?;
+                Ok(ParadoxAnswer::Threshold {
+                    prior_threshold: paradox::prior_threshold(alpha, x),
+                    alpha,
+                    m_over_n: x,
+                })
+            }
+            (None, Some(p)) => {
+                let p = probability("prior", p)?;
+                Ok(ParadoxAnswer::Bits {
+                    min_bits_per_element: paradox::min_bits_per_element(alpha, p),
+                    alpha,
+                    prior: p,
+                })
+            }
+            (None, None) => Err(ModelError::Missing("m_over_n or prior")),
+        }
+    }
+}
+
+impl fmt::Display for ParadoxAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ParadoxAnswer::Threshold {
+                prior_threshold,
+                alpha,
+                m_over_n,
+            } => write!(f, "alpha = {alpha}, m/n = {m_over_n}: the Bloom paradox holds for priors below {prior_threshold:.6e} (Theorem 1)"),
+            ParadoxAnswer::Bits {
+                min_bits_per_element,
+                alpha,
+                prior,
+            } => write!(f, "alpha = {alpha}, prior = {prior}: at least {min_bits_per_element:.3} bits per element escape the Bloom paradox"),
+        }
+    }
+}
+
+/// Membership probability from a counting filter's counters (000 Theorem
+/// 2), and the cost-optimal decision (Theorem 4).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CbfPosteriorQuery {
+    /// The k counter values.
+    pub counters: Vec<u64>,
+    /// A priori membership probability.
+    pub prior: f64,
+    /// Counters in the filter.
+    pub m: u64,
+    /// Elements in the filter.
+    pub n: u64,
+    /// Cost ratio: adds the decision and the minimal counter product.
+    pub alpha: Option<f64>,
+}
+
+/// The answer to a [`CbfPosteriorQuery`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CbfPosteriorAnswer {
+    /// `Pr(x in S | counters)`.
+    pub posterior: f64,
+    /// Answer positive (with `alpha`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<bool>,
+    /// The least counter product answered positive (with `alpha`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_product: Option<f64>,
+    #[serde(skip)]
+    counters: Vec<u64>,
+    #[serde(skip)]
+    alpha: Option<f64>,
+}
+
+impl CbfPosteriorQuery {
+    /// Checks the parameters and evaluates the model.
+    pub fn answer(&self) -> Result<CbfPosteriorAnswer, ModelError> {
+        let k = u32::try_from(self.counters.len()).unwrap_or(u32::MAX);
+        if k == 0 {
+            return Err(invalid("counters", "needs at least one value (k >= 1)"));
+        }
+        k_in_range(k)?;
+        let prior = probability("prior", self.prior)?;
+        at_least_k(self.m, k)?;
+        if self.n == 0 {
+            return Err(invalid("n", "must be at least 1"));
+        }
+        let posterior = paradox::cbf_posterior(&self.counters, prior, self.m, self.n);
+        let (decision, min_product) = match self.alpha {
+            Some(a) => {
+                let a = positive("alpha", a)?;
+                (
+                    Some(paradox::decide(posterior, a)),
+                    Some(paradox::min_counter_product(k, prior, a, self.m, self.n)),
+                )
+            }
+            None => (None, None),
+        };
+        Ok(CbfPosteriorAnswer {
+            posterior,
+            decision,
+            min_product,
+            counters: self.counters.clone(),
+            alpha: self.alpha,
+        })
+    }
+}
+
+impl fmt::Display for CbfPosteriorAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Pr(x in S | counters {:?}) = {:.6e} (Theorem 2)",
+            self.counters, self.posterior
+        )?;
+        if let (Some(alpha), Some(d), Some(p)) = (self.alpha, self.decision, self.min_product) {
+            write!(
+                f,
+                "\n  threshold 1/(alpha+1) = {:.6e}: answer {} (Theorem 4)\n  minimal counter product: {p}",
+                1.0 / (alpha + 1.0),
+                if d { "positive" } else { "negative" }
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The optimal order of queries across proxies (000 Theorems 6 and 7).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueryOrderQuery {
+    /// Success probability of each regular proxy.
+    pub probs: Vec<f64>,
+    /// Query cost of each regular proxy.
+    pub costs: Vec<f64>,
+    /// Query cost of the special proxy that holds every element.
+    pub special_cost: f64,
+}
+
+/// One step of a query order, as JSON: a proxy index or `"special"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum OrderStep {
+    /// A regular proxy.
+    Proxy(usize),
+    /// The special proxy.
+    Special(SpecialProxy),
+}
+
+/// The special proxy, serialised as `"special"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpecialProxy {
+    /// The special proxy.
+    Special,
+}
+
+/// The answer to a [`QueryOrderQuery`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QueryOrderAnswer {
+    /// Proxy indices, then `"special"`.
+    pub order: Vec<OrderStep>,
+    /// The order's expected cost.
+    pub expected_cost: f64,
+}
+
+impl QueryOrderQuery {
+    /// Checks the parameters and evaluates the model.
+    pub fn answer(&self) -> Result<QueryOrderAnswer, ModelError> {
+        if self.probs.len() != self.costs.len() {
+            return Err(invalid(
+                "costs",
+                format!(
+                    "has {} values but probs has {}",
+                    self.costs.len(),
+                    self.probs.len()
+                ),
+            ));
+        }
+        for &p in &self.probs {
+            probability("probs", p)?;
+        }
+        for &c in self.costs.iter().chain(std::iter::once(&self.special_cost)) {
+            positive("costs", c)?;
+        }
+        let order = paradox::query_order(&self.probs, &self.costs, self.special_cost);
+        let cost =
+            paradox::expected_query_cost(&order, &self.probs, &self.costs, self.special_cost);
+        Ok(QueryOrderAnswer {
+            order: order
+                .iter()
+                .map(|t| match t {
+                    paradox::QueryTarget::Proxy(i) => OrderStep::Proxy(*i),
+                    paradox::QueryTarget::Special => OrderStep::Special(SpecialProxy::Special),
+                })
+                .collect(),
+            expected_cost: cost,
+        })
+    }
+}
+
+impl fmt::Display for QueryOrderAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let steps: Vec<String> = self
+            .order
+            .iter()
+            .map(|s| match s {
+                OrderStep::Proxy(i) => format!("proxy {i}"),
+                OrderStep::Special(_) => "special".into(),
+            })
+            .collect();
+        write!(
+            f,
+            "query order: {} (Theorem 6)\nexpected cost: {:.6}",
+            steps.join(" -> "),
+            self.expected_cost
+        )
+    }
+}
+
+/// What a [`RecycleQuery`] asks.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RecycleAsk {
+    /// The average rate of a sigma-bounded filter.
+    Sigma(u64),
+    /// The rates of an N-bounded filter.
+    NBounded(u64),
+    /// The largest sigma (and N) within a target average rate.
+    TargetFpr(f64),
+}
+
+/// Recycling Bloom filters (004).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecycleQuery {
+    /// Total memory in bits (a two-phase filter has two halves of `m/2`).
+    pub m: u64,
+    /// Positions per message.
+    pub k: u32,
+    /// What is asked.
+    pub ask: RecycleAsk,
+    /// Two phases.
+    pub two_phase: bool,
+    /// Non-colliding positions.
+    pub non_colliding: bool,
+    /// Retaining.
+    pub retaining: bool,
+}
+
+/// The answer to a [`RecycleQuery`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum RecycleAnswer {
+    /// For a sigma.
+    Sigma {
+        /// Long-term average false-positive rate, eq. (18) or (26).
+        avg_fpr: f64,
+        /// Expected new messages per cycle, eq. (23).
+        expected_messages: f64,
+        #[serde(skip)]
+        sigma: u64,
+    },
+    /// For N insertions.
+    NBounded {
+        /// `f_w`, eq. (1).
+        f_w: f64,
+        /// `f_o`, eq. (2).
+        f_o: f64,
+        /// `f_a`, eq. (3).
+        f_a: f64,
+        #[serde(skip)]
+        n: u64,
+    },
+    /// For a target rate.
+    Target {
+        /// The largest sigma within the target.
+        sigma: Option<u64>,
+        /// Expected new messages per cycle at that sigma.
+        expected_messages: Option<f64>,
+        /// The largest N with `f_w` within the target.
+        n_worst: Option<u64>,
+        /// The largest N with `f_a` within the target.
+        n_avg: Option<u64>,
+        #[serde(skip)]
+        target: f64,
+    },
+}
+
+/// A recycling answer with the query's shape, for display.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RecycleReply {
+    /// The answer.
+    #[serde(flatten)]
+    pub answer: RecycleAnswer,
+    #[serde(skip)]
+    variant: String,
+    #[serde(skip)]
+    m: u64,
+    #[serde(skip)]
+    half: u64,
+    #[serde(skip)]
+    k: u32,
+}
+
+/// The largest sigma whose chain [`RecycleQuery`] solves exactly for an
+/// explicit sigma (`O(sigma k^2)` work).
+pub const MAX_MODEL_SIGMA: u64 = 1 << 26;
+
+impl RecycleQuery {
+    /// Checks the parameters and evaluates the model.
+    pub fn answer(&self) -> Result<RecycleReply, ModelError> {
+        let k = k_in_range(self.k)?;
+        let half = if self.two_phase { self.m / 2 } else { self.m };
+        if half < u64::from(k) {
+            return Err(invalid(
+                "m",
+                format!(
+                    "({}) leaves {half} bits per phase, fewer than k ({k})",
+                    self.m
+                ),
+            ));
+        }
+        let hashing = if self.non_colliding {
+            recycling::Hashing::NonColliding
+        } else {
+            recycling::Hashing::Colliding
+        };
+        let answer = match self.ask {
+            RecycleAsk::Sigma(sigma) => {
+                if sigma >= half {
+                    return Err(invalid(
+                        "sigma",
+                        format!("({sigma}) must be below the {half} bits of a phase"),
+                    ));
+                }
+                if sigma > MAX_MODEL_SIGMA {
+                    return Err(invalid(
+                        "sigma",
+                        format!("({sigma}) is above the {MAX_MODEL_SIGMA} states the chain is solved for; size by a target rate instead"),
+                    ));
+                }
+                let model = recycling::RecyclingModel::new(half, k, sigma, hashing, self.retaining)
+                    .map_err(|e| invalid("sigma", e.to_string()))?;
+                RecycleAnswer::Sigma {
+                    avg_fpr: if self.two_phase {
+                        model.two_phase_fpr()
+                    } else {
+                        model.one_phase_fpr()
+                    },
+                    expected_messages: model.expected_messages(),
+                    sigma,
+                }
+            }
+            RecycleAsk::NBounded(n) => RecycleAnswer::NBounded {
+                f_w: recycling::f_worst(half, k, n),
+                f_o: recycling::f_oracle(half, k, n),
+                f_a: recycling::f_average(half, k, n),
+                n,
+            },
+            RecycleAsk::TargetFpr(target) => {
+                if !(target > 0.0 && target < 1.0) {
+                    return Err(invalid(
+                        "target_fpr",
+                        format!("must be a probability in (0, 1), got {target}"),
+                    ));
+                }
+                let sized = recycling::sigma_for_target(
+                    half,
+                    k,
+                    hashing,
+                    self.retaining,
+                    self.two_phase,
+                    target,
+                );
+                let (n_worst, n_avg) =
+                    recycling::n_for_target(half, k, target, half.saturating_mul(50));
+                RecycleAnswer::Target {
+                    sigma: sized.map(|s| s.sigma),
+                    expected_messages: sized.map(|s| s.expected_messages),
+                    n_worst,
+                    n_avg,
+                    target,
+                }
+            }
+        };
+        Ok(RecycleReply {
+            answer,
+            variant: format!(
+                "{}, {}, {}",
+                if self.two_phase {
+                    "two-phase"
+                } else {
+                    "one-phase"
+                },
+                if self.non_colliding {
+                    "non-colliding"
+                } else {
+                    "colliding"
+                },
+                if self.retaining {
+                    "retaining"
+                } else {
+                    "non-retaining"
+                }
+            ),
+            m: self.m,
+            half,
+            k,
+        })
+    }
+}
+
+impl fmt::Display for RecycleReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (m, half, k) = (self.m, self.half, self.k);
+        match &self.answer {
+            RecycleAnswer::Sigma { avg_fpr, expected_messages, sigma } => write!(
+                f,
+                "{}, m = {m} ({half} per phase), k = {k}, sigma = {sigma}:\n  long-term average false-positive rate {avg_fpr:.6e}\n  expected new messages per cycle {expected_messages:.2}",
+                self.variant
+            ),
+            RecycleAnswer::NBounded { f_w, f_o, f_a, n } => write!(
+                f,
+                "N-bounded, m = {half}, k = {k}, N = {n}:\n  f_w (worst case, eq. 1) {f_w:.6e}\n  f_o (oracle average, eq. 2) {f_o:.6e}\n  f_a (average-case bound, eq. 3) {f_a:.6e}"
+            ),
+            RecycleAnswer::Target { sigma, expected_messages, n_worst, n_avg, target } => write!(
+                f,
+                "{}, m = {m} ({half} per phase), k = {k}, target {target}:\n  sigma = {}\n  expected new messages per cycle {}\n  N-bounded: n_worst = {}, n_avg = {}",
+                self.variant,
+                sigma.map_or("none".into(), |s| s.to_string()),
+                expected_messages.map_or("-".into(), |m| format!("{m:.2}")),
+                n_worst.map_or("none".into(), |n| n.to_string()),
+                n_avg.map_or("none".into(), |n| n.to_string()),
+            ),
+        }
+    }
+}
+
+/// Compressed Bloom filters (002): the best filter for a transmission
+/// budget.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompressedQuery {
+    /// Transmitted bits per element (after compression).
+    pub bits_per_element: f64,
+    /// Largest uncompressed array, in bits per element.
+    pub max_m_over_n: f64,
+    /// Largest number of hash functions considered.
+    pub max_k: u32,
+}
+
+/// A filter shape and its cost, as JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct CompressedShape {
+    /// Bits per element of the uncompressed array.
+    pub m_over_n: f64,
+    /// Hash functions.
+    pub k: u32,
+    /// False-positive rate.
+    pub fpr: f64,
+    /// Bits per element sent.
+    pub transmitted_bits_per_element: f64,
+}
+
+impl From<compressed::CompressedChoice> for CompressedShape {
+    fn from(c: compressed::CompressedChoice) -> CompressedShape {
+        CompressedShape {
+            m_over_n: c.m_over_n,
+            k: c.k,
+            fpr: c.fpr,
+            transmitted_bits_per_element: c.transmitted_bits_per_element,
+        }
+    }
+}
+
+/// The answer to a [`CompressedQuery`]: the best compressed filter, with
+/// the standard one beside it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CompressedAnswer {
+    /// The best compressed filter.
+    #[serde(flatten)]
+    pub best: CompressedShape,
+    /// The standard (uncompressed) filter for the same budget.
+    pub standard: CompressedShape,
+    #[serde(skip)]
+    budget: f64,
+}
+
+impl CompressedQuery {
+    /// Checks the parameters and evaluates the model.
+    pub fn answer(&self) -> Result<CompressedAnswer, ModelError> {
+        let z = positive("bits_per_element", self.bits_per_element)?;
+        let max = positive("max_m_over_n", self.max_m_over_n)?;
+        if self.max_k == 0 || self.max_k > 64 {
+            return Err(invalid(
+                "max_k",
+                format!("must be between 1 and 64, got {}", self.max_k),
+            ));
+        }
+        let best = compressed::optimize(z, max.max(z), self.max_k).ok_or_else(|| {
+            invalid(
+                "bits_per_element",
+                format!("no filter fits {z} bits per element"),
+            )
+        })?;
+        Ok(CompressedAnswer {
+            best: best.into(),
+            standard: compressed::standard(z).into(),
+            budget: z,
+        })
+    }
+}
+
+impl fmt::Display for CompressedAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (o, s) = (&self.best, &self.standard);
+        write!(
+            f,
+            "budget {} transmitted bits per element:\n  compressed: m/n = {:.3}, k = {}, false-positive rate {:.6e} ({:.3} bits sent)\n  standard:   m/n = {}, k = {}, false-positive rate {:.6e}",
+            self.budget, o.m_over_n, o.k, o.fpr, o.transmitted_bits_per_element, s.m_over_n, s.k, s.fpr
+        )
+    }
+}

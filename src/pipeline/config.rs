@@ -1,0 +1,495 @@
+//! The pipeline's configuration: plain public fields with one set of
+//! defaults ([`defaults`]), and one [`PipelineConfig::validate`] that
+//! checks every bound with checked arithmetic, states the memory the run
+//! will take before anything is allocated, and returns a
+//! [`ValidatedConfig`] whose fields are private: a run can only start from
+//! a configuration that passed.
+//!
+//! Errors name configuration fields (`heavy.counters`), never command-line
+//! flags: the library does not know how its caller spells them.
+
+use super::heavy::{HeavyConfig, HeavyStage};
+use super::new_flows::{NewFlowConfig, NewFlowStage};
+use super::record::PacketRecord;
+use super::selective::{SelectiveConfig, SelectiveStage};
+use super::stage::{DynStage, Stage};
+use super::window::WindowSpec;
+use crate::class::Classifier;
+use crate::replay::ReplayConfig;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// The defaults, defined once: [`PipelineConfig::new`] and the command
+/// line both use these.
+pub mod defaults {
+    use crate::filter::CounterWidth;
+
+    /// Shards (results depend on it, never on the thread count).
+    pub const SHARDS: usize = 8;
+    /// Records per batch sent to a worker.
+    pub const BATCH: usize = 512;
+    /// Batches a worker's queue holds before the source waits.
+    pub const QUEUE_BATCHES: usize = 16;
+    /// Heavy-flow window: one second of trace time.
+    pub const HEAVY_WINDOW_NS: u64 = 1_000_000_000;
+    /// Heavy-flow count threshold.
+    pub const THETA: u64 = 10;
+    /// Heavy-flow counters in all.
+    pub const CBF_COUNTERS: usize = 1 << 22;
+    /// Bits per heavy-flow counter.
+    pub const CBF_WIDTH: CounterWidth = CounterWidth::W8;
+    /// Insertions per window that the default `k` (`k_opt`) is tuned for,
+    /// when the window is a span of time.
+    pub const HEAVY_LOAD: u64 = 1 << 20;
+    /// Recycling-filter bits in all.
+    pub const RBF_BITS: usize = 1 << 23;
+    /// Positions per key in the recycling filter.
+    pub const RBF_K: usize = 4;
+    /// The average false-positive rate the recycling filter is sized for.
+    pub const TARGET_FPR: f64 = 0.01;
+    /// Whether the key that triggers a recycle is re-inserted.
+    pub const RETAINING: bool = false;
+    /// Selective-query cache window: one second.
+    pub const CACHE_WINDOW_NS: u64 = 1_000_000_000;
+    /// Selective-query query window: five seconds.
+    pub const QUERY_WINDOW_NS: u64 = 5_000_000_000;
+    /// Bits (or counters) per element of the directory.
+    pub const DIR_BPE: f64 = 10.0;
+    /// Fraction of queries checked against the exact set for the priors.
+    pub const PRIOR_SAMPLE: f64 = 0.01;
+    /// Cost of a false negative relative to a false positive.
+    pub const ALPHA: f64 = 1.0;
+    /// How many of the largest flows the replay lists.
+    pub const TOP: usize = 10;
+}
+
+/// The most shards a run may have (shard ids travel as `u16`).
+pub const MAX_SHARDS: usize = 4096;
+/// The most worker threads.
+pub const MAX_THREADS: usize = 1024;
+/// The most records per batch.
+pub const MAX_BATCH: usize = 1 << 16;
+/// The most batches a worker's queue holds.
+pub const MAX_QUEUE_BATCHES: usize = 1024;
+
+/// The worker threads used when none are configured: the machine's cores.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(MAX_THREADS)
+}
+
+/// The memory the machine can give without swapping (`MemAvailable` of
+/// `/proc/meminfo`), in bytes; `None` where it cannot be read.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// A number of bytes, written plain (`1048576`) or with a binary suffix
+/// (`512K`, `64M`, `2G`, `1.5T`; `KiB`, `MiB`... and `B` also accepted).
+///
+/// ```
+/// use flowsieve::pipeline::ByteSize;
+/// assert_eq!("64M".parse::<ByteSize>().unwrap().0, 64 << 20);
+/// assert_eq!("1.5G".parse::<ByteSize>().unwrap().0, 3 << 29);
+/// assert!("20000000T".parse::<ByteSize>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+/// Why a byte size could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("bad size '{0}': expected bytes such as 1048576, 512K, 64M or 2G (below 16E)")]
+pub struct ByteSizeError(pub String);
+
+impl FromStr for ByteSize {
+    type Err = ByteSizeError;
+    fn from_str(s: &str) -> Result<ByteSize, ByteSizeError> {
+        let err = || ByteSizeError(s.to_string());
+        let t = s.trim();
+        let t = t
+            .strip_suffix("iB")
+            .or_else(|| t.strip_suffix('B'))
+            .unwrap_or(t);
+        let (num, shift) = match t.chars().last() {
+            Some('K' | 'k') => (&t[..t.len() - 1], 10),
+            Some('M' | 'm') => (&t[..t.len() - 1], 20),
+            Some('G' | 'g') => (&t[..t.len() - 1], 30),
+            Some('T' | 't') => (&t[..t.len() - 1], 40),
+            _ => (t, 0),
+        };
+        if let Ok(n) = num.trim().parse::<u64>() {
+            return n.checked_mul(1u64 << shift).map(ByteSize).ok_or_else(err);
+        }
+        let x: f64 = num.trim().parse().map_err(|_| err())?;
+        let bytes = x * (1u64 << shift) as f64;
+        if !(0.0..1.8e19).contains(&bytes) {
+            return Err(err());
+        }
+        Ok(ByteSize(bytes.round() as u64))
+    }
+}
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// The built-in stages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StageName {
+    /// Heavy flows by count thresholding.
+    Heavy,
+    /// New flows by a recycling filter.
+    NewFlows,
+    /// Selective query against a flow-cache directory.
+    Selective,
+}
+
+impl StageName {
+    /// Every built-in stage, in pipeline order.
+    pub const ALL: [StageName; 3] = [StageName::Heavy, StageName::NewFlows, StageName::Selective];
+
+    /// The stage's name in the report and in a [`StageList`].
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StageName::Heavy => HeavyStage::NAME,
+            StageName::NewFlows => NewFlowStage::NAME,
+            StageName::Selective => SelectiveStage::NAME,
+        }
+    }
+}
+
+/// Which built-in stages run, in pipeline order.
+///
+/// ```
+/// use flowsieve::pipeline::{StageList, StageName};
+/// let l: StageList = "selective,heavy".parse().unwrap();
+/// assert_eq!(l.stages(), &[StageName::Heavy, StageName::Selective]);
+/// assert_eq!("none".parse::<StageList>().unwrap(), StageList::none());
+/// assert!("heavy,nope".parse::<StageList>().is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StageList(Vec<StageName>);
+
+impl StageList {
+    /// All three stages.
+    pub fn all() -> StageList {
+        StageList(StageName::ALL.to_vec())
+    }
+    /// No stage (the source and dispatch only).
+    pub fn none() -> StageList {
+        StageList(Vec::new())
+    }
+    /// The listed stages, in pipeline order.
+    pub fn stages(&self) -> &[StageName] {
+        &self.0
+    }
+    /// Whether a stage is listed.
+    pub fn contains(&self, s: StageName) -> bool {
+        self.0.contains(&s)
+    }
+    /// Adds or removes a stage, keeping pipeline order.
+    pub fn set(&mut self, s: StageName, on: bool) {
+        let mut v: Vec<StageName> = StageName::ALL
+            .into_iter()
+            .filter(|&x| if x == s { on } else { self.0.contains(&x) })
+            .collect();
+        std::mem::swap(&mut self.0, &mut v);
+    }
+}
+
+impl Default for StageList {
+    fn default() -> StageList {
+        StageList::all()
+    }
+}
+
+impl fmt::Display for StageList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("none");
+        }
+        let names: Vec<&str> = self.0.iter().map(|s| s.as_str()).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+/// Why a stage list could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown stage '{0}' (expected heavy, new, selective, all or none)")]
+pub struct StageListError(pub String);
+
+impl FromStr for StageList {
+    type Err = StageListError;
+    /// Comma-separated `heavy`, `new` (or `new_flows`, `new-flows`),
+    /// `selective`, `all` or `none`.
+    fn from_str(s: &str) -> Result<StageList, StageListError> {
+        let mut list = StageList::none();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part {
+                "heavy" => list.set(StageName::Heavy, true),
+                "new" | "new_flows" | "new-flows" => list.set(StageName::NewFlows, true),
+                "selective" => list.set(StageName::Selective, true),
+                "all" => list = StageList::all(),
+                "none" => {}
+                other => return Err(StageListError(other.to_string())),
+            }
+        }
+        Ok(list)
+    }
+}
+
+/// Everything a pipeline run needs.
+#[derive(Clone, Debug)]
+pub struct PipelineConfig {
+    /// Reading, dissection, classes, exact flow table (`truth` also turns on
+    /// the stages' ground truth).
+    pub replay: ReplayConfig,
+    /// Worker threads for the shards (the source is the calling thread).
+    pub threads: usize,
+    /// Shards (independent of `threads`; results depend on it).
+    pub shards: usize,
+    /// Records per batch.
+    pub batch: usize,
+    /// Batches a worker's queue holds before the source waits.
+    pub queue_batches: usize,
+    /// The built-in stages that run.
+    pub stages: StageList,
+    /// The heavy-flow stage.
+    pub heavy: HeavyConfig,
+    /// The new-flow stage.
+    pub new_flows: NewFlowConfig,
+    /// The selective-query stage.
+    pub selective: SelectiveConfig,
+    /// The most memory the stages' filters and the batches may take, in
+    /// bytes; `None`: the machine's available memory.
+    pub max_memory: Option<u64>,
+}
+
+impl PipelineConfig {
+    /// The [`defaults`], all three stages, ground truth on, and the
+    /// machine's cores as worker threads.
+    pub fn new(classifier: Classifier) -> PipelineConfig {
+        let alpha = classifier.alphas(defaults::ALPHA);
+        let mut replay = ReplayConfig::new(classifier);
+        replay.top = defaults::TOP;
+        PipelineConfig {
+            replay,
+            threads: default_threads(),
+            shards: defaults::SHARDS,
+            batch: defaults::BATCH,
+            queue_batches: defaults::QUEUE_BATCHES,
+            stages: StageList::all(),
+            heavy: HeavyConfig::default(),
+            new_flows: NewFlowConfig::default(),
+            selective: SelectiveConfig::with_alpha(alpha),
+            max_memory: None,
+        }
+    }
+
+    /// Checks every field, sizes the listed stages (the new-flow stage's
+    /// sigma is solved here, and only when that stage runs), states the
+    /// memory, and refuses a run that would take more than
+    /// [`PipelineConfig::max_memory`].
+    pub fn validate(&self) -> Result<ValidatedConfig, ConfigError> {
+        in_range("shards", self.shards, 1, MAX_SHARDS)?;
+        in_range("threads", self.threads, 1, MAX_THREADS)?;
+        in_range("batch", self.batch, 1, MAX_BATCH)?;
+        in_range("queue_batches", self.queue_batches, 1, MAX_QUEUE_BATCHES)?;
+        let mut memory = MemoryEstimate {
+            batches: batch_bytes(self)?,
+            ..MemoryEstimate::default()
+        };
+        let mut validated = ValidatedConfig {
+            cfg: self.clone(),
+            stages: Vec::new(),
+            memory,
+        };
+        // The registrations of the built-in stages: one line each.
+        for name in self.stages.stages() {
+            match name {
+                StageName::Heavy => {
+                    let s = self.heavy.validate(self.shards)?;
+                    memory.heavy = s.memory_bytes();
+                    validated = validated.with_stage(s);
+                }
+                StageName::NewFlows => {
+                    let s = self.new_flows.validate(self.shards)?;
+                    memory.new_flows = s.memory_bytes();
+                    validated = validated.with_stage(s);
+                }
+                StageName::Selective => {
+                    validated = validated.with_stage(self.selective.validate()?);
+                }
+            }
+        }
+        memory.total = memory
+            .heavy
+            .checked_add(memory.new_flows)
+            .and_then(|t| t.checked_add(memory.batches))
+            .ok_or(ConfigError::MemoryOverflow)?;
+        let limit = self.max_memory.or_else(available_memory);
+        if let Some(limit) = limit {
+            if memory.total > limit {
+                return Err(ConfigError::Memory {
+                    needed: memory.total,
+                    limit,
+                    estimate: memory,
+                });
+            }
+        }
+        validated.memory = memory;
+        Ok(validated)
+    }
+}
+
+/// Bytes of the records in flight: every worker's queue, the source's
+/// pending batch per shard, and the pool of emptied buffers.
+fn batch_bytes(cfg: &PipelineConfig) -> Result<u64, ConfigError> {
+    let threads = cfg.threads.min(cfg.shards) as u64;
+    let buffers = threads
+        .checked_mul(cfg.queue_batches as u64)
+        .and_then(|q| q.checked_mul(3))
+        .and_then(|q| q.checked_add(cfg.shards as u64))
+        .ok_or(ConfigError::MemoryOverflow)?;
+    buffers
+        .checked_mul(cfg.batch as u64)
+        .and_then(|r| r.checked_mul(std::mem::size_of::<PacketRecord>() as u64))
+        .ok_or(ConfigError::MemoryOverflow)
+}
+
+/// `Ok` when `lo <= v <= hi`, else an error naming the field.
+pub(crate) fn in_range<T: PartialOrd + fmt::Display>(
+    field: &'static str,
+    v: T,
+    lo: T,
+    hi: T,
+) -> Result<(), ConfigError> {
+    if v < lo || v > hi {
+        return Err(ConfigError::invalid(
+            field,
+            format!("must be between {lo} and {hi} (got {v})"),
+        ));
+    }
+    Ok(())
+}
+
+/// The memory a validated run takes before it reads a packet, in bytes.
+/// Ground truth and the selective stage's per-window sets grow with the
+/// traffic and are not included.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MemoryEstimate {
+    /// The heavy-flow stage's counters.
+    pub heavy: u64,
+    /// The new-flow stage's bits.
+    pub new_flows: u64,
+    /// Records in flight.
+    pub batches: u64,
+    /// The sum.
+    pub total: u64,
+}
+
+/// Why a configuration cannot run.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// A field's value is out of bounds or inconsistent with another.
+    #[error("{field}: {problem}")]
+    Invalid {
+        /// The field, as a path (`heavy.counters`).
+        field: &'static str,
+        /// What is wrong, with the value.
+        problem: String,
+    },
+    /// The run would take more memory than allowed.
+    #[error("the configuration needs {needed} bytes (heavy {} + new flows {} + batches {}), more than the limit of {limit} bytes", estimate.heavy, estimate.new_flows, estimate.batches)]
+    Memory {
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes allowed.
+        limit: u64,
+        /// Where they go.
+        estimate: MemoryEstimate,
+    },
+    /// The sizes multiply past 2^64 bytes.
+    #[error("the configured sizes add up to more than 2^64 bytes")]
+    MemoryOverflow,
+}
+
+impl ConfigError {
+    /// An [`ConfigError::Invalid`] for `field`.
+    pub fn invalid(field: &'static str, problem: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            field,
+            problem: problem.into(),
+        }
+    }
+}
+
+/// A configuration that passed [`PipelineConfig::validate`]: the stages to
+/// run, sized, and the memory they take. Its fields are private; the only
+/// way to get one is to validate.
+#[derive(Clone)]
+pub struct ValidatedConfig {
+    cfg: PipelineConfig,
+    stages: Vec<Arc<dyn DynStage>>,
+    memory: MemoryEstimate,
+}
+
+impl fmt::Debug for ValidatedConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ValidatedConfig")
+            .field("cfg", &self.cfg)
+            .field("stages", &self.stage_names())
+            .field("memory", &self.memory)
+            .finish()
+    }
+}
+
+impl ValidatedConfig {
+    /// Registers one more stage, after the built-in ones.
+    pub fn with_stage<S: Stage>(mut self, stage: S) -> ValidatedConfig {
+        self.stages.push(Arc::new(stage));
+        self
+    }
+
+    /// The configuration that was validated.
+    pub fn config(&self) -> &PipelineConfig {
+        &self.cfg
+    }
+
+    /// The memory the run takes before it reads a packet.
+    pub fn memory(&self) -> MemoryEstimate {
+        self.memory
+    }
+
+    /// The stages that run, in order.
+    pub fn stage_names(&self) -> Vec<&'static str> {
+        self.stages.iter().map(|s| s.name()).collect()
+    }
+
+    /// The same configuration on another number of worker threads (the
+    /// report does not depend on it).
+    pub fn with_threads(mut self, threads: usize) -> Result<ValidatedConfig, ConfigError> {
+        in_range("threads", threads, 1, MAX_THREADS)?;
+        self.cfg.threads = threads;
+        self.memory.batches = batch_bytes(&self.cfg)?;
+        self.memory.total = self.memory.heavy + self.memory.new_flows + self.memory.batches;
+        Ok(self)
+    }
+
+    pub(crate) fn dyn_stages(&self) -> &[Arc<dyn DynStage>] {
+        &self.stages
+    }
+}
+
+/// Trace time or packets, as the heavy-flow window's default.
+pub(crate) fn default_heavy_window() -> WindowSpec {
+    WindowSpec::Time(defaults::HEAVY_WINDOW_NS)
+}

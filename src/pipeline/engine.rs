@@ -1,0 +1,412 @@
+//! The engine: a source on the calling thread, a dispatcher that batches
+//! records per shard, and worker threads that run every registered stage
+//! on their shards' batches.
+
+use super::config::ValidatedConfig;
+use super::event::{Event, EventKind, PipelineSink};
+use super::latency::Latency;
+use super::record::PacketRecord;
+use super::source::Source;
+use super::stage::{DynShard, ReportContext, ShardContext};
+use crate::class::ClassId;
+use crate::dissect::FlowKey;
+use crate::hash::shard_of;
+use crate::ingest::Timestamp;
+use crate::replay::{PacketSink, ReplayObserver};
+use crate::report::{PipelineInfo, PipelineReport, StageSection, Throughput};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use std::any::Any;
+use std::time::Instant;
+
+/// CPU time (user + system) of the process so far, in seconds.
+pub fn cpu_seconds() -> f64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `usage` is a valid, writable `rusage`; getrusage only writes
+    // into it and reports failure through its return value.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    if rc != 0 {
+        return 0.0;
+    }
+    // SAFETY: getrusage returned 0, so it initialised the struct (and it was
+    // zeroed before, so every field is initialised either way).
+    let u = unsafe { usage.assume_init() };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// Why a run failed outright (input problems are in the report instead).
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// The event sink failed; the run stopped.
+    #[error("the event sink failed: {0}")]
+    Sink(std::io::Error),
+    /// A worker thread died.
+    #[error("a pipeline worker stopped unexpectedly: {0}")]
+    Worker(String),
+    /// A worker thread could not be started.
+    #[error("could not start a worker thread: {0}")]
+    Spawn(std::io::Error),
+}
+
+/// A batch of one shard's records on its way to that shard's worker, or a
+/// clock tick for every shard of the worker.
+struct Batch {
+    shard: usize,
+    records: Vec<PacketRecord>,
+    sent: Instant,
+    /// `(time_ns, seq)` the stream reached, for a tick (no records).
+    tick: Option<(u64, u64)>,
+}
+
+/// One shard's stages on a worker.
+struct WorkerShard {
+    shard: usize,
+    stages: Vec<Box<dyn DynShard>>,
+}
+
+/// What a worker gives back: each of its shards' tallies, one per stage.
+struct WorkerResult {
+    tallies: Vec<(usize, Vec<Box<dyn Any + Send>>)>,
+    latency: Latency,
+}
+
+/// The source side: turns keyed packets into records and per-shard batches.
+struct Dispatcher<'a> {
+    shards: usize,
+    threads: usize,
+    batch: usize,
+    pending: Vec<Vec<PacketRecord>>,
+    filling_since: Vec<Option<Instant>>,
+    to_workers: Vec<Sender<Batch>>,
+    free: Receiver<Vec<PacketRecord>>,
+    events: Receiver<Vec<Event>>,
+    sink: &'a mut dyn PipelineSink,
+    sink_error: Option<std::io::Error>,
+    first_ns: Option<i128>,
+    time_ns: u64,
+    seq: u64,
+    latency: Latency,
+    workers_gone: bool,
+}
+
+impl Dispatcher<'_> {
+    fn send(&mut self, shard: usize) {
+        let fresh = self
+            .free
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(self.batch));
+        let records = std::mem::replace(&mut self.pending[shard], fresh);
+        if let Some(t) = self.filling_since[shard].take() {
+            self.latency.record(0, t.elapsed().as_nanos() as u64);
+        }
+        let batch = Batch {
+            shard,
+            records,
+            sent: Instant::now(),
+            tick: None,
+        };
+        // A worker only goes away early if it panicked; the run then stops
+        // and reports the failure.
+        if self.to_workers[shard % self.threads].send(batch).is_err() {
+            self.workers_gone = true;
+        }
+        self.drain_events();
+    }
+
+    fn drain_events(&mut self) {
+        while let Ok(events) = self.events.try_recv() {
+            self.deliver(events);
+        }
+    }
+
+    fn deliver(&mut self, events: Vec<Event>) {
+        if self.sink_error.is_some() {
+            return;
+        }
+        for e in &events {
+            if let Err(err) = self.sink.event(e) {
+                self.sink_error = Some(err);
+                return;
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        for s in 0..self.shards {
+            if !self.pending[s].is_empty() {
+                self.send(s);
+            }
+        }
+    }
+}
+
+impl PacketSink for Dispatcher<'_> {
+    #[inline]
+    fn packet(&mut self, key: &FlowKey, hash: u64, class: ClassId, ts: Timestamp, wire_len: u32) {
+        // Trace time since the first keyed packet, held monotone so every
+        // shard agrees on window boundaries.
+        let ns = ts.as_nanos();
+        let first = *self.first_ns.get_or_insert(ns);
+        let since = u64::try_from((ns - first).max(0)).unwrap_or(u64::MAX);
+        self.time_ns = self.time_ns.max(since);
+        let shard = shard_of(hash, self.shards);
+        if self.pending[shard].is_empty() {
+            self.filling_since[shard] = Some(Instant::now());
+        }
+        self.pending[shard].push(PacketRecord {
+            key: *key,
+            hash,
+            time_ns: self.time_ns,
+            seq: self.seq,
+            wire_len,
+            class,
+            shard: shard as u16,
+        });
+        self.seq += 1;
+        if self.pending[shard].len() >= self.batch {
+            self.send(shard);
+        }
+    }
+
+    fn clock(&mut self, ts: Timestamp) {
+        let Some(first) = self.first_ns else {
+            return;
+        };
+        let since = u64::try_from((ts.as_nanos() - first).max(0)).unwrap_or(u64::MAX);
+        if since <= self.time_ns {
+            return;
+        }
+        self.time_ns = since;
+        // Pending records go first, so every stage sees them before the tick.
+        self.flush();
+        for w in 0..self.threads {
+            let tick = Batch {
+                shard: w,
+                records: Vec::new(),
+                sent: Instant::now(),
+                tick: Some((self.time_ns, self.seq)),
+            };
+            if self.to_workers[w].send(tick).is_err() {
+                self.workers_gone = true;
+            }
+        }
+        self.drain_events();
+    }
+
+    #[inline]
+    fn stopped(&self) -> bool {
+        self.sink_error.is_some() || self.workers_gone
+    }
+}
+
+/// A worker: runs every stage of a batch's shard over the batch, stage by
+/// stage, then finishes its shards into tallies.
+fn worker(
+    threads: usize,
+    mut shards: Vec<WorkerShard>,
+    batches: Receiver<Batch>,
+    free: Sender<Vec<PacketRecord>>,
+    events: Sender<Vec<Event>>,
+    mut latency: Latency,
+) -> WorkerResult {
+    let mut buffer: Vec<Event> = Vec::new();
+    for mut batch in batches {
+        latency.record(1, batch.sent.elapsed().as_nanos() as u64);
+        if let Some((time_ns, seq)) = batch.tick {
+            for shard in shards.iter_mut() {
+                for stage in shard.stages.iter_mut() {
+                    stage.close_window(time_ns, seq, &mut buffer);
+                }
+            }
+        } else if let Some(shard) = shards.get_mut(batch.shard / threads) {
+            for (i, stage) in shard.stages.iter_mut().enumerate() {
+                let t = Instant::now();
+                stage.process(&batch.records, &mut buffer);
+                latency.record(2 + i, t.elapsed().as_nanos() as u64);
+            }
+        }
+        if !buffer.is_empty() {
+            // The source may be gone (a failed sink); the events are then
+            // dropped with the run.
+            let _ = events.send(std::mem::take(&mut buffer));
+        }
+        batch.records.clear();
+        // The source may be gone (end of input); the buffer is then dropped.
+        let _ = free.send(std::mem::take(&mut batch.records));
+    }
+    let tallies = shards
+        .into_iter()
+        .map(|s| {
+            (
+                s.shard,
+                s.stages.into_iter().map(|st| st.finish()).collect(),
+            )
+        })
+        .collect();
+    WorkerResult { tallies, latency }
+}
+
+/// Runs the pipeline: `source` feeds the dispatcher on the calling thread,
+/// the validated configuration's stages run on its worker threads, events
+/// go to `sink` and progress to `observer`; the result is the report.
+///
+/// ```
+/// use flowsieve::class::Classifier;
+/// use flowsieve::pipeline::{run, FileSource, NoEvents, PipelineConfig};
+/// use flowsieve::replay::NoObserver;
+/// let mut cfg = PipelineConfig::new(Classifier::ports());
+/// cfg.threads = 2;
+/// let validated = cfg.validate().unwrap();
+/// let source = FileSource::new(vec!["traces/default.pcap".into()], &validated);
+/// let report = run(source, &validated, &mut NoObserver, &mut NoEvents).unwrap();
+/// let heavy = report.heavy().unwrap();
+/// // With ground truth: a flow is never missed unless a counter saturated.
+/// assert_eq!(heavy.false_negatives_unsaturated, Some(0));
+/// assert_eq!(report.pipeline.packets, report.replay.trace.ip_packets);
+/// ```
+pub fn run<S: Source>(
+    source: S,
+    cfg: &ValidatedConfig,
+    observer: &mut dyn ReplayObserver,
+    sink: &mut dyn PipelineSink,
+) -> Result<PipelineReport, PipelineError> {
+    let c = cfg.config();
+    let stages = cfg.dyn_stages();
+    let names: Vec<&'static str> = stages.iter().map(|s| s.name()).collect();
+    let threads = c.threads.min(c.shards).max(1);
+    let batch = c.batch.max(1);
+    let wants: Vec<EventKind> = [EventKind::Heavy, EventKind::NewFlow]
+        .into_iter()
+        .filter(|&k| sink.wants(k))
+        .collect();
+    let classes = c.replay.classifier.names().len();
+    let wall = Instant::now();
+    let cpu0 = cpu_seconds();
+    let mut per_worker: Vec<Vec<WorkerShard>> = (0..threads).map(|_| Vec::new()).collect();
+    for shard in 0..c.shards {
+        let ctx = ShardContext {
+            shard,
+            shards: c.shards,
+            classes,
+            truth: c.replay.truth,
+            events: wants.clone(),
+        };
+        per_worker[shard % threads].push(WorkerShard {
+            shard,
+            stages: stages.iter().map(|s| s.shard(&ctx)).collect(),
+        });
+    }
+    let queue = c.queue_batches.max(1);
+    let (free_tx, free_rx) = bounded::<Vec<PacketRecord>>(threads * queue * 2);
+    let (event_tx, event_rx) = unbounded::<Vec<Event>>();
+    let mut results = Vec::with_capacity(threads);
+    let (summary, source_latency, packets) = std::thread::scope(|scope| {
+        let mut to_workers = Vec::with_capacity(threads);
+        let mut handles = Vec::with_capacity(threads);
+        for shards in per_worker.drain(..) {
+            let (tx, rx) = bounded::<Batch>(queue);
+            to_workers.push(tx);
+            let (free, events, latency) = (free_tx.clone(), event_tx.clone(), Latency::new(&names));
+            let handle = std::thread::Builder::new()
+                .name("flowsieve-shard".into())
+                .spawn_scoped(scope, move || {
+                    worker(threads, shards, rx, free, events, latency)
+                })
+                .map_err(PipelineError::Spawn)?;
+            handles.push(handle);
+        }
+        drop(event_tx);
+        drop(free_tx);
+        let mut dispatcher = Dispatcher {
+            shards: c.shards,
+            threads,
+            batch,
+            pending: (0..c.shards).map(|_| Vec::with_capacity(batch)).collect(),
+            filling_since: vec![None; c.shards],
+            to_workers,
+            free: free_rx,
+            events: event_rx,
+            sink,
+            sink_error: None,
+            first_ns: None,
+            time_ns: 0,
+            seq: 0,
+            latency: Latency::new(&names),
+            workers_gone: false,
+        };
+        let summary = source.run(observer, &mut dispatcher);
+        if !dispatcher.stopped() {
+            dispatcher.flush();
+        }
+        dispatcher.to_workers.clear();
+        let mut panicked = false;
+        for h in handles {
+            match h.join() {
+                Ok(r) => results.push(r),
+                Err(_) => panicked = true,
+            }
+        }
+        while let Ok(events) = dispatcher.events.recv() {
+            dispatcher.deliver(events);
+        }
+        if panicked || dispatcher.workers_gone {
+            return Err(PipelineError::Worker("a shard worker panicked".into()));
+        }
+        if let Some(e) = dispatcher.sink_error.take() {
+            return Err(PipelineError::Sink(e));
+        }
+        Ok((summary, dispatcher.latency, dispatcher.seq))
+    })?;
+    // Tallies per stage, merged in shard order so that the report does not
+    // depend on which worker ran which shard.
+    let mut latency = source_latency;
+    let mut by_shard: Vec<(usize, Vec<Box<dyn Any + Send>>)> = Vec::with_capacity(c.shards);
+    for r in results {
+        latency.merge(&r.latency);
+        by_shard.extend(r.tallies);
+    }
+    by_shard.sort_by_key(|s| s.0);
+    let mut per_stage: Vec<Vec<Box<dyn Any + Send>>> = stages.iter().map(|_| Vec::new()).collect();
+    for (_, tallies) in by_shard {
+        for (i, t) in tallies.into_iter().enumerate() {
+            per_stage[i].push(t);
+        }
+    }
+    let ctx = ReportContext {
+        classifier: c.replay.classifier.clone(),
+        truth: c.replay.truth,
+        shards: c.shards,
+    };
+    let sections = stages
+        .iter()
+        .zip(per_stage)
+        .filter_map(|(s, tallies)| {
+            s.report(tallies, &ctx).map(|section| StageSection {
+                name: s.name(),
+                section,
+            })
+        })
+        .collect();
+    let wall_seconds = wall.elapsed().as_secs_f64();
+    let cpu_seconds = cpu_seconds() - cpu0;
+    let read = summary.trace.packets;
+    let per = |secs: f64| if secs > 0.0 { read as f64 / secs } else { 0.0 };
+    Ok(PipelineReport {
+        replay: summary,
+        pipeline: PipelineInfo {
+            shards: c.shards,
+            batch,
+            packets,
+        },
+        sections,
+        stages: latency.summary(),
+        throughput: Throughput {
+            packets_per_sec: per(wall_seconds),
+            threads,
+            shards: c.shards,
+            wall_seconds,
+            cpu_seconds,
+            packets_per_cpu_sec: per(cpu_seconds),
+        },
+    })
+}

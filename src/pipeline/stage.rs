@@ -1,0 +1,211 @@
+//! The stage interface: what a stage is to the engine.
+//!
+//! A stage is one file and one registration. The file defines three types:
+//!
+//! - a [`Stage`]: the stage's validated configuration for a run. The engine
+//!   asks it for one [`ShardStage`] per shard and, at the end, turns the
+//!   shards' merged tallies into the stage's report section;
+//! - a [`ShardStage`]: the stage's state in one shard. It processes batches
+//!   of records in trace order, emits typed [`Event`]s into a buffer,
+//!   closes windows, and finishes into a [`Tally`];
+//! - a [`Tally`]: plain counts that merge. Tallies are merged in shard
+//!   order, so floating-point sums, and with them the whole report, are the
+//!   same for any number of threads.
+//!
+//! The registration is one call: [`super::ValidatedConfig::with_stage`]
+//! for a stage of a library user's, or one line in
+//! [`super::PipelineConfig::validate`] for a built-in one. The engine
+//! never names a stage: it times each by its [`Stage::NAME`], hands it the
+//! shard's records, and places its section in the report under that name.
+//!
+//! ```
+//! use flowsieve::class::Classifier;
+//! use flowsieve::pipeline::{
+//!     run, Event, FileSource, NoEvents, PacketRecord, PipelineConfig, ReportContext,
+//!     ShardContext, ShardStage, Stage, StageList, Tally,
+//! };
+//! use flowsieve::replay::NoObserver;
+//! use flowsieve::report::{Section, Table};
+//!
+//! /// Counts packets per shard: the smallest useful stage.
+//! struct Count;
+//! struct CountShard(Packets);
+//! struct Packets(u64);
+//! #[derive(Debug, serde::Serialize)]
+//! struct CountSection { packets: u64 }
+//! impl Tally for Packets { fn merge(&mut self, other: Packets) { self.0 += other.0 } }
+//! impl ShardStage for CountShard {
+//!     type Tally = Packets;
+//!     fn process(&mut self, records: &[PacketRecord], _: &mut Vec<Event>) {
+//!         self.0 .0 += records.len() as u64;
+//!     }
+//!     fn finish(self) -> Packets { self.0 }
+//! }
+//! impl Section for CountSection {
+//!     fn heading(&self) -> String { format!("count: {} packets", self.packets) }
+//!     fn tables(&self) -> Vec<Table> { Vec::new() }
+//! }
+//! impl Stage for Count {
+//!     const NAME: &'static str = "count";
+//!     type Shard = CountShard;
+//!     type Section = CountSection;
+//!     fn shard(&self, _: &ShardContext) -> CountShard { CountShard(Packets(0)) }
+//!     fn report(&self, tally: Packets, _: &ReportContext) -> CountSection {
+//!         CountSection { packets: tally.0 }
+//!     }
+//! }
+//!
+//! let mut cfg = PipelineConfig::new(Classifier::ports());
+//! cfg.stages = StageList::none();
+//! let validated = cfg.validate().unwrap().with_stage(Count);
+//! let source = FileSource::new(vec!["traces/default.pcap".into()], &validated);
+//! let report = run(source, &validated, &mut NoObserver, &mut NoEvents).unwrap();
+//! let section = report.section::<CountSection>("count").unwrap();
+//! assert_eq!(section.packets, report.pipeline.packets);
+//! ```
+
+use super::event::{Event, EventKind};
+use super::record::PacketRecord;
+use crate::class::Classifier;
+use crate::report::Section;
+use std::any::Any;
+use std::sync::Arc;
+
+/// Counts that add up across shards.
+pub trait Tally: Send + 'static {
+    /// Adds another shard's tally into this one.
+    fn merge(&mut self, other: Self);
+}
+
+/// What a shard's stage knows about its place in the run.
+#[derive(Clone, Debug)]
+pub struct ShardContext {
+    /// This shard's index, `0..shards`.
+    pub shard: usize,
+    /// Shards in the run (filter sizes given as totals are split this many
+    /// ways).
+    pub shards: usize,
+    /// Flow classes (class ids index these names).
+    pub classes: usize,
+    /// Whether ground truth is kept.
+    pub truth: bool,
+    /// The event kinds the sink wants; a stage collects only these.
+    pub events: Vec<EventKind>,
+}
+
+impl ShardContext {
+    /// Whether the sink wants events of this kind.
+    pub fn wants(&self, kind: EventKind) -> bool {
+        self.events.contains(&kind)
+    }
+}
+
+/// What a stage knows when it writes its report section.
+#[derive(Clone, Debug)]
+pub struct ReportContext {
+    /// The run's classifier (class names, per-class alpha).
+    pub classifier: Classifier,
+    /// Whether ground truth was kept.
+    pub truth: bool,
+    /// Shards in the run.
+    pub shards: usize,
+}
+
+/// One stage's state in one shard.
+pub trait ShardStage: Send + 'static {
+    /// What the shard finishes into.
+    type Tally: Tally;
+
+    /// Processes one batch of this shard's records, in trace order. Events
+    /// go into `events`; the engine hands them to the sink.
+    fn process(&mut self, records: &[PacketRecord], events: &mut Vec<Event>);
+
+    /// The stream has reached `(time_ns, seq)` without a record for this
+    /// shard: close any window that ends before it. A file replay never
+    /// needs it (the next record or [`ShardStage::finish`] closes windows
+    /// in the same way); a live source calls it so that an idle link still
+    /// closes windows on the clock.
+    fn close_window(&mut self, _time_ns: u64, _seq: u64, _events: &mut Vec<Event>) {}
+
+    /// Closes the last window and returns the tally. Runs on the worker
+    /// thread, so the last window's scoring and models run in parallel.
+    fn finish(self) -> Self::Tally;
+}
+
+/// A stage's validated configuration for one run.
+pub trait Stage: Send + Sync + 'static {
+    /// The stage's name: its latency row and its key in the report.
+    const NAME: &'static str;
+    /// One shard's state.
+    type Shard: ShardStage;
+    /// The stage's report section.
+    type Section: Section;
+
+    /// Builds the stage's state for one shard.
+    fn shard(&self, ctx: &ShardContext) -> Self::Shard;
+
+    /// Writes the section from the tally merged over all shards.
+    fn report(
+        &self,
+        tally: <Self::Shard as ShardStage>::Tally,
+        ctx: &ReportContext,
+    ) -> Self::Section;
+}
+
+/// A stage with its types erased, as the engine holds it.
+pub(crate) trait DynStage: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn shard(&self, ctx: &ShardContext) -> Box<dyn DynShard>;
+    fn report(
+        &self,
+        tallies: Vec<Box<dyn Any + Send>>,
+        ctx: &ReportContext,
+    ) -> Option<Arc<dyn Section>>;
+}
+
+/// A shard's stage with its types erased.
+pub(crate) trait DynShard: Send {
+    fn process(&mut self, records: &[PacketRecord], events: &mut Vec<Event>);
+    fn close_window(&mut self, time_ns: u64, seq: u64, events: &mut Vec<Event>);
+    fn finish(self: Box<Self>) -> Box<dyn Any + Send>;
+}
+
+impl<S: ShardStage> DynShard for S {
+    #[inline]
+    fn process(&mut self, records: &[PacketRecord], events: &mut Vec<Event>) {
+        ShardStage::process(self, records, events);
+    }
+    fn close_window(&mut self, time_ns: u64, seq: u64, events: &mut Vec<Event>) {
+        ShardStage::close_window(self, time_ns, seq, events);
+    }
+    fn finish(self: Box<Self>) -> Box<dyn Any + Send> {
+        Box::new(ShardStage::finish(*self))
+    }
+}
+
+impl<S: Stage> DynStage for S {
+    fn name(&self) -> &'static str {
+        S::NAME
+    }
+    fn shard(&self, ctx: &ShardContext) -> Box<dyn DynShard> {
+        Box::new(Stage::shard(self, ctx))
+    }
+    fn report(
+        &self,
+        tallies: Vec<Box<dyn Any + Send>>,
+        ctx: &ReportContext,
+    ) -> Option<Arc<dyn Section>> {
+        // Every tally came from this stage's own shards, so each downcast
+        // succeeds; one that did not would only drop that shard's counts.
+        let mut merged: Option<<S::Shard as ShardStage>::Tally> = None;
+        for t in tallies {
+            if let Ok(t) = t.downcast::<<S::Shard as ShardStage>::Tally>() {
+                match merged.as_mut() {
+                    Some(m) => m.merge(*t),
+                    None => merged = Some(*t),
+                }
+            }
+        }
+        merged.map(|t| Arc::new(Stage::report(self, t, ctx)) as Arc<dyn Section>)
+    }
+}

@@ -1,0 +1,175 @@
+//! One column specification per table, rendered both as text and as CSV.
+//!
+//! A stage's report section describes its tables as data: a [`Table`] of
+//! typed [`Cell`]s under a static list of [`Column`]s. The text renderer
+//! pads and rounds (`0.0123`, `-` where nothing was measured); the CSV
+//! renderer writes full precision and empty cells. Neither knows which
+//! stage a table came from, so a new stage's tables render in both forms
+//! with no renderer change.
+
+use std::fmt::Write as _;
+
+/// One column: its CSV header, its text header and its text width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Column {
+    /// The CSV header (a stable field name).
+    pub key: &'static str,
+    /// The text header.
+    pub title: &'static str,
+    /// The text width (the first column is left-aligned, the rest right).
+    pub width: usize,
+}
+
+impl Column {
+    /// A column whose text header is its key.
+    pub const fn new(key: &'static str, width: usize) -> Column {
+        Column {
+            key,
+            title: key,
+            width,
+        }
+    }
+
+    /// A column with its own text header.
+    pub const fn titled(key: &'static str, title: &'static str, width: usize) -> Column {
+        Column { key, title, width }
+    }
+}
+
+/// One typed value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cell {
+    /// Text (quoted in CSV when it needs it).
+    Text(String),
+    /// A count; `None`: not measured.
+    Count(Option<u64>),
+    /// A rate or probability; text shows 4 decimals, `-` when `None`.
+    Rate(Option<f64>),
+    /// A cost; text shows 1 decimal.
+    Cost(f64),
+    /// A fraction shown as a percentage in text (CSV keeps the fraction).
+    Percent(f64),
+    /// Any other number, as Rust prints it.
+    Number(f64),
+}
+
+impl Cell {
+    fn text(&self) -> String {
+        match self {
+            Cell::Text(s) => s.clone(),
+            Cell::Count(c) => c.map_or("-".into(), |v| v.to_string()),
+            Cell::Rate(r) => r.map_or("-".into(), |v| format!("{v:.4}")),
+            Cell::Cost(c) => format!("{c:.1}"),
+            Cell::Percent(p) => format!("{:.1}%", 100.0 * p),
+            Cell::Number(x) => x.to_string(),
+        }
+    }
+
+    fn csv(&self) -> String {
+        match self {
+            Cell::Text(s) => quote(s),
+            Cell::Count(c) => c.map_or(String::new(), |v| v.to_string()),
+            Cell::Rate(r) => r.map_or(String::new(), |v| v.to_string()),
+            Cell::Cost(x) | Cell::Percent(x) | Cell::Number(x) => x.to_string(),
+        }
+    }
+}
+
+/// Quotes a CSV text cell when it needs it.
+fn quote(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// One row; a quiet row (a class with no traffic) is left out of the text
+/// but kept in the CSV.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// One cell per column.
+    pub cells: Vec<Cell>,
+    /// Leave out of the text rendering.
+    pub quiet: bool,
+}
+
+/// A table of a report section.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Table {
+    /// The CSV file's stem (`heavy` for `heavy.csv`).
+    pub name: &'static str,
+    /// The columns.
+    pub columns: &'static [Column],
+    /// The rows.
+    pub rows: Vec<Row>,
+}
+
+impl Table {
+    /// An empty table.
+    pub fn new(name: &'static str, columns: &'static [Column]) -> Table {
+        Table {
+            name,
+            columns,
+            rows: Vec::new(),
+        }
+    }
+
+    /// Adds a row shown in text and CSV.
+    pub fn push(&mut self, cells: Vec<Cell>) {
+        self.rows.push(Row {
+            cells,
+            quiet: false,
+        });
+    }
+
+    /// Adds a row; a quiet one is left out of the text.
+    pub fn push_row(&mut self, cells: Vec<Cell>, quiet: bool) {
+        self.rows.push(Row { cells, quiet });
+    }
+
+    /// The text rendering: a header line and the rows that are not quiet,
+    /// each indented by two spaces.
+    pub fn render_text(&self, out: &mut String) {
+        let line = |out: &mut String, cells: Vec<String>| {
+            out.push_str("  ");
+            for (i, (c, col)) in cells.iter().zip(self.columns).enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                if i == 0 {
+                    let _ = write!(out, "{c:<w$}", w = col.width);
+                } else {
+                    let _ = write!(out, "{c:>w$}", w = col.width);
+                }
+            }
+            let trimmed = out.trim_end_matches(' ').len();
+            out.truncate(trimmed);
+            out.push('\n');
+        };
+        line(
+            out,
+            self.columns.iter().map(|c| c.title.to_string()).collect(),
+        );
+        for r in self.rows.iter().filter(|r| !r.quiet) {
+            line(out, r.cells.iter().map(Cell::text).collect());
+        }
+    }
+
+    /// The CSV rendering: the keys, then every row.
+    pub fn render_csv(&self) -> String {
+        let mut s = self
+            .columns
+            .iter()
+            .map(|c| c.key)
+            .collect::<Vec<_>>()
+            .join(",");
+        s.push('\n');
+        for r in &self.rows {
+            let cells: Vec<String> = r.cells.iter().map(Cell::csv).collect();
+            s.push_str(&cells.join(","));
+            s.push('\n');
+        }
+        s
+    }
+}

@@ -1,0 +1,176 @@
+//! The stage and source interfaces, used as a library user would: a fourth
+//! stage written as one file (`stages/packet_count.rs`) and registered with
+//! one line, a source of the test's own that ticks the clock, and a sink
+//! that fails.
+
+#[path = "stages/packet_count.rs"]
+mod packet_count;
+
+use flowsieve::class::Classifier;
+use flowsieve::dissect::FlowKey;
+use flowsieve::hash::flow_hash;
+use flowsieve::ingest::Timestamp;
+use flowsieve::pipeline::{
+    run, Event, EventKind, FileSource, NoEvents, PipelineConfig, PipelineError, PipelineSink,
+    Source, StageList, ValidatedConfig,
+};
+use flowsieve::replay::{NoObserver, PacketSink, ReplayObserver};
+use flowsieve::report::{PipelineReport, ReplaySummary};
+use packet_count::{PacketCount, PacketCountSection};
+use std::path::{Path, PathBuf};
+
+fn default_trace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/default.pcap")
+}
+
+fn replay_with(cfg: &ValidatedConfig) -> PipelineReport {
+    let source = FileSource::new(vec![default_trace()], cfg);
+    run(source, cfg, &mut NoObserver, &mut NoEvents).unwrap()
+}
+
+#[test]
+fn a_fourth_stage_is_one_file_and_one_registration() {
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    cfg.threads = 2;
+    cfg.shards = 5;
+    let validated = cfg.validate().unwrap().with_stage(PacketCount); // the registration
+    assert_eq!(
+        validated.stage_names(),
+        ["heavy", "new_flows", "selective", "packet_count"]
+    );
+    let r = replay_with(&validated);
+    let s = r.section::<PacketCountSection>("packet_count").unwrap();
+    // Its counts equal the replay's own per-class counts, kept by another
+    // path (the source's totals, before any shard).
+    assert_eq!(s.packets, r.replay.trace.ip_packets);
+    assert_eq!(s.packets, 40_000);
+    for ((name, packets, bytes), class) in s.classes.iter().zip(&r.replay.classes) {
+        assert_eq!(name, &class.class);
+        assert_eq!(*packets, class.packets, "{name}");
+        assert_eq!(*bytes, class.bytes, "{name}");
+    }
+    // A file replay never ticks the clock.
+    assert_eq!(s.closes, 0);
+    // It renders like any stage: JSON under its name, a text section, a
+    // CSV table, a latency row; the built-in sections are unchanged.
+    let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    assert_eq!(v["packet_count"]["packets"], 40_000);
+    assert!(v["heavy"]["overall"]["reported"].as_u64().unwrap() > 0);
+    let text = r.render_text();
+    assert!(text.contains("packet count (40000 packets)"), "{text}");
+    let csv = r.csv_tables();
+    let table = &csv.iter().find(|(n, _)| n == "packet_count.csv").unwrap().1;
+    assert!(
+        table.starts_with("class,packets,wire_bytes\nweb,15827,"),
+        "{table}"
+    );
+    assert!(r
+        .stages
+        .iter()
+        .any(|l| l.name == "packet_count" && l.batches > 0));
+}
+
+#[test]
+fn the_fourth_stage_is_deterministic_across_thread_counts() {
+    let mut reference: Option<serde_json::Value> = None;
+    for threads in [1, 3] {
+        let mut cfg = PipelineConfig::new(Classifier::ipclass());
+        cfg.threads = threads;
+        cfg.shards = 6;
+        cfg.stages = StageList::none();
+        let r = replay_with(&cfg.validate().unwrap().with_stage(PacketCount));
+        let mut v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        for k in ["stages", "throughput"] {
+            v[k] = serde_json::Value::Null;
+        }
+        v["trace"]["read_seconds"] = serde_json::Value::Null;
+        v["trace"]["packets_per_sec"] = serde_json::Value::Null;
+        match &reference {
+            None => reference = Some(v),
+            Some(first) => assert_eq!(first, &v, "{threads} threads"),
+        }
+    }
+}
+
+/// A source of the test's own: a few packets, an idle gap announced by the
+/// clock, more packets. It stands in for a live capture on an idle link.
+struct Ticking {
+    keys: Vec<FlowKey>,
+}
+
+impl Source for Ticking {
+    fn run<P: PacketSink>(self, _obs: &mut dyn ReplayObserver, sink: &mut P) -> ReplaySummary {
+        let t = |s: i64| Timestamp::new(1_700_000_000 + s, 0).unwrap();
+        for (i, k) in self.keys.iter().enumerate() {
+            sink.packet(k, flow_hash(k), 0, t(i as i64 % 2), 100);
+        }
+        sink.clock(t(30)); // 30 s without a packet
+        sink.clock(t(20)); // a clock behind the stream is ignored
+        for k in &self.keys {
+            sink.packet(k, flow_hash(k), 0, t(31), 100);
+        }
+        let cfg = flowsieve::replay::ReplayConfig::new(Classifier::ports());
+        flowsieve::replay::replay(&[], &cfg, &mut NoObserver)
+    }
+}
+
+#[test]
+fn a_clock_tick_reaches_every_shard_and_closes_heavy_windows() {
+    let keys: Vec<FlowKey> = (0..200u16)
+        .map(|i| {
+            FlowKey::v4(
+                [10, 0, (i >> 8) as u8, i as u8],
+                [10, 1, 0, 1],
+                1000 + i,
+                80,
+                6,
+            )
+        })
+        .collect();
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    cfg.threads = 2;
+    cfg.shards = 4;
+    cfg.heavy.theta = 2;
+    let validated = cfg.validate().unwrap().with_stage(PacketCount);
+    let r = run(
+        Ticking { keys: keys.clone() },
+        &validated,
+        &mut NoObserver,
+        &mut NoEvents,
+    )
+    .unwrap();
+    let s = r.section::<PacketCountSection>("packet_count").unwrap();
+    assert_eq!(s.packets, 400);
+    // One tick (the second clock reading is behind the stream), one close
+    // per shard.
+    assert_eq!(s.closes, 4);
+    // The heavy stage closed the windows of the first two seconds on the
+    // tick: every flow was below theta there, and reached it in none.
+    let h = r.heavy().unwrap();
+    assert_eq!(h.overall.flows_below, Some(400));
+    assert_eq!(h.overall.reported, 0);
+    assert_eq!(h.overall.false_negatives, Some(0));
+}
+
+/// A sink that fails at its first event stops the run with that error.
+#[test]
+fn a_failing_sink_stops_the_run() {
+    struct Full;
+    impl PipelineSink for Full {
+        fn wants(&self, kind: EventKind) -> bool {
+            kind == EventKind::NewFlow
+        }
+        fn event(&mut self, _: &Event) -> std::io::Result<()> {
+            Err(std::io::Error::other("disk full"))
+        }
+    }
+    let cfg = PipelineConfig::new(Classifier::ports()).validate().unwrap();
+    let source = FileSource::new(vec![default_trace()], &cfg);
+    match run(source, &cfg, &mut NoObserver, &mut Full) {
+        Err(PipelineError::Sink(e)) => assert_eq!(e.to_string(), "disk full"),
+        other => panic!(
+            "expected the sink's error, got {:?}",
+            other.map(|r| r.pipeline)
+        ),
+    }
+}
