@@ -7,7 +7,7 @@ use common::{scan, shared_traces, sorted_flows, FlowRow};
 use flowsieve::dissect::Dissector;
 use flowsieve::ingest::{
     AnomalyKind, Compression, ContainerFormat, IngestError, LinkType, PcapError, PcapNgError,
-    Position, Timestamp, TraceReader,
+    Position, ReadMode, Timestamp, TraceReader,
 };
 use flowsieve::synth::{generate, OutputFormat, SynthConfig};
 use std::io::Write;
@@ -898,9 +898,82 @@ fn fast_path_and_general_path_agree_across_release_steps() {
     let a = digest(TraceReader::open(&mapped).unwrap());
     let b = digest(TraceReader::from_bytes("mem.pcap", plain.clone()).unwrap());
     let c = digest(TraceReader::open(&zipped).unwrap());
+    let d = digest(TraceReader::open_with(&mapped, ReadMode::Mmap).unwrap());
     assert_eq!(a.len(), 40_000);
     assert_eq!(a, b);
     assert_eq!(a, c);
+    assert_eq!(a, d);
+}
+
+/// Defect: a trace truncated while it is read killed the process (SIGBUS
+/// on the map). Read through a buffer (the default), a truncation is a
+/// clean error naming the file and the offset: mid-record, the record is
+/// cut short; at a record boundary, the file "shrank while it was read".
+#[test]
+fn a_trace_truncated_while_it_is_read_ends_in_an_error() {
+    let cfg = SynthConfig {
+        flows: 1000,
+        packets: 60_000,
+        seed: 9,
+        ..SynthConfig::default()
+    };
+    let mut plain = Vec::new();
+    generate(&cfg, &mut plain).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for cut_mid_record in [true, false] {
+        let path = dir.path().join(format!("shrinking-{cut_mid_record}.pcap"));
+        std::fs::write(&path, &plain).unwrap();
+        let mut r = TraceReader::open(&path).unwrap();
+        for _ in 0..10_000 {
+            r.next_packet().unwrap().unwrap();
+        }
+        // Cut well past what the reader has buffered, at a record boundary
+        // or 5 bytes into the next record.
+        let at = r.offset() + (4 << 20);
+        let mut boundary = 24u64;
+        while boundary < at {
+            let caplen = u32::from_le_bytes(
+                plain[boundary as usize + 8..boundary as usize + 12]
+                    .try_into()
+                    .unwrap(),
+            );
+            boundary += 16 + u64::from(caplen);
+        }
+        let cut = if cut_mid_record {
+            boundary + 5
+        } else {
+            boundary
+        };
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
+        let err = loop {
+            match r.next_packet() {
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!("cut {cut}: a shrunken file read as complete"),
+                Err(e) => break e,
+            }
+        };
+        let msg = err.to_string();
+        assert!(msg.starts_with(&path.display().to_string()), "{msg}");
+        if cut_mid_record {
+            assert!(matches!(err, IngestError::Pcap { .. }), "{msg}");
+            assert!(msg.contains(&format!("byte offset {boundary}")), "{msg}");
+        } else {
+            assert!(
+                matches!(err, IngestError::Shrunk { offset, .. } if offset == cut),
+                "{msg}"
+            );
+            assert!(msg.contains("shrank while it was read"), "{msg}");
+        }
+        assert!(
+            r.next_packet().unwrap().is_none(),
+            "nothing after the error"
+        );
+    }
 }
 
 proptest::proptest! {

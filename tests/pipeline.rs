@@ -576,3 +576,53 @@ fn new_flow_stage_takes_time_going_backwards() {
     assert_eq!(report.overall.true_new, Some(1));
     assert_eq!(report.overall.false_negatives, Some(0));
 }
+
+/// A trace truncated while the pipeline replays it (by the progress
+/// observer, after 65,536 packets) ends that file with a clean one-line
+/// error; the report covers what was read and says the input is damaged.
+#[test]
+fn a_trace_truncated_during_a_replay_is_reported_as_damage() {
+    use flowsieve::replay::ReplayObserver;
+    use flowsieve::report::Outcome;
+    struct Truncator(PathBuf, bool);
+    impl ReplayObserver for Truncator {
+        fn progress(&mut self, _packets: u64, _offset: u64) {
+            if !std::mem::replace(&mut self.1, true) {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&self.0)
+                    .unwrap();
+                let len = f.metadata().unwrap().len();
+                f.set_len(len * 6 / 10).unwrap();
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shrinks.pcap");
+    let cfg = SynthConfig {
+        flows: 5000,
+        packets: 150_000,
+        seed: 5,
+        ..SynthConfig::default()
+    };
+    generate(
+        &cfg,
+        std::io::BufWriter::new(std::fs::File::create(&path).unwrap()),
+    )
+    .unwrap();
+    let validated = PipelineConfig::new(Classifier::ports()).validate().unwrap();
+    let source = FileSource::new(vec![path.clone()], &validated);
+    let mut obs = Truncator(path.clone(), false);
+    let r = run(source, &validated, &mut obs, &mut NoEvents).unwrap();
+    assert_eq!(r.outcome(), Outcome::DamagedInput);
+    assert_eq!(r.replay.errors.len(), 1);
+    let e = &r.replay.errors[0];
+    assert!(
+        e.starts_with(&path.display().to_string()) && !e.contains('\n'),
+        "{e}"
+    );
+    assert!(!r.replay.trace.files[0].complete);
+    let read = r.replay.trace.packets;
+    assert!(read > 65_536 && read < 150_000, "{read}");
+    assert_eq!(r.pipeline.packets, read);
+}

@@ -139,6 +139,15 @@ pub enum IngestError {
         at: Position,
         kind: PcapNgError,
     },
+    /// The file got shorter while it was read (another process truncated
+    /// it): reading ended at a record boundary before the size it had when
+    /// it was opened.
+    #[error("{}: byte offset {offset}: the file shrank while it was read (it had {size} bytes when opened)", path.display())]
+    Shrunk {
+        path: PathBuf,
+        offset: u64,
+        size: u64,
+    },
 }
 
 impl IngestError {

@@ -133,6 +133,9 @@ pub struct TraceReader {
     anomalies: AnomalyLog,
     packets: u64,
     failed: bool,
+    /// The size of a plain file read through a buffer, when it was opened:
+    /// reaching the end before it means the file shrank.
+    opened_len: Option<u64>,
 }
 
 impl TraceReader {
@@ -182,7 +185,13 @@ impl TraceReader {
                         })?;
                     Self::with_source(path, Source::stream(Box::new(decoder)), Compression::Zstd)
                 } else {
-                    Self::with_source(path, Source::stream(Box::new(reader)), Compression::None)
+                    let mut r = Self::with_source(
+                        path,
+                        Source::stream(Box::new(reader)),
+                        Compression::None,
+                    )?;
+                    r.opened_len = Some(len);
+                    Ok(r)
                 }
             }
             ReadMode::Mmap => {
@@ -270,6 +279,7 @@ impl TraceReader {
             anomalies: AnomalyLog::default(),
             packets: 0,
             failed: false,
+            opened_len: None,
         })
     }
 
@@ -335,7 +345,17 @@ impl TraceReader {
                         });
                     }
                 }
-                Ok(Framed::End) => break None,
+                Ok(Framed::End) => {
+                    if let Some(size) = self.opened_len.filter(|&size| offset < size) {
+                        self.failed = true;
+                        return Err(IngestError::Shrunk {
+                            path: self.path.clone(),
+                            offset,
+                            size,
+                        });
+                    }
+                    break None;
+                }
                 Err(e) => {
                     self.failed = true;
                     return Err(e.with_path(self.path.clone()));
