@@ -9,8 +9,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use flowsieve::filter::{
-    AtomicCountingBloomFilter, BloomFilter, CounterWidth, CountingBloomFilter, RecyclePolicy,
-    RecyclingBloomFilter,
+    AtomicCountingBloomFilter, BloomFilter, CounterWidth, Counters, CountingBloomFilter,
+    RecyclePolicy, RecyclingBloomFilter,
 };
 use flowsieve::hash::fmix64;
 use flowsieve::model::recycling::Hashing;

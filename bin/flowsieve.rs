@@ -9,7 +9,7 @@ use flowsieve::filter::CounterWidth;
 use flowsieve::ingest::{DurationNs, ReadMode};
 use flowsieve::model::query::{
     BloomQuery, CbfPosteriorQuery, CompressedQuery, ModelError, ParadoxQuery, QueryOrderQuery,
-    RecycleAsk, RecycleQuery, ThresholdQuery,
+    RecycleQuery, ThresholdQuery,
 };
 use flowsieve::model::recycling::Hashing;
 use flowsieve::pipeline::{
@@ -601,183 +601,43 @@ fn run_gen_trace(a: GenTraceArgs) -> u8 {
 enum ModelCommand {
     /// Bloom filter false-positive rate (Summary Cache): approximate for
     /// --m-over-n, or for --m/--n (exact with --exact).
-    Bloom(BloomArgs),
+    Bloom(WithJson<BloomQuery>),
     /// Counting-filter count thresholding (Kim et al. 2019): kappa*(theta),
     /// its linear fit, k_opt, and the false-positive rate.
-    Threshold(ThresholdArgs),
+    Threshold(WithJson<ThresholdQuery>),
     /// The Bloom paradox (Theorem 1): the prior below which a positive
     /// answer should be ignored (--m-over-n), or the bits per element needed
     /// to escape it (--prior).
-    Paradox(ParadoxArgs),
+    Paradox(WithJson<ParadoxQuery>),
     /// Membership probability from a counting filter's counters (Theorem 2),
     /// and with --alpha the cost-optimal decision (Theorem 4).
-    CbfPosterior(CbfPosteriorArgs),
+    CbfPosterior(WithJson<CbfPosteriorQuery>),
     /// Optimal order of queries across proxies with a special proxy that
     /// has everything (Theorems 6 and 7), and its expected cost.
-    QueryOrder(QueryOrderArgs),
+    QueryOrder(WithJson<QueryOrderQuery>),
     /// Recycling Bloom filters (Dozier et al.): the long-term average
     /// false-positive rate for --sigma, the N-bounded rates for --n-bounded,
     /// or the sizing for --target-fpr.
-    Recycle(RecycleArgs),
+    Recycle(WithJson<RecycleQuery>),
     /// Compressed Bloom filters (Mitzenmacher): the (m/n, k) with the lowest
     /// false-positive rate whose compressed size fits a transmission budget.
-    Compressed(CompressedArgs),
+    Compressed(WithJson<CompressedQuery>),
 }
 
-/// `--json` on every model subcommand.
+/// A model query and `--json`.
 #[derive(Args)]
-struct JsonFlag {
+struct WithJson<Q: Args> {
+    #[command(flatten)]
+    query: Q,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
 }
 
-#[derive(Args)]
-struct BloomArgs {
-    /// Bits per element.
-    #[arg(long, conflicts_with_all = ["m", "n"])]
-    m_over_n: Option<f64>,
-    /// Bits in the filter.
-    #[arg(long, requires = "n")]
-    m: Option<u64>,
-    /// Elements inserted.
-    #[arg(long, requires = "m")]
-    n: Option<u64>,
-    /// Hash functions.
-    #[arg(long)]
-    k: u32,
-    /// Use (1 - (1 - 1/m)^{kn})^k rather than (1 - e^{-kn/m})^k (needs --m, --n).
-    #[arg(long, requires = "m")]
-    exact: bool,
-    #[command(flatten)]
-    out: JsonFlag,
-}
-
-#[derive(Args)]
-struct ThresholdArgs {
-    /// Count threshold (all k counters >= theta).
-    #[arg(long)]
-    theta: u64,
-    /// Counters per element.
-    #[arg(long)]
-    m_over_n: Option<f64>,
-    /// Hash functions (default: k_opt).
-    #[arg(long)]
-    k: Option<u32>,
-    /// The exact binomial rate, eq. (2), for --n elements in --m counters
-    /// (then `fpr` is that rate; `fpr_approx` stays the Poisson form).
-    #[arg(long, requires_all = ["n", "m"])]
-    exact: bool,
-    /// Elements inserted (with --exact).
-    #[arg(long)]
-    n: Option<u64>,
-    /// Counters (with --exact).
-    #[arg(long)]
-    m: Option<u64>,
-    #[command(flatten)]
-    out: JsonFlag,
-}
-
-#[derive(Args)]
-struct ParadoxArgs {
-    /// Cost of a false negative relative to a false positive.
-    #[arg(long)]
-    alpha: f64,
-    /// Bits per element of the filter (gives prior_threshold).
-    #[arg(long, conflicts_with = "prior", required_unless_present = "prior")]
-    m_over_n: Option<f64>,
-    /// A priori membership probability (gives min_bits_per_element).
-    #[arg(long)]
-    prior: Option<f64>,
-    #[command(flatten)]
-    out: JsonFlag,
-}
-
-#[derive(Args)]
-struct CbfPosteriorArgs {
-    /// The k counter values, comma-separated.
-    #[arg(long, value_delimiter = ',', required = true)]
-    counters: Vec<u64>,
-    /// A priori membership probability.
-    #[arg(long)]
-    prior: f64,
-    /// Counters in the filter (k subarrays of m/k).
-    #[arg(long)]
-    m: u64,
-    /// Elements in the filter.
-    #[arg(long)]
-    n: u64,
-    /// Cost ratio: adds the decision and the minimal counter product.
-    #[arg(long)]
-    alpha: Option<f64>,
-    #[command(flatten)]
-    out: JsonFlag,
-}
-
-#[derive(Args)]
-struct QueryOrderArgs {
-    /// Success probability of each regular proxy, comma-separated.
-    #[arg(long, value_delimiter = ',', required = true)]
-    probs: Vec<f64>,
-    /// Query cost of each regular proxy, comma-separated.
-    #[arg(long, value_delimiter = ',', required = true)]
-    costs: Vec<f64>,
-    /// Query cost of the special proxy that holds every element.
-    #[arg(long)]
-    special_cost: f64,
-    #[command(flatten)]
-    out: JsonFlag,
-}
-
-#[derive(Args)]
-struct RecycleArgs {
-    /// Total memory in bits (a two-phase filter has two halves of m/2).
-    #[arg(long)]
-    m: u64,
-    /// Positions per message.
-    #[arg(long)]
-    k: u32,
-    /// Recycle when more than sigma bits would be set (in the active half).
-    #[arg(long, conflicts_with_all = ["n_bounded", "target_fpr"])]
-    sigma: Option<u64>,
-    /// N-bounded: recycle after N bit-setting insertions (f_w, f_o, f_a).
-    #[arg(long, conflicts_with = "target_fpr")]
-    n_bounded: Option<u64>,
-    /// The largest sigma (and N) whose average rate stays at or below F.
-    #[arg(long)]
-    target_fpr: Option<f64>,
-    /// Two-phase filter (active and frozen halves).
-    #[arg(long)]
-    two_phase: bool,
-    /// k distinct positions per message (default: independent positions).
-    #[arg(long)]
-    non_colliding: bool,
-    /// Re-insert the message that triggers a recycle.
-    #[arg(long)]
-    retaining: bool,
-    #[command(flatten)]
-    out: JsonFlag,
-}
-
-#[derive(Args)]
-struct CompressedArgs {
-    /// Transmitted bits per element (after compression).
-    #[arg(long)]
-    bits_per_element: f64,
-    /// Largest uncompressed array, in bits per element (memory limit).
-    #[arg(long, default_value_t = 1e6)]
-    max_m_over_n: f64,
-    /// Largest number of hash functions considered.
-    #[arg(long, default_value_t = 32)]
-    max_k: u32,
-    #[command(flatten)]
-    out: JsonFlag,
-}
-
 /// Prints a model's answer as text or one JSON object.
-fn answer<A: Serialize + Display>(json: &JsonFlag, a: Result<A, ModelError>) -> u8 {
+fn answer<A: Serialize + Display>(json: bool, a: Result<A, ModelError>) -> u8 {
     match a {
-        Ok(a) if json.json => {
+        Ok(a) if json => {
             println!("{}", serde_json::to_string(&a).unwrap_or_default());
             exit::OK
         }
@@ -791,83 +651,13 @@ fn answer<A: Serialize + Display>(json: &JsonFlag, a: Result<A, ModelError>) -> 
 
 fn run_model(cmd: ModelCommand) -> u8 {
     match cmd {
-        ModelCommand::Bloom(a) => {
-            let q = BloomQuery {
-                m_over_n: a.m_over_n,
-                m: a.m,
-                n: a.n,
-                k: a.k,
-                exact: a.exact,
-            };
-            answer(&a.out, q.answer())
-        }
-        ModelCommand::Threshold(a) => {
-            let q = ThresholdQuery {
-                theta: a.theta,
-                m_over_n: a.m_over_n,
-                k: a.k,
-                exact: a.exact,
-                n: a.n,
-                m: a.m,
-            };
-            answer(&a.out, q.answer())
-        }
-        ModelCommand::Paradox(a) => {
-            let q = ParadoxQuery {
-                alpha: a.alpha,
-                m_over_n: a.m_over_n,
-                prior: a.prior,
-            };
-            answer(&a.out, q.answer())
-        }
-        ModelCommand::CbfPosterior(a) => {
-            let q = CbfPosteriorQuery {
-                counters: a.counters,
-                prior: a.prior,
-                m: a.m,
-                n: a.n,
-                alpha: a.alpha,
-            };
-            answer(&a.out, q.answer())
-        }
-        ModelCommand::QueryOrder(a) => {
-            let q = QueryOrderQuery {
-                probs: a.probs,
-                costs: a.costs,
-                special_cost: a.special_cost,
-            };
-            answer(&a.out, q.answer())
-        }
-        ModelCommand::Recycle(a) => {
-            let ask = match (a.sigma, a.n_bounded, a.target_fpr) {
-                (Some(s), _, _) => RecycleAsk::Sigma(s),
-                (_, Some(n), _) => RecycleAsk::NBounded(n),
-                (_, _, Some(f)) => RecycleAsk::TargetFpr(f),
-                _ => {
-                    return fail(
-                        exit::USAGE,
-                        "give --sigma S, --n-bounded N or --target-fpr F",
-                    )
-                }
-            };
-            let q = RecycleQuery {
-                m: a.m,
-                k: a.k,
-                ask,
-                two_phase: a.two_phase,
-                non_colliding: a.non_colliding,
-                retaining: a.retaining,
-            };
-            answer(&a.out, q.answer())
-        }
-        ModelCommand::Compressed(a) => {
-            let q = CompressedQuery {
-                bits_per_element: a.bits_per_element,
-                max_m_over_n: a.max_m_over_n,
-                max_k: a.max_k,
-            };
-            answer(&a.out, q.answer())
-        }
+        ModelCommand::Bloom(a) => answer(a.json, a.query.answer()),
+        ModelCommand::Threshold(a) => answer(a.json, a.query.answer()),
+        ModelCommand::Paradox(a) => answer(a.json, a.query.answer()),
+        ModelCommand::CbfPosterior(a) => answer(a.json, a.query.answer()),
+        ModelCommand::QueryOrder(a) => answer(a.json, a.query.answer()),
+        ModelCommand::Recycle(a) => answer(a.json, a.query.answer()),
+        ModelCommand::Compressed(a) => answer(a.json, a.query.answer()),
     }
 }
 

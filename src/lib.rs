@@ -17,6 +17,8 @@
 //! - [`synth`]: the seeded synthetic trace generator;
 //! - [`bench`]: the throughput protocol behind `flowsieve bench`.
 
+#![warn(missing_docs)]
+
 /// Serialises types as their `Display` text (the JSON schema keeps such
 /// values as strings, e.g. a window `1s` or a policy `sigma:512`).
 macro_rules! serialize_as_display {

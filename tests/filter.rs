@@ -1,6 +1,6 @@
 //! The filter module: recycling Bloom filters' policies and guarantees.
 
-use flowsieve::filter::{RecyclePolicy, RecyclingBloomFilter};
+use flowsieve::filter::{Counters, RecyclePolicy, RecyclingBloomFilter};
 use flowsieve::ingest::Timestamp;
 use flowsieve::model::recycling::Hashing;
 use rand::{Rng, SeedableRng};
@@ -802,4 +802,67 @@ fn k_above_max_is_clamped_consistently() {
     assert_eq!(c.k(), flowsieve::filter::MAX_K);
     c.insert(9);
     assert_eq!(c.estimate(9), 1);
+}
+
+// ---------- the filter traits ----------
+
+use flowsieve::filter::Membership;
+
+/// No false negatives, through the trait, for every membership filter;
+/// and a cleared filter holds nothing it was given.
+fn membership_holds_what_it_was_given<F: Membership>(f: &mut F, keys: &[u64]) {
+    for &k in keys {
+        f.insert(k);
+    }
+    assert!(keys.iter().all(|&k| f.contains(k)));
+    f.clear();
+    assert!(keys.iter().all(|&k| !f.contains(k)), "cleared");
+}
+
+#[test]
+fn every_membership_filter_answers_through_one_trait() {
+    let keys: Vec<u64> = (0..500u64)
+        .map(|i| flowsieve::hash::fmix64(i + 1))
+        .collect();
+    membership_holds_what_it_was_given(&mut flowsieve::filter::BloomFilter::new(8192, 5), &keys);
+    membership_holds_what_it_was_given(
+        &mut flowsieve::filter::CountingBloomFilter::new(
+            8192,
+            5,
+            flowsieve::filter::CounterWidth::W4,
+        ),
+        &keys,
+    );
+}
+
+/// The plain, atomic many-writer and single-writer counting filters answer
+/// counter queries through one implementation: the same inserts give the
+/// same counters, estimates and products.
+#[test]
+fn every_counting_filter_answers_counter_queries_alike() {
+    use flowsieve::filter::{AtomicCountingBloomFilter, CounterWidth, CountingBloomFilter};
+    let mut plain = CountingBloomFilter::new(4096, 4, CounterWidth::W8);
+    let shared = AtomicCountingBloomFilter::new(4096, 4, CounterWidth::W8);
+    let (mut writer, reader) = AtomicCountingBloomFilter::single_writer(4096, 4, CounterWidth::W8);
+    for i in 0..3000u64 {
+        let h = flowsieve::hash::fmix64(i % 700);
+        plain.insert(h);
+        shared.insert(h);
+        writer.insert(h);
+    }
+    for i in 0..1000u64 {
+        let h = flowsieve::hash::fmix64(i);
+        let want = plain.counters(h);
+        assert_eq!(shared.counters(h), want);
+        assert_eq!(reader.counters(h), want);
+        assert_eq!(plain.estimate(h), *want.iter().min().unwrap());
+        let ln: f64 = want.iter().map(|&c| (c as f64).ln()).sum();
+        let got = reader.ln_counter_product(h);
+        assert!(if want.contains(&0) {
+            got == f64::NEG_INFINITY
+        } else {
+            (got - ln).abs() < 1e-9
+        });
+        assert_eq!(shared.count_at_least(h, 4), want.iter().all(|&c| c >= 4));
+    }
 }

@@ -32,16 +32,29 @@ use std::path::Path;
 #[derive(Debug, thiserror::Error)]
 pub enum ClassConfigError {
     #[error("{path}: cannot read class config: {source}")]
+    /// The file could not be read.
     Read {
+        /// The config file.
         path: String,
+        /// The underlying I/O error.
         source: std::io::Error,
     },
     #[error("{path}: invalid class config: {message}")]
-    Parse { path: String, message: String },
-    #[error("{path}: class {class:?}: {message}")]
-    Rule {
+    /// The TOML is malformed.
+    Parse {
+        /// The config file.
         path: String,
+        /// What was wrong.
+        message: String,
+    },
+    #[error("{path}: class {class:?}: {message}")]
+    /// A rule is invalid.
+    Rule {
+        /// The config file.
+        path: String,
+        /// The class id.
         class: String,
+        /// What was wrong.
         message: String,
     },
 }
@@ -97,14 +110,23 @@ struct RawRule {
 /// One validated rule.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClassRule {
+    /// The class name.
     pub name: String,
+    /// The class id.
     pub class: ClassId,
+    /// Source address.
     pub src: Vec<IpNet>,
+    /// Destination address.
     pub dst: Vec<IpNet>,
+    /// Either address.
     pub addr: Vec<IpNet>,
+    /// IP protocol.
     pub proto: Vec<u8>,
+    /// Either port, as inclusive ranges.
     pub ports: Vec<(u16, u16)>,
+    /// Source port.
     pub sport: Vec<(u16, u16)>,
+    /// Destination port.
     pub dport: Vec<(u16, u16)>,
     /// Cost ratio of a false negative to a false positive for this class
     /// (the selective-query stage's alpha), if the file sets one.

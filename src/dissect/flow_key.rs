@@ -7,7 +7,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 /// IP version of a flow key's addresses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum IpVersion {
+    /// IPv4.
     V4 = 4,
+    /// IPv6.
     V6 = 6,
 }
 

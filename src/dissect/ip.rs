@@ -16,15 +16,25 @@ use etherparse::{
 
 /// IP protocol numbers this module acts on.
 pub mod ip_proto {
+    /// IPv6 hop-by-hop options.
     pub const HOP_BY_HOP: u8 = 0;
+    /// TCP.
     pub const TCP: u8 = 6;
+    /// UDP.
     pub const UDP: u8 = 17;
+    /// IPv6 routing header.
     pub const ROUTING: u8 = 43;
+    /// IPv6 fragment header.
     pub const FRAGMENT: u8 = 44;
+    /// Authentication header.
     pub const AUTH: u8 = 51;
+    /// IPv6 destination options.
     pub const DEST_OPTIONS: u8 = 60;
+    /// SCTP.
     pub const SCTP: u8 = 132;
+    /// IPv6 mobility header.
     pub const MOBILITY: u8 = 135;
+    /// UDP-Lite.
     pub const UDP_LITE: u8 = 136;
 }
 
@@ -42,6 +52,7 @@ const MAX_EXTENSION_HEADERS: usize = 64;
 /// A key and whether its ports were cut off by the capture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IpDissection {
+    /// The flow key.
     pub key: FlowKey,
     /// The protocol has ports, the packet is a first fragment, but the
     /// capture ends before the ports: they are recorded as 0.

@@ -13,7 +13,7 @@
 //!
 //! No mutex or read-write lock anywhere.
 
-use super::CounterWidth;
+use super::{CounterWidth, Counters};
 use crate::hash::PartitionedIndexer;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -71,29 +71,6 @@ impl AtomicCountingBloomFilter {
     /// Hash functions.
     pub fn k(&self) -> usize {
         self.indexer.k()
-    }
-
-    /// Counter `i`.
-    #[inline]
-    pub fn counter(&self, i: usize) -> u64 {
-        let (w, s) = self.width.locate(i);
-        self.words
-            .get(w)
-            .map_or(0, |x| (x.load(Relaxed) >> s) & self.width.max())
-    }
-
-    /// The minimum of the hash's counters.
-    #[inline]
-    pub fn estimate(&self, h: u64) -> u64 {
-        (0..self.k())
-            .map(|i| self.counter(self.indexer.index(h, i)))
-            .min()
-            .unwrap_or(0)
-    }
-
-    /// Count thresholding: all counters `>= theta`.
-    pub fn count_at_least(&self, h: u64, theta: u64) -> bool {
-        self.estimate(h) >= theta
     }
 
     /// Many-writer increment: a CAS loop per counter; saturation is exact
@@ -167,19 +144,34 @@ impl CbfWriter {
     }
 }
 
-impl CbfReader {
-    /// The minimum of the hash's counters.
-    pub fn estimate(&self, h: u64) -> u64 {
-        self.filter.estimate(h)
+impl Counters for AtomicCountingBloomFilter {
+    fn hashes(&self) -> usize {
+        self.indexer.k()
     }
-
-    /// Count thresholding: all counters `>= theta`.
-    pub fn count_at_least(&self, h: u64, theta: u64) -> bool {
-        self.filter.count_at_least(h, theta)
+    #[inline]
+    fn counter(&self, i: usize) -> u64 {
+        let (w, s) = self.width.locate(i);
+        self.words
+            .get(w)
+            .map_or(0, |x| (x.load(Relaxed) >> s) & self.width.max())
     }
+    #[inline]
+    fn counter_index(&self, h: u64, j: usize) -> usize {
+        self.indexer.index(h, j)
+    }
+}
 
-    /// Counter `i`.
-    pub fn counter(&self, i: usize) -> u64 {
+/// A reader sees the shared counters (relaxed loads).
+impl Counters for CbfReader {
+    fn hashes(&self) -> usize {
+        self.filter.hashes()
+    }
+    #[inline]
+    fn counter(&self, i: usize) -> u64 {
         self.filter.counter(i)
+    }
+    #[inline]
+    fn counter_index(&self, h: u64, j: usize) -> usize {
+        self.filter.counter_index(h, j)
     }
 }

@@ -37,9 +37,16 @@ pub struct BhSequence {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BhSequenceError {
     #[error("a B_h sequence needs at least one value and h >= 1")]
+    /// The sequence is empty.
     Empty,
     #[error("two multisets of {size} values share the sum {sum}")]
-    Collision { size: u32, sum: u64 },
+    /// Two subsets share a sum.
+    Collision {
+        /// The subset size.
+        size: u32,
+        /// The colliding sum.
+        sum: u64,
+    },
 }
 
 /// All multisets of `size` values of `d` (as count vectors), visited.

@@ -35,9 +35,13 @@ pub struct BloomFilter {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("filters differ in shape: {left_m} bits / k = {left_k} vs {right_m} bits / k = {right_k}")]
 pub struct ShapeMismatch {
+    /// Cells of the left filter.
     pub left_m: usize,
+    /// Hashes of the left filter.
     pub left_k: usize,
+    /// Cells of the right filter.
     pub right_m: usize,
+    /// Hashes of the right filter.
     pub right_k: usize,
 }
 
@@ -180,5 +184,23 @@ impl BloomFilter {
     /// The bit array (for compression and snapshots).
     pub fn bits(&self) -> &BitArray {
         &self.bits
+    }
+}
+
+impl super::Membership for BloomFilter {
+    fn insert(&mut self, h: u64) {
+        BloomFilter::insert(self, h);
+    }
+    fn contains(&self, h: u64) -> bool {
+        BloomFilter::contains(self, h)
+    }
+    fn clear(&mut self) {
+        BloomFilter::clear(self);
+    }
+    fn m(&self) -> usize {
+        BloomFilter::m(self)
+    }
+    fn k(&self) -> usize {
+        BloomFilter::k(self)
     }
 }

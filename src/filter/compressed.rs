@@ -63,25 +63,72 @@ const TOP: u32 = 1 << 24;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CompressedError {
     #[error("snapshot truncated: {have} bytes, the header needs {need}")]
-    ShortHeader { have: usize, need: usize },
+    /// The snapshot is shorter than its header.
+    ShortHeader {
+        /// Bytes present.
+        have: usize,
+        /// Bytes needed.
+        need: usize,
+    },
     #[error("not a flowsieve filter snapshot (magic {0:02x?})")]
+    /// Not a snapshot.
     BadMagic([u8; 4]),
     #[error("unsupported snapshot version {0} (this build reads version 1)")]
+    /// A format version this build does not read.
     UnsupportedVersion(u8),
     #[error("reserved header byte is {0:#04x}, not 0")]
+    /// A reserved byte is set.
     Reserved(u8),
     #[error("snapshot kind {found} where kind {expected} was expected")]
-    WrongKind { found: u8, expected: u8 },
+    /// A snapshot of another kind.
+    WrongKind {
+        /// The kind found.
+        found: u8,
+        /// The kind expected.
+        expected: u8,
+    },
     #[error("impossible sizes: m = {m}, ones = {ones}, k = {k}")]
-    BadSizes { m: u64, ones: u64, k: u8 },
+    /// Sizes no filter can have.
+    BadSizes {
+        /// Cells (bits or counters).
+        m: u64,
+        /// Set bits declared.
+        ones: u64,
+        /// Hash functions.
+        k: u8,
+    },
     #[error("payload truncated: header says {declared} bytes, {have} present")]
-    ShortPayload { declared: u64, have: usize },
+    /// The payload is shorter than declared.
+    ShortPayload {
+        /// The length declared.
+        declared: u64,
+        /// Bytes present.
+        have: usize,
+    },
     #[error("payload ended while decoding bit {bit} of {m}")]
-    PayloadEnded { bit: u64, m: u64 },
+    /// The coded bits ran out.
+    PayloadEnded {
+        /// The bit reached.
+        bit: u64,
+        /// Cells (bits or counters).
+        m: u64,
+    },
     #[error("decoded bits do not match the header (ones {decoded} vs {declared}, or checksum)")]
-    Corrupt { decoded: u64, declared: u64 },
+    /// The decoded bits disagree with the header.
+    Corrupt {
+        /// Bits decoded.
+        decoded: u64,
+        /// The length declared.
+        declared: u64,
+    },
     #[error("the delta is for a filter of {delta_m} bits, not {filter_m}")]
-    DeltaShape { delta_m: u64, filter_m: u64 },
+    /// A delta for a filter of another size.
+    DeltaShape {
+        /// Bits of the delta.
+        delta_m: u64,
+        /// Bits of the filter.
+        filter_m: u64,
+    },
 }
 
 struct RangeEncoder {

@@ -4,8 +4,11 @@
 /// exceeds 15, we can simply let it stay at 15").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CounterWidth {
+    /// 4-bit counters.
     W4 = 4,
+    /// 8-bit counters.
     W8 = 8,
+    /// 16-bit counters.
     W16 = 16,
 }
 

@@ -14,7 +14,7 @@
 //!   grow more slowly; a conservative filter must not be used with deletes.
 //!
 //! ```
-//! use flowsieve::filter::{CounterWidth, CountingBloomFilter};
+//! use flowsieve::filter::{CounterWidth, Counters, CountingBloomFilter};
 //! let mut f = CountingBloomFilter::new(4096, 4, CounterWidth::W4);
 //! for _ in 0..20 { f.insert(42); }
 //! assert_eq!(f.estimate(42), 15);            // saturated at 2^4 - 1
@@ -24,7 +24,7 @@
 //! ```
 
 use super::bloom::ShapeMismatch;
-use super::CounterWidth;
+use super::{CounterWidth, Counters, Membership};
 use crate::hash::PartitionedIndexer;
 
 /// A partitioned counting Bloom filter.
@@ -78,41 +78,12 @@ impl CountingBloomFilter {
         self.conservative
     }
 
-    /// Counter `i`'s value.
-    #[inline]
-    pub fn counter(&self, i: usize) -> u64 {
-        let (w, s) = self.width.locate(i);
-        self.words.get(w).map_or(0, |x| (x >> s) & self.width.max())
-    }
-
     #[inline]
     fn set_counter(&mut self, i: usize, v: u64) {
         let (w, s) = self.width.locate(i);
         if let Some(x) = self.words.get_mut(w) {
             *x = (*x & !(self.width.max() << s)) | (v << s);
         }
-    }
-
-    /// The `k` counters of a hash, in partition order.
-    pub fn counters(&self, h: u64) -> Vec<u64> {
-        (0..self.k())
-            .map(|i| self.counter(self.indexer.index(h, i)))
-            .collect()
-    }
-
-    /// The natural log of the product of the hash's `k` counters (the
-    /// statistic of 000 Theorem 2); negative infinity if a counter is 0.
-    #[inline]
-    pub fn ln_counter_product(&self, h: u64) -> f64 {
-        let mut sum = 0.0;
-        for j in 0..self.k() {
-            let c = self.counter(self.indexer.index(h, j));
-            if c == 0 {
-                return f64::NEG_INFINITY;
-            }
-            sum += (c as f64).ln();
-        }
-        sum
     }
 
     /// Adds one occurrence of a hash. Returns the new estimate (the minimum
@@ -181,27 +152,6 @@ impl CountingBloomFilter {
         true
     }
 
-    /// True if every counter of the hash is non-zero (membership).
-    pub fn contains(&self, h: u64) -> bool {
-        self.estimate(h) > 0
-    }
-
-    /// The minimum of the hash's counters: an upper bound on its count
-    /// (exact or above, unless deletes of non-members corrupted it).
-    #[inline]
-    pub fn estimate(&self, h: u64) -> u64 {
-        (0..self.k())
-            .map(|i| self.counter(self.indexer.index(h, i)))
-            .min()
-            .unwrap_or(0)
-    }
-
-    /// Count thresholding (003): all `k` counters `>= theta`.
-    #[inline]
-    pub fn count_at_least(&self, h: u64, theta: u64) -> bool {
-        self.estimate(h) >= theta
-    }
-
     /// Counter-wise saturating sum with a filter of the same shape.
     pub fn union(&mut self, other: &CountingBloomFilter) -> Result<(), ShapeMismatch> {
         if self.m() != other.m() || self.k() != other.k() || self.width != other.width {
@@ -244,5 +194,38 @@ impl CountingBloomFilter {
     /// Counters that are non-zero.
     pub fn nonzero_counters(&self) -> u64 {
         (0..self.m()).filter(|&i| self.counter(i) > 0).count() as u64
+    }
+}
+
+impl Counters for CountingBloomFilter {
+    fn hashes(&self) -> usize {
+        self.indexer.k()
+    }
+    #[inline]
+    fn counter(&self, i: usize) -> u64 {
+        let (w, s) = self.width.locate(i);
+        self.words.get(w).map_or(0, |x| (x >> s) & self.width.max())
+    }
+    #[inline]
+    fn counter_index(&self, h: u64, j: usize) -> usize {
+        self.indexer.index(h, j)
+    }
+}
+
+impl Membership for CountingBloomFilter {
+    fn insert(&mut self, h: u64) {
+        CountingBloomFilter::insert(self, h);
+    }
+    fn contains(&self, h: u64) -> bool {
+        self.estimate(h) > 0
+    }
+    fn clear(&mut self) {
+        CountingBloomFilter::clear(self);
+    }
+    fn m(&self) -> usize {
+        CountingBloomFilter::m(self)
+    }
+    fn k(&self) -> usize {
+        CountingBloomFilter::k(self)
     }
 }

@@ -1,5 +1,6 @@
 //! Probabilistic filters: plain data structures with no I/O. Each documents
 //! its false-positive and false-negative behaviour and the paper it follows.
+//! The [`Membership`] and [`Counters`] traits are what they share.
 //!
 //! - [`BloomFilter`]: partitioned Bloom filter (001).
 //! - [`CountingBloomFilter`]: 4/8/16-bit saturating counters, count
@@ -25,6 +26,7 @@ mod counting;
 mod prior;
 mod recycling;
 mod selective;
+mod traits;
 
 pub use atomic_counting::{AtomicCountingBloomFilter, CbfReader, CbfWriter};
 pub use bh_counting::{BhCountingFilter, BhSequence, BhSequenceError};
@@ -39,6 +41,7 @@ pub use counting::CountingBloomFilter;
 pub use prior::PriorEstimator;
 pub use recycling::{RecyclePolicy, RecyclingBloomFilter, RecyclingStats, MAX_K};
 pub use selective::{SelectiveAnswer, SelectiveBloomFilter, SelectiveCountingFilter, Selectivity};
+pub use traits::{Counters, Membership};
 
 /// Cache prefetch hint for word `w` of `words`; never faults.
 #[inline(always)]

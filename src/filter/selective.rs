@@ -23,7 +23,7 @@
 //! assert!(!f.query(7, 1e-4));      // a prior below the threshold: no
 //! ```
 
-use super::{BloomFilter, CounterWidth, CountingBloomFilter};
+use super::{BloomFilter, CounterWidth, Counters, CountingBloomFilter, Membership};
 use crate::model::paradox;
 
 /// Where a Selective Bloom filter uses the priors.
@@ -47,9 +47,12 @@ pub enum Selectivity {
 /// `alpha` for [`SelectiveBloomFilter::insert`] and
 /// [`SelectiveBloomFilter::query`], or a caller's per-class or swept one
 /// for the `*_for` methods.
+///
+/// It works over any [`Membership`] filter (a [`BloomFilter`] by default;
+/// a counting filter's plain answer is a Bloom filter's of as many bits).
 #[derive(Clone, Debug)]
-pub struct SelectiveBloomFilter {
-    filter: BloomFilter,
+pub struct SelectiveBloomFilter<F: Membership = BloomFilter> {
+    filter: F,
     fpr: f64,
     alpha: f64,
     selectivity: Selectivity,
@@ -68,7 +71,19 @@ impl SelectiveBloomFilter {
         alpha: f64,
         selectivity: Selectivity,
     ) -> SelectiveBloomFilter {
-        let filter = BloomFilter::new(m, k);
+        SelectiveBloomFilter::over(BloomFilter::new(m, k), expected_n, alpha, selectivity)
+    }
+}
+
+impl<F: Membership> SelectiveBloomFilter<F> {
+    /// Selective answers over an empty `filter`, expecting about
+    /// `expected_n` insertions, with cost ratio `alpha`.
+    pub fn over(
+        filter: F,
+        expected_n: usize,
+        alpha: f64,
+        selectivity: Selectivity,
+    ) -> SelectiveBloomFilter<F> {
         let fpr = crate::model::bloom::fpr_partitioned(
             filter.m() as u64,
             expected_n.max(1) as u64,
@@ -156,7 +171,7 @@ impl SelectiveBloomFilter {
     }
 
     /// The underlying filter.
-    pub fn filter(&self) -> &BloomFilter {
+    pub fn filter(&self) -> &F {
         &self.filter
     }
 
@@ -175,10 +190,12 @@ pub struct SelectiveAnswer {
     pub skipped: bool,
 }
 
-/// A counting filter answering by the Theorem 2/4 posterior (000 §V).
+/// A counting filter answering by the Theorem 2/4 posterior (000 §V),
+/// over any filter with [`Counters`] (a [`CountingBloomFilter`] by
+/// default).
 #[derive(Clone, Debug)]
-pub struct SelectiveCountingFilter {
-    filter: CountingBloomFilter,
+pub struct SelectiveCountingFilter<F: Counters + Membership = CountingBloomFilter> {
+    filter: F,
     inserted: u64,
     alpha: f64,
 }
@@ -186,8 +203,15 @@ pub struct SelectiveCountingFilter {
 impl SelectiveCountingFilter {
     /// `m` counters of `width` bits, `k` hashes, cost ratio `alpha`.
     pub fn new(m: usize, k: usize, width: CounterWidth, alpha: f64) -> SelectiveCountingFilter {
+        SelectiveCountingFilter::over(CountingBloomFilter::new(m, k, width), alpha)
+    }
+}
+
+impl<F: Counters + Membership> SelectiveCountingFilter<F> {
+    /// Posterior answers over an empty `filter`, with cost ratio `alpha`.
+    pub fn over(filter: F, alpha: f64) -> SelectiveCountingFilter<F> {
         SelectiveCountingFilter {
-            filter: CountingBloomFilter::new(m, k, width),
+            filter,
             inserted: 0,
             alpha,
         }
@@ -265,7 +289,7 @@ impl SelectiveCountingFilter {
     }
 
     /// The underlying filter.
-    pub fn filter(&self) -> &CountingBloomFilter {
+    pub fn filter(&self) -> &F {
         &self.filter
     }
 

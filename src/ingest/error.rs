@@ -25,19 +25,35 @@ pub struct Position {
 pub enum PcapError {
     /// Fewer than 24 bytes: the global header is cut off.
     #[error("file header truncated: {len} of 24 bytes")]
-    TruncatedFileHeader { len: usize },
+    TruncatedFileHeader {
+        /// The length.
+        len: usize,
+    },
     /// The file ends inside a record header.
     #[error("record header truncated: {have} of {need} bytes before end of file")]
-    TruncatedRecordHeader { have: usize, need: usize },
+    TruncatedRecordHeader {
+        /// Bytes present.
+        have: usize,
+        /// Bytes needed.
+        need: usize,
+    },
     /// The file ends inside the packet bytes of a record.
     #[error("packet data truncated: caplen {caplen} but only {remaining} bytes remain")]
-    TruncatedRecordData { caplen: u32, remaining: u64 },
+    TruncatedRecordData {
+        /// The captured length.
+        caplen: u32,
+        /// Bytes left in the file.
+        remaining: u64,
+    },
     /// A captured length no capture could have produced (a damaged record
     /// header); reading further would be guessing.
     #[error("implausible caplen {caplen} (snaplen {snaplen}, limit {limit})")]
     ImplausibleCaplen {
+        /// The captured length.
         caplen: u32,
+        /// The snapshot length.
         snaplen: u32,
+        /// The largest accepted value.
         limit: u32,
     },
 }
@@ -47,32 +63,75 @@ pub enum PcapError {
 pub enum PcapNgError {
     /// The file ends inside a block header.
     #[error("block header truncated: {have} of {need} bytes before end of file")]
-    TruncatedBlockHeader { have: usize, need: usize },
+    TruncatedBlockHeader {
+        /// Bytes present.
+        have: usize,
+        /// Bytes needed.
+        need: usize,
+    },
     /// The file ends inside a block.
     #[error("block truncated: block length {len} but only {remaining} bytes remain")]
-    TruncatedBlock { len: u32, remaining: u64 },
+    TruncatedBlock {
+        /// The length.
+        len: u32,
+        /// Bytes left in the file.
+        remaining: u64,
+    },
     /// A block length below the 12-byte minimum or the block type's minimum.
     #[error("block type {block_type:#x} too short: length {len}, minimum {min}")]
-    BlockTooShort { block_type: u32, len: u32, min: u32 },
+    BlockTooShort {
+        /// The block type.
+        block_type: u32,
+        /// The length.
+        len: u32,
+        /// The minimum.
+        min: u32,
+    },
     /// Block lengths must be multiples of 4.
     #[error("block length {len} is not a multiple of 4")]
-    BlockLengthNotAligned { len: u32 },
+    BlockLengthNotAligned {
+        /// The length.
+        len: u32,
+    },
     /// A block larger than any capture writes.
     #[error("implausible block length {len} (limit {limit})")]
-    BlockTooLarge { len: u32, limit: u32 },
+    BlockTooLarge {
+        /// The length.
+        len: u32,
+        /// The largest accepted value.
+        limit: u32,
+    },
     /// The trailing copy of the block length disagrees with the leading one.
     #[error("block length {leading} does not match its trailing copy {trailing}")]
-    TrailerMismatch { leading: u32, trailing: u32 },
+    TrailerMismatch {
+        /// The leading length.
+        leading: u32,
+        /// The trailing length.
+        trailing: u32,
+    },
     /// A Section Header Block whose byte-order magic is neither order.
     #[error("bad byte-order magic {magic:#010x} in section header")]
-    BadByteOrderMagic { magic: u32 },
+    BadByteOrderMagic {
+        /// The magic number found.
+        magic: u32,
+    },
     /// A packet names an interface that no Interface Description Block in
     /// this section declared.
     #[error("packet on interface {interface} but the section declares {count} interfaces")]
-    UnknownInterface { interface: u32, count: usize },
+    UnknownInterface {
+        /// The interface id.
+        interface: u32,
+        /// How many.
+        count: usize,
+    },
     /// An Enhanced/Obsolete Packet Block whose caplen exceeds its own block.
     #[error("caplen {caplen} exceeds the {room} bytes of packet data in the block")]
-    CaplenExceedsBlock { caplen: u32, room: u32 },
+    CaplenExceedsBlock {
+        /// The captured length.
+        caplen: u32,
+        /// Bytes of packet data the block has.
+        room: u32,
+    },
 }
 
 /// A recoverable oddity: the record is kept, reading continues, and the
@@ -84,25 +143,47 @@ pub enum AnomalyKind {
     #[error(
         "timestamp fraction {frac} out of range (must be below {limit}); carried into seconds"
     )]
-    TimestampFractionOutOfRange { frac: u32, limit: u32 },
+    TimestampFractionOutOfRange {
+        /// The fraction found.
+        frac: u32,
+        /// The largest accepted value.
+        limit: u32,
+    },
     /// The pcap link-type field has reserved upper bits set; only the low 16
     /// bits are used, as libpcap does.
     #[error("link-type field {raw:#010x} has reserved bits set; using link type {used}")]
-    LinkTypeReservedBits { raw: u32, used: u16 },
+    LinkTypeReservedBits {
+        /// The raw field.
+        raw: u32,
+        /// The link type used.
+        used: u16,
+    },
     /// A record captured more bytes than the file's snaplen allows; the bytes
     /// are kept.
     #[error("caplen {caplen} exceeds the snaplen {snaplen}; record kept")]
-    CaplenExceedsSnaplen { caplen: u32, snaplen: u32 },
+    CaplenExceedsSnaplen {
+        /// The captured length.
+        caplen: u32,
+        /// The snapshot length.
+        snaplen: u32,
+    },
     /// A pcapng `if_tsresol` option that no clock can have (more than 10^19 or
     /// 2^63 units per second); microseconds are used instead.
     #[error("interface {interface}: unusable if_tsresol {value:#04x}; using microseconds")]
-    BadTsResol { interface: u32, value: u8 },
+    BadTsResol {
+        /// The interface id.
+        interface: u32,
+        /// The value found.
+        value: u8,
+    },
 }
 
 /// A recoverable anomaly and where it was first seen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Anomaly {
+    /// Where it was first seen.
     pub position: Position,
+    /// What it is.
     pub kind: AnomalyKind,
 }
 
@@ -111,32 +192,54 @@ pub struct Anomaly {
 pub enum IngestError {
     /// The file could not be opened or mapped.
     #[error("{}: cannot open: {source}", path.display())]
-    Open { path: PathBuf, source: io::Error },
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
     /// A read from a stream failed (including decompression errors).
     #[error("{}: read error at byte offset {offset}: {source}", path.display())]
     Read {
+        /// The file.
         path: PathBuf,
+        /// Byte offset.
         offset: u64,
+        /// The I/O error.
         source: io::Error,
     },
     /// The file is empty.
     #[error("{}: empty file (0 bytes)", path.display())]
-    Empty { path: PathBuf },
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
     /// The first four bytes are no known capture format.
     #[error("{}: byte offset 0: unknown file format (magic {magic}): not pcap, pcapng, gzip or zstd", path.display())]
-    UnknownFormat { path: PathBuf, magic: String },
+    UnknownFormat {
+        /// The file.
+        path: PathBuf,
+        /// The magic number found.
+        magic: String,
+    },
     /// Damage inside a classic pcap.
     #[error("{}: record {} at byte offset {}: {kind}", path.display(), at.record, at.offset)]
     Pcap {
+        /// The file.
         path: PathBuf,
+        /// Where.
         at: Position,
+        /// What it is.
         kind: PcapError,
     },
     /// Damage inside a pcapng.
     #[error("{}: block {} at byte offset {}: {kind}", path.display(), at.record, at.offset)]
     PcapNg {
+        /// The file.
         path: PathBuf,
+        /// Where.
         at: Position,
+        /// What it is.
         kind: PcapNgError,
     },
     /// The file got shorter while it was read (another process truncated
@@ -144,8 +247,11 @@ pub enum IngestError {
     /// it was opened.
     #[error("{}: byte offset {offset}: the file shrank while it was read (it had {size} bytes when opened)", path.display())]
     Shrunk {
+        /// The file.
         path: PathBuf,
+        /// Byte offset.
         offset: u64,
+        /// The file size when it was opened.
         size: u64,
     },
 }

@@ -64,7 +64,9 @@ pub struct Packet<'a> {
 /// The container format, as announced by the magic number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ContainerFormat {
+    /// Classic pcap.
     Pcap(PcapVariant),
+    /// pcapng.
     PcapNg,
 }
 
@@ -94,8 +96,11 @@ impl ContainerFormat {
 /// Compression wrapped around the container.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Compression {
+    /// Plain.
     None,
+    /// gzip.
     Gzip,
+    /// zstd.
     Zstd,
 }
 

@@ -42,8 +42,11 @@ const LINKTYPE_MASK: u32 = 0x0000_ffff;
 /// Which classic pcap variant a magic number announced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PcapVariant {
+    /// Big-endian byte order.
     pub big_endian: bool,
+    /// Nanosecond timestamps.
     pub nanosecond: bool,
+    /// The modified (Kuznetzov) record header.
     pub modified: bool,
 }
 

@@ -39,9 +39,13 @@ pub fn transmitted_bits_per_element(m_over_n: f64, k: u32) -> f64 {
 /// A filter shape and what it costs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CompressedChoice {
+    /// Bits per element.
     pub m_over_n: f64,
+    /// Hash functions.
     pub k: u32,
+    /// False-positive rate.
     pub fpr: f64,
+    /// Bits per element sent after compression.
     pub transmitted_bits_per_element: f64,
 }
 

@@ -261,7 +261,9 @@ pub fn expected_query_cost(
 /// its elements are in the set and how many exist in all.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ElementClass {
+    /// Expected members.
     pub members: f64,
+    /// Expected elements in all.
     pub universe: f64,
 }
 

@@ -2,7 +2,9 @@
 //! the parameters a user gives, a `validate`-and-answer method whose errors
 //! name the parameters, and a typed answer that serialises to JSON and
 //! displays as text. The command line's `flowsieve model ...` is these
-//! types and nothing more.
+//! types and nothing more: each query derives `clap::Args`, so its fields
+//! are the subcommand's flags (this module is the library's one place
+//! that knows them), while its errors name the fields.
 //!
 //! **Naming rule for rates.** `fpr` is always the rate in the form asked
 //! for: the exact form when `exact` is set, the approximate (Poisson) form
@@ -91,18 +93,23 @@ fn k_in_range(k: u32) -> Result<u32, ModelError> {
 }
 
 /// Bloom filter false-positive rate (001, Summary Cache).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, clap::Args)]
 pub struct BloomQuery {
     /// Bits per element (alternative to `m` and `n`).
+    #[arg(long, conflicts_with_all = ["m", "n"])]
     pub m_over_n: Option<f64>,
     /// Bits in the filter.
+    #[arg(long, requires = "n")]
     pub m: Option<u64>,
     /// Elements inserted.
+    #[arg(long, requires = "m")]
     pub n: Option<u64>,
     /// Hash functions.
+    #[arg(long)]
     pub k: u32,
     /// `(1 - (1 - 1/m)^{kn})^k` instead of `(1 - e^{-kn/m})^k` (needs `m`,
-    /// `n`).
+    /// `n`); `fpr` is then the exact form.
+    #[arg(long, requires = "m")]
     pub exact: bool,
 }
 
@@ -170,20 +177,26 @@ impl fmt::Display for BloomAnswer {
 }
 
 /// Counting-filter count thresholding (003).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, clap::Args)]
 pub struct ThresholdQuery {
     /// Count threshold (all k counters at least theta).
+    #[arg(long)]
     pub theta: u64,
     /// Counters per element (else `m / n`).
+    #[arg(long)]
     pub m_over_n: Option<f64>,
     /// Hash functions (default: `k_opt`).
+    #[arg(long)]
     pub k: Option<u32>,
-    /// Also the exact binomial rate, eq. (2), for `n` elements in `m`
-    /// counters.
+    /// The exact binomial rate, eq. (2), for `n` elements in `m` counters
+    /// (then `fpr` is that rate; `fpr_approx` stays the Poisson form).
+    #[arg(long, requires_all = ["n", "m"])]
     pub exact: bool,
     /// Elements inserted.
+    #[arg(long)]
     pub n: Option<u64>,
     /// Counters.
+    #[arg(long)]
     pub m: Option<u64>,
 }
 
@@ -280,13 +293,16 @@ impl fmt::Display for ThresholdAnswer {
 
 /// The Bloom paradox (000 Theorem 1): the prior threshold for a filter, or
 /// the bits per element a prior needs.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, clap::Args)]
 pub struct ParadoxQuery {
     /// Cost of a false negative relative to a false positive.
+    #[arg(long)]
     pub alpha: f64,
     /// Bits per element of the filter (gives `prior_threshold`).
+    #[arg(long, conflicts_with = "prior", required_unless_present = "prior")]
     pub m_over_n: Option<f64>,
     /// A priori membership probability (gives `min_bits_per_element`).
+    #[arg(long)]
     pub prior: Option<f64>,
 }
 
@@ -299,8 +315,10 @@ pub enum ParadoxAnswer {
         /// Priors below this make a positive answer more likely false.
         prior_threshold: f64,
         #[serde(skip)]
+        /// The cost ratio asked for.
         alpha: f64,
         #[serde(skip)]
+        /// Bits per element.
         m_over_n: f64,
     },
     /// For a given prior.
@@ -308,8 +326,10 @@ pub enum ParadoxAnswer {
         /// The least bits per element that escape the paradox.
         min_bits_per_element: f64,
         #[serde(skip)]
+        /// The cost ratio asked for.
         alpha: f64,
         #[serde(skip)]
+        /// The prior asked for.
         prior: f64,
     },
 }
@@ -359,17 +379,22 @@ impl fmt::Display for ParadoxAnswer {
 
 /// Membership probability from a counting filter's counters (000 Theorem
 /// 2), and the cost-optimal decision (Theorem 4).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, clap::Args)]
 pub struct CbfPosteriorQuery {
-    /// The k counter values.
+    /// The k counter values, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
     pub counters: Vec<u64>,
     /// A priori membership probability.
+    #[arg(long)]
     pub prior: f64,
-    /// Counters in the filter.
+    /// Counters in the filter (k subarrays of m/k).
+    #[arg(long)]
     pub m: u64,
     /// Elements in the filter.
+    #[arg(long)]
     pub n: u64,
     /// Cost ratio: adds the decision and the minimal counter product.
+    #[arg(long)]
     pub alpha: Option<f64>,
 }
 
@@ -444,13 +469,16 @@ impl fmt::Display for CbfPosteriorAnswer {
 }
 
 /// The optimal order of queries across proxies (000 Theorems 6 and 7).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, clap::Args)]
 pub struct QueryOrderQuery {
-    /// Success probability of each regular proxy.
+    /// Success probability of each regular proxy, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
     pub probs: Vec<f64>,
-    /// Query cost of each regular proxy.
+    /// Query cost of each regular proxy, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
     pub costs: Vec<f64>,
     /// Query cost of the special proxy that holds every element.
+    #[arg(long)]
     pub special_cost: f64,
 }
 
@@ -546,20 +574,33 @@ pub enum RecycleAsk {
     TargetFpr(f64),
 }
 
-/// Recycling Bloom filters (004).
-#[derive(Clone, Debug, PartialEq)]
+/// Recycling Bloom filters (004): one of `sigma`, `n_bounded` or
+/// `target_fpr`.
+#[derive(Clone, Debug, Default, PartialEq, clap::Args)]
 pub struct RecycleQuery {
     /// Total memory in bits (a two-phase filter has two halves of `m/2`).
+    #[arg(long)]
     pub m: u64,
     /// Positions per message.
+    #[arg(long)]
     pub k: u32,
-    /// What is asked.
-    pub ask: RecycleAsk,
-    /// Two phases.
+    /// Recycle when more than sigma bits would be set (in the active half).
+    #[arg(long, conflicts_with_all = ["n_bounded", "target_fpr"])]
+    pub sigma: Option<u64>,
+    /// N-bounded: recycle after N bit-setting insertions (f_w, f_o, f_a).
+    #[arg(long, conflicts_with = "target_fpr")]
+    pub n_bounded: Option<u64>,
+    /// The largest sigma (and N) whose average rate stays at or below this.
+    #[arg(long)]
+    pub target_fpr: Option<f64>,
+    /// Two phases (active and frozen halves).
+    #[arg(long)]
     pub two_phase: bool,
-    /// Non-colliding positions.
+    /// k distinct positions per message (default: independent positions).
+    #[arg(long)]
     pub non_colliding: bool,
-    /// Retaining.
+    /// Re-insert the message that triggers a recycle.
+    #[arg(long)]
     pub retaining: bool,
 }
 
@@ -574,6 +615,7 @@ pub enum RecycleAnswer {
         /// Expected new messages per cycle, eq. (23).
         expected_messages: f64,
         #[serde(skip)]
+        /// The sigma asked for.
         sigma: u64,
     },
     /// For N insertions.
@@ -585,6 +627,7 @@ pub enum RecycleAnswer {
         /// `f_a`, eq. (3).
         f_a: f64,
         #[serde(skip)]
+        /// The N asked for.
         n: u64,
     },
     /// For a target rate.
@@ -598,6 +641,7 @@ pub enum RecycleAnswer {
         /// The largest N with `f_a` within the target.
         n_avg: Option<u64>,
         #[serde(skip)]
+        /// The target rate asked for.
         target: f64,
     },
 }
@@ -623,9 +667,22 @@ pub struct RecycleReply {
 pub const MAX_MODEL_SIGMA: u64 = 1 << 26;
 
 impl RecycleQuery {
+    /// What is asked.
+    pub fn ask(&self) -> Result<RecycleAsk, ModelError> {
+        match (self.sigma, self.n_bounded, self.target_fpr) {
+            (Some(s), None, None) => Ok(RecycleAsk::Sigma(s)),
+            (None, Some(n), None) => Ok(RecycleAsk::NBounded(n)),
+            (None, None, Some(f)) => Ok(RecycleAsk::TargetFpr(f)),
+            _ => Err(ModelError::Missing(
+                "exactly one of sigma, n_bounded or target_fpr",
+            )),
+        }
+    }
+
     /// Checks the parameters and evaluates the model.
     pub fn answer(&self) -> Result<RecycleReply, ModelError> {
         let k = k_in_range(self.k)?;
+        let ask = self.ask()?;
         let half = if self.two_phase { self.m / 2 } else { self.m };
         if half < u64::from(k) {
             return Err(invalid(
@@ -641,7 +698,7 @@ impl RecycleQuery {
         } else {
             recycling::Hashing::Colliding
         };
-        let answer = match self.ask {
+        let answer = match ask {
             RecycleAsk::Sigma(sigma) => {
                 if sigma >= half {
                     return Err(invalid(
@@ -754,13 +811,16 @@ impl fmt::Display for RecycleReply {
 
 /// Compressed Bloom filters (002): the best filter for a transmission
 /// budget.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, clap::Args)]
 pub struct CompressedQuery {
     /// Transmitted bits per element (after compression).
+    #[arg(long)]
     pub bits_per_element: f64,
-    /// Largest uncompressed array, in bits per element.
+    /// Largest uncompressed array, in bits per element (memory limit).
+    #[arg(long, default_value_t = 1e6)]
     pub max_m_over_n: f64,
     /// Largest number of hash functions considered.
+    #[arg(long, default_value_t = 32)]
     pub max_k: u32,
 }
 

@@ -55,13 +55,32 @@ pub enum Hashing {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RecyclingModelError {
     #[error("k must be at least 1")]
+    /// k is 0.
     ZeroK,
     #[error("the filter needs at least k bits (m = {m}, k = {k})")]
-    TooFewBits { m: u64, k: u32 },
+    /// Fewer bits than k.
+    TooFewBits {
+        /// Bits.
+        m: u64,
+        /// Positions per message.
+        k: u32,
+    },
     #[error("sigma must be below m (sigma = {sigma}, m = {m})")]
-    SigmaTooLarge { sigma: u64, m: u64 },
+    /// sigma is not below m.
+    SigmaTooLarge {
+        /// The threshold.
+        sigma: u64,
+        /// Bits.
+        m: u64,
+    },
     #[error("a retaining filter needs sigma >= k, or one message could recycle it forever (sigma = {sigma}, k = {k})")]
-    RetainingSigmaBelowK { sigma: u64, k: u32 },
+    /// A retaining filter with sigma below k.
+    RetainingSigmaBelowK {
+        /// The threshold.
+        sigma: u64,
+        /// Positions per message.
+        k: u32,
+    },
 }
 
 /// The solved chain for one configuration.

@@ -58,7 +58,8 @@ use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use super::window::WindowSpec;
 use crate::class::ClassId;
 use crate::filter::{
-    CounterWidth, PriorEstimator, SelectiveBloomFilter, SelectiveCountingFilter, Selectivity, MAX_K,
+    CounterWidth, CountingBloomFilter, PriorEstimator, SelectiveBloomFilter,
+    SelectiveCountingFilter, Selectivity, MAX_K,
 };
 use crate::model::bloom;
 use crate::report::{
@@ -998,7 +999,10 @@ impl SelectiveShard {
                     (decided, false)
                 }
                 Variant::Product => (
-                    SelectiveCountingFilter::product_reaches(p.ln_product, spec.value),
+                    SelectiveCountingFilter::<CountingBloomFilter>::product_reaches(
+                        p.ln_product,
+                        spec.value,
+                    ),
                     false,
                 ),
             };

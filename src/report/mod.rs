@@ -38,38 +38,57 @@ pub enum Outcome {
 /// The whole result of a replay.
 #[derive(Clone, Debug, Serialize)]
 pub struct ReplaySummary {
+    /// The JSON schema version.
     pub schema_version: u32,
+    /// The tool that wrote it.
     pub tool: ToolInfo,
+    /// The options it ran with.
     pub options: OptionsInfo,
+    /// What was read.
     pub trace: TraceSummary,
+    /// The largest flows.
     pub flows_top: Vec<TopFlow>,
+    /// Per-class totals.
     pub classes: Vec<ClassSummary>,
     /// One line per damaged or unreadable file.
     pub errors: Vec<String>,
     /// One line per kind of anomaly per file.
     pub warnings: Vec<String>,
     #[serde(skip)]
+    /// A file could not be opened at all (not serialised).
     pub could_not_open: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
+/// The tool that wrote a report.
 pub struct ToolInfo {
+    /// The name.
     pub name: String,
+    /// Its version.
     pub version: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
+/// The options a replay ran with.
 pub struct OptionsInfo {
+    /// Keys canonicalised across directions.
     pub bidirectional: bool,
+    /// Ground truth kept.
     pub truth: bool,
+    /// Per-class totals.
     pub classes: String,
+    /// The packet limit.
     pub max_packets: Option<u64>,
+    /// Top flows listed.
     pub top: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
+/// What was read, over all files.
 pub struct TraceSummary {
+    /// One entry per file.
     pub files: Vec<FileSummary>,
+    /// Packets per link type.
     pub link_types: Vec<LinkTypeCount>,
     /// All records read.
     pub packets: u64,
@@ -77,7 +96,9 @@ pub struct TraceSummary {
     pub ip_packets: u64,
     /// Distinct flow keys (null without truth).
     pub flows: Option<u64>,
+    /// Bytes on the wire.
     pub wire_bytes: u64,
+    /// Bytes captured.
     pub captured_bytes: u64,
     /// Records captured shorter than on the wire (snaplen).
     pub truncated_packets: u64,
@@ -87,67 +108,101 @@ pub struct TraceSummary {
     pub first_ts: Option<f64>,
     /// Latest timestamp.
     pub last_ts: Option<f64>,
+    /// Last minus first timestamp, in seconds.
     pub duration_s: Option<f64>,
     /// Every skip reason with its count (zeros included).
     pub skipped: BTreeMap<String, u64>,
+    /// Wall time of the read.
     pub read_seconds: f64,
+    /// Records read per second.
     pub packets_per_sec: f64,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
+/// One file as read.
 pub struct FileSummary {
+    /// The file as given.
     pub path: String,
     /// `pcap`, `pcap-ns`, `pcap-modified`, `pcapng` (with `-be` for
     /// big-endian classic pcap); empty if the file was not recognised.
     pub format: String,
     /// `none`, `gzip` or `zstd`.
     pub compression: String,
+    /// Packets per link type.
     pub link_types: Vec<u16>,
+    /// Packets.
     pub packets: u64,
+    /// Bytes on the wire.
     pub wire_bytes: u64,
+    /// Bytes captured.
     pub captured_bytes: u64,
     /// Read to a clean end of file.
     pub complete: bool,
+    /// The error that ended the file, if any.
     pub error: Option<String>,
+    /// Anomalies, one entry per kind.
     pub anomalies: Vec<AnomalySummary>,
 }
 
 #[derive(Clone, Debug, Serialize)]
+/// One kind of anomaly in one file.
 pub struct AnomalySummary {
+    /// The first record it was seen at.
     pub record: u64,
+    /// The byte offset of that record.
     pub offset: u64,
+    /// Records with it.
     pub count: u64,
+    /// The one-line warning.
     pub message: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
+/// Packets of one link type.
 pub struct LinkTypeCount {
+    /// The link type.
     pub link_type: u16,
+    /// The name.
     pub name: String,
+    /// Packets.
     pub packets: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
+/// One of the largest flows.
 pub struct TopFlow {
+    /// Source address.
     pub src: String,
+    /// Destination address.
     pub dst: String,
+    /// Source port.
     pub sport: u16,
+    /// Destination port.
     pub dport: u16,
+    /// IP protocol.
     pub proto: u8,
+    /// Packets.
     pub packets: u64,
     /// Wire bytes.
     pub bytes: u64,
+    /// Bytes captured.
     pub captured_bytes: u64,
+    /// First packet, seconds since the epoch.
     pub first_ts: f64,
+    /// Last packet, seconds since the epoch.
     pub last_ts: f64,
+    /// The class name.
     pub class: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
+/// One class's totals.
 pub struct ClassSummary {
+    /// The class name.
     pub class: String,
     /// Distinct flows (null without truth).
     pub flows: Option<u64>,
+    /// Packets.
     pub packets: u64,
     /// Wire bytes.
     pub bytes: u64,

@@ -79,7 +79,7 @@ impl ReplaySummary {
             None => {
                 let _ = writeln!(
                     o,
-                    "  flows            {:>12}  (exact table off: --no-truth)",
+                    "  flows            {:>12}  (exact table off: no ground truth)",
                     "-"
                 );
             }

@@ -53,7 +53,12 @@ pub enum SizeModel {
     Realistic,
     /// Uniform frame length in `[min, max]` bytes (raised to the headers'
     /// length where a flow's headers are longer).
-    Uniform { min: u32, max: u32 },
+    Uniform {
+        /// The minimum.
+        min: u32,
+        /// The maximum.
+        max: u32,
+    },
 }
 
 /// Why a generator mini-language value could not be read.
@@ -170,7 +175,9 @@ impl std::str::FromStr for OutputFormat {
 /// Generator settings.
 #[derive(Clone, Debug)]
 pub struct SynthConfig {
+    /// Distinct flows.
     pub flows: u64,
+    /// Packets in all.
     pub packets: u64,
     /// Zipf exponent of flow sizes (larger: heavier head).
     pub zipf_exponent: f64,
@@ -180,6 +187,7 @@ pub struct SynthConfig {
     pub vlan_share: f64,
     /// Relative weights of TCP, UDP and ICMP flows.
     pub proto_weights: [f64; 3],
+    /// Frame lengths.
     pub sizes: SizeModel,
     /// Bytes stored per frame (0: whole frames).
     pub snaplen: u32,
@@ -187,7 +195,9 @@ pub struct SynthConfig {
     pub start_secs: f64,
     /// Arrivals spread over this many seconds.
     pub span_secs: f64,
+    /// Random seed.
     pub seed: u64,
+    /// Output container.
     pub format: OutputFormat,
 }
 
@@ -221,18 +231,25 @@ pub const MAX_SYNTH_PACKETS: u64 = 1 << 31;
 #[derive(Debug, thiserror::Error)]
 pub enum SynthError {
     #[error("invalid generator setting: {0}")]
+    /// A setting is invalid.
     Config(String),
     #[error("cannot write trace: {0}")]
+    /// The output could not be written.
     Write(String),
 }
 
 /// What was generated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SynthStats {
+    /// Distinct flows.
     pub flows: u64,
+    /// Packets in all.
     pub packets: u64,
+    /// Packets of the largest flow.
     pub largest_flow: u64,
+    /// Bytes on the wire.
     pub wire_bytes: u64,
+    /// Bytes captured.
     pub captured_bytes: u64,
 }
 

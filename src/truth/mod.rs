@@ -43,8 +43,11 @@ pub struct FlowStats {
 /// A flow and its statistics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowEntry {
+    /// The flow key.
     pub key: FlowKey,
+    /// Its flow hash.
     pub hash: u64,
+    /// The flow's counts.
     pub stats: FlowStats,
 }
 

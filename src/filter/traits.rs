@@ -1,0 +1,83 @@
+//! What the filters have in common, as traits: a [`Membership`] filter
+//! adds hashes and answers whether it holds one; a filter with
+//! [`Counters`] also exposes the `k` counters of a hash, from which the
+//! estimate, count thresholding (003) and the counter product of the Bloom
+//! paradox (000 Theorem 2) all follow. The selective filters are generic
+//! over these, and every counting filter answers those queries through one
+//! implementation.
+//!
+//! ```
+//! use flowsieve::filter::{BloomFilter, CounterWidth, Counters, CountingBloomFilter, Membership};
+//! fn holds<F: Membership>(f: &mut F) -> bool {
+//!     f.insert(7);
+//!     f.contains(7)
+//! }
+//! assert!(holds(&mut BloomFilter::new(1024, 4)));
+//! let mut c = CountingBloomFilter::new(1024, 4, CounterWidth::W8);
+//! assert!(holds(&mut c));
+//! assert_eq!(c.estimate(7), 1);
+//! assert_eq!(c.counters(7), vec![1; 4]);
+//! ```
+
+/// A filter that holds a set of 64-bit flow hashes.
+pub trait Membership {
+    /// Adds an element.
+    fn insert(&mut self, h: u64);
+    /// Whether the filter answers "member" (no false negatives; false
+    /// positives at the filter's rate).
+    fn contains(&self, h: u64) -> bool;
+    /// Empties the filter.
+    fn clear(&mut self);
+    /// Cells (bits or counters) in use.
+    fn m(&self) -> usize;
+    /// Cells per element.
+    fn k(&self) -> usize;
+}
+
+/// Read access to a counting filter's counters.
+pub trait Counters {
+    /// Cells per element.
+    fn hashes(&self) -> usize;
+    /// The value of counter `i` (0 outside the filter).
+    fn counter(&self, i: usize) -> u64;
+    /// The index of the `j`-th counter of hash `h`.
+    fn counter_index(&self, h: u64, j: usize) -> usize;
+
+    /// The `k` counters of a hash, in partition order.
+    fn counters(&self, h: u64) -> Vec<u64> {
+        (0..self.hashes())
+            .map(|j| self.counter(self.counter_index(h, j)))
+            .collect()
+    }
+
+    /// The minimum of the hash's counters: an upper bound on its count
+    /// (exact or above, unless deletes of non-members corrupted it).
+    #[inline]
+    fn estimate(&self, h: u64) -> u64 {
+        (0..self.hashes())
+            .map(|j| self.counter(self.counter_index(h, j)))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Count thresholding (003): all `k` counters `>= theta`.
+    #[inline]
+    fn count_at_least(&self, h: u64, theta: u64) -> bool {
+        self.estimate(h) >= theta
+    }
+
+    /// The natural log of the product of the hash's `k` counters (the
+    /// statistic of 000 Theorem 2); negative infinity if a counter is 0.
+    #[inline]
+    fn ln_counter_product(&self, h: u64) -> f64 {
+        let mut sum = 0.0;
+        for j in 0..self.hashes() {
+            let c = self.counter(self.counter_index(h, j));
+            if c == 0 {
+                return f64::NEG_INFINITY;
+            }
+            sum += (c as f64).ln();
+        }
+        sum
+    }
+}
