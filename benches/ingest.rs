@@ -11,7 +11,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use flowsieve::class::Classifier;
 use flowsieve::dissect::Dissector;
 use flowsieve::hash::flow_hash;
-use flowsieve::ingest::TraceReader;
+use flowsieve::ingest::{ReadMode, TraceReader};
 use flowsieve::replay::{replay, NoObserver, ReplayConfig};
 use flowsieve::synth::{generate, SizeModel, SynthConfig};
 use std::hint::black_box;
@@ -64,8 +64,8 @@ fn gz_trace(plain: &Path) -> PathBuf {
     path
 }
 
-fn walk(path: &Path) -> u64 {
-    let mut r = TraceReader::open(path).expect("open");
+fn walk(path: &Path, mode: ReadMode) -> u64 {
+    let mut r = TraceReader::open_with(path, mode).expect("open");
     let mut bytes = 0u64;
     while let Some(p) = r.next_packet().expect("read") {
         bytes += p.data.len() as u64;
@@ -73,8 +73,8 @@ fn walk(path: &Path) -> u64 {
     bytes
 }
 
-fn dissect_hash(path: &Path) -> u64 {
-    let mut r = TraceReader::open(path).expect("open");
+fn dissect_hash(path: &Path, mode: ReadMode) -> u64 {
+    let mut r = TraceReader::open_with(path, mode).expect("open");
     let d = Dissector::default();
     let mut acc = 0u64;
     while let Some(p) = r.next_packet().expect("read") {
@@ -104,12 +104,21 @@ fn benches(c: &mut Criterion) {
     g.throughput(Throughput::Elements(PACKETS));
     g.sample_size(10);
     g.measurement_time(Duration::from_secs(8));
-    g.bench_function("walk_records", |b| b.iter(|| black_box(walk(&path))));
+    // Buffered reads (the default) and mapped reads (--mmap), side by side.
+    g.bench_function("walk_records", |b| {
+        b.iter(|| black_box(walk(&path, ReadMode::Read)))
+    });
+    g.bench_function("walk_records_mmap", |b| {
+        b.iter(|| black_box(walk(&path, ReadMode::Mmap)))
+    });
     g.bench_function("etherparse_sliced_hash", |b| {
         b.iter(|| black_box(etherparse_sliced_hash(&path)))
     });
     g.bench_function("dissect_hash", |b| {
-        b.iter(|| black_box(dissect_hash(&path)))
+        b.iter(|| black_box(dissect_hash(&path, ReadMode::Read)))
+    });
+    g.bench_function("dissect_hash_mmap", |b| {
+        b.iter(|| black_box(dissect_hash(&path, ReadMode::Mmap)))
     });
     let paths = vec![path.clone()];
     let mut cfg = ReplayConfig::new(Classifier::ports());
@@ -122,7 +131,7 @@ fn benches(c: &mut Criterion) {
         b.iter(|| black_box(replay(&paths, &cfg, &mut NoObserver).trace.flows))
     });
     g.bench_function("dissect_hash_gzip_stream", |b| {
-        b.iter(|| black_box(dissect_hash(&gz)))
+        b.iter(|| black_box(dissect_hash(&gz, ReadMode::Read)))
     });
     let tcpdump = Command::new("tcpdump")
         .arg("--version")

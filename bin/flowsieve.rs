@@ -486,10 +486,18 @@ struct BenchArgs {
     /// Write the figures as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Memory-map plain trace files (as replay's --mmap).
+    #[arg(long)]
+    mmap: bool,
 }
 
 fn run_bench(args: BenchArgs) -> u8 {
-    let cfg = match configure(&args.classes, &args.pipeline, |c| c.replay.truth = false) {
+    let cfg = match configure(&args.classes, &args.pipeline, |c| {
+        c.replay.truth = false;
+        if args.mmap {
+            c.replay.read_mode = ReadMode::Mmap;
+        }
+    }) {
         Ok(c) => c,
         Err(code) => return code,
     };

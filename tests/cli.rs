@@ -422,6 +422,20 @@ fn gen_trace_writes_what_replay_reads() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("packets must be at least flows"));
 }
 
+/// 003's exact and Poisson forms at theta 2, 4 counters per element.
+const THRESHOLD_EXACT: &[&str] = &[
+    "threshold",
+    "--theta",
+    "2",
+    "--m-over-n",
+    "4",
+    "--exact",
+    "--n",
+    "1000",
+    "--m",
+    "4000",
+];
+
 fn model_json(args: &[&str]) -> serde_json::Value {
     let mut all = vec!["model"];
     all.extend_from_slice(args);
@@ -462,18 +476,7 @@ fn model_bloom_and_threshold_answer_with_the_papers_numbers() {
     let at_opt = v["fpr"].as_f64().unwrap();
     let v = model_json(&["threshold", "--theta", "5", "--m-over-n", "4", "--k", "3"]);
     assert!(v["fpr"].as_f64().unwrap() > at_opt, "k_opt is the minimum");
-    let v = model_json(&[
-        "threshold",
-        "--theta",
-        "2",
-        "--m-over-n",
-        "4",
-        "--exact",
-        "--n",
-        "1000",
-        "--m",
-        "4000",
-    ]);
+    let v = model_json(THRESHOLD_EXACT);
     let (p, e) = (
         v["fpr_approx"].as_f64().unwrap(),
         v["fpr_exact"].as_f64().unwrap(),
@@ -487,18 +490,7 @@ fn model_bloom_and_threshold_answer_with_the_papers_numbers() {
 /// when computed.
 #[test]
 fn every_model_names_its_rates_by_one_rule() {
-    let t = model_json(&[
-        "threshold",
-        "--theta",
-        "2",
-        "--m-over-n",
-        "4",
-        "--exact",
-        "--n",
-        "1000",
-        "--m",
-        "4000",
-    ]);
+    let t = model_json(THRESHOLD_EXACT);
     let b = model_json(&["bloom", "--m", "1000", "--n", "100", "--k", "4", "--exact"]);
     for v in [&t, &b] {
         assert_eq!(v["fpr"], v["fpr_exact"], "{v}");
@@ -830,4 +822,36 @@ fn model_compressed() {
             .code(),
         Some(2)
     );
+}
+
+/// Defect: the library and the command line had different defaults (the
+/// thread count, retaining). Both now read `pipeline::defaults`: a default
+/// run's report shows the library's defaults.
+#[test]
+fn command_line_defaults_are_the_librarys() {
+    use flowsieve::class::Classifier;
+    use flowsieve::pipeline::{default_threads, PipelineConfig};
+    let lib = PipelineConfig::new(Classifier::ports());
+    let (_, v) = json_of(&[&default_trace()]);
+    let h = &v["heavy"]["config"];
+    assert_eq!(h["theta"], lib.heavy.theta);
+    assert_eq!(h["counters"], lib.heavy.counters as u64);
+    assert_eq!(h["counter_bits"], lib.heavy.width.bits());
+    assert_eq!(h["window"], lib.heavy.window.to_string());
+    let n = &v["new_flows"]["config"];
+    assert_eq!(n["bits"], lib.new_flows.bits as u64);
+    assert_eq!(n["k"], lib.new_flows.k as u64);
+    assert_eq!(n["retaining"], lib.new_flows.retaining);
+    assert_eq!(n["two_phase"], lib.new_flows.two_phase);
+    let s = &v["selective"]["config"];
+    assert_eq!(s["bpe"], lib.selective.bpe);
+    assert_eq!(s["prior_sample"], lib.selective.prior_sample);
+    assert_eq!(s["cache_window"], lib.selective.cache_window.to_string());
+    assert_eq!(v["pipeline"]["shards"], lib.shards as u64);
+    assert_eq!(v["pipeline"]["batch"], lib.batch as u64);
+    assert_eq!(
+        v["throughput"]["threads"],
+        default_threads().min(lib.shards) as u64
+    );
+    assert_eq!(lib.threads, default_threads());
 }

@@ -1184,3 +1184,95 @@ fn n_bounded_continuum_sums_agree_with_exact_sums() {
         "{exact_o} vs {cont_o}"
     );
 }
+
+// ---------- model queries (what `flowsieve model` answers) ----------
+
+use flowsieve::model::query::{BloomQuery, ModelError, RecycleQuery, ThresholdQuery};
+
+/// Model validation is testable without the binary, and its errors name
+/// the parameter that is wrong.
+#[test]
+fn model_queries_validate_and_name_the_parameter() {
+    let param = |e: ModelError| match e {
+        ModelError::Invalid { param, .. } => param.to_string(),
+        ModelError::Missing(what) => format!("missing {what}"),
+    };
+    let q = BloomQuery {
+        m_over_n: Some(10.0),
+        k: 0,
+        ..BloomQuery::default()
+    };
+    assert_eq!(param(q.answer().unwrap_err()), "k");
+    let q = BloomQuery {
+        m: Some(3),
+        n: Some(1),
+        k: 5,
+        ..BloomQuery::default()
+    };
+    assert_eq!(param(q.answer().unwrap_err()), "m");
+    let q = BloomQuery {
+        m_over_n: Some(f64::NAN),
+        k: 3,
+        ..BloomQuery::default()
+    };
+    assert_eq!(param(q.answer().unwrap_err()), "m_over_n");
+    let q = ThresholdQuery {
+        theta: u64::MAX,
+        m_over_n: Some(10.0),
+        ..ThresholdQuery::default()
+    };
+    assert_eq!(param(q.answer().unwrap_err()), "theta");
+    let q = RecycleQuery {
+        m: 1000,
+        k: 3,
+        sigma: Some(10),
+        n_bounded: Some(5),
+        ..RecycleQuery::default()
+    };
+    assert!(param(q.answer().unwrap_err()).starts_with("missing"));
+    let q = RecycleQuery {
+        m: 1 << 40,
+        k: 4,
+        sigma: Some(1 << 39),
+        ..RecycleQuery::default()
+    };
+    assert_eq!(param(q.answer().unwrap_err()), "sigma");
+    let q = RecycleQuery {
+        m: 1000,
+        k: u32::MAX,
+        target_fpr: Some(0.01),
+        ..RecycleQuery::default()
+    };
+    assert_eq!(param(q.answer().unwrap_err()), "k");
+    // And a good query answers with the paper's number (Summary Cache:
+    // m/n = 10, k = 4 -> 0.0118).
+    let a = BloomQuery {
+        m_over_n: Some(10.0),
+        k: 4,
+        ..BloomQuery::default()
+    }
+    .answer()
+    .unwrap();
+    assert!((a.fpr - 0.0118).abs() < 5e-5);
+    assert_eq!(a.fpr, a.fpr_approx);
+    assert!(a.fpr_exact.is_none());
+}
+
+/// The expected cost of a counting filter (000 §V-C) is the same to the
+/// last bit on every call: its product distribution was summed in a
+/// randomly seeded hash map's order, so `cost_optimal_k` could disagree
+/// with a second evaluation of its own minimum.
+#[test]
+fn expected_cost_is_bitwise_reproducible() {
+    let (prior, alpha, m, n) = (0.0994791282407033, 0.6892201067783008, 800, 200);
+    for k in [2, 6, 10] {
+        let first = paradox::expected_cost_cbf(k, m, n, prior, alpha);
+        for _ in 0..5 {
+            assert_eq!(
+                paradox::expected_cost_cbf(k, m, n, prior, alpha).to_bits(),
+                first.to_bits(),
+                "k {k}"
+            );
+        }
+    }
+}

@@ -14,7 +14,13 @@
 //! ```
 
 use super::special::ln_binomial;
+use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
+/// A hash map whose iteration order is the same in every run (SipHash with
+/// fixed keys), so that sums over it are reproducible to the last bit.
+type FixedOrderMap = HashMap<u64, f64, BuildHasherDefault<DefaultHasher>>;
 use std::f64::consts::LN_2;
 
 /// Theorem 1 (000): the paradox occurs for an element iff its prior is
@@ -142,11 +148,14 @@ fn counter_pmf(n: u64, p: f64, member: bool) -> Vec<(u64, f64)> {
 }
 
 /// `Pr(product of the k counters >= threshold)`, products capped at the
-/// threshold so the state space stays small.
+/// threshold so the state space stays small. The map's hasher has fixed
+/// keys so that the sums run in the same order every time: with a randomly
+/// seeded hash map the last bits of the answer changed from call to call.
 fn product_tail(k: u32, pmf: &[(u64, f64)], threshold: u64) -> f64 {
-    let mut dist: HashMap<u64, f64> = HashMap::from([(1, 1.0)]);
+    let mut dist = FixedOrderMap::default();
+    dist.insert(1, 1.0);
     for _ in 0..k {
-        let mut next: HashMap<u64, f64> = HashMap::new();
+        let mut next = FixedOrderMap::default();
         for (&prod, &pp) in &dist {
             for &(c, pc) in pmf {
                 let v = prod.saturating_mul(c).min(threshold);

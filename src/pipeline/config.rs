@@ -480,7 +480,12 @@ impl ValidatedConfig {
         in_range("threads", threads, 1, MAX_THREADS)?;
         self.cfg.threads = threads;
         self.memory.batches = batch_bytes(&self.cfg)?;
-        self.memory.total = self.memory.heavy + self.memory.new_flows + self.memory.batches;
+        self.memory.total = self
+            .memory
+            .heavy
+            .checked_add(self.memory.new_flows)
+            .and_then(|t| t.checked_add(self.memory.batches))
+            .ok_or(ConfigError::MemoryOverflow)?;
         Ok(self)
     }
 
