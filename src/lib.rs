@@ -15,7 +15,7 @@
 //! - [`replay`]: the replay engine, which pushes results into a sink;
 //! - [`report`]: the replay summary and its text and JSON renderings;
 //! - [`synth`]: the seeded synthetic trace generator;
-//! - [`bench`]: the throughput protocol behind `flowsieve bench`.
+//! - [`mod@bench`]: the throughput protocol behind `flowsieve bench`.
 
 #![warn(missing_docs)]
 

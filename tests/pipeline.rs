@@ -626,3 +626,135 @@ fn a_trace_truncated_during_a_replay_is_reported_as_damage() {
     assert!(read > 65_536 && read < 150_000, "{read}");
     assert_eq!(r.pipeline.packets, read);
 }
+
+/// A stream with known class priors: each round's cache window holds a set
+/// of flows per class, and its query window queries flows of which an exact
+/// fraction `p_c` were in the set.
+struct KnownPriors {
+    rounds: u64,
+    /// (dport, proto, queries per round, members per round)
+    classes: Vec<(u16, u8, u64, u64)>,
+}
+
+impl flowsieve::pipeline::Source for KnownPriors {
+    fn run<P: flowsieve::replay::PacketSink>(
+        self,
+        _obs: &mut dyn flowsieve::replay::ReplayObserver,
+        sink: &mut P,
+    ) -> flowsieve::report::ReplaySummary {
+        use flowsieve::dissect::FlowKey;
+        use flowsieve::ingest::Timestamp;
+        let classifier = Classifier::ports();
+        let key = |r: u64, c: usize, i: u64, fresh: bool| {
+            let (dport, proto, _, _) = self.classes[c];
+            FlowKey::v4(
+                [10, r as u8, c as u8, u8::from(fresh)],
+                [192, 0, 2, 1],
+                1024 + i as u16,
+                dport,
+                proto,
+            )
+        };
+        let at = |ns: u64| Timestamp::from_units(1_700_000_000_000_000_000 + ns, 1_000_000_000);
+        let mut emit = |k: FlowKey, ns: u64| {
+            sink.packet(
+                &k,
+                flowsieve::hash::flow_hash(&k),
+                classifier.classify(&k),
+                at(ns),
+                100,
+            );
+        };
+        for r in 0..self.rounds {
+            let base = r * 6_000_000_000;
+            // Cache window [0, 1 s): every class's members.
+            let mut cache: Vec<(FlowKey, u64)> = Vec::new();
+            for (c, &(_, _, _, members)) in self.classes.iter().enumerate() {
+                for i in 0..members {
+                    cache.push((key(r, c, i, false), i));
+                }
+            }
+            let n = cache.len() as u64;
+            for (j, (k, _)) in cache.into_iter().enumerate() {
+                emit(k, base + j as u64 * 900_000_000 / n);
+            }
+            // Query window [1 s, 6 s): members first among each class's
+            // queries would bias nothing, but interleave them anyway.
+            let mut queries: Vec<FlowKey> = Vec::new();
+            for (c, &(_, _, q, members)) in self.classes.iter().enumerate() {
+                for i in 0..q {
+                    queries.push(if i % (q / members) == 0 && i / (q / members) < members {
+                        key(r, c, i / (q / members), false)
+                    } else {
+                        key(r, c, i, true)
+                    });
+                }
+            }
+            let n = queries.len() as u64;
+            for (j, k) in queries.into_iter().enumerate() {
+                emit(k, base + 1_000_000_000 + j as u64 * 4_900_000_000 / n);
+            }
+        }
+        let cfg = flowsieve::replay::ReplayConfig::new(Classifier::ports());
+        flowsieve::replay::replay(&[], &cfg, &mut NoObserver)
+    }
+}
+
+/// Priors pooled over all shards: on a stream with known priors (0.004,
+/// 0.05 and 0.4), each class's estimate lies within 3 standard errors of
+/// the truth, the regime flags agree with the true priors' (the threshold
+/// is 0.0081 at 10 bits per element and alpha 1), Selective query skips
+/// exactly the low-prior class's queries once it has an estimate, and the
+/// result is the same on 1 and 3 threads.
+#[test]
+fn priors_pooled_over_shards_match_known_priors() {
+    let classes = vec![
+        (80u16, 6u8, 3000u64, 12u64), // web: 12 / 3000 = 0.004
+        (53, 17, 2000, 100),          // dns: 0.05
+        (5000, 6, 500, 200),          // tcp-other: 0.4
+    ];
+    let truth = [0.004, 0.05, 0.4];
+    let mut reference = None;
+    for threads in [1, 3] {
+        let mut cfg = PipelineConfig::new(Classifier::ports());
+        cfg.stages = only(StageName::Selective);
+        cfg.threads = threads;
+        cfg.shards = 6;
+        let v = cfg.validate().unwrap();
+        let src = KnownPriors {
+            rounds: 8,
+            classes: classes.clone(),
+        };
+        let r = run(src, &v, &mut NoObserver, &mut NoEvents).unwrap();
+        let s = r.selective().unwrap();
+        for (c, &p) in truth.iter().enumerate() {
+            let cp = &s.priors[c];
+            let (est, se) = (cp.prior.unwrap(), cp.prior_se.unwrap());
+            assert!(
+                (est - p).abs() <= 3.0 * se,
+                "{}: estimate {est:.5} +- {se:.5}, truth {p}",
+                cp.class
+            );
+            assert_eq!(cp.prior_true, Some(p), "{}", cp.class);
+            assert_eq!(cp.paradox, Some(p < cp.threshold), "{}", cp.class);
+            // Enough samples to tell 0.004 from the 0.0081 threshold.
+            assert!(cp.samples >= 1000, "{}: {} samples", cp.class, cp.samples);
+        }
+        assert!(s.priors[0].paradox == Some(true) && s.priors[1].paradox == Some(false));
+        // Round 0 has no estimate (the default prior answers as plain);
+        // from round 1 on, every web query is skipped and no other is.
+        let sq = s
+            .variants
+            .iter()
+            .find(|v| v.name == Variant::SelectiveQuery)
+            .unwrap();
+        assert_eq!(sq.classes[0].skipped, 7 * 3000);
+        assert_eq!(sq.classes[1].skipped, 0);
+        assert_eq!(sq.classes[2].skipped, 0);
+        let v = without_timing(&r);
+        match &reference {
+            None => reference = Some(v),
+            Some(first) => assert!(first == &v, "the report differs on {threads} threads"),
+        }
+    }
+}

@@ -174,3 +174,45 @@ fn a_failing_sink_stops_the_run() {
         ),
     }
 }
+
+/// Many ticks (or broadcasts) with the smallest queues: workers hand empty
+/// buffers back without waiting, so the engine never blocks on its own
+/// buffer pool. (It did: a worker waiting to return a buffer stopped
+/// draining its queue while the source waited on that queue.)
+#[test]
+fn many_ticks_with_tiny_queues_never_block_the_engine() {
+    struct Storm;
+    impl Source for Storm {
+        fn run<P: PacketSink>(self, _: &mut dyn ReplayObserver, sink: &mut P) -> ReplaySummary {
+            let k = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 6);
+            for i in 0..20_000i64 {
+                sink.packet(
+                    &k,
+                    flow_hash(&k),
+                    0,
+                    Timestamp::new(1_700_000_000 + 2 * i, 0).unwrap(),
+                    60,
+                );
+                sink.clock(Timestamp::new(1_700_000_001 + 2 * i, 0).unwrap());
+            }
+            let cfg = flowsieve::replay::ReplayConfig::new(Classifier::ports());
+            flowsieve::replay::replay(&[], &cfg, &mut NoObserver)
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut cfg = PipelineConfig::new(Classifier::ports());
+        cfg.threads = 2;
+        cfg.shards = 4;
+        cfg.queue_batches = 1;
+        let v = cfg.validate().unwrap().with_stage(PacketCount);
+        let r = run(Storm, &v, &mut NoObserver, &mut NoEvents).unwrap();
+        let s = r.section::<PacketCountSection>("packet_count").unwrap();
+        tx.send((s.packets, s.closes)).unwrap();
+    });
+    let (packets, closes) = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the engine finished (no deadlock)");
+    assert_eq!(packets, 20_000);
+    assert_eq!(closes, 20_000 * 4);
+}

@@ -38,7 +38,7 @@ pub use compressed::{
 };
 pub use counter_width::{CounterWidth, CounterWidthError};
 pub use counting::CountingBloomFilter;
-pub use prior::PriorEstimator;
+pub use prior::{PriorEstimate, PriorEstimator, RoundPriors};
 pub use recycling::{RecyclePolicy, RecyclingBloomFilter, RecyclingStats, MAX_K};
 pub use selective::{SelectiveAnswer, SelectiveBloomFilter, SelectiveCountingFilter, Selectivity};
 pub use traits::{Counters, Membership};

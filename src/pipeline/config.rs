@@ -13,7 +13,6 @@ use super::new_flows::{NewFlowConfig, NewFlowStage};
 use super::record::PacketRecord;
 use super::selective::{SelectiveConfig, SelectiveStage};
 use super::stage::{DynStage, Stage};
-use super::window::WindowSpec;
 use crate::class::Classifier;
 use crate::replay::ReplayConfig;
 use std::fmt;
@@ -56,8 +55,14 @@ pub mod defaults {
     pub const QUERY_WINDOW_NS: u64 = 5_000_000_000;
     /// Bits (or counters) per element of the directory.
     pub const DIR_BPE: f64 = 10.0;
-    /// Fraction of queries checked against the exact set for the priors.
+    /// The least fraction of queries checked against the exact set for the
+    /// priors.
     pub const PRIOR_SAMPLE: f64 = 0.01;
+    /// Checks per class and round the prior sampler aims for (all of a
+    /// class's queries below that).
+    pub const PRIOR_MIN_SAMPLES: u64 = 1000;
+    /// Weight of the newest round in the pooled priors.
+    pub const PRIOR_SMOOTHING: f64 = 0.2;
     /// Cost of a false negative relative to a false positive.
     pub const ALPHA: f64 = 1.0;
     /// How many of the largest flows the replay lists.
@@ -492,9 +497,4 @@ impl ValidatedConfig {
     pub(crate) fn dyn_stages(&self) -> &[Arc<dyn DynStage>] {
         &self.stages
     }
-}
-
-/// Trace time or packets, as the heavy-flow window's default.
-pub(crate) fn default_heavy_window() -> WindowSpec {
-    WindowSpec::Time(defaults::HEAVY_WINDOW_NS)
 }

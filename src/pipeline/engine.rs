@@ -7,7 +7,7 @@ use super::event::{Event, EventKind, PipelineSink};
 use super::latency::Latency;
 use super::record::PacketRecord;
 use super::source::Source;
-use super::stage::{DynShard, ReportContext, ShardContext};
+use super::stage::{Broadcast, DynCoordinator, DynShard, ReportContext, ShardContext};
 use crate::class::ClassId;
 use crate::dissect::FlowKey;
 use crate::hash::shard_of;
@@ -56,6 +56,9 @@ struct Batch {
     sent: Instant,
     /// `(time_ns, seq)` the stream reached, for a tick (no records).
     tick: Option<(u64, u64)>,
+    /// An update for every shard of stage `.0`, for a broadcast (no
+    /// records).
+    update: Option<(usize, Broadcast)>,
 }
 
 /// One shard's stages on a worker.
@@ -87,9 +90,29 @@ struct Dispatcher<'a> {
     seq: u64,
     latency: Latency,
     workers_gone: bool,
+    /// The stages' coordinators, with their stage's index.
+    coordinators: Vec<(usize, Box<dyn DynCoordinator>)>,
 }
 
 impl Dispatcher<'_> {
+    /// Sends a coordinator's update to every worker, after every record
+    /// dispatched so far.
+    fn broadcast(&mut self, stage: usize, update: Broadcast) {
+        self.flush();
+        for w in 0..self.threads {
+            let b = Batch {
+                shard: w,
+                records: Vec::new(),
+                sent: Instant::now(),
+                tick: None,
+                update: Some((stage, update.clone())),
+            };
+            if self.to_workers[w].send(b).is_err() {
+                self.workers_gone = true;
+            }
+        }
+    }
+
     fn send(&mut self, shard: usize) {
         let fresh = self
             .free
@@ -104,6 +127,7 @@ impl Dispatcher<'_> {
             records,
             sent: Instant::now(),
             tick: None,
+            update: None,
         };
         // A worker only goes away early if it panicked; the run then stops
         // and reports the failure.
@@ -150,10 +174,7 @@ impl PacketSink for Dispatcher<'_> {
         let since = u64::try_from((ns - first).max(0)).unwrap_or(u64::MAX);
         self.time_ns = self.time_ns.max(since);
         let shard = shard_of(hash, self.shards);
-        if self.pending[shard].is_empty() {
-            self.filling_since[shard] = Some(Instant::now());
-        }
-        self.pending[shard].push(PacketRecord {
+        let record = PacketRecord {
             key: *key,
             hash,
             time_ns: self.time_ns,
@@ -161,7 +182,17 @@ impl PacketSink for Dispatcher<'_> {
             wire_len,
             class,
             shard: shard as u16,
-        });
+        };
+        for i in 0..self.coordinators.len() {
+            if let Some(update) = self.coordinators[i].1.observe(&record) {
+                let stage = self.coordinators[i].0;
+                self.broadcast(stage, update);
+            }
+        }
+        if self.pending[shard].is_empty() {
+            self.filling_since[shard] = Some(Instant::now());
+        }
+        self.pending[shard].push(record);
         self.seq += 1;
         if self.pending[shard].len() >= self.batch {
             self.send(shard);
@@ -185,6 +216,7 @@ impl PacketSink for Dispatcher<'_> {
                 records: Vec::new(),
                 sent: Instant::now(),
                 tick: Some((self.time_ns, self.seq)),
+                update: None,
             };
             if self.to_workers[w].send(tick).is_err() {
                 self.workers_gone = true;
@@ -212,7 +244,13 @@ fn worker(
     let mut buffer: Vec<Event> = Vec::new();
     for mut batch in batches {
         latency.record(1, batch.sent.elapsed().as_nanos() as u64);
-        if let Some((time_ns, seq)) = batch.tick {
+        if let Some((stage, update)) = &batch.update {
+            for shard in shards.iter_mut() {
+                if let Some(s) = shard.stages.get_mut(*stage) {
+                    s.apply(&**update);
+                }
+            }
+        } else if let Some((time_ns, seq)) = batch.tick {
             for shard in shards.iter_mut() {
                 for stage in shard.stages.iter_mut() {
                     stage.close_window(time_ns, seq, &mut buffer);
@@ -230,9 +268,13 @@ fn worker(
             // dropped with the run.
             let _ = events.send(std::mem::take(&mut buffer));
         }
-        batch.records.clear();
-        // The source may be gone (end of input); the buffer is then dropped.
-        let _ = free.send(std::mem::take(&mut batch.records));
+        // Hand the buffer back for reuse, never waiting: a full pool (or a
+        // source that is gone) drops it instead. A worker blocked here would
+        // stop draining its queue while the source waits on that queue.
+        if batch.records.capacity() > 0 {
+            batch.records.clear();
+            let _ = free.try_send(std::mem::take(&mut batch.records));
+        }
     }
     let tallies = shards
         .into_iter()
@@ -282,15 +324,22 @@ pub fn run<S: Source>(
     let classes = c.replay.classifier.names().len();
     let wall = Instant::now();
     let cpu0 = cpu_seconds();
+    let ctx_for = |shard| ShardContext {
+        shard,
+        shards: c.shards,
+        classes,
+        truth: c.replay.truth,
+        events: wants.clone(),
+    };
+    // Coordinators see the stream as shard 0 of 1 would.
+    let coordinators: Vec<(usize, Box<dyn DynCoordinator>)> = stages
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.coordinator(&ctx_for(0)).map(|c| (i, c)))
+        .collect();
     let mut per_worker: Vec<Vec<WorkerShard>> = (0..threads).map(|_| Vec::new()).collect();
     for shard in 0..c.shards {
-        let ctx = ShardContext {
-            shard,
-            shards: c.shards,
-            classes,
-            truth: c.replay.truth,
-            events: wants.clone(),
-        };
+        let ctx = ctx_for(shard);
         per_worker[shard % threads].push(WorkerShard {
             shard,
             stages: stages.iter().map(|s| s.shard(&ctx)).collect(),
@@ -300,7 +349,7 @@ pub fn run<S: Source>(
     let (free_tx, free_rx) = bounded::<Vec<PacketRecord>>(threads * queue * 2);
     let (event_tx, event_rx) = unbounded::<Vec<Event>>();
     let mut results = Vec::with_capacity(threads);
-    let (summary, source_latency, packets) = std::thread::scope(|scope| {
+    let (summary, source_latency, packets, coordinated) = std::thread::scope(|scope| {
         let mut to_workers = Vec::with_capacity(threads);
         let mut handles = Vec::with_capacity(threads);
         for shards in per_worker.drain(..) {
@@ -333,6 +382,7 @@ pub fn run<S: Source>(
             seq: 0,
             latency: Latency::new(&names),
             workers_gone: false,
+            coordinators,
         };
         let summary = source.run(observer, &mut dispatcher);
         if !dispatcher.stopped() {
@@ -355,7 +405,12 @@ pub fn run<S: Source>(
         if let Some(e) = dispatcher.sink_error.take() {
             return Err(PipelineError::Sink(e));
         }
-        Ok((summary, dispatcher.latency, dispatcher.seq))
+        let coordinated: Vec<(usize, Box<dyn Any + Send>)> = dispatcher
+            .coordinators
+            .drain(..)
+            .map(|(i, c)| (i, c.finish()))
+            .collect();
+        Ok((summary, dispatcher.latency, dispatcher.seq, coordinated))
     })?;
     // Tallies per stage, merged in shard order so that the report does not
     // depend on which worker ran which shard.
@@ -367,6 +422,9 @@ pub fn run<S: Source>(
     }
     by_shard.sort_by_key(|s| s.0);
     let mut per_stage: Vec<Vec<Box<dyn Any + Send>>> = stages.iter().map(|_| Vec::new()).collect();
+    for (i, t) in coordinated {
+        per_stage[i].push(t);
+    }
     for (_, tallies) in by_shard {
         for (i, t) in tallies.into_iter().enumerate() {
             per_stage[i].push(t);

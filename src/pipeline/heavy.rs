@@ -51,7 +51,7 @@ pub struct HeavyConfig {
 impl Default for HeavyConfig {
     fn default() -> HeavyConfig {
         HeavyConfig {
-            window: super::config::default_heavy_window(),
+            window: WindowSpec::Time(defaults::HEAVY_WINDOW_NS),
             theta: defaults::THETA,
             counters: defaults::CBF_COUNTERS,
             width: defaults::CBF_WIDTH,
@@ -404,11 +404,6 @@ impl HeavyShard {
             tally: HeavyTally::new(classes),
             events,
         }
-    }
-
-    /// Counters in this shard's filter.
-    pub fn counters(&self) -> usize {
-        self.filter.m()
     }
 
     /// Counts one packet.

@@ -14,7 +14,7 @@
 //!   no atomic read-modify-write. At the end each worker finishes its own
 //!   shards and sends back only their [`Tally`]s.
 //! - The tallies are merged in shard order and each stage writes its own
-//!   section of the [`PipelineReport`]. Nothing in the report depends on
+//!   section of the [`crate::report::PipelineReport`]. Nothing in the report depends on
 //!   which thread ran which shard, so for a given configuration (and shard
 //!   count) it is identical for any number of threads, apart from the
 //!   timing figures.

@@ -23,15 +23,18 @@
 //! A false positive (a non-member answered positive) costs 1 and a false
 //! negative (a member answered negative) costs the class's `alpha`.
 //!
-//! Class priors `Pr(x in S)` are estimated as 000 §IV-D suggests: a sampled
-//! fraction of queries (chosen by hash, so deterministically) is checked
-//! against the exact set, and each class keeps an exponentially weighted
-//! moving average ([`PriorEstimator`], read by the rule of succession
-//! so that a few samples cannot drive a prior to 0); a class with too few samples uses the
-//! default prior, 0.5 unless configured, which never falls below a
-//! threshold, so such a class is answered as by the plain filter. Each
-//! shard estimates from its own queries, so the estimates do not depend on
-//! the number of threads.
+//! Class priors `Pr(x in S)` are estimated as 000 §IV-D suggests, over all
+//! shards: the stage's coordinator (`PriorCoordinator`, on the source
+//! thread) checks a sample of each class's queries against the exact set
+//! ([`PriorSampler`]: by hash, so a flow is sampled in the cache window
+//! exactly when it is sampled as a query; at least `prior_sample` of the
+//! queries and about `prior_min_samples` per class and round), pools the
+//! rounds ([`RoundPriors`]: a Jeffreys estimate with its standard error)
+//! and sends every shard the same priors when a round's query window
+//! opens. A round is answered with the priors of the rounds before it, the
+//! same in every shard, whatever the number of threads; a class with no
+//! sample yet uses `prior_default` (0.5), which no threshold reaches, so it
+//! is answered as by the plain filter.
 //!
 //! The exact set `S` is part of the system being simulated (a flow cache
 //! holds its flows; the directory summarises it), so this stage scores its
@@ -54,20 +57,24 @@ use super::config::{defaults, in_range, ConfigError};
 use super::event::Event;
 use super::keyed::{HashMap, HashSet};
 use super::record::PacketRecord;
+use super::stage::{Broadcast, Coordinator};
 use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use super::window::WindowSpec;
 use crate::class::ClassId;
 use crate::filter::{
-    CounterWidth, CountingBloomFilter, PriorEstimator, SelectiveBloomFilter,
+    CounterWidth, CountingBloomFilter, PriorEstimate, RoundPriors, SelectiveBloomFilter,
     SelectiveCountingFilter, Selectivity, MAX_K,
 };
+use crate::hash::fmix64;
 use crate::model::bloom;
+use crate::model::paradox;
 use crate::report::{
-    ClassAlpha, SelectiveConfigInfo, SelectiveNote, SelectiveRates, SelectiveReport,
+    ClassAlpha, ClassPrior, SelectiveConfigInfo, SelectiveNote, SelectiveRates, SelectiveReport,
     SelectiveVariant, SweepPoint,
 };
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// The directory's filter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -298,13 +305,17 @@ pub struct SelectiveConfig {
     pub k: Option<usize>,
     /// What a query is.
     pub query_unit: QueryUnit,
-    /// Fraction of queries checked against the exact set for the priors.
+    /// The least fraction of each class's queries checked against the
+    /// exact set for the priors.
     pub prior_sample: f64,
-    /// EWMA weight of each sample.
+    /// Weight of the newest round in the pooled prior counts: past rounds
+    /// are kept with weight `1 - prior_smoothing` per round.
     pub prior_smoothing: f64,
-    /// Samples a class needs before its estimate is used.
+    /// Samples per class and round the sampler aims for: a class with
+    /// fewer queries than this in the last round has all of its queries
+    /// checked (see [`PriorSampler`]).
     pub prior_min_samples: u64,
-    /// The prior of a class with too few samples.
+    /// The prior of a class with no sample yet.
     pub prior_default: f64,
     /// Cost of a false negative relative to a false positive, per class.
     pub alpha: Vec<f64>,
@@ -323,8 +334,8 @@ impl SelectiveConfig {
             k: None,
             query_unit: QueryUnit::Flow,
             prior_sample: defaults::PRIOR_SAMPLE,
-            prior_smoothing: 0.02,
-            prior_min_samples: 5,
+            prior_smoothing: defaults::PRIOR_SMOOTHING,
+            prior_min_samples: defaults::PRIOR_MIN_SAMPLES,
             prior_default: 0.5,
             alpha,
             sweeps: Sweeps::default(),
@@ -575,6 +586,10 @@ pub struct QueryClassTally {
     pub prior_sum: f64,
     /// Sampled queries (checked against the exact set for the prior).
     pub sampled: u64,
+    /// Members among the sampled queries.
+    pub sampled_members: u64,
+    /// The pooled estimate after the last round (coordinator only).
+    pub prior_final: Option<PriorEstimate>,
 }
 
 /// One evaluator's errors in one class.
@@ -610,6 +625,16 @@ impl Tally for SelectiveTally {
             a.members += b.members;
             a.prior_sum += b.prior_sum;
             a.sampled += b.sampled;
+            a.sampled_members += b.sampled_members;
+            a.prior_final = a.prior_final.or(b.prior_final);
+        }
+        // The coordinator's tally (merged first) has no evaluators.
+        if self.errors.is_empty() {
+            self.errors = o.errors;
+            self.directories_built += o.directories_built;
+            self.set_elements += o.set_elements;
+            self.insertion_skipped += o.insertion_skipped;
+            return;
         }
         for (ea, eb) in self.errors.iter_mut().zip(&o.errors) {
             for (a, b) in ea.iter_mut().zip(eb) {
@@ -647,6 +672,10 @@ impl Stage for SelectiveStage {
 
     fn shard(&self, ctx: &ShardContext) -> SelectiveShard {
         SelectiveShard::new(self, ctx.classes)
+    }
+
+    fn coordinator(&self, ctx: &ShardContext) -> Option<Box<dyn Coordinator<SelectiveTally>>> {
+        Some(Box::new(PriorCoordinator::new(self, ctx.classes)))
     }
 
     fn report(&self, t: SelectiveTally, ctx: &ReportContext) -> SelectiveReport {
@@ -703,20 +732,67 @@ impl Stage for SelectiveStage {
                 }
             }
         }
-        let mut notes = Vec::new();
-        let sampled: u64 = t.classes.iter().map(|c| c.sampled).sum();
-        let starved = t
-            .classes
+        // Theorem 1 per class at the main directory's model rate (001,
+        // partitioned, at bpe and k), against the pooled estimate.
+        let fpr = bloom::fpr_approx(s.bpe, s.main_k() as u32);
+        let priors: Vec<ClassPrior> = names
             .iter()
-            .filter(|c| c.queries > 0 && c.sampled < s.prior_min_samples * ctx.shards as u64)
+            .enumerate()
+            .map(|(c, name)| {
+                let ct = &t.classes[c];
+                let alpha = class_alpha(c);
+                let threshold = paradox::prior_threshold_for_fpr(alpha, fpr);
+                let est = ct.prior_final;
+                ClassPrior {
+                    class: name.clone(),
+                    alpha,
+                    threshold,
+                    queries: ct.queries,
+                    prior_est: if ct.queries > 0 {
+                        ct.prior_sum / ct.queries as f64
+                    } else {
+                        s.prior_default
+                    },
+                    prior: est.map(|e| e.prior),
+                    prior_se: est.map(|e| e.se),
+                    samples: ct.sampled,
+                    sampled_members: ct.sampled_members,
+                    prior_true: (ctx.truth && ct.queries > 0)
+                        .then(|| ratio(ct.members, ct.queries)),
+                    paradox: est.map(|e| e.prior < threshold),
+                    paradox_below_bpe: est.map(|e| paradox::min_bits_per_element(alpha, e.prior)),
+                    paradox_below_alpha: est
+                        .filter(|e| e.prior > 0.0)
+                        .map(|e| fpr * (1.0 - e.prior) / e.prior),
+                }
+            })
+            .collect();
+        let mut notes = Vec::new();
+        let starved = priors
+            .iter()
+            .filter(|p| p.queries > 0 && p.prior.is_none())
             .count();
         if starved > 0 {
             notes.push(SelectiveNote::StarvedPriors {
                 classes: starved,
-                min_samples: s.prior_min_samples,
-                sampled,
                 default_prior: s.prior_default,
             });
+        }
+        let active = || priors.iter().filter(|p| p.queries > 0 && p.prior.is_some());
+        if active().count() > 0 && !active().any(|p| p.paradox == Some(true)) {
+            // The class nearest to the regime: the one that enters it at
+            // the most bits per element.
+            if let Some(p) = active().max_by(|a, b| {
+                a.paradox_below_bpe
+                    .unwrap_or(0.0)
+                    .total_cmp(&b.paradox_below_bpe.unwrap_or(0.0))
+            }) {
+                notes.push(SelectiveNote::NoClassInParadox {
+                    class: p.class.clone(),
+                    below_bpe: p.paradox_below_bpe.unwrap_or(0.0),
+                    below_alpha: p.paradox_below_alpha.unwrap_or(0.0),
+                });
+            }
         }
         SelectiveReport {
             config: SelectiveConfigInfo {
@@ -729,6 +805,7 @@ impl Stage for SelectiveStage {
                 prior_sample: s.prior_sample,
                 prior_default: s.prior_default,
                 prior_min_samples: s.prior_min_samples,
+                prior_smoothing: s.prior_smoothing,
                 alpha: names
                     .iter()
                     .enumerate()
@@ -738,6 +815,8 @@ impl Stage for SelectiveStage {
                     })
                     .collect(),
             },
+            directory_fpr: fpr,
+            priors,
             variants,
             sweeps,
             directories_built: t.directories_built,
@@ -834,7 +913,8 @@ pub struct SelectiveShard {
     /// Per evaluator, per class: the prior below which selective query
     /// skips (this round).
     thresholds: Vec<Vec<f64>>,
-    estimator: PriorEstimator,
+    /// The priors in force this round, from the coordinator.
+    priors: Vec<f64>,
     tally: SelectiveTally,
     probes: Vec<Probe>,
 }
@@ -846,13 +926,7 @@ impl SelectiveShard {
         let evaluators = plan.evaluators.len();
         SelectiveShard {
             period: stage.period,
-            estimator: PriorEstimator::new(
-                classes,
-                cfg.prior_sample,
-                cfg.prior_smoothing,
-                cfg.prior_min_samples,
-                cfg.prior_default,
-            ),
+            priors: vec![cfg.prior_default; classes],
             tally: SelectiveTally {
                 classes: vec![QueryClassTally::default(); classes],
                 errors: vec![vec![ErrorTally::default(); classes]; evaluators],
@@ -906,10 +980,8 @@ impl SelectiveShard {
     /// Builds this round's directories over the cache window's flows.
     fn build(&mut self) {
         let n = self.cache.len();
-        let classes = self.estimator.classes();
-        let priors: Vec<f64> = (0..classes)
-            .map(|c| self.estimator.prior_smoothed(c))
-            .collect();
+        let classes = self.priors.len();
+        let priors = &self.priors;
         self.directories.clear();
         let mut skipped = 0;
         for shape in &self.plan.shapes {
@@ -960,13 +1032,11 @@ impl SelectiveShard {
             return;
         }
         let member = self.cache.contains_key(&h);
-        let prior = self.estimator.prior_smoothed(c);
-        let sampled = self.estimator.observe(c, h, member);
+        let prior = self.priors.get(c).copied().unwrap_or(1.0);
         let t = &mut self.tally.classes[c];
         t.queries += 1;
         t.members += u64::from(member);
         t.prior_sum += prior;
-        t.sampled += u64::from(sampled);
         self.probes.clear();
         for d in &self.directories {
             let plain = d.query.filter().contains(h);
@@ -1024,7 +1094,184 @@ impl ShardStage for SelectiveShard {
         }
     }
 
+    fn apply(&mut self, update: &(dyn std::any::Any + Send + Sync)) {
+        if let Some(u) = update.downcast_ref::<PriorUpdate>() {
+            for (p, &v) in self.priors.iter_mut().zip(&u.priors) {
+                *p = v;
+            }
+        }
+    }
+
     fn finish(self) -> SelectiveTally {
+        self.tally
+    }
+}
+
+/// The priors for a round, sent by the coordinator to every shard when the
+/// round's query window opens.
+#[derive(Clone, Debug)]
+struct PriorUpdate {
+    priors: Vec<f64>,
+}
+
+/// Seed of the sampling decision, so that it is independent of the filters'
+/// indices.
+const SAMPLE_SEED: u64 = 0x5ab1_e5a3_91e0_d11d;
+
+/// Which queries are checked against the exact set: per class, a fraction
+/// fixed for the round, at least `prior_sample`, raised so that a class
+/// whose last round had `q` queries gets about `prior_min_samples` checks
+/// (all of them when `q` is below that). The decision is by hash, so a flow
+/// is sampled in the cache window exactly when it is sampled as a query,
+/// and membership of a sampled query is known from the sampled part of the
+/// set alone.
+#[derive(Clone, Debug)]
+pub struct PriorSampler {
+    base: f64,
+    min_samples: u64,
+    thresholds: Vec<u64>,
+}
+
+impl PriorSampler {
+    fn new(classes: usize, base: f64, min_samples: u64) -> PriorSampler {
+        PriorSampler {
+            base: base.clamp(0.0, 1.0),
+            min_samples,
+            thresholds: vec![u64::MAX; classes],
+        }
+    }
+
+    /// Sets each class's fraction for the next round from the queries the
+    /// last round had.
+    fn plan(&mut self, last_queries: &[u64]) {
+        for (t, &q) in self.thresholds.iter_mut().zip(last_queries) {
+            let rate = if q == 0 {
+                1.0
+            } else {
+                (self.min_samples as f64 / q as f64).clamp(self.base, 1.0)
+            };
+            *t = if rate >= 1.0 {
+                u64::MAX
+            } else {
+                (rate * u64::MAX as f64) as u64
+            };
+        }
+    }
+
+    #[inline]
+    fn sampled(&self, class: usize, h: u64) -> bool {
+        self.thresholds
+            .get(class)
+            .is_some_and(|&t| fmix64(h ^ SAMPLE_SEED) <= t)
+    }
+}
+
+/// The selective stage's coordinator: it samples queries over all shards,
+/// keeps the pooled per-class priors ([`RoundPriors`]), and sends each
+/// round's priors to every shard when the round's query window opens.
+/// Every shard therefore answers a round with the same priors, estimated
+/// from every shard's samples of the rounds before, whatever the number of
+/// threads.
+struct PriorCoordinator {
+    cache_window: WindowSpec,
+    period: u64,
+    query_unit: QueryUnit,
+    default: f64,
+    state: Option<(u64, Phase)>,
+    sampler: PriorSampler,
+    priors: RoundPriors,
+    /// Sampled flows of this round's cache window.
+    cache: HashSet,
+    /// Sampled flows already queried this round (per-flow queries).
+    queried: HashSet,
+    /// Query packets per class this round (to plan the next one's rates).
+    round_queries: Vec<u64>,
+    tally: SelectiveTally,
+}
+
+impl PriorCoordinator {
+    fn new(stage: &SelectiveStage, classes: usize) -> PriorCoordinator {
+        let cfg = &stage.cfg;
+        PriorCoordinator {
+            cache_window: cfg.cache_window,
+            period: stage.period,
+            query_unit: cfg.query_unit,
+            default: cfg.prior_default,
+            state: None,
+            sampler: PriorSampler::new(classes, cfg.prior_sample, cfg.prior_min_samples),
+            priors: RoundPriors::new(classes, 1.0 - cfg.prior_smoothing),
+            cache: HashSet::default(),
+            queried: HashSet::default(),
+            round_queries: vec![0; classes],
+            tally: SelectiveTally {
+                classes: vec![QueryClassTally::default(); classes],
+                ..SelectiveTally::default()
+            },
+        }
+    }
+}
+
+impl Coordinator<SelectiveTally> for PriorCoordinator {
+    fn observe(&mut self, r: &PacketRecord) -> Option<Broadcast> {
+        let pos = self.cache_window.position(r.time_ns, r.seq);
+        let round = pos / self.period;
+        let phase = if pos % self.period < self.cache_window.span() {
+            Phase::Cache
+        } else {
+            Phase::Query
+        };
+        let mut update = None;
+        if self.state != Some((round, phase)) {
+            if self.state.map(|s| s.0) != Some(round) {
+                if self.state.is_some() {
+                    self.priors.end_round();
+                    self.sampler.plan(&self.round_queries);
+                    self.round_queries.fill(0);
+                }
+                self.cache.clear();
+                self.queried.clear();
+            }
+            if phase == Phase::Query {
+                let priors = (0..self.round_queries.len())
+                    .map(|c| self.priors.estimate(c).map_or(self.default, |e| e.prior))
+                    .collect();
+                update = Some(Arc::new(PriorUpdate { priors }) as Broadcast);
+            }
+            self.state = Some((round, phase));
+        }
+        let c = usize::from(r.class);
+        match phase {
+            Phase::Cache => {
+                if self.sampler.sampled(c, r.hash) {
+                    self.cache.insert(r.hash);
+                }
+            }
+            Phase::Query => {
+                if let Some(q) = self.round_queries.get_mut(c) {
+                    *q += 1;
+                }
+                let fresh = self.query_unit == QueryUnit::Packet || !self.queried.contains(&r.hash);
+                if fresh && self.sampler.sampled(c, r.hash) {
+                    if self.query_unit == QueryUnit::Flow {
+                        self.queried.insert(r.hash);
+                    }
+                    let member = self.cache.contains(&r.hash);
+                    self.priors.record(c, member);
+                    if let Some(t) = self.tally.classes.get_mut(c) {
+                        t.sampled += 1;
+                        t.sampled_members += u64::from(member);
+                    }
+                }
+            }
+        }
+        update
+    }
+
+    fn finish(mut self: Box<Self>) -> SelectiveTally {
+        self.priors.end_round();
+        for (c, t) in self.tally.classes.iter_mut().enumerate() {
+            t.prior_final = self.priors.estimate(c);
+        }
         self.tally
     }
 }

@@ -127,9 +127,33 @@ pub trait ShardStage: Send + 'static {
     /// closes windows on the clock.
     fn close_window(&mut self, _time_ns: u64, _seq: u64, _events: &mut Vec<Event>) {}
 
+    /// Takes an update that the stage's [`Coordinator`] broadcast. It
+    /// arrives after every record that came before it in the stream and
+    /// before every record after it.
+    fn apply(&mut self, _update: &(dyn Any + Send + Sync)) {}
+
     /// Closes the last window and returns the tally. Runs on the worker
     /// thread, so the last window's scoring and models run in parallel.
     fn finish(self) -> Self::Tally;
+}
+
+/// An update a [`Coordinator`] sends to every shard of its stage.
+pub type Broadcast = Arc<dyn Any + Send + Sync>;
+
+/// A stage's part on the source thread. It sees every keyed record in
+/// trace order, before the record is dispatched, and may broadcast an
+/// update to all of its stage's shards. This is how a stage shares state
+/// across shards (the selective stage's class priors, merged over all
+/// shards at round boundaries) without a lock, and without its result
+/// depending on the number of threads: the update's place in the stream
+/// is fixed by the records, not by scheduling.
+pub trait Coordinator<T: Tally>: Send {
+    /// Sees one record; an update returned here reaches every shard before
+    /// this record does.
+    fn observe(&mut self, record: &PacketRecord) -> Option<Broadcast>;
+
+    /// The coordinator's own counts, merged before the shards' tallies.
+    fn finish(self: Box<Self>) -> T;
 }
 
 /// A stage's validated configuration for one run.
@@ -144,6 +168,14 @@ pub trait Stage: Send + Sync + 'static {
     /// Builds the stage's state for one shard.
     fn shard(&self, ctx: &ShardContext) -> Self::Shard;
 
+    /// The stage's part on the source thread, if it has one.
+    fn coordinator(
+        &self,
+        _ctx: &ShardContext,
+    ) -> Option<Box<dyn Coordinator<<Self::Shard as ShardStage>::Tally>>> {
+        None
+    }
+
     /// Writes the section from the tally merged over all shards.
     fn report(
         &self,
@@ -156,6 +188,7 @@ pub trait Stage: Send + Sync + 'static {
 pub(crate) trait DynStage: Send + Sync {
     fn name(&self) -> &'static str;
     fn shard(&self, ctx: &ShardContext) -> Box<dyn DynShard>;
+    fn coordinator(&self, ctx: &ShardContext) -> Option<Box<dyn DynCoordinator>>;
     fn report(
         &self,
         tallies: Vec<Box<dyn Any + Send>>,
@@ -167,7 +200,27 @@ pub(crate) trait DynStage: Send + Sync {
 pub(crate) trait DynShard: Send {
     fn process(&mut self, records: &[PacketRecord], events: &mut Vec<Event>);
     fn close_window(&mut self, time_ns: u64, seq: u64, events: &mut Vec<Event>);
+    fn apply(&mut self, update: &(dyn Any + Send + Sync));
     fn finish(self: Box<Self>) -> Box<dyn Any + Send>;
+}
+
+/// A coordinator with its tally type erased.
+pub(crate) trait DynCoordinator: Send {
+    fn observe(&mut self, record: &PacketRecord) -> Option<Broadcast>;
+    fn finish(self: Box<Self>) -> Box<dyn Any + Send>;
+}
+
+/// Wraps a typed coordinator.
+struct ErasedCoordinator<T: Tally>(Box<dyn Coordinator<T>>);
+
+impl<T: Tally> DynCoordinator for ErasedCoordinator<T> {
+    #[inline]
+    fn observe(&mut self, record: &PacketRecord) -> Option<Broadcast> {
+        self.0.observe(record)
+    }
+    fn finish(self: Box<Self>) -> Box<dyn Any + Send> {
+        Box::new(self.0.finish())
+    }
 }
 
 impl<S: ShardStage> DynShard for S {
@@ -177,6 +230,9 @@ impl<S: ShardStage> DynShard for S {
     }
     fn close_window(&mut self, time_ns: u64, seq: u64, events: &mut Vec<Event>) {
         ShardStage::close_window(self, time_ns, seq, events);
+    }
+    fn apply(&mut self, update: &(dyn Any + Send + Sync)) {
+        ShardStage::apply(self, update);
     }
     fn finish(self: Box<Self>) -> Box<dyn Any + Send> {
         Box::new(ShardStage::finish(*self))
@@ -189,6 +245,10 @@ impl<S: Stage> DynStage for S {
     }
     fn shard(&self, ctx: &ShardContext) -> Box<dyn DynShard> {
         Box::new(Stage::shard(self, ctx))
+    }
+    fn coordinator(&self, ctx: &ShardContext) -> Option<Box<dyn DynCoordinator>> {
+        Stage::coordinator(self, ctx)
+            .map(|c| Box::new(ErasedCoordinator(c)) as Box<dyn DynCoordinator>)
     }
     fn report(
         &self,

@@ -176,18 +176,24 @@ pub enum NewFlowNote {
 }
 
 /// What limits the selective-query figures.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum SelectiveNote {
     /// Classes with too few prior samples used the default prior.
     StarvedPriors {
         /// How many classes.
         classes: usize,
-        /// Samples per shard a class needs.
-        min_samples: u64,
-        /// Sampled queries in all.
-        sampled: u64,
         /// The default prior they used.
         default_prior: f64,
+    },
+    /// No class's prior is below its Theorem 1 threshold: selective
+    /// querying cannot pay at these settings.
+    NoClassInParadox {
+        /// The class nearest to the regime.
+        class: String,
+        /// The bits per element below which it would enter it.
+        below_bpe: f64,
+        /// The alpha below which it would enter it.
+        below_alpha: f64,
     },
 }
 
@@ -216,8 +222,9 @@ impl fmt::Display for NewFlowNote {
 
 impl fmt::Display for SelectiveNote {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            SelectiveNote::StarvedPriors { classes, min_samples, sampled, default_prior } => write!(f, "{classes} classes had fewer than {min_samples} prior samples per shard on average ({sampled} sampled queries in all); they use the default prior {default_prior} and are answered as by the plain filter until they have more (a larger prior sample fraction helps on short traces)"),
+        match self {
+            SelectiveNote::StarvedPriors { classes, default_prior } => write!(f, "{classes} classes had queries but no sampled query before the trace ended; they used the default prior {default_prior} and were answered as by the plain filter"),
+            SelectiveNote::NoClassInParadox { class, below_bpe, below_alpha } => write!(f, "no class's prior is below its Theorem 1 threshold, so selective querying cannot pay here; the first to enter that regime would be {class}, below {below_bpe:.2} bits per element or below alpha {below_alpha:.3e}"),
         }
     }
 }
@@ -403,10 +410,47 @@ pub struct SelectiveConfigInfo {
     pub prior_sample: f64,
     /// The prior of a class with too few samples.
     pub prior_default: f64,
-    /// Samples a class needs.
+    /// Checks per class and round the prior sampler aims for.
     pub prior_min_samples: u64,
+    /// Weight of the newest round in the pooled priors.
+    pub prior_smoothing: f64,
     /// Each class's cost ratio.
     pub alpha: Vec<ClassAlpha>,
+}
+
+/// A class's prior against its Theorem 1 threshold (000): where selective
+/// querying pays.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassPrior {
+    /// The class.
+    pub class: String,
+    /// Its cost ratio.
+    pub alpha: f64,
+    /// `P* = f / (f + alpha)` for the directory's model rate `f`: a prior
+    /// below it makes a positive answer more likely false (Theorem 1).
+    pub threshold: f64,
+    /// Queries of the class.
+    pub queries: u64,
+    /// Mean prior in force at its queries (the default before any sample).
+    pub prior_est: f64,
+    /// The pooled estimate after the last round (null without samples).
+    pub prior: Option<f64>,
+    /// Its standard error.
+    pub prior_se: Option<f64>,
+    /// Queries checked against the exact set.
+    pub samples: u64,
+    /// Members among them.
+    pub sampled_members: u64,
+    /// `members / queries` (ground truth only).
+    pub prior_true: Option<f64>,
+    /// The estimate lies below the threshold: the paradox regime, where
+    /// selective query skips the class.
+    pub paradox: Option<bool>,
+    /// The class enters the regime below this many bits per element (at
+    /// the optimal k).
+    pub paradox_below_bpe: Option<f64>,
+    /// The class enters the regime below this alpha.
+    pub paradox_below_alpha: Option<f64>,
 }
 
 /// A class's cost ratio.
@@ -491,6 +535,10 @@ pub struct SweepPoint {
 pub struct SelectiveReport {
     /// The configuration as it ran.
     pub config: SelectiveConfigInfo,
+    /// The main directory's model false-positive rate (001, at bpe and k).
+    pub directory_fpr: f64,
+    /// Per class: prior, threshold, regime.
+    pub priors: Vec<ClassPrior>,
     /// The main variants.
     pub variants: Vec<SelectiveVariant>,
     /// The sweep points.

@@ -158,7 +158,7 @@ const SELECTIVE_COLUMNS: &[Column] = &[
     Column::new("class", 10),
     Column::new("queries", 9),
     Column::new("members", 8),
-    Column::titled("prior_est", "P_est", 7),
+    Column::titled("prior_est", "P_used", 7),
     Column::titled("prior_true", "P_true", 7),
     Column::titled("false_positives", "FP", 7),
     Column::titled("false_negatives", "FN", 7),
@@ -167,6 +167,19 @@ const SELECTIVE_COLUMNS: &[Column] = &[
     Column::new("cost", 10),
     Column::titled("cost_reduction", "saving", 8),
     Column::new("skipped", 8),
+];
+
+const PRIOR_COLUMNS: &[Column] = &[
+    Column::new("class", 12),
+    Column::new("alpha", 7),
+    Column::titled("threshold", "P*", 9),
+    Column::titled("prior", "P_est", 9),
+    Column::titled("prior_se", "+-SE", 8),
+    Column::new("samples", 8),
+    Column::titled("prior_true", "P_true", 8),
+    Column::titled("paradox", "regime", 8),
+    Column::titled("paradox_below_bpe", "below_bpe", 10),
+    Column::titled("paradox_below_alpha", "below_alpha", 12),
 ];
 
 const SWEEP_COLUMNS: &[Column] = &[
@@ -193,6 +206,28 @@ impl Section for SelectiveReport {
     }
 
     fn tables(&self) -> Vec<Table> {
+        let mut pr = Table::new("priors", PRIOR_COLUMNS);
+        for p in &self.priors {
+            pr.push_row(
+                vec![
+                    Cell::Text(p.class.clone()),
+                    Cell::Number(p.alpha),
+                    Cell::Rate(Some(p.threshold)),
+                    Cell::Rate(p.prior),
+                    Cell::Rate(p.prior_se),
+                    Cell::Count(Some(p.samples)),
+                    Cell::Rate(p.prior_true),
+                    Cell::Text(match p.paradox {
+                        Some(true) => "paradox".into(),
+                        Some(false) => "plain".into(),
+                        None => "-".into(),
+                    }),
+                    Cell::Rate(p.paradox_below_bpe),
+                    Cell::Rate(p.paradox_below_alpha),
+                ],
+                p.queries == 0,
+            );
+        }
         let mut t = Table::new("selective", SELECTIVE_COLUMNS);
         for v in &self.variants {
             let overall = std::iter::once(&v.overall);
@@ -233,7 +268,7 @@ impl Section for SelectiveReport {
                 Cell::Cost(p.cost),
             ]);
         }
-        vec![t, sweeps]
+        vec![pr, t, sweeps]
     }
 
     fn lines(&self) -> Vec<String> {
