@@ -1250,11 +1250,11 @@ impl Coordinator<SelectiveTally> for PriorCoordinator {
                 if let Some(q) = self.round_queries.get_mut(c) {
                     *q += 1;
                 }
-                let fresh = self.query_unit == QueryUnit::Packet || !self.queried.contains(&r.hash);
-                if fresh && self.sampler.sampled(c, r.hash) {
-                    if self.query_unit == QueryUnit::Flow {
-                        self.queried.insert(r.hash);
-                    }
+                // The sampling test first: the per-flow dedup set is only
+                // touched for sampled flows.
+                if self.sampler.sampled(c, r.hash)
+                    && (self.query_unit == QueryUnit::Packet || self.queried.insert(r.hash))
+                {
                     let member = self.cache.contains(&r.hash);
                     self.priors.record(c, member);
                     if let Some(t) = self.tally.classes.get_mut(c) {
