@@ -855,3 +855,49 @@ fn command_line_defaults_are_the_librarys() {
     );
     assert_eq!(lib.threads, default_threads());
 }
+
+/// Every plot shows at least two distinct series, or says on the chart why
+/// it does not (identical variants merged and named, a flat axis noted).
+/// The command, whose plots looked broken: a flat alpha plot, a
+/// one-point trade-off, and two lines on top of each other.
+#[test]
+fn every_plot_has_two_distinct_series_or_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = default_trace();
+    let plots = dir.path().join("plots");
+    let out = flowsieve(&[
+        "-q",
+        &d,
+        "--plot",
+        plots.to_str().unwrap(),
+        "--sweep",
+        "alpha=1,10,100,1000",
+        "--sweep",
+        "bpe=2,4,8,12",
+        "--alpha",
+        "100",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let mut seen = 0;
+    for e in std::fs::read_dir(&plots).unwrap() {
+        let path = e.unwrap().path();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        // Data lines have more than two points (legend swatches have two).
+        let mut lines: Vec<&str> = svg
+            .split("<polyline")
+            .skip(1)
+            .filter_map(|p| p.split("points=\"").nth(1)?.split('"').next())
+            .filter(|pts| pts.split_whitespace().count() > 2)
+            .collect();
+        lines.sort_unstable();
+        lines.dedup();
+        assert!(
+            lines.len() >= 2 || svg.contains("note:"),
+            "{}: {} distinct lines and no note",
+            path.display(),
+            lines.len()
+        );
+        seen += 1;
+    }
+    assert!(seen >= 3, "{seen} plots");
+}

@@ -45,6 +45,45 @@ fn bounds(series: &[Series]) -> ((f64, f64), (f64, f64)) {
     (pad(x0, x1), pad(y0, y1))
 }
 
+/// Series that coincide point for point are drawn once, labelled with
+/// every name ("plain = selective-query"), and each merge and each flat
+/// axis gets a note drawn on the chart: a reader never sees one line where
+/// there are several, or a flat line, without being told why.
+fn merge_identical(series: &[Series]) -> (Vec<Series>, Vec<String>) {
+    let mut out: Vec<Series> = Vec::new();
+    let mut notes = Vec::new();
+    for (name, pts) in series.iter().filter(|s| !s.1.is_empty()) {
+        match out.iter_mut().find(|o| &o.1 == pts) {
+            Some(o) => {
+                notes.push(format!(
+                    "note: {name} is identical to {}",
+                    o.0.split(" = ").next().unwrap_or("")
+                ));
+                o.0 = format!("{} = {name}", o.0);
+            }
+            None => out.push((name.clone(), pts.clone())),
+        }
+    }
+    let flat = |f: fn(&(f64, f64)) -> f64| {
+        let mut v = out.iter().flat_map(|s| s.1.iter().map(f));
+        match v.next() {
+            Some(first) => v
+                .all(|x| (x - first).abs() <= 1e-12 * first.abs().max(1.0))
+                .then_some(first),
+            None => None,
+        }
+    };
+    if let Some(y) = flat(|p| p.1) {
+        notes.push(format!("note: every point has the same value ({y:.4e}): the plotted quantity does not change over this range"));
+    }
+    if let Some(x) = flat(|p| p.0) {
+        notes.push(format!(
+            "note: every point is at the same x ({x}): only one setting was measured"
+        ));
+    }
+    (out, notes)
+}
+
 fn chart(
     path: &Path,
     title: &str,
@@ -55,6 +94,8 @@ fn chart(
     if series.iter().all(|s| s.1.is_empty()) {
         return Ok(());
     }
+    let (series, notes) = merge_identical(series);
+    let series = &series[..];
     let ((x0, x1), (y0, y1)) = bounds(series);
     let root = SVGBackend::new(path, (800, 560)).into_drawing_area();
     let e = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
@@ -92,6 +133,14 @@ fn chart(
         .border_style(BLACK)
         .draw()
         .map_err(|x| e(&x))?;
+    for (i, n) in notes.iter().enumerate() {
+        root.draw(&Text::new(
+            n.clone(),
+            (90, 60 + 18 * i as i32),
+            ("sans-serif", 14).into_font().color(&RED),
+        ))
+        .map_err(|x| e(&x))?;
+    }
     root.present().map_err(|x| e(&x))?;
     Ok(())
 }
