@@ -449,15 +449,13 @@ pub fn sigma_for_target(
     if m > EXACT_SIZING_MAX_BITS {
         return sigma_continuum(m, k, two_phase, target).filter(|s| s.sigma >= lo);
     }
-    sigma_chain(m, k, hashing, retaining, two_phase, target, lo)
+    sigma_chain((m, k, hashing, retaining), two_phase, target, lo)
 }
 
-/// The exact one-pass solve of [`sigma_for_target`].
+/// The exact one-pass solve of [`sigma_for_target`] for a phase of `m`
+/// bits, `k` positions, `hashing` and retention.
 fn sigma_chain(
-    m: u64,
-    k: u32,
-    hashing: Hashing,
-    retaining: bool,
+    (m, k, hashing, retaining): (u64, u32, Hashing, bool),
     two_phase: bool,
     target: f64,
     lo: u64,
