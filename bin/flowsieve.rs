@@ -383,6 +383,12 @@ fn run_replay(args: ReplayArgs) -> u8 {
         if args.mmap {
             c.replay.read_mode = ReadMode::Mmap;
         }
+        // The default job (no trace given) also sweeps bits per element and
+        // alpha, so a new user sees where selective querying pays.
+        if args.traces.is_empty() && args.pipeline.selective.sweep.is_empty() {
+            c.selective.sweeps.bpe = defaults::DEMO_SWEEP_BPE.to_vec();
+            c.selective.sweeps.alpha = defaults::DEMO_SWEEP_ALPHA.to_vec();
+        }
     }) {
         Ok(c) => c,
         Err(code) => return code,

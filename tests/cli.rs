@@ -901,3 +901,38 @@ fn every_plot_has_two_distinct_series_or_a_note() {
     }
     assert!(seen >= 3, "{seen} plots");
 }
+
+/// The default job (no trace given) shows the trade-off: its sweep of bits
+/// per element reaches the regime where Selective query pays (every class
+/// below its Theorem 1 threshold at 2 bits per element) and leaves it at 10.
+#[test]
+fn the_default_job_shows_where_selective_querying_pays() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("default.json");
+    let out = flowsieve(&["-q", "--json", json.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let sweeps = v["selective"]["sweeps"].as_array().unwrap();
+    let cost = |bpe: f64, variant: &str| {
+        sweeps
+            .iter()
+            .find(|p| p["parameter"] == "bpe" && p["value"] == bpe && p["variant"] == variant)
+            .and_then(|p| p["cost"].as_f64())
+            .unwrap()
+    };
+    assert!(cost(2.0, "selective-query") < 0.5 * cost(2.0, "plain"));
+    assert_eq!(cost(10.0, "selective-query"), cost(10.0, "plain"));
+    assert_eq!(
+        sweeps.iter().filter(|p| p["parameter"] == "alpha").count(),
+        3 * 2
+    );
+    // And the note says where the paradox regime begins.
+    let notes = v["selective"]["notes"].as_array().unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("bits per element")),
+        "{notes:?}"
+    );
+}

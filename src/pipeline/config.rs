@@ -67,6 +67,11 @@ pub mod defaults {
     pub const ALPHA: f64 = 1.0;
     /// How many of the largest flows the replay lists.
     pub const TOP: usize = 10;
+    /// The bits per element the default job (no trace given) sweeps, to
+    /// show where selective querying starts to pay.
+    pub const DEMO_SWEEP_BPE: [f64; 5] = [2.0, 4.0, 6.0, 8.0, 10.0];
+    /// The cost ratios the default job sweeps.
+    pub const DEMO_SWEEP_ALPHA: [f64; 3] = [0.01, 0.1, 1.0];
 }
 
 /// The most shards a run may have (shard ids travel as `u16`).
