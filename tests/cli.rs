@@ -536,6 +536,10 @@ fn huge_and_malformed_values_exit_2_with_one_line() {
         &["--theta", "18446744073709551615"],
         &["--rbf-k", "18446744073709551615"],
         &["--max-memory", "lots"],
+        &["--max-memory", "1"],
+        &["--window-packets", "0"],
+        &["--threads", "100000"],
+        &["--target-fpr", "1"],
         &[
             "gen-trace",
             "-o",

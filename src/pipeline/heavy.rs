@@ -75,14 +75,14 @@ impl HeavyConfig {
     /// Checks the stage's fields for a run of `shards` shards.
     pub fn validate(&self, shards: usize) -> Result<HeavyStage, ConfigError> {
         in_range("heavy.theta", self.theta, 1, self.width.max())?;
-        let load = self.model_load();
-        in_range("heavy.load", load, 1, u64::MAX)?;
         if let WindowSpec::Time(0) | WindowSpec::Packets(0) = self.window {
             return Err(ConfigError::invalid(
                 "heavy.window",
                 "must be longer than 0",
             ));
         }
+        let load = self.model_load();
+        in_range("heavy.load", load, 1, u64::MAX)?;
         let k = match self.k {
             Some(k) => {
                 in_range("heavy.k", k, 1, MAX_K)?;
