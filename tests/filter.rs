@@ -446,7 +446,7 @@ fn single_writer_with_concurrent_readers() {
 // ---------- selective filters and priors (000) ----------
 
 use flowsieve::filter::{
-    PriorEstimator, SelectiveBloomFilter, SelectiveCountingFilter, Selectivity,
+    PriorSampler, RoundPriors, SelectiveBloomFilter, SelectiveCountingFilter, Selectivity,
 };
 use flowsieve::hash::fmix64;
 use flowsieve::model::paradox::{self, ElementClass, SelectiveVariant};
@@ -515,31 +515,54 @@ fn selective_query_simulation_matches_the_model_and_table_ii() {
 
 #[test]
 fn sampled_priors_converge_to_the_class_priors() {
-    // 1% of queries checked, smoothing 0.02 (about the last 50 samples).
-    let mut est = PriorEstimator::new(5, 0.01, 0.02, 20, 0.5);
+    // Five classes, 1% of queries checked (the sampler's floor, reached once
+    // a class has 100 times more queries than the 80 samples aimed for), the
+    // rounds pooled with weight 1.
     let true_priors = [0.5, 0.25, 0.1, 0.02, 0.0];
+    let mut sampler = PriorSampler::new(5, 0.01, 80);
+    let mut pooled = RoundPriors::new(5, 1.0);
     let mut r = rng(20);
-    for _ in 0..400_000 {
-        let class = r.random_range(0..5usize);
-        let member = r.random::<f64>() < true_priors[class];
-        est.observe(class, r.random(), member);
+    let mut checked = [0u64; 5];
+    for round in 0..10 {
+        let mut queries = [0u64; 5];
+        for _ in 0..40_000 {
+            let class = r.random_range(0..5usize);
+            let member = r.random::<f64>() < true_priors[class];
+            queries[class] += 1;
+            if sampler.sampled(class, r.random()) {
+                pooled.record(class, member);
+                if round > 0 {
+                    checked[class] += 1;
+                }
+            }
+        }
+        pooled.end_round();
+        sampler.plan(&queries);
     }
     for (c, &p) in true_priors.iter().enumerate() {
-        let samples = est.samples(c);
+        // Rounds 1..9 at 1% of ~8,000 queries each.
         assert!(
-            (700..=900).contains(&samples),
-            "class {c}: {samples} samples of ~800"
+            (640..=800).contains(&checked[c]),
+            "class {c}: {} samples of ~720",
+            checked[c]
         );
-        // EWMA of ~50 effective samples: sd sqrt(p(1-p)/(2/0.02 - 1)).
-        let sd = (p * (1.0 - p) / 99.0).sqrt();
+        let e = pooled.estimate(c).unwrap();
         assert!(
-            (est.prior(c) - p).abs() < 5.0 * sd + 1e-9,
-            "class {c}: {} vs {p}",
-            est.prior(c)
+            (e.prior - p).abs() <= 3.0 * e.se + 1e-3,
+            "class {c}: {} +- {} vs {p}",
+            e.prior,
+            e.se
         );
     }
-    let fresh = PriorEstimator::new(2, 0.01, 0.02, 20, 0.3);
-    assert_eq!(fresh.prior(1), 0.3, "below min_samples: the default");
+    // A class never sampled has no estimate (the stage then uses its
+    // default), and one member in 1,000 reads (1 + 1/2) / 1001.
+    let mut fresh = RoundPriors::new(2, 0.8);
+    assert!(fresh.estimate(1).is_none());
+    for i in 0..1000 {
+        fresh.record(0, i == 0);
+    }
+    fresh.end_round();
+    assert!((fresh.estimate(0).unwrap().prior - 1.5 / 1001.0).abs() < 1e-15);
 }
 
 /// For every value with at least 150 queries (value -> (members, queries)),

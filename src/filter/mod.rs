@@ -9,7 +9,7 @@
 //!   concurrent readers, or many writers by compare-and-swap.
 //! - [`RecyclingBloomFilter`]: new-flow detection on endless streams (004).
 //! - [`SelectiveBloomFilter`], [`SelectiveCountingFilter`] and
-//!   [`PriorEstimator`]: cost-aware answers that respect the a priori
+//!   [`PriorSampler`] with [`RoundPriors`]: cost-aware answers that respect the a priori
 //!   membership probability (the Bloom paradox, 000).
 //! - [`BhCountingFilter`]: fixed plus B_h variable increments, Theorem 5's
 //!   sharper posterior (000 §VI).
@@ -38,7 +38,7 @@ pub use compressed::{
 };
 pub use counter_width::{CounterWidth, CounterWidthError};
 pub use counting::CountingBloomFilter;
-pub use prior::{PriorEstimate, PriorEstimator, RoundPriors};
+pub use prior::{PriorEstimate, PriorSampler, RoundPriors};
 pub use recycling::{RecyclePolicy, RecyclingBloomFilter, RecyclingStats, MAX_K};
 pub use selective::{SelectiveAnswer, SelectiveBloomFilter, SelectiveCountingFilter, Selectivity};
 pub use traits::{Counters, Membership};

@@ -1,131 +1,76 @@
-//! Per-class a priori membership probabilities, estimated by sampling
-//! (000 §IV-D): a fraction of queries is checked against the exact set, and
-//! each class keeps an exponentially weighted moving average of the
-//! outcomes.
+//! Per-class a priori membership probabilities (000 §IV-D), estimated by
+//! checking a sample of queries against the exact set.
 //!
-//! Sampling is decided from the query's hash (bits independent of the
-//! filter's indices), so it is deterministic and costs no random-number
-//! state. A class with fewer than `min_samples` samples reports the
-//! documented default instead of a noisy average.
-//!
-//! ```
-//! use flowsieve::filter::PriorEstimator;
-//! let mut p = PriorEstimator::new(2, 1.0, 0.05, 10, 0.5);
-//! assert_eq!(p.prior(0), 0.5);               // too few samples: the default
-//! for i in 0..100u64 { p.observe(0, i, i % 4 == 0); }
-//! assert!((p.prior(0) - 0.25).abs() < 0.1);
-//! ```
+//! - [`PriorSampler`] decides which queries are checked: by the query's
+//!   hash (bits independent of the filters' indices), so the choice is
+//!   deterministic, costs no random-number state, and a flow is sampled in
+//!   a cache window exactly when it is sampled as a query.
+//! - [`RoundPriors`] pools the checked queries over rounds into an estimate
+//!   with its standard error.
 
 use crate::hash::fmix64;
 
-/// Sampling plus a per-class exponentially weighted moving average.
-#[derive(Clone, Debug)]
-pub struct PriorEstimator {
-    threshold: u64,
-    smoothing: f64,
-    min_samples: u64,
-    default_prior: f64,
-    ewma: Vec<f64>,
-    samples: Vec<u64>,
-}
-
-/// Seed of the sampling decision, so it is independent of filter indices.
+/// Seed of the sampling decision, so that it is independent of the filters'
+/// indices.
 const SAMPLE_SEED: u64 = 0x5ab1_e5a3_91e0_d11d;
 
-impl PriorEstimator {
-    /// `classes` classes; sample a `fraction` of queries; EWMA weight
-    /// `smoothing` per sample (0 < smoothing <= 1); below `min_samples` a
-    /// class reports `default_prior`.
-    pub fn new(
-        classes: usize,
-        fraction: f64,
-        smoothing: f64,
-        min_samples: u64,
-        default_prior: f64,
-    ) -> PriorEstimator {
-        let fraction = fraction.clamp(0.0, 1.0);
-        PriorEstimator {
-            threshold: if fraction >= 1.0 {
+/// Which queries are checked against the exact set: per class, a fraction
+/// fixed for the round, at least `base`, raised so that a class whose last
+/// round had `q` queries gets about `min_samples` checks (all of them when
+/// `q` is below that). The decision is by hash, so membership of a sampled
+/// query is known from the sampled part of the set alone.
+///
+/// ```
+/// use flowsieve::filter::PriorSampler;
+/// let mut s = PriorSampler::new(2, 0.01, 100);
+/// assert!((0..1000u64).all(|h| s.sampled(0, h)));     // no history: all
+/// s.plan(&[10_000, 50]);                               // 1% and all
+/// let n = (0..100_000u64).filter(|&h| s.sampled(0, h)).count();
+/// assert!((800..1200).contains(&n), "{n}");
+/// assert!((0..1000u64).all(|h| s.sampled(1, h)));
+/// ```
+#[derive(Clone, Debug)]
+pub struct PriorSampler {
+    base: f64,
+    min_samples: u64,
+    thresholds: Vec<u64>,
+}
+
+impl PriorSampler {
+    /// `classes` classes, at least a fraction `base` of each class's
+    /// queries, aiming at `min_samples` per class and round; every query is
+    /// sampled until [`PriorSampler::plan`] is first called.
+    pub fn new(classes: usize, base: f64, min_samples: u64) -> PriorSampler {
+        PriorSampler {
+            base: base.clamp(0.0, 1.0),
+            min_samples,
+            thresholds: vec![u64::MAX; classes],
+        }
+    }
+
+    /// Sets each class's fraction for the next round from the queries the
+    /// last round had.
+    pub fn plan(&mut self, last_queries: &[u64]) {
+        for (t, &q) in self.thresholds.iter_mut().zip(last_queries) {
+            let rate = if q == 0 {
+                1.0
+            } else {
+                (self.min_samples as f64 / q as f64).clamp(self.base, 1.0)
+            };
+            *t = if rate >= 1.0 {
                 u64::MAX
             } else {
-                (fraction * u64::MAX as f64) as u64
-            },
-            smoothing: smoothing.clamp(1e-9, 1.0),
-            min_samples,
-            default_prior: default_prior.clamp(0.0, 1.0),
-            ewma: vec![0.0; classes],
-            samples: vec![0; classes],
+                (rate * u64::MAX as f64) as u64
+            };
         }
     }
 
-    /// Whether the query with this hash is sampled (checked against the
-    /// exact set).
+    /// Whether the query (or cache entry) with this hash is checked.
     #[inline]
-    pub fn sampled(&self, h: u64) -> bool {
-        fmix64(h ^ SAMPLE_SEED) <= self.threshold
-    }
-
-    /// Records a checked query: was its element in the set? Queries that are
-    /// not [`PriorEstimator::sampled`] are ignored. Returns whether it was
-    /// used.
-    pub fn observe(&mut self, class: usize, h: u64, member: bool) -> bool {
-        if !self.sampled(h) || class >= self.ewma.len() {
-            return false;
-        }
-        let x = if member { 1.0 } else { 0.0 };
-        let n = self.samples[class];
-        // The first samples average exactly (weight 1/n) until the weight
-        // falls to the smoothing factor, so early estimates are not biased
-        // towards the initial 0.
-        let w = (1.0 / (n + 1) as f64).max(self.smoothing);
-        self.ewma[class] += w * (x - self.ewma[class]);
-        self.samples[class] = n + 1;
-        true
-    }
-
-    /// The class prior: the moving average, or the default below
-    /// `min_samples`.
-    pub fn prior(&self, class: usize) -> f64 {
-        match self.samples.get(class) {
-            Some(&n) if n >= self.min_samples => self.ewma[class],
-            _ => self.default_prior,
-        }
-    }
-
-    /// The class prior by the rule of succession over the moving average:
-    /// `(ewma n + 1) / (n + 2)` with `n` the samples the average spans
-    /// (at most `1 / smoothing`), or the default below `min_samples`.
-    ///
-    /// A plain average of a few samples can read 0 for a class whose prior
-    /// is merely small, and a selective filter would then skip its members
-    /// (false negatives) on no real evidence; this estimate only falls
-    /// below `1/n` once `n` samples support it.
-    ///
-    /// ```
-    /// use flowsieve::filter::PriorEstimator;
-    /// let mut p = PriorEstimator::new(1, 1.0, 0.01, 5, 0.5);
-    /// for i in 0..10u64 { p.observe(0, i, false); }
-    /// assert_eq!(p.prior(0), 0.0);
-    /// assert!((p.prior_smoothed(0) - 1.0 / 12.0).abs() < 1e-12);
-    /// ```
-    pub fn prior_smoothed(&self, class: usize) -> f64 {
-        match self.samples.get(class) {
-            Some(&n) if n >= self.min_samples => {
-                let span = (n as f64).min(1.0 / self.smoothing);
-                (self.ewma[class] * span + 1.0) / (span + 2.0)
-            }
-            _ => self.default_prior,
-        }
-    }
-
-    /// Samples taken for a class.
-    pub fn samples(&self, class: usize) -> u64 {
-        self.samples.get(class).copied().unwrap_or(0)
-    }
-
-    /// Number of classes.
-    pub fn classes(&self) -> usize {
-        self.ewma.len()
+    pub fn sampled(&self, class: usize, h: u64) -> bool {
+        self.thresholds
+            .get(class)
+            .is_some_and(|&t| fmix64(h ^ SAMPLE_SEED) <= t)
     }
 }
 

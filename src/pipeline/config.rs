@@ -340,11 +340,7 @@ impl PipelineConfig {
                 }
             }
         }
-        memory.total = memory
-            .heavy
-            .checked_add(memory.new_flows)
-            .and_then(|t| t.checked_add(memory.batches))
-            .ok_or(ConfigError::MemoryOverflow)?;
+        memory.total = memory.sum()?;
         let limit = self.max_memory.or_else(available_memory);
         if let Some(limit) = limit {
             if memory.total > limit {
@@ -404,6 +400,16 @@ pub struct MemoryEstimate {
     pub batches: u64,
     /// The sum.
     pub total: u64,
+}
+
+impl MemoryEstimate {
+    /// The parts added up, without wrapping.
+    fn sum(&self) -> Result<u64, ConfigError> {
+        self.heavy
+            .checked_add(self.new_flows)
+            .and_then(|t| t.checked_add(self.batches))
+            .ok_or(ConfigError::MemoryOverflow)
+    }
 }
 
 /// Why a configuration cannot run.
@@ -490,12 +496,7 @@ impl ValidatedConfig {
         in_range("threads", threads, 1, MAX_THREADS)?;
         self.cfg.threads = threads;
         self.memory.batches = batch_bytes(&self.cfg)?;
-        self.memory.total = self
-            .memory
-            .heavy
-            .checked_add(self.memory.new_flows)
-            .and_then(|t| t.checked_add(self.memory.batches))
-            .ok_or(ConfigError::MemoryOverflow)?;
+        self.memory.total = self.memory.sum()?;
         Ok(self)
     }
 

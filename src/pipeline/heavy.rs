@@ -19,6 +19,7 @@
 use super::config::{defaults, in_range, ConfigError};
 use super::event::{Event, EventKind, HeavyEvent};
 use super::keyed::{HashMap, HashSet};
+use super::rate::{binomial_se, opt_ratio, ratio};
 use super::record::PacketRecord;
 use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use super::window::WindowSpec;
@@ -211,27 +212,6 @@ impl Stage for HeavyStage {
 
 /// The largest theta the compound model is evaluated for.
 pub const COMPOUND_MAX_THETA: u64 = 4096;
-
-fn ratio(num: u64, den: u64) -> f64 {
-    if den == 0 {
-        0.0
-    } else {
-        num as f64 / den as f64
-    }
-}
-
-fn opt_ratio(num: u64, den: u64) -> Option<f64> {
-    (den > 0).then(|| num as f64 / den as f64)
-}
-
-/// The binomial standard error of a rate measured over `n` trials.
-pub(crate) fn binomial_se(p: f64, n: u64) -> f64 {
-    if n == 0 {
-        0.0
-    } else {
-        (p * (1.0 - p) / n as f64).sqrt()
-    }
-}
 
 fn heavy_rates(class: Option<String>, t: &HeavyClassTally, truth: bool) -> HeavyRates {
     let fp_rate = opt_ratio(t.false_positives, t.flows_below).filter(|_| truth);

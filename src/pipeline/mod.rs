@@ -35,6 +35,7 @@ pub mod heavy;
 mod keyed;
 mod latency;
 pub mod new_flows;
+mod rate;
 mod record;
 pub mod selective;
 mod source;

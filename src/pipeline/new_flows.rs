@@ -17,8 +17,8 @@
 
 use super::config::{defaults, in_range, ConfigError};
 use super::event::{Event, EventKind, NewFlowEvent};
-use super::heavy::binomial_se;
 use super::keyed::HashMap;
+use super::rate::{binomial_se, opt_ratio};
 use super::record::PacketRecord;
 use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use crate::filter::{RecyclePolicy, RecyclingBloomFilter, MAX_K};
@@ -313,10 +313,6 @@ impl Stage for NewFlowStage {
             notes,
         }
     }
-}
-
-fn opt_ratio(num: u64, den: u64) -> Option<f64> {
-    (den > 0).then(|| num as f64 / den as f64)
 }
 
 fn new_flow_rates(

@@ -56,16 +56,16 @@
 use super::config::{defaults, in_range, ConfigError};
 use super::event::Event;
 use super::keyed::{HashMap, HashSet};
+use super::rate::ratio;
 use super::record::PacketRecord;
 use super::stage::{Broadcast, Coordinator};
 use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use super::window::WindowSpec;
 use crate::class::ClassId;
 use crate::filter::{
-    CounterWidth, CountingBloomFilter, PriorEstimate, RoundPriors, SelectiveBloomFilter,
-    SelectiveCountingFilter, Selectivity, MAX_K,
+    CounterWidth, CountingBloomFilter, PriorEstimate, PriorSampler, RoundPriors,
+    SelectiveBloomFilter, SelectiveCountingFilter, Selectivity, MAX_K,
 };
-use crate::hash::fmix64;
 use crate::model::bloom;
 use crate::model::paradox;
 use crate::report::{
@@ -827,14 +827,6 @@ impl Stage for SelectiveStage {
     }
 }
 
-fn ratio(num: u64, den: u64) -> f64 {
-    if den == 0 {
-        0.0
-    } else {
-        num as f64 / den as f64
-    }
-}
-
 /// Rates of one evaluator over a class (`None`: all classes).
 fn selective_rates(
     class: Option<(usize, String)>,
@@ -1112,58 +1104,6 @@ impl ShardStage for SelectiveShard {
 #[derive(Clone, Debug)]
 struct PriorUpdate {
     priors: Vec<f64>,
-}
-
-/// Seed of the sampling decision, so that it is independent of the filters'
-/// indices.
-const SAMPLE_SEED: u64 = 0x5ab1_e5a3_91e0_d11d;
-
-/// Which queries are checked against the exact set: per class, a fraction
-/// fixed for the round, at least `prior_sample`, raised so that a class
-/// whose last round had `q` queries gets about `prior_min_samples` checks
-/// (all of them when `q` is below that). The decision is by hash, so a flow
-/// is sampled in the cache window exactly when it is sampled as a query,
-/// and membership of a sampled query is known from the sampled part of the
-/// set alone.
-#[derive(Clone, Debug)]
-pub struct PriorSampler {
-    base: f64,
-    min_samples: u64,
-    thresholds: Vec<u64>,
-}
-
-impl PriorSampler {
-    fn new(classes: usize, base: f64, min_samples: u64) -> PriorSampler {
-        PriorSampler {
-            base: base.clamp(0.0, 1.0),
-            min_samples,
-            thresholds: vec![u64::MAX; classes],
-        }
-    }
-
-    /// Sets each class's fraction for the next round from the queries the
-    /// last round had.
-    fn plan(&mut self, last_queries: &[u64]) {
-        for (t, &q) in self.thresholds.iter_mut().zip(last_queries) {
-            let rate = if q == 0 {
-                1.0
-            } else {
-                (self.min_samples as f64 / q as f64).clamp(self.base, 1.0)
-            };
-            *t = if rate >= 1.0 {
-                u64::MAX
-            } else {
-                (rate * u64::MAX as f64) as u64
-            };
-        }
-    }
-
-    #[inline]
-    fn sampled(&self, class: usize, h: u64) -> bool {
-        self.thresholds
-            .get(class)
-            .is_some_and(|&t| fmix64(h ^ SAMPLE_SEED) <= t)
-    }
 }
 
 /// The selective stage's coordinator: it samples queries over all shards,
