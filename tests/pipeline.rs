@@ -741,14 +741,20 @@ fn priors_pooled_over_shards_match_known_priors() {
             assert!(cp.samples >= 1000, "{}: {} samples", cp.class, cp.samples);
         }
         assert!(s.priors[0].paradox == Some(true) && s.priors[1].paradox == Some(false));
-        // Round 0 has no estimate (the default prior answers as plain);
-        // from round 1 on, every web query is skipped and no other is.
+        // Round 0 starts on the default prior (answered as plain) and
+        // switches once its own samples show the low prior (the in-round
+        // updates at 32, 64, ... samples); from round 1 on, every web query
+        // is skipped and no other is.
         let sq = s
             .variants
             .iter()
             .find(|v| v.name == Variant::SelectiveQuery)
             .unwrap();
-        assert_eq!(sq.classes[0].skipped, 7 * 3000);
+        let web = sq.classes[0].skipped;
+        assert!(
+            web > 7 * 3000 && web < 8 * 3000 - 32,
+            "web queries skipped: {web}"
+        );
         assert_eq!(sq.classes[1].skipped, 0);
         assert_eq!(sq.classes[2].skipped, 0);
         let v = without_timing(&r);

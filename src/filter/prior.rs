@@ -154,6 +154,33 @@ impl RoundPriors {
     /// The estimate from the rounds folded so far; `None` without samples.
     pub fn estimate(&self, class: usize) -> Option<PriorEstimate> {
         let &(x, n) = self.pooled.get(class)?;
+        Self::jeffreys(x, n)
+    }
+
+    /// The estimate from the rounds folded so far and the current round's
+    /// samples up to now (the current round at full weight): what a query
+    /// in the middle of a round can know.
+    ///
+    /// ```
+    /// use flowsieve::filter::RoundPriors;
+    /// let mut p = RoundPriors::new(1, 1.0);
+    /// for i in 0..400 { p.record(0, i == 0); }
+    /// assert!(p.estimate(0).is_none());             // nothing folded yet
+    /// let live = p.estimate_live(0).unwrap();
+    /// assert!((live.prior - 1.5 / 401.0).abs() < 1e-12);
+    /// ```
+    pub fn estimate_live(&self, class: usize) -> Option<PriorEstimate> {
+        let &(x, n) = self.pooled.get(class)?;
+        let &(rx, rn) = self.round.get(class)?;
+        Self::jeffreys(x + rx as f64, n + rn as f64)
+    }
+
+    /// Samples of `class` in the current round so far.
+    pub fn round_samples(&self, class: usize) -> u64 {
+        self.round.get(class).map_or(0, |r| r.1)
+    }
+
+    fn jeffreys(x: f64, n: f64) -> Option<PriorEstimate> {
         if n <= 0.0 {
             return None;
         }

@@ -31,10 +31,12 @@
 //! queries and about `prior_min_samples` per class and round), pools the
 //! rounds ([`RoundPriors`]: a Jeffreys estimate with its standard error)
 //! and sends every shard the same priors when a round's query window
-//! opens. A round is answered with the priors of the rounds before it, the
-//! same in every shard, whatever the number of threads; a class with no
-//! sample yet uses `prior_default` (0.5), which no threshold reaches, so it
-//! is answered as by the plain filter.
+//! opens, and again each time a class's samples in the round reach 32, 64,
+//! 128, ... (the estimate then includes the round's own earlier queries).
+//! Every shard switches at the same record, so the answers are the same
+//! whatever the number of threads; a class with no sample yet uses
+//! `prior_default` (0.5), which no threshold reaches, so it is answered as
+//! by the plain filter.
 //!
 //! The exact set `S` is part of the system being simulated (a flow cache
 //! holds its flows; the directory summarises it), so this stage scores its
@@ -1126,8 +1128,21 @@ struct PriorCoordinator {
     queried: HashSet,
     /// Query packets per class this round (to plan the next one's rates).
     round_queries: Vec<u64>,
+    /// Per class, the round's sample count at which the priors are sent
+    /// again (doubling from [`FIRST_UPDATE_SAMPLES`]).
+    next_update: Vec<u64>,
     tally: SelectiveTally,
 }
+
+/// Within a query window the coordinator re-sends the priors each time a
+/// class's samples in the round reach 32, 64, 128, ...: a first round is
+/// then answered with what its own earlier queries showed, as 000 §IV-D's
+/// running estimate would, instead of the uninformed default throughout.
+/// Doubling keeps the broadcasts (each flushes every shard's batch) to a
+/// few per class and round. The update is sent before the record that
+/// would cross the mark is dispatched, so a query never sees its own
+/// membership.
+const FIRST_UPDATE_SAMPLES: u64 = 32;
 
 impl PriorCoordinator {
     fn new(stage: &SelectiveStage, classes: usize) -> PriorCoordinator {
@@ -1143,11 +1158,23 @@ impl PriorCoordinator {
             cache: HashSet::default(),
             queried: HashSet::default(),
             round_queries: vec![0; classes],
+            next_update: vec![FIRST_UPDATE_SAMPLES; classes],
             tally: SelectiveTally {
                 classes: vec![QueryClassTally::default(); classes],
                 ..SelectiveTally::default()
             },
         }
+    }
+}
+
+impl PriorCoordinator {
+    /// The priors every shard uses from now on: the pooled rounds and the
+    /// current round's samples so far, or the default for a class with none.
+    fn update(&self) -> Broadcast {
+        let priors = (0..self.round_queries.len())
+            .map(|c| self.priors.estimate_live(c).map_or(self.default, |e| e.prior))
+            .collect();
+        Arc::new(PriorUpdate { priors })
     }
 }
 
@@ -1170,14 +1197,21 @@ impl Coordinator<SelectiveTally> for PriorCoordinator {
                 }
                 self.cache.clear();
                 self.queried.clear();
+                self.next_update.fill(FIRST_UPDATE_SAMPLES);
             }
             if phase == Phase::Query {
-                let priors = (0..self.round_queries.len())
-                    .map(|c| self.priors.estimate(c).map_or(self.default, |e| e.prior))
-                    .collect();
-                update = Some(Arc::new(PriorUpdate { priors }) as Broadcast);
+                update = Some(self.update());
             }
             self.state = Some((round, phase));
+        } else if phase == Phase::Query
+            && (0..self.next_update.len()).any(|c| self.priors.round_samples(c) >= self.next_update[c])
+        {
+            for (c, next) in self.next_update.iter_mut().enumerate() {
+                while self.priors.round_samples(c) >= *next {
+                    *next = next.saturating_mul(2);
+                }
+            }
+            update = Some(self.update());
         }
         let c = usize::from(r.class);
         match phase {
