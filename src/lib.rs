@@ -44,5 +44,6 @@ pub mod model;
 pub mod pipeline;
 pub mod replay;
 pub mod report;
+pub mod reproduce;
 pub mod synth;
 pub mod truth;

@@ -940,3 +940,40 @@ fn the_default_job_shows_where_selective_querying_pays() {
         "{notes:?}"
     );
 }
+
+/// `reproduce`: an unknown experiment is one line and exit 2 before any
+/// work; a quick run prints the side-by-side table and writes the rows and
+/// the figure (CSV, SVG, PNG).
+#[test]
+fn reproduce_command() {
+    let out = flowsieve(&["reproduce", "005-nothing"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("003-kappa"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("r");
+    let out = flowsieve(&[
+        "reproduce",
+        "003-kappa",
+        "--quick",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("verdict: 90 agree, 0 explained, 0 deviate"),
+        "{text}"
+    );
+    for f in [
+        "003-kappa-rows.csv",
+        "003-kappa.csv",
+        "003-kappa.svg",
+        "003-kappa.png",
+    ] {
+        assert!(d.join(f).is_file(), "{f}");
+    }
+    let out = flowsieve(&["reproduce", "all", "--traces", "/nonexistent/dir"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -184,16 +184,37 @@ pub fn expected_cost_cbf(k: u32, m: u64, n: u64, prior: f64, alpha: f64) -> f64 
     if k == 0 || m < u64::from(k) {
         return f64::INFINITY;
     }
+    let (fn_rate, fp_rate) = cbf_error_rates(k, m, n, min_counter_product(k, prior, alpha, m, n));
+    alpha * prior * fn_rate + (1.0 - prior) * fp_rate
+}
+
+/// The error rates of the counter-product rule "positive iff the product
+/// of the `k` counters is at least `min_product`" on a counting filter of
+/// `m` counters in `k` subarrays holding `n` elements (000 §V-C and
+/// §VIII-B/C): `(false-negative rate over members, false-positive rate over
+/// non-members)`. With `min_product = 1` it is the plain counting filter
+/// (no false negatives).
+///
+/// ```
+/// use flowsieve::model::paradox::cbf_error_rates;
+/// let (fnr, fpr) = cbf_error_rates(5, 7680, 1024, 1.0);
+/// assert_eq!(fnr, 0.0);
+/// let bloom = (1.0 - (-5.0f64 / 7.5).exp()).powi(5);
+/// assert!((fpr - bloom).abs() / bloom < 0.01);
+/// ```
+pub fn cbf_error_rates(k: u32, m: u64, n: u64, min_product: f64) -> (f64, f64) {
+    if k == 0 || m < u64::from(k) {
+        return (0.0, 1.0);
+    }
     let p = f64::from(k) / m as f64;
-    let pi = min_counter_product(k, prior, alpha, m, n);
-    let threshold = if pi >= u64::MAX as f64 {
+    let threshold = if min_product >= u64::MAX as f64 {
         u64::MAX
     } else {
-        pi as u64
+        min_product.max(1.0) as u64
     };
-    let fn_rate = 1.0 - product_tail(k, &counter_pmf(n, p, true), threshold);
+    let fn_rate = (1.0 - product_tail(k, &counter_pmf(n, p, true), threshold)).max(0.0);
     let fp_rate = product_tail(k, &counter_pmf(n, p, false), threshold);
-    alpha * prior * fn_rate + (1.0 - prior) * fp_rate
+    (fn_rate, fp_rate)
 }
 
 /// The cost-optimal number of hashes (000 §V-C): the `k` in `1..=k_max`
@@ -291,12 +312,39 @@ pub enum SelectiveVariant {
     /// Selective query: classes below the Theorem 1 threshold are answered
     /// negative without asking the filter.
     Query,
+    /// Selective insertion: classes below the threshold are not inserted
+    /// (fewer elements, fewer false positives), but still queried; their
+    /// members are false negatives unless the filter answers positive by
+    /// chance.
+    Insertion,
+    /// Both: classes below the threshold are neither inserted nor queried.
+    Both,
+}
+
+/// What [`selective_bloom_plan`] predicts for one variant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SelectivePlan {
+    /// Per class (in the order given), whether it is left out (of the
+    /// insertions, the queries or both, by variant).
+    pub skipped: Vec<bool>,
+    /// Elements inserted, `n*` (000 §IV-C).
+    pub inserted: f64,
+    /// The filter's false-positive rate at `n*`.
+    pub fpr: f64,
+    /// The Theorem 1 prior threshold at that rate.
+    pub threshold: f64,
+    /// Expected false positives over every class's non-members.
+    pub false_positives: f64,
+    /// Expected false negatives over every class's members.
+    pub false_negatives: f64,
+    /// `false_positives + alpha * false_negatives`.
+    pub cost: f64,
 }
 
 /// Expected errors and cost when every element of every class is queried
 /// once (000 §VIII-A, Table II): `(false positives, false negatives, cost)`
 /// with a false positive costing 1 and a false negative `alpha`, for a
-/// filter of `m` bits with `k` hashes holding every member.
+/// filter of `m` bits with `k` hashes. See [`selective_bloom_plan`].
 pub fn selective_bloom_cost(
     classes: &[ElementClass],
     m: f64,
@@ -304,17 +352,123 @@ pub fn selective_bloom_cost(
     alpha: f64,
     variant: SelectiveVariant,
 ) -> (f64, f64, f64) {
+    let p = selective_bloom_plan(classes, m, k, alpha, variant);
+    (p.false_positives, p.false_negatives, p.cost)
+}
+
+/// The expected outcome of one Selective Bloom filter variant (000 §IV-C)
+/// over classes of known priors, each element queried once, with the
+/// false-positive rate `(1 - e^{-k n*/m})^k` (001) at the number of
+/// elements actually inserted.
+///
+/// Under selective insertion the threshold depends on `n*`, which depends
+/// on the classes left out (000 §IV-C: "`P_T` ... where `n*` is the final
+/// number of inserted elements"). The plan iterates from the plain
+/// filter's threshold: the classes below it give `n*`, `n*` gives a rate
+/// and a new threshold, and so on until the set of classes left out
+/// repeats. Often it settles; when it alternates between two sets (leaving
+/// out more lowers the rate, which lowers the threshold, which leaves out
+/// fewer), the set that leaves out fewer is taken. That is the choice
+/// 000 Table II's false-negative rates show (for example 3 of 13 classes
+/// at bpe 6, alpha 100, and 7 at bpe 4, alpha 5).
+///
+/// ```
+/// use flowsieve::model::paradox::{selective_bloom_plan, ElementClass, SelectiveVariant};
+/// // 000 Table II, bpe 4, alpha 100: insertion leaves out the 5 classes of
+/// // prior 2^-11 .. 2^-15 (fpr ~0.0505 at n* = 2048).
+/// let classes: Vec<_> = (1..=13)
+///     .map(|i| ElementClass { members: 256.0, universe: f64::from(1u32 << (10 + i)) })
+///     .collect();
+/// let p = selective_bloom_plan(&classes, 13312.0, 3, 100.0, SelectiveVariant::Insertion);
+/// assert_eq!(p.skipped.iter().filter(|s| **s).count(), 5);
+/// assert_eq!(p.inserted, 2048.0);
+/// assert!((p.fpr - 0.0505).abs() < 5e-4);
+/// ```
+pub fn selective_bloom_plan(
+    classes: &[ElementClass],
+    m: f64,
+    k: u32,
+    alpha: f64,
+    variant: SelectiveVariant,
+) -> SelectivePlan {
     let n: f64 = classes.iter().map(|c| c.members).sum();
-    let fpr = super::bloom::fpr_approx(m / n, k);
-    let threshold = prior_threshold_for_fpr(alpha, fpr);
-    let (mut fp, mut fneg) = (0.0, 0.0);
-    for c in classes {
-        let skip = variant == SelectiveVariant::Query && c.prior() < threshold;
-        if skip {
-            fneg += c.members;
+    let fpr_at = |inserted: f64| {
+        if inserted <= 0.0 {
+            0.0
         } else {
-            fp += (c.universe - c.members) * fpr;
+            super::bloom::fpr_approx(m / inserted, k)
+        }
+    };
+    let outcome = |skipped: Vec<bool>, inserted: f64, fpr: f64, threshold: f64| {
+        let (mut fp, mut fneg) = (0.0, 0.0);
+        for (c, &skip) in classes.iter().zip(&skipped) {
+            let non_members = c.universe - c.members;
+            match (variant, skip) {
+                (SelectiveVariant::Insertion, true) => {
+                    fp += non_members * fpr;
+                    fneg += c.members * (1.0 - fpr);
+                }
+                (SelectiveVariant::Query | SelectiveVariant::Both, true) => fneg += c.members,
+                _ => fp += non_members * fpr,
+            }
+        }
+        SelectivePlan {
+            skipped,
+            inserted,
+            fpr,
+            threshold,
+            false_positives: fp,
+            false_negatives: fneg,
+            cost: fp + alpha * fneg,
+        }
+    };
+    let plain_fpr = fpr_at(n);
+    let plain_threshold = prior_threshold_for_fpr(alpha, plain_fpr);
+    match variant {
+        SelectiveVariant::Plain => {
+            outcome(vec![false; classes.len()], n, plain_fpr, plain_threshold)
+        }
+        SelectiveVariant::Query => outcome(
+            classes
+                .iter()
+                .map(|c| c.prior() < plain_threshold)
+                .collect(),
+            n,
+            plain_fpr,
+            plain_threshold,
+        ),
+        SelectiveVariant::Insertion | SelectiveVariant::Both => {
+            // Iterate from the plain threshold: skip set -> n* -> rate ->
+            // threshold -> skip set, until it repeats.
+            let skip_below =
+                |t: f64| -> Vec<bool> { classes.iter().map(|c| c.prior() < t).collect() };
+            let inserted_of = |skipped: &[bool]| -> f64 {
+                classes
+                    .iter()
+                    .zip(skipped)
+                    .filter(|(_, s)| !**s)
+                    .map(|(c, _)| c.members)
+                    .sum()
+            };
+            let mut seen: Vec<Vec<bool>> = Vec::new();
+            let mut skipped = skip_below(plain_threshold);
+            loop {
+                if let Some(pos) = seen.iter().position(|s| *s == skipped) {
+                    // A fixed point (cycle of one) or a cycle: take the
+                    // member of the cycle that leaves out the fewest.
+                    let chosen = seen[pos..]
+                        .iter()
+                        .min_by_key(|s| s.iter().filter(|x| **x).count())
+                        .cloned()
+                        .unwrap_or(skipped);
+                    let inserted = inserted_of(&chosen);
+                    let fpr = fpr_at(inserted);
+                    return outcome(chosen, inserted, fpr, prior_threshold_for_fpr(alpha, fpr));
+                }
+                seen.push(skipped.clone());
+                let fpr = fpr_at(inserted_of(&skipped));
+                skipped = skip_below(prior_threshold_for_fpr(alpha, fpr));
+            }
         }
     }
-    (fp, fneg, fp + alpha * fneg)
 }

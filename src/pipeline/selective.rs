@@ -1172,7 +1172,11 @@ impl PriorCoordinator {
     /// current round's samples so far, or the default for a class with none.
     fn update(&self) -> Broadcast {
         let priors = (0..self.round_queries.len())
-            .map(|c| self.priors.estimate_live(c).map_or(self.default, |e| e.prior))
+            .map(|c| {
+                self.priors
+                    .estimate_live(c)
+                    .map_or(self.default, |e| e.prior)
+            })
             .collect();
         Arc::new(PriorUpdate { priors })
     }
@@ -1204,7 +1208,8 @@ impl Coordinator<SelectiveTally> for PriorCoordinator {
             }
             self.state = Some((round, phase));
         } else if phase == Phase::Query
-            && (0..self.next_update.len()).any(|c| self.priors.round_samples(c) >= self.next_update[c])
+            && (0..self.next_update.len())
+                .any(|c| self.priors.round_samples(c) >= self.next_update[c])
         {
             for (c, next) in self.next_update.iter_mut().enumerate() {
                 while self.priors.round_samples(c) >= *next {

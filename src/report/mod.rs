@@ -3,6 +3,7 @@
 //! ([`ReplaySummary::to_json`], schema in `docs/json-schema.md`).
 
 mod csv;
+mod figure;
 mod pipeline;
 mod pipeline_text;
 mod plot;
@@ -10,6 +11,7 @@ mod sections;
 mod table;
 mod text;
 
+pub use figure::{Figure, Series, SeriesStyle};
 pub use pipeline::*;
 pub use table::{Cell, Column, Row, Table};
 
