@@ -1131,6 +1131,8 @@ struct PriorCoordinator {
     /// Per class, the round's sample count at which the priors are sent
     /// again (doubling from [`FIRST_UPDATE_SAMPLES`]).
     next_update: Vec<u64>,
+    /// A class reached its mark: the priors go out before the next record.
+    update_due: bool,
     tally: SelectiveTally,
 }
 
@@ -1159,6 +1161,7 @@ impl PriorCoordinator {
             queried: HashSet::default(),
             round_queries: vec![0; classes],
             next_update: vec![FIRST_UPDATE_SAMPLES; classes],
+            update_due: false,
             tally: SelectiveTally {
                 classes: vec![QueryClassTally::default(); classes],
                 ..SelectiveTally::default()
@@ -1206,16 +1209,10 @@ impl Coordinator<SelectiveTally> for PriorCoordinator {
             if phase == Phase::Query {
                 update = Some(self.update());
             }
+            self.update_due = false;
             self.state = Some((round, phase));
-        } else if phase == Phase::Query
-            && (0..self.next_update.len())
-                .any(|c| self.priors.round_samples(c) >= self.next_update[c])
-        {
-            for (c, next) in self.next_update.iter_mut().enumerate() {
-                while self.priors.round_samples(c) >= *next {
-                    *next = next.saturating_mul(2);
-                }
-            }
+        } else if self.update_due {
+            self.update_due = false;
             update = Some(self.update());
         }
         let c = usize::from(r.class);
@@ -1239,6 +1236,14 @@ impl Coordinator<SelectiveTally> for PriorCoordinator {
                     if let Some(t) = self.tally.classes.get_mut(c) {
                         t.sampled += 1;
                         t.sampled_members += u64::from(member);
+                    }
+                    // Only this class's count moved: check its mark alone,
+                    // and send the update before the next record.
+                    if let Some(next) = self.next_update.get_mut(c) {
+                        if self.priors.round_samples(c) >= *next {
+                            *next = next.saturating_mul(2);
+                            self.update_due = true;
+                        }
                     }
                 }
             }
