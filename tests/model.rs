@@ -3,432 +3,15 @@
 use flowsieve::model::{bloom, threshold};
 use proptest::prelude::*;
 
-/// Summary Cache (001) Tables 3-5, every printed entry: (m/n, k, rate).
-const SUMMARY_CACHE: &[(u32, u32, f64)] = &[
-    (2, 1, 0.393),
-    (2, 2, 0.400),
-    (3, 1, 0.283),
-    (3, 2, 0.237),
-    (3, 3, 0.253),
-    (4, 1, 0.221),
-    (4, 2, 0.155),
-    (4, 3, 0.147),
-    (4, 4, 0.160),
-    (5, 1, 0.181),
-    (5, 2, 0.109),
-    (5, 3, 0.092),
-    (5, 4, 0.092),
-    (5, 5, 0.101),
-    (6, 1, 0.154),
-    (6, 2, 0.0804),
-    (6, 3, 0.0609),
-    (6, 4, 0.0561),
-    (6, 5, 0.0578),
-    (6, 6, 0.0638),
-    (7, 1, 0.133),
-    (7, 2, 0.0618),
-    (7, 3, 0.0423),
-    (7, 4, 0.0359),
-    (7, 5, 0.0347),
-    (7, 6, 0.0364),
-    (8, 1, 0.118),
-    (8, 2, 0.0489),
-    (8, 3, 0.0306),
-    (8, 4, 0.024),
-    (8, 5, 0.0217),
-    (8, 6, 0.0216),
-    (8, 7, 0.0229),
-    (9, 1, 0.105),
-    (9, 2, 0.0397),
-    (9, 3, 0.0228),
-    (9, 4, 0.0166),
-    (9, 5, 0.0141),
-    (9, 6, 0.0133),
-    (9, 7, 0.0135),
-    (9, 8, 0.0145),
-    (10, 1, 0.0952),
-    (10, 2, 0.0329),
-    (10, 3, 0.0174),
-    (10, 4, 0.0118),
-    (10, 5, 0.00943),
-    (10, 6, 0.00844),
-    (10, 7, 0.00819),
-    (10, 8, 0.00846),
-    (11, 1, 0.0869),
-    (11, 2, 0.0276),
-    (11, 3, 0.0136),
-    (11, 4, 0.00864),
-    (11, 5, 0.0065),
-    (11, 6, 0.00552),
-    (11, 7, 0.00513),
-    (11, 8, 0.00509),
-    (12, 1, 0.08),
-    (12, 2, 0.0236),
-    (12, 3, 0.0108),
-    (12, 4, 0.00646),
-    (12, 5, 0.00459),
-    (12, 6, 0.00371),
-    (12, 7, 0.00329),
-    (12, 8, 0.00314),
-    (13, 1, 0.074),
-    (13, 2, 0.0203),
-    (13, 3, 0.00875),
-    (13, 4, 0.00492),
-    (13, 5, 0.00332),
-    (13, 6, 0.00255),
-    (13, 7, 0.00217),
-    (13, 8, 0.00199),
-    (14, 1, 0.0689),
-    (14, 2, 0.0177),
-    (14, 3, 0.00718),
-    (14, 4, 0.00381),
-    (14, 5, 0.00244),
-    (14, 6, 0.00179),
-    (14, 7, 0.00146),
-    (14, 8, 0.00129),
-    (15, 1, 0.0645),
-    (15, 2, 0.0156),
-    (15, 3, 0.00596),
-    (15, 4, 0.003),
-    (15, 5, 0.00183),
-    (15, 6, 0.00128),
-    (15, 7, 0.001),
-    (15, 8, 0.000852),
-    (16, 1, 0.0606),
-    (16, 2, 0.0138),
-    (16, 3, 0.005),
-    (16, 4, 0.00239),
-    (16, 5, 0.00139),
-    (16, 6, 0.000935),
-    (16, 7, 0.000702),
-    (16, 8, 0.000574),
-    (17, 1, 0.0571),
-    (17, 2, 0.0123),
-    (17, 3, 0.00423),
-    (17, 4, 0.00193),
-    (17, 5, 0.00107),
-    (17, 6, 0.000692),
-    (17, 7, 0.000499),
-    (17, 8, 0.000394),
-    (18, 1, 0.054),
-    (18, 2, 0.0111),
-    (18, 3, 0.00362),
-    (18, 4, 0.00158),
-    (18, 5, 0.000839),
-    (18, 6, 0.000519),
-    (18, 7, 0.00036),
-    (18, 8, 0.000275),
-    (19, 1, 0.0513),
-    (19, 2, 0.00998),
-    (19, 3, 0.00312),
-    (19, 4, 0.0013),
-    (19, 5, 0.000663),
-    (19, 6, 0.000394),
-    (19, 7, 0.000264),
-    (19, 8, 0.000194),
-    (20, 1, 0.0488),
-    (20, 2, 0.00906),
-    (20, 3, 0.0027),
-    (20, 4, 0.00108),
-    (20, 5, 0.00053),
-    (20, 6, 0.000303),
-    (20, 7, 0.000196),
-    (20, 8, 0.00014),
-    (21, 1, 0.0465),
-    (21, 2, 0.00825),
-    (21, 3, 0.00236),
-    (21, 4, 0.000905),
-    (21, 5, 0.000427),
-    (21, 6, 0.000236),
-    (21, 7, 0.000147),
-    (21, 8, 0.000101),
-    (22, 1, 0.0444),
-    (22, 2, 0.00755),
-    (22, 3, 0.00207),
-    (22, 4, 0.000764),
-    (22, 5, 0.000347),
-    (22, 6, 0.000185),
-    (22, 7, 0.000112),
-    (22, 8, 7.46e-05),
-    (23, 1, 0.0425),
-    (23, 2, 0.00694),
-    (23, 3, 0.00183),
-    (23, 4, 0.000649),
-    (23, 5, 0.000285),
-    (23, 6, 0.000147),
-    (23, 7, 8.56e-05),
-    (23, 8, 5.55e-05),
-    (24, 1, 0.0408),
-    (24, 2, 0.00639),
-    (24, 3, 0.00162),
-    (24, 4, 0.000555),
-    (24, 5, 0.000235),
-    (24, 6, 0.000117),
-    (24, 7, 6.63e-05),
-    (24, 8, 4.17e-05),
-    (25, 1, 0.0392),
-    (25, 2, 0.00591),
-    (25, 3, 0.00145),
-    (25, 4, 0.000478),
-    (25, 5, 0.000196),
-    (25, 6, 9.44e-05),
-    (25, 7, 5.18e-05),
-    (25, 8, 3.16e-05),
-    (26, 1, 0.0377),
-    (26, 2, 0.00548),
-    (26, 3, 0.00129),
-    (26, 4, 0.000413),
-    (26, 5, 0.000164),
-    (26, 6, 7.66e-05),
-    (26, 7, 4.08e-05),
-    (26, 8, 2.42e-05),
-    (27, 1, 0.0364),
-    (27, 2, 0.0051),
-    (27, 3, 0.00116),
-    (27, 4, 0.000359),
-    (27, 5, 0.000138),
-    (27, 6, 6.26e-05),
-    (27, 7, 3.24e-05),
-    (27, 8, 1.87e-05),
-    (28, 1, 0.0351),
-    (28, 2, 0.00475),
-    (28, 3, 0.00105),
-    (28, 4, 0.000314),
-    (28, 5, 0.000117),
-    (28, 6, 5.15e-05),
-    (28, 7, 2.59e-05),
-    (28, 8, 1.46e-05),
-    (29, 1, 0.0339),
-    (29, 2, 0.00444),
-    (29, 3, 0.000949),
-    (29, 4, 0.000276),
-    (29, 5, 9.96e-05),
-    (29, 6, 4.26e-05),
-    (29, 7, 2.09e-05),
-    (29, 8, 1.14e-05),
-    (30, 1, 0.0328),
-    (30, 2, 0.00416),
-    (30, 3, 0.000862),
-    (30, 4, 0.000243),
-    (30, 5, 8.53e-05),
-    (30, 6, 3.55e-05),
-    (30, 7, 1.69e-05),
-    (30, 8, 9.01e-06),
-    (31, 1, 0.0317),
-    (31, 2, 0.0039),
-    (31, 3, 0.000785),
-    (31, 4, 0.000215),
-    (31, 5, 7.33e-05),
-    (31, 6, 2.97e-05),
-    (31, 7, 1.38e-05),
-    (31, 8, 7.16e-06),
-    (32, 1, 0.0308),
-    (32, 2, 0.00367),
-    (32, 3, 0.000717),
-    (32, 4, 0.000191),
-    (32, 5, 6.33e-05),
-    (32, 6, 2.5e-05),
-    (32, 7, 1.13e-05),
-    (32, 8, 5.73e-06),
-    (11, 9, 0.00531),
-    (12, 9, 0.00317),
-    (12, 10, 0.00334),
-    (13, 9, 0.00194),
-    (13, 10, 0.00198),
-    (13, 11, 0.0021),
-    (14, 9, 0.00121),
-    (14, 10, 0.0012),
-    (14, 11, 0.00124),
-    (15, 9, 0.000775),
-    (15, 10, 0.000744),
-    (15, 11, 0.000747),
-    (15, 12, 0.000778),
-    (16, 9, 0.000505),
-    (16, 10, 0.00047),
-    (16, 11, 0.000459),
-    (16, 12, 0.000466),
-    (16, 13, 0.000488),
-    (17, 9, 0.000335),
-    (17, 10, 0.000302),
-    (17, 11, 0.000287),
-    (17, 12, 0.000284),
-    (17, 13, 0.000291),
-    (18, 9, 0.000226),
-    (18, 10, 0.000198),
-    (18, 11, 0.000183),
-    (18, 12, 0.000176),
-    (18, 13, 0.000176),
-    (18, 14, 0.000182),
-    (19, 9, 0.000155),
-    (19, 10, 0.000132),
-    (19, 11, 0.000118),
-    (19, 12, 0.000111),
-    (19, 13, 0.000109),
-    (19, 14, 0.00011),
-    (19, 15, 0.000114),
-    (20, 9, 0.000108),
-    (20, 10, 8.89e-05),
-    (20, 11, 7.77e-05),
-    (20, 12, 7.12e-05),
-    (20, 13, 6.79e-05),
-    (20, 14, 6.71e-05),
-    (20, 15, 6.84e-05),
-    (21, 9, 7.59e-05),
-    (21, 10, 6.09e-05),
-    (21, 11, 5.18e-05),
-    (21, 12, 4.63e-05),
-    (21, 13, 4.31e-05),
-    (21, 14, 4.17e-05),
-    (21, 15, 4.16e-05),
-    (21, 16, 4.27e-05),
-    (22, 9, 5.42e-05),
-    (22, 10, 4.23e-05),
-    (22, 11, 3.5e-05),
-    (22, 12, 3.05e-05),
-    (22, 13, 2.78e-05),
-    (22, 14, 2.63e-05),
-    (22, 15, 2.57e-05),
-    (22, 16, 2.59e-05),
-    (23, 9, 3.92e-05),
-    (23, 10, 2.97e-05),
-    (23, 11, 2.4e-05),
-    (23, 12, 2.04e-05),
-    (23, 13, 1.81e-05),
-    (23, 14, 1.68e-05),
-    (23, 15, 1.61e-05),
-    (23, 16, 1.59e-05),
-    (24, 9, 2.86e-05),
-    (24, 10, 2.11e-05),
-    (24, 11, 1.66e-05),
-    (24, 12, 1.38e-05),
-    (24, 13, 1.2e-05),
-    (24, 14, 1.08e-05),
-    (24, 15, 1.02e-05),
-    (24, 16, 9.87e-06),
-    (25, 9, 2.11e-05),
-    (25, 10, 1.52e-05),
-    (25, 11, 1.16e-05),
-    (25, 12, 9.42e-06),
-    (25, 13, 8.01e-06),
-    (25, 14, 7.1e-06),
-    (25, 15, 6.54e-06),
-    (25, 16, 6.22e-06),
-    (26, 9, 1.57e-05),
-    (26, 10, 1.1e-05),
-    (26, 11, 8.23e-06),
-    (26, 12, 6.52e-06),
-    (26, 13, 5.42e-06),
-    (26, 14, 4.7e-06),
-    (26, 15, 4.24e-06),
-    (26, 16, 3.96e-06),
-    (27, 9, 1.18e-05),
-    (27, 10, 8.07e-06),
-    (27, 11, 5.89e-06),
-    (27, 12, 4.56e-06),
-    (27, 13, 3.7e-06),
-    (27, 14, 3.15e-06),
-    (27, 15, 2.79e-06),
-    (27, 16, 2.55e-06),
-    (28, 9, 8.96e-06),
-    (28, 10, 5.97e-06),
-    (28, 11, 4.25e-06),
-    (28, 12, 3.22e-06),
-    (28, 13, 2.56e-06),
-    (28, 14, 2.13e-06),
-    (28, 15, 1.85e-06),
-    (28, 16, 1.66e-06),
-    (29, 9, 6.85e-06),
-    (29, 10, 4.45e-06),
-    (29, 11, 3.1e-06),
-    (29, 12, 2.29e-06),
-    (29, 13, 1.79e-06),
-    (29, 14, 1.46e-06),
-    (29, 15, 1.24e-06),
-    (29, 16, 1.09e-06),
-    (30, 9, 5.28e-06),
-    (30, 10, 3.35e-06),
-    (30, 11, 2.28e-06),
-    (30, 12, 1.65e-06),
-    (30, 13, 1.26e-06),
-    (30, 14, 1.01e-06),
-    (30, 15, 8.39e-06),
-    (30, 16, 7.26e-06),
-    (31, 9, 4.1e-06),
-    (31, 10, 2.54e-06),
-    (31, 11, 1.69e-06),
-    (31, 12, 1.2e-06),
-    (31, 13, 8.93e-07),
-    (31, 14, 7e-07),
-    (31, 15, 5.73e-07),
-    (31, 16, 4.87e-07),
-    (32, 9, 3.2e-06),
-    (32, 10, 1.94e-06),
-    (32, 11, 1.26e-06),
-    (32, 12, 8.74e-07),
-    (32, 13, 6.4e-07),
-    (32, 14, 4.92e-07),
-    (32, 15, 3.95e-07),
-    (32, 16, 3.3e-07),
-    (22, 17, 2.67e-05),
-    (23, 17, 1.61e-05),
-    (24, 17, 9.84e-06),
-    (24, 18, 1e-05),
-    (25, 17, 6.08e-06),
-    (25, 18, 6.11e-06),
-    (25, 19, 6.27e-06),
-    (26, 17, 3.81e-06),
-    (26, 18, 3.76e-06),
-    (26, 19, 3.8e-06),
-    (26, 20, 3.92e-06),
-    (27, 17, 2.41e-06),
-    (27, 18, 2.34e-06),
-    (27, 19, 2.33e-06),
-    (27, 20, 2.37e-06),
-    (28, 17, 1.54e-06),
-    (28, 18, 1.47e-06),
-    (28, 19, 1.44e-06),
-    (28, 20, 1.44e-06),
-    (28, 21, 1.48e-06),
-    (29, 17, 9.96e-07),
-    (29, 18, 9.35e-07),
-    (29, 19, 9.01e-07),
-    (29, 20, 8.89e-07),
-    (29, 21, 8.96e-07),
-    (29, 22, 9.21e-07),
-    (30, 17, 6.5e-07),
-    (30, 18, 6e-07),
-    (30, 19, 5.69e-07),
-    (30, 20, 5.54e-07),
-    (30, 21, 5.5e-07),
-    (30, 22, 5.58e-07),
-    (31, 17, 4.29e-07),
-    (31, 18, 3.89e-07),
-    (31, 19, 3.63e-07),
-    (31, 20, 3.48e-07),
-    (31, 21, 3.41e-07),
-    (31, 22, 3.41e-07),
-    (31, 23, 3.48e-07),
-    (32, 17, 2.85e-07),
-    (32, 18, 2.55e-07),
-    (32, 19, 2.34e-07),
-    (32, 20, 2.21e-07),
-    (32, 21, 2.13e-07),
-    (32, 22, 2.1e-07),
-    (32, 23, 2.12e-07),
-    (32, 24, 2.17e-07),
-];
-
-/// Two entries of the table cannot be right: at m/n = 30 the rates for
-/// k = 15 and 16 are printed as 8.39e-06 and 7.26e-06, ten times their
-/// neighbours k = 14 (1.01e-06) and k = 17 (6.5e-07), while the rate is
-/// smooth in k everywhere else. The formula gives 8.39e-07 and 7.26e-07: an
-/// exponent typo in the paper.
-const SUMMARY_CACHE_TYPOS: &[(u32, u32)] = &[(30, 15), (30, 16)];
+/// Summary Cache (001) Tables 3-5, every printed entry (the library's
+/// transcription, which `flowsieve reproduce 001-fp-table` prints).
+use flowsieve::reproduce::{Printed, SUMMARY_CACHE, SUMMARY_CACHE_TYPOS};
 
 #[test]
 fn bloom_rates_match_every_summary_cache_entry() {
     assert!(SUMMARY_CACHE.len() > 300, "{} entries", SUMMARY_CACHE.len());
-    for &(mn, k, printed) in SUMMARY_CACHE {
+    for &(mn, k, text) in SUMMARY_CACHE {
+        let printed = Printed::new(text).value();
         let model = bloom::fpr_approx(f64::from(mn), k);
         let rel = (model - printed).abs() / printed;
         if SUMMARY_CACHE_TYPOS.contains(&(mn, k)) {
@@ -485,44 +68,14 @@ fn bloom_exact_and_partitioned_converge_to_the_approximation() {
 }
 
 /// 003 Table 1: kappa*(theta), its linear approximation and their relative
-/// error, theta = 1..30.
-#[allow(clippy::approx_constant)] // 0.6931 is the table's printed value, not ln 2
-const TABLE_1: [(u64, f64, f64, f64); 30] = [
-    (1, 0.6931, 1.1213, -0.6177),
-    (2, 0.9326, 1.3250, -0.4207),
-    (3, 1.1635, 1.5287, -0.3139),
-    (4, 1.3893, 1.7324, -0.2469),
-    (5, 1.6117, 1.9361, -0.2013),
-    (6, 1.8317, 2.1398, -0.1682),
-    (7, 2.0498, 2.3435, -0.1433),
-    (8, 2.2664, 2.5472, -0.1239),
-    (9, 2.4818, 2.7509, -0.1084),
-    (10, 2.6963, 2.9546, -0.0958),
-    (11, 2.9099, 3.1583, -0.0854),
-    (12, 3.1228, 3.3620, -0.0766),
-    (13, 3.3351, 3.5657, -0.0691),
-    (14, 3.5469, 3.7694, -0.0627),
-    (15, 3.7582, 3.9731, -0.0572),
-    (16, 3.9690, 4.1768, -0.0524),
-    (17, 4.1795, 4.3805, -0.0481),
-    (18, 4.3896, 4.5842, -0.0443),
-    (19, 4.5995, 4.7879, -0.0410),
-    (20, 4.8090, 4.9916, -0.0380),
-    (21, 5.0183, 5.1953, -0.0353),
-    (22, 5.2274, 5.3990, -0.0328),
-    (23, 5.4362, 5.6027, -0.0306),
-    (24, 5.6448, 5.8064, -0.0286),
-    (25, 5.8533, 6.0101, -0.0268),
-    (26, 6.0616, 6.2138, -0.0251),
-    (27, 6.2697, 6.4175, -0.0236),
-    (28, 6.4776, 6.6212, -0.0222),
-    (29, 6.6854, 6.8249, -0.0209),
-    (30, 6.8931, 7.0286, -0.0197),
-];
+/// error, theta = 1..30 (the library's transcription).
+use flowsieve::reproduce::KAPPA_TABLE_1;
 
 #[test]
 fn kappa_star_matches_table_1_at_every_theta() {
-    for (theta, kstar, klin, rel) in TABLE_1 {
+    assert_eq!(KAPPA_TABLE_1.len(), 30);
+    for (theta, kstar, klin, rel) in KAPPA_TABLE_1 {
+        let [kstar, klin, rel] = [kstar, klin, rel].map(|t| Printed::new(t).value());
         let k = threshold::kappa_star(theta);
         assert!(
             (k - kstar).abs() <= 5.01e-5,
@@ -577,7 +130,8 @@ fn k_opt_examples() {
     assert_eq!(ks, [3, 4, 5, 6, 6]);
     // Independently of the implementation: Theorem 1 with Table 1's kappa*
     // says k_opt is the floor or the ceiling of kappa* m/n, for every theta.
-    for (theta, kstar, _, _) in TABLE_1 {
+    for (theta, kstar, _, _) in KAPPA_TABLE_1 {
+        let kstar = Printed::new(kstar).value();
         for mn in [2.0, 4.0, 8.0, 16.0] {
             let k = f64::from(threshold::k_opt(theta, mn));
             let r = kstar * mn;
@@ -611,6 +165,7 @@ proptest! {
 // ---------- the Bloom paradox (000) ----------
 
 use flowsieve::model::paradox::{self, ElementClass, QueryTarget, SelectiveVariant};
+use flowsieve::reproduce::PARADOX_TABLE_2;
 
 #[test]
 fn theorem_1_and_its_inverse_match_the_text() {
@@ -809,17 +364,25 @@ fn selective_query_matches_table_ii() {
     let n = 3328.0;
     let universe: f64 = classes.iter().map(|c| c.universe).sum();
     assert_eq!(universe, 16_775_168.0);
-    // (alpha, bpe, plain fpr, plain cost, selective-query fpr, fnr, cost).
-    let rows = [
-        (100.0, 4.0, 1.47e-1, 2.46e6, 2.20e-3, 4.62e-1, 1.90e5),
-        (100.0, 6.0, 5.63e-2, 9.44e5, 1.60e-3, 3.85e-1, 1.55e5),
-        (100.0, 8.0, 2.17e-2, 3.64e5, 2.29e-3, 2.31e-1, 1.15e5),
-        (100.0, 10.0, 8.24e-3, 1.38e5, 1.99e-3, 1.54e-1, 8.45e4),
-        (5.0, 4.0, 1.47e-1, 2.46e6, 1.16e-4, 7.69e-1, 1.47e4),
-        (5.0, 6.0, 5.66e-2, 9.50e5, 9.1e-5, 6.92e-1, 1.31e4),
-        (5.0, 8.0, 2.17e-2, 3.64e5, 6.8e-5, 6.15e-1, 1.14e4),
-        (5.0, 10.0, 8.23e-3, 1.38e5, 1.22e-4, 4.62e-1, 9.72e3),
-    ];
+    // (alpha, bpe, plain fpr, plain cost, selective-query fpr, fnr, cost),
+    // from the library's transcription of the table.
+    let printed = |alpha: u32, bpe: u32, v: SelectiveVariant| {
+        let r = PARADOX_TABLE_2
+            .iter()
+            .find(|r| (r.0, r.1, r.2) == (alpha, bpe, v))
+            .unwrap();
+        [r.3, r.4, r.5].map(|t| Printed::new(t).value())
+    };
+    let rows: Vec<_> = [100u32, 5]
+        .into_iter()
+        .flat_map(|a| [4u32, 6, 8, 10].map(|b| (a, b)))
+        .map(|(a, b)| {
+            let [fpr0, _, cost0] = printed(a, b, SelectiveVariant::Plain);
+            let [fpr1, fnr1, cost1] = printed(a, b, SelectiveVariant::Query);
+            (f64::from(a), f64::from(b), fpr0, cost0, fpr1, fnr1, cost1)
+        })
+        .collect();
+    assert_eq!(rows.len(), 8);
     for (alpha, bpe, fpr0, cost0, fpr1, fnr1, cost1) in rows {
         let k = bloom::optimal_k(bpe);
         let m = n * bpe;
@@ -867,58 +430,9 @@ fn selective_query_matches_table_ii() {
 
 // ---------- recycling filters (004) against a Monte Carlo run ----------
 
-use flowsieve::filter::{RecyclePolicy, RecyclingBloomFilter};
 use flowsieve::model::recycling::{self as rbf, Hashing, RecyclingModel};
-use rand::{Rng, SeedableRng};
-
-/// One replication: count-instance false-positive rate and messages per
-/// cycle of a filter fed distinct messages. Measured over whole cycles only
-/// (from a recycle to a recycle), since a cycle cut short is biased towards
-/// its early, emptier states.
-struct Sim {
-    m: usize,
-    k: usize,
-    sigma: u64,
-    hashing: Hashing,
-    retaining: bool,
-    two_phase: bool,
-}
-
-fn simulate(c: &Sim, messages: usize, seed: u64) -> (f64, f64) {
-    let mut f = RecyclingBloomFilter::new(
-        c.m,
-        c.k,
-        RecyclePolicy::Sigma(c.sigma),
-        c.hashing,
-        c.retaining,
-        c.two_phase,
-    );
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    while f.stats().recycles < 2 {
-        f.test_and_insert(rng.random());
-    }
-    // The warm-up ended on a recycle: message 0 starts a cycle.
-    let (mut fp, mut fp_at_last, mut last, mut cycles) = (0u64, 0u64, 0usize, 0u64);
-    for i in 0..messages {
-        let before = f.stats().recycles;
-        if !f.test_and_insert(rng.random()) {
-            fp += 1;
-        }
-        if f.stats().recycles > before {
-            cycles += 1;
-            last = i + 1;
-            fp_at_last = fp;
-        }
-    }
-    (fp_at_last as f64 / last as f64, last as f64 / cycles as f64)
-}
-
-fn mean_se(xs: &[f64]) -> (f64, f64) {
-    let n = xs.len() as f64;
-    let mean = xs.iter().sum::<f64>() / n;
-    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    (mean, (var / n).sqrt())
-}
+use flowsieve::reproduce::{simulate_recycling, Measured, RecyclingShape};
+use rand::SeedableRng;
 
 #[test]
 fn markov_model_agrees_with_a_monte_carlo_run_of_the_filter() {
@@ -941,8 +455,8 @@ fn markov_model_agrees_with_a_monte_carlo_run_of_the_filter() {
                         let want_n = model.expected_messages();
                         let runs: Vec<(f64, f64)> = (0..12)
                             .map(|r| {
-                                simulate(
-                                    &Sim {
+                                simulate_recycling(
+                                    RecyclingShape {
                                         m,
                                         k,
                                         sigma,
@@ -951,12 +465,19 @@ fn markov_model_agrees_with_a_monte_carlo_run_of_the_filter() {
                                         two_phase,
                                     },
                                     40_000,
-                                    1000 * k as u64 + sigma + r,
+                                    &mut rand_chacha::ChaCha8Rng::seed_from_u64(
+                                        1000 * k as u64 + sigma + r,
+                                    ),
                                 )
                             })
                             .collect();
-                        let (fpr, fpr_se) = mean_se(&runs.iter().map(|r| r.0).collect::<Vec<_>>());
-                        let (n, n_se) = mean_se(&runs.iter().map(|r| r.1).collect::<Vec<_>>());
+                        let rate = Measured::from_replicates(
+                            &runs.iter().map(|r| r.0).collect::<Vec<_>>(),
+                        );
+                        let cycle = Measured::from_replicates(
+                            &runs.iter().map(|r| r.1).collect::<Vec<_>>(),
+                        );
+                        let (fpr, fpr_se, n, n_se) = (rate.mean, rate.se, cycle.mean, cycle.se);
                         let line = format!(
                             "k={k} sigma={sigma} {hashing:?} retaining={retaining} two_phase={two_phase}: fpr {fpr:.5} +- {fpr_se:.5} model {want_fpr:.5}; messages/cycle {n:.2} +- {n_se:.2} model {want_n:.2}"
                         );
@@ -1059,15 +580,11 @@ use flowsieve::model::compressed;
 #[test]
 fn compressed_tables_1_and_2() {
     // 002 Table 1 (at most 8 transmitted bits per element) and Table 2 (16):
-    // (m/n, k, z/n, fpr) as published.
-    for (mn, k, z, fpr) in [
-        (8.0, 6, 8.0, 0.0216),
-        (14.0, 2, 7.923, 0.0177),
-        (92.0, 1, 7.923, 0.0108),
-        (16.0, 11, 16.0, 4.59e-4),
-        (28.0, 4, 15.846, 3.14e-4),
-        (48.0, 3, 15.829, 2.22e-4),
-    ] {
+    // (m/n, k, z/n, fpr) as published (the library's transcription).
+    assert_eq!(flowsieve::reproduce::COMPRESSED_TABLES.len(), 6);
+    for &(_, mn, k, z, fpr) in flowsieve::reproduce::COMPRESSED_TABLES {
+        let mn = f64::from(mn);
+        let (z, fpr) = (Printed::new(z).value(), Printed::new(fpr).value());
         let t = compressed::transmitted_bits_per_element(mn, k);
         // The uncompressed columns send m/n bits as they are.
         if z != mn {

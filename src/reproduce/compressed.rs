@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 /// 002 Tables 1 (at most 8 transmitted bits per element) and 2 (16): the
 /// standard filter, then the compressed ones, as printed:
 /// `(table, m/n, k, z/n, fpr)`.
-const TABLES: &[(&str, u32, u32, &str, &str)] = &[
+pub const COMPRESSED_TABLES: &[(&str, u32, u32, &str, &str)] = &[
     ("Table 1", 8, 6, "8", "0.0216"),
     ("Table 1", 14, 2, "7.923", "0.0177"),
     ("Table 1", 92, 1, "7.923", "0.0108"),
@@ -36,7 +36,7 @@ pub(super) fn tables(opts: &Options, progress: &mut dyn FnMut(f64)) -> Outcome {
     let queries = opts.size(10_000, 100_000) as u64;
     let mut rng = ChaCha8Rng::seed_from_u64(opts.seed ^ 0x002);
     let mut coder_pts = Vec::new();
-    for (i, &(table, mn, k, z, fpr)) in TABLES.iter().enumerate() {
+    for (i, &(table, mn, k, z, fpr)) in COMPRESSED_TABLES.iter().enumerate() {
         let label = format!("m/n={mn} k={k}");
         let mn_f = f64::from(mn);
         let z_model = if Printed::new(z).value() == mn_f {
@@ -109,7 +109,7 @@ pub(super) fn tables(opts: &Options, progress: &mut dyn FnMut(f64)) -> Outcome {
             None,
         ));
         coder_pts.push((mn_f, coder.mean, coder.se));
-        progress((i + 1) as f64 / TABLES.len() as f64);
+        progress((i + 1) as f64 / COMPRESSED_TABLES.len() as f64);
     }
     let mut fig = Figure::new(
         "002-transmitted-bits",
@@ -131,7 +131,7 @@ pub(super) fn tables(opts: &Options, progress: &mut dyn FnMut(f64)) -> Outcome {
     }
     fig.push(Series::marks(
         "printed (Tables 1, 2)",
-        TABLES
+        COMPRESSED_TABLES
             .iter()
             .map(|r| (f64::from(r.1), Printed::new(r.3).value()))
             .collect(),

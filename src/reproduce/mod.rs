@@ -38,8 +38,13 @@ mod stats;
 mod threshold;
 mod trace;
 
+pub use bloom::{SUMMARY_CACHE, SUMMARY_CACHE_TYPOS};
+pub use compressed::COMPRESSED_TABLES;
+pub use paradox::PARADOX_TABLE_2;
 pub use printed::Printed;
+pub use recycling::{simulate_recycling, RecyclingShape};
 pub use stats::Measured;
+pub use threshold::KAPPA_TABLE_1;
 
 use crate::report::Figure;
 use std::fmt::Write as _;

@@ -40,7 +40,7 @@ const PAPER_SIM_DIFFERS: &str =
 /// Generalized and Retouched Bloom filter columns are other authors'
 /// filters, not reproduced here.
 #[rustfmt::skip]
-const TABLE_2: &[(u32, u32, SelectiveVariant, &str, &str, &str)] = &[
+pub const PARADOX_TABLE_2: &[(u32, u32, SelectiveVariant, &str, &str, &str)] = &[
     (100, 4, SelectiveVariant::Plain, "1.47e-1", "0.00", "2.46e6"),
     (100, 6, SelectiveVariant::Plain, "5.63e-2", "0.00", "9.44e5"),
     (100, 8, SelectiveVariant::Plain, "2.17e-2", "0.00", "3.64e5"),
@@ -156,7 +156,7 @@ pub(super) fn table_2(opts: &Options, progress: &mut dyn FnMut(f64)) -> Outcome 
     )
     .log_y();
     let mut series: Vec<CostSeries> = Vec::new();
-    for (i, &(alpha, bpe, variant, fpr, fnr, cost)) in TABLE_2.iter().enumerate() {
+    for (i, &(alpha, bpe, variant, fpr, fnr, cost)) in PARADOX_TABLE_2.iter().enumerate() {
         let alpha_f = f64::from(alpha);
         let m = n * f64::from(bpe);
         let k = bloom::optimal_k(f64::from(bpe));
@@ -168,48 +168,32 @@ pub(super) fn table_2(opts: &Options, progress: &mut dyn FnMut(f64)) -> Outcome 
                 )
             })
             .collect();
-        let fp = Measured::from_replicates(&runs.iter().map(|r| r.0.mean).collect::<Vec<_>>());
-        // The replicates' spread, or the sampling error when larger.
-        let fp_se = fp.se.max(
-            runs.iter().map(|r| r.0.se).sum::<f64>()
-                / (replicates as f64)
-                / (replicates as f64).sqrt(),
-        );
-        let fp = Measured {
-            mean: fp.mean,
-            se: fp_se,
-        };
+        let fp = Measured::pooled(&runs.iter().map(|r| r.0).collect::<Vec<_>>());
         let fneg = Measured::from_replicates(&runs.iter().map(|r| r.1).collect::<Vec<_>>());
         let sim_cost = Measured::sum([fp, fneg.scale(alpha_f)]);
         let label = format!("a={alpha} bpe={bpe} {}", variant_name(variant));
         let tol = PaperKind::Simulated(PAPER_SIM_TOLERANCE);
-        out.checks.push(Check::judge(
-            "Table II",
-            label.clone(),
-            "fpr",
-            Some((Printed::new(fpr), tol)),
-            Some(plan.false_positives / (universe - n)),
-            Some(fp.scale(1.0 / (universe - n))),
-            Some(PAPER_SIM_DIFFERS),
-        ));
-        out.checks.push(Check::judge(
-            "Table II",
-            label.clone(),
-            "fnr",
-            Some((Printed::new(fnr), tol)),
-            Some(plan.false_negatives / n),
-            Some(fneg.scale(1.0 / n)),
-            Some(PAPER_SIM_DIFFERS),
-        ));
-        out.checks.push(Check::judge(
-            "Table II",
-            label,
-            "cost",
-            Some((Printed::new(cost), tol)),
-            Some(plan.cost),
-            Some(sim_cost),
-            Some(PAPER_SIM_DIFFERS),
-        ));
+        let non_members = universe - n;
+        for (quantity, printed, model, sim) in [
+            (
+                "fpr",
+                fpr,
+                plan.false_positives / non_members,
+                fp.scale(1.0 / non_members),
+            ),
+            ("fnr", fnr, plan.false_negatives / n, fneg.scale(1.0 / n)),
+            ("cost", cost, plan.cost, sim_cost),
+        ] {
+            out.checks.push(Check::judge(
+                "Table II",
+                label.clone(),
+                quantity,
+                Some((Printed::new(printed), tol)),
+                Some(model),
+                Some(sim),
+                Some(PAPER_SIM_DIFFERS),
+            ));
+        }
         let key = format!("{}, alpha = {alpha}", variant_name(variant));
         let x = f64::from(bpe);
         match series.iter_mut().find(|s| s.0 == key) {
@@ -225,7 +209,7 @@ pub(super) fn table_2(opts: &Options, progress: &mut dyn FnMut(f64)) -> Outcome 
                 vec![(x, Printed::new(cost).value())],
             )),
         }
-        progress((i + 1) as f64 / TABLE_2.len() as f64);
+        progress((i + 1) as f64 / PARADOX_TABLE_2.len() as f64);
     }
     for alpha in [100, 5] {
         let mut fig = cost_fig.clone();
@@ -321,65 +305,40 @@ pub(super) fn table_3(opts: &Options, progress: &mut dyn FnMut(f64)) -> Outcome 
             fp_runs.push(Measured::sum(fp_parts));
             fn_runs.push(fneg);
         }
-        let fp_sim = {
-            let m = Measured::from_replicates(&fp_runs.iter().map(|r| r.mean).collect::<Vec<_>>());
-            let floor = fp_runs.iter().map(|r| r.se).sum::<f64>()
-                / replicates as f64
-                / (replicates as f64).sqrt();
-            Measured {
-                mean: m.mean,
-                se: m.se.max(floor),
-            }
-        };
+        let fp_sim = Measured::pooled(&fp_runs);
         let fn_sim = Measured::from_replicates(&fn_runs);
         let cost_sim = Measured::sum([fp_sim, fn_sim.scale(alpha)]);
         let plain_sim = Measured::rate(&plain_runs);
-        let label = |what: &str| format!("bpe={bpe} k={k} {what}");
-        out.checks.push(Check::judge(
-            "Table III",
-            label("CBF"),
-            "fpr",
-            Some((Printed::new(p_fpr), tol)),
-            Some(plain_fpr),
-            Some(plain_sim),
-            Some(PAPER_SIM_DIFFERS),
-        ));
-        out.checks.push(Check::judge(
-            "Table III",
-            label("CBF"),
-            "cost",
-            Some((Printed::new(p_cost), tol)),
-            Some(plain_fpr * non_members),
-            Some(plain_sim.scale(non_members)),
-            Some(PAPER_SIM_DIFFERS),
-        ));
-        out.checks.push(Check::judge(
-            "Table III",
-            label("selective"),
-            "fpr",
-            Some((Printed::new(s_fpr), tol)),
-            Some(fp / non_members),
-            Some(fp_sim.scale(1.0 / non_members)),
-            Some(PAPER_SIM_DIFFERS),
-        ));
-        out.checks.push(Check::judge(
-            "Table III",
-            label("selective"),
-            "fnr",
-            Some((Printed::new(s_fnr), tol)),
-            Some(fneg / n as f64),
-            Some(fn_sim.scale(1.0 / n as f64)),
-            Some(PAPER_SIM_DIFFERS),
-        ));
-        out.checks.push(Check::judge(
-            "Table III",
-            label("selective"),
-            "cost",
-            Some((Printed::new(s_cost), tol)),
-            Some(model_cost),
-            Some(cost_sim),
-            Some(PAPER_SIM_DIFFERS),
-        ));
+        let nf = n as f64;
+        for (what, quantity, printed, model, sim) in [
+            ("CBF", "fpr", p_fpr, plain_fpr, plain_sim),
+            (
+                "CBF",
+                "cost",
+                p_cost,
+                plain_fpr * non_members,
+                plain_sim.scale(non_members),
+            ),
+            (
+                "selective",
+                "fpr",
+                s_fpr,
+                fp / non_members,
+                fp_sim.scale(1.0 / non_members),
+            ),
+            ("selective", "fnr", s_fnr, fneg / nf, fn_sim.scale(1.0 / nf)),
+            ("selective", "cost", s_cost, model_cost, cost_sim),
+        ] {
+            out.checks.push(Check::judge(
+                "Table III",
+                format!("bpe={bpe} k={k} {what}"),
+                quantity,
+                Some((Printed::new(printed), tol)),
+                Some(model),
+                Some(sim),
+                Some(PAPER_SIM_DIFFERS),
+            ));
+        }
         let x = f64::from(bpe);
         model_pts.push((x, model_cost));
         sim_pts.push((x, cost_sim.mean, cost_sim.se));

@@ -10,21 +10,41 @@ use crate::report::{Figure, Series};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+/// The shape of a recycling filter to simulate.
+#[derive(Clone, Copy, Debug)]
+pub struct RecyclingShape {
+    /// Bits.
+    pub m: usize,
+    /// Hashes.
+    pub k: usize,
+    /// Recycle when this many bits are set.
+    pub sigma: u64,
+    /// Colliding or non-colliding hashing.
+    pub hashing: Hashing,
+    /// Keep the last message's bits on a recycle.
+    pub retaining: bool,
+    /// Two filters, one frozen.
+    pub two_phase: bool,
+}
+
 /// One replication: the count-instance false-positive rate and the
-/// messages per cycle of a filter fed distinct messages, over whole cycles
-/// only (from a recycle to a recycle), since a cycle cut short is biased
-/// towards its early, emptier states.
-fn simulate(
-    m: usize,
-    k: usize,
-    sigma: u64,
-    hashing: Hashing,
-    two_phase: bool,
+/// messages per cycle of flowsieve's recycling filter fed `messages`
+/// distinct messages after a warm-up of two cycles, over whole cycles only
+/// (from a recycle to a recycle), since a cycle cut short is biased
+/// towards its early, emptier states. `(NaN, NaN)` when no cycle ended.
+pub fn simulate_recycling(
+    shape: RecyclingShape,
     messages: usize,
     rng: &mut ChaCha8Rng,
 ) -> (f64, f64) {
-    let mut f =
-        RecyclingBloomFilter::new(m, k, RecyclePolicy::Sigma(sigma), hashing, false, two_phase);
+    let mut f = RecyclingBloomFilter::new(
+        shape.m,
+        shape.k,
+        RecyclePolicy::Sigma(shape.sigma),
+        shape.hashing,
+        shape.retaining,
+        shape.two_phase,
+    );
     while f.stats().recycles < 2 {
         f.test_and_insert(rng.random());
     }
@@ -95,7 +115,17 @@ pub(super) fn rate_vs_sigma(opts: &Options, progress: &mut dyn FnMut(f64)) -> Ou
             };
             let want_n0 = model.expected_messages();
             let runs: Vec<(f64, f64)> = (0..replicates)
-                .map(|_| simulate(m, k, sigma, hashing, two_phase, messages, &mut rng))
+                .map(|_| {
+                    let shape = RecyclingShape {
+                        m,
+                        k,
+                        sigma,
+                        hashing,
+                        retaining: false,
+                        two_phase,
+                    };
+                    simulate_recycling(shape, messages, &mut rng)
+                })
                 .filter(|r| r.0.is_finite())
                 .collect();
             let rate = Measured::from_replicates(&runs.iter().map(|r| r.0).collect::<Vec<_>>());

@@ -66,6 +66,28 @@ impl Measured {
         }
     }
 
+    /// The mean of independent replicates that each carry their own
+    /// sampling error: the standard error is the replicates' spread, or the
+    /// mean sampling error over `sqrt(replicates)` when that is larger (the
+    /// same floor as [`Measured::rate`]).
+    ///
+    /// ```
+    /// use flowsieve::reproduce::Measured;
+    /// let same = Measured { mean: 10.0, se: 2.0 };
+    /// let m = Measured::pooled(&[same, same, same, same]);
+    /// assert_eq!((m.mean, m.se), (10.0, 1.0));
+    /// ```
+    pub fn pooled(replicates: &[Measured]) -> Measured {
+        let means: Vec<f64> = replicates.iter().map(|r| r.mean).collect();
+        let m = Measured::from_replicates(&means);
+        let r = replicates.len().max(1) as f64;
+        let sampling = replicates.iter().map(|x| x.se).sum::<f64>() / r / r.sqrt();
+        Measured {
+            mean: m.mean,
+            se: m.se.max(sampling),
+        }
+    }
+
     /// Scaled by a constant (a rate times a population).
     pub fn scale(self, by: f64) -> Measured {
         Measured {

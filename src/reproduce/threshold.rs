@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 
 /// 003 Table 1: `(theta, kappa*, linear fit, relative error)` as printed.
 #[rustfmt::skip]
-pub(super) const TABLE_1: [(u64, &str, &str, &str); 30] = [
+pub const KAPPA_TABLE_1: [(u64, &str, &str, &str); 30] = [
     (1, "0.6931", "1.1213", "-0.6177"),
     (2, "0.9326", "1.3250", "-0.4207"),
     (3, "1.1635", "1.5287", "-0.3139"),
@@ -55,7 +55,7 @@ pub(super) fn kappa_table(_opts: &Options, progress: &mut dyn FnMut(f64)) -> Out
     let mut exact = Vec::new();
     let mut linear = Vec::new();
     let mut printed_pts = Vec::new();
-    for (theta, kstar, klin, rel) in TABLE_1 {
+    for (theta, kstar, klin, rel) in KAPPA_TABLE_1 {
         let k = threshold::kappa_star(theta);
         let l = threshold::kappa_star_linear(theta);
         // The table prints (kappa* - fit) / kappa*.
