@@ -3,6 +3,8 @@
 //! returns, and maps outcomes to exit codes. Every default, parser,
 //! validator and model lives in the `flowsieve` crate.
 
+mod live_cmd;
+
 use clap::{Args, Parser, Subcommand};
 use flowsieve::class::Classifier;
 use flowsieve::filter::CounterWidth;
@@ -27,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Exit codes (documented in the README and `--help`).
-mod exit {
+pub(crate) mod exit {
     pub const OK: u8 = 0;
     pub const FAILURE: u8 = 1;
     pub const USAGE: u8 = 2;
@@ -97,6 +99,13 @@ enum Command {
     /// simulation, deviation and verdict per row; CSV, SVG and PNG per
     /// figure.
     Reproduce(ReproduceArgs),
+    /// Capture from network interfaces (Linux, AF_PACKET TPACKET_V3 rings)
+    /// and run the same pipeline and report as replay, with interval
+    /// reports, drop accounting and Prometheus metrics.
+    Live(Box<live_cmd::LiveArgs>),
+    /// Send a trace's frames onto an interface, paced (the project's own
+    /// tcpreplay, for testing live capture).
+    Inject(live_cmd::InjectArgs),
 }
 
 #[derive(Args)]
@@ -214,6 +223,23 @@ struct ReplayArgs {
     /// Trace files (pcap, pcapng, optionally .gz/.zst), read in order.
     /// Default: the bundled trace.
     traces: Vec<PathBuf>,
+    #[command(flatten)]
+    run: RunArgs,
+    /// Write heavy-flow and new-flow events as JSON lines to FILE.
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
+    /// Memory-map plain trace files instead of reading them through a
+    /// buffer: no copy, but only for files nobody truncates or rewrites
+    /// while flowsieve reads them (a truncation then kills the process with
+    /// SIGBUS).
+    #[arg(long)]
+    mmap: bool,
+}
+
+/// What `replay` and `live` share: keys, classes, truth, the pipeline and
+/// the report's outputs.
+#[derive(Args)]
+struct RunArgs {
     /// Stop after N packets in all.
     #[arg(short = 'c', value_name = "N")]
     count: Option<u64>,
@@ -245,18 +271,22 @@ struct ReplayArgs {
     /// Write SVG trade-off and cost curves into DIR.
     #[arg(long, value_name = "DIR")]
     plot: Option<PathBuf>,
-    /// Write heavy-flow and new-flow events as JSON lines to FILE.
-    #[arg(long, value_name = "FILE")]
-    events: Option<PathBuf>,
     /// Do not print the text report.
     #[arg(short, long)]
     quiet: bool,
-    /// Memory-map plain trace files instead of reading them through a
-    /// buffer: no copy, but only for files nobody truncates or rewrites
-    /// while flowsieve reads them (a truncation then kills the process with
-    /// SIGBUS).
-    #[arg(long)]
-    mmap: bool,
+}
+
+impl RunArgs {
+    /// The validated configuration; `edit` adds what the command sets.
+    fn configure(&self, edit: impl FnOnce(&mut PipelineConfig)) -> Result<ValidatedConfig, u8> {
+        configure(&self.classes, &self.pipeline, |c| {
+            c.replay.truth = !self.no_truth;
+            c.replay.max_packets = self.count;
+            c.replay.top = self.top;
+            c.replay.bidirectional = self.bidirectional;
+            edit(c);
+        })
+    }
 }
 
 #[derive(Args)]
@@ -489,17 +519,13 @@ fn traces_or_default(traces: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 fn run_replay(args: ReplayArgs) -> u8 {
-    let cfg = match configure(&args.classes, &args.pipeline, |c| {
-        c.replay.truth = !args.no_truth;
-        c.replay.max_packets = args.count;
-        c.replay.top = args.top;
-        c.replay.bidirectional = args.bidirectional;
+    let cfg = match args.run.configure(|c| {
         if args.mmap {
             c.replay.read_mode = ReadMode::Mmap;
         }
         // The default job (no trace given) also sweeps bits per element and
         // alpha, so a new user sees where selective querying pays.
-        if args.traces.is_empty() && args.pipeline.selective.sweep.is_empty() {
+        if args.traces.is_empty() && args.run.pipeline.selective.sweep.is_empty() {
             c.selective.sweeps.bpe = defaults::DEMO_SWEEP_BPE.to_vec();
             c.selective.sweeps.alpha = defaults::DEMO_SWEEP_ALPHA.to_vec();
         }
@@ -528,15 +554,7 @@ fn run_replay(args: ReplayArgs) -> u8 {
         Ok(r) => r,
         Err(e) => return fail(exit::FAILURE, e),
     };
-    for e in &report.replay.errors {
-        eprintln!("flowsieve: error: {e}");
-    }
-    for w in &report.replay.warnings {
-        eprintln!("flowsieve: warning: {w}");
-    }
-    if !args.quiet {
-        print!("{}", report.render_text());
-    }
+    let code = emit_report(&report, &args.run);
     if let (Some(w), Some(path)) = (events, &args.events) {
         let (heavy, new) = (w.heavy, w.new_flows);
         if let Err(e) = w.finish() {
@@ -545,12 +563,27 @@ fn run_replay(args: ReplayArgs) -> u8 {
                 format!("{}: cannot write events: {e}", path.display()),
             );
         }
-        if !args.quiet {
+        if !args.run.quiet {
             println!(
                 "events: {heavy} heavy, {new} new-flow written to {}",
                 path.display()
             );
         }
+    }
+    code
+}
+
+/// Prints the errors, warnings and text report, writes the JSON, CSV and
+/// plots the flags ask for, and returns the exit code.
+fn emit_report(report: &flowsieve::report::PipelineReport, args: &RunArgs) -> u8 {
+    for e in &report.replay.errors {
+        eprintln!("flowsieve: error: {e}");
+    }
+    for w in &report.replay.warnings {
+        eprintln!("flowsieve: warning: {w}");
+    }
+    if !args.quiet {
+        print!("{}", report.render_text());
     }
     if let Some(path) = &args.json {
         let json = report.to_json();
@@ -820,5 +853,7 @@ fn main() -> ExitCode {
         Some(Command::Bench(a)) => run_bench(*a),
         Some(Command::Model(m)) => run_model(m),
         Some(Command::Reproduce(a)) => run_reproduce(a),
+        Some(Command::Live(a)) => live_cmd::run_live(*a),
+        Some(Command::Inject(a)) => live_cmd::run_inject(a),
     })
 }

@@ -40,6 +40,8 @@ pub mod dissect;
 pub mod filter;
 pub mod hash;
 pub mod ingest;
+#[cfg(target_os = "linux")]
+pub mod live;
 pub mod model;
 pub mod pipeline;
 pub mod replay;

@@ -106,21 +106,44 @@ impl PacketSink for NoPackets {
     fn packet(&mut self, _: &FlowKey, _: u64, _: ClassId, _: Timestamp, _: u32) {}
 }
 
-/// Totals gathered while reading.
+/// Totals gathered while reading (by the replay, and by a live source).
 #[derive(Default)]
-struct Totals {
-    packets: u64,
-    ip_packets: u64,
-    wire_bytes: u64,
-    captured_bytes: u64,
-    truncated_packets: u64,
-    ports_truncated: u64,
-    first_ts: Option<Timestamp>,
-    last_ts: Option<Timestamp>,
-    skips: SkipCounts,
-    link_types: BTreeMap<u16, u64>,
-    class_packets: Vec<u64>,
-    class_bytes: Vec<u64>,
+pub(crate) struct Totals {
+    pub(crate) packets: u64,
+    pub(crate) ip_packets: u64,
+    pub(crate) wire_bytes: u64,
+    pub(crate) captured_bytes: u64,
+    pub(crate) truncated_packets: u64,
+    pub(crate) ports_truncated: u64,
+    pub(crate) first_ts: Option<Timestamp>,
+    pub(crate) last_ts: Option<Timestamp>,
+    pub(crate) skips: SkipCounts,
+    pub(crate) link_types: BTreeMap<u16, u64>,
+    pub(crate) class_packets: Vec<u64>,
+    pub(crate) class_bytes: Vec<u64>,
+}
+
+impl Totals {
+    /// Empty totals for `classes` classes.
+    pub(crate) fn new(classes: usize) -> Totals {
+        Totals {
+            class_packets: vec![0; classes],
+            class_bytes: vec![0; classes],
+            ..Totals::default()
+        }
+    }
+
+    /// Counts a keyed packet of `class`.
+    #[inline]
+    pub(crate) fn keyed(&mut self, class: ClassId, wire_len: u32, ports_truncated: bool) {
+        self.ip_packets += 1;
+        self.ports_truncated += u64::from(ports_truncated);
+        let c = usize::from(class);
+        if c < self.class_packets.len() {
+            self.class_packets[c] += 1;
+            self.class_bytes[c] += u64::from(wire_len);
+        }
+    }
 }
 
 /// Replays the files in order.
@@ -141,12 +164,7 @@ pub fn replay_into<P: PacketSink>(
 ) -> ReplaySummary {
     let started = Instant::now();
     let dissector = Dissector::new(cfg.bidirectional);
-    let n_classes = cfg.classifier.names().len();
-    let mut totals = Totals {
-        class_packets: vec![0; n_classes],
-        class_bytes: vec![0; n_classes],
-        ..Totals::default()
-    };
+    let mut totals = Totals::new(cfg.classifier.names().len());
     let mut table = cfg.truth.then(FlowTable::default);
     let mut files = Vec::new();
     let mut errors = Vec::new();
@@ -173,9 +191,46 @@ pub fn replay_into<P: PacketSink>(
         observer.file_finished(&file);
         files.push(file);
     }
-    let read_seconds = started.elapsed().as_secs_f64();
+    summarize(
+        cfg,
+        totals,
+        table.as_ref(),
+        Read {
+            files,
+            errors,
+            warnings,
+            could_not_open,
+            read_seconds: started.elapsed().as_secs_f64(),
+        },
+    )
+}
+
+/// What a source read besides its totals: per-file summaries, errors,
+/// warnings, and how long it took.
+pub(crate) struct Read {
+    pub(crate) files: Vec<FileSummary>,
+    pub(crate) errors: Vec<String>,
+    pub(crate) warnings: Vec<String>,
+    pub(crate) could_not_open: bool,
+    pub(crate) read_seconds: f64,
+}
+
+/// The summary of a read: totals, the flow table's answers, and the files.
+pub(crate) fn summarize(
+    cfg: &ReplayConfig,
+    totals: Totals,
+    table: Option<&FlowTable>,
+    read: Read,
+) -> ReplaySummary {
+    let n_classes = cfg.classifier.names().len();
+    let Read {
+        files,
+        errors,
+        warnings,
+        could_not_open,
+        read_seconds,
+    } = read;
     let flows_top = table
-        .as_ref()
         .map(|t| {
             t.top(cfg.top)
                 .into_iter()
@@ -195,7 +250,7 @@ pub fn replay_into<P: PacketSink>(
                 .collect()
         })
         .unwrap_or_default();
-    let class_flows = table.as_ref().map(|t| {
+    let class_flows = table.map(|t| {
         let mut flows = vec![0u64; n_classes];
         for e in t.iter() {
             if let Some(f) = flows.get_mut(usize::from(e.stats.class)) {
@@ -250,7 +305,7 @@ pub fn replay_into<P: PacketSink>(
                 .collect(),
             packets: totals.packets,
             ip_packets: totals.ip_packets,
-            flows: table.as_ref().map(|t| t.len() as u64),
+            flows: table.map(|t| t.len() as u64),
             wire_bytes: totals.wire_bytes,
             captured_bytes: totals.captured_bytes,
             truncated_packets: totals.truncated_packets,
@@ -311,7 +366,7 @@ fn replay_file<P: PacketSink>(
     // is touched once per run rather than once per packet.
     let mut run: Option<(LinkType, u64)> = None;
     let (mut first_ts, mut last_ts) = (Timestamp::MAX, Timestamp::MIN);
-    let (mut ip_packets, mut truncated, mut ports_truncated) = (0u64, 0u64, 0u64);
+    let mut truncated = 0u64;
     let mut error: Option<IngestError> = None;
     let budget = cfg
         .max_packets
@@ -349,14 +404,8 @@ fn replay_file<P: PacketSink>(
         }
         match dissector.dissect(packet.link_type, packet.data) {
             Ok(d) => {
-                ip_packets += 1;
-                ports_truncated += u64::from(d.ports_truncated);
                 let class = cfg.classifier.classify(&d.key);
-                let c = usize::from(class);
-                if c < totals.class_packets.len() {
-                    totals.class_packets[c] += 1;
-                    totals.class_bytes[c] += u64::from(packet.wire_len);
-                }
+                totals.keyed(class, packet.wire_len, d.ports_truncated);
                 let hash = flow_hash(&d.key);
                 if let Some(t) = table.as_deref_mut() {
                     t.record(d.key, hash, class, packet.ts, packet.wire_len, captured);
@@ -375,9 +424,7 @@ fn replay_file<P: PacketSink>(
     totals.packets += summary.packets;
     totals.wire_bytes += summary.wire_bytes;
     totals.captured_bytes += summary.captured_bytes;
-    totals.ip_packets += ip_packets;
     totals.truncated_packets += truncated;
-    totals.ports_truncated += ports_truncated;
     if first_ts <= last_ts {
         totals.first_ts = Some(totals.first_ts.map_or(first_ts, |t| t.min(first_ts)));
         totals.last_ts = Some(totals.last_ts.map_or(last_ts, |t| t.max(last_ts)));

@@ -23,6 +23,8 @@ mod anomaly;
 mod error;
 mod frame;
 mod link_type;
+#[cfg(target_os = "linux")]
+pub mod live;
 pub mod pcap;
 pub mod pcapng;
 mod source;

@@ -466,5 +466,6 @@ pub fn run<S: Source>(
             cpu_seconds,
             packets_per_cpu_sec: per(cpu_seconds),
         },
+        capture: None,
     })
 }

@@ -78,6 +78,9 @@ pub struct PipelineReport {
     pub stages: Vec<StageLatency>,
     /// Throughput figures.
     pub throughput: Throughput,
+    /// A live capture's `capture` section (interfaces, drops, filter), set
+    /// by the caller after a live run; `None` for a replay.
+    pub capture: Option<serde_json::Value>,
 }
 
 /// The built-in stages' JSON keys, present (as `null`) even when the stage
@@ -104,6 +107,9 @@ impl Serialize for PipelineReport {
         }
         map.serialize_entry("stages", &self.stages)?;
         map.serialize_entry("throughput", &self.throughput)?;
+        if let Some(c) = &self.capture {
+            map.serialize_entry("capture", c)?;
+        }
         map.end()
     }
 }

@@ -1,0 +1,397 @@
+//! `flowsieve live` and `flowsieve inject`: flags, the interval printer,
+//! the event sink that counts per class, signals, and the final report.
+
+use super::{emit_report, exit, fail, RunArgs};
+use clap::Args;
+use flowsieve::ingest::DurationNs;
+use std::path::PathBuf;
+
+/// Capture direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Direction {
+    /// Frames received and sent.
+    Both,
+    /// Frames received only.
+    In,
+}
+
+#[derive(Args)]
+pub struct LiveArgs {
+    /// Interface to capture on; repeat for several.
+    #[arg(short = 'i', long = "interface", value_name = "IFACE", required = true)]
+    pub interfaces: Vec<String>,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Capture filter in tcpdump's syntax, compiled by libpcap (needs
+    /// libpcap0.8 installed) and run in the kernel.
+    #[arg(
+        short = 'f',
+        long = "filter",
+        value_name = "EXPR",
+        help_heading = "Capture"
+    )]
+    pub filter: Option<String>,
+    /// Bytes kept of each frame (the default holds the deepest headers
+    /// flowsieve reads).
+    #[arg(short = 's', long = "snaplen", default_value_t = 256, value_parser = clap::value_parser!(u32).range(64..=262_144), value_name = "BYTES", help_heading = "Capture")]
+    pub snaplen: u32,
+    /// Sockets per interface in one PACKET_FANOUT_HASH group, each with its
+    /// own reader thread.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64), value_name = "N", help_heading = "Capture")]
+    pub fanout: u16,
+    /// Ring size per socket, MiB.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=16384), value_name = "MIB", help_heading = "Capture")]
+    pub ring_mb: u64,
+    /// Ring block size, KiB (a multiple of 4, at most 4096).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(4..=4096), value_name = "KIB", help_heading = "Capture")]
+    pub block_kb: u64,
+    /// Block retire timeout: a block that is not full reaches the reader
+    /// after this long (1ms to 1s).
+    #[arg(
+        long,
+        default_value = "50ms",
+        value_name = "DURATION",
+        help_heading = "Capture"
+    )]
+    pub block_timeout: DurationNs,
+    /// Which frames to capture.
+    #[arg(long, value_enum, default_value_t = Direction::Both, help_heading = "Capture")]
+    pub direction: Direction,
+    /// Do not put the interfaces into promiscuous mode.
+    #[arg(short = 'p', long = "no-promiscuous", help_heading = "Capture")]
+    pub no_promiscuous: bool,
+    /// Stop after this long (wall clock).
+    #[arg(long, value_name = "DURATION", help_heading = "Capture")]
+    pub duration: Option<DurationNs>,
+    /// Print one compact block per interval; 0 turns it off.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_every, help_heading = "Capture")]
+    pub report_every: ReportEvery,
+    /// Write intervals and heavy/new-flow events as JSON lines (`-` for stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Capture")]
+    pub json_lines: Option<PathBuf>,
+    /// Write every captured frame to a pcap file (nanosecond timestamps,
+    /// VLAN tags restored).
+    #[arg(
+        short = 'w',
+        long = "write",
+        value_name = "FILE",
+        help_heading = "Capture"
+    )]
+    pub write: Option<PathBuf>,
+    /// Serve Prometheus metrics on ADDR (such as 127.0.0.1:9899) at /metrics.
+    #[arg(long, value_name = "ADDR", help_heading = "Capture")]
+    pub metrics: Option<std::net::SocketAddr>,
+}
+
+/// `--report-every`: a duration, or 0 for none.
+#[derive(Clone, Copy, Debug)]
+pub struct ReportEvery(Option<DurationNs>);
+
+fn parse_every(s: &str) -> Result<ReportEvery, String> {
+    if s.trim() == "0" {
+        return Ok(ReportEvery(None));
+    }
+    s.parse::<DurationNs>()
+        .map(|d| ReportEvery(Some(d)))
+        .map_err(|e| e.to_string())
+}
+
+#[derive(Args)]
+pub struct InjectArgs {
+    /// Interface to send on.
+    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
+    pub interface: String,
+    /// The trace whose frames to send.
+    pub trace: PathBuf,
+    /// Frames per second.
+    #[arg(long, value_name = "N", conflicts_with_all = ["speed", "topspeed"])]
+    pub pps: Option<f64>,
+    /// A multiple of the trace's own timing (1 = as captured).
+    #[arg(long, value_name = "X", conflicts_with = "topspeed")]
+    pub speed: Option<f64>,
+    /// As fast as the socket takes frames.
+    #[arg(long)]
+    pub topspeed: bool,
+    /// Send the trace this many times.
+    #[arg(long = "loop", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
+    pub loops: u64,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn run_live(_: LiveArgs) -> u8 {
+    fail(exit::FAILURE, "live capture needs Linux (AF_PACKET)")
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn run_inject(_: InjectArgs) -> u8 {
+    fail(exit::FAILURE, "inject needs Linux (AF_PACKET)")
+}
+
+#[cfg(target_os = "linux")]
+pub use linux::{run_inject, run_live};
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use super::*;
+    use flowsieve::ingest::live::{Injector, Interface, Pace, RingGeometry};
+    use flowsieve::live::metrics::MetricsServer;
+    use flowsieve::live::{IntervalReport, LiveCapture, LiveConfig, LiveCounters, LiveObserver};
+    use flowsieve::pipeline::{run, Event, EventKind, PipelineSink};
+    use flowsieve::replay::NoObserver;
+    use std::cell::RefCell;
+    use std::io::{BufWriter, Write};
+    use std::rc::Rc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    type Shared = Rc<RefCell<Box<dyn Write>>>;
+
+    /// Counts events per class for intervals and metrics, and writes them
+    /// as JSON lines when asked.
+    struct LiveEvents {
+        counters: Arc<LiveCounters>,
+        out: Option<Shared>,
+    }
+
+    impl PipelineSink for LiveEvents {
+        fn wants(&self, _kind: EventKind) -> bool {
+            true
+        }
+        fn event(&mut self, event: &Event) -> std::io::Result<()> {
+            let (list, class) = match event {
+                Event::Heavy(e) => (&self.counters.heavy_events, e.class),
+                Event::NewFlow(e) => (&self.counters.new_flow_events, e.class),
+                _ => return Ok(()),
+            };
+            if let Some(a) = list.get(usize::from(class)) {
+                a.fetch_add(1, Ordering::Relaxed);
+            }
+            if let Some(out) = &self.out {
+                let mut w = out.borrow_mut();
+                serde_json::to_writer(&mut *w, event)?;
+                w.write_all(b"\n")?;
+            }
+            Ok(())
+        }
+    }
+
+    /// Prints the readiness line and the interval blocks.
+    struct Printer {
+        text: bool,
+        out: Option<Shared>,
+    }
+
+    impl LiveObserver for Printer {
+        fn ready(&mut self, interfaces: &[Interface]) {
+            let names: Vec<String> = interfaces
+                .iter()
+                .map(|i| format!("{} ({})", i.name, i.link_type.name()))
+                .collect();
+            eprintln!("flowsieve: listening on {}", names.join(", "));
+        }
+
+        fn interval(&mut self, r: &IntervalReport) -> std::io::Result<()> {
+            if self.text {
+                let d = &r.delta;
+                println!(
+                    "[{:>8.1}s] packets {} ({:.0} pps)  drops: kernel {} shed {} filtered {} device {}  heavy {}  new flows {}",
+                    r.elapsed_s,
+                    d.received,
+                    r.packets_per_sec,
+                    d.kernel_drops,
+                    d.shed,
+                    r.filtered_out,
+                    r.device.rx_dropped,
+                    d.heavy_events,
+                    d.new_flow_events
+                );
+            }
+            if let Some(out) = &self.out {
+                let mut w = out.borrow_mut();
+                let mut v = serde_json::to_value(r)?;
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("type".into(), "interval".into());
+                }
+                serde_json::to_writer(&mut *w, &v)?;
+                w.write_all(b"\n")?;
+                w.flush()?;
+            }
+            Ok(())
+        }
+    }
+
+    pub fn run_live(a: LiveArgs) -> u8 {
+        // Every flag is checked before any socket opens.
+        let cfg = match a.run.configure(|_| {}) {
+            Ok(c) => c,
+            Err(code) => return code,
+        };
+        let retire_ms = a.block_timeout.0 / 1_000_000;
+        let geometry = match RingGeometry::new(a.ring_mb << 20, a.block_kb << 10, retire_ms) {
+            Ok(g) => g,
+            Err(e) => return fail(exit::USAGE, format!("ring: {e}")),
+        };
+        let mut live = LiveConfig::new(a.interfaces.clone());
+        live.fanout = usize::from(a.fanout);
+        live.geometry = geometry;
+        live.snaplen = a.snaplen;
+        live.filter = a.filter.clone();
+        live.incoming_only = a.direction == Direction::In;
+        live.promiscuous = !a.no_promiscuous;
+        live.duration = a.duration.map(|d| Duration::from_nanos(d.0));
+        live.report_every = a.report_every.0.map(|d| Duration::from_nanos(d.0));
+        live.write = a.write.clone();
+        let lines: Option<Shared> = match &a.json_lines {
+            None => None,
+            Some(p) if p.as_os_str() == "-" => Some(Rc::new(RefCell::new(Box::new(
+                BufWriter::new(std::io::stdout()),
+            )))),
+            Some(p) => match std::fs::File::create(p) {
+                Ok(f) => Some(Rc::new(RefCell::new(Box::new(BufWriter::new(f))))),
+                Err(e) => {
+                    return fail(
+                        exit::FAILURE,
+                        format!("{}: cannot create: {e}", p.display()),
+                    )
+                }
+            },
+        };
+        let stdout_lines = a.json_lines.as_ref().is_some_and(|p| p.as_os_str() == "-");
+        let stop = Arc::new(AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            // A second signal while the first is being handled exits at once.
+            let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&stop));
+            if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&stop)) {
+                return fail(exit::FAILURE, format!("cannot handle signals: {e}"));
+            }
+        }
+        let mut printer = Printer {
+            text: !a.run.quiet && !stdout_lines,
+            out: lines.clone(),
+        };
+        let capture = match LiveCapture::open(
+            live,
+            cfg.config().replay.clone(),
+            Arc::clone(&stop),
+            &mut printer,
+        ) {
+            Ok(c) => c,
+            Err(e) if e.is_usage() => return fail(exit::USAGE, e),
+            Err(e) => return fail(exit::FAILURE, e),
+        };
+        let counters = capture.counters();
+        let slot = capture.summary_slot();
+        let _metrics = match a.metrics {
+            None => None,
+            Some(addr) => match MetricsServer::start(addr, Arc::clone(&counters)) {
+                Ok(m) => {
+                    eprintln!("flowsieve: metrics on http://{}/metrics", m.addr());
+                    Some(m)
+                }
+                Err(e) => return fail(exit::FAILURE, e),
+            },
+        };
+        let mut events = LiveEvents {
+            counters: Arc::clone(&counters),
+            out: lines.clone(),
+        };
+        let mut report = match run(capture, &cfg, &mut NoObserver, &mut events) {
+            Ok(r) => r,
+            Err(e) => return fail(exit::FAILURE, e),
+        };
+        let summary = slot.lock().ok().and_then(|mut s| s.take());
+        if let Some(s) = &summary {
+            report.capture = serde_json::to_value(s).ok();
+        }
+        if let Some(out) = &lines {
+            let _ = out.borrow_mut().flush();
+        }
+        let mut code = emit_report(&report, &a.run);
+        if let Some(s) = &summary {
+            if !a.run.quiet && !stdout_lines {
+                let t = &s.totals;
+                println!(
+                    "\ncapture: {} s, stopped by {}",
+                    format_args!("{:.1}", s.seconds),
+                    s.stopped_by
+                );
+                for i in &s.interfaces {
+                    println!(
+                        "  {:<12} received {:>10}  bytes {:>12}  kernel drops {:>8}  freezes {:>4}  shed {:>8}  super-frames {:>6}  vlan restored {:>6}  device rx {} dropped {}",
+                        i.name, i.received, i.bytes, i.kernel_drops, i.kernel_freezes, i.shed, i.super_frames, i.vlan_restored, i.device.rx_packets, i.device.rx_dropped
+                    );
+                }
+                println!(
+                    "  total: received {}, to pipeline {}, kernel drops {}, shed {}, filtered out {} (device counters less socket counts)",
+                    t.received, t.received - t.shed, t.kernel_drops, t.shed, s.filtered_out
+                );
+            }
+            if let Some(e) = &s.error {
+                eprintln!("flowsieve: error: {e}");
+                code = exit::FAILURE;
+            }
+        }
+        code
+    }
+
+    pub fn run_inject(a: InjectArgs) -> u8 {
+        let pace = match (a.pps, a.speed, a.topspeed) {
+            (Some(p), _, _) if !(p.is_finite() && p > 0.0 && p <= 1e9) => {
+                return fail(
+                    exit::USAGE,
+                    format!("--pps {p}: must be above 0 and at most 1e9"),
+                )
+            }
+            (_, Some(x), _) if !(x.is_finite() && x > 0.0 && x <= 1e9) => {
+                return fail(
+                    exit::USAGE,
+                    format!("--speed {x}: must be above 0 and at most 1e9"),
+                )
+            }
+            (Some(p), _, _) => Pace::PacketsPerSecond(p),
+            (_, Some(x), _) => Pace::Speed(x),
+            (_, _, true) => Pace::TopSpeed,
+            _ => Pace::Speed(1.0),
+        };
+        if !a.trace.is_file() {
+            return fail(
+                exit::FAILURE,
+                format!("{}: no such file", a.trace.display()),
+            );
+        }
+        let iface = match Interface::by_name(&a.interface) {
+            Ok(i) => i,
+            Err(e) => return fail(exit::FAILURE, e),
+        };
+        let injector = match Injector::open(&iface) {
+            Ok(i) => i,
+            Err(e) => return fail(exit::FAILURE, e),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
+        }
+        match injector.inject(&a.trace, pace, a.loops, &stop) {
+            Ok(s) => {
+                if a.json {
+                    println!("{}", serde_json::to_string(&s).unwrap_or_default());
+                } else {
+                    let refused: u64 = s.refused.values().sum();
+                    println!(
+                        "sent {} frames ({} bytes) in {:.3} s, {:.0} pps; refused {}",
+                        s.sent, s.bytes, s.seconds, s.packets_per_sec, refused
+                    );
+                    for (why, n) in &s.refused {
+                        println!("  refused {n}: {why}");
+                    }
+                }
+                exit::OK
+            }
+            Err(e) => fail(exit::FAILURE, e),
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Why a live capture could not start or stopped.
+
+use std::io;
+
+/// A live-capture failure, with the interface it concerns. Each prints as
+/// one line.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// No interface of that name.
+    #[error("{iface}: no such interface")]
+    NoSuchInterface {
+        /// The name given.
+        iface: String,
+    },
+    /// The process lacks the capabilities a packet socket needs.
+    #[error("{iface}: cannot {what}: not permitted (live capture needs CAP_NET_RAW, and CAP_NET_ADMIN for promiscuous mode; run as root or grant them with setcap)")]
+    NotPermitted {
+        /// The interface.
+        iface: String,
+        /// What was being done.
+        what: &'static str,
+    },
+    /// The interface went down while it was captured.
+    #[error("{iface}: the interface went down during the capture")]
+    InterfaceDown {
+        /// The interface.
+        iface: String,
+    },
+    /// The interface's link layer is not one flowsieve dissects.
+    #[error("{iface}: link type ARPHRD {arphrd} is not supported for live capture (Ethernet, loopback and raw IP are)")]
+    UnsupportedLink {
+        /// The interface.
+        iface: String,
+        /// Its `ARPHRD_*` type.
+        arphrd: u32,
+    },
+    /// libpcap, whose compiler `-f` uses, is not installed.
+    #[error("capture filter: {0}")]
+    NoFilterCompiler(String),
+    /// The capture filter did not compile.
+    #[error("capture filter: {0}")]
+    Filter(String),
+    /// Live capture is Linux only.
+    #[error("live capture needs Linux (AF_PACKET); this build runs on {0}")]
+    NotLinux(&'static str),
+    /// Any other system call failure.
+    #[error("{iface}: cannot {what}: {source}")]
+    Os {
+        /// The interface.
+        iface: String,
+        /// What was being done.
+        what: &'static str,
+        /// The system's error.
+        source: io::Error,
+    },
+}
+
+impl LiveError {
+    /// Whether the error is the user's argument (a filter that does not
+    /// compile) rather than the system's.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, LiveError::Filter(_))
+    }
+
+    /// Maps a failed system call on `iface` to the error a user can act on.
+    pub fn from_os(iface: &str, what: &'static str, e: io::Error) -> LiveError {
+        match e.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => LiveError::NotPermitted {
+                iface: iface.to_string(),
+                what,
+            },
+            Some(libc::ENODEV) | Some(libc::ENXIO) => LiveError::NoSuchInterface {
+                iface: iface.to_string(),
+            },
+            Some(libc::ENETDOWN) => LiveError::InterfaceDown {
+                iface: iface.to_string(),
+            },
+            _ => LiveError::Os {
+                iface: iface.to_string(),
+                what,
+                source: e,
+            },
+        }
+    }
+}

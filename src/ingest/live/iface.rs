@@ -1,0 +1,129 @@
+//! Interfaces by name: index, link type, MTU, and the counters the kernel
+//! keeps for the device itself (drops before any socket sees a frame).
+
+use super::error::LiveError;
+use crate::ingest::LinkType;
+use std::path::PathBuf;
+
+/// `ARPHRD_ETHER`.
+const ARPHRD_ETHER: u32 = 1;
+/// `ARPHRD_LOOPBACK` (frames carry a zeroed Ethernet header).
+const ARPHRD_LOOPBACK: u32 = 772;
+/// `ARPHRD_NONE` (tun devices: frames start at the IP header).
+const ARPHRD_NONE: u32 = 0xfffe;
+
+/// An interface to capture on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interface {
+    /// Its name.
+    pub name: String,
+    /// Its index.
+    pub index: i32,
+    /// The link type its frames have in a ring (and in a `-w` file).
+    pub link_type: LinkType,
+    /// Its MTU; frames longer than MTU plus link header are GSO/GRO
+    /// super-frames.
+    pub mtu: u32,
+}
+
+/// The device's own counters (`/sys/class/net/IFACE/statistics`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DeviceCounters {
+    /// Frames received.
+    pub rx_packets: u64,
+    /// Frames sent.
+    pub tx_packets: u64,
+    /// Frames the device or the stack dropped on receive.
+    pub rx_dropped: u64,
+    /// Receive errors.
+    pub rx_errors: u64,
+    /// Receive FIFO overruns and missed frames.
+    pub rx_missed: u64,
+}
+
+impl DeviceCounters {
+    /// The counters' growth from `earlier` (saturating at zero when a
+    /// counter was reset).
+    pub fn since(&self, earlier: &DeviceCounters) -> DeviceCounters {
+        DeviceCounters {
+            rx_packets: self.rx_packets.saturating_sub(earlier.rx_packets),
+            tx_packets: self.tx_packets.saturating_sub(earlier.tx_packets),
+            rx_dropped: self.rx_dropped.saturating_sub(earlier.rx_dropped),
+            rx_errors: self.rx_errors.saturating_sub(earlier.rx_errors),
+            rx_missed: self.rx_missed.saturating_sub(earlier.rx_missed),
+        }
+    }
+}
+
+fn sys_dir(name: &str) -> PathBuf {
+    PathBuf::from("/sys/class/net").join(name)
+}
+
+fn read_u64(path: PathBuf) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+impl Interface {
+    /// Looks an interface up by name.
+    pub fn by_name(name: &str) -> Result<Interface, LiveError> {
+        let missing = || LiveError::NoSuchInterface {
+            iface: name.to_string(),
+        };
+        if name.is_empty()
+            || name.len() >= libc::IFNAMSIZ
+            || name.contains(['/', '\0'])
+            || name == "."
+            || name == ".."
+        {
+            return Err(missing());
+        }
+        let c = std::ffi::CString::new(name).map_err(|_| missing())?;
+        // SAFETY: `c` is a valid NUL-terminated string.
+        let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+        if index == 0 {
+            return Err(missing());
+        }
+        let dir = sys_dir(name);
+        let arphrd = read_u64(dir.join("type")).unwrap_or(u64::from(ARPHRD_ETHER)) as u32;
+        let link_type = match arphrd {
+            ARPHRD_ETHER | ARPHRD_LOOPBACK => LinkType::ETHERNET,
+            ARPHRD_NONE => LinkType::RAW,
+            other => {
+                return Err(LiveError::UnsupportedLink {
+                    iface: name.to_string(),
+                    arphrd: other,
+                })
+            }
+        };
+        Ok(Interface {
+            name: name.to_string(),
+            index: index as i32,
+            link_type,
+            mtu: read_u64(dir.join("mtu")).unwrap_or(1500) as u32,
+        })
+    }
+
+    /// The device's counters now (zeros where the kernel exposes none).
+    pub fn counters(&self) -> DeviceCounters {
+        let s = sys_dir(&self.name).join("statistics");
+        let get = |f: &str| read_u64(s.join(f)).unwrap_or(0);
+        DeviceCounters {
+            rx_packets: get("rx_packets"),
+            tx_packets: get("tx_packets"),
+            rx_dropped: get("rx_dropped"),
+            rx_errors: get("rx_errors"),
+            rx_missed: get("rx_missed_errors") + get("rx_fifo_errors"),
+        }
+    }
+
+    /// The longest frame that is not a GSO/GRO super-frame: the MTU plus
+    /// the link header and two VLAN tags.
+    pub fn max_frame(&self) -> u32 {
+        let header = if self.link_type == LinkType::ETHERNET {
+            14 + 8
+        } else {
+            0
+        };
+        self.mtu.saturating_add(header)
+    }
+}

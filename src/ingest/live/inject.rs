@@ -1,0 +1,216 @@
+//! `flowsieve inject`: puts a trace's frames onto an interface through an
+//! AF_PACKET socket, paced, so that tests and users need no other replay
+//! tool.
+
+use super::error::LiveError;
+use super::iface::Interface;
+use crate::ingest::{IngestError, TraceReader};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How frames are spaced.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pace {
+    /// A fixed rate in frames per second.
+    PacketsPerSecond(f64),
+    /// The trace's own timing, sped up by this factor.
+    Speed(f64),
+    /// As fast as the socket takes them.
+    TopSpeed,
+}
+
+/// What an injection did.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct InjectSummary {
+    /// Frames the socket accepted.
+    pub sent: u64,
+    /// Frames the socket refused (longer than the MTU, shorter than a link
+    /// header, ...), by reason.
+    pub refused: std::collections::BTreeMap<String, u64>,
+    /// Bytes sent.
+    pub bytes: u64,
+    /// Seconds from the first frame to the last.
+    pub seconds: f64,
+    /// Frames per second achieved.
+    pub packets_per_sec: f64,
+}
+
+/// A send socket bound to one interface.
+#[derive(Debug)]
+pub struct Injector {
+    fd: OwnedFd,
+    iface: Interface,
+}
+
+impl Injector {
+    /// Opens a send socket on `iface`.
+    pub fn open(iface: &Interface) -> Result<Injector, LiveError> {
+        // SAFETY: plain socket(2) call; the result is checked.
+        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if raw < 0 {
+            return Err(LiveError::from_os(
+                &iface.name,
+                "open a packet socket",
+                io::Error::last_os_error(),
+            ));
+        }
+        // SAFETY: a fresh descriptor nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: an all-zero sockaddr_ll is valid.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_ifindex = iface.index;
+        // SAFETY: valid sockaddr_ll of the length given.
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(LiveError::from_os(
+                &iface.name,
+                "bind to the interface",
+                io::Error::last_os_error(),
+            ));
+        }
+        Ok(Injector {
+            fd,
+            iface: iface.clone(),
+        })
+    }
+
+    /// Sends one frame. `Ok(false)` means the kernel refused this frame
+    /// (its reason is returned through `refused`); `Err` means the socket
+    /// failed as a whole.
+    fn send(&self, frame: &[u8]) -> io::Result<Result<(), &'static str>> {
+        loop {
+            // SAFETY: `frame` is valid for its length; send only reads it.
+            let n =
+                unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+            if n >= 0 {
+                return Ok(Ok(()));
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                // The device queue is full: wait for it, as tcpreplay does.
+                Some(libc::ENOBUFS) | Some(libc::EAGAIN) => {
+                    std::thread::sleep(Duration::from_micros(50));
+                    continue;
+                }
+                Some(libc::EMSGSIZE) => return Ok(Err("longer than the MTU")),
+                Some(libc::EINVAL) => return Ok(Err("shorter than the link header")),
+                _ => return Err(e),
+            }
+        }
+    }
+
+    /// Sends every frame of `trace`, `loops` times, paced by `pace`, until
+    /// done or `stop` is set. Frames of another link type than the
+    /// interface's are refused and counted.
+    pub fn inject(
+        &self,
+        trace: &Path,
+        pace: Pace,
+        loops: u64,
+        stop: &AtomicBool,
+    ) -> Result<InjectSummary, InjectError> {
+        let mut summary = InjectSummary::default();
+        let started = Instant::now();
+        let mut sent_at_start = Instant::now();
+        let mut index: u64 = 0;
+        for _ in 0..loops.max(1) {
+            let mut reader = TraceReader::open(trace).map_err(InjectError::Trace)?;
+            let mut first_ts = None;
+            let loop_start = Instant::now();
+            while let Some(p) = reader.next_packet().map_err(InjectError::Trace)? {
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(finish(summary, started));
+                }
+                let due = match pace {
+                    Pace::TopSpeed => None,
+                    Pace::PacketsPerSecond(pps) => {
+                        Some(sent_at_start + Duration::from_secs_f64(index as f64 / pps))
+                    }
+                    Pace::Speed(x) => {
+                        let first = *first_ts.get_or_insert(p.ts.as_nanos());
+                        let offset = (p.ts.as_nanos() - first).max(0) as f64 * 1e-9 / x;
+                        Some(loop_start + Duration::from_secs_f64(offset.min(1e9)))
+                    }
+                };
+                if let Some(due) = due {
+                    wait_until(due);
+                }
+                if index == 0 {
+                    sent_at_start = Instant::now();
+                }
+                index += 1;
+                if p.link_type != self.iface.link_type {
+                    *summary
+                        .refused
+                        .entry(format!(
+                            "link type {} on a {} interface",
+                            p.link_type.name(),
+                            self.iface.link_type.name()
+                        ))
+                        .or_insert(0) += 1;
+                    continue;
+                }
+                match self
+                    .send(p.data)
+                    .map_err(|e| InjectError::Send(self.iface.name.clone(), e))?
+                {
+                    Ok(()) => {
+                        summary.sent += 1;
+                        summary.bytes += p.data.len() as u64;
+                    }
+                    Err(reason) => *summary.refused.entry(reason.to_string()).or_insert(0) += 1,
+                }
+            }
+        }
+        Ok(finish(summary, started))
+    }
+}
+
+fn finish(mut s: InjectSummary, started: Instant) -> InjectSummary {
+    s.seconds = started.elapsed().as_secs_f64();
+    s.packets_per_sec = if s.seconds > 0.0 {
+        s.sent as f64 / s.seconds
+    } else {
+        0.0
+    };
+    s
+}
+
+/// Sleeps most of the way, then spins the last stretch (sleep alone
+/// overshoots by tens of microseconds, which caps the rate).
+fn wait_until(due: Instant) {
+    loop {
+        let now = Instant::now();
+        if now >= due {
+            return;
+        }
+        let left = due - now;
+        if left > Duration::from_micros(200) {
+            std::thread::sleep(left - Duration::from_micros(100));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Why an injection stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum InjectError {
+    /// The trace could not be read.
+    #[error("{0}")]
+    Trace(IngestError),
+    /// The socket failed.
+    #[error("{0}: send failed: {1}")]
+    Send(String, io::Error),
+}

@@ -1,0 +1,637 @@
+//! Live capture as a pipeline source (Linux).
+//!
+//! ```text
+//! ring (per socket) ──► reader thread ──records──► merger ──► Dispatcher ──► shards
+//!   TPACKET_V3 blocks    dissect, classify, hash    (calling thread: merges by
+//!                        in place; VLAN tags back   timestamp, truth, -w, intervals)
+//! ```
+//!
+//! **Why a thread per socket with `poll`, not tokio's `AsyncFd`.** A
+//! reader has one descriptor and one job: sleep until a block retires, walk
+//! it, hand it back. A blocking `poll` with a timeout of the block retire
+//! time is exactly that, costs one system call per block (not per packet),
+//! and keeps the reader on its own core; an async runtime would add a
+//! scheduler between the kernel and the ring and buy nothing, since no
+//! reader ever waits on anything else.
+//!
+//! **Order.** Each socket's frames come in kernel order. With `--fanout N`
+//! or several interfaces the merger restores one order: it releases frames
+//! by timestamp up to the lowest watermark of all readers (a reader's
+//! watermark is its newest timestamp, or, when its ring is empty, the
+//! clock less the block timeout). The pipeline therefore sees the same
+//! stream whatever the fanout, and `-w` writes that stream.
+//!
+//! **Full queues.** When the merger's queue is full a reader sheds the
+//! batch it holds (counts it as `shed`, by interface) and goes on draining
+//! its ring. Stalling the ring instead would let the kernel drop whatever
+//! arrives, at random across flows, while the reader waits; shedding keeps
+//! the loss at one place, counted, and the ring free.
+
+mod counters;
+pub mod metrics;
+mod reader;
+
+pub use counters::{
+    CaptureSummary, CountersSnapshot, InterfaceCounters, InterfaceSummary, IntervalReport,
+    LiveCounters,
+};
+
+use crate::dissect::Dissector;
+use crate::ingest::live::{
+    DeviceCounters, Interface, LiveError, PacketRing, RingGeometry, RingOptions, SocketFilter,
+};
+use crate::ingest::{LinkType, Timestamp};
+use crate::pipeline::Source;
+use crate::replay::{summarize, PacketSink, Read, ReplayConfig, ReplayObserver, Totals};
+use crate::report::ReplaySummary;
+use crate::truth::FlowTable;
+use crossbeam_channel::{bounded, RecvTimeoutError};
+use reader::{Reader, ReaderBatch};
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Default snap length: the deepest headers the dissector reads (Ethernet,
+/// two VLAN tags, IPv6 with extension headers, ports) fit with room.
+pub const DEFAULT_SNAPLEN: u32 = 256;
+/// Default ring size per socket.
+pub const DEFAULT_RING_BYTES: u64 = 64 << 20;
+/// Default block size.
+pub const DEFAULT_BLOCK_BYTES: u64 = 1 << 20;
+/// Default block retire timeout.
+pub const DEFAULT_BLOCK_TIMEOUT_MS: u64 = 50;
+/// Reader batches the merger's queue holds per reader.
+pub const QUEUE_BATCHES: usize = 64;
+
+/// What a live capture does.
+#[derive(Clone, Debug)]
+pub struct LiveConfig {
+    /// Interfaces, in `-i` order.
+    pub interfaces: Vec<String>,
+    /// Sockets per interface, in one `PACKET_FANOUT_HASH` group.
+    pub fanout: usize,
+    /// Ring geometry per socket.
+    pub geometry: RingGeometry,
+    /// Bytes kept of each frame.
+    pub snaplen: u32,
+    /// A tcpdump filter expression.
+    pub filter: Option<String>,
+    /// Leave out frames this host sends.
+    pub incoming_only: bool,
+    /// Put interfaces in promiscuous mode.
+    pub promiscuous: bool,
+    /// Stop after this long (wall clock).
+    pub duration: Option<Duration>,
+    /// Interval between interval reports.
+    pub report_every: Option<Duration>,
+    /// Write every captured frame to this pcap (nanosecond timestamps).
+    pub write: Option<PathBuf>,
+}
+
+impl LiveConfig {
+    /// Defaults for these interfaces.
+    pub fn new(interfaces: Vec<String>) -> LiveConfig {
+        LiveConfig {
+            interfaces,
+            fanout: 1,
+            geometry: RingGeometry::new(
+                DEFAULT_RING_BYTES,
+                DEFAULT_BLOCK_BYTES,
+                DEFAULT_BLOCK_TIMEOUT_MS,
+            )
+            .expect("the default geometry is valid"),
+            snaplen: DEFAULT_SNAPLEN,
+            filter: None,
+            incoming_only: false,
+            promiscuous: true,
+            duration: None,
+            report_every: None,
+            write: None,
+        }
+    }
+}
+
+/// Hears about a live capture as it runs (the command line prints and
+/// writes these; the capture never formats anything).
+pub trait LiveObserver {
+    /// Every socket is bound: frames from now on are captured.
+    fn ready(&mut self, _interfaces: &[Interface]) {}
+    /// One interval ended.
+    fn interval(&mut self, _report: &IntervalReport) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// An observer that ignores everything.
+pub struct NoLiveObserver;
+impl LiveObserver for NoLiveObserver {}
+
+/// An open live capture: every socket bound and filtered, ready to run as
+/// a [`Source`]. Opening does all the checks (interfaces, permissions,
+/// filter), so a bad argument fails before the pipeline starts.
+pub struct LiveCapture<'o> {
+    cfg: LiveConfig,
+    replay: ReplayConfig,
+    interfaces: Vec<Interface>,
+    rings: Vec<(usize, PacketRing)>,
+    counters: Arc<LiveCounters>,
+    stop: Arc<AtomicBool>,
+    observer: &'o mut dyn LiveObserver,
+    outcome: Arc<std::sync::Mutex<Option<CaptureSummary>>>,
+}
+
+/// Where the final capture section lands once the source has run.
+pub type CaptureSlot = Arc<std::sync::Mutex<Option<CaptureSummary>>>;
+
+impl<'o> LiveCapture<'o> {
+    /// Opens every socket. `stop` ends the capture when set (a signal
+    /// handler sets it); `observer` hears readiness and intervals.
+    pub fn open(
+        cfg: LiveConfig,
+        replay: ReplayConfig,
+        stop: Arc<AtomicBool>,
+        observer: &'o mut dyn LiveObserver,
+    ) -> Result<LiveCapture<'o>, LiveError> {
+        let interfaces = cfg
+            .interfaces
+            .iter()
+            .map(|n| Interface::by_name(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut rings = Vec::new();
+        // A fanout group id per interface, unique to this process.
+        let base = (std::process::id() as u16).wrapping_mul(31);
+        for (i, iface) in interfaces.iter().enumerate() {
+            let filter = match &cfg.filter {
+                Some(expr) => SocketFilter::compile(
+                    expr,
+                    &iface.name,
+                    iface.link_type == LinkType::RAW,
+                    cfg.snaplen,
+                )?,
+                None => SocketFilter::accept_all(cfg.snaplen),
+            };
+            let opts = RingOptions {
+                geometry: cfg.geometry,
+                promiscuous: cfg.promiscuous,
+                incoming_only: cfg.incoming_only,
+                fanout_group: (cfg.fanout > 1).then(|| base.wrapping_add(i as u16)),
+            };
+            for _ in 0..cfg.fanout.max(1) {
+                rings.push((i, PacketRing::open(iface, &filter, &opts)?));
+            }
+        }
+        let counters = Arc::new(LiveCounters::new(
+            &cfg.interfaces,
+            replay.classifier.names().to_vec(),
+        ));
+        Ok(LiveCapture {
+            cfg,
+            replay,
+            interfaces,
+            rings,
+            counters,
+            stop,
+            observer,
+            outcome: Arc::default(),
+        })
+    }
+
+    /// The shared counters (for the metrics server and the event sink).
+    pub fn counters(&self) -> Arc<LiveCounters> {
+        Arc::clone(&self.counters)
+    }
+
+    /// Where the `capture` section appears when the run is over.
+    pub fn summary_slot(&self) -> CaptureSlot {
+        Arc::clone(&self.outcome)
+    }
+
+    /// The interfaces opened.
+    pub fn interfaces(&self) -> &[Interface] {
+        &self.interfaces
+    }
+}
+
+/// Per reader: frames not yet released, and its watermark.
+struct Pending {
+    batches: VecDeque<(ReaderBatch, usize)>,
+    watermark: i128,
+    done: bool,
+}
+
+impl Pending {
+    fn head_ts(&self) -> Option<i128> {
+        self.batches
+            .front()
+            .and_then(|(b, i)| b.frames.get(*i))
+            .map(|f| f.ts.as_nanos())
+    }
+}
+
+impl Source for LiveCapture<'_> {
+    fn run<P: PacketSink>(self, _observer: &mut dyn ReplayObserver, sink: &mut P) -> ReplaySummary {
+        let LiveCapture {
+            cfg,
+            replay,
+            interfaces,
+            rings,
+            counters,
+            stop,
+            observer,
+            outcome,
+        } = self;
+        let started = Instant::now();
+        let readers = rings.len();
+        let (to_merger, from_readers) = bounded::<ReaderBatch>(QUEUE_BATCHES * readers);
+        let (free_tx, free_rx) = bounded::<ReaderBatch>(QUEUE_BATCHES * readers);
+        let device_start: Vec<DeviceCounters> = interfaces.iter().map(|i| i.counters()).collect();
+        let mut writer = cfg.write.as_ref().map(|path| {
+            PcapOut::create(
+                path,
+                interfaces
+                    .first()
+                    .map_or(LinkType::ETHERNET, |i| i.link_type),
+                cfg.snaplen,
+            )
+        });
+        if let Some(Err(e)) = &writer {
+            counters.set_fatal(e.clone());
+            stop.store(true, Ordering::Relaxed);
+        }
+        let mut totals = Totals::new(replay.classifier.names().len());
+        let mut table = replay.truth.then(FlowTable::default);
+        let mut pending: Vec<Pending> = (0..readers)
+            .map(|_| Pending {
+                batches: VecDeque::new(),
+                watermark: i128::MIN,
+                done: false,
+            })
+            .collect();
+        let mut stopped_by = String::from("signal");
+        std::thread::scope(|scope| {
+            let mut handles = Vec::new();
+            for (index, (iface_index, ring)) in rings.into_iter().enumerate() {
+                let r = Reader {
+                    index,
+                    ring,
+                    iface: interfaces[iface_index].clone(),
+                    counters: Arc::clone(&counters),
+                    iface_index,
+                    classifier: replay.classifier.clone(),
+                    dissector: Dissector::new(replay.bidirectional),
+                    keep_bytes: cfg.write.is_some(),
+                    to_merger: to_merger.clone(),
+                    free: free_rx.clone(),
+                    stop: Arc::clone(&stop),
+                    retire_ms: cfg.geometry.retire_ms,
+                };
+                match std::thread::Builder::new()
+                    .name("flowsieve-ring".into())
+                    .spawn_scoped(scope, move || r.run())
+                {
+                    Ok(h) => handles.push(h),
+                    Err(e) => {
+                        counters.set_fatal(format!("cannot start a ring reader: {e}"));
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
+            drop(to_merger);
+            observer.ready(&interfaces);
+            let mut intervals = IntervalClock::new(cfg.report_every, &counters, &interfaces);
+            let mut last_clock = Instant::now();
+            let budget = replay.max_packets.unwrap_or(u64::MAX);
+            let mut readers_left = handles.len();
+            loop {
+                if cfg.duration.is_some_and(|d| started.elapsed() >= d)
+                    && !stop.load(Ordering::Relaxed)
+                {
+                    stopped_by = "duration".into();
+                    stop.store(true, Ordering::Relaxed);
+                }
+                if sink.stopped() {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                match from_readers.recv_timeout(Duration::from_millis(20)) {
+                    Ok(b) => {
+                        let p = &mut pending[b.reader];
+                        p.watermark = p.watermark.max(b.watermark_ns);
+                        if b.frames.is_empty() {
+                            let _ = free_tx.try_send(b);
+                        } else {
+                            p.batches.push_back((b, 0));
+                        }
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => {
+                        for p in pending.iter_mut() {
+                            p.done = true;
+                        }
+                        readers_left = 0;
+                    }
+                }
+                // Release frames in timestamp order up to every reader's
+                // watermark (all of them once the readers are gone).
+                let bound = if readers_left == 0 {
+                    i128::MAX
+                } else {
+                    pending
+                        .iter()
+                        .map(|p| p.watermark)
+                        .min()
+                        .unwrap_or(i128::MIN)
+                };
+                let mut released = 0u64;
+                while totals.packets < budget {
+                    let Some((r, ts)) = pending
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, p)| p.head_ts().map(|t| (i, t)))
+                        .min_by_key(|&(i, t)| (t, i))
+                    else {
+                        break;
+                    };
+                    if ts > bound {
+                        break;
+                    }
+                    let (batch, at) = pending[r]
+                        .batches
+                        .front_mut()
+                        .expect("a head frame has a batch");
+                    let f = batch.frames[*at];
+                    *at += 1;
+                    if let Some(Ok(w)) = writer.as_mut() {
+                        let bytes = batch
+                            .bytes
+                            .get(f.bytes.0 as usize..f.bytes.1 as usize)
+                            .unwrap_or(&[]);
+                        if let Err(e) = w.write(f.ts, f.wire_len, bytes) {
+                            counters.set_fatal(e);
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    if *at >= batch.frames.len() {
+                        if let Some((b, _)) = pending[r].batches.pop_front() {
+                            let _ = free_tx.try_send(b);
+                        }
+                    }
+                    released += 1;
+                    totals.packets += 1;
+                    totals.wire_bytes += u64::from(f.wire_len);
+                    totals.captured_bytes += u64::from(f.captured);
+                    totals.truncated_packets += u64::from(f.captured < f.wire_len);
+                    totals.first_ts = Some(totals.first_ts.map_or(f.ts, |t| t.min(f.ts)));
+                    totals.last_ts = Some(totals.last_ts.map_or(f.ts, |t| t.max(f.ts)));
+                    *totals.link_types.entry(f.link_type.0).or_insert(0) += 1;
+                    match f.outcome {
+                        Ok(k) => {
+                            totals.keyed(k.class, f.wire_len, k.ports_truncated);
+                            if let Some(t) = table.as_mut() {
+                                t.record(k.key, k.hash, k.class, f.ts, f.wire_len, f.captured);
+                            }
+                            counters.pipeline_packets.fetch_add(1, Ordering::Relaxed);
+                            sink.packet(&k.key, k.hash, k.class, f.ts, f.wire_len);
+                        }
+                        Err(reason) => totals.skips.add(reason),
+                    }
+                }
+                if totals.packets >= budget && !stop.load(Ordering::Relaxed) {
+                    stopped_by = "count".into();
+                    stop.store(true, Ordering::Relaxed);
+                }
+                // An idle link still moves the clock, so windows close.
+                if released == 0
+                    && bound != i128::MIN
+                    && bound != i128::MAX
+                    && last_clock.elapsed()
+                        >= Duration::from_millis(u64::from(cfg.geometry.retire_ms))
+                {
+                    if let Some(ts) = Timestamp::new(
+                        (bound.div_euclid(1_000_000_000)) as i64,
+                        bound.rem_euclid(1_000_000_000) as u32,
+                    ) {
+                        sink.clock(ts);
+                    }
+                    last_clock = Instant::now();
+                }
+                if let Some(report) = intervals.tick(&counters, &interfaces) {
+                    if observer.interval(&report).is_err() {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
+                if readers_left == 0 && pending.iter().all(|p| p.head_ts().is_none()) {
+                    break;
+                }
+                if stop.load(Ordering::Relaxed)
+                    && handles.iter().all(|h| h.is_finished())
+                    && from_readers.is_empty()
+                {
+                    // Readers are done and their queue is empty: one more
+                    // pass releases everything (the channel disconnects).
+                    readers_left = 0;
+                    if totals.packets >= budget {
+                        break;
+                    }
+                }
+            }
+            stop.store(true, Ordering::Relaxed);
+            for h in handles {
+                let _ = h.join();
+            }
+        });
+        if let Some(Ok(w)) = writer.take() {
+            if let Err(e) = w.finish() {
+                counters.set_fatal(e);
+            }
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        let device_end: Vec<DeviceCounters> = interfaces.iter().map(|i| i.counters()).collect();
+        let fatal = counters.fatal();
+        if fatal.is_some() {
+            stopped_by = "error".into();
+        }
+        let totals_snapshot = counters.snapshot();
+        let device_sum = device_sum(&device_start, &device_end, cfg.incoming_only);
+        let summary = CaptureSummary {
+            interfaces: interfaces
+                .iter()
+                .enumerate()
+                .map(|(i, iface)| {
+                    let c = &counters.interfaces[i];
+                    let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+                    InterfaceSummary {
+                        name: iface.name.clone(),
+                        link_type: iface.link_type.name(),
+                        mtu: iface.mtu,
+                        received: g(&c.received),
+                        bytes: g(&c.bytes),
+                        kernel_drops: g(&c.kernel_drops),
+                        kernel_freezes: g(&c.kernel_freezes),
+                        shed: g(&c.shed),
+                        super_frames: g(&c.super_frames),
+                        vlan_restored: g(&c.vlan_restored),
+                        device: device_end[i].since(&device_start[i]),
+                    }
+                })
+                .collect(),
+            fanout: cfg.fanout,
+            filter: cfg.filter.clone(),
+            snaplen: cfg.snaplen,
+            ring_bytes: cfg.geometry.bytes(),
+            block_bytes: cfg.geometry.block_bytes,
+            block_timeout_ms: cfg.geometry.retire_ms,
+            totals: totals_snapshot,
+            filtered_out: filtered_out(&device_sum, cfg.incoming_only, totals_snapshot.socket_packets),
+            seconds,
+            stopped_by,
+            error: fatal.clone(),
+            shed_policy: "a reader whose merger queue is full sheds the batch it holds and counts it; the ring keeps draining",
+        };
+        if let Ok(mut slot) = outcome.lock() {
+            *slot = Some(summary);
+        }
+        let errors: Vec<String> = fatal.into_iter().collect();
+        summarize(
+            &replay,
+            totals,
+            table.as_ref(),
+            Read {
+                files: Vec::new(),
+                errors,
+                warnings: Vec::new(),
+                could_not_open: false,
+                read_seconds: seconds,
+            },
+        )
+    }
+}
+
+fn device_sum(
+    start: &[DeviceCounters],
+    end: &[DeviceCounters],
+    _incoming_only: bool,
+) -> DeviceCounters {
+    let mut s = DeviceCounters::default();
+    for (a, b) in start.iter().zip(end) {
+        let d = b.since(a);
+        s.rx_packets += d.rx_packets;
+        s.tx_packets += d.tx_packets;
+        s.rx_dropped += d.rx_dropped;
+        s.rx_errors += d.rx_errors;
+        s.rx_missed += d.rx_missed;
+    }
+    s
+}
+
+/// Frames the devices saw that no socket counted: the filter's rejects.
+fn filtered_out(device: &DeviceCounters, incoming_only: bool, socket_packets: u64) -> u64 {
+    let seen = device.rx_packets + if incoming_only { 0 } else { device.tx_packets };
+    seen.saturating_sub(socket_packets)
+}
+
+/// Produces an [`IntervalReport`] when an interval has passed.
+struct IntervalClock {
+    every: Option<Duration>,
+    started: Instant,
+    last: Instant,
+    last_counts: CountersSnapshot,
+    last_device: Vec<DeviceCounters>,
+    index: u64,
+}
+
+impl IntervalClock {
+    fn new(
+        every: Option<Duration>,
+        counters: &LiveCounters,
+        interfaces: &[Interface],
+    ) -> IntervalClock {
+        IntervalClock {
+            every,
+            started: Instant::now(),
+            last: Instant::now(),
+            last_counts: counters.snapshot(),
+            last_device: interfaces.iter().map(|i| i.counters()).collect(),
+            index: 0,
+        }
+    }
+
+    fn tick(
+        &mut self,
+        counters: &LiveCounters,
+        interfaces: &[Interface],
+    ) -> Option<IntervalReport> {
+        let every = self.every?;
+        if self.last.elapsed() < every {
+            return None;
+        }
+        let now = counters.snapshot();
+        let device: Vec<DeviceCounters> = interfaces.iter().map(|i| i.counters()).collect();
+        let dev = device_sum(&self.last_device, &device, false);
+        let seconds = self.last.elapsed().as_secs_f64();
+        let delta = now.since(&self.last_counts);
+        let report = IntervalReport {
+            interval: self.index,
+            elapsed_s: self.started.elapsed().as_secs_f64(),
+            seconds,
+            delta,
+            packets_per_sec: if seconds > 0.0 {
+                delta.received as f64 / seconds
+            } else {
+                0.0
+            },
+            filtered_out: filtered_out(&dev, false, delta.socket_packets),
+            device: dev,
+        };
+        self.index += 1;
+        self.last = Instant::now();
+        self.last_counts = now;
+        self.last_device = device;
+        Some(report)
+    }
+}
+
+/// The `-w` file: classic pcap with nanosecond timestamps.
+struct PcapOut {
+    writer: pcap_file::pcap::PcapWriter<std::io::BufWriter<std::fs::File>>,
+    path: PathBuf,
+}
+
+impl PcapOut {
+    fn create(path: &PathBuf, link: LinkType, snaplen: u32) -> Result<PcapOut, String> {
+        use pcap_file::pcap::{PcapHeader, PcapWriter};
+        use pcap_file::{DataLink, Endianness, TsResolution};
+        let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let header = PcapHeader {
+            snaplen: snaplen + crate::ingest::live::TAG_BYTES,
+            datalink: DataLink::from(u32::from(link.0)),
+            ts_resolution: TsResolution::NanoSecond,
+            endianness: Endianness::Little,
+            ..PcapHeader::default()
+        };
+        let writer = PcapWriter::with_header(std::io::BufWriter::new(file), header)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(PcapOut {
+            writer,
+            path: path.clone(),
+        })
+    }
+
+    fn write(&mut self, ts: Timestamp, wire_len: u32, data: &[u8]) -> Result<(), String> {
+        let t = Duration::new(ts.secs().max(0) as u64, ts.subsec_nanos());
+        self.writer
+            .write_packet(&pcap_file::pcap::PcapPacket::new(t, wire_len, data))
+            .map(|_| ())
+            .map_err(|e| format!("{}: {e}", self.path.display()))
+    }
+
+    fn finish(self) -> Result<(), String> {
+        use std::io::Write;
+        let path = self.path;
+        self.writer
+            .into_writer()
+            .flush()
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
+}

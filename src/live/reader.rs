@@ -1,0 +1,218 @@
+//! One ring's reader thread: waits on the ring, walks each retired block,
+//! dissects, classifies and hashes every frame in place, and sends compact
+//! records (plus the frame bytes when `-w` is on) to the merger.
+
+use super::counters::InterfaceCounters;
+use crate::class::{ClassId, Classifier};
+use crate::dissect::{Dissector, FlowKey, SkipReason};
+use crate::hash::flow_hash;
+use crate::ingest::live::{restore_vlan_tag, Interface, PacketRing, TAG_BYTES};
+use crate::ingest::{LinkType, Timestamp};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A frame as the merger needs it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LiveFrame {
+    pub(crate) ts: Timestamp,
+    pub(crate) wire_len: u32,
+    pub(crate) captured: u32,
+    pub(crate) link_type: LinkType,
+    pub(crate) outcome: Result<Keyed, SkipReason>,
+    /// Byte range of the frame in the batch's byte buffer (with `-w`).
+    pub(crate) bytes: (u32, u32),
+}
+
+/// The work done on a keyed frame.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Keyed {
+    pub(crate) key: FlowKey,
+    pub(crate) hash: u64,
+    pub(crate) class: ClassId,
+    pub(crate) ports_truncated: bool,
+}
+
+/// What a reader sends: frames in ring order, and the watermark: no later
+/// frame of this reader has a timestamp below it.
+#[derive(Debug, Default)]
+pub(crate) struct ReaderBatch {
+    pub(crate) reader: usize,
+    pub(crate) frames: Vec<LiveFrame>,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) watermark_ns: i128,
+}
+
+/// What a reader thread needs.
+pub(crate) struct Reader {
+    pub(crate) index: usize,
+    pub(crate) ring: PacketRing,
+    pub(crate) iface: Interface,
+    pub(crate) counters: Arc<super::LiveCounters>,
+    pub(crate) iface_index: usize,
+    pub(crate) classifier: Classifier,
+    pub(crate) dissector: Dissector,
+    pub(crate) keep_bytes: bool,
+    pub(crate) to_merger: Sender<ReaderBatch>,
+    pub(crate) free: Receiver<ReaderBatch>,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) retire_ms: u32,
+}
+
+fn now_ns() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+}
+
+impl Reader {
+    fn counters(&self) -> &InterfaceCounters {
+        &self.counters.interfaces[self.iface_index]
+    }
+
+    /// Adds the socket's counters (which the kernel resets on each read).
+    fn read_stats(&self) {
+        if let Ok(s) = self.ring.stats() {
+            let c = self.counters();
+            c.kernel_drops.fetch_add(s.drops, Ordering::Relaxed);
+            c.kernel_freezes.fetch_add(s.freezes, Ordering::Relaxed);
+            c.socket_packets.fetch_add(s.packets, Ordering::Relaxed);
+        }
+    }
+
+    /// Runs until `stop` is set or the ring fails; drains what the ring
+    /// holds before returning.
+    pub(crate) fn run(mut self) {
+        let mut batch = self.fresh();
+        let mut scratch = Vec::new();
+        let mut max_ts = i128::MIN;
+        let poll_ms = self.retire_ms.clamp(1, 100) as i32;
+        loop {
+            let stopping = self.stop.load(Ordering::Relaxed);
+            match self.ring.wait(if stopping { 0 } else { poll_ms }) {
+                Ok(_) => {}
+                Err(e) => {
+                    self.counters.set_fatal(
+                        crate::ingest::live::LiveError::from_os(
+                            &self.iface.name,
+                            "read the ring",
+                            e,
+                        )
+                        .to_string(),
+                    );
+                    self.stop.store(true, Ordering::Relaxed);
+                }
+            }
+            let mut blocks = 0;
+            while let Some(_n) = self.take_block(&mut batch, &mut scratch, &mut max_ts) {
+                blocks += 1;
+                if batch.frames.len() >= 4096 {
+                    self.send(&mut batch, max_ts);
+                }
+                if blocks >= 64 {
+                    break;
+                }
+            }
+            self.read_stats();
+            // An empty ring: every frame received before the retire timeout
+            // (plus slack) is already in a retired block, so the clock may
+            // move on to there.
+            let watermark = if blocks == 0 {
+                max_ts.max(now_ns() - i128::from(self.retire_ms) * 1_000_000 - 20_000_000)
+            } else {
+                max_ts
+            };
+            self.send(&mut batch, watermark);
+            if stopping && blocks == 0 {
+                break;
+            }
+        }
+        self.read_stats();
+    }
+
+    fn fresh(&self) -> ReaderBatch {
+        let mut b = self.free.try_recv().unwrap_or_default();
+        b.reader = self.index;
+        b.frames.clear();
+        b.bytes.clear();
+        b
+    }
+
+    /// Sends the batch (or only its watermark, when empty). When the
+    /// merger's queue is full the batch's frames are shed and counted: the
+    /// ring must keep draining, or the kernel would drop at random instead.
+    fn send(&mut self, batch: &mut ReaderBatch, watermark: i128) {
+        batch.watermark_ns = watermark;
+        let out = std::mem::replace(batch, self.fresh());
+        match self.to_merger.try_send(out) {
+            Ok(()) => {}
+            Err(TrySendError::Full(mut b)) => {
+                self.counters()
+                    .shed
+                    .fetch_add(b.frames.len() as u64, Ordering::Relaxed);
+                b.frames.clear();
+                b.bytes.clear();
+                *batch = b;
+                batch.reader = self.index;
+                // Blocking send for the watermark alone would stall; the
+                // next batch carries it.
+            }
+            Err(TrySendError::Disconnected(_)) => self.stop.store(true, Ordering::Relaxed),
+        }
+    }
+
+    fn take_block(
+        &mut self,
+        batch: &mut ReaderBatch,
+        scratch: &mut Vec<u8>,
+        max_ts: &mut i128,
+    ) -> Option<u32> {
+        let counters = Arc::clone(&self.counters);
+        let c = &counters.interfaces[self.iface_index];
+        let link_type = self.iface.link_type;
+        let max_frame = self.iface.max_frame();
+        let (dissector, classifier, keep) = (&self.dissector, &self.classifier, self.keep_bytes);
+        let (mut received, mut bytes, mut supers, mut vlans) = (0u64, 0u64, 0u64, 0u64);
+        let n = self.ring.read_block(|f| {
+            let (data, wire_len) = match f.vlan {
+                Some((tpid, tci)) if link_type == LinkType::ETHERNET => {
+                    restore_vlan_tag(f.data, tpid, tci, scratch);
+                    vlans += 1;
+                    (&scratch[..], f.wire_len.saturating_add(TAG_BYTES))
+                }
+                _ => (f.data, f.wire_len),
+            };
+            received += 1;
+            bytes += u64::from(wire_len);
+            supers += u64::from(wire_len > max_frame);
+            let outcome = dissector.dissect(link_type, data).map(|d| Keyed {
+                key: d.key,
+                hash: flow_hash(&d.key),
+                class: classifier.classify(&d.key),
+                ports_truncated: d.ports_truncated,
+            });
+            let range = if keep {
+                let start = batch.bytes.len() as u32;
+                batch.bytes.extend_from_slice(data);
+                (start, batch.bytes.len() as u32)
+            } else {
+                (0, 0)
+            };
+            *max_ts = (*max_ts).max(f.ts.as_nanos());
+            batch.frames.push(LiveFrame {
+                ts: f.ts,
+                wire_len,
+                captured: data.len() as u32,
+                link_type,
+                outcome,
+                bytes: range,
+            });
+        });
+        c.received.fetch_add(received, Ordering::Relaxed);
+        c.bytes.fetch_add(bytes, Ordering::Relaxed);
+        c.super_frames.fetch_add(supers, Ordering::Relaxed);
+        c.vlan_restored.fetch_add(vlans, Ordering::Relaxed);
+        n
+    }
+}

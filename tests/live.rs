@@ -1,0 +1,905 @@
+//! Live capture end to end: `flowsieve live` in one network namespace,
+//! `flowsieve inject` in another, joined by a veth pair with no addresses
+//! and IPv6 off, so nothing injected reaches any host's stack.
+//!
+//! The tests need root and `ip` (iproute2). Without them they skip with a
+//! message; with `FLOWSIEVE_REQUIRE_LIVE` set (as `.ci/run` does) the skip
+//! is a failure.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_flowsieve");
+const REQUIRE_LIVE: &str = "FLOWSIEVE_REQUIRE_LIVE";
+
+fn default_trace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/default.pcap")
+}
+
+/// Two namespaces joined by a veth pair; both are deleted on drop, also
+/// when the test fails.
+struct VethPair {
+    capture_ns: String,
+    inject_ns: String,
+    capture_if: String,
+    inject_if: String,
+}
+
+fn ip(args: &[&str]) -> bool {
+    Command::new("ip")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+impl VethPair {
+    /// The pair, or `None` (with a loud message) when this machine cannot
+    /// make one.
+    fn new(test: &str) -> Option<VethPair> {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let has_ip = Command::new("ip").arg("-V").output().is_ok();
+        let required = std::env::var(REQUIRE_LIVE).is_ok_and(|v| !v.is_empty() && v != "0");
+        if !root || !has_ip {
+            let why = if root {
+                "`ip` (iproute2) is missing"
+            } else {
+                "not root"
+            };
+            assert!(
+                !required,
+                "{test}: {why}, and {REQUIRE_LIVE} is set: the live tests must run"
+            );
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED {test}: {why} (live capture tests need root and iproute2)"
+            );
+            return None;
+        }
+        let id = format!(
+            "{}x{}",
+            std::process::id() % 100_000,
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let pair = VethPair {
+            capture_ns: format!("fscap{id}"),
+            inject_ns: format!("fsinj{id}"),
+            capture_if: format!("fsc{id}"),
+            inject_if: format!("fsi{id}"),
+        };
+        let ok = ip(&["netns", "add", &pair.capture_ns])
+            && ip(&["netns", "add", &pair.inject_ns])
+            && ip(&[
+                "link",
+                "add",
+                &pair.capture_if,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &pair.inject_if,
+            ])
+            && ip(&["link", "set", &pair.capture_if, "netns", &pair.capture_ns])
+            && ip(&["link", "set", &pair.inject_if, "netns", &pair.inject_ns]);
+        assert!(ok, "{test}: could not create the namespaces and veth pair");
+        for (ns, dev) in [
+            (&pair.capture_ns, &pair.capture_if),
+            (&pair.inject_ns, &pair.inject_if),
+        ] {
+            for knob in [
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ] {
+                assert!(
+                    ip(&["netns", "exec", ns, "sysctl", "-qw", knob]),
+                    "{test}: cannot disable IPv6 in {ns}"
+                );
+            }
+            assert!(
+                ip(&["netns", "exec", ns, "ip", "link", "set", dev, "up"]),
+                "{test}: cannot bring {dev} up"
+            );
+        }
+        // The metrics server listens on the capture namespace's own loopback.
+        assert!(
+            ip(&[
+                "netns",
+                "exec",
+                &pair.capture_ns,
+                "ip",
+                "link",
+                "set",
+                "lo",
+                "up"
+            ]),
+            "{test}: cannot bring lo up"
+        );
+        Some(pair)
+    }
+
+    /// `flowsieve live -i CAPTURE_IF ARGS` in the capture namespace,
+    /// returned once it printed its readiness line.
+    fn live(&self, args: &[&str]) -> Live {
+        let mut child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.capture_ns,
+                BIN,
+                "live",
+                "-i",
+                &self.capture_if,
+            ])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start flowsieve live");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut lines = Vec::new();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("listening on") {
+                    let _ = tx.send(());
+                }
+                lines.push(line);
+            }
+            lines
+        });
+        let stdout = child.stdout.take().expect("stdout");
+        let out = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut BufReader::new(stdout), &mut s);
+            s
+        });
+        if rx.recv_timeout(Duration::from_secs(20)).is_err() {
+            let _ = child.kill();
+            let lines = reader.join().unwrap_or_default();
+            panic!("flowsieve live never became ready: {lines:?}");
+        }
+        Live {
+            child,
+            stderr: reader,
+            stdout: out,
+        }
+    }
+
+    /// `flowsieve inject` of `trace` from the other namespace; the summary.
+    fn inject(&self, trace: &Path, pace: &[&str]) -> Value {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.inject_ns,
+                BIN,
+                "inject",
+                "--json",
+                "-i",
+                &self.inject_if,
+            ])
+            .args(pace)
+            .arg(trace)
+            .output()
+            .expect("run flowsieve inject");
+        assert!(
+            out.status.success(),
+            "inject failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("inject --json")
+    }
+
+    /// Runs a command in the capture namespace.
+    fn in_capture(&self, args: &[&str]) -> bool {
+        let mut a = vec!["netns", "exec", &self.capture_ns];
+        a.extend_from_slice(args);
+        ip(&a)
+    }
+}
+
+impl Drop for VethPair {
+    fn drop(&mut self) {
+        // Deleting a namespace deletes the veth end inside it, and with it
+        // the peer.
+        ip(&["netns", "del", &self.capture_ns]);
+        ip(&["netns", "del", &self.inject_ns]);
+    }
+}
+
+struct Live {
+    child: Child,
+    stderr: std::thread::JoinHandle<Vec<String>>,
+    stdout: std::thread::JoinHandle<String>,
+}
+
+impl Live {
+    /// SIGINT after the ring's last block has retired; the exit status,
+    /// stdout and stderr lines.
+    fn stop(mut self) -> (i32, String, Vec<String>) {
+        std::thread::sleep(Duration::from_millis(400));
+        // SAFETY: kill with a child's pid and a valid signal.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("flowsieve live did not stop within 60 s of SIGINT");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let stdout = self.stdout.join().unwrap_or_default();
+        let stderr = self.stderr.join().unwrap_or_default();
+        (status.code().unwrap_or(-1), stdout, stderr)
+    }
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("read JSON")).expect("parse JSON")
+}
+
+fn replay(trace: &Path, args: &[&str]) -> Value {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("r.json");
+    let st = Command::new(BIN)
+        .args(["replay", "-q", "--json"])
+        .arg(&out)
+        .args(args)
+        .arg(trace)
+        .status()
+        .expect("replay");
+    assert!(
+        st.code().is_some_and(|c| c == 0 || c == 4),
+        "replay failed: {st}"
+    );
+    json(&out)
+}
+
+/// Removes what depends on wall time or on how the input arrived: timing,
+/// latency, file lists and the capture section.
+fn without_timing(mut v: Value) -> Value {
+    if let Some(o) = v.as_object_mut() {
+        for k in ["throughput", "stages", "capture"] {
+            o.remove(k);
+        }
+        if let Some(t) = o.get_mut("trace").and_then(Value::as_object_mut) {
+            for k in ["read_seconds", "packets_per_sec", "files"] {
+                t.remove(k);
+            }
+        }
+    }
+    v
+}
+
+/// The figures a live run shares with a replay of the trace it captured,
+/// whatever the pacing: packets, flows, per-class packets and flows, heavy
+/// flows per packet window, new flows.
+fn pacing_free(v: &Value) -> Value {
+    let classes: Vec<Value> = v["classes"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .map(|c| serde_json::json!({"class": c["class"], "packets": c["packets"], "flows": c["flows"]}))
+                .collect()
+        })
+        .unwrap_or_default();
+    serde_json::json!({
+        "packets": v["trace"]["packets"],
+        "ip_packets": v["trace"]["ip_packets"],
+        "flows": v["trace"]["flows"],
+        "classes": classes,
+        "heavy": v["heavy"],
+        "new_flows": v["new_flows"],
+    })
+}
+
+/// The pipeline flags every comparison uses: packet windows, so windows do
+/// not depend on the pace of injection.
+const PIPELINE: [&str; 4] = ["--window-packets", "2000", "--shards", "4"];
+
+/// Captured + kernel drops + shed = sent: every frame the injector sent
+/// reached the capture socket (`PACKET_STATISTICS` counts them all) and is
+/// either in the report, dropped by the kernel at the ring, or shed.
+fn assert_identity(report: &Value, sent: u64) {
+    let c = &report["capture"]["totals"];
+    let received = c["received"].as_u64().expect("received");
+    let (kdrops, shed) = (
+        c["kernel_drops"].as_u64().unwrap(),
+        c["shed"].as_u64().unwrap(),
+    );
+    let pipeline = report["trace"]["packets"].as_u64().expect("packets");
+    assert_eq!(
+        pipeline + shed,
+        received,
+        "frames read = to pipeline + shed"
+    );
+    assert_eq!(
+        c["socket_packets"].as_u64().unwrap(),
+        received + kdrops,
+        "the socket counted every frame it was offered"
+    );
+    assert_eq!(
+        pipeline + kdrops + shed,
+        sent,
+        "captured {pipeline} + kernel drops {kdrops} + shed {shed} must equal sent {sent}"
+    );
+}
+
+#[test]
+fn live_report_equals_replay_and_the_written_file() {
+    let Some(pair) = VethPair::new("live_report_equals_replay_and_the_written_file") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (report, pcap, lines) = (
+        dir.path().join("live.json"),
+        dir.path().join("live.pcap"),
+        dir.path().join("live.jsonl"),
+    );
+    let mut args = vec![
+        "-q",
+        "--report-every",
+        "500ms",
+        "--json",
+        report.to_str().unwrap(),
+        "-w",
+        pcap.to_str().unwrap(),
+    ];
+    args.extend(["--json-lines", lines.to_str().unwrap()]);
+    args.extend(PIPELINE);
+    let live = pair.live(&args);
+    let sent = pair.inject(&default_trace(), &["--pps", "20000"]);
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "live exit code; stderr {stderr:?}");
+    let live = json(&report);
+    let sent = sent["sent"].as_u64().unwrap();
+    assert_eq!(sent, 40_000, "every frame of the bundled trace is sent");
+    assert_identity(&live, sent);
+    assert_eq!(
+        live["capture"]["totals"]["kernel_drops"], 0,
+        "no drops at 20 kpps"
+    );
+    // The live run sees what a replay of the trace sees.
+    let from_trace = replay(&default_trace(), &PIPELINE);
+    assert_eq!(pacing_free(&live), pacing_free(&from_trace));
+    // And the file it wrote replays to the very same report.
+    let from_file = replay(&pcap, &PIPELINE);
+    assert_eq!(without_timing(live.clone()), without_timing(from_file));
+    // The JSON lines hold intervals and every event the report counts.
+    let text = std::fs::read_to_string(&lines).unwrap();
+    let parsed: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let intervals = parsed.iter().filter(|v| v["type"] == "interval").count();
+    assert!(
+        intervals >= 2,
+        "a 2 s capture with --report-every 500ms writes intervals, got {intervals}"
+    );
+    let new_events = parsed.iter().filter(|v| v["event"] == "new_flow").count() as u64;
+    assert_eq!(
+        new_events,
+        live["new_flows"]["overall"]["reported_new"]
+            .as_u64()
+            .unwrap()
+    );
+    assert_eq!(
+        new_events, 12_000,
+        "the bundled trace's 12,000 flows each start once"
+    );
+    let heavy_events = parsed.iter().filter(|v| v["event"] == "heavy").count() as u64;
+    assert_eq!(
+        heavy_events,
+        live["capture"]["totals"]["heavy_events"].as_u64().unwrap()
+    );
+    assert!(
+        heavy_events > 0,
+        "the bundled trace has heavy flows at 2000-packet windows"
+    );
+    let interval_packets: u64 = parsed
+        .iter()
+        .filter(|v| v["type"] == "interval")
+        .map(|v| v["delta"]["received"].as_u64().unwrap())
+        .sum();
+    assert!(interval_packets <= sent);
+}
+
+#[test]
+fn fanout_two_gives_the_fanout_one_report() {
+    let Some(pair) = VethPair::new("fanout_two_gives_the_fanout_one_report") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut reports = Vec::new();
+    for fanout in ["1", "2"] {
+        let out = dir.path().join(format!("f{fanout}.json"));
+        let mut args = vec![
+            "-q",
+            "--report-every",
+            "0",
+            "--fanout",
+            fanout,
+            "--json",
+            out.to_str().unwrap(),
+        ];
+        args.extend(PIPELINE);
+        let live = pair.live(&args);
+        let sent = pair.inject(&default_trace(), &["--pps", "20000"]);
+        let (code, _, stderr) = live.stop();
+        assert_eq!(code, 0, "fanout {fanout}: {stderr:?}");
+        let r = json(&out);
+        assert_identity(&r, sent["sent"].as_u64().unwrap());
+        assert_eq!(r["capture"]["fanout"], fanout.parse::<u64>().unwrap());
+        reports.push(r);
+    }
+    assert_eq!(pacing_free(&reports[0]), pacing_free(&reports[1]));
+}
+
+/// The bundled trace with an 802.1Q tag (VLAN 100) in every frame.
+fn vlan_tagged_copy(dir: &Path) -> PathBuf {
+    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+    let mut reader = flowsieve::ingest::TraceReader::open(default_trace()).unwrap();
+    let header = PcapHeader {
+        snaplen: 65535,
+        ts_resolution: pcap_file::TsResolution::NanoSecond,
+        ..PcapHeader::default()
+    };
+    let out = dir.join("vlan.pcap");
+    let mut w = PcapWriter::with_header(std::fs::File::create(&out).unwrap(), header).unwrap();
+    while let Some(p) = reader.next_packet().unwrap() {
+        let mut data = p.data[..12].to_vec();
+        data.extend_from_slice(&[0x81, 0x00, 0x00, 0x64]);
+        data.extend_from_slice(&p.data[12..]);
+        let ts = Duration::new(p.ts.secs() as u64, p.ts.subsec_nanos());
+        w.write_packet(&PcapPacket::new(ts, p.wire_len + 4, &data))
+            .unwrap();
+    }
+    out
+}
+
+#[test]
+fn vlan_tagged_frames_key_as_in_the_file() {
+    let Some(pair) = VethPair::new("vlan_tagged_frames_key_as_in_the_file") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tagged = vlan_tagged_copy(dir.path());
+    let out = dir.path().join("v.json");
+    let pcap = dir.path().join("v.pcap");
+    let mut args = vec![
+        "-q",
+        "--report-every",
+        "0",
+        "--json",
+        out.to_str().unwrap(),
+        "-w",
+        pcap.to_str().unwrap(),
+    ];
+    args.extend(PIPELINE);
+    let live = pair.live(&args);
+    let sent = pair.inject(&tagged, &["--pps", "20000"]);
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    let r = json(&out);
+    assert_identity(&r, sent["sent"].as_u64().unwrap());
+    // The kernel stripped every tag; the reader put each back.
+    assert_eq!(r["capture"]["interfaces"][0]["vlan_restored"], 40_000);
+    let file = replay(&tagged, &PIPELINE);
+    assert_eq!(pacing_free(&r), pacing_free(&file));
+    // The written file carries the tags: its frames are the tagged ones.
+    let written = replay(&pcap, &PIPELINE);
+    assert_eq!(without_timing(r), without_timing(written));
+    let mut reader = flowsieve::ingest::TraceReader::open(&pcap).unwrap();
+    let first = reader.next_packet().unwrap().unwrap();
+    assert_eq!(&first.data[12..16], &[0x81, 0x00, 0x00, 0x64]);
+}
+
+/// Packets of `trace` that are UDP over IPv4 or IPv6, counted with
+/// etherparse (not with flowsieve's dissector or libpcap).
+fn udp_packets(trace: &Path) -> u64 {
+    let mut reader = flowsieve::ingest::TraceReader::open(trace).unwrap();
+    let mut n = 0;
+    while let Some(p) = reader.next_packet().unwrap() {
+        let proto = match etherparse::LaxSlicedPacket::from_ethernet(p.data) {
+            Ok(s) => match &s.net {
+                Some(etherparse::LaxNetSlice::Ipv4(v4)) => Some(v4.header().protocol()),
+                Some(etherparse::LaxNetSlice::Ipv6(v6)) => Some(v6.payload().ip_number),
+                _ => None,
+            },
+            Err(_) => None,
+        };
+        n += u64::from(proto == Some(etherparse::IpNumber::UDP));
+    }
+    n
+}
+
+#[test]
+fn capture_filter_keeps_exactly_the_selected_packets() {
+    let Some(pair) = VethPair::new("capture_filter_keeps_exactly_the_selected_packets") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("f.json");
+    let live = pair.live(&[
+        "-q",
+        "--report-every",
+        "0",
+        "-f",
+        "udp",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    let sent = pair.inject(&default_trace(), &["--pps", "20000"]);
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    let r = json(&out);
+    let expected = udp_packets(&default_trace());
+    assert!(
+        expected > 0 && expected < 40_000,
+        "the bundled trace mixes UDP and other traffic ({expected})"
+    );
+    assert_eq!(
+        r["trace"]["packets"], expected,
+        "the filter keeps exactly the UDP frames"
+    );
+    assert_eq!(r["capture"]["filter"], "udp");
+    // Everything else was filtered out in the kernel, and counted so.
+    assert_eq!(
+        r["capture"]["filtered_out"].as_u64().unwrap(),
+        sent["sent"].as_u64().unwrap() - expected
+    );
+}
+
+#[test]
+fn metrics_answer_in_prometheus_text_format() {
+    let Some(pair) = VethPair::new("metrics_answer_in_prometheus_text_format") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    let live = pair.live(&[
+        "-q",
+        "--report-every",
+        "0",
+        "--metrics",
+        "127.0.0.1:0",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    // The metrics server listens on loopback inside the capture namespace.
+    pair.inject(&default_trace(), &["--pps", "40000"]);
+    std::thread::sleep(Duration::from_millis(400));
+    // The listener's port, from the namespace's socket table (port 0 asks
+    // the kernel for a free one).
+    let ss = Command::new("ip")
+        .args(["netns", "exec", &pair.capture_ns, "ss", "-Hltn"])
+        .output()
+        .expect("ss");
+    let text = String::from_utf8_lossy(&ss.stdout).to_string();
+    let port = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("127.0.0.1:"))
+        .and_then(|p| p.parse::<u16>().ok())
+        .unwrap_or_else(|| panic!("no metrics listener in {text:?}"));
+    let body = scrape(&pair.capture_ns, port);
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    let lines = body.lines().map(|l| Ok(l.to_string()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("a Prometheus text-format body");
+    let packets = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "flowsieve_packets_total")
+        .expect("flowsieve_packets_total");
+    let value = match packets.value {
+        prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
+        ref other => panic!("packets is not a counter: {other:?}"),
+    };
+    let r = json(&out);
+    assert_eq!(
+        value as u64,
+        r["capture"]["totals"]["received"].as_u64().unwrap()
+    );
+    assert_eq!(value as u64, 40_000);
+    assert!(scrape
+        .samples
+        .iter()
+        .any(|s| s.metric == "flowsieve_new_flow_events_total"));
+}
+
+/// GET /metrics from inside the capture namespace (its loopback is its
+/// own), with Python's standard library as an independent client.
+fn scrape(ns: &str, port: u16) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "python3", "-c"])
+        .arg(format!(
+            "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:{port}/metrics',timeout=5).read().decode(),end='')"
+        ))
+        .output()
+        .expect("python3 for the scrape");
+    assert!(
+        out.status.success(),
+        "scrape failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn a_tiny_ring_at_top_speed_counts_its_drops() {
+    let Some(pair) = VethPair::new("a_tiny_ring_at_top_speed_counts_its_drops") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.json");
+    let live = pair.live(&[
+        "-q",
+        "--report-every",
+        "0",
+        "--ring-mb",
+        "1",
+        "--block-kb",
+        "64",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    // A stalled reader: the process is stopped while the trace arrives at
+    // top speed, so the 1 MiB ring (about 9,000 of these frames) fills and
+    // the kernel drops the rest.
+    // SAFETY: kill with a child's pid and a valid signal.
+    unsafe { libc::kill(live.child.id() as i32, libc::SIGSTOP) };
+    let sent = pair.inject(&default_trace(), &["--topspeed"]);
+    // SAFETY: as above.
+    unsafe { libc::kill(live.child.id() as i32, libc::SIGCONT) };
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    let r = json(&out);
+    let sent = sent["sent"].as_u64().unwrap();
+    assert_eq!(sent, 40_000);
+    assert_identity(&r, sent);
+    let c = &r["capture"]["totals"];
+    let drops = c["kernel_drops"].as_u64().unwrap();
+    assert!(
+        drops > 20_000,
+        "a stalled 1 MiB ring keeps under 20,000 of 40,000 frames; {drops} dropped"
+    );
+    assert!(c["kernel_freezes"].as_u64().unwrap() > 0, "the ring froze");
+}
+
+#[test]
+fn full_frames_give_the_file_byte_totals() {
+    let Some(pair) = VethPair::new("full_frames_give_the_file_byte_totals") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("full.pcap");
+    let st = Command::new(BIN)
+        .args([
+            "gen-trace",
+            "--flows",
+            "2000",
+            "--packets",
+            "20000",
+            "--sizes",
+            "64-1500",
+            "--seed",
+            "7",
+            "-o",
+        ])
+        .arg(&trace)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = dir.path().join("b.json");
+    let mut args = vec![
+        "-q",
+        "--report-every",
+        "0",
+        "-s",
+        "2048",
+        "--json",
+        out.to_str().unwrap(),
+    ];
+    args.extend(PIPELINE);
+    let live = pair.live(&args);
+    let sent = pair.inject(&trace, &["--pps", "20000"]);
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    let r = json(&out);
+    assert_identity(&r, sent["sent"].as_u64().unwrap());
+    let file = replay(&trace, &PIPELINE);
+    assert_eq!(r["trace"]["wire_bytes"], file["trace"]["wire_bytes"]);
+    assert_eq!(
+        r["trace"]["captured_bytes"],
+        file["trace"]["captured_bytes"]
+    );
+    let bytes = |v: &Value| {
+        v["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["bytes"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(bytes(&r), bytes(&file));
+    assert_eq!(pacing_free(&r), pacing_free(&file));
+}
+
+#[test]
+fn an_idle_link_still_reports_intervals_and_closes_its_window() {
+    let Some(pair) = VethPair::new("an_idle_link_still_reports_intervals_and_closes_its_window")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("i.json");
+    let lines = dir.path().join("i.jsonl");
+    let live = pair.live(&[
+        "-q",
+        "--report-every",
+        "200ms",
+        "--json-lines",
+        lines.to_str().unwrap(),
+        "--stages",
+        "heavy",
+        "--window",
+        "500ms",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    pair.inject(&default_trace(), &["--pps", "40000"]);
+    // Two seconds without a packet.
+    std::thread::sleep(Duration::from_secs(2));
+    let text = std::fs::read_to_string(&lines).unwrap();
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    let intervals: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["type"] == "interval")
+        .collect();
+    let idle = intervals
+        .iter()
+        .filter(|v| v["delta"]["received"] == 0)
+        .count();
+    assert!(
+        idle >= 5,
+        "2 s idle at 200 ms intervals reports at least 5 empty intervals, got {idle}"
+    );
+    let total: u64 = intervals
+        .iter()
+        .map(|v| v["delta"]["received"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        total, 40_000,
+        "the intervals written before the stop already account for every frame"
+    );
+    let r = json(&out);
+    assert_eq!(r["trace"]["packets"], 40_000);
+}
+
+#[test]
+fn an_interface_that_goes_down_ends_with_the_report_and_exit_1() {
+    let Some(pair) = VethPair::new("an_interface_that_goes_down_ends_with_the_report_and_exit_1")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("d.json");
+    let mut live = pair.live(&["-q", "--report-every", "0", "--json", out.to_str().unwrap()]);
+    pair.inject(&default_trace(), &["--pps", "40000"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(pair.in_capture(&["ip", "link", "set", &pair.capture_if, "down"]));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = live.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "live did not stop when its interface went down"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = live.stderr.join().unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr:?}");
+    assert!(stderr.iter().any(|l| l.contains("went down")), "{stderr:?}");
+    let r = json(&out);
+    assert_eq!(
+        r["trace"]["packets"], 40_000,
+        "the final report covers what was captured"
+    );
+    assert_eq!(r["capture"]["stopped_by"], "error");
+}
+
+#[test]
+fn bad_live_arguments_exit_before_any_capture() {
+    for (args, code, needle) in [
+        (vec!["live", "-i", "no-such-if0"], 1, "no such interface"),
+        (
+            vec!["live", "-i", "lo", "-f", "tcp and and"],
+            2,
+            "capture filter",
+        ),
+        (
+            vec!["live", "-i", "lo", "--block-timeout", "5s"],
+            2,
+            "block timeout",
+        ),
+        (
+            vec!["live", "-i", "lo", "--ring-mb", "1", "--block-kb", "1024"],
+            2,
+            "fewer than two blocks",
+        ),
+        (
+            vec!["live", "-i", "lo", "--block-kb", "6"],
+            2,
+            "multiple of the 4 KiB page",
+        ),
+        (vec!["live", "-i", "lo", "--fanout", "0"], 2, "fanout"),
+        (vec!["live", "-i", "lo", "-s", "10"], 2, "snaplen"),
+        (
+            vec!["inject", "-i", "lo", "--pps", "0", "traces/default.pcap"],
+            2,
+            "--pps",
+        ),
+        (
+            vec!["inject", "-i", "no-such-if0", "traces/default.pcap"],
+            1,
+            "no such interface",
+        ),
+    ] {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 && args.contains(&"-f") {
+            continue;
+        }
+        let out = Command::new(BIN)
+            .args(&args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line, got {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn without_privileges_live_names_the_capability() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || Command::new("setpriv").arg("--version").output().is_err()
+    {
+        let _ = writeln!(std::io::stderr(), "SKIPPED without_privileges_live_names_the_capability: needs root and setpriv to drop to nobody");
+        return;
+    }
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            BIN,
+            "live",
+            "-i",
+            "lo",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("CAP_NET_RAW"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
