@@ -159,6 +159,17 @@ impl<'o> LiveCapture<'o> {
             .iter()
             .map(|n| Interface::by_name(n))
             .collect::<Result<Vec<_>, _>>()?;
+        if cfg.write.is_some() {
+            if let Some(other) = interfaces
+                .iter()
+                .find(|i| i.link_type != interfaces[0].link_type)
+            {
+                return Err(LiveError::MixedLinkTypes {
+                    first: interfaces[0].name.clone(),
+                    other: other.name.clone(),
+                });
+            }
+        }
         let mut rings = Vec::new();
         // A fanout group id per interface, unique to this process.
         let base = (std::process::id() as u16).wrapping_mul(31);

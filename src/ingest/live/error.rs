@@ -40,6 +40,16 @@ pub enum LiveError {
     /// The capture filter did not compile.
     #[error("capture filter: {0}")]
     Filter(String),
+    /// `-w` writes one pcap, which has one link type.
+    #[error(
+        "-w writes one pcap with one link type, but {first} and {other} have different link types"
+    )]
+    MixedLinkTypes {
+        /// The first interface.
+        first: String,
+        /// One with another link type.
+        other: String,
+    },
     /// Live capture is Linux only.
     #[error("live capture needs Linux (AF_PACKET); this build runs on {0}")]
     NotLinux(&'static str),
@@ -59,7 +69,10 @@ impl LiveError {
     /// Whether the error is the user's argument (a filter that does not
     /// compile) rather than the system's.
     pub fn is_usage(&self) -> bool {
-        matches!(self, LiveError::Filter(_))
+        matches!(
+            self,
+            LiveError::Filter(_) | LiveError::MixedLinkTypes { .. }
+        )
     }
 
     /// Maps a failed system call on `iface` to the error a user can act on.
