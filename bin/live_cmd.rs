@@ -4,6 +4,7 @@
 use super::{emit_report, exit, fail, RunArgs};
 use clap::Args;
 use flowsieve::ingest::DurationNs;
+use flowsieve::pipeline::defaults;
 use std::path::PathBuf;
 
 /// Capture direction.
@@ -33,23 +34,23 @@ pub struct LiveArgs {
     pub filter: Option<String>,
     /// Bytes kept of each frame (the default holds the deepest headers
     /// flowsieve reads).
-    #[arg(short = 's', long = "snaplen", default_value_t = 256, value_parser = clap::value_parser!(u32).range(64..=262_144), value_name = "BYTES", help_heading = "Capture")]
+    #[arg(short = 's', long = "snaplen", default_value_t = defaults::LIVE_SNAPLEN, value_parser = clap::value_parser!(u32).range(64..=262_144), value_name = "BYTES", help_heading = "Capture")]
     pub snaplen: u32,
     /// Sockets per interface in one PACKET_FANOUT_HASH group, each with its
     /// own reader thread.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64), value_name = "N", help_heading = "Capture")]
     pub fanout: u16,
     /// Ring size per socket, MiB.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=16384), value_name = "MIB", help_heading = "Capture")]
+    #[arg(long, default_value_t = defaults::LIVE_RING_MIB, value_parser = clap::value_parser!(u64).range(1..=16384), value_name = "MIB", help_heading = "Capture")]
     pub ring_mb: u64,
     /// Ring block size, KiB (a multiple of 4, at most 4096).
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(4..=4096), value_name = "KIB", help_heading = "Capture")]
+    #[arg(long, default_value_t = defaults::LIVE_BLOCK_KIB, value_parser = clap::value_parser!(u64).range(4..=4096), value_name = "KIB", help_heading = "Capture")]
     pub block_kb: u64,
     /// Block retire timeout: a block that is not full reaches the reader
     /// after this long (1ms to 1s).
     #[arg(
         long,
-        default_value = "50ms",
+        default_value_t = DurationNs(defaults::LIVE_BLOCK_TIMEOUT_MS * 1_000_000),
         value_name = "DURATION",
         help_heading = "Capture"
     )]
@@ -64,7 +65,7 @@ pub struct LiveArgs {
     #[arg(long, value_name = "DURATION", help_heading = "Capture")]
     pub duration: Option<DurationNs>,
     /// Print one compact block per interval; 0 turns it off.
-    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_every, help_heading = "Capture")]
+    #[arg(long, default_value_t = ReportEvery(Some(DurationNs(defaults::LIVE_REPORT_EVERY_S * 1_000_000_000))), value_name = "DURATION", value_parser = parse_every, help_heading = "Capture")]
     pub report_every: ReportEvery,
     /// Write intervals and heavy/new-flow events as JSON lines (`-` for stdout).
     #[arg(long, value_name = "FILE", help_heading = "Capture")]
@@ -86,6 +87,15 @@ pub struct LiveArgs {
 /// `--report-every`: a duration, or 0 for none.
 #[derive(Clone, Copy, Debug)]
 pub struct ReportEvery(Option<DurationNs>);
+
+impl std::fmt::Display for ReportEvery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(d) => d.fmt(f),
+            None => f.write_str("0"),
+        }
+    }
+}
 
 fn parse_every(s: &str) -> Result<ReportEvery, String> {
     if s.trim() == "0" {
@@ -200,10 +210,10 @@ mod linux {
                 println!(
                     "[{:>8.1}s] packets {} ({:.0} pps)  drops: kernel {} shed {} filtered {} device {}  heavy {}  new flows {}",
                     r.elapsed_s,
-                    d.received,
+                    d.frames.received,
                     r.packets_per_sec,
-                    d.kernel_drops,
-                    d.shed,
+                    d.frames.kernel_drops,
+                    d.frames.shed,
                     r.filtered_out,
                     r.device.rx_dropped,
                     d.heavy_events,
@@ -313,7 +323,7 @@ mod linux {
         let mut code = emit_report(&report, &a.run);
         if let Some(s) = &summary {
             if !a.run.quiet && !stdout_lines {
-                let t = &s.totals;
+                let t = &s.totals.frames;
                 println!(
                     "\ncapture: {} s, stopped by {}",
                     format_args!("{:.1}", s.seconds),
@@ -322,7 +332,7 @@ mod linux {
                 for i in &s.interfaces {
                     println!(
                         "  {:<12} received {:>10}  bytes {:>12}  kernel drops {:>8}  freezes {:>4}  shed {:>8}  super-frames {:>6}  vlan restored {:>6}  device rx {} dropped {}",
-                        i.name, i.received, i.bytes, i.kernel_drops, i.kernel_freezes, i.shed, i.super_frames, i.vlan_restored, i.device.rx_packets, i.device.rx_dropped
+                        i.name, i.counters.received, i.counters.bytes, i.counters.kernel_drops, i.counters.kernel_freezes, i.counters.shed, i.counters.super_frames, i.counters.vlan_restored, i.device.rx_packets, i.device.rx_dropped
                     );
                 }
                 println!(

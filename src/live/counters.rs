@@ -11,7 +11,7 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-/// One interface's counters.
+/// One interface's counters (the atomics behind an [`InterfaceSnapshot`]).
 #[derive(Debug, Default)]
 pub struct InterfaceCounters {
     /// Its name.
@@ -32,6 +32,46 @@ pub struct InterfaceCounters {
     pub super_frames: AtomicU64,
     /// VLAN tags put back.
     pub vlan_restored: AtomicU64,
+}
+
+impl InterfaceCounters {
+    /// Every counter, each read once.
+    pub fn snapshot(&self) -> InterfaceSnapshot {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        InterfaceSnapshot {
+            received: get(&self.received),
+            bytes: get(&self.bytes),
+            kernel_drops: get(&self.kernel_drops),
+            kernel_freezes: get(&self.kernel_freezes),
+            socket_packets: get(&self.socket_packets),
+            shed: get(&self.shed),
+            super_frames: get(&self.super_frames),
+            vlan_restored: get(&self.vlan_restored),
+        }
+    }
+}
+
+crate::ingest::live::counter_set! {
+    /// One interface's counters at one moment (or their growth), summed
+    /// over its sockets.
+    pub struct InterfaceSnapshot {
+        /// Frames read from the rings (before any shedding).
+        pub received,
+        /// Their wire bytes.
+        pub bytes,
+        /// Frames the kernel dropped (ring full).
+        pub kernel_drops,
+        /// Ring freezes.
+        pub kernel_freezes,
+        /// Frames the sockets accepted or dropped (`PACKET_STATISTICS`).
+        pub socket_packets,
+        /// Frames shed because the pipeline's queue was full.
+        pub shed,
+        /// GSO/GRO super-frames.
+        pub super_frames,
+        /// VLAN tags put back.
+        pub vlan_restored,
+    }
 }
 
 /// A live capture's shared counters.
@@ -81,66 +121,44 @@ impl LiveCounters {
         self.fatal.lock().ok().and_then(|f| f.clone())
     }
 
-    /// A consistent-enough copy of every total (each read once).
+    /// Every total, each read once; the interfaces' counters summed.
     pub fn snapshot(&self) -> CountersSnapshot {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let sum = |f: fn(&InterfaceCounters) -> &AtomicU64| {
-            self.interfaces.iter().map(|i| get(f(i))).sum::<u64>()
-        };
+        let mut frames = InterfaceSnapshot::default();
+        for i in &self.interfaces {
+            frames += i.snapshot();
+        }
         CountersSnapshot {
-            received: sum(|i| &i.received),
-            bytes: sum(|i| &i.bytes),
-            kernel_drops: sum(|i| &i.kernel_drops),
-            kernel_freezes: sum(|i| &i.kernel_freezes),
-            shed: sum(|i| &i.shed),
-            super_frames: sum(|i| &i.super_frames),
+            frames,
             pipeline_packets: get(&self.pipeline_packets),
             heavy_events: self.heavy_events.iter().map(get).sum(),
             new_flow_events: self.new_flow_events.iter().map(get).sum(),
-            socket_packets: sum(|i| &i.socket_packets),
         }
     }
 }
 
-/// Totals at one moment.
+/// Totals at one moment (or their growth over an interval).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CountersSnapshot {
-    /// Frames read from the rings.
-    pub received: u64,
-    /// Their wire bytes.
-    pub bytes: u64,
-    /// Frames the kernel dropped (ring full).
-    pub kernel_drops: u64,
-    /// Ring freezes.
-    pub kernel_freezes: u64,
-    /// Frames shed because the pipeline's queue was full.
-    pub shed: u64,
-    /// GSO/GRO super-frames.
-    pub super_frames: u64,
+    /// Every interface's counters, summed (flattened into this object).
+    #[serde(flatten)]
+    pub frames: InterfaceSnapshot,
     /// Keyed packets handed to the pipeline.
     pub pipeline_packets: u64,
     /// Heavy-flow events.
     pub heavy_events: u64,
     /// New-flow events.
     pub new_flow_events: u64,
-    /// Frames the sockets accepted or dropped.
-    pub socket_packets: u64,
 }
 
 impl CountersSnapshot {
     /// The growth from `earlier`.
     pub fn since(&self, e: &CountersSnapshot) -> CountersSnapshot {
         CountersSnapshot {
-            received: self.received - e.received.min(self.received),
-            bytes: self.bytes - e.bytes.min(self.bytes),
-            kernel_drops: self.kernel_drops - e.kernel_drops.min(self.kernel_drops),
-            kernel_freezes: self.kernel_freezes - e.kernel_freezes.min(self.kernel_freezes),
-            shed: self.shed - e.shed.min(self.shed),
-            super_frames: self.super_frames - e.super_frames.min(self.super_frames),
-            pipeline_packets: self.pipeline_packets - e.pipeline_packets.min(self.pipeline_packets),
-            heavy_events: self.heavy_events - e.heavy_events.min(self.heavy_events),
-            new_flow_events: self.new_flow_events - e.new_flow_events.min(self.new_flow_events),
-            socket_packets: self.socket_packets - e.socket_packets.min(self.socket_packets),
+            frames: self.frames.since(&e.frames),
+            pipeline_packets: self.pipeline_packets.saturating_sub(e.pipeline_packets),
+            heavy_events: self.heavy_events.saturating_sub(e.heavy_events),
+            new_flow_events: self.new_flow_events.saturating_sub(e.new_flow_events),
         }
     }
 }
@@ -208,20 +226,9 @@ pub struct InterfaceSummary {
     pub link_type: &'static str,
     /// MTU.
     pub mtu: u32,
-    /// Frames read from its rings.
-    pub received: u64,
-    /// Their wire bytes.
-    pub bytes: u64,
-    /// Kernel drops (ring full).
-    pub kernel_drops: u64,
-    /// Ring freezes.
-    pub kernel_freezes: u64,
-    /// Frames shed (pipeline queue full).
-    pub shed: u64,
-    /// GSO/GRO super-frames.
-    pub super_frames: u64,
-    /// VLAN tags put back.
-    pub vlan_restored: u64,
+    /// Its counters over the capture (flattened into this object).
+    #[serde(flatten)]
+    pub counters: InterfaceSnapshot,
     /// The device's counters' growth over the capture.
     pub device: DeviceCounters,
 }

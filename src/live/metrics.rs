@@ -64,12 +64,13 @@ pub fn render(c: &LiveCounters) -> String {
     );
     for i in &c.interfaces {
         let l = vec![("interface".to_string(), i.name.clone())];
-        packets.get_or_create(&l).inc_by(get(&i.received));
-        bytes.get_or_create(&l).inc_by(get(&i.bytes));
-        kdrops.get_or_create(&l).inc_by(get(&i.kernel_drops));
-        freezes.get_or_create(&l).inc_by(get(&i.kernel_freezes));
-        shed.get_or_create(&l).inc_by(get(&i.shed));
-        supers.get_or_create(&l).inc_by(get(&i.super_frames));
+        let s = i.snapshot();
+        packets.get_or_create(&l).inc_by(s.received);
+        bytes.get_or_create(&l).inc_by(s.bytes);
+        kdrops.get_or_create(&l).inc_by(s.kernel_drops);
+        freezes.get_or_create(&l).inc_by(s.kernel_freezes);
+        shed.get_or_create(&l).inc_by(s.shed);
+        supers.get_or_create(&l).inc_by(s.super_frames);
     }
     let pipeline = Counter::<u64>::default();
     pipeline.inc_by(get(&c.pipeline_packets));

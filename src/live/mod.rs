@@ -41,7 +41,7 @@ use crate::ingest::live::{
     DeviceCounters, Interface, LiveError, PacketRing, RingGeometry, RingOptions, SocketFilter,
 };
 use crate::ingest::{LinkType, Timestamp};
-use crate::pipeline::Source;
+use crate::pipeline::{defaults, Source};
 use crate::replay::{summarize, PacketSink, Read, ReplayConfig, ReplayObserver, Totals};
 use crate::report::ReplaySummary;
 use crate::truth::FlowTable;
@@ -53,15 +53,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Default snap length: the deepest headers the dissector reads (Ethernet,
-/// two VLAN tags, IPv6 with extension headers, ports) fit with room.
-pub const DEFAULT_SNAPLEN: u32 = 256;
-/// Default ring size per socket.
-pub const DEFAULT_RING_BYTES: u64 = 64 << 20;
-/// Default block size.
-pub const DEFAULT_BLOCK_BYTES: u64 = 1 << 20;
-/// Default block retire timeout.
-pub const DEFAULT_BLOCK_TIMEOUT_MS: u64 = 50;
 /// Reader batches the merger's queue holds per reader.
 pub const QUEUE_BATCHES: usize = 64;
 
@@ -97,12 +88,12 @@ impl LiveConfig {
             interfaces,
             fanout: 1,
             geometry: RingGeometry::new(
-                DEFAULT_RING_BYTES,
-                DEFAULT_BLOCK_BYTES,
-                DEFAULT_BLOCK_TIMEOUT_MS,
+                defaults::LIVE_RING_MIB << 20,
+                defaults::LIVE_BLOCK_KIB << 10,
+                defaults::LIVE_BLOCK_TIMEOUT_MS,
             )
             .expect("the default geometry is valid"),
-            snaplen: DEFAULT_SNAPLEN,
+            snaplen: defaults::LIVE_SNAPLEN,
             filter: None,
             incoming_only: false,
             promiscuous: true,
@@ -229,7 +220,6 @@ impl<'o> LiveCapture<'o> {
 struct Pending {
     batches: VecDeque<(ReaderBatch, usize)>,
     watermark: i128,
-    done: bool,
 }
 
 impl Pending {
@@ -258,6 +248,10 @@ impl Source for LiveCapture<'_> {
         let (to_merger, from_readers) = bounded::<ReaderBatch>(QUEUE_BATCHES * readers);
         let (free_tx, free_rx) = bounded::<ReaderBatch>(QUEUE_BATCHES * readers);
         let device_start: Vec<DeviceCounters> = interfaces.iter().map(|i| i.counters()).collect();
+        let rejects = Rejects {
+            filtering: cfg.filter.is_some(),
+            incoming_only: cfg.incoming_only,
+        };
         let mut writer = cfg.write.as_ref().map(|path| {
             PcapOut::create(
                 path,
@@ -277,7 +271,6 @@ impl Source for LiveCapture<'_> {
             .map(|_| Pending {
                 batches: VecDeque::new(),
                 watermark: i128::MIN,
-                done: false,
             })
             .collect();
         let mut stopped_by = String::from("signal");
@@ -311,10 +304,11 @@ impl Source for LiveCapture<'_> {
             }
             drop(to_merger);
             observer.ready(&interfaces);
-            let mut intervals = IntervalClock::new(cfg.report_every, &counters, &interfaces);
+            let mut intervals =
+                IntervalClock::new(cfg.report_every, rejects, started, &device_start);
             let mut last_clock = Instant::now();
             let budget = replay.max_packets.unwrap_or(u64::MAX);
-            let mut readers_left = handles.len();
+            let mut readers_gone = false;
             loop {
                 if cfg.duration.is_some_and(|d| started.elapsed() >= d)
                     && !stop.load(Ordering::Relaxed)
@@ -336,16 +330,13 @@ impl Source for LiveCapture<'_> {
                         }
                     }
                     Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => {
-                        for p in pending.iter_mut() {
-                            p.done = true;
-                        }
-                        readers_left = 0;
-                    }
+                    // Every reader has returned (each drops its sender) and
+                    // its queue is empty.
+                    Err(RecvTimeoutError::Disconnected) => readers_gone = true,
                 }
                 // Release frames in timestamp order up to every reader's
                 // watermark (all of them once the readers are gone).
-                let bound = if readers_left == 0 {
+                let bound = if readers_gone {
                     i128::MAX
                 } else {
                     pending
@@ -432,19 +423,12 @@ impl Source for LiveCapture<'_> {
                         stop.store(true, Ordering::Relaxed);
                     }
                 }
-                if readers_left == 0 && pending.iter().all(|p| p.head_ts().is_none()) {
-                    break;
-                }
-                if stop.load(Ordering::Relaxed)
-                    && handles.iter().all(|h| h.is_finished())
-                    && from_readers.is_empty()
+                // Done once the readers are gone and everything they sent
+                // is released (or the packet budget is spent).
+                if readers_gone
+                    && (totals.packets >= budget || pending.iter().all(|p| p.head_ts().is_none()))
                 {
-                    // Readers are done and their queue is empty: one more
-                    // pass releases everything (the channel disconnects).
-                    readers_left = 0;
-                    if totals.packets >= budget {
-                        break;
-                    }
+                    break;
                 }
             }
             stop.store(true, Ordering::Relaxed);
@@ -464,27 +448,17 @@ impl Source for LiveCapture<'_> {
             stopped_by = "error".into();
         }
         let totals_snapshot = counters.snapshot();
-        let device_sum = device_sum(&device_start, &device_end, cfg.incoming_only);
+        let device_sum = device_sum(&device_start, &device_end);
         let summary = CaptureSummary {
             interfaces: interfaces
                 .iter()
                 .enumerate()
-                .map(|(i, iface)| {
-                    let c = &counters.interfaces[i];
-                    let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-                    InterfaceSummary {
-                        name: iface.name.clone(),
-                        link_type: iface.link_type.name(),
-                        mtu: iface.mtu,
-                        received: g(&c.received),
-                        bytes: g(&c.bytes),
-                        kernel_drops: g(&c.kernel_drops),
-                        kernel_freezes: g(&c.kernel_freezes),
-                        shed: g(&c.shed),
-                        super_frames: g(&c.super_frames),
-                        vlan_restored: g(&c.vlan_restored),
-                        device: device_end[i].since(&device_start[i]),
-                    }
+                .map(|(i, iface)| InterfaceSummary {
+                    name: iface.name.clone(),
+                    link_type: iface.link_type.name(),
+                    mtu: iface.mtu,
+                    counters: counters.interfaces[i].snapshot(),
+                    device: device_end[i].since(&device_start[i]),
                 })
                 .collect(),
             fanout: cfg.fanout,
@@ -494,7 +468,7 @@ impl Source for LiveCapture<'_> {
             block_bytes: cfg.geometry.block_bytes,
             block_timeout_ms: cfg.geometry.retire_ms,
             totals: totals_snapshot,
-            filtered_out: filtered_out(&device_sum, cfg.incoming_only, totals_snapshot.socket_packets),
+            filtered_out: rejects.count(&device_sum, totals_snapshot.frames.socket_packets),
             seconds,
             stopped_by,
             error: fatal.clone(),
@@ -519,32 +493,49 @@ impl Source for LiveCapture<'_> {
     }
 }
 
-fn device_sum(
-    start: &[DeviceCounters],
-    end: &[DeviceCounters],
-    _incoming_only: bool,
-) -> DeviceCounters {
+/// The devices' counters' growth from `start` to `end`, summed.
+fn device_sum(start: &[DeviceCounters], end: &[DeviceCounters]) -> DeviceCounters {
     let mut s = DeviceCounters::default();
     for (a, b) in start.iter().zip(end) {
-        let d = b.since(a);
-        s.rx_packets += d.rx_packets;
-        s.tx_packets += d.tx_packets;
-        s.rx_dropped += d.rx_dropped;
-        s.rx_errors += d.rx_errors;
-        s.rx_missed += d.rx_missed;
+        s += b.since(a);
     }
     s
 }
 
 /// Frames the devices saw that no socket counted: the filter's rejects.
-fn filtered_out(device: &DeviceCounters, incoming_only: bool, socket_packets: u64) -> u64 {
-    let seen = device.rx_packets + if incoming_only { 0 } else { device.tx_packets };
-    seen.saturating_sub(socket_packets)
+/// How the frames a capture filter rejected are counted.
+#[derive(Clone, Copy, Debug)]
+struct Rejects {
+    /// A `-f` program is attached; without one the program accepts every
+    /// frame and nothing is filtered out.
+    filtering: bool,
+    /// Only received frames reach the sockets.
+    incoming_only: bool,
+}
+
+impl Rejects {
+    /// Frames the devices saw that no socket counted: the filter's
+    /// rejects. An estimate: the sockets' counters are read after each
+    /// poll, the devices' when asked, and other sockets see the devices
+    /// too.
+    fn count(&self, device: &DeviceCounters, socket_packets: u64) -> u64 {
+        if !self.filtering {
+            return 0;
+        }
+        let seen = device.rx_packets
+            + if self.incoming_only {
+                0
+            } else {
+                device.tx_packets
+            };
+        seen.saturating_sub(socket_packets)
+    }
 }
 
 /// Produces an [`IntervalReport`] when an interval has passed.
 struct IntervalClock {
     every: Option<Duration>,
+    rejects: Rejects,
     started: Instant,
     last: Instant,
     last_counts: CountersSnapshot,
@@ -553,17 +544,21 @@ struct IntervalClock {
 }
 
 impl IntervalClock {
+    /// Intervals of `every` from the capture's start (`started`, with the
+    /// devices' counters then).
     fn new(
         every: Option<Duration>,
-        counters: &LiveCounters,
-        interfaces: &[Interface],
+        rejects: Rejects,
+        started: Instant,
+        device_start: &[DeviceCounters],
     ) -> IntervalClock {
         IntervalClock {
             every,
-            started: Instant::now(),
-            last: Instant::now(),
-            last_counts: counters.snapshot(),
-            last_device: interfaces.iter().map(|i| i.counters()).collect(),
+            rejects,
+            started,
+            last: started,
+            last_counts: CountersSnapshot::default(),
+            last_device: device_start.to_vec(),
             index: 0,
         }
     }
@@ -579,7 +574,7 @@ impl IntervalClock {
         }
         let now = counters.snapshot();
         let device: Vec<DeviceCounters> = interfaces.iter().map(|i| i.counters()).collect();
-        let dev = device_sum(&self.last_device, &device, false);
+        let dev = device_sum(&self.last_device, &device);
         let seconds = self.last.elapsed().as_secs_f64();
         let delta = now.since(&self.last_counts);
         let report = IntervalReport {
@@ -588,11 +583,11 @@ impl IntervalClock {
             seconds,
             delta,
             packets_per_sec: if seconds > 0.0 {
-                delta.received as f64 / seconds
+                delta.frames.received as f64 / seconds
             } else {
                 0.0
             },
-            filtered_out: filtered_out(&dev, false, delta.socket_packets),
+            filtered_out: self.rejects.count(&dev, delta.frames.socket_packets),
             device: dev,
         };
         self.index += 1;

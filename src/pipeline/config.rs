@@ -67,6 +67,18 @@ pub mod defaults {
     pub const ALPHA: f64 = 1.0;
     /// How many of the largest flows the replay lists.
     pub const TOP: usize = 10;
+    /// Live capture: bytes kept of each frame. The deepest headers the
+    /// dissector reads (Ethernet, two VLAN tags, IPv6 with extension
+    /// headers, ports) fit with room.
+    pub const LIVE_SNAPLEN: u32 = 256;
+    /// Live capture: ring size per socket, MiB.
+    pub const LIVE_RING_MIB: u64 = 64;
+    /// Live capture: ring block size, KiB.
+    pub const LIVE_BLOCK_KIB: u64 = 1024;
+    /// Live capture: block retire timeout, ms.
+    pub const LIVE_BLOCK_TIMEOUT_MS: u64 = 50;
+    /// Live capture: seconds between interval reports.
+    pub const LIVE_REPORT_EVERY_S: u64 = 10;
     /// The bits per element the default job (no trace given) sweeps, to
     /// show where selective querying starts to pay.
     pub const DEMO_SWEEP_BPE: [f64; 5] = [2.0, 4.0, 6.0, 8.0, 10.0];

@@ -50,9 +50,6 @@ pub enum LiveError {
         /// One with another link type.
         other: String,
     },
-    /// Live capture is Linux only.
-    #[error("live capture needs Linux (AF_PACKET); this build runs on {0}")]
-    NotLinux(&'static str),
     /// Any other system call failure.
     #[error("{iface}: cannot {what}: {source}")]
     Os {

@@ -26,7 +26,6 @@ const BPF_RET_K: u16 = 0x06;
 #[derive(Clone, Debug)]
 pub struct SocketFilter {
     program: Vec<libc::sock_filter>,
-    expression: Option<String>,
 }
 
 /// `struct bpf_program` of libpcap.
@@ -118,7 +117,6 @@ impl SocketFilter {
                 jf: 0,
                 k: snaplen,
             }],
-            expression: None,
         }
     }
 
@@ -188,26 +186,8 @@ impl SocketFilter {
             if program.is_empty() {
                 return Err("the compiler returned an empty program".into());
             }
-            Ok(SocketFilter {
-                program,
-                expression: Some(expression.to_string()),
-            })
+            Ok(SocketFilter { program })
         }
-    }
-
-    /// The expression, if the program came from one.
-    pub fn expression(&self) -> Option<&str> {
-        self.expression.as_deref()
-    }
-
-    /// The program's instruction count.
-    pub fn len(&self) -> usize {
-        self.program.len()
-    }
-
-    /// Whether the program is empty (never: every constructor makes one).
-    pub fn is_empty(&self) -> bool {
-        self.program.is_empty()
     }
 
     /// Attaches the program to a socket.

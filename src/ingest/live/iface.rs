@@ -26,32 +26,22 @@ pub struct Interface {
     pub mtu: u32,
 }
 
-/// The device's own counters (`/sys/class/net/IFACE/statistics`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct DeviceCounters {
-    /// Frames received.
-    pub rx_packets: u64,
-    /// Frames sent.
-    pub tx_packets: u64,
-    /// Frames the device or the stack dropped on receive.
-    pub rx_dropped: u64,
-    /// Receive errors.
-    pub rx_errors: u64,
-    /// Receive FIFO overruns and missed frames.
-    pub rx_missed: u64,
-}
-
-impl DeviceCounters {
-    /// The counters' growth from `earlier` (saturating at zero when a
-    /// counter was reset).
-    pub fn since(&self, earlier: &DeviceCounters) -> DeviceCounters {
-        DeviceCounters {
-            rx_packets: self.rx_packets.saturating_sub(earlier.rx_packets),
-            tx_packets: self.tx_packets.saturating_sub(earlier.tx_packets),
-            rx_dropped: self.rx_dropped.saturating_sub(earlier.rx_dropped),
-            rx_errors: self.rx_errors.saturating_sub(earlier.rx_errors),
-            rx_missed: self.rx_missed.saturating_sub(earlier.rx_missed),
-        }
+super::counter_set! {
+    /// The device's own counters (`/sys/class/net/IFACE/statistics`), or
+    /// their growth.
+    pub struct DeviceCounters {
+        /// Frames received.
+        pub rx_packets,
+        /// Frames sent.
+        pub tx_packets,
+        /// Frames the device or the stack dropped on receive (the stack's
+        /// drops after the capture taps too, such as frames of a VLAN with
+        /// no VLAN device).
+        pub rx_dropped,
+        /// Receive errors.
+        pub rx_errors,
+        /// Receive FIFO overruns and missed frames.
+        pub rx_missed,
     }
 }
 

@@ -84,9 +84,9 @@ impl Injector {
         })
     }
 
-    /// Sends one frame. `Ok(false)` means the kernel refused this frame
-    /// (its reason is returned through `refused`); `Err` means the socket
-    /// failed as a whole.
+    /// Sends one frame. `Ok(Err(reason))` means the kernel refused this
+    /// frame (it is counted under `reason`); `Err` means the socket failed
+    /// as a whole.
     fn send(&self, frame: &[u8]) -> io::Result<Result<(), &'static str>> {
         loop {
             // SAFETY: `frame` is valid for its length; send only reads it.

@@ -88,8 +88,6 @@ pub struct RingFrame<'a> {
     pub data: &'a [u8],
     /// The stripped VLAN tag, as (TPID, TCI), when the kernel took one off.
     pub vlan: Option<(u16, u16)>,
-    /// The frame was sent by this host (`PACKET_OUTGOING`).
-    pub outgoing: bool,
 }
 
 /// The socket counters (`PACKET_STATISTICS`), which the kernel resets on
@@ -116,13 +114,6 @@ mod offsets {
     /// The block descriptor's size; the first frame is never before it.
     pub const BLOCK_HEADER: usize = 48;
 }
-
-/// The sockaddr_ll that follows a tpacket3_hdr (aligned to 16 bytes), whose
-/// `sll_pkttype` tells incoming from outgoing frames.
-const SLL_OFFSET: usize = (std::mem::size_of::<libc::tpacket3_hdr>() + 15) & !15;
-/// `sll_pkttype` inside `sockaddr_ll` (family u16, protocol u16, ifindex
-/// i32, hatype u16, then pkttype u8).
-const SLL_PKTTYPE: usize = 10;
 
 /// One AF_PACKET socket bound to an interface, with its mapped ring.
 #[derive(Debug)]
@@ -466,9 +457,6 @@ fn parse_frame(block: &[u8], at: usize) -> Option<(RingFrame<'_>, u32)> {
             };
             (tpid, hdr.hv1.tp_vlan_tci as u16)
         });
-    let outgoing = block
-        .get(at + SLL_OFFSET + SLL_PKTTYPE)
-        .is_some_and(|&t| t == libc::PACKET_OUTGOING);
     let ts = Timestamp::new(i64::from(hdr.tp_sec), hdr.tp_nsec.min(999_999_999))?;
     Some((
         RingFrame {
@@ -476,7 +464,6 @@ fn parse_frame(block: &[u8], at: usize) -> Option<(RingFrame<'_>, u32)> {
             wire_len: hdr.tp_len,
             data,
             vlan,
-            outgoing,
         },
         hdr.tp_next_offset,
     ))
