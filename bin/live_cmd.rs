@@ -70,8 +70,9 @@ pub struct LiveArgs {
     /// Write intervals and heavy/new-flow events as JSON lines (`-` for stdout).
     #[arg(long, value_name = "FILE", help_heading = "Capture")]
     pub json_lines: Option<PathBuf>,
-    /// Write every captured frame to a pcap file (nanosecond timestamps,
-    /// VLAN tags restored).
+    /// Write every captured frame to a file (nanosecond timestamps, VLAN
+    /// tags restored): pcapng with each interface's name when FILE ends in
+    /// .pcapng, else pcap.
     #[arg(
         short = 'w',
         long = "write",

@@ -404,7 +404,7 @@ fn replay_file<P: PacketSink>(
         }
         match dissector.dissect(packet.link_type, packet.data) {
             Ok(d) => {
-                let class = cfg.classifier.classify(&d.key);
+                let class = cfg.classifier.classify_on(&d.key, packet.interface_name);
                 totals.keyed(class, packet.wire_len, d.ports_truncated);
                 let hash = flow_hash(&d.key);
                 if let Some(t) = table.as_deref_mut() {

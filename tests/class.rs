@@ -161,3 +161,40 @@ fn config_errors_name_the_file_and_class() {
         "{e}"
     );
 }
+
+#[test]
+fn iface_rules_match_only_a_named_interface() {
+    let cfg = ClassConfig::parse(
+        "x.toml",
+        "[[class]]\nname = \"up-dns\"\niface = [\"eth0\", \"eth1\"]\nports = [53]\n\
+         [[class]]\nname = \"dns\"\nports = [53]\n",
+    )
+    .unwrap();
+    assert!(cfg.uses_interfaces());
+    let c = Classifier::from_config(cfg);
+    assert!(c.uses_interfaces());
+    assert!(!Classifier::ports().uses_interfaces());
+    let dns = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 5353, 53, 17);
+    let on = |i: Option<&str>| c.name(c.classify_on(&dns, i)).to_string();
+    assert_eq!(on(Some("eth0")), "up-dns");
+    assert_eq!(on(Some("eth1")), "up-dns");
+    assert_eq!(on(Some("eth2")), "dns", "another interface falls through");
+    assert_eq!(
+        on(Some("ETH0")),
+        "dns",
+        "names are case-sensitive, as in Linux"
+    );
+    assert_eq!(
+        on(None),
+        "dns",
+        "no interface name: the iface rule cannot match"
+    );
+    // Both fields must hold: the interface alone is not enough.
+    let web = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 5353, 80, 6);
+    assert_eq!(c.name(c.classify_on(&web, Some("eth0"))), "other");
+    let e = ClassConfig::parse("x.toml", "[[class]]\nname = \"a\"\niface = [\"\"]\n").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "x.toml: class \"a\": interface name \"\" must be 1 to 255 bytes"
+    );
+}

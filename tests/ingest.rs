@@ -1017,3 +1017,41 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn pcapng_interface_names_come_with_each_packet() {
+    let p = udp_packet(9);
+    let mut ng = Ng::new();
+    ng.shb(false)
+        .idb(101, 0, &[(2, b"eth0".to_vec()), (9, vec![9])])
+        .idb(101, 0, &[]) // no if_name
+        .idb(101, 0, &[(2, b"wan\0\0".to_vec())]) // NUL padding kept by some writers
+        .idb(101, 0, &[(2, vec![0xff, 0xfe])]) // not UTF-8: no name
+        .epb(0, 1, 28, &p)
+        .epb(1, 2, 28, &p)
+        .epb(2, 3, 28, &p)
+        .epb(3, 4, 28, &p);
+    // A new section forgets the old section's names.
+    ng.shb(true).idb(101, 0, &[]).epb(0, 5, 28, &p);
+    let mut r = TraceReader::from_bytes("names.pcapng", ng.bytes).unwrap();
+    let mut names = Vec::new();
+    while let Some(pk) = r.next_packet().unwrap() {
+        names.push((pk.interface, pk.interface_name.map(str::to_string)));
+    }
+    assert_eq!(
+        names,
+        vec![
+            (0, Some("eth0".into())),
+            (1, None),
+            (2, Some("wan".into())),
+            (3, None),
+            (0, None),
+        ]
+    );
+    // Classic pcap has no interface names.
+    let mut bytes = pcap_header(false, MAGIC_US, 65535, 101);
+    let len = p.len() as u32;
+    pcap_record(&mut bytes, false, 1, 0, len, len, &p);
+    let mut r = TraceReader::from_bytes("plain.pcap", bytes).unwrap();
+    assert_eq!(r.next_packet().unwrap().unwrap().interface_name, None);
+}

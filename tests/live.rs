@@ -920,3 +920,71 @@ fn without_privileges_live_names_the_capability() {
     assert!(err.contains("CAP_NET_RAW"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// The packets of the class named `name` in a report.
+fn class_packets(report: &Value, name: &str) -> u64 {
+    report["classes"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["class"] == name))
+        .and_then(|c| c["packets"].as_u64())
+        .unwrap_or_else(|| panic!("class {name} missing from {}", report["classes"]))
+}
+
+#[test]
+fn class_rules_match_the_capture_interface_and_pcapng_keeps_it() {
+    let Some(pair) = VethPair::new("class_rules_match_the_capture_interface_and_pcapng_keeps_it")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let rules = |iface: Option<&str>| {
+        let on = iface.map_or(String::new(), |i| format!("iface = [{i:?}]\n"));
+        format!(
+            "[[class]]\nname = \"udp-here\"\nproto = [\"udp\"]\n{on}\n\
+             [[class]]\nname = \"elsewhere\"\niface = [\"fsnowhere0\"]\n"
+        )
+    };
+    let with_iface = dir.path().join("iface.toml");
+    let without_iface = dir.path().join("any.toml");
+    std::fs::write(&with_iface, rules(Some(&pair.capture_if))).unwrap();
+    std::fs::write(&without_iface, rules(None)).unwrap();
+    let (report, pcapng) = (dir.path().join("c.json"), dir.path().join("c.pcapng"));
+    let classes = with_iface.to_str().unwrap();
+    let mut args = vec![
+        "-q",
+        "--report-every",
+        "0",
+        "--classes",
+        classes,
+        "--json",
+        report.to_str().unwrap(),
+        "-w",
+        pcapng.to_str().unwrap(),
+    ];
+    args.extend(PIPELINE);
+    let live = pair.live(&args);
+    let sent = pair.inject(&default_trace(), &["--pps", "20000"]);
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    let live = json(&report);
+    assert_identity(&live, sent["sent"].as_u64().unwrap());
+    // Every UDP packet arrived on the capture interface: the iface rule
+    // classes exactly the packets a rule without iface does in the file.
+    let mut pipeline = vec!["--classes", without_iface.to_str().unwrap()];
+    pipeline.extend(PIPELINE);
+    let udp = class_packets(&replay(&default_trace(), &pipeline), "udp-here");
+    assert!(udp > 0, "the bundled trace has UDP");
+    assert_eq!(class_packets(&live, "udp-here"), udp);
+    assert_eq!(class_packets(&live, "elsewhere"), 0);
+    // A classic pcap names no interface: the iface rule matches nothing.
+    let mut pipeline = vec!["--classes", classes];
+    pipeline.extend(PIPELINE);
+    assert_eq!(
+        class_packets(&replay(&default_trace(), &pipeline), "udp-here"),
+        0
+    );
+    // The pcapng the capture wrote names its interface, so its replay
+    // classes as the live run did, and the whole report is the same.
+    let from_file = replay(&pcapng, &pipeline);
+    assert_eq!(without_timing(live), without_timing(from_file));
+}

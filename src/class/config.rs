@@ -14,12 +14,23 @@
 //! [[class]]
 //! name = "dns"
 //! ports = [53]
+//!
+//! [[class]]
+//! name = "uplink"
+//! iface = ["eth0", "eth1"]      # captured on one of these interfaces
 //! ```
 //!
 //! Within a rule every field given must match (AND); within a field any entry
 //! may match (OR). Fields: `src`, `dst`, `addr` (either address), `proto`,
-//! `ports` (either port), `sport`, `dport`. Rules are tried in file order
-//! and the first match wins; rules may share a name.
+//! `ports` (either port), `sport`, `dport`, `iface`. Rules are tried in file
+//! order and the first match wins; rules may share a name.
+//!
+//! `iface` names the interface a packet was captured on: the `-i` name in
+//! `flowsieve live`, the Interface Description Block's `if_name` in a pcapng
+//! file. Where no name is known (classic pcap, a pcapng interface without
+//! `if_name`) a rule with `iface` does not match. The class belongs to the
+//! packet, so a flow seen on two interfaces can be counted in two classes,
+//! as it would be by two separate monitors.
 
 use super::ClassId;
 use crate::dissect::FlowKey;
@@ -104,6 +115,8 @@ struct RawRule {
     sport: Vec<PortSpec>,
     #[serde(default)]
     dport: Vec<PortSpec>,
+    #[serde(default)]
+    iface: Vec<String>,
     alpha: Option<f64>,
 }
 
@@ -128,6 +141,8 @@ pub struct ClassRule {
     pub sport: Vec<(u16, u16)>,
     /// Destination port.
     pub dport: Vec<(u16, u16)>,
+    /// Interface names the packet was captured on.
+    pub iface: Vec<String>,
     /// Cost ratio of a false negative to a false positive for this class
     /// (the selective-query stage's alpha), if the file sets one.
     pub alpha: Option<f64>,
@@ -141,6 +156,10 @@ pub struct ClassConfig {
     default: ClassId,
     rules: Vec<ClassRule>,
 }
+
+/// The longest interface name Linux allows (`IFNAMSIZ` less the NUL) and
+/// far past any pcapng `if_name` in practice.
+const IFACE_NAME_MAX: usize = 255;
 
 fn proto_number(p: &ProtoSpec) -> Result<u8, String> {
     match p {
@@ -245,6 +264,18 @@ impl ClassConfig {
                 ports: ranges(&r.ports).map_err(bad)?,
                 sport: ranges(&r.sport).map_err(bad)?,
                 dport: ranges(&r.dport).map_err(bad)?,
+                iface: match r
+                    .iface
+                    .iter()
+                    .find(|n| n.is_empty() || n.len() > IFACE_NAME_MAX)
+                {
+                    Some(n) => {
+                        return Err(bad(format!(
+                            "interface name {n:?} must be 1 to {IFACE_NAME_MAX} bytes"
+                        )))
+                    }
+                    None => r.iface.clone(),
+                },
                 alpha: match r.alpha {
                     Some(a) if !(a.is_finite() && a > 0.0) => {
                         return Err(bad(format!("alpha must be a positive number, got {a}")))
@@ -290,8 +321,14 @@ impl ClassConfig {
         self.names.clone()
     }
 
-    /// First matching rule's class, else the default.
-    pub fn classify(&self, key: &FlowKey) -> ClassId {
+    /// Whether any rule matches on the interface.
+    pub fn uses_interfaces(&self) -> bool {
+        self.rules.iter().any(|r| !r.iface.is_empty())
+    }
+
+    /// First matching rule's class, else the default. `iface` is the name
+    /// of the interface the packet was captured on, where known.
+    pub fn classify(&self, key: &FlowKey, iface: Option<&str>) -> ClassId {
         let (src, dst) = (key.src(), key.dst());
         self.rules
             .iter()
@@ -305,6 +342,7 @@ impl ClassConfig {
                         || port_in(&r.ports, key.dport()))
                     && (r.sport.is_empty() || port_in(&r.sport, key.sport()))
                     && (r.dport.is_empty() || port_in(&r.dport, key.dport()))
+                    && (r.iface.is_empty() || iface.is_some_and(|i| r.iface.iter().any(|n| n == i)))
             })
             .map_or(self.default, |r| r.class)
     }

@@ -131,14 +131,38 @@ impl Classifier {
             .unwrap_or("?")
     }
 
-    /// The class of a flow.
+    /// The class of a flow, where the interface is unknown or irrelevant
+    /// (see [`Classifier::classify_on`]).
     #[inline]
     pub fn classify(&self, key: &FlowKey) -> ClassId {
+        self.classify_on(key, None)
+    }
+
+    /// The class of a packet's flow, captured on the interface named
+    /// `iface` where known. Only a config file's `iface` rules look at it.
+    ///
+    /// ```
+    /// use flowsieve::class::{ClassConfig, Classifier};
+    /// use flowsieve::dissect::FlowKey;
+    /// let cfg = ClassConfig::parse("x", "[[class]]\nname = \"up\"\niface = [\"eth0\"]").unwrap();
+    /// let c = Classifier::from_config(cfg);
+    /// let k = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 51000, 443, 6);
+    /// assert_eq!(c.name(c.classify_on(&k, Some("eth0"))), "up");
+    /// assert_eq!(c.name(c.classify_on(&k, Some("eth1"))), "other");
+    /// assert_eq!(c.name(c.classify(&k)), "other");
+    /// ```
+    #[inline]
+    pub fn classify_on(&self, key: &FlowKey, iface: Option<&str>) -> ClassId {
         match &self.kind {
             Kind::Ports => ports_class_of(key),
             Kind::IpClass => ipclass_of(key),
-            Kind::Config(c) => c.classify(key),
+            Kind::Config(c) => c.classify(key, iface),
         }
+    }
+
+    /// Whether [`Classifier::classify_on`] looks at the interface.
+    pub fn uses_interfaces(&self) -> bool {
+        matches!(&self.kind, Kind::Config(c) if c.uses_interfaces())
     }
 }
 

@@ -61,6 +61,8 @@ pub struct Packet<'a> {
     pub data: &'a [u8],
     /// pcapng interface index (0 for classic pcap).
     pub interface: u32,
+    /// The interface's name: a pcapng `if_name` option, where present.
+    pub interface_name: Option<&'a str>,
 }
 
 /// The container format, as announced by the magic number.
@@ -316,6 +318,7 @@ impl TraceReader {
                     wire_len: r.wire_len,
                     data: self.source.slice(start, r.caplen),
                     interface: 0,
+                    interface_name: None,
                 }))
             }
             None => self.next_packet_general(),
@@ -371,6 +374,10 @@ impl TraceReader {
         };
         Ok(found.map(|(p, start)| {
             self.packets += 1;
+            let interface_name = match &self.framer {
+                Framer::PcapNg(f) => f.interface_name(p.interface),
+                Framer::Pcap(_) => None,
+            };
             Packet {
                 ts: p.ts,
                 timestamped: p.timestamped,
@@ -378,6 +385,7 @@ impl TraceReader {
                 wire_len: p.wire_len,
                 data: self.source.slice(start, p.caplen),
                 interface: p.interface,
+                interface_name,
             }
         }))
     }

@@ -41,6 +41,7 @@ const IDB_LINKTYPE: usize = 0;
 const IDB_SNAPLEN: usize = 4;
 const IDB_OPTIONS: usize = 8;
 const OPT_END: u16 = 0;
+const OPT_IF_NAME: u16 = 2;
 const OPT_IF_TSRESOL: u16 = 9;
 const OPT_IF_TSOFFSET: u16 = 14;
 
@@ -81,6 +82,9 @@ struct Interface {
 pub(crate) struct PcapNgFramer {
     order: ByteOrder,
     interfaces: Vec<Interface>,
+    /// Each interface's `if_name`, where it has a valid UTF-8 one (kept
+    /// apart so that [`Interface`] stays `Copy`).
+    names: Vec<Option<Box<str>>>,
     /// Blocks read so far (the current one is `blocks + 1`).
     blocks: u64,
     sections: u64,
@@ -92,6 +96,7 @@ impl PcapNgFramer {
         PcapNgFramer {
             order: ByteOrder { big_endian: false },
             interfaces: Vec::new(),
+            names: Vec::new(),
             blocks: 0,
             sections: 0,
             last_ts: None,
@@ -195,6 +200,7 @@ impl PcapNgFramer {
             BLOCK_SECTION_HEADER => {
                 self.sections += 1;
                 self.interfaces.clear();
+                self.names.clear();
                 Ok(Framed::Skip { consumed: total })
             }
             BLOCK_INTERFACE => {
@@ -205,12 +211,13 @@ impl PcapNgFramer {
                     units_per_sec: DEFAULT_UNITS_PER_SEC,
                     ts_offset_secs: 0,
                 };
-                self.read_interface_options(
+                let name = self.read_interface_options(
                     body.get(IDB_OPTIONS..).unwrap_or(&[]),
                     &mut iface,
                     |value| anomalies.record(at, AnomalyKind::BadTsResol { interface, value }),
                 );
                 self.interfaces.push(iface);
+                self.names.push(name);
                 Ok(Framed::Skip { consumed: total })
             }
             BLOCK_ENHANCED_PACKET | BLOCK_OBSOLETE_PACKET => {
@@ -288,14 +295,21 @@ impl PcapNgFramer {
             ))
     }
 
-    /// Reads `if_tsresol` and `if_tsoffset`. Options are advisory: a damaged
-    /// option list ends option parsing, not the file.
+    /// The `if_name` of an interface of the current section, if it has one.
+    pub(crate) fn interface_name(&self, interface: u32) -> Option<&str> {
+        self.names.get(interface as usize)?.as_deref()
+    }
+
+    /// Reads `if_tsresol` and `if_tsoffset`, and returns `if_name` (a name
+    /// that is not UTF-8 is ignored, trailing NULs trimmed). Options are
+    /// advisory: a damaged option list ends option parsing, not the file.
     fn read_interface_options(
         &self,
         mut opts: &[u8],
         iface: &mut Interface,
         mut bad_tsresol: impl FnMut(u8),
-    ) {
+    ) -> Option<Box<str>> {
+        let mut name = None;
         while opts.len() >= 4 {
             let code = self.order.u16(opts, 0);
             let len = usize::from(self.order.u16(opts, 2));
@@ -311,11 +325,19 @@ impl PcapNgFramer {
                     None => bad_tsresol(value[0]),
                 },
                 (OPT_IF_TSOFFSET, 8) => iface.ts_offset_secs = self.order.u64(value, 0) as i64,
+                (OPT_IF_NAME, _) => {
+                    name = std::str::from_utf8(value)
+                        .ok()
+                        .map(|n| n.trim_end_matches('\0'))
+                        .filter(|n| !n.is_empty())
+                        .map(Box::from)
+                }
                 _ => {}
             }
             let padded = (len + 3) & !3;
             opts = opts.get(4 + padded..).unwrap_or(&[]);
         }
+        name
     }
 }
 

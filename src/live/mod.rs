@@ -77,7 +77,9 @@ pub struct LiveConfig {
     pub duration: Option<Duration>,
     /// Interval between interval reports.
     pub report_every: Option<Duration>,
-    /// Write every captured frame to this pcap (nanosecond timestamps).
+    /// Write every captured frame to this file: pcapng (one interface
+    /// block per `-i`, with its name) when it ends in `.pcapng`, else
+    /// classic pcap; nanosecond timestamps either way.
     pub write: Option<PathBuf>,
 }
 
@@ -150,7 +152,11 @@ impl<'o> LiveCapture<'o> {
             .iter()
             .map(|n| Interface::by_name(n))
             .collect::<Result<Vec<_>, _>>()?;
-        if cfg.write.is_some() {
+        if cfg
+            .write
+            .as_deref()
+            .is_some_and(|w| !PcapOut::wants_pcapng(w))
+        {
             if let Some(other) = interfaces
                 .iter()
                 .find(|i| i.link_type != interfaces[0].link_type)
@@ -245,6 +251,7 @@ impl Source for LiveCapture<'_> {
         } = self;
         let started = Instant::now();
         let readers = rings.len();
+        let reader_iface: Vec<usize> = rings.iter().map(|(i, _)| *i).collect();
         let (to_merger, from_readers) = bounded::<ReaderBatch>(QUEUE_BATCHES * readers);
         let (free_tx, free_rx) = bounded::<ReaderBatch>(QUEUE_BATCHES * readers);
         let device_start: Vec<DeviceCounters> = interfaces.iter().map(|i| i.counters()).collect();
@@ -252,15 +259,10 @@ impl Source for LiveCapture<'_> {
             filtering: cfg.filter.is_some(),
             incoming_only: cfg.incoming_only,
         };
-        let mut writer = cfg.write.as_ref().map(|path| {
-            PcapOut::create(
-                path,
-                interfaces
-                    .first()
-                    .map_or(LinkType::ETHERNET, |i| i.link_type),
-                cfg.snaplen,
-            )
-        });
+        let mut writer = cfg
+            .write
+            .as_ref()
+            .map(|path| PcapOut::create(path, &interfaces, cfg.snaplen));
         if let Some(Err(e)) = &writer {
             counters.set_fatal(e.clone());
             stop.store(true, Ordering::Relaxed);
@@ -369,7 +371,7 @@ impl Source for LiveCapture<'_> {
                             .bytes
                             .get(f.bytes.0 as usize..f.bytes.1 as usize)
                             .unwrap_or(&[]);
-                        if let Err(e) = w.write(f.ts, f.wire_len, bytes) {
+                        if let Err(e) = w.write(reader_iface[r], f.ts, f.wire_len, bytes) {
                             counters.set_fatal(e);
                             stop.store(true, Ordering::Relaxed);
                         }
@@ -599,45 +601,115 @@ impl IntervalClock {
 }
 
 /// The `-w` file: classic pcap with nanosecond timestamps.
-struct PcapOut {
-    writer: pcap_file::pcap::PcapWriter<std::io::BufWriter<std::fs::File>>,
-    path: PathBuf,
+enum PcapOut {
+    /// Classic pcap, nanosecond timestamps: one link type.
+    Pcap {
+        writer: pcap_file::pcap::PcapWriter<std::io::BufWriter<std::fs::File>>,
+        path: PathBuf,
+    },
+    /// pcapng with one Interface Description Block per interface, each
+    /// with its `if_name` (so that `iface` class rules and per-interface
+    /// link types survive a replay) and `if_tsresol` 9.
+    PcapNg {
+        writer: pcap_file::pcapng::PcapNgWriter<std::io::BufWriter<std::fs::File>>,
+        path: PathBuf,
+    },
 }
 
 impl PcapOut {
-    fn create(path: &PathBuf, link: LinkType, snaplen: u32) -> Result<PcapOut, String> {
-        use pcap_file::pcap::{PcapHeader, PcapWriter};
+    /// A `.pcapng` name gets pcapng, anything else classic pcap (as
+    /// tcpdump writes).
+    fn wants_pcapng(path: &std::path::Path) -> bool {
+        path.extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("pcapng"))
+    }
+
+    fn create(path: &PathBuf, interfaces: &[Interface], snaplen: u32) -> Result<PcapOut, String> {
+        use pcap_file::pcapng::blocks::interface_description::{
+            InterfaceDescriptionBlock, InterfaceDescriptionOption,
+        };
         use pcap_file::{DataLink, Endianness, TsResolution};
-        let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let header = PcapHeader {
-            snaplen: snaplen + crate::ingest::live::TAG_BYTES,
+        let failed = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        let file = std::fs::File::create(path).map_err(|e| failed(&e))?;
+        let snaplen = snaplen + crate::ingest::live::TAG_BYTES;
+        if PcapOut::wants_pcapng(path) {
+            let mut writer = pcap_file::pcapng::PcapNgWriter::with_endianness(
+                std::io::BufWriter::new(file),
+                Endianness::Little,
+            )
+            .map_err(|e| failed(&e))?;
+            for iface in interfaces {
+                let idb = InterfaceDescriptionBlock {
+                    linktype: DataLink::from(u32::from(iface.link_type.0)),
+                    snaplen,
+                    options: vec![
+                        InterfaceDescriptionOption::IfName(iface.name.clone().into()),
+                        InterfaceDescriptionOption::IfTsResol(9),
+                    ],
+                };
+                writer.write_pcapng_block(idb).map_err(|e| failed(&e))?;
+            }
+            return Ok(PcapOut::PcapNg {
+                writer,
+                path: path.clone(),
+            });
+        }
+        let link = interfaces
+            .first()
+            .map_or(LinkType::ETHERNET, |i| i.link_type);
+        let header = pcap_file::pcap::PcapHeader {
+            snaplen,
             datalink: DataLink::from(u32::from(link.0)),
             ts_resolution: TsResolution::NanoSecond,
             endianness: Endianness::Little,
-            ..PcapHeader::default()
+            ..pcap_file::pcap::PcapHeader::default()
         };
-        let writer = PcapWriter::with_header(std::io::BufWriter::new(file), header)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(PcapOut {
+        let writer =
+            pcap_file::pcap::PcapWriter::with_header(std::io::BufWriter::new(file), header)
+                .map_err(|e| failed(&e))?;
+        Ok(PcapOut::Pcap {
             writer,
             path: path.clone(),
         })
     }
 
-    fn write(&mut self, ts: Timestamp, wire_len: u32, data: &[u8]) -> Result<(), String> {
+    /// Writes one frame captured on interface `iface` (an index into the
+    /// capture's interfaces).
+    fn write(
+        &mut self,
+        iface: usize,
+        ts: Timestamp,
+        wire_len: u32,
+        data: &[u8],
+    ) -> Result<(), String> {
         let t = Duration::new(ts.secs().max(0) as u64, ts.subsec_nanos());
-        self.writer
-            .write_packet(&pcap_file::pcap::PcapPacket::new(t, wire_len, data))
-            .map(|_| ())
-            .map_err(|e| format!("{}: {e}", self.path.display()))
+        match self {
+            PcapOut::Pcap { writer, path } => writer
+                .write_packet(&pcap_file::pcap::PcapPacket::new(t, wire_len, data))
+                .map(|_| ())
+                .map_err(|e| format!("{}: {e}", path.display())),
+            PcapOut::PcapNg { writer, path } => {
+                let epb = pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock {
+                    interface_id: iface as u32,
+                    timestamp: t,
+                    original_len: wire_len,
+                    data: std::borrow::Cow::Borrowed(data),
+                    options: Vec::new(),
+                };
+                writer
+                    .write_pcapng_block(epb)
+                    .map(|_| ())
+                    .map_err(|e| format!("{}: {e}", path.display()))
+            }
+        }
     }
 
     fn finish(self) -> Result<(), String> {
         use std::io::Write;
-        let path = self.path;
-        self.writer
-            .into_writer()
-            .flush()
-            .map_err(|e| format!("{}: {e}", path.display()))
+        let (flushed, path) = match self {
+            PcapOut::Pcap { writer, path } => (writer.into_writer().flush(), path),
+            PcapOut::PcapNg { writer, path } => (writer.into_inner().flush(), path),
+        };
+        flushed.map_err(|e| format!("{}: {e}", path.display()))
     }
 }

@@ -173,6 +173,7 @@ impl Reader {
         let link_type = self.iface.link_type;
         let max_frame = self.iface.max_frame();
         let (dissector, classifier, keep) = (&self.dissector, &self.classifier, self.keep_bytes);
+        let iface_name = Some(self.iface.name.as_str());
         let (mut received, mut bytes, mut supers, mut vlans) = (0u64, 0u64, 0u64, 0u64);
         let n = self.ring.read_block(|f| {
             let (data, wire_len) = match f.vlan {
@@ -189,7 +190,7 @@ impl Reader {
             let outcome = dissector.dissect(link_type, data).map(|d| Keyed {
                 key: d.key,
                 hash: flow_hash(&d.key),
-                class: classifier.classify(&d.key),
+                class: classifier.classify_on(&d.key, iface_name),
                 ports_truncated: d.ports_truncated,
             });
             let range = if keep {

@@ -42,7 +42,7 @@ pub enum LiveError {
     Filter(String),
     /// `-w` writes one pcap, which has one link type.
     #[error(
-        "-w writes one pcap with one link type, but {first} and {other} have different link types"
+        "-w writes one pcap with one link type, but {first} and {other} have different link types (name the file .pcapng to keep both)"
     )]
     MixedLinkTypes {
         /// The first interface.
