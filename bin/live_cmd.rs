@@ -149,8 +149,10 @@ mod linux {
     use super::*;
     use flowsieve::ingest::live::{Injector, Interface, Pace, RingGeometry};
     use flowsieve::live::metrics::MetricsServer;
-    use flowsieve::live::{IntervalReport, LiveCapture, LiveConfig, LiveCounters, LiveObserver};
-    use flowsieve::pipeline::{run, Event, EventKind, PipelineSink};
+    use flowsieve::live::{
+        EventLatency, IntervalReport, LiveCapture, LiveConfig, LiveCounters, LiveObserver,
+    };
+    use flowsieve::pipeline::{run_with_gauges, Event, EventKind, PipelineSink};
     use flowsieve::replay::NoObserver;
     use std::cell::RefCell;
     use std::io::{BufWriter, Write};
@@ -166,6 +168,8 @@ mod linux {
     struct LiveEvents {
         counters: Arc<LiveCounters>,
         out: Option<Shared>,
+        /// Arrival to heavy-flow event, for the `capture` section.
+        latency: EventLatency,
     }
 
     impl PipelineSink for LiveEvents {
@@ -173,12 +177,24 @@ mod linux {
             true
         }
         fn event(&mut self, event: &Event) -> std::io::Result<()> {
-            let (list, class) = match event {
-                Event::Heavy(e) => (&self.counters.heavy_events, e.class),
-                Event::NewFlow(e) => (&self.counters.new_flow_events, e.class),
+            let per_class = match event {
+                Event::Heavy(e) => {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as i64);
+                    let first = self.counters.first_keyed_ns.load(Ordering::Relaxed);
+                    self.latency.record(first, e.time_ns, now);
+                    Some((&self.counters.heavy_events, e.class))
+                }
+                Event::NewFlow(e) => Some((&self.counters.new_flow_events, e.class)),
+                Event::WindowEnd(w) => {
+                    let windows = w.last_window - w.window + 1;
+                    self.counters.windows.fetch_add(windows, Ordering::Relaxed);
+                    None
+                }
                 _ => return Ok(()),
             };
-            if let Some(a) = list.get(usize::from(class)) {
+            if let Some(a) = per_class.and_then(|(list, class)| list.get(usize::from(class))) {
                 a.fetch_add(1, Ordering::Relaxed);
             }
             if let Some(out) = &self.out {
@@ -208,8 +224,13 @@ mod linux {
         fn interval(&mut self, r: &IntervalReport) -> std::io::Result<()> {
             if self.text {
                 let d = &r.delta;
+                let cost: Vec<String> = r
+                    .selective
+                    .iter()
+                    .map(|v| format!("{} {:.0}", v.variant, v.cost))
+                    .collect();
                 println!(
-                    "[{:>8.1}s] packets {} ({:.0} pps)  drops: kernel {} shed {} filtered {} device {}  heavy {}  new flows {}",
+                    "[{:>8.1}s] packets {} ({:.0} pps)  drops: kernel {} shed {} filtered {} device {}  heavy {} (windows {})  new flows {}{}",
                     r.elapsed_s,
                     d.frames.received,
                     r.packets_per_sec,
@@ -218,7 +239,13 @@ mod linux {
                     r.filtered_out,
                     r.device.rx_dropped,
                     d.heavy_events,
-                    d.new_flow_events
+                    d.windows,
+                    d.new_flow_events,
+                    if cost.is_empty() {
+                        String::new()
+                    } else {
+                        format!("  cost: {}", cost.join(", "))
+                    }
                 );
             }
             if let Some(out) = &self.out {
@@ -309,14 +336,23 @@ mod linux {
         let mut events = LiveEvents {
             counters: Arc::clone(&counters),
             out: lines.clone(),
+            latency: EventLatency::new(),
         };
-        let mut report = match run(capture, &cfg, &mut NoObserver, &mut events) {
+        let gauges = Some(Arc::clone(&counters.stages));
+        let mut report = match run_with_gauges(capture, &cfg, &mut NoObserver, &mut events, gauges)
+        {
             Ok(r) => r,
             Err(e) => return fail(exit::FAILURE, e),
         };
         let summary = slot.lock().ok().and_then(|mut s| s.take());
         if let Some(s) = &summary {
             report.capture = serde_json::to_value(s).ok();
+            if let Some(serde_json::Value::Object(c)) = report.capture.as_mut() {
+                c.insert(
+                    "heavy_event_latency".into(),
+                    serde_json::to_value(events.latency.summary()).unwrap_or_default(),
+                );
+            }
         }
         if let Some(out) = &lines {
             let _ = out.borrow_mut().flush();

@@ -197,6 +197,32 @@ impl VethPair {
         serde_json::from_slice(&out.stdout).expect("inject --json")
     }
 
+    /// `flowsieve inject` of `trace` out of the capture interface itself:
+    /// frames the capture host sends.
+    fn inject_outgoing(&self, trace: &Path, pace: &[&str]) -> Value {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.capture_ns,
+                BIN,
+                "inject",
+                "--json",
+                "-i",
+                &self.capture_if,
+            ])
+            .args(pace)
+            .arg(trace)
+            .output()
+            .expect("run flowsieve inject");
+        assert!(
+            out.status.success(),
+            "inject failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("inject --json")
+    }
+
     /// Runs a command in the capture namespace.
     fn in_capture(&self, args: &[&str]) -> bool {
         let mut a = vec!["netns", "exec", &self.capture_ns];
@@ -416,6 +442,47 @@ fn live_report_equals_replay_and_the_written_file() {
         heavy_events > 0,
         "the bundled trace has heavy flows at 2000-packet windows"
     );
+    // One window line per 2000-packet window, in order, after the heavy
+    // lines of that window; together they account for every keyed packet
+    // and every heavy flow.
+    let windows: Vec<&Value> = parsed.iter().filter(|v| v["event"] == "window").collect();
+    let keyed = live["pipeline"]["packets"].as_u64().unwrap();
+    assert_eq!(windows.len() as u64, keyed.div_ceil(2000));
+    let mut heavy_seen = std::collections::HashMap::<u64, u64>::new();
+    let mut next = 0;
+    for v in &parsed {
+        match v["event"].as_str() {
+            Some("heavy") => {
+                let w = v["window"].as_u64().unwrap();
+                assert!(
+                    w >= next,
+                    "a heavy line for window {w} after that window ended"
+                );
+                *heavy_seen.entry(w).or_default() += 1;
+            }
+            Some("window") => {
+                let w = v["window"].as_u64().unwrap();
+                assert_eq!(w, next, "windows end in order, none left out");
+                assert_eq!(v["last_window"], w, "packet windows are never empty");
+                assert_eq!(
+                    v["heavy"].as_u64().unwrap(),
+                    heavy_seen.remove(&w).unwrap_or(0)
+                );
+                next = w + 1;
+            }
+            _ => {}
+        }
+    }
+    let packets: u64 = windows.iter().map(|v| v["packets"].as_u64().unwrap()).sum();
+    assert_eq!(packets, keyed);
+    // Every heavy event's delay from its packet's arrival was measured.
+    let lat = &live["capture"]["heavy_event_latency"];
+    assert_eq!(lat["events"].as_u64().unwrap(), heavy_events);
+    let (p50, p99) = (
+        lat["p50_ms"].as_f64().unwrap(),
+        lat["p99_ms"].as_f64().unwrap(),
+    );
+    assert!(0.0 < p50 && p50 <= p99 && p99 < 60_000.0, "{lat}");
 }
 
 #[test]
@@ -584,7 +651,7 @@ fn metrics_answer_in_prometheus_text_format() {
     };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("m.json");
-    let live = pair.live(&[
+    let mut args = vec![
         "-q",
         "--report-every",
         "0",
@@ -592,7 +659,15 @@ fn metrics_answer_in_prometheus_text_format() {
         "127.0.0.1:0",
         "--json",
         out.to_str().unwrap(),
-    ]);
+        // Packet windows, so that the selective stage has rounds to query
+        // however fast the frames arrive.
+        "--cache-window",
+        "4000p",
+        "--query-window",
+        "16000p",
+    ];
+    args.extend(PIPELINE);
+    let live = pair.live(&args);
     // The metrics server listens on loopback inside the capture namespace.
     pair.inject(&default_trace(), &["--pps", "40000"]);
     std::thread::sleep(Duration::from_millis(400));
@@ -632,6 +707,76 @@ fn metrics_answer_in_prometheus_text_format() {
         .samples
         .iter()
         .any(|s| s.metric == "flowsieve_new_flow_events_total"));
+    // What the stages published while running equals the final report
+    // (every frame had been processed when the scrape ran).
+    let sample = |metric: &str, labels: &[(&str, &str)]| -> f64 {
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == metric && labels.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                ref other => panic!("{metric}: {other:?}"),
+            })
+            .unwrap_or_else(|| panic!("no {metric} {labels:?} in the scrape"))
+    };
+    let variants = r["selective"]["variants"].as_array().unwrap();
+    let mut queried = 0;
+    for variant in variants {
+        let name = variant["name"].as_str().unwrap();
+        for class in variant["classes"].as_array().unwrap() {
+            let c = class["class"].as_str().unwrap();
+            let l = [("class", c), ("variant", name)];
+            assert_eq!(
+                sample("flowsieve_selective_false_positives_total", &l),
+                class["false_positives"].as_f64().unwrap(),
+                "{name} {c}"
+            );
+            assert_eq!(
+                sample("flowsieve_selective_false_negatives_total", &l),
+                class["false_negatives"].as_f64().unwrap(),
+                "{name} {c}"
+            );
+            let cost = sample("flowsieve_selective_cost_total", &l);
+            assert!(
+                (cost - class["cost"].as_f64().unwrap()).abs() < 1e-6,
+                "{name} {c}"
+            );
+            let q = class["queries"].as_f64().unwrap();
+            assert_eq!(
+                sample("flowsieve_selective_queries_total", &[("class", c)]),
+                q
+            );
+            if q > 0.0 {
+                let truth = sample("flowsieve_selective_prior_true", &[("class", c)]);
+                assert!((truth - class["prior_true"].as_f64().unwrap()).abs() < 1e-9);
+            }
+            queried += q as u64;
+        }
+    }
+    assert!(queried > 0, "the selective stage answered queries");
+    assert_eq!(
+        sample("flowsieve_new_flow_recycles_total", &[]),
+        r["new_flows"]["overall"]["recycles"].as_f64().unwrap()
+    );
+    let fill = sample("flowsieve_new_flow_filter_fill_ratio", &[]);
+    assert!(fill > 0.0 && fill < 1.0, "new-flow fill {fill}");
+    let fill = sample("flowsieve_heavy_filter_fill_ratio", &[]);
+    assert!(fill > 0.0 && fill < 1.0, "heavy fill {fill}");
+    // 2000-packet windows: every full window has ended before the stop
+    // (the idle clock ends a window once its last packet is in).
+    let keyed = r["pipeline"]["packets"].as_u64().unwrap();
+    assert_eq!(
+        sample("flowsieve_heavy_windows_total", &[]) as u64,
+        keyed / 2000
+    );
+    let p99 = sample(
+        "flowsieve_batch_latency_seconds",
+        &[("row", "heavy"), ("worker", "0"), ("quantile", "0.99")],
+    );
+    assert!(p99 > 0.0 && p99 < 1.0, "heavy p99 {p99} s");
 }
 
 /// GET /metrics from inside the capture namespace (its loopback is its
@@ -803,6 +948,24 @@ fn an_idle_link_still_reports_intervals_and_closes_its_window() {
     );
     let r = json(&out);
     assert_eq!(r["trace"]["packets"], 40_000);
+    // The heavy windows of 500 ms end on the clock while the link is idle:
+    // windows with no packet are reported as they pass.
+    let windows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["event"] == "window")
+        .collect();
+    let empty: u64 = windows
+        .iter()
+        .filter(|v| v["packets"] == 0)
+        .map(|v| v["last_window"].as_u64().unwrap() - v["window"].as_u64().unwrap() + 1)
+        .sum();
+    assert!(
+        empty >= 2,
+        "2 s idle with 500 ms windows ends at least 2 empty windows before the stop, got {empty}: {windows:?}"
+    );
+    let packets: u64 = windows.iter().map(|v| v["packets"].as_u64().unwrap()).sum();
+    assert!(packets <= 40_000);
 }
 
 #[test]
@@ -987,4 +1150,38 @@ fn class_rules_match_the_capture_interface_and_pcapng_keeps_it() {
     // classes as the live run did, and the whole report is the same.
     let from_file = replay(&pcapng, &pipeline);
     assert_eq!(without_timing(live), without_timing(from_file));
+}
+
+#[test]
+fn direction_in_leaves_out_what_the_host_sends() {
+    let Some(pair) = VethPair::new("direction_in_leaves_out_what_the_host_sends") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut received = Vec::new();
+    for direction in ["both", "in"] {
+        let out = dir.path().join(format!("{direction}.json"));
+        let mut args = vec!["-q", "--report-every", "0", "--json", out.to_str().unwrap()];
+        args.extend(["--direction", direction]);
+        let live = pair.live(&args);
+        // 40,000 frames arrive from the peer, and the capture side sends
+        // the same trace out of the captured interface.
+        let incoming = pair.inject(&default_trace(), &["--pps", "40000"]);
+        let outgoing = pair.inject_outgoing(&default_trace(), &["--pps", "40000"]);
+        let (code, _, stderr) = live.stop();
+        assert_eq!(code, 0, "{direction}: {stderr:?}");
+        let r = json(&out);
+        let t = &r["capture"]["totals"];
+        assert_eq!(t["kernel_drops"], 0, "{direction}");
+        assert_eq!(t["shed"], 0, "{direction}");
+        received.push((
+            t["received"].as_u64().unwrap(),
+            incoming["sent"].as_u64().unwrap(),
+            outgoing["sent"].as_u64().unwrap(),
+        ));
+    }
+    let (both, sent_in, sent_out) = received[0];
+    assert_eq!(both, sent_in + sent_out, "both directions: every frame");
+    let (only_in, sent_in, _) = received[1];
+    assert_eq!(only_in, sent_in, "--direction in: the peer's frames alone");
 }

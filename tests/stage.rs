@@ -231,3 +231,108 @@ fn many_ticks_with_tiny_queues_never_block_the_engine() {
     assert_eq!(packets, 20_000);
     assert_eq!(closes, 20_000 * 4);
 }
+
+/// Collects window-end events (and counts heavy ones).
+#[derive(Default)]
+struct Windows {
+    ends: Vec<flowsieve::pipeline::WindowEndEvent>,
+    heavy: u64,
+}
+
+impl PipelineSink for Windows {
+    fn wants(&self, _: EventKind) -> bool {
+        true
+    }
+    fn event(&mut self, e: &Event) -> std::io::Result<()> {
+        match e {
+            Event::WindowEnd(w) => self.ends.push(*w),
+            Event::Heavy(_) => self.heavy += 1,
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn every_heavy_window_ends_once_idle_ones_included() {
+    let keys: Vec<FlowKey> = (0..200u16)
+        .map(|i| FlowKey::v4([10, 0, 0, i as u8], [10, 1, 0, 1], 1000 + i, 80, 6))
+        .collect();
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    cfg.threads = 2;
+    cfg.shards = 4;
+    cfg.heavy.theta = 1;
+    let validated = cfg.validate().unwrap();
+    let ends = |ticks: bool| {
+        let mut sink = Windows::default();
+        let src = Ticking {
+            keys: keys.clone(),
+            ticks,
+        };
+        let r = run(src, &validated, &mut NoObserver, &mut sink).unwrap();
+        assert_eq!(sink.heavy, r.heavy().unwrap().overall.reported);
+        sink.ends
+            .iter()
+            .map(|w| (w.window, w.last_window, w.packets, w.heavy, w.end))
+            .collect::<Vec<_>>()
+    };
+    const S: u64 = 1_000_000_000;
+    // Packet 0 at 0 s; the other 199 at 1 s (the source's clock is made
+    // monotone); at theta 1 each flow of a window is one heavy flow.
+    // With the clock at 30 s, windows 1 to 29 end then, and window 30, in
+    // which no packet fell, ends when the packets of 31 s arrive.
+    assert_eq!(
+        ends(true),
+        vec![
+            (0, 0, 1, 1, S),
+            (1, 29, 199, 199, 30 * S),
+            (30, 30, 0, 0, 31 * S),
+            (31, 31, 200, 200, 32 * S),
+        ]
+    );
+    // Without the clock the idle stretch ends as one run at the next packet.
+    assert_eq!(
+        ends(false),
+        vec![
+            (0, 0, 1, 1, S),
+            (1, 30, 199, 199, 31 * S),
+            (31, 31, 200, 200, 32 * S),
+        ]
+    );
+}
+
+#[test]
+fn window_events_change_no_report_figure() {
+    for (window, stages) in [("1s", "all"), ("2000p", "heavy"), ("250ms", "heavy,new")] {
+        let mut cfg = PipelineConfig::new(Classifier::ports());
+        cfg.threads = 2;
+        cfg.shards = 3;
+        cfg.heavy.window = window.parse().unwrap();
+        cfg.stages = stages.parse().unwrap();
+        let validated = cfg.validate().unwrap();
+        let report = |with_windows: bool| {
+            let source = FileSource::new(vec![default_trace()], &validated);
+            let mut sink = Windows::default();
+            let r = if with_windows {
+                run(source, &validated, &mut NoObserver, &mut sink).unwrap()
+            } else {
+                run(source, &validated, &mut NoObserver, &mut NoEvents).unwrap()
+            };
+            let mut v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+            for k in ["stages", "throughput"] {
+                v[k] = serde_json::Value::Null;
+            }
+            v["trace"]["read_seconds"] = serde_json::Value::Null;
+            v["trace"]["packets_per_sec"] = serde_json::Value::Null;
+            if with_windows {
+                let packets: u64 = sink.ends.iter().map(|w| w.packets).sum();
+                assert_eq!(packets, r.pipeline.packets, "{window}");
+                let heavy: u64 = sink.ends.iter().map(|w| w.heavy).sum();
+                assert_eq!(heavy, sink.heavy, "{window}");
+                assert_eq!(heavy, r.heavy().unwrap().overall.reported, "{window}");
+            }
+            v
+        };
+        assert_eq!(report(true), report(false), "{window} {stages}");
+    }
+}

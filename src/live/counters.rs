@@ -85,10 +85,19 @@ pub struct LiveCounters {
     pub heavy_events: Vec<AtomicU64>,
     /// Per class: new-flow events.
     pub new_flow_events: Vec<AtomicU64>,
+    /// Heavy-flow windows ended (empty ones too).
+    pub windows: AtomicU64,
     /// Class names, for labels.
     pub class_names: Vec<String>,
     /// The first fatal reader error (an interface that went down).
     pub fatal: Mutex<Option<String>>,
+    /// The kernel timestamp (ns since the epoch) of the first keyed packet
+    /// handed to the pipeline, the origin of the events' `time_ns`;
+    /// `i64::MIN` until then.
+    pub first_keyed_ns: std::sync::atomic::AtomicI64,
+    /// What the stages publish while they run (filter fill, recycles,
+    /// priors, the selective stage's errors and cost, batch latency).
+    pub stages: std::sync::Arc<crate::pipeline::Gauges>,
 }
 
 impl LiveCounters {
@@ -105,6 +114,7 @@ impl LiveCounters {
             heavy_events: class_names.iter().map(|_| AtomicU64::new(0)).collect(),
             new_flow_events: class_names.iter().map(|_| AtomicU64::new(0)).collect(),
             class_names,
+            first_keyed_ns: std::sync::atomic::AtomicI64::new(i64::MIN),
             ..LiveCounters::default()
         }
     }
@@ -133,6 +143,7 @@ impl LiveCounters {
             pipeline_packets: get(&self.pipeline_packets),
             heavy_events: self.heavy_events.iter().map(get).sum(),
             new_flow_events: self.new_flow_events.iter().map(get).sum(),
+            windows: get(&self.windows),
         }
     }
 }
@@ -149,6 +160,8 @@ pub struct CountersSnapshot {
     pub heavy_events: u64,
     /// New-flow events.
     pub new_flow_events: u64,
+    /// Heavy-flow windows ended, empty ones included.
+    pub windows: u64,
 }
 
 impl CountersSnapshot {
@@ -159,6 +172,7 @@ impl CountersSnapshot {
             pipeline_packets: self.pipeline_packets.saturating_sub(e.pipeline_packets),
             heavy_events: self.heavy_events.saturating_sub(e.heavy_events),
             new_flow_events: self.new_flow_events.saturating_sub(e.new_flow_events),
+            windows: self.windows.saturating_sub(e.windows),
         }
     }
 }
@@ -183,6 +197,9 @@ pub struct IntervalReport {
     pub filtered_out: u64,
     /// The devices' own counters' growth in the interval, summed.
     pub device: DeviceCounters,
+    /// The selective stage's errors and cost in the interval, per main
+    /// variant (empty when the stage is off).
+    pub selective: Vec<crate::pipeline::gauges::VariantCost>,
 }
 
 /// The `capture` section of a live run's final report.
@@ -231,4 +248,76 @@ pub struct InterfaceSummary {
     pub counters: InterfaceSnapshot,
     /// The device's counters' growth over the capture.
     pub device: DeviceCounters,
+}
+
+/// How long after its packet arrived a heavy-flow event reached the sink:
+/// from the kernel's timestamp of the packet that took the flow to theta
+/// to the moment the event sink got the event (ring, merger, dispatch,
+/// queue, stage, event channel).
+#[derive(Debug)]
+pub struct EventLatency {
+    micros: hdrhistogram::Histogram<u64>,
+}
+
+/// [`EventLatency`]'s figures, in the `capture` section as
+/// `heavy_event_latency`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct EventLatencySummary {
+    /// Events measured.
+    pub events: u64,
+    /// Median, milliseconds.
+    pub p50_ms: f64,
+    /// 99th percentile, milliseconds.
+    pub p99_ms: f64,
+    /// Largest, milliseconds.
+    pub max_ms: f64,
+}
+
+impl Default for EventLatency {
+    fn default() -> EventLatency {
+        EventLatency::new()
+    }
+}
+
+impl EventLatency {
+    /// Empty (1 µs to an hour, three significant digits).
+    pub fn new() -> EventLatency {
+        EventLatency {
+            micros: hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                .expect("constant histogram bounds are valid"),
+        }
+    }
+
+    /// Records an event whose packet arrived `time_ns` after `first_ns`
+    /// (both as the pipeline counts them), seen at `now_ns`; all since
+    /// the epoch but `time_ns`. An unset origin records nothing.
+    ///
+    /// ```
+    /// use flowsieve::live::EventLatency;
+    /// let mut l = EventLatency::new();
+    /// l.record(1_000_000_000, 500_000, 1_002_500_000); // 2 ms after arrival
+    /// let s = l.summary().unwrap();
+    /// assert_eq!(s.events, 1);
+    /// assert!((s.p50_ms - 2.0).abs() < 0.01);
+    /// ```
+    pub fn record(&mut self, first_ns: i64, time_ns: u64, now_ns: i64) {
+        if first_ns == i64::MIN {
+            return;
+        }
+        let arrived = i128::from(first_ns) + i128::from(time_ns);
+        let waited = (i128::from(now_ns) - arrived).max(0) / 1000;
+        self.micros
+            .saturating_record(u64::try_from(waited).unwrap_or(u64::MAX).max(1));
+    }
+
+    /// The figures, once an event was recorded.
+    pub fn summary(&self) -> Option<EventLatencySummary> {
+        let h = &self.micros;
+        (!h.is_empty()).then(|| EventLatencySummary {
+            events: h.len(),
+            p50_ms: h.value_at_quantile(0.5) as f64 / 1000.0,
+            p99_ms: h.value_at_quantile(0.99) as f64 / 1000.0,
+            max_ms: h.max() as f64 / 1000.0,
+        })
+    }
 }

@@ -98,6 +98,14 @@ pub fn render(c: &LiveCounters) -> String {
             new.get_or_create(&l).inc_by(get(a));
         }
     }
+    let windows = Counter::<u64>::default();
+    windows.inc_by(get(&c.windows));
+    r.register(
+        "flowsieve_heavy_windows",
+        "Heavy-flow windows ended, empty ones included",
+        windows,
+    );
+    render_stages(&mut r, c);
     let up = Gauge::<i64>::default();
     up.set(i64::from(c.fatal().is_none()));
     r.register(
@@ -109,6 +117,134 @@ pub fn render(c: &LiveCounters) -> String {
     // Writing into a String cannot fail.
     let _ = encode(&mut out, &r);
     out
+}
+
+type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+type FloatCounter = Counter<f64, std::sync::atomic::AtomicU64>;
+
+fn gauge_family(registry: &mut Registry, name: &str, help: &str) -> Family<Labels, FloatGauge> {
+    let f = Family::<Labels, FloatGauge>::default();
+    registry.register(name, help, f.clone());
+    f
+}
+
+fn label(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// What the stages published: filter fill and saturation, recycles, the
+/// priors, the selective stage's errors and cost, and batch latency.
+fn render_stages(r: &mut Registry, c: &LiveCounters) {
+    let g = &c.stages;
+    if let Some(h) = g.heavy.get() {
+        let fill = FloatGauge::default();
+        fill.set(h.fill());
+        r.register(
+            "flowsieve_heavy_filter_fill_ratio",
+            "Fraction of the heavy-flow counters non-zero when each shard's last window closed",
+            fill,
+        );
+        let sat = Counter::<u64>::default();
+        sat.inc_by(h.saturation_events.load(Ordering::Relaxed));
+        r.register(
+            "flowsieve_heavy_saturated_counters",
+            "Heavy-flow counters that reached their maximum, summed over windows",
+            sat,
+        );
+    }
+    if let Some(n) = g.new_flows.get() {
+        let fill = FloatGauge::default();
+        fill.set(n.fill());
+        r.register(
+            "flowsieve_new_flow_filter_fill_ratio",
+            "Fraction of the new-flow filters' active bits set",
+            fill,
+        );
+        let recycles = Counter::<u64>::default();
+        recycles.inc_by(n.recycles());
+        r.register(
+            "flowsieve_new_flow_recycles",
+            "Recycles of the new-flow filters, over all shards",
+            recycles,
+        );
+    }
+    if let Some(s) = g.selective.get() {
+        let queries = family(
+            r,
+            "flowsieve_selective_queries",
+            "Membership queries answered by the selective stage, by class",
+        );
+        let estimated = gauge_family(
+            r,
+            "flowsieve_selective_prior_estimated",
+            "The class prior in force (estimated from sampled queries)",
+        );
+        let truth = gauge_family(
+            r,
+            "flowsieve_selective_prior_true",
+            "The exact fraction of the class's queries whose flow was a member",
+        );
+        let fps = family(
+            r,
+            "flowsieve_selective_false_positives",
+            "Non-members answered positive, by class and variant",
+        );
+        let fns = family(
+            r,
+            "flowsieve_selective_false_negatives",
+            "Members answered negative, by class and variant",
+        );
+        let cost = Family::<Labels, FloatCounter>::default();
+        r.register(
+            "flowsieve_selective_cost",
+            "False positives plus alpha times false negatives, by class and variant",
+            cost.clone(),
+        );
+        for (k, name) in c.class_names.iter().enumerate() {
+            let l = label(&[("class", name)]);
+            let q = s.queries.get(k).map_or(0, |a| a.load(Ordering::Relaxed));
+            let m = s.members.get(k).map_or(0, |a| a.load(Ordering::Relaxed));
+            queries.get_or_create(&l).inc_by(q);
+            estimated.get_or_create(&l).set(s.prior(k));
+            if q > 0 {
+                truth.get_or_create(&l).set(m as f64 / q as f64);
+            }
+            for (v, variant) in s.variants.iter().enumerate() {
+                let l = label(&[("class", name), ("variant", variant)]);
+                let [fp, fneg, _] = s.errors(v, k);
+                fps.get_or_create(&l).inc_by(fp);
+                fns.get_or_create(&l).inc_by(fneg);
+                cost.get_or_create(&l).inc_by(s.cost(v, k));
+            }
+        }
+    }
+    if let Some(l) = g.latency.get() {
+        let q = gauge_family(
+            r,
+            "flowsieve_batch_latency_seconds",
+            "Per-batch time by row (source, queue, stage) and worker: p50 and p99 so far",
+        );
+        for w in 0..l.quantiles.len() {
+            for (i, row) in l.rows.iter().enumerate() {
+                let [p50, p99] = l.get(w, i);
+                if p99 == 0 {
+                    continue;
+                }
+                let worker = w.to_string();
+                for (quantile, ns) in [("0.5", p50), ("0.99", p99)] {
+                    q.get_or_create(&label(&[
+                        ("row", row),
+                        ("worker", &worker),
+                        ("quantile", quantile),
+                    ]))
+                    .set(ns as f64 * 1e-9);
+                }
+            }
+        }
+    }
 }
 
 /// A running metrics server.

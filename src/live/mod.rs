@@ -32,8 +32,8 @@ pub mod metrics;
 mod reader;
 
 pub use counters::{
-    CaptureSummary, CountersSnapshot, InterfaceCounters, InterfaceSummary, IntervalReport,
-    LiveCounters,
+    CaptureSummary, CountersSnapshot, EventLatency, EventLatencySummary, InterfaceCounters,
+    InterfaceSummary, IntervalReport, LiveCounters,
 };
 
 use crate::dissect::Dissector;
@@ -41,6 +41,7 @@ use crate::ingest::live::{
     DeviceCounters, Interface, LiveError, PacketRing, RingGeometry, RingOptions, SocketFilter,
 };
 use crate::ingest::{LinkType, Timestamp};
+use crate::pipeline::gauges::VariantCost;
 use crate::pipeline::{defaults, Source};
 use crate::replay::{summarize, PacketSink, Read, ReplayConfig, ReplayObserver, Totals};
 use crate::report::ReplaySummary;
@@ -395,7 +396,13 @@ impl Source for LiveCapture<'_> {
                             if let Some(t) = table.as_mut() {
                                 t.record(k.key, k.hash, k.class, f.ts, f.wire_len, f.captured);
                             }
-                            counters.pipeline_packets.fetch_add(1, Ordering::Relaxed);
+                            if counters.pipeline_packets.fetch_add(1, Ordering::Relaxed) == 0 {
+                                // The dispatcher's time origin is this packet.
+                                let ns =
+                                    f.ts.as_nanos()
+                                        .clamp(i64::MIN as i128 + 1, i64::MAX as i128);
+                                counters.first_keyed_ns.store(ns as i64, Ordering::Relaxed);
+                            }
                             sink.packet(&k.key, k.hash, k.class, f.ts, f.wire_len);
                         }
                         Err(reason) => totals.skips.add(reason),
@@ -542,6 +549,7 @@ struct IntervalClock {
     last: Instant,
     last_counts: CountersSnapshot,
     last_device: Vec<DeviceCounters>,
+    last_selective: Vec<VariantCost>,
     index: u64,
 }
 
@@ -561,6 +569,7 @@ impl IntervalClock {
             last: started,
             last_counts: CountersSnapshot::default(),
             last_device: device_start.to_vec(),
+            last_selective: Vec::new(),
             index: 0,
         }
     }
@@ -579,7 +588,7 @@ impl IntervalClock {
         let dev = device_sum(&self.last_device, &device);
         let seconds = self.last.elapsed().as_secs_f64();
         let delta = now.since(&self.last_counts);
-        let report = IntervalReport {
+        let mut report = IntervalReport {
             interval: self.index,
             elapsed_s: self.started.elapsed().as_secs_f64(),
             seconds,
@@ -591,7 +600,29 @@ impl IntervalClock {
             },
             filtered_out: self.rejects.count(&dev, delta.frames.socket_packets),
             device: dev,
+            selective: Vec::new(),
         };
+        if let Some(g) = counters.stages.selective.get() {
+            let now = g.totals();
+            report.selective = now
+                .iter()
+                .map(|v| {
+                    let before = self
+                        .last_selective
+                        .iter()
+                        .find(|b| b.variant == v.variant)
+                        .cloned()
+                        .unwrap_or_default();
+                    VariantCost {
+                        variant: v.variant.clone(),
+                        false_positives: v.false_positives - before.false_positives,
+                        false_negatives: v.false_negatives - before.false_negatives,
+                        cost: v.cost - before.cost,
+                    }
+                })
+                .collect();
+            self.last_selective = now;
+        }
         self.index += 1;
         self.last = Instant::now();
         self.last_counts = now;

@@ -2,12 +2,13 @@
 //! records per shard, and worker threads that run every registered stage
 //! on their shards' batches.
 
-use super::config::ValidatedConfig;
-use super::event::{Event, EventKind, PipelineSink};
+use super::config::{StageName, ValidatedConfig};
+use super::event::{Event, EventKind, PipelineSink, WindowEndEvent};
 use super::latency::Latency;
 use super::record::PacketRecord;
 use super::source::Source;
 use super::stage::{Broadcast, DynCoordinator, DynShard, ReportContext, ShardContext};
+use super::window::WindowSpec;
 use crate::class::ClassId;
 use crate::dissect::FlowKey;
 use crate::hash::shard_of;
@@ -54,8 +55,9 @@ struct Batch {
     shard: usize,
     records: Vec<PacketRecord>,
     sent: Instant,
-    /// `(time_ns, seq)` the stream reached, for a tick (no records).
-    tick: Option<(u64, u64)>,
+    /// `(time_ns, seq)` the stream reached, for a tick (no records), and
+    /// the tick's number, which the worker acknowledges.
+    tick: Option<(u64, u64, u64)>,
     /// An update for every shard of stage `.0`, for a broadcast (no
     /// records).
     update: Option<(usize, Broadcast)>,
@@ -65,6 +67,71 @@ struct Batch {
 struct WorkerShard {
     shard: usize,
     stages: Vec<Box<dyn DynShard>>,
+}
+
+/// What a worker sends back while it runs: events, in the order its
+/// shards produced them, then (after a tick) the tick's number, so that
+/// everything the tick closed precedes the acknowledgement.
+struct WorkerMessage {
+    events: Vec<Event>,
+    tick_done: Option<u64>,
+}
+
+/// Follows the heavy stage's windows on the source thread and turns their
+/// ends into [`WindowEndEvent`]s, each delivered once every worker has
+/// closed the window (so after all of the window's heavy-flow events).
+struct WindowEnds {
+    spec: WindowSpec,
+    /// The window the stream is in, once a packet arrived.
+    current: Option<u64>,
+    /// Keyed packets dispatched into `current`.
+    packets: u64,
+    /// Closed windows waiting for the workers: the tick that closed them.
+    waiting: std::collections::VecDeque<(u64, WindowEndEvent)>,
+    /// Heavy events seen per window, not yet handed out.
+    heavy: std::collections::BTreeMap<u64, u64>,
+    /// Each worker's last acknowledged tick.
+    acked: Vec<u64>,
+}
+
+impl WindowEnds {
+    /// Closes `current` and the empty windows up to (not including)
+    /// `next`; the event waits for tick `tick`.
+    fn close_until(&mut self, next: u64, tick: u64) {
+        if let Some(w) = self.current.filter(|&w| w < next) {
+            self.waiting.push_back((
+                tick,
+                WindowEndEvent {
+                    window: w,
+                    last_window: next - 1,
+                    packets: self.packets,
+                    heavy: 0,
+                    end: next.saturating_mul(self.spec.span()),
+                },
+            ));
+        }
+        self.current = Some(next);
+        self.packets = 0;
+    }
+
+    /// The window events every worker has got past, with their heavy
+    /// counts.
+    fn ready(&mut self) -> Vec<WindowEndEvent> {
+        let done = self.acked.iter().copied().min().unwrap_or(0);
+        let mut out = Vec::new();
+        while let Some((tick, _)) = self.waiting.front() {
+            if *tick > done {
+                break;
+            }
+            let Some((_, mut e)) = self.waiting.pop_front() else {
+                break;
+            };
+            let later = self.heavy.split_off(&(e.last_window.saturating_add(1)));
+            e.heavy = std::mem::replace(&mut self.heavy, later).values().sum();
+            out.push(e);
+        }
+        out
+    }
 }
 
 /// What a worker gives back: each of its shards' tallies, one per stage.
@@ -82,7 +149,7 @@ struct Dispatcher<'a> {
     filling_since: Vec<Option<Instant>>,
     to_workers: Vec<Sender<Batch>>,
     free: Receiver<Vec<PacketRecord>>,
-    events: Receiver<Vec<Event>>,
+    events: Receiver<(usize, WorkerMessage)>,
     sink: &'a mut dyn PipelineSink,
     sink_error: Option<std::io::Error>,
     first_ns: Option<i128>,
@@ -92,6 +159,10 @@ struct Dispatcher<'a> {
     workers_gone: bool,
     /// The stages' coordinators, with their stage's index.
     coordinators: Vec<(usize, Box<dyn DynCoordinator>)>,
+    /// Ticks sent so far.
+    ticks: u64,
+    /// Window ends, when the heavy stage runs and the sink wants them.
+    windows: Option<WindowEnds>,
 }
 
 impl Dispatcher<'_> {
@@ -138,20 +209,96 @@ impl Dispatcher<'_> {
     }
 
     fn drain_events(&mut self) {
-        while let Ok(events) = self.events.try_recv() {
-            self.deliver(events);
+        while let Ok((worker, m)) = self.events.try_recv() {
+            self.deliver(worker, m);
         }
     }
 
-    fn deliver(&mut self, events: Vec<Event>) {
+    fn deliver(&mut self, worker: usize, m: WorkerMessage) {
+        if let Some(w) = self.windows.as_mut() {
+            for e in &m.events {
+                if let Event::Heavy(h) = e {
+                    *w.heavy.entry(h.window).or_insert(0) += 1;
+                }
+            }
+        }
+        self.emit(&m.events);
+        if let (Some(t), Some(w)) = (m.tick_done, self.windows.as_mut()) {
+            if let Some(a) = w.acked.get_mut(worker) {
+                *a = t;
+            }
+            let ready: Vec<Event> = w.ready().into_iter().map(Event::WindowEnd).collect();
+            self.emit(&ready);
+        }
+    }
+
+    fn emit(&mut self, events: &[Event]) {
         if self.sink_error.is_some() {
             return;
         }
-        for e in &events {
+        for e in events {
             if let Err(err) = self.sink.event(e) {
                 self.sink_error = Some(err);
                 return;
             }
+        }
+    }
+
+    /// Sends every worker a tick at the stream's position, after every
+    /// record dispatched so far.
+    fn tick(&mut self) {
+        self.flush();
+        self.ticks += 1;
+        for w in 0..self.threads {
+            let tick = Batch {
+                shard: w,
+                records: Vec::new(),
+                sent: Instant::now(),
+                tick: Some((self.time_ns, self.seq, self.ticks)),
+                update: None,
+            };
+            if self.to_workers[w].send(tick).is_err() {
+                self.workers_gone = true;
+            }
+        }
+        self.drain_events();
+    }
+
+    /// Closes the heavy windows the stream has moved past (a packet at
+    /// `(time_ns, seq)` or the clock), with a tick so that the workers close
+    /// them too and say so.
+    #[inline]
+    fn follow_windows(&mut self, time_ns: u64, seq: u64) -> bool {
+        let Some(w) = self.windows.as_mut() else {
+            return false;
+        };
+        let next = w.spec.index(time_ns, seq);
+        match w.current {
+            Some(c) if c < next => {
+                w.close_until(next, self.ticks + 1);
+                self.tick();
+                true
+            }
+            None => {
+                w.current = Some(next);
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// After the workers finished: the last window ends (the shards closed
+    /// it in `finish`).
+    fn close_last_window(&mut self) {
+        if let Some(w) = self.windows.as_mut() {
+            // A window that no packet reached yet has not begun: only a
+            // window holding packets ends with the stream.
+            if let Some(c) = w.current.filter(|_| w.packets > 0) {
+                w.close_until(c + 1, 0);
+            }
+            w.acked.fill(u64::MAX);
+            let ready: Vec<Event> = w.ready().into_iter().map(Event::WindowEnd).collect();
+            self.emit(&ready);
         }
     }
 
@@ -173,6 +320,10 @@ impl PacketSink for Dispatcher<'_> {
         let first = *self.first_ns.get_or_insert(ns);
         let since = u64::try_from((ns - first).max(0)).unwrap_or(u64::MAX);
         self.time_ns = self.time_ns.max(since);
+        self.follow_windows(self.time_ns, self.seq);
+        if let Some(w) = self.windows.as_mut() {
+            w.packets += 1;
+        }
         let shard = shard_of(hash, self.shards);
         let record = PacketRecord {
             key: *key,
@@ -208,21 +359,11 @@ impl PacketSink for Dispatcher<'_> {
             return;
         }
         self.time_ns = since;
-        // Pending records go first, so every stage sees them before the tick.
-        self.flush();
-        for w in 0..self.threads {
-            let tick = Batch {
-                shard: w,
-                records: Vec::new(),
-                sent: Instant::now(),
-                tick: Some((self.time_ns, self.seq)),
-                update: None,
-            };
-            if self.to_workers[w].send(tick).is_err() {
-                self.workers_gone = true;
-            }
+        // Pending records go first, so every stage sees them before the
+        // tick (which closes windows, and says which).
+        if !self.follow_windows(self.time_ns, self.seq) {
+            self.tick();
         }
-        self.drain_events();
     }
 
     #[inline]
@@ -231,18 +372,30 @@ impl PacketSink for Dispatcher<'_> {
     }
 }
 
+/// Batches between a worker's latency publications (live runs only).
+const LATENCY_PUBLISH_EVERY: u64 = 64;
+
 /// A worker: runs every stage of a batch's shard over the batch, stage by
 /// stage, then finishes its shards into tallies.
+#[allow(clippy::too_many_arguments)]
 fn worker(
     threads: usize,
     mut shards: Vec<WorkerShard>,
     batches: Receiver<Batch>,
     free: Sender<Vec<PacketRecord>>,
-    events: Sender<Vec<Event>>,
+    index: usize,
+    events: Sender<(usize, WorkerMessage)>,
     mut latency: Latency,
+    gauges: Option<&super::gauges::LatencyGauges>,
 ) -> WorkerResult {
     let mut buffer: Vec<Event> = Vec::new();
-    for mut batch in batches {
+    for (handled, mut batch) in (1u64..).zip(batches) {
+        if let Some(q) = gauges
+            .filter(|_| handled % LATENCY_PUBLISH_EVERY == 0)
+            .and_then(|g| g.quantiles.get(index))
+        {
+            latency.publish(q);
+        }
         latency.record(1, batch.sent.elapsed().as_nanos() as u64);
         if let Some((stage, update)) = &batch.update {
             for shard in shards.iter_mut() {
@@ -250,12 +403,20 @@ fn worker(
                     s.apply(&**update);
                 }
             }
-        } else if let Some((time_ns, seq)) = batch.tick {
+        } else if let Some((time_ns, seq, tick)) = batch.tick {
             for shard in shards.iter_mut() {
                 for stage in shard.stages.iter_mut() {
                     stage.close_window(time_ns, seq, &mut buffer);
                 }
             }
+            // The source may be gone (a failed sink); then nobody waits.
+            let _ = events.send((
+                index,
+                WorkerMessage {
+                    events: std::mem::take(&mut buffer),
+                    tick_done: Some(tick),
+                },
+            ));
         } else if let Some(shard) = shards.get_mut(batch.shard / threads) {
             for (i, stage) in shard.stages.iter_mut().enumerate() {
                 let t = Instant::now();
@@ -266,7 +427,13 @@ fn worker(
         if !buffer.is_empty() {
             // The source may be gone (a failed sink); the events are then
             // dropped with the run.
-            let _ = events.send(std::mem::take(&mut buffer));
+            let _ = events.send((
+                index,
+                WorkerMessage {
+                    events: std::mem::take(&mut buffer),
+                    tick_done: None,
+                },
+            ));
         }
         // Hand the buffer back for reuse, never waiting: a full pool (or a
         // source that is gone) drops it instead. A worker blocked here would
@@ -286,6 +453,18 @@ fn worker(
         })
         .collect();
     WorkerResult { tallies, latency }
+}
+
+/// Runs the pipeline with live figures published into `gauges` as it goes
+/// (see [`super::gauges`]); otherwise as [`run`].
+pub fn run_with_gauges<S: Source>(
+    source: S,
+    cfg: &ValidatedConfig,
+    observer: &mut dyn ReplayObserver,
+    sink: &mut dyn PipelineSink,
+    gauges: Option<std::sync::Arc<super::gauges::Gauges>>,
+) -> Result<PipelineReport, PipelineError> {
+    run_inner(source, cfg, observer, sink, gauges)
 }
 
 /// Runs the pipeline: `source` feeds the dispatcher on the calling thread,
@@ -312,12 +491,22 @@ pub fn run<S: Source>(
     observer: &mut dyn ReplayObserver,
     sink: &mut dyn PipelineSink,
 ) -> Result<PipelineReport, PipelineError> {
+    run_inner(source, cfg, observer, sink, None)
+}
+
+fn run_inner<S: Source>(
+    source: S,
+    cfg: &ValidatedConfig,
+    observer: &mut dyn ReplayObserver,
+    sink: &mut dyn PipelineSink,
+    gauges: Option<std::sync::Arc<super::gauges::Gauges>>,
+) -> Result<PipelineReport, PipelineError> {
     let c = cfg.config();
     let stages = cfg.dyn_stages();
     let names: Vec<&'static str> = stages.iter().map(|s| s.name()).collect();
     let threads = c.threads.min(c.shards).max(1);
     let batch = c.batch.max(1);
-    let wants: Vec<EventKind> = [EventKind::Heavy, EventKind::NewFlow]
+    let wants: Vec<EventKind> = [EventKind::Heavy, EventKind::NewFlow, EventKind::WindowEnd]
         .into_iter()
         .filter(|&k| sink.wants(k))
         .collect();
@@ -330,7 +519,12 @@ pub fn run<S: Source>(
         classes,
         truth: c.replay.truth,
         events: wants.clone(),
+        gauges: gauges.clone(),
     };
+    let latency_gauges = gauges.as_ref().map(|g| {
+        g.latency
+            .get_or_init(|| super::gauges::LatencyGauges::new(threads, Latency::new(&names).rows()))
+    });
     // Coordinators see the stream as shard 0 of 1 would.
     let coordinators: Vec<(usize, Box<dyn DynCoordinator>)> = stages
         .iter()
@@ -347,19 +541,28 @@ pub fn run<S: Source>(
     }
     let queue = c.queue_batches.max(1);
     let (free_tx, free_rx) = bounded::<Vec<PacketRecord>>(threads * queue * 2);
-    let (event_tx, event_rx) = unbounded::<Vec<Event>>();
+    let (event_tx, event_rx) = unbounded::<(usize, WorkerMessage)>();
     let mut results = Vec::with_capacity(threads);
     let (summary, source_latency, packets, coordinated) = std::thread::scope(|scope| {
         let mut to_workers = Vec::with_capacity(threads);
         let mut handles = Vec::with_capacity(threads);
-        for shards in per_worker.drain(..) {
+        for (index, shards) in per_worker.drain(..).enumerate() {
             let (tx, rx) = bounded::<Batch>(queue);
             to_workers.push(tx);
             let (free, events, latency) = (free_tx.clone(), event_tx.clone(), Latency::new(&names));
             let handle = std::thread::Builder::new()
                 .name("flowsieve-shard".into())
                 .spawn_scoped(scope, move || {
-                    worker(threads, shards, rx, free, events, latency)
+                    worker(
+                        threads,
+                        shards,
+                        rx,
+                        free,
+                        index,
+                        events,
+                        latency,
+                        latency_gauges,
+                    )
                 })
                 .map_err(PipelineError::Spawn)?;
             handles.push(handle);
@@ -383,6 +586,16 @@ pub fn run<S: Source>(
             latency: Latency::new(&names),
             workers_gone: false,
             coordinators,
+            ticks: 0,
+            windows: (c.stages.contains(StageName::Heavy) && wants.contains(&EventKind::WindowEnd))
+                .then(|| WindowEnds {
+                    spec: c.heavy.window,
+                    current: None,
+                    packets: 0,
+                    waiting: Default::default(),
+                    heavy: Default::default(),
+                    acked: vec![0; threads],
+                }),
         };
         let summary = source.run(observer, &mut dispatcher);
         if !dispatcher.stopped() {
@@ -396,8 +609,11 @@ pub fn run<S: Source>(
                 Err(_) => panicked = true,
             }
         }
-        while let Ok(events) = dispatcher.events.recv() {
-            dispatcher.deliver(events);
+        while let Ok((worker, m)) = dispatcher.events.recv() {
+            dispatcher.deliver(worker, m);
+        }
+        if !panicked && !dispatcher.workers_gone {
+            dispatcher.close_last_window();
         }
         if panicked || dispatcher.workers_gone {
             return Err(PipelineError::Worker("a shard worker panicked".into()));

@@ -38,6 +38,31 @@ pub struct NewFlowEvent {
     pub seq: u64,
 }
 
+/// The heavy-flow stage's window ended (the engine's event, for every
+/// window, including windows no packet fell in).
+///
+/// Windows end when the stream passes their end: a packet of a later
+/// window, or, on a live link, the clock. A run of windows that held no
+/// packet comes as one event (`window` to `last_window`, `packets` 0), so
+/// a gap of a day in a trace is one line, not millions. The event comes
+/// after every heavy-flow event of the windows it closes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowEndEvent {
+    /// The first window index closed (0-based).
+    pub window: u64,
+    /// The last window index closed (equal to `window` unless a run of
+    /// empty windows followed it).
+    pub last_window: u64,
+    /// Keyed packets in `window` (the later windows of the run had none).
+    pub packets: u64,
+    /// Heavy-flow events in these windows (the flows reported).
+    pub heavy: u64,
+    /// The end of `last_window` along the window's axis: nanoseconds since
+    /// the first keyed packet for time windows, keyed packets for packet
+    /// windows.
+    pub end: u64,
+}
+
 /// The kinds of [`Event`], for [`PipelineSink::wants`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -46,6 +71,8 @@ pub enum EventKind {
     Heavy,
     /// [`Event::NewFlow`]: one per new flow, costly on large traces.
     NewFlow,
+    /// [`Event::WindowEnd`]: one per heavy-flow window.
+    WindowEnd,
 }
 
 /// One event from a stage.
@@ -56,6 +83,8 @@ pub enum Event {
     Heavy(HeavyEvent),
     /// A packet was called the start of a new flow.
     NewFlow(NewFlowEvent),
+    /// Heavy-flow windows ended.
+    WindowEnd(WindowEndEvent),
 }
 
 impl Event {
@@ -64,6 +93,7 @@ impl Event {
         match self {
             Event::Heavy(_) => EventKind::Heavy,
             Event::NewFlow(_) => EventKind::NewFlow,
+            Event::WindowEnd(_) => EventKind::WindowEnd,
         }
     }
 }
@@ -95,13 +125,24 @@ impl PipelineSink for NoEvents {}
 /// (`heavy` or `new_flow`), the flow's `src`, `dst`, `sport`, `dport`,
 /// `proto`, its `class` id and `time_s` (seconds since the first keyed
 /// packet), then `estimate` and `window` for a heavy flow or `packet` (the
-/// keyed-packet index) for a new flow.
+/// keyed-packet index) for a new flow. A window end is `event` `window`
+/// with the [`WindowEndEvent`] fields.
 impl serde::Serialize for Event {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let (name, key, class, time_ns) = match self {
             Event::Heavy(e) => ("heavy", e.key, e.class, e.time_ns),
             Event::NewFlow(e) => ("new_flow", e.key, e.class, e.time_ns),
+            Event::WindowEnd(w) => {
+                let mut m = s.serialize_map(Some(6))?;
+                m.serialize_entry("event", "window")?;
+                m.serialize_entry("window", &w.window)?;
+                m.serialize_entry("last_window", &w.last_window)?;
+                m.serialize_entry("packets", &w.packets)?;
+                m.serialize_entry("heavy", &w.heavy)?;
+                m.serialize_entry("end", &w.end)?;
+                return m.end();
+            }
         };
         let mut m = s.serialize_map(None)?;
         m.serialize_entry("event", name)?;
@@ -118,6 +159,7 @@ impl serde::Serialize for Event {
                 m.serialize_entry("window", &e.window)?;
             }
             Event::NewFlow(e) => m.serialize_entry("packet", &e.seq)?,
+            Event::WindowEnd(_) => {}
         }
         m.end()
     }
@@ -131,6 +173,8 @@ pub struct JsonLinesSink<W: std::io::Write> {
     pub heavy: u64,
     /// New-flow events written.
     pub new_flows: u64,
+    /// Window-end events written.
+    pub windows: u64,
 }
 
 impl<W: std::io::Write> JsonLinesSink<W> {
@@ -140,6 +184,7 @@ impl<W: std::io::Write> JsonLinesSink<W> {
             out,
             heavy: 0,
             new_flows: 0,
+            windows: 0,
         }
     }
 
@@ -158,6 +203,7 @@ impl<W: std::io::Write> PipelineSink for JsonLinesSink<W> {
         match event {
             Event::Heavy(_) => self.heavy += 1,
             Event::NewFlow(_) => self.new_flows += 1,
+            Event::WindowEnd(_) => self.windows += 1,
         }
         serde_json::to_writer(&mut self.out, event)?;
         self.out.write_all(b"\n")

@@ -26,6 +26,7 @@ use super::window::WindowSpec;
 use crate::filter::{CounterWidth, CountingBloomFilter, MAX_K};
 use crate::model::threshold;
 use crate::report::{HeavyConfigInfo, HeavyNote, HeavyRates, HeavyReport};
+use std::sync::atomic::Ordering;
 
 /// The heavy-flow stage's parameters. Sizes are totals over all shards.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -144,14 +145,21 @@ impl Stage for HeavyStage {
     type Section = HeavyReport;
 
     fn shard(&self, ctx: &ShardContext) -> HeavyShard {
-        HeavyShard::new(
+        let mut shard = HeavyShard::new(
             &self.cfg,
             self.k,
             self.per_shard,
             ctx.classes,
             ctx.truth,
             ctx.wants(EventKind::Heavy),
-        )
+        );
+        shard.gauges = ctx.gauges.clone().map(|g| {
+            let m = shard.filter.m() as u64;
+            g.heavy
+                .get_or_init(|| super::gauges::HeavyGauges::new(ctx.shards, m));
+            (g, ctx.shard)
+        });
+        shard
     }
 
     fn report(&self, t: HeavyTally, ctx: &ReportContext) -> HeavyReport {
@@ -357,6 +365,8 @@ pub struct HeavyShard {
     reported: HashSet,
     tally: HeavyTally,
     events: bool,
+    /// Live figures and this shard's index, in a live run.
+    gauges: Option<(std::sync::Arc<super::gauges::Gauges>, usize)>,
 }
 
 impl HeavyShard {
@@ -383,6 +393,7 @@ impl HeavyShard {
             reported: HashSet::default(),
             tally: HeavyTally::new(classes),
             events,
+            gauges: None,
         }
     }
 
@@ -450,6 +461,20 @@ impl HeavyShard {
         self.tally.saturated_counters += saturated;
         self.tally.saturated_windows += u64::from(saturated > 0);
         self.tally.shard_windows += 1;
+        if let Some(g) = self
+            .gauges
+            .as_ref()
+            .and_then(|(g, s)| Some((g.heavy.get()?, *s)))
+        {
+            // A scan of the counters, once per window and only live.
+            let (heavy, shard) = g;
+            if let Some(n) = heavy.nonzero_at_close.get(shard) {
+                n.store(self.filter.nonzero_counters(), Ordering::Relaxed);
+            }
+            heavy
+                .saturation_events
+                .fetch_add(saturated, Ordering::Relaxed);
+        }
         // 003 eq. (2), online, with every packet taken as a distinct element.
         let p_distinct = threshold::fpr_online_partitioned(theta, k, self.window_packets, m);
         for (c, &p) in self.window_class_packets.iter().enumerate() {

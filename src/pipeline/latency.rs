@@ -49,6 +49,22 @@ impl Latency {
         }
     }
 
+    /// The rows' names, in order.
+    pub fn rows(&self) -> Vec<&'static str> {
+        self.rows.iter().map(|(n, _)| *n).collect()
+    }
+
+    /// Stores each row's p50 and p99 (nanoseconds) into `out`, row by row.
+    pub fn publish(&self, out: &[[std::sync::atomic::AtomicU64; 2]]) {
+        use std::sync::atomic::Ordering::Relaxed;
+        for ((_, h), q) in self.rows.iter().zip(out) {
+            if !h.is_empty() {
+                q[0].store(h.value_at_quantile(0.5), Relaxed);
+                q[1].store(h.value_at_quantile(0.99), Relaxed);
+            }
+        }
+    }
+
     /// p50/p99/max per row that saw at least one batch.
     pub fn summary(&self) -> Vec<StageLatency> {
         self.rows

@@ -31,6 +31,7 @@
 mod config;
 mod engine;
 mod event;
+pub mod gauges;
 pub mod heavy;
 mod keyed;
 mod latency;
@@ -47,10 +48,12 @@ pub use config::{
     MemoryEstimate, PipelineConfig, StageList, StageListError, StageName, ValidatedConfig,
     MAX_BATCH, MAX_QUEUE_BATCHES, MAX_SHARDS, MAX_THREADS,
 };
-pub use engine::{cpu_seconds, run, PipelineError};
+pub use engine::{cpu_seconds, run, run_with_gauges, PipelineError};
 pub use event::{
     Event, EventKind, HeavyEvent, JsonLinesSink, NewFlowEvent, NoEvents, PipelineSink,
+    WindowEndEvent,
 };
+pub use gauges::Gauges;
 pub use heavy::{HeavyConfig, HeavyStage, HeavyTally};
 pub use latency::Latency;
 pub use new_flows::{NewFlowConfig, NewFlowStage, NewFlowTally, RecycleSpec, RecycleSpecError};

@@ -262,7 +262,15 @@ impl Stage for NewFlowStage {
     type Section = NewFlowReport;
 
     fn shard(&self, ctx: &ShardContext) -> NewFlowShard {
-        NewFlowShard::new(self, ctx.classes, ctx.truth, ctx.wants(EventKind::NewFlow))
+        let mut shard =
+            NewFlowShard::new(self, ctx.classes, ctx.truth, ctx.wants(EventKind::NewFlow));
+        shard.gauges = ctx.gauges.clone().map(|g| {
+            let m = shard.filter.m() as u64;
+            g.new_flows
+                .get_or_init(|| super::gauges::NewFlowGauges::new(ctx.shards, m));
+            (g, ctx.shard)
+        });
+        shard
     }
 
     fn report(&self, t: NewFlowTally, ctx: &ReportContext) -> NewFlowReport {
@@ -416,6 +424,8 @@ pub struct NewFlowShard {
     truth: Option<HashMap<KeyState>>,
     tally: NewFlowTally,
     events: bool,
+    /// Live figures and this shard's index, in a live run.
+    gauges: Option<(std::sync::Arc<super::gauges::Gauges>, usize)>,
 }
 
 impl NewFlowShard {
@@ -438,6 +448,7 @@ impl NewFlowShard {
                 ..NewFlowTally::default()
             },
             events,
+            gauges: None,
         }
     }
 
@@ -507,6 +518,15 @@ impl ShardStage for NewFlowShard {
     fn process(&mut self, records: &[PacketRecord], events: &mut Vec<Event>) {
         for r in records {
             self.classify(r, events);
+        }
+        if let Some((g, shard)) = self.gauges.as_ref() {
+            if let Some(nf) = g.new_flows.get() {
+                use std::sync::atomic::Ordering::Relaxed;
+                if let (Some(a), Some(r)) = (nf.active_bits.get(*shard), nf.recycles.get(*shard)) {
+                    a.store(self.filter.active_bits(), Relaxed);
+                    r.store(self.filter.stats().recycles, Relaxed);
+                }
+            }
         }
     }
 

@@ -673,11 +673,19 @@ impl Stage for SelectiveStage {
     type Section = SelectiveReport;
 
     fn shard(&self, ctx: &ShardContext) -> SelectiveShard {
-        SelectiveShard::new(self, ctx.classes)
+        let mut shard = SelectiveShard::new(self, ctx.classes);
+        shard.live = self.gauges(ctx).map(|gauges| LivePublish {
+            gauges,
+            errors: shard.tally.errors[..self.main_variants()].to_vec(),
+            queries: vec![(0, 0); ctx.classes],
+        });
+        shard
     }
 
     fn coordinator(&self, ctx: &ShardContext) -> Option<Box<dyn Coordinator<SelectiveTally>>> {
-        Some(Box::new(PriorCoordinator::new(self, ctx.classes)))
+        let mut c = PriorCoordinator::new(self, ctx.classes);
+        c.gauges = self.gauges(ctx);
+        Some(Box::new(c))
     }
 
     fn report(&self, t: SelectiveTally, ctx: &ReportContext) -> SelectiveReport {
@@ -911,6 +919,48 @@ pub struct SelectiveShard {
     priors: Vec<f64>,
     tally: SelectiveTally,
     probes: Vec<Probe>,
+    /// In a live run: the gauges, and what this shard published so far
+    /// (the main variants' errors, then per class queries and members).
+    live: Option<LivePublish>,
+}
+
+/// A shard's share of the selective gauges: it adds what its tally grew
+/// by since the last batch.
+#[derive(Debug)]
+struct LivePublish {
+    gauges: Arc<super::gauges::Gauges>,
+    errors: Vec<Vec<ErrorTally>>,
+    queries: Vec<(u64, u64)>,
+}
+
+impl LivePublish {
+    fn publish(&mut self, tally: &SelectiveTally) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(g) = self.gauges.selective.get() else {
+            return;
+        };
+        for (v, (published, now)) in self.errors.iter_mut().zip(&tally.errors).enumerate() {
+            for (c, (p, n)) in published.iter_mut().zip(now).enumerate() {
+                if p != n {
+                    if let Some(e) = g.errors.get(v).and_then(|v| v.get(c)) {
+                        e[0].fetch_add(n.false_positives - p.false_positives, Relaxed);
+                        e[1].fetch_add(n.false_negatives - p.false_negatives, Relaxed);
+                        e[2].fetch_add(n.skipped - p.skipped, Relaxed);
+                    }
+                    *p = *n;
+                }
+            }
+        }
+        for (c, (p, n)) in self.queries.iter_mut().zip(&tally.classes).enumerate() {
+            if p.0 != n.queries {
+                if let (Some(q), Some(m)) = (g.queries.get(c), g.members.get(c)) {
+                    q.fetch_add(n.queries - p.0, Relaxed);
+                    m.fetch_add(n.members - p.1, Relaxed);
+                }
+                *p = (n.queries, n.members);
+            }
+        }
+    }
 }
 
 impl SelectiveShard {
@@ -934,6 +984,7 @@ impl SelectiveShard {
             cache: HashMap::default(),
             queried: HashSet::default(),
             directories: Vec::new(),
+            live: None,
         }
     }
 
@@ -1086,6 +1137,9 @@ impl ShardStage for SelectiveShard {
         for r in records {
             self.handle(r);
         }
+        if let Some(live) = self.live.as_mut() {
+            live.publish(&self.tally);
+        }
     }
 
     fn apply(&mut self, update: &(dyn std::any::Any + Send + Sync)) {
@@ -1098,6 +1152,37 @@ impl ShardStage for SelectiveShard {
 
     fn finish(self) -> SelectiveTally {
         self.tally
+    }
+}
+
+impl SelectiveStage {
+    /// The main variants (no sweeps) come first in the plan.
+    fn main_variants(&self) -> usize {
+        self.plan
+            .evaluators
+            .iter()
+            .take_while(|e| e.sweep.is_none())
+            .count()
+    }
+
+    /// The live gauges, their selective section set up, in a live run.
+    fn gauges(&self, ctx: &ShardContext) -> Option<Arc<super::gauges::Gauges>> {
+        let g = ctx.gauges.clone()?;
+        g.selective.get_or_init(|| {
+            let main = &self.plan.evaluators[..self.main_variants()];
+            let g = super::gauges::SelectiveGauges::new(
+                main.iter().map(|e| e.variant.to_string()).collect(),
+                (0..ctx.classes).map(|c| self.cfg.alpha_of(c)).collect(),
+            );
+            for p in &g.priors {
+                p.store(
+                    self.cfg.prior_default.to_bits(),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+            }
+            g
+        });
+        Some(g)
     }
 }
 
@@ -1134,6 +1219,8 @@ struct PriorCoordinator {
     /// A class reached its mark: the priors go out before the next record.
     update_due: bool,
     tally: SelectiveTally,
+    /// In a live run: where the priors in force are published.
+    gauges: Option<Arc<super::gauges::Gauges>>,
 }
 
 /// Within a query window the coordinator re-sends the priors each time a
@@ -1166,6 +1253,7 @@ impl PriorCoordinator {
                 classes: vec![QueryClassTally::default(); classes],
                 ..SelectiveTally::default()
             },
+            gauges: None,
         }
     }
 }
@@ -1180,7 +1268,12 @@ impl PriorCoordinator {
                     .estimate_live(c)
                     .map_or(self.default, |e| e.prior)
             })
-            .collect();
+            .collect::<Vec<f64>>();
+        if let Some(g) = self.gauges.as_ref().and_then(|g| g.selective.get()) {
+            for (a, p) in g.priors.iter().zip(&priors) {
+                a.store(p.to_bits(), std::sync::atomic::Ordering::Relaxed);
+            }
+        }
         Arc::new(PriorUpdate { priors })
     }
 }

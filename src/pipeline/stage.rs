@@ -91,6 +91,9 @@ pub struct ShardContext {
     pub truth: bool,
     /// The event kinds the sink wants; a stage collects only these.
     pub events: Vec<EventKind>,
+    /// Where to publish live figures, when a live run asks for them
+    /// (see [`super::gauges`]); `None` in a replay.
+    pub gauges: Option<Arc<super::gauges::Gauges>>,
 }
 
 impl ShardContext {
