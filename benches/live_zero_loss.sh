@@ -8,7 +8,9 @@
 # tcpdump) are printed. The zero-loss rate is the highest rate with 0 lost.
 # flowsieve rows also give the process CPU per frame (user + system,
 # including polling an idle ring before and after the burst), and a last
-# row gives `flowsieve replay` of the same frames for comparison.
+# row gives `flowsieve replay` of the same frames for comparison. The last
+# column is the delay from a packet's arrival (kernel timestamp) to its
+# heavy-flow event reaching the event sink, p50/p99.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${FLOWSIEVE:-target/release/flowsieve}
@@ -28,7 +30,7 @@ for n in "$ns_c:$dc" "$ns_i:$di"; do
 done
 pace() { if [ "$1" = top ]; then echo --topspeed; else echo "--pps $1"; fi; }
 inject() { ip netns exec "$ns_i" "$B" inject -i "$di" --loop "$LOOPS" $(pace "$1") --json "$TRACE"; }
-printf '%-28s %-8s %10s %10s %8s %12s %12s\n' capture rate sent lost loss% achieved_pps cpu_us/frame
+printf '%-28s %-8s %10s %10s %8s %12s %12s %18s\n' capture rate sent lost loss% achieved_pps cpu_us/frame heavy_p50/p99_ms
 run_flowsieve() { # label rate args...
     local label=$1 rate=$2; shift 2
     local out; out=$(mktemp)
@@ -41,7 +43,9 @@ import json, sys
 r = json.load(open(sys.argv[1])); s = json.loads(sys.argv[4]); t = r["capture"]["totals"]
 lost = t["kernel_drops"] + t["shed"] + (s["sent"] - t["socket_packets"])
 cpu = 1e6 * r["throughput"]["cpu_seconds"] / max(t["received"], 1)
-print(f'{sys.argv[2]:<28} {sys.argv[3]:<8} {s["sent"]:>10} {lost:>10} {100*lost/max(s["sent"],1):>8.3f} {s["packets_per_sec"]:>12.0f} {cpu:>12.2f}')
+lat = r["capture"].get("heavy_event_latency") or {}
+lat = f'{lat["p50_ms"]:.1f}/{lat["p99_ms"]:.1f}' if lat else "-"
+print(f'{sys.argv[2]:<28} {sys.argv[3]:<8} {s["sent"]:>10} {lost:>10} {100*lost/max(s["sent"],1):>8.3f} {s["packets_per_sec"]:>12.0f} {cpu:>12.2f} {lat:>18}')
 PY
     rm -f "$out"
 }

@@ -376,6 +376,12 @@ mod linux {
                     "  total: received {}, to pipeline {}, kernel drops {}, shed {}, filtered out {} (device counters less socket counts)",
                     t.received, t.received - t.shed, t.kernel_drops, t.shed, s.filtered_out
                 );
+                if let Some(l) = events.latency.summary() {
+                    println!(
+                        "  arrival to heavy-flow event: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} events",
+                        l.p50_ms, l.p99_ms, l.max_ms, l.events
+                    );
+                }
             }
             if let Some(e) = &s.error {
                 eprintln!("flowsieve: error: {e}");

@@ -33,9 +33,14 @@ impl ReplaySummary {
     pub fn render_text(&self) -> String {
         let mut o = String::new();
         let t = &self.trace;
-        let _ = writeln!(o, "flowsieve {} replay", self.tool.version);
+        // A live capture reads no file; its capture section follows the
+        // report instead.
+        let what = if t.files.is_empty() { "live" } else { "replay" };
+        let _ = writeln!(o, "flowsieve {} {what}", self.tool.version);
         let _ = writeln!(o);
-        let _ = writeln!(o, "files");
+        if !t.files.is_empty() {
+            let _ = writeln!(o, "files");
+        }
         for f in &t.files {
             let state = match (&f.error, f.complete) {
                 (Some(_), _) => "DAMAGED",
