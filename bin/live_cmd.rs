@@ -126,6 +126,11 @@ pub struct InjectArgs {
     /// Send the trace this many times.
     #[arg(long = "loop", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
     pub loops: u64,
+    /// Send TCP frames longer than the MTU as segmentation-offload
+    /// super-frames (the kernel is asked to segment them, as a host with
+    /// TSO does); without it they are refused as longer than the MTU.
+    #[arg(long)]
+    pub gso: bool,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -421,6 +426,10 @@ mod linux {
             Err(e) => return fail(exit::FAILURE, e),
         };
         let injector = match Injector::open(&iface) {
+            Ok(i) if a.gso => match i.with_gso() {
+                Ok(i) => i,
+                Err(e) => return fail(exit::FAILURE, e),
+            },
             Ok(i) => i,
             Err(e) => return fail(exit::FAILURE, e),
         };

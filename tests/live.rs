@@ -1185,3 +1185,85 @@ fn direction_in_leaves_out_what_the_host_sends() {
     let (only_in, sent_in, _) = received[1];
     assert_eq!(only_in, sent_in, "--direction in: the peer's frames alone");
 }
+
+/// Per etherparse (not flowsieve's dissector): frames longer than a
+/// 1500-byte MTU that are TCP, the rest of those longer frames, and the
+/// wire bytes of the frames an MTU-1500 sender with TSO puts out (every
+/// TCP frame and every frame that fits).
+fn oversize_counts(trace: &Path) -> (u64, u64, u64) {
+    let mut reader = flowsieve::ingest::TraceReader::open(trace).unwrap();
+    let (mut tcp_big, mut other_big, mut bytes) = (0, 0, 0);
+    while let Some(p) = reader.next_packet().unwrap() {
+        let tcp = matches!(
+            etherparse::SlicedPacket::from_ethernet(p.data).map(|s| s.transport),
+            Ok(Some(etherparse::TransportSlice::Tcp(_)))
+        );
+        let big = p.data.len() > 1514;
+        tcp_big += u64::from(big && tcp);
+        other_big += u64::from(big && !tcp);
+        if tcp || !big {
+            bytes += u64::from(p.wire_len);
+        }
+    }
+    (tcp_big, other_big, bytes)
+}
+
+#[test]
+fn gso_super_frames_are_counted_and_keyed() {
+    let Some(pair) = VethPair::new("gso_super_frames_are_counted_and_keyed") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("big.pcap");
+    let st = Command::new(BIN)
+        .args(["gen-trace", "--flows", "300", "--packets", "3000"])
+        .args([
+            "--sizes",
+            "1000-4000",
+            "--vlan-share",
+            "0",
+            "--seed",
+            "3",
+            "-o",
+        ])
+        .arg(&trace)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (tcp_big, other_big, bytes) = oversize_counts(&trace);
+    assert!(tcp_big > 1000 && other_big > 0, "{tcp_big} {other_big}");
+    let out = dir.path().join("g.json");
+    let classes = dir.path().join("tcp.toml");
+    std::fs::write(&classes, "[[class]]\nname = \"tcp\"\nproto = [\"tcp\"]\n").unwrap();
+    let classes = ["--classes", classes.to_str().unwrap()];
+    let mut args = vec!["-q", "--report-every", "0", "--json", out.to_str().unwrap()];
+    args.extend(classes);
+    let live = pair.live(&args);
+    let sent = pair.inject(&trace, &["--pps", "20000", "--gso"]);
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    // The injector sent every TCP frame, super-frames included, and
+    // refused only the non-TCP frames too long for the MTU.
+    assert_eq!(sent["sent"].as_u64().unwrap(), 3000 - other_big);
+    assert_eq!(sent["refused"]["longer than the MTU"], other_big);
+    let r = json(&out);
+    assert_identity(&r, sent["sent"].as_u64().unwrap());
+    let t = &r["capture"]["totals"];
+    assert_eq!(
+        t["super_frames"], tcp_big,
+        "each TCP super-frame counted once"
+    );
+    // tp_len is the super-frame's whole length, not a segment's.
+    assert_eq!(r["trace"]["wire_bytes"], bytes);
+    // Keyed normally: the TCP class holds every TCP packet of the file,
+    // super-frames included, in the same flows.
+    let file = replay(&trace, &classes);
+    assert_eq!(class_packets(&r, "tcp"), class_packets(&file, "tcp"));
+    let flows = |v: &Value| {
+        v["classes"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["class"] == "tcp"))
+            .map(|c| c["flows"].clone())
+    };
+    assert_eq!(flows(&r), flows(&file));
+}

@@ -171,7 +171,7 @@ impl Reader {
         let counters = Arc::clone(&self.counters);
         let c = &counters.interfaces[self.iface_index];
         let link_type = self.iface.link_type;
-        let max_frame = self.iface.max_frame();
+        let iface = &self.iface;
         let (dissector, classifier, keep) = (&self.dissector, &self.classifier, self.keep_bytes);
         let iface_name = Some(self.iface.name.as_str());
         let (mut received, mut bytes, mut supers, mut vlans) = (0u64, 0u64, 0u64, 0u64);
@@ -186,7 +186,7 @@ impl Reader {
             };
             received += 1;
             bytes += u64::from(wire_len);
-            supers += u64::from(wire_len > max_frame);
+            supers += u64::from(iface.is_super_frame(data, wire_len));
             let outcome = dissector.dissect(link_type, data).map(|d| Keyed {
                 key: d.key,
                 hash: flow_hash(&d.key),

@@ -106,14 +106,35 @@ impl Interface {
         }
     }
 
-    /// The longest frame that is not a GSO/GRO super-frame: the MTU plus
-    /// the link header and two VLAN tags.
-    pub fn max_frame(&self) -> u32 {
-        let header = if self.link_type == LinkType::ETHERNET {
-            14 + 8
+    /// Whether a frame (as captured, VLAN tags restored) is longer than
+    /// the MTU allows: a GSO/GRO super-frame. On Ethernet the allowance is
+    /// the 14-byte header plus 4 bytes for each 802.1Q/802.1ad tag the
+    /// frame carries (up to two), so a tagged full-size frame is not
+    /// counted and an untagged frame one byte over is.
+    ///
+    /// ```
+    /// use flowsieve::ingest::live::Interface;
+    /// use flowsieve::ingest::LinkType;
+    /// let eth = Interface { name: "veth0".into(), index: 0, link_type: LinkType::ETHERNET, mtu: 1500 };
+    /// let mut untagged = vec![0u8; 64];
+    /// untagged[12..14].copy_from_slice(&[0x08, 0x00]);
+    /// assert!(!eth.is_super_frame(&untagged, 1514));
+    /// assert!(eth.is_super_frame(&untagged, 1515));
+    /// let mut tagged = untagged.clone();
+    /// tagged[12..14].copy_from_slice(&[0x81, 0x00]);
+    /// assert!(!eth.is_super_frame(&tagged, 1518));
+    /// assert!(eth.is_super_frame(&tagged, 1519));
+    /// ```
+    pub fn is_super_frame(&self, frame: &[u8], wire_len: u32) -> bool {
+        if self.link_type != LinkType::ETHERNET {
+            return wire_len > self.mtu;
+        }
+        let is_tag = |at: usize| matches!(frame.get(at..at + 2), Some([0x81, 0x00] | [0x88, 0xa8]));
+        let tags = if is_tag(12) {
+            1 + u32::from(is_tag(16))
         } else {
             0
         };
-        self.mtu.saturating_add(header)
+        wire_len > self.mtu.saturating_add(14 + 4 * tags)
     }
 }
