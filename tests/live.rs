@@ -1267,3 +1267,92 @@ fn gso_super_frames_are_counted_and_keyed() {
     };
     assert_eq!(flows(&r), flows(&file));
 }
+
+#[test]
+fn two_interfaces_keep_their_own_counts_and_names() {
+    let Some(pair) = VethPair::new("two_interfaces_keep_their_own_counts_and_names") else {
+        return;
+    };
+    // A second veth pair between the same two namespaces (deleted with
+    // them).
+    let (second_c, second_i) = (
+        format!("{}b", pair.capture_if),
+        format!("{}b", pair.inject_if),
+    );
+    assert!(ip(&[
+        "link", "add", &second_c, "type", "veth", "peer", "name", &second_i
+    ]));
+    assert!(ip(&["link", "set", &second_c, "netns", &pair.capture_ns]));
+    assert!(ip(&["link", "set", &second_i, "netns", &pair.inject_ns]));
+    for (ns, dev) in [(&pair.capture_ns, &second_c), (&pair.inject_ns, &second_i)] {
+        assert!(ip(&["netns", "exec", ns, "ip", "link", "set", dev, "up"]));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let classes = dir.path().join("second.toml");
+    std::fs::write(
+        &classes,
+        format!("[[class]]\nname = \"second\"\niface = [{second_c:?}]\n"),
+    )
+    .unwrap();
+    let (out, pcapng) = (dir.path().join("two.json"), dir.path().join("two.pcapng"));
+    let mut args = vec![
+        "-i",
+        &second_c,
+        "-q",
+        "--report-every",
+        "0",
+        "--classes",
+        classes.to_str().unwrap(),
+        "--json",
+        out.to_str().unwrap(),
+        "-w",
+        pcapng.to_str().unwrap(),
+    ];
+    args.extend(PIPELINE);
+    let live = pair.live(&args);
+    let first = pair.inject(&default_trace(), &["--pps", "20000"]);
+    let out2 = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &pair.inject_ns,
+            BIN,
+            "inject",
+            "--json",
+            "-i",
+        ])
+        .arg(&second_i)
+        .args(["--pps", "20000"])
+        .arg(default_trace())
+        .output()
+        .unwrap();
+    assert!(out2.status.success());
+    let second: Value = serde_json::from_slice(&out2.stdout).unwrap();
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    let r = json(&out);
+    let sent = first["sent"].as_u64().unwrap() + second["sent"].as_u64().unwrap();
+    assert_identity(&r, sent);
+    let ifaces = r["capture"]["interfaces"].as_array().unwrap();
+    assert_eq!(ifaces.len(), 2);
+    assert_eq!(ifaces[0]["name"], pair.capture_if.as_str());
+    assert_eq!(ifaces[1]["name"], second_c.as_str());
+    for i in ifaces {
+        assert_eq!(i["received"], 40_000, "{}", i["name"]);
+    }
+    // Every keyed packet of the second interface, and none of the first,
+    // is in the class that names it.
+    let keyed = replay(&default_trace(), &[])["trace"]["ip_packets"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(class_packets(&r, "second"), keyed);
+    assert_eq!(class_packets(&r, "other"), keyed);
+    // The pcapng keeps both interfaces' names, so it replays to the same
+    // report.
+    let mut pipeline = vec!["--classes", classes.to_str().unwrap()];
+    pipeline.extend(PIPELINE);
+    assert_eq!(
+        without_timing(r),
+        without_timing(replay(&pcapng, &pipeline))
+    );
+}
