@@ -174,53 +174,13 @@ impl VethPair {
 
     /// `flowsieve inject` of `trace` from the other namespace; the summary.
     fn inject(&self, trace: &Path, pace: &[&str]) -> Value {
-        let out = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.inject_ns,
-                BIN,
-                "inject",
-                "--json",
-                "-i",
-                &self.inject_if,
-            ])
-            .args(pace)
-            .arg(trace)
-            .output()
-            .expect("run flowsieve inject");
-        assert!(
-            out.status.success(),
-            "inject failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("inject --json")
+        inject_on(&self.inject_ns, &self.inject_if, trace, pace)
     }
 
     /// `flowsieve inject` of `trace` out of the capture interface itself:
     /// frames the capture host sends.
     fn inject_outgoing(&self, trace: &Path, pace: &[&str]) -> Value {
-        let out = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.capture_ns,
-                BIN,
-                "inject",
-                "--json",
-                "-i",
-                &self.capture_if,
-            ])
-            .args(pace)
-            .arg(trace)
-            .output()
-            .expect("run flowsieve inject");
-        assert!(
-            out.status.success(),
-            "inject failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("inject --json")
+        inject_on(&self.capture_ns, &self.capture_if, trace, pace)
     }
 
     /// Runs a command in the capture namespace.
@@ -229,6 +189,23 @@ impl VethPair {
         a.extend_from_slice(args);
         ip(&a)
     }
+}
+
+/// `flowsieve inject --json -i IFACE PACE TRACE` in namespace `ns`; the
+/// summary.
+fn inject_on(ns: &str, iface: &str, trace: &Path, pace: &[&str]) -> Value {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, BIN, "inject", "--json", "-i", iface])
+        .args(pace)
+        .arg(trace)
+        .output()
+        .expect("run flowsieve inject");
+    assert!(
+        out.status.success(),
+        "inject failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("inject --json")
 }
 
 impl Drop for VethPair {
@@ -1311,23 +1288,12 @@ fn two_interfaces_keep_their_own_counts_and_names() {
     args.extend(PIPELINE);
     let live = pair.live(&args);
     let first = pair.inject(&default_trace(), &["--pps", "20000"]);
-    let out2 = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &pair.inject_ns,
-            BIN,
-            "inject",
-            "--json",
-            "-i",
-        ])
-        .arg(&second_i)
-        .args(["--pps", "20000"])
-        .arg(default_trace())
-        .output()
-        .unwrap();
-    assert!(out2.status.success());
-    let second: Value = serde_json::from_slice(&out2.stdout).unwrap();
+    let second = inject_on(
+        &pair.inject_ns,
+        &second_i,
+        &default_trace(),
+        &["--pps", "20000"],
+    );
     let (code, _, stderr) = live.stop();
     assert_eq!(code, 0, "{stderr:?}");
     let r = json(&out);

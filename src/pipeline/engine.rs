@@ -455,18 +455,6 @@ fn worker(
     WorkerResult { tallies, latency }
 }
 
-/// Runs the pipeline with live figures published into `gauges` as it goes
-/// (see [`super::gauges`]); otherwise as [`run`].
-pub fn run_with_gauges<S: Source>(
-    source: S,
-    cfg: &ValidatedConfig,
-    observer: &mut dyn ReplayObserver,
-    sink: &mut dyn PipelineSink,
-    gauges: Option<std::sync::Arc<super::gauges::Gauges>>,
-) -> Result<PipelineReport, PipelineError> {
-    run_inner(source, cfg, observer, sink, gauges)
-}
-
 /// Runs the pipeline: `source` feeds the dispatcher on the calling thread,
 /// the validated configuration's stages run on its worker threads, events
 /// go to `sink` and progress to `observer`; the result is the report.
@@ -491,10 +479,12 @@ pub fn run<S: Source>(
     observer: &mut dyn ReplayObserver,
     sink: &mut dyn PipelineSink,
 ) -> Result<PipelineReport, PipelineError> {
-    run_inner(source, cfg, observer, sink, None)
+    run_with_gauges(source, cfg, observer, sink, None)
 }
 
-fn run_inner<S: Source>(
+/// Runs the pipeline with live figures published into `gauges` as it goes
+/// (see [`super::gauges`]); otherwise as [`run`].
+pub fn run_with_gauges<S: Source>(
     source: S,
     cfg: &ValidatedConfig,
     observer: &mut dyn ReplayObserver,

@@ -222,18 +222,10 @@ impl Injector {
                 at += n as usize;
                 continue;
             }
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::ENOBUFS) | Some(libc::EAGAIN) => {
-                    std::thread::sleep(Duration::from_micros(50));
-                    continue;
-                }
+            if !transient(&io::Error::last_os_error()) {
                 // The first frame is refused: let the single send say why.
-                _ => {
-                    out.push(self.send(frames[at])?);
-                    at += 1;
-                }
+                out.push(self.send(frames[at])?);
+                at += 1;
             }
         }
         Ok(())
@@ -251,13 +243,10 @@ impl Injector {
                 return Ok(Ok(()));
             }
             let e = io::Error::last_os_error();
+            if transient(&e) {
+                continue;
+            }
             match e.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                // The device queue is full: wait for it, as tcpreplay does.
-                Some(libc::ENOBUFS) | Some(libc::EAGAIN) => {
-                    std::thread::sleep(Duration::from_micros(50));
-                    continue;
-                }
                 Some(libc::EMSGSIZE) => return Ok(Err("longer than the MTU")),
                 Some(libc::EINVAL) => return Ok(Err("shorter than the link header")),
                 _ => return Err(e),
@@ -415,6 +404,19 @@ impl FrameBatch {
         starts
             .zip(self.ends.iter().copied())
             .map(|(a, b)| &self.bytes[a..b])
+    }
+}
+
+/// Whether a send failed for a moment only (a signal, or a full device
+/// queue, which it waits 50 µs for, as tcpreplay does): then it is retried.
+fn transient(e: &io::Error) -> bool {
+    match e.raw_os_error() {
+        Some(libc::EINTR) => true,
+        Some(libc::ENOBUFS) | Some(libc::EAGAIN) => {
+            std::thread::sleep(Duration::from_micros(50));
+            true
+        }
+        _ => false,
     }
 }
 
