@@ -1,10 +1,48 @@
 //! Numerical building blocks for the models: log-factorials, binomial and
 //! Poisson tails computed without cancellation, and a bisection root finder.
 
-/// `ln(n!)`, exact summation below 256 and Stirling's series above.
+/// Below this, `ln(n!)` is the sum of logarithms, read from a table.
+const LN_FACTORIAL_TABLE: usize = 256;
+
+/// `ln(n!)` for `n < 256`, each entry the left-to-right sum
+/// `ln 2 + ln 3 + ... + ln n` that [`ln_factorial_summed`] computes.
+///
+/// A running sum adds the same terms in the same order as the summation
+/// itself, so each entry is bit-identical to it (a test checks all 256).
+/// Why a table: the models evaluate `ln C(n, l)` for small `l` hundreds of
+/// times per window (003 eq. (2) at 256 loads per shard-window), and
+/// summing up to 255 logarithms each time was most of a run's model cost.
+fn ln_factorial_table() -> &'static [f64; LN_FACTORIAL_TABLE] {
+    static TABLE: std::sync::OnceLock<[f64; LN_FACTORIAL_TABLE]> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = [0.0; LN_FACTORIAL_TABLE];
+        let mut sum = ln_factorial_summed(1);
+        for (n, e) in t.iter_mut().enumerate() {
+            if n >= 2 {
+                sum += (n as f64).ln();
+                *e = sum;
+            } else {
+                *e = ln_factorial_summed(n as u64);
+            }
+        }
+        t
+    })
+}
+
+/// `ln(n!)` as the plain sum of logarithms (the definition the table is
+/// checked against).
+pub fn ln_factorial_summed(n: u64) -> f64 {
+    (2..=n).map(|i| (i as f64).ln()).sum()
+}
+
+/// `ln(n!)`, exact summation below 256 (from a table) and Stirling's series
+/// above.
 pub fn ln_factorial(n: u64) -> f64 {
-    if n < 256 {
-        (2..=n).map(|i| (i as f64).ln()).sum()
+    if let Some(&v) = usize::try_from(n)
+        .ok()
+        .and_then(|i| ln_factorial_table().get(i))
+    {
+        v
     } else {
         let x = n as f64;
         x * x.ln() - x + 0.5 * (2.0 * std::f64::consts::PI * x).ln() + 1.0 / (12.0 * x)
