@@ -765,3 +765,30 @@ fn priors_pooled_over_shards_match_known_priors() {
         }
     }
 }
+
+/// An explicit sigma over a phase of 2^20 bits solves 004's chain on a
+/// background thread (so the first packet does not wait for it); the
+/// report's model rate must be exactly the synchronous chain's, and the run
+/// reports how long start-up took.
+#[test]
+fn explicit_sigma_model_is_the_chain_even_when_solved_in_the_background() {
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    cfg.shards = 1;
+    cfg.new_flows.bits = 1 << 20;
+    cfg.new_flows.recycle = RecycleSpec::Sigma(0.5);
+    cfg.stages = only(StageName::NewFlows);
+    let r = run_cfg(&[default_trace()], &cfg);
+    let chain = RecyclingModel::new(
+        1 << 20,
+        cfg.new_flows.k as u32,
+        1 << 19,
+        Hashing::Colliding,
+        cfg.new_flows.retaining,
+    )
+    .unwrap()
+    .one_phase_fpr();
+    let model = r.new_flows().unwrap().overall.model_fp_rate.unwrap();
+    assert_eq!(model.to_bits(), chain.to_bits(), "{model} against {chain}");
+    let startup = r.throughput.startup_seconds.expect("packets were keyed");
+    assert!(startup > 0.0 && startup <= r.throughput.wall_seconds + 1.0);
+}

@@ -321,6 +321,7 @@ impl PipelineConfig {
     /// memory, and refuses a run that would take more than
     /// [`PipelineConfig::max_memory`].
     pub fn validate(&self) -> Result<ValidatedConfig, ConfigError> {
+        let started = std::time::Instant::now();
         in_range("shards", self.shards, 1, MAX_SHARDS)?;
         in_range("threads", self.threads, 1, MAX_THREADS)?;
         in_range("batch", self.batch, 1, MAX_BATCH)?;
@@ -333,6 +334,7 @@ impl PipelineConfig {
             cfg: self.clone(),
             stages: Vec::new(),
             memory,
+            validate_seconds: 0.0,
         };
         // The registrations of the built-in stages: one line each.
         for name in self.stages.stages() {
@@ -364,6 +366,7 @@ impl PipelineConfig {
             }
         }
         validated.memory = memory;
+        validated.validate_seconds = started.elapsed().as_secs_f64();
         Ok(validated)
     }
 }
@@ -468,6 +471,9 @@ pub struct ValidatedConfig {
     cfg: PipelineConfig,
     stages: Vec<Arc<dyn DynStage>>,
     memory: MemoryEstimate,
+    /// Seconds [`PipelineConfig::validate`] took (sizing included): the
+    /// part of start-up before the engine runs.
+    validate_seconds: f64,
 }
 
 impl fmt::Debug for ValidatedConfig {
@@ -481,6 +487,11 @@ impl fmt::Debug for ValidatedConfig {
 }
 
 impl ValidatedConfig {
+    /// Seconds that validation took (sigma sizing and models included).
+    pub fn validate_seconds(&self) -> f64 {
+        self.validate_seconds
+    }
+
     /// Registers one more stage, after the built-in ones.
     pub fn with_stage<S: Stage>(mut self, stage: S) -> ValidatedConfig {
         self.stages.push(Arc::new(stage));

@@ -153,6 +153,8 @@ struct Dispatcher<'a> {
     sink: &'a mut dyn PipelineSink,
     sink_error: Option<std::io::Error>,
     first_ns: Option<i128>,
+    /// When the first keyed packet arrived (for the start-up figure).
+    first_at: Option<Instant>,
     time_ns: u64,
     seq: u64,
     latency: Latency,
@@ -317,6 +319,9 @@ impl PacketSink for Dispatcher<'_> {
         // Trace time since the first keyed packet, held monotone so every
         // shard agrees on window boundaries.
         let ns = ts.as_nanos();
+        if self.first_ns.is_none() {
+            self.first_at = Some(Instant::now());
+        }
         let first = *self.first_ns.get_or_insert(ns);
         let since = u64::try_from((ns - first).max(0)).unwrap_or(u64::MAX);
         self.time_ns = self.time_ns.max(since);
@@ -533,7 +538,7 @@ pub fn run_with_gauges<S: Source>(
     let (free_tx, free_rx) = bounded::<Vec<PacketRecord>>(threads * queue * 2);
     let (event_tx, event_rx) = unbounded::<(usize, WorkerMessage)>();
     let mut results = Vec::with_capacity(threads);
-    let (summary, source_latency, packets, coordinated) = std::thread::scope(|scope| {
+    let (summary, source_latency, packets, coordinated, first_at) = std::thread::scope(|scope| {
         let mut to_workers = Vec::with_capacity(threads);
         let mut handles = Vec::with_capacity(threads);
         for (index, shards) in per_worker.drain(..).enumerate() {
@@ -571,6 +576,7 @@ pub fn run_with_gauges<S: Source>(
             sink,
             sink_error: None,
             first_ns: None,
+            first_at: None,
             time_ns: 0,
             seq: 0,
             latency: Latency::new(&names),
@@ -616,7 +622,13 @@ pub fn run_with_gauges<S: Source>(
             .drain(..)
             .map(|(i, c)| (i, c.finish()))
             .collect();
-        Ok((summary, dispatcher.latency, dispatcher.seq, coordinated))
+        Ok((
+            summary,
+            dispatcher.latency,
+            dispatcher.seq,
+            coordinated,
+            dispatcher.first_at,
+        ))
     })?;
     // Tallies per stage, merged in shard order so that the report does not
     // depend on which worker ran which shard.
@@ -671,6 +683,8 @@ pub fn run_with_gauges<S: Source>(
             wall_seconds,
             cpu_seconds,
             packets_per_cpu_sec: per(cpu_seconds),
+            startup_seconds: first_at
+                .map(|t| cfg.validate_seconds() + t.duration_since(wall).as_secs_f64()),
         },
         capture: None,
     })

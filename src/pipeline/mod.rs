@@ -29,6 +29,7 @@
 //! paradox, 000); [`stage`] says how to write another.
 
 mod config;
+mod deferred;
 mod engine;
 mod event;
 pub mod gauges;
@@ -48,6 +49,7 @@ pub use config::{
     MemoryEstimate, PipelineConfig, StageList, StageListError, StageName, ValidatedConfig,
     MAX_BATCH, MAX_QUEUE_BATCHES, MAX_SHARDS, MAX_THREADS,
 };
+pub use deferred::Deferred;
 pub use engine::{cpu_seconds, run, run_with_gauges, PipelineError};
 pub use event::{
     Event, EventKind, HeavyEvent, JsonLinesSink, NewFlowEvent, NoEvents, PipelineSink,

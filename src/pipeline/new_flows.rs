@@ -16,6 +16,7 @@
 //! instance whose first packet was a false positive, over all packets).
 
 use super::config::{defaults, in_range, ConfigError};
+use super::deferred::Deferred;
 use super::event::{Event, EventKind, NewFlowEvent};
 use super::keyed::HashMap;
 use super::rate::{binomial_se, opt_ratio};
@@ -130,7 +131,7 @@ pub struct NewFlowStage {
     policy: RecyclePolicy,
     /// 004's long-term average false-positive rate (count-instance) for
     /// this filter, when the model covers its policy.
-    model_fp_rate: Option<f64>,
+    model_fp_rate: Deferred<Option<f64>>,
     bytes: u64,
 }
 
@@ -146,7 +147,7 @@ impl NewFlowStage {
     /// 004's average false-positive rate for this filter, where the model
     /// covers the policy.
     pub fn model_fp_rate(&self) -> Option<f64> {
-        self.model_fp_rate
+        self.model_fp_rate.get()
     }
     /// Bytes of filter bits over all shards.
     pub fn memory_bytes(&self) -> u64 {
@@ -182,19 +183,29 @@ impl NewFlowConfig {
             ));
         }
         let (mm, kk) = (m as u64, k as u32);
-        let fpr = |sigma: u64| {
-            if mm > MODEL_MAX_PHASE_BITS {
-                return None;
-            }
-            RecyclingModel::new(mm, kk, sigma, self.hashing, self.retaining)
+        let (hashing, retaining, two_phase) = (self.hashing, self.retaining, self.two_phase);
+        let chain = move |sigma: u64| {
+            RecyclingModel::new(mm, kk, sigma, hashing, retaining)
                 .ok()
                 .map(|r| {
-                    if self.two_phase {
+                    if two_phase {
                         r.two_phase_fpr()
                     } else {
                         r.one_phase_fpr()
                     }
                 })
+        };
+        // The chain costs O(sigma k^2): a few ms up to 2^18 bits per phase,
+        // tens of ms at 2^20. Above that size it runs in the background, so
+        // the first packet never waits for a figure only the report needs.
+        let fpr = |sigma: u64| {
+            if mm > MODEL_MAX_PHASE_BITS {
+                Deferred::ready(None)
+            } else if mm > recycling::EXACT_SIZING_MAX_BITS {
+                Deferred::spawn(None, move || chain(sigma))
+            } else {
+                Deferred::ready(chain(sigma))
+            }
         };
         let (policy, model) = match self.recycle {
             RecycleSpec::Sigma(x) => {
@@ -235,15 +246,18 @@ impl NewFlowConfig {
                         format!("no sigma reaches a target rate of {target} with {mm} bits per shard phase and k = {k}"),
                     )
                 })?;
-                (RecyclePolicy::Sigma(sized.sigma), Some(sized.avg_fpr))
+                (
+                    RecyclePolicy::Sigma(sized.sigma),
+                    Deferred::ready(Some(sized.avg_fpr)),
+                )
             }
             RecycleSpec::Insertions(n) => {
                 let n = (n / shards as u64).max(1);
                 // eq. (3): the average rate of an N-bounded one-phase filter.
                 let model = (!self.two_phase).then(|| recycling::f_average(mm, kk, n));
-                (RecyclePolicy::Insertions(n), model)
+                (RecyclePolicy::Insertions(n), Deferred::ready(model))
             }
-            RecycleSpec::Time(ns) => (RecyclePolicy::Time(ns), None),
+            RecycleSpec::Time(ns) => (RecyclePolicy::Time(ns), Deferred::ready(None)),
         };
         let bytes = (self.bits as u64).div_ceil(8);
         Ok(NewFlowStage {
@@ -280,7 +294,7 @@ impl Stage for NewFlowStage {
             all.add(c);
         }
         let n = &self.cfg;
-        let model = self.model_fp_rate;
+        let model = self.model_fp_rate.get();
         let mut notes = Vec::new();
         if model.is_none() {
             notes.push(match self.policy {

@@ -590,6 +590,9 @@ pub struct Throughput {
     pub cpu_seconds: f64,
     /// Records per CPU-second: throughput per core actually used.
     pub packets_per_cpu_sec: f64,
+    /// Seconds from the start of validation (sizing, models) to the first
+    /// keyed packet entering the engine; `None` when no packet was keyed.
+    pub startup_seconds: Option<f64>,
 }
 
 impl PipelineReport {

@@ -67,6 +67,9 @@ impl PipelineReport {
             t.packets_per_cpu_sec / 1e6,
             t.cpu_seconds
         );
+        if let Some(s) = t.startup_seconds {
+            let _ = writeln!(o, "start-up: {:.1} ms before the first packet", s * 1e3);
+        }
         o
     }
 }
