@@ -889,3 +889,14 @@ fn every_counting_filter_answers_counter_queries_alike() {
         assert_eq!(shared.count_at_least(h, 4), want.iter().all(|&c| c >= 4));
     }
 }
+
+proptest::proptest! {
+    /// Counter locations by shift and mask are the division's.
+    #[test]
+    fn counter_locate_is_division_and_remainder(i in 0usize..(1 << 40)) {
+        for w in [CounterWidth::W4, CounterWidth::W8, CounterWidth::W16] {
+            let per = w.per_word();
+            proptest::prop_assert_eq!(w.locate(i), (i / per, (i % per) as u32 * w.bits()));
+        }
+    }
+}

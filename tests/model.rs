@@ -812,3 +812,39 @@ fn ln_factorial_table_is_bit_identical_to_the_summation() {
     // And the values are right: ln(10!) = ln(3628800).
     assert!((ln_factorial(10) - 3_628_800f64.ln()).abs() < 1e-12);
 }
+
+proptest::proptest! {
+    /// `binomial_tail` hoists `ln(trials!)` out of its sum; it must give
+    /// the bits of the term-by-term `ln_binomial` form it replaced, or the
+    /// report's model columns would move.
+    #[test]
+    fn binomial_tail_is_bit_identical_to_the_ln_binomial_form(
+        theta in 1u64..60,
+        trials in 0u64..20_000,
+        p in 1e-7f64..0.5,
+    ) {
+        use flowsieve::model::special::{binomial_tail, ln_binomial};
+        let reference = || {
+            if theta > trials {
+                return 0.0;
+            }
+            let (lp, lq) = (p.ln(), (-p).ln_1p());
+            let ln_pmf = |l: u64| ln_binomial(trials, l) + l as f64 * lp + (trials - l) as f64 * lq;
+            if (theta as f64) > trials as f64 * p {
+                let mut sum = 0.0;
+                for l in theta..=trials {
+                    let t = ln_pmf(l).exp();
+                    sum += t;
+                    if t < sum * 1e-17 {
+                        break;
+                    }
+                }
+                f64::min(sum, 1.0)
+            } else {
+                let head: f64 = (0..theta).map(|l| ln_pmf(l).exp()).sum();
+                (1.0 - head).max(0.0)
+            }
+        };
+        proptest::prop_assert_eq!(binomial_tail(theta, trials, p).to_bits(), reference().to_bits());
+    }
+}
