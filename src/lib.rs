@@ -44,6 +44,7 @@ pub mod ingest;
 pub mod live;
 pub mod model;
 pub mod pipeline;
+mod prefetch;
 pub mod replay;
 pub mod report;
 pub mod reproduce;

@@ -86,6 +86,17 @@ impl CountingBloomFilter {
         }
     }
 
+    /// Asks the CPU to fetch the words holding the `k` counters of `h`, so
+    /// that an [`CountingBloomFilter::insert`] a few records later finds
+    /// them in cache. Changes nothing.
+    #[inline]
+    pub fn prefetch(&self, h: u64) {
+        for j in 0..self.k() {
+            let (w, _) = self.width.locate(self.indexer.index(h, j));
+            crate::prefetch::prefetch(self.words.as_ptr().wrapping_add(w).cast::<u8>());
+        }
+    }
+
     /// Adds one occurrence of a hash. Returns the new estimate (the minimum
     /// counter).
     #[inline]

@@ -231,17 +231,4 @@ pub(crate) fn prefetch_ahead(bytes: &[u8], pos: usize) {
     prefetch(bytes.as_ptr().wrapping_add(pos + PREFETCH_AHEAD));
 }
 
-/// A cache prefetch hint. It never faults, even for an address outside the
-/// map (the pointer is formed with `wrapping_add`, never dereferenced).
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `_mm_prefetch` only hints the cache; it reads no memory
-    // architecturally and cannot fault, whatever the address, and SSE is
-    // part of the x86_64 baseline.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(p.cast::<i8>(), std::arch::x86_64::_MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
+use crate::prefetch::prefetch;
