@@ -642,6 +642,40 @@ struct BenchArgs {
     /// Memory-map plain trace files (as replay's --mmap).
     #[arg(long)]
     mmap: bool,
+    /// Skip the whole-process comparison with `tcpdump -r FILE -w /dev/null`.
+    #[arg(long)]
+    no_tcpdump: bool,
+}
+
+/// The command line after `bench`, without bench's own options and the
+/// trace paths: the pipeline flags a whole-process run is given.
+fn forwarded_pipeline_flags(traces: &[PathBuf]) -> Vec<String> {
+    let argv: Vec<String> = std::env::args().collect();
+    let start = argv
+        .iter()
+        .position(|a| a == "bench")
+        .map_or(argv.len(), |i| i + 1);
+    let with_value = ["--threads-list", "--rounds", "--json"];
+    let alone = ["--no-tcpdump"];
+    let mut out = Vec::new();
+    let mut skip_next = false;
+    for a in &argv[start..] {
+        if std::mem::take(&mut skip_next) {
+            continue;
+        }
+        if with_value.contains(&a.as_str()) {
+            skip_next = true;
+            continue;
+        }
+        if alone.contains(&a.as_str())
+            || with_value.iter().any(|f| a.starts_with(&format!("{f}=")))
+            || traces.iter().any(|t| t.as_os_str() == a.as_str())
+        {
+            continue;
+        }
+        out.push(a.clone());
+    }
+    out
 }
 
 fn run_bench(args: BenchArgs) -> u8 {
@@ -655,11 +689,25 @@ fn run_bench(args: BenchArgs) -> u8 {
         Err(code) => return code,
     };
     let traces = traces_or_default(&args.traces);
-    let report = match flowsieve::bench::bench(&traces, &cfg, &args.threads_list, args.rounds) {
+    let mut report = match flowsieve::bench::bench(&traces, &cfg, &args.threads_list, args.rounds) {
         Ok(r) => r,
         Err(flowsieve::bench::BenchError::Config(e)) => return fail(exit::USAGE, e),
         Err(e) => return fail(exit::FAILURE, e),
     };
+    if !args.no_tcpdump {
+        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("flowsieve"));
+        let forwarded = forwarded_pipeline_flags(&traces);
+        match flowsieve::bench::compare_with_tcpdump(
+            &exe,
+            &forwarded,
+            &traces,
+            report.packets,
+            args.rounds,
+        ) {
+            Ok(c) => report.tcpdump = Some(c),
+            Err(e) => report.tcpdump_note = Some(e.0),
+        }
+    }
     print!("{report}");
     if let Some(path) = &args.json {
         let doc = serde_json::to_string_pretty(&report).unwrap_or_default();

@@ -45,6 +45,10 @@ pub struct BenchReport {
     pub stages: String,
     /// The rows.
     pub results: Vec<BenchRow>,
+    /// Whole processes against tcpdump, when it could be run.
+    pub tcpdump: Option<TcpdumpComparison>,
+    /// Why there is no tcpdump comparison, when there is none.
+    pub tcpdump_note: Option<String>,
 }
 
 /// Why a benchmark failed.
@@ -131,6 +135,8 @@ pub fn bench(
         rounds,
         stages: cfg.stage_names().join(","),
         results,
+        tcpdump: None,
+        tcpdump_note: None,
     })
 }
 
@@ -162,6 +168,173 @@ impl fmt::Display for BenchReport {
                 r.ratio_to_dissect_hash,
                 r.scaling_vs_1_thread
                     .map_or("-".into(), |s| format!("{s:.2}x"))
+            )?;
+        }
+        if let Some(c) = &self.tcpdump {
+            write!(f, "{c}")?;
+        }
+        if let Some(note) = &self.tcpdump_note {
+            writeln!(f, "no tcpdump comparison: {note}")?;
+        }
+        Ok(())
+    }
+}
+
+/// One whole-process timing: a command and its median wall time.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProcessRow {
+    /// What ran, as a user would type it.
+    pub command: String,
+    /// Median wall seconds over the rounds, start-up and exit included.
+    pub wall_seconds: f64,
+    /// Packets per wall second, in millions.
+    pub mpps: f64,
+    /// tcpdump's wall time over this row's (above 1: faster than tcpdump).
+    pub vs_tcpdump: f64,
+}
+
+/// flowsieve against `tcpdump -r FILE -w /dev/null`, whole processes timed
+/// side by side in every round, as users time them.
+#[derive(Clone, Debug, Serialize)]
+pub struct TcpdumpComparison {
+    /// tcpdump's row first, then flowsieve's.
+    pub rows: Vec<ProcessRow>,
+}
+
+/// Why there is no tcpdump comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct NoComparison(pub String);
+
+/// Times `tcpdump -r trace -w /dev/null` against this flowsieve binary
+/// (`exe`) run on the same trace: all stages with truth off, and the
+/// default job with truth on, each with the `forwarded` pipeline flags.
+/// Each round runs every command once, in turn, so machine noise hits all
+/// alike; figures are medians.
+///
+/// Needs one uncompressed trace (tcpdump reads neither gzip nor zstd) and
+/// tcpdump on the `PATH`.
+pub fn compare_with_tcpdump(
+    exe: &std::path::Path,
+    forwarded: &[String],
+    traces: &[PathBuf],
+    packets: u64,
+    rounds: usize,
+) -> Result<TcpdumpComparison, NoComparison> {
+    use std::process::{Command, Stdio};
+    let [trace] = traces else {
+        return Err(NoComparison(
+            "tcpdump reads one file: give bench a single trace to compare".into(),
+        ));
+    };
+    let name = trace.to_string_lossy();
+    if name.ends_with(".gz") || name.ends_with(".zst") {
+        return Err(NoComparison(format!(
+            "{name}: tcpdump cannot read compressed traces; decompress it to compare"
+        )));
+    }
+    let found = Command::new("tcpdump")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        return Err(NoComparison(
+            "tcpdump is not installed (Debian: apt-get install tcpdump); no comparison".into(),
+        ));
+    }
+    let file = trace.to_string_lossy().into_owned();
+    let mut commands: Vec<(String, Vec<String>)> = vec![(
+        "tcpdump".into(),
+        vec!["-r".into(), file.clone(), "-w".into(), "/dev/null".into()],
+    )];
+    let exe_s = exe.to_string_lossy().into_owned();
+    let mut all = forwarded.to_vec();
+    all.extend(["-q".into(), "--no-truth".into(), file.clone()]);
+    commands.push((exe_s.clone(), all));
+    let mut default_job = forwarded.to_vec();
+    default_job.extend(["-q".into(), file]);
+    commands.push((exe_s, default_job));
+    let mut walls = vec![Vec::new(); commands.len()];
+    for _ in 0..rounds.max(1) {
+        for (i, (program, args)) in commands.iter().enumerate() {
+            let t0 = Instant::now();
+            let status = Command::new(program)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+            let wall = t0.elapsed().as_secs_f64();
+            match status {
+                Ok(s) if s.success() => walls[i].push(wall),
+                Ok(s) => {
+                    return Err(NoComparison(format!(
+                        "'{program} {}' exited with {s}",
+                        args.join(" ")
+                    )))
+                }
+                Err(e) => return Err(NoComparison(format!("cannot run {program}: {e}"))),
+            }
+        }
+    }
+    let medians: Vec<f64> = walls.iter().map(|w| median(w)).collect();
+    let tcpdump = medians[0];
+    let labels = [
+        format!("tcpdump -r {} -w /dev/null", trace.display()),
+        format!(
+            "flowsieve {}-q --no-truth FILE (all stages, truth off)",
+            flags(forwarded)
+        ),
+        format!(
+            "flowsieve {}-q FILE (the default job, truth on)",
+            flags(forwarded)
+        ),
+    ];
+    let rows = labels
+        .into_iter()
+        .zip(medians)
+        .map(|(command, wall)| ProcessRow {
+            command,
+            wall_seconds: wall,
+            mpps: packets as f64 / wall.max(1e-9) / 1e6,
+            vs_tcpdump: tcpdump / wall.max(1e-9),
+        })
+        .collect();
+    Ok(TcpdumpComparison { rows })
+}
+
+fn flags(forwarded: &[String]) -> String {
+    if forwarded.is_empty() {
+        String::new()
+    } else {
+        format!("{} ", forwarded.join(" "))
+    }
+}
+
+impl fmt::Display for TcpdumpComparison {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "whole process, start-up included (medians, side by side in each round):"
+        )?;
+        writeln!(
+            f,
+            "  {:>9} {:>8} {:>12}  command",
+            "wall s", "Mpps", "vs tcpdump"
+        )?;
+        for (i, r) in self.rows.iter().enumerate() {
+            let vs = if i == 0 {
+                "baseline".to_string()
+            } else if r.vs_tcpdump >= 1.0 {
+                format!("{:.2}x faster", r.vs_tcpdump)
+            } else {
+                format!("{:.2}x slower", 1.0 / r.vs_tcpdump.max(1e-12))
+            };
+            writeln!(
+                f,
+                "  {:>9.3} {:>8.2} {:>12}  {}",
+                r.wall_seconds, r.mpps, vs, r.command
             )?;
         }
         Ok(())

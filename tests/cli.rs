@@ -977,3 +977,68 @@ fn reproduce_command() {
     let out = flowsieve(&["reproduce", "all", "--traces", "/nonexistent/dir"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `flowsieve bench` times whole processes against `tcpdump -r FILE -w
+/// /dev/null` by itself, forwarding the pipeline flags (and only those) to
+/// its own runs; without tcpdump it says how to install it.
+#[test]
+fn bench_compares_whole_processes_with_tcpdump() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let trace = default_trace();
+    let out = flowsieve(&[
+        "bench",
+        "--rounds",
+        "1",
+        "--threads-list",
+        "1",
+        "--recycle",
+        "sigma:0.5",
+        "--json",
+        json.to_str().unwrap(),
+        &trace,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let has_tcpdump = Command::new("tcpdump").arg("--version").output().is_ok();
+    if !has_tcpdump {
+        assert!(
+            std::env::var_os("FLOWSIEVE_REQUIRE_LIVE").is_none(),
+            "tcpdump is required in CI (.ci/run installs it)"
+        );
+        let note = v["tcpdump_note"].as_str().unwrap();
+        assert!(note.contains("apt-get install tcpdump"), "{note}");
+        return;
+    }
+    let rows = v["tcpdump"]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    assert!(rows[0]["command"]
+        .as_str()
+        .unwrap()
+        .starts_with("tcpdump -r "));
+    assert_eq!(rows[0]["vs_tcpdump"].as_f64(), Some(1.0));
+    for r in rows {
+        let wall = r["wall_seconds"].as_f64().unwrap();
+        assert!(wall > 0.0, "{r}");
+        // Packets over wall time: the same packet count for every row.
+        let mpps = r["mpps"].as_f64().unwrap();
+        let packets = v["packets"].as_f64().unwrap();
+        assert!((mpps * wall * 1e6 - packets).abs() < 1.0, "{r}");
+    }
+    let all_stages = rows[1]["command"].as_str().unwrap();
+    assert!(
+        all_stages.contains("--recycle sigma:0.5 -q --no-truth"),
+        "{all_stages}"
+    );
+    assert!(
+        !all_stages.contains("--rounds") && !all_stages.contains("--json"),
+        "{all_stages}"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("vs tcpdump"), "{text}");
+}
