@@ -7,7 +7,7 @@ mod live_cmd;
 
 use clap::{Args, Parser, Subcommand};
 use flowsieve::class::Classifier;
-use flowsieve::filter::CounterWidth;
+use flowsieve::filter::{CounterLayout, CounterWidth};
 use flowsieve::ingest::{DurationNs, ReadMode};
 use flowsieve::model::query::{
     BloomQuery, CbfPosteriorQuery, CompressedQuery, ModelError, ParadoxQuery, QueryOrderQuery,
@@ -343,6 +343,16 @@ struct HeavyArgs {
     /// Conservative update: only the minimal counters move.
     #[arg(long)]
     conservative: bool,
+    /// Counter layout: partitioned (003's; k cache lines per packet) or
+    /// blocked (all k counters in one 64-byte line: faster, a higher
+    /// false-positive rate, modelled by model::blocked; default k then
+    /// minimises that model).
+    #[arg(
+        long,
+        default_value = "partitioned",
+        value_name = "partitioned|blocked"
+    )]
+    layout: CounterLayout,
 }
 
 #[derive(Args)]
@@ -428,6 +438,7 @@ impl PipelineArgs {
         hc.k = h.cbf_k;
         hc.load = h.cbf_load;
         hc.conservative = h.conservative;
+        hc.layout = h.layout;
         let (n, nc) = (&self.new_flows, &mut cfg.new_flows);
         nc.bits = n.rbf_bits;
         nc.k = n.rbf_k;

@@ -900,3 +900,79 @@ proptest::proptest! {
         }
     }
 }
+
+mod blocked_layout {
+    use flowsieve::filter::{BlockedCountingFilter, CounterWidth};
+    use flowsieve::model::blocked;
+    use rand::{Rng, SeedableRng};
+
+    /// (B1) of `model::blocked` against the filter: keys never inserted
+    /// whose `k` counters all reach theta, within 3 standard errors.
+    #[test]
+    fn offline_rate_matches_the_poisson_mixture() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        for (theta, k, n) in [(3u64, 4usize, 40_000u64), (2, 3, 20_000), (5, 2, 60_000)] {
+            let mut f = BlockedCountingFilter::new(1 << 16, k, CounterWidth::W8);
+            assert_eq!(f.blocks(), 1024);
+            for _ in 0..n {
+                f.insert(rng.random());
+            }
+            let trials = 200_000u64;
+            let hits = (0..trials)
+                .filter(|_| f.estimate(rng.random()) >= theta)
+                .count() as f64;
+            let measured = hits / trials as f64;
+            let model = blocked::fpr_blocked(theta, k as u32, n, 1024, 64);
+            let se = (model * (1.0 - model) / trials as f64).sqrt();
+            assert!(
+                (measured - model).abs() <= 3.0 * se,
+                "theta {theta} k {k} n {n}: measured {measured}, model {model}, se {se}"
+            );
+        }
+    }
+
+    /// (B2): one-packet keys reported at their own insertion.
+    #[test]
+    fn online_rate_matches_the_poisson_mixture() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(12);
+        for (theta, k, n) in [(4u64, 4usize, 60_000u64), (3, 3, 30_000)] {
+            let (mut hits, mut total) = (0u64, 0u64);
+            let model = blocked::fpr_blocked_online(theta, k as u32, n, 1024, 64);
+            for _ in 0..5 {
+                let mut f = BlockedCountingFilter::new(1 << 16, k, CounterWidth::W8);
+                for _ in 0..n {
+                    hits += u64::from(f.insert(rng.random()) >= theta);
+                    total += 1;
+                }
+            }
+            let measured = hits as f64 / total as f64;
+            let se = (model * (1.0 - model) / total as f64).sqrt();
+            assert!(
+                (measured - model).abs() <= 3.0 * se,
+                "theta {theta} k {k} n {n}: measured {measured}, model {model}, se {se}"
+            );
+        }
+    }
+
+    /// Estimates are never below the count while nothing saturates, and
+    /// each key touches exactly one 64-byte block.
+    #[test]
+    fn estimates_bound_counts_from_above() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(13);
+        let mut f = BlockedCountingFilter::new(1 << 12, 5, CounterWidth::W16);
+        let keys: Vec<u64> = (0..500).map(|_| rng.random()).collect();
+        let mut counts = std::collections::HashMap::new();
+        for i in 0..20_000usize {
+            let h = keys[(i * 7919) % keys.len()];
+            *counts.entry(h).or_insert(0u64) += 1;
+            let est = f.insert(h);
+            assert!(est >= counts[&h]);
+        }
+        for (h, c) in counts {
+            assert!(f.estimate(h) >= c);
+        }
+        assert_eq!(f.saturation_events(), 0);
+        f.clear();
+        assert_eq!(f.nonzero_counters(), 0);
+    }
+}

@@ -6,7 +6,7 @@
 mod common;
 
 use flowsieve::class::Classifier;
-use flowsieve::filter::CounterWidth;
+use flowsieve::filter::{CounterLayout, CounterWidth};
 use flowsieve::model::recycling::{Hashing, RecyclingModel};
 use flowsieve::pipeline::{
     run, DirectoryKind, FileSource, HeavyConfig, NoEvents, PipelineConfig, PipelineSink,
@@ -135,6 +135,7 @@ fn heavy_fp_rate_matches_the_threshold_model_at_several_theta() {
             k: Some(k),
             load: None,
             conservative: false,
+            layout: CounterLayout::Partitioned,
         };
         let r = run_cfg(std::slice::from_ref(&trace), &cfg);
         let h = r.heavy().unwrap();
@@ -791,4 +792,57 @@ fn explicit_sigma_model_is_the_chain_even_when_solved_in_the_background() {
     assert_eq!(model.to_bits(), chain.to_bits(), "{model} against {chain}");
     let startup = r.throughput.startup_seconds.expect("packets were keyed");
     assert!(startup > 0.0 && startup <= r.throughput.wall_seconds + 1.0);
+}
+
+/// The blocked layout (`--layout blocked`) against its own model, (B2) of
+/// `model::blocked`, on one-packet flows: the measured rate is within 3
+/// standard errors, and higher than the partitioned layout's at the same
+/// size and k (the price of one cache line per packet).
+#[test]
+fn blocked_layout_fp_rate_matches_its_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = distinct_trace(dir.path(), 240_000, 12);
+    for (theta, k, counters) in [(3u64, 4usize, 4 * 16_384usize), (4, 4, 4 * 8_192)] {
+        let mut rates = Vec::new();
+        for layout in [CounterLayout::Blocked, CounterLayout::Partitioned] {
+            let mut cfg = PipelineConfig::new(Classifier::ports());
+            cfg.stages = only(StageName::Heavy);
+            cfg.shards = 4;
+            cfg.heavy = HeavyConfig {
+                window: WindowSpec::Packets(60_000),
+                theta,
+                counters,
+                width: CounterWidth::W8,
+                k: Some(k),
+                load: None,
+                conservative: false,
+                layout,
+            };
+            let r = run_cfg(std::slice::from_ref(&trace), &cfg);
+            let h = r.heavy().unwrap();
+            assert_eq!(h.config.layout, layout);
+            let o = &h.overall;
+            assert_eq!(o.flows_below, Some(240_000));
+            assert_eq!(h.false_negatives_unsaturated, Some(0));
+            let measured = o.fp_rate.unwrap();
+            let model = o.model_fp_rate.unwrap();
+            let se = (model * (1.0 - model) / 240_000.0).sqrt();
+            assert!(
+                (measured - model).abs() <= 3.0 * se,
+                "{layout} theta {theta}: measured {measured:.5} vs model {model:.5} (3 SE = {:.5})",
+                3.0 * se
+            );
+            assert!(
+                o.false_positives.unwrap() > 300,
+                "{layout} theta {theta}: {o:?}"
+            );
+            rates.push(measured);
+        }
+        assert!(
+            rates[0] > rates[1],
+            "blocked {} vs partitioned {}",
+            rates[0],
+            rates[1]
+        );
+    }
 }

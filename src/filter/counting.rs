@@ -93,7 +93,7 @@ impl CountingBloomFilter {
     pub fn prefetch(&self, h: u64) {
         for j in 0..self.k() {
             let (w, _) = self.width.locate(self.indexer.index(h, j));
-            crate::prefetch::prefetch(self.words.as_ptr().wrapping_add(w).cast::<u8>());
+            super::prefetch_word(&self.words, w);
         }
     }
 

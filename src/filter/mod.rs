@@ -19,8 +19,10 @@
 mod atomic_counting;
 mod bh_counting;
 mod bit_array;
+mod blocked_counting;
 mod bloom;
 mod compressed;
+mod counter_layout;
 mod counter_width;
 mod counting;
 mod prior;
@@ -31,11 +33,13 @@ mod traits;
 pub use atomic_counting::{AtomicCountingBloomFilter, CbfReader, CbfWriter};
 pub use bh_counting::{BhCountingFilter, BhSequence, BhSequenceError};
 pub use bit_array::BitArray;
+pub use blocked_counting::{BlockedCountingFilter, COUNTER_BLOCK_BYTES};
 pub use bloom::{BloomFilter, ShapeMismatch};
 pub use compressed::{
     apply_delta, compress_bloom, compress_delta, decompress_bloom, CompressedError,
     MAX_SNAPSHOT_BITS,
 };
+pub use counter_layout::{CounterLayout, CounterLayoutError};
 pub use counter_width::{CounterWidth, CounterWidthError};
 pub use counting::CountingBloomFilter;
 pub use prior::{PriorEstimate, PriorSampler, RoundPriors};
@@ -44,18 +48,9 @@ pub use selective::{SelectiveAnswer, SelectiveBloomFilter, SelectiveCountingFilt
 pub use traits::{Counters, Membership};
 
 /// Cache prefetch hint for word `w` of `words`; never faults.
+/// Hints the CPU to fetch word `w` of `words` (never faults; see
+/// [`crate::prefetch`]).
 #[inline(always)]
 pub(crate) fn prefetch_word(words: &[u64], w: usize) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `_mm_prefetch` is a hint that reads no memory architecturally
-    // and cannot fault; the pointer is formed with `wrapping_add` and never
-    // dereferenced.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(
-            words.as_ptr().wrapping_add(w).cast::<i8>(),
-            std::arch::x86_64::_MM_HINT_T0,
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (words, w);
+    crate::prefetch::prefetch(words.as_ptr().wrapping_add(w).cast::<u8>());
 }

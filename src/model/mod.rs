@@ -3,12 +3,14 @@
 //!
 //! - [`bloom`]: Bloom filter false-positive rates (001, Summary Cache).
 //! - [`threshold`]: counting-filter count thresholding (003).
+//! - [`blocked`]: count thresholding in the cache-line-blocked layout (derived here, after Putze et al.).
 //! - [`paradox`]: the Bloom paradox, posteriors, decisions and query order (000).
 //! - [`recycling`]: recycling Bloom filters, one- and two-phase (004).
 //! - [`compressed`]: compressed Bloom filters for a transmission budget (002).
 //! - [`query`]: every model as a typed question and answer (what
 //!   `flowsieve model` prints).
 
+pub mod blocked;
 pub mod bloom;
 pub mod compressed;
 pub mod paradox;

@@ -23,8 +23,10 @@ use super::rate::{binomial_se, opt_ratio, ratio};
 use super::record::PacketRecord;
 use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use super::window::WindowSpec;
-use crate::filter::{CounterWidth, CountingBloomFilter, MAX_K};
-use crate::model::threshold;
+use crate::filter::{
+    BlockedCountingFilter, CounterLayout, CounterWidth, CountingBloomFilter, MAX_K,
+};
+use crate::model::{blocked, threshold};
 use crate::report::{HeavyConfigInfo, HeavyNote, HeavyRates, HeavyReport};
 use std::sync::atomic::Ordering;
 
@@ -48,6 +50,10 @@ pub struct HeavyConfig {
     pub load: Option<u64>,
     /// Conservative update (only the minimal counters move).
     pub conservative: bool,
+    /// How a flow's counters lie in memory. [`CounterLayout::Blocked`]
+    /// changes the false-positive rate by design (its model is
+    /// [`crate::model::blocked`]), so it is never the default.
+    pub layout: CounterLayout,
 }
 
 impl Default for HeavyConfig {
@@ -60,6 +66,7 @@ impl Default for HeavyConfig {
             k: None,
             load: None,
             conservative: false,
+            layout: CounterLayout::Partitioned,
         }
     }
 }
@@ -85,14 +92,41 @@ impl HeavyConfig {
         }
         let load = self.model_load();
         in_range("heavy.load", load, 1, u64::MAX)?;
+        let per_block = BlockedCountingFilter::counters_per_block(self.width);
+        let max_k = match self.layout {
+            CounterLayout::Partitioned => MAX_K,
+            CounterLayout::Blocked => MAX_K.min(per_block),
+        };
         let k = match self.k {
             Some(k) => {
-                in_range("heavy.k", k, 1, MAX_K)?;
+                in_range("heavy.k", k, 1, max_k)?;
                 k
             }
-            None => default_k(self.theta, self.counters, load),
+            None => match self.layout {
+                CounterLayout::Partitioned => default_k(self.theta, self.counters, load),
+                CounterLayout::Blocked => blocked::k_opt_blocked(
+                    self.theta,
+                    load,
+                    (self.counters / per_block).max(1) as u64,
+                    per_block as u64,
+                    max_k as u32,
+                ) as usize,
+            },
         };
-        let per_shard = self.counters / shards.max(1);
+        let mut per_shard = self.counters / shards.max(1);
+        if self.layout == CounterLayout::Blocked {
+            // Whole 64-byte blocks: a shard's counters round down to them.
+            if per_shard < per_block {
+                return Err(ConfigError::invalid(
+                    "heavy.counters",
+                    format!(
+                        "{} counters leave {per_shard} per shard for {shards} shards, less than one {}-counter block",
+                        self.counters, per_block
+                    ),
+                ));
+            }
+            per_shard -= per_shard % per_block;
+        }
         if per_shard < k {
             return Err(ConfigError::invalid(
                 "heavy.counters",
@@ -102,7 +136,11 @@ impl HeavyConfig {
                 ),
             ));
         }
-        let bytes = (self.counters as u64)
+        let counted = match self.layout {
+            CounterLayout::Partitioned => self.counters as u64,
+            CounterLayout::Blocked => (per_shard as u64).saturating_mul(shards.max(1) as u64),
+        };
+        let bytes = counted
             .checked_mul(u64::from(self.width.bits()))
             .map(|b| b.div_ceil(8))
             .ok_or(ConfigError::MemoryOverflow)?;
@@ -200,6 +238,7 @@ impl Stage for HeavyStage {
                 k_from_model: h.k.is_none(),
                 k_model_load: self.load,
                 conservative: h.conservative,
+                layout: h.layout,
             },
             overall: heavy_rates(None, &all, truth),
             classes: names
@@ -356,7 +395,7 @@ struct WindowFlow {
 #[derive(Debug)]
 pub struct HeavyShard {
     cfg: HeavyConfig,
-    filter: CountingBloomFilter,
+    filter: HeavyFilter,
     window: Option<u64>,
     window_packets: u64,
     window_class_packets: Vec<u64>,
@@ -378,10 +417,7 @@ impl HeavyShard {
         truth: bool,
         events: bool,
     ) -> HeavyShard {
-        let mut filter = CountingBloomFilter::new(counters.max(k), k, cfg.width);
-        if cfg.conservative {
-            filter = filter.conservative();
-        }
+        let filter = HeavyFilter::new(cfg, counters, k);
         HeavyShard {
             cfg: *cfg,
             filter,
@@ -475,8 +511,9 @@ impl HeavyShard {
                 .saturation_events
                 .fetch_add(saturated, Ordering::Relaxed);
         }
-        // 003 eq. (2), online, with every packet taken as a distinct element.
-        let p_distinct = threshold::fpr_online_partitioned(theta, k, self.window_packets, m);
+        // 003 eq. (2) online (or its blocked form, model::blocked (B2)), with
+        // every packet taken as a distinct element.
+        let p_distinct = self.filter.online_model(theta, self.window_packets);
         for (c, &p) in self.window_class_packets.iter().enumerate() {
             if let Some(t) = self.tally.classes.get_mut(c) {
                 t.packets += p;
@@ -500,8 +537,14 @@ impl HeavyShard {
                     sizes[(f.packets as usize).min(cap)] += 1;
                 }
                 self.tally.repeated_insertions += self.window_packets - flows.len() as u64;
-                let compound = threshold::fpr_compound_online(theta, k, m, &sizes);
-                if compound.is_none() {
+                // The compound model is derived for the partitioned layout.
+                let compound = match self.filter {
+                    HeavyFilter::Partitioned(_) => {
+                        threshold::fpr_compound_online(theta, k, m, &sizes)
+                    }
+                    HeavyFilter::Blocked(_) => None,
+                };
+                if compound.is_none() && matches!(self.filter, HeavyFilter::Partitioned(_)) {
                     self.tally.compound_skipped += 1;
                 }
                 for f in flows.values() {
@@ -572,3 +615,102 @@ impl ShardStage for HeavyShard {
 /// lines per record times 8 records is more misses in flight than the core
 /// tracks, and the early lines are evicted before use).
 const PREFETCH_AHEAD: usize = 2;
+
+/// A shard's counting filter in the configured layout.
+#[derive(Debug)]
+enum HeavyFilter {
+    Partitioned(CountingBloomFilter),
+    Blocked(BlockedCountingFilter),
+}
+
+impl HeavyFilter {
+    fn new(cfg: &HeavyConfig, counters: usize, k: usize) -> HeavyFilter {
+        match cfg.layout {
+            CounterLayout::Partitioned => {
+                let f = CountingBloomFilter::new(counters.max(k), k, cfg.width);
+                HeavyFilter::Partitioned(if cfg.conservative {
+                    f.conservative()
+                } else {
+                    f
+                })
+            }
+            CounterLayout::Blocked => {
+                let f = BlockedCountingFilter::new(counters, k, cfg.width);
+                HeavyFilter::Blocked(if cfg.conservative {
+                    f.conservative()
+                } else {
+                    f
+                })
+            }
+        }
+    }
+
+    #[inline]
+    fn insert(&mut self, h: u64) -> u64 {
+        match self {
+            HeavyFilter::Partitioned(f) => f.insert(h),
+            HeavyFilter::Blocked(f) => f.insert(h),
+        }
+    }
+
+    #[inline]
+    fn prefetch(&self, h: u64) {
+        match self {
+            HeavyFilter::Partitioned(f) => f.prefetch(h),
+            HeavyFilter::Blocked(f) => f.prefetch(h),
+        }
+    }
+
+    fn clear(&mut self) {
+        match self {
+            HeavyFilter::Partitioned(f) => f.clear(),
+            HeavyFilter::Blocked(f) => f.clear(),
+        }
+    }
+
+    fn m(&self) -> usize {
+        match self {
+            HeavyFilter::Partitioned(f) => f.m(),
+            HeavyFilter::Blocked(f) => f.m(),
+        }
+    }
+
+    fn k(&self) -> usize {
+        match self {
+            HeavyFilter::Partitioned(f) => f.k(),
+            HeavyFilter::Blocked(f) => f.k(),
+        }
+    }
+
+    fn saturation_events(&self) -> u64 {
+        match self {
+            HeavyFilter::Partitioned(f) => f.saturation_events(),
+            HeavyFilter::Blocked(f) => f.saturation_events(),
+        }
+    }
+
+    fn nonzero_counters(&self) -> u64 {
+        match self {
+            HeavyFilter::Partitioned(f) => f.nonzero_counters(),
+            HeavyFilter::Blocked(f) => f.nonzero_counters(),
+        }
+    }
+
+    /// The online rate for a window of `n` distinct insertions: 003 eq. (2)
+    /// online ([`threshold::fpr_online_partitioned`]) or its blocked form
+    /// ((B2) of [`blocked`]).
+    fn online_model(&self, theta: u64, n: u64) -> f64 {
+        match self {
+            HeavyFilter::Partitioned(f) => {
+                threshold::fpr_online_partitioned(theta, f.k() as u32, n, f.m() as u64)
+            }
+            HeavyFilter::Blocked(f) => blocked::fpr_blocked_online(
+                theta,
+                f.k() as u32,
+                n,
+                f.blocks() as u64,
+                BlockedCountingFilter::counters_per_block(f.width()) as u64,
+            ),
+        }
+    }
+}

@@ -269,6 +269,9 @@ pub struct HeavyConfigInfo {
     pub k_model_load: u64,
     /// Conservative update.
     pub conservative: bool,
+    /// Counter layout (`partitioned`, 003's; or `blocked`, one cache line
+    /// per flow, whose model is `model::blocked`).
+    pub layout: crate::filter::CounterLayout,
 }
 
 /// Stage 1's figures for one class or overall.

@@ -44,11 +44,16 @@ impl Section for HeavyReport {
     fn heading(&self) -> String {
         let c = &self.config;
         format!(
-            "heavy flows (count >= {} per {} window; {} x {}-bit counters, k = {}{}{})",
+            "heavy flows (count >= {} per {} window; {} x {}-bit counters{}, k = {}{}{})",
             c.theta,
             c.window,
             c.counters,
             c.counter_bits,
+            if c.layout == crate::filter::CounterLayout::Blocked {
+                ", blocked"
+            } else {
+                ""
+            },
             c.k,
             if c.k_from_model {
                 format!(" = k_opt for {} per window", c.k_model_load)
