@@ -848,3 +848,47 @@ proptest::proptest! {
         proptest::prop_assert_eq!(binomial_tail(theta, trials, p).to_bits(), reference().to_bits());
     }
 }
+
+/// With k = 1 the blocked layout is no layout at all: a Poisson(n/B) block
+/// load thinned by 1/c leaves each counter Poisson(n/m), so (B1) must equal
+/// 003's eq. (3) at k = 1. At k > 1 the block load's variance makes it
+/// larger than the partitioned form, and `model threshold --blocked` gives
+/// the library's figures with its own k_opt.
+#[test]
+fn blocked_model_reduces_to_eq3_at_k1_and_exceeds_partitioned_above() {
+    use flowsieve::model::blocked;
+    use flowsieve::model::query::ThresholdQuery;
+    use flowsieve::model::threshold;
+    for (theta, n, blocks, per_block) in [
+        (3u64, 40_000u64, 1024u64, 64u64),
+        (10, 1 << 20, 1 << 16, 64),
+        (2, 5_000, 4096, 128),
+    ] {
+        let m = blocks * per_block;
+        let b = blocked::fpr_blocked(theta, 1, n, blocks, per_block);
+        let p = threshold::fpr_poisson(theta, 1, m as f64 / n as f64);
+        assert!((b - p).abs() <= 1e-9 * p, "theta {theta}: {b} vs {p}");
+        for k in [2u32, 4, 8] {
+            let b = blocked::fpr_blocked(theta, k, n, blocks, per_block);
+            let p = threshold::fpr_binomial_partitioned(theta, k, n, m);
+            assert!(b > p, "theta {theta} k {k}: blocked {b} vs partitioned {p}");
+        }
+    }
+    let q = ThresholdQuery {
+        theta: 10,
+        n: Some(1 << 20),
+        m: Some(1 << 22),
+        blocked: true,
+        counter_bits: 8,
+        ..ThresholdQuery::default()
+    };
+    let a = q.answer().unwrap().blocked.unwrap();
+    assert_eq!((a.blocks, a.counters_per_block), (1 << 16, 64));
+    let at = |k| blocked::fpr_blocked(10, k, 1 << 20, 1 << 16, 64);
+    assert_eq!(a.fpr, at(a.k_opt));
+    assert!((1..=32).all(|k| at(k) >= at(a.k_opt)));
+    assert_eq!(
+        a.fpr_online,
+        blocked::fpr_blocked_online(10, a.k, 1 << 20, 1 << 16, 64)
+    );
+}

@@ -15,13 +15,13 @@
 //!
 //! ```
 //! use flowsieve::model::query::ThresholdQuery;
-//! let q = ThresholdQuery { theta: 3, m_over_n: None, k: Some(4), exact: true, n: Some(1000), m: Some(8000) };
+//! let q = ThresholdQuery { theta: 3, k: Some(4), exact: true, n: Some(1000), m: Some(8000), ..Default::default() };
 //! let a = q.answer().unwrap();
 //! assert_eq!(a.fpr, a.fpr_exact.unwrap());
 //! assert!((a.fpr - a.fpr_approx).abs() < 0.1 * a.fpr_approx);
 //! ```
 
-use super::{bloom, compressed, paradox, recycling, threshold};
+use super::{blocked, bloom, compressed, paradox, recycling, threshold};
 use serde::Serialize;
 use std::fmt;
 
@@ -198,6 +198,32 @@ pub struct ThresholdQuery {
     /// Counters.
     #[arg(long)]
     pub m: Option<u64>,
+    /// Also give the cache-line-blocked layout's rates (`model::blocked`,
+    /// B1 and B2) for `n` elements in `m` counters of `--counter-bits`.
+    #[arg(long, requires_all = ["n", "m"])]
+    pub blocked: bool,
+    /// Bits per counter for `--blocked` (4, 8 or 16: 128, 64 or 32
+    /// counters per 64-byte block).
+    #[arg(long, default_value_t = 8)]
+    pub counter_bits: u32,
+}
+
+/// The cache-line-blocked layout's figures (`model::blocked`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BlockedAnswer {
+    /// 64-byte blocks in `m` counters.
+    pub blocks: u64,
+    /// Counters per block.
+    pub counters_per_block: u64,
+    /// The `k` that minimises (B1).
+    pub k_opt: u32,
+    /// The hash count the rates are for (`--k`, else `k_opt`).
+    pub k: u32,
+    /// (B1): a key never inserted, after `n` insertions.
+    pub fpr: f64,
+    /// (B2): a one-packet key at its own insertion, averaged over the
+    /// window (the heavy stage's model column).
+    pub fpr_online: f64,
 }
 
 /// The answer to a [`ThresholdQuery`].
@@ -218,6 +244,9 @@ pub struct ThresholdAnswer {
     /// The binomial form, eq. (2), with `exact`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fpr_exact: Option<f64>,
+    /// The blocked layout's rates, with `blocked`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<BlockedAnswer>,
     #[serde(skip)]
     theta: u64,
     #[serde(skip)]
@@ -258,6 +287,52 @@ impl ThresholdQuery {
         } else {
             None
         };
+        let blocked = if self.blocked {
+            let per_block = match self.counter_bits {
+                4 => 128u64,
+                8 => 64,
+                16 => 32,
+                b => {
+                    return Err(invalid(
+                        "counter_bits",
+                        format!("must be 4, 8 or 16, got {b}"),
+                    ))
+                }
+            };
+            let (Some(n), Some(m)) = (self.n, self.m) else {
+                return Err(ModelError::Missing("n and m with blocked"));
+            };
+            if m < per_block {
+                return Err(invalid(
+                    "m",
+                    format!("must hold at least one block of {per_block} counters, got {m}"),
+                ));
+            }
+            if let Some(k) = self.k {
+                if u64::from(k) > per_block.min(32) {
+                    return Err(invalid(
+                        "k",
+                        format!(
+                            "must be at most {} in the blocked layout, got {k}",
+                            per_block.min(32)
+                        ),
+                    ));
+                }
+            }
+            let blocks = m / per_block;
+            let k_opt = blocked::k_opt_blocked(self.theta, n, blocks, per_block, 32);
+            let k = self.k.unwrap_or(k_opt);
+            Some(BlockedAnswer {
+                blocks,
+                counters_per_block: per_block,
+                k_opt,
+                k,
+                fpr: blocked::fpr_blocked(self.theta, k, n, blocks, per_block),
+                fpr_online: blocked::fpr_blocked_online(self.theta, k, n, blocks, per_block),
+            })
+        } else {
+            None
+        };
         let k_opt = threshold::k_opt(self.theta, x);
         let k = self.k.unwrap_or(k_opt);
         let approx = threshold::fpr_poisson(self.theta, k, x);
@@ -270,6 +345,7 @@ impl ThresholdQuery {
             fpr: exact.unwrap_or(approx),
             fpr_approx: approx,
             fpr_exact: exact,
+            blocked,
             theta: self.theta,
             m_over_n: x,
             nm,
@@ -286,6 +362,13 @@ impl fmt::Display for ThresholdAnswer {
         )?;
         if let (Some(e), Some((n, m))) = (self.fpr_exact, self.nm) {
             write!(f, "\n  exact (binomial, eq. 2, n = {n}, m = {m}): {e:.6e}")?;
+        }
+        if let Some(b) = &self.blocked {
+            write!(
+                f,
+                "\n  blocked layout ({} blocks of {} counters): k_opt = {}; at k = {}: {:.6e} (B1), online {:.6e} (B2)",
+                b.blocks, b.counters_per_block, b.k_opt, b.k, b.fpr, b.fpr_online
+            )?;
         }
         Ok(())
     }
