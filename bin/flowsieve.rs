@@ -384,6 +384,10 @@ struct NewFlowArgs {
     /// only a key's first packet is new).
     #[arg(long, value_name = "DURATION")]
     horizon: Option<DurationNs>,
+    /// Slots per shard of the filter's exact front cache of recently seen
+    /// flows (0: none). It changes no figure, only the work.
+    #[arg(long, default_value_t = defaults::FRONT_CACHE_SLOTS, value_name = "SLOTS")]
+    front_cache: usize,
 }
 
 #[derive(Args)]
@@ -441,6 +445,7 @@ impl PipelineArgs {
         hc.layout = h.layout;
         let (n, nc) = (&self.new_flows, &mut cfg.new_flows);
         nc.bits = n.rbf_bits;
+        nc.front_cache = n.front_cache;
         nc.k = n.rbf_k;
         if let Some(r) = n.recycle {
             nc.recycle = r;

@@ -976,3 +976,43 @@ mod blocked_layout {
         assert_eq!(f.nonzero_counters(), 0);
     }
 }
+
+proptest::proptest! {
+    /// The recycling filter's front cache changes no answer and no
+    /// statistic, for every policy, phase count, retention and hashing, on
+    /// streams that repeat keys and cross many recycles.
+    #[test]
+    fn front_cache_answers_exactly_as_the_filter(
+        m in 16usize..600,
+        k in 1usize..6,
+        policy in 0u8..3,
+        limit in 1u64..400,
+        two_phase: bool,
+        retaining: bool,
+        non_colliding: bool,
+        slots in 1usize..64,
+        keys in 1u64..300,
+        seed: u64,
+    ) {
+        let policy = match policy {
+            0 => RecyclePolicy::Sigma(limit.min(m as u64 - 1)),
+            1 => RecyclePolicy::Insertions(limit),
+            _ => RecyclePolicy::Time(limit * 1_000),
+        };
+        let hashing = if non_colliding { Hashing::NonColliding } else { Hashing::Colliding };
+        let make = || RecyclingBloomFilter::new(m, k, policy, hashing, retaining, two_phase);
+        let (mut plain, mut cached) = (make(), make().with_front_cache(slots));
+        let mut r = rng(seed);
+        let mut now = 0u64;
+        for _ in 0..3_000 {
+            // Keys as flow hashes: a few, so that they repeat, spread over
+            // all 64 bits.
+            let h = flowsieve::hash::fmix64(r.random_range(0..keys) + 1);
+            now += r.random_range(0..50);
+            let t = Timestamp::from_units(now, 1_000_000_000);
+            proptest::prop_assert_eq!(plain.test_and_insert_at(h, t), cached.test_and_insert_at(h, t));
+            proptest::prop_assert_eq!(plain.stats(), cached.stats());
+            proptest::prop_assert_eq!(plain.active_bits(), cached.active_bits());
+        }
+    }
+}

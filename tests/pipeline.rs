@@ -846,3 +846,82 @@ fn blocked_layout_fp_rate_matches_its_model() {
         );
     }
 }
+
+/// Every report figure and every event, the same JSON apart from timing,
+/// with the work-saving front cache of the new-flow stage on and off: on
+/// the bundled trace, real captures (one with time going backwards) and a
+/// synthetic one, across recycle policies, phases, retention, hashing and
+/// with and without truth. (tests/filter.rs checks the cache step by step.)
+#[test]
+fn front_cache_changes_no_report_figure_or_event() {
+    use flowsieve::pipeline::{Event, EventKind};
+    #[derive(Default)]
+    struct Collect(Vec<String>);
+    impl PipelineSink for Collect {
+        fn wants(&self, _: EventKind) -> bool {
+            true
+        }
+        fn event(&mut self, e: &Event) -> std::io::Result<()> {
+            self.0.push(serde_json::to_string(e).unwrap());
+            Ok(())
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut traces = vec![default_trace(), distinct_trace(dir.path(), 30_000, 21)];
+    if let Some(shared) = common::shared_traces("front_cache_changes_no_report_figure_or_event") {
+        for t in [
+            "backbone_like/auckland2000_uplink_rawip_hdr52.pcap",
+            "backbone_like/wand_isp_vlan_snaplen_10k.pcap",
+            "many_flows/echo_1000_connections.pcap",
+            "many_flows/ddos_udp_bacnet_amp__is_pcap_nonmonotonic.pcapng",
+        ] {
+            traces.push(shared.join(t));
+        }
+    }
+    type Setting = (&'static str, Box<dyn Fn(&mut PipelineConfig)>);
+    let variants: Vec<Setting> = vec![
+        ("default", Box::new(|_| {})),
+        ("no truth", Box::new(|c| c.replay.truth = false)),
+        (
+            "n-bounded, two-phase, retaining",
+            Box::new(|c| {
+                c.new_flows.recycle = RecycleSpec::Insertions(2_000);
+                c.new_flows.two_phase = true;
+                c.new_flows.retaining = true;
+            }),
+        ),
+        (
+            "time-bounded, non-colliding, horizon",
+            Box::new(|c| {
+                c.new_flows.recycle = RecycleSpec::Time(50_000_000);
+                c.new_flows.hashing = Hashing::NonColliding;
+                c.new_flows.horizon_ns = Some(1_000_000_000);
+            }),
+        ),
+        (
+            "small sigma-bounded filter, many recycles",
+            Box::new(|c| {
+                c.new_flows.bits = 8 * 4096;
+                c.new_flows.recycle = RecycleSpec::Sigma(0.3);
+            }),
+        ),
+    ];
+    for trace in &traces {
+        for (name, set) in &variants {
+            let run_with = |slots: usize| {
+                let mut cfg = PipelineConfig::new(Classifier::ports());
+                cfg.threads = 2;
+                set(&mut cfg);
+                cfg.new_flows.front_cache = slots;
+                let mut sink = Collect::default();
+                let r = run_sink(std::slice::from_ref(trace), &cfg, &mut sink);
+                sink.0.sort();
+                (without_timing(&r), sink.0)
+            };
+            let (off, on) = (run_with(0), run_with(1024));
+            assert!(off.0 == on.0, "{}: {name}: reports differ", trace.display());
+            assert!(off.1 == on.1, "{}: {name}: events differ", trace.display());
+            assert!(!off.1.is_empty(), "{}: {name}: no events", trace.display());
+        }
+    }
+}

@@ -102,6 +102,17 @@ pub struct RecyclingBloomFilter {
     insertions: u64,
     cycle_start: Option<Timestamp>,
     stats: RecyclingStats,
+    /// The exact front cache, when enabled (see
+    /// [`RecyclingBloomFilter::with_front_cache`]).
+    cache: Vec<CachedMessage>,
+}
+
+/// A message known to be in the active half: its hash, and the recycle
+/// epoch (`recycles + 1`; 0 marks an empty slot) in which it was.
+#[derive(Clone, Copy, Debug, Default)]
+struct CachedMessage {
+    hash: u64,
+    epoch: u64,
 }
 
 impl RecyclingBloomFilter {
@@ -129,6 +140,59 @@ impl RecyclingBloomFilter {
             insertions: 0,
             cycle_start: None,
             stats: RecyclingStats::default(),
+            cache: Vec::new(),
+        }
+    }
+
+    /// The same filter with an exact front cache of `slots` entries
+    /// (rounded up to a power of two; 0 disables it).
+    ///
+    /// The cache remembers, direct-mapped by hash, messages that are in the
+    /// active half, tagged with the recycle epoch they were seen in. Bits
+    /// are only ever cleared by a recycle, which starts a new epoch, so a
+    /// message found in the cache with the current epoch has all its
+    /// positions set in the active half: the filter would answer "seen"
+    /// and change nothing but the seen count, which is what the cache does
+    /// without computing a position. Every answer and every statistic is
+    /// therefore the same with or without the cache (a property test checks
+    /// it for every policy); only the work differs. A time-bounded filter
+    /// still checks the clock first, so a due recycle happens before the
+    /// cache is asked.
+    ///
+    /// ```
+    /// use flowsieve::filter::{RecyclePolicy, RecyclingBloomFilter};
+    /// use flowsieve::model::recycling::Hashing;
+    /// let mut f = RecyclingBloomFilter::new(1024, 3, RecyclePolicy::Insertions(2), Hashing::Colliding, false, false)
+    ///     .with_front_cache(64);
+    /// assert!(f.test_and_insert(1));
+    /// assert!(!f.test_and_insert(1)); // from the cache
+    /// assert!(f.test_and_insert(2)); // the second insertion recycles
+    /// assert!(f.test_and_insert(1)); // a new epoch: the cache does not answer
+    /// ```
+    pub fn with_front_cache(mut self, slots: usize) -> RecyclingBloomFilter {
+        self.cache = if slots == 0 {
+            Vec::new()
+        } else {
+            vec![CachedMessage::default(); slots.next_power_of_two()]
+        };
+        self
+    }
+
+    /// The cache slot of a hash (the cache is non-empty).
+    #[inline]
+    fn slot(&self, h: u64) -> usize {
+        (h as usize) & (self.cache.len() - 1)
+    }
+
+    /// Remembers that `h` is in the active half in the current epoch.
+    #[inline]
+    fn remember(&mut self, h: u64) {
+        if !self.cache.is_empty() {
+            let i = self.slot(h);
+            let epoch = self.stats.recycles + 1;
+            if let Some(c) = self.cache.get_mut(i) {
+                *c = CachedMessage { hash: h, epoch };
+            }
         }
     }
 
@@ -190,12 +254,22 @@ impl RecyclingBloomFilter {
                 _ => {}
             }
         }
+        if let Some(c) = (!self.cache.is_empty())
+            .then(|| self.cache.get(self.slot(h)).copied())
+            .flatten()
+        {
+            if c.hash == h && c.epoch == self.stats.recycles + 1 {
+                self.stats.seen_messages += 1;
+                return false;
+            }
+        }
         let mut pos = [0usize; MAX_K];
         self.positions(h, &mut pos);
         let pos = &pos[..self.k];
         let in_active = pos.iter().all(|&p| self.active.get(p));
         if in_active {
             self.stats.seen_messages += 1;
+            self.remember(h);
             return false;
         }
         let in_frozen = self
@@ -236,9 +310,12 @@ impl RecyclingBloomFilter {
         }
         if let RecyclePolicy::Insertions(n) = self.policy {
             if self.insertions >= n {
+                // The message's bits go with this recycle: not remembered.
                 self.recycle();
+                return is_new;
             }
         }
+        self.remember(h);
         is_new
     }
 

@@ -45,6 +45,8 @@ pub mod defaults {
     pub const RBF_BITS: usize = 1 << 23;
     /// Positions per key in the recycling filter.
     pub const RBF_K: usize = 4;
+    /// Slots per shard of the new-flow stage's exact front cache.
+    pub const FRONT_CACHE_SLOTS: usize = 1024;
     /// The average false-positive rate the recycling filter is sized for.
     pub const TARGET_FPR: f64 = 0.01;
     /// Whether the key that triggers a recycle is re-inserted.
@@ -409,7 +411,7 @@ pub(crate) fn in_range<T: PartialOrd + fmt::Display>(
 pub struct MemoryEstimate {
     /// The heavy-flow stage's counters.
     pub heavy: u64,
-    /// The new-flow stage's bits.
+    /// The new-flow stage's bits and front caches.
     pub new_flows: u64,
     /// Records in flight.
     pub batches: u64,

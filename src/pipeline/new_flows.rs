@@ -100,6 +100,10 @@ pub struct NewFlowConfig {
     /// Idle gap after which a key's next packet is truly new again (truth);
     /// `None`: only a key's first packet in the trace is new.
     pub horizon_ns: Option<u64>,
+    /// Slots per shard of the filter's exact front cache (0: none). It
+    /// changes no answer, only the work (see
+    /// [`RecyclingBloomFilter::with_front_cache`]).
+    pub front_cache: usize,
 }
 
 impl Default for NewFlowConfig {
@@ -112,6 +116,7 @@ impl Default for NewFlowConfig {
             retaining: defaults::RETAINING,
             hashing: Hashing::Colliding,
             horizon_ns: None,
+            front_cache: defaults::FRONT_CACHE_SLOTS,
         }
     }
 }
@@ -120,6 +125,9 @@ impl Default for NewFlowConfig {
 /// a given sigma (`O(sigma k^2)`); larger phases report no model rate for
 /// an explicit sigma (a target rate is sized in closed form at any size).
 pub const MODEL_MAX_PHASE_BITS: u64 = 1 << 24;
+
+/// The most front-cache slots a shard may have (16 MiB of slots).
+pub const MAX_FRONT_CACHE_SLOTS: usize = 1 << 20;
 
 /// The new-flow stage, validated and resolved for a number of shards:
 /// each shard's filter and the model's prediction for it.
@@ -259,7 +267,17 @@ impl NewFlowConfig {
             }
             RecycleSpec::Time(ns) => (RecyclePolicy::Time(ns), Deferred::ready(None)),
         };
-        let bytes = (self.bits as u64).div_ceil(8);
+        in_range(
+            "new_flows.front_cache",
+            self.front_cache,
+            0,
+            MAX_FRONT_CACHE_SLOTS,
+        )?;
+        // The filter's bits, plus each shard's cache slots (16 bytes each).
+        let bytes = (self.bits as u64).div_ceil(8).saturating_add(
+            (self.front_cache.next_power_of_two() as u64 * 16).saturating_mul(shards as u64)
+                * u64::from(self.front_cache > 0),
+        );
         Ok(NewFlowStage {
             cfg: *self,
             phase_bits: m,
@@ -453,7 +471,8 @@ impl NewFlowShard {
                 cfg.hashing,
                 cfg.retaining,
                 cfg.two_phase,
-            ),
+            )
+            .with_front_cache(cfg.front_cache),
             timed: matches!(stage.policy, RecyclePolicy::Time(_)),
             horizon_ns: cfg.horizon_ns,
             truth: truth.then(HashMap::default),
