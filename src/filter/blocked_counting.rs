@@ -127,17 +127,7 @@ impl BlockedCountingFilter {
                 let Some(word) = words.get_mut(w) else {
                     continue;
                 };
-                let c = (*word >> s) & max;
-                let v = if c < max {
-                    *word += 1 << s;
-                    if c + 1 == max {
-                        self.saturated += 1;
-                    }
-                    c + 1
-                } else {
-                    c
-                };
-                est = est.min(v);
+                est = est.min(width.bump(word, s, &mut self.saturated));
             }
             return est;
         }

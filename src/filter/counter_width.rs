@@ -48,6 +48,24 @@ impl CounterWidth {
         }
     }
 
+    /// Adds one to the counter at `shift` in `word` unless it is saturated,
+    /// counting in `saturated` a counter that reaches the maximum; returns
+    /// the counter's new value.
+    #[inline]
+    pub(crate) fn bump(self, word: &mut u64, shift: u32, saturated: &mut u64) -> u64 {
+        let max = self.max();
+        let c = (*word >> shift) & max;
+        if c < max {
+            *word += 1 << shift;
+            if c + 1 == max {
+                *saturated += 1;
+            }
+            c + 1
+        } else {
+            c
+        }
+    }
+
     /// The (word, shift) of counter `i`.
     ///
     /// Shifts and masks, not `/` and `%`: the divisor is only known at run

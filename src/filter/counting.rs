@@ -101,7 +101,7 @@ impl CountingBloomFilter {
     /// counter).
     #[inline]
     pub fn insert(&mut self, h: u64) -> u64 {
-        let max = self.width.max();
+        let (width, max) = (self.width, self.width.max());
         let k = self.k();
         let mut est = u64::MAX;
         if !self.conservative {
@@ -112,17 +112,7 @@ impl CountingBloomFilter {
                 let Some(word) = self.words.get_mut(w) else {
                     continue;
                 };
-                let c = (*word >> s) & max;
-                let v = if c < max {
-                    *word += 1 << s;
-                    if c + 1 == max {
-                        self.saturated += 1;
-                    }
-                    c + 1
-                } else {
-                    c
-                };
-                est = est.min(v);
+                est = est.min(width.bump(word, s, &mut self.saturated));
             }
             return est;
         }

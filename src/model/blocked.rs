@@ -47,10 +47,6 @@
 
 use super::special::{binomial_tail, ln_factorial};
 
-/// Loads at which [`fpr_blocked_online`] samples the window (as
-/// [`super::threshold::fpr_online_partitioned`]).
-const ONLINE_POINTS: u64 = 256;
-
 /// `sum_l Poisson(l; lambda) * tail(l)` for a `tail` that is 0 below
 /// `from` and at most 1, summed outward from the Poisson mode so that
 /// neither a huge nor a tiny `lambda` underflows the starting term.
@@ -155,16 +151,9 @@ pub fn fpr_blocked_online(theta: u64, k: u32, n: u64, blocks: u64, per_block: u6
     };
     let b = blocks.max(1) as f64;
     let mut tail = TailPow::new(theta - 1, sub, k);
-    let mut at = |i: u64| poisson_mixture(i as f64 / b, theta - 1, &mut |l| tail.at(l));
-    if n <= ONLINE_POINTS {
-        (0..n).map(&mut at).sum::<f64>() / n as f64
-    } else {
-        let step = n as f64 / ONLINE_POINTS as f64;
-        (0..ONLINE_POINTS)
-            .map(|j| at(((j as f64 + 0.5) * step) as u64))
-            .sum::<f64>()
-            / ONLINE_POINTS as f64
-    }
+    super::threshold::online_average(n, |i| {
+        poisson_mixture(i as f64 / b, theta - 1, &mut |l| tail.at(l))
+    })
 }
 
 /// The `k` in `1..=max_k` (and at most a block's counters) that minimises

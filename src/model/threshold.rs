@@ -134,7 +134,13 @@ pub fn fpr_online_partitioned(theta: u64, k: u32, n: u64, m: u64) -> f64 {
         return 1.0;
     }
     let p = 1.0 / (m / u64::from(k)) as f64;
-    let at = |i: u64| binomial_tail(theta - 1, i, p).powi(k as i32);
+    online_average(n, |i| binomial_tail(theta - 1, i, p).powi(k as i32))
+}
+
+/// The average of `at(i)` over a window's positions `i = 0..n` (`n > 0`):
+/// exact up to [`ONLINE_POINTS`] positions, else the midpoint rule at that
+/// many evenly spaced loads. Shared by the online models of every layout.
+pub(crate) fn online_average(n: u64, mut at: impl FnMut(u64) -> f64) -> f64 {
     if n <= ONLINE_POINTS {
         (0..n).map(at).sum::<f64>() / n as f64
     } else {
