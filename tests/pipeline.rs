@@ -515,7 +515,17 @@ fn huge_sizes_are_refused_before_allocation() {
     let c = base();
     let v = c.validate().unwrap();
     assert_eq!(v.memory().heavy, (1 << 22) * 8 / 8);
-    assert_eq!(v.memory().new_flows, (1 << 23) / 8);
+    // The recycling bits, plus each shard's front-cache slots (16 bytes).
+    assert_eq!(
+        v.memory().new_flows,
+        (1 << 23) / 8 + c.shards as u64 * c.new_flows.front_cache as u64 * 16
+    );
+    let mut no_cache = base();
+    no_cache.new_flows.front_cache = 0;
+    assert_eq!(
+        no_cache.validate().unwrap().memory().new_flows,
+        (1 << 23) / 8
+    );
     assert_eq!(
         v.memory().total,
         v.memory().heavy + v.memory().new_flows + v.memory().batches
