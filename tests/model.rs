@@ -656,8 +656,10 @@ fn sigma_sizing_in_one_pass_equals_the_largest_solved_chain_below_target() {
 /// the order of `k / m`.
 #[test]
 fn sigma_sizing_continuum_agrees_with_the_chain_at_the_boundary() {
-    let m = rbf::EXACT_SIZING_MAX_BITS;
+    assert_eq!(rbf::exact_sizing_max_bits(4), rbf::EXACT_SIZING_MAX_BITS);
+    assert_eq!(rbf::exact_sizing_max_bits(32), 4096);
     for (k, two_phase) in [(2u32, false), (4, false), (4, true), (8, true)] {
+        let m = rbf::exact_sizing_max_bits(k);
         let exact =
             rbf::sigma_for_target(m, k, Hashing::Colliding, false, two_phase, 0.01).unwrap();
         let cont =

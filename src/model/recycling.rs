@@ -380,6 +380,17 @@ fn largest(lo: u64, hi: u64, ok: impl Fn(u64) -> bool) -> Option<u64> {
 /// test that compares both across the boundary).
 pub const EXACT_SIZING_MAX_BITS: u64 = 1 << 18;
 
+/// The largest phase whose sizing solves the exact chain for `k`
+/// positions: [`EXACT_SIZING_MAX_BITS`] up to `k = 4`, and less for larger
+/// `k`, so that the chain's `O(sigma k^2)` work never exceeds what `2^18`
+/// bits cost at `k = 4` (a few ms; start-up stays under 20 ms for any
+/// flags). At `k = 32` that is 4096 bits, where the continuum's relative
+/// error, of order `k / m`, is below 1 %.
+pub fn exact_sizing_max_bits(k: u32) -> u64 {
+    let k2 = u64::from(k.max(1)).pow(2);
+    EXACT_SIZING_MAX_BITS.min(EXACT_SIZING_MAX_BITS * 16 / k2)
+}
+
 /// Largest `n` for which the N-bounded averages sum their terms one by one;
 /// beyond it they integrate the continuum limit (see [`f_average`]).
 pub const EXACT_SUM_MAX_TERMS: u64 = 1 << 22;
@@ -423,7 +434,7 @@ pub struct SigmaSizing {
 /// `rho` than the average so far), so the pass stops at the first sigma
 /// whose one-phase rate exceeds the target: the whole solve costs what one
 /// chain at the answer costs, instead of one chain per bisection step.
-/// Phases above [`EXACT_SIZING_MAX_BITS`] use the continuum limit, so the
+/// Phases above [`exact_sizing_max_bits`] use the continuum limit, so the
 /// solve takes microseconds at any size.
 ///
 /// ```
@@ -446,7 +457,7 @@ pub fn sigma_for_target(
     if k == 0 || m == 0 || lo >= m || target.is_nan() || target < 0.0 {
         return None;
     }
-    if m > EXACT_SIZING_MAX_BITS {
+    if m > exact_sizing_max_bits(k) {
         return sigma_continuum(m, k, two_phase, target).filter(|s| s.sigma >= lo);
     }
     sigma_chain((m, k, hashing, retaining), two_phase, target, lo)

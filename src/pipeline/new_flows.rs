@@ -203,13 +203,14 @@ impl NewFlowConfig {
                     }
                 })
         };
-        // The chain costs O(sigma k^2): a few ms up to 2^18 bits per phase,
-        // tens of ms at 2^20. Above that size it runs in the background, so
-        // the first packet never waits for a figure only the report needs.
+        // The chain costs O(sigma k^2): about 20 ms at 2^18 bits per phase,
+        // k = 4 and sigma near m. Past a millisecond's work (2^14 bits at
+        // k = 4) it runs in the background, so the first packet never waits
+        // for a figure only the report needs.
         let fpr = |sigma: u64| {
             if mm > MODEL_MAX_PHASE_BITS {
                 Deferred::ready(None)
-            } else if mm > recycling::EXACT_SIZING_MAX_BITS {
+            } else if mm.saturating_mul(u64::from(kk).pow(2)) > (1 << 14) * 16 {
                 Deferred::spawn(None, move || chain(sigma))
             } else {
                 Deferred::ready(chain(sigma))
