@@ -9,8 +9,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use flowsieve::filter::{
-    AtomicCountingBloomFilter, BloomFilter, CounterWidth, Counters, CountingBloomFilter,
-    RecyclePolicy, RecyclingBloomFilter,
+    AtomicCountingBloomFilter, BlockedCountingFilter, BloomFilter, CounterWidth, Counters,
+    CountingBloomFilter, RecyclePolicy, RecyclingBloomFilter,
 };
 use flowsieve::hash::fmix64;
 use flowsieve::model::recycling::Hashing;
@@ -168,6 +168,34 @@ fn counting(c: &mut Criterion) {
     g.finish();
 }
 
+/// The heavy stage's filter at its default shape (2^22 8-bit counters,
+/// 4 MiB), partitioned at k_opt(10) = 11 against the blocked layout at its
+/// own k_opt = 4: one cache line per insertion instead of eleven.
+fn counting_layouts(c: &mut Criterion) {
+    let mut g = config(c, "counting_layout_4MiB");
+    let probe = hashes(5, OPS * 64);
+    let mut partitioned = CountingBloomFilter::new(1 << 22, 11, CounterWidth::W8);
+    let mut blocked = BlockedCountingFilter::new(1 << 22, 4, CounterWidth::W8);
+    let mut at = 0;
+    g.bench_function("insert/partitioned_k11", |b| {
+        b.iter(|| {
+            let s = next_window(&mut at);
+            for &h in &probe[s..s + OPS] {
+                black_box(partitioned.insert(h));
+            }
+        })
+    });
+    g.bench_function("insert/blocked_k4", |b| {
+        b.iter(|| {
+            let s = next_window(&mut at);
+            for &h in &probe[s..s + OPS] {
+                black_box(blocked.insert(h));
+            }
+        })
+    });
+    g.finish();
+}
+
 fn recycling(c: &mut Criterion) {
     let mut g = config(c, "recycling");
     for (m, label) in [SIZES[1], SIZES[3]] {
@@ -233,5 +261,11 @@ fn many_writers(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(filters, bloom, counting, recycling, many_writers);
+criterion_group! {
+    name = filters;
+    // No plots: criterion's plotting backend needs system fonts that a
+    // fresh machine does not have, and panics without them.
+    config = Criterion::default().without_plots();
+    targets = bloom, counting, counting_layouts, recycling, many_writers
+}
 criterion_main!(filters);

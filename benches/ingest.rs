@@ -158,5 +158,11 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(ingest, benches);
+criterion_group! {
+    name = ingest;
+    // No plots: criterion's plotting backend needs system fonts that a
+    // fresh machine does not have, and panics without them.
+    config = Criterion::default().without_plots();
+    targets = benches
+}
 criterion_main!(ingest);
