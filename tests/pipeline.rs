@@ -831,6 +831,15 @@ fn blocked_layout_fp_rate_matches_its_model() {
             let r = run_cfg(std::slice::from_ref(&trace), &cfg);
             let h = r.heavy().unwrap();
             assert_eq!(h.config.layout, layout);
+            assert_eq!(
+                h.notes
+                    .contains(&flowsieve::report::HeavyNote::BlockedLayoutModel),
+                layout == CounterLayout::Blocked
+            );
+            assert_eq!(
+                h.overall.model_fp_rate_compound.is_none(),
+                layout == CounterLayout::Blocked
+            );
             let o = &h.overall;
             assert_eq!(o.flows_below, Some(240_000));
             assert_eq!(h.false_negatives_unsaturated, Some(0));

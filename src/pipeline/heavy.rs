@@ -221,6 +221,9 @@ impl Stage for HeavyStage {
                 cap: h.width.max(),
             });
         }
+        if h.layout == CounterLayout::Blocked {
+            notes.push(HeavyNote::BlockedLayoutModel);
+        }
         if t.compound_skipped > 0 {
             notes.push(HeavyNote::CompoundThetaTooLarge {
                 limit: COMPOUND_MAX_THETA,

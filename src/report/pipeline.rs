@@ -161,6 +161,8 @@ pub enum HeavyNote {
         /// The largest theta it evaluates.
         limit: u64,
     },
+    /// The blocked layout has its own model and no compound column.
+    BlockedLayoutModel,
 }
 
 /// Where the new-flow model does not apply.
@@ -210,6 +212,7 @@ impl fmt::Display for HeavyNote {
             HeavyNote::ModelWeightedByPackets => f.write_str("without ground truth, model_fp_rate is weighted by packets and assumes every packet is a distinct element"),
             HeavyNote::Saturation { windows, counters, cap } => write!(f, "{windows} shard-windows ended with saturated counters ({counters} counters in all): estimates there are capped at {cap}"),
             HeavyNote::CompoundThetaTooLarge { limit } => write!(f, "theta is too large for the compound model (above {limit})"),
+            HeavyNote::BlockedLayoutModel => f.write_str("blocked layout: model_fp_rate is the blocked filter's own model (a Poisson mixture over the block load, model::blocked B2); the compound model is derived for the partitioned layout only, so there is no compound column"),
         }
     }
 }
