@@ -208,7 +208,7 @@ pub enum SelectiveNote {
 impl fmt::Display for HeavyNote {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            HeavyNote::RepeatedInsertions { share } => write!(f, "{:.1}% of insertions repeat a flow already counted in its window: 003's model assumes every insertion is a distinct element, so model_fp_rate is not expected to match; model_fp_rate_compound accounts for the window's flow sizes", share * 100.0),
+            HeavyNote::RepeatedInsertions { share } => write!(f, "{:.1}% of insertions repeat a flow already counted in its window: the model (003's, or the blocked layout's) assumes every insertion is a distinct element, so model_fp_rate is not expected to match; model_fp_rate_compound (partitioned layout) accounts for the window's flow sizes", share * 100.0),
             HeavyNote::ModelWeightedByPackets => f.write_str("without ground truth, model_fp_rate is weighted by packets and assumes every packet is a distinct element"),
             HeavyNote::Saturation { windows, counters, cap } => write!(f, "{windows} shard-windows ended with saturated counters ({counters} counters in all): estimates there are capped at {cap}"),
             HeavyNote::CompoundThetaTooLarge { limit } => write!(f, "theta is too large for the compound model (above {limit})"),
