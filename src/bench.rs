@@ -226,10 +226,10 @@ pub fn compare_with_tcpdump(
             "tcpdump reads one file: give bench a single trace to compare".into(),
         ));
     };
-    let name = trace.to_string_lossy();
-    if name.ends_with(".gz") || name.ends_with(".zst") {
+    let file = trace.to_string_lossy().into_owned();
+    if file.ends_with(".gz") || file.ends_with(".zst") {
         return Err(NoComparison(format!(
-            "{name}: tcpdump cannot read compressed traces; decompress it to compare"
+            "{file}: tcpdump cannot read compressed traces; decompress it to compare"
         )));
     }
     let found = Command::new("tcpdump")
@@ -243,7 +243,6 @@ pub fn compare_with_tcpdump(
             "tcpdump is not installed (Debian: apt-get install tcpdump); no comparison".into(),
         ));
     }
-    let file = trace.to_string_lossy().into_owned();
     let mut commands: Vec<(String, Vec<String>)> = vec![(
         "tcpdump".into(),
         vec!["-r".into(), file.clone(), "-w".into(), "/dev/null".into()],

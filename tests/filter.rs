@@ -959,21 +959,35 @@ mod blocked_layout {
     #[test]
     fn estimates_bound_counts_from_above() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(13);
-        let mut f = BlockedCountingFilter::new(1 << 12, 5, CounterWidth::W16);
         let keys: Vec<u64> = (0..500).map(|_| rng.random()).collect();
-        let mut counts = std::collections::HashMap::new();
-        for i in 0..20_000usize {
-            let h = keys[(i * 7919) % keys.len()];
-            *counts.entry(h).or_insert(0u64) += 1;
-            let est = f.insert(h);
-            assert!(est >= counts[&h]);
+        let mut totals = Vec::new();
+        for conservative in [false, true] {
+            let mut f = BlockedCountingFilter::new(1 << 12, 5, CounterWidth::W16);
+            if conservative {
+                f = f.conservative();
+            }
+            let mut counts = std::collections::HashMap::new();
+            let mut total_est = 0u64;
+            for i in 0..20_000usize {
+                let h = keys[(i * 7919) % keys.len()];
+                *counts.entry(h).or_insert(0u64) += 1;
+                let est = f.insert(h);
+                assert!(est >= counts[&h], "conservative {conservative}");
+                assert_eq!(est, f.estimate(h));
+            }
+            for (&h, &c) in &counts {
+                assert!(f.estimate(h) >= c);
+                total_est += f.estimate(h);
+            }
+            totals.push(total_est);
+            assert_eq!(f.saturation_events(), 0);
+            f.clear();
+            assert_eq!(f.nonzero_counters(), 0);
         }
-        for (h, c) in counts {
-            assert!(f.estimate(h) >= c);
-        }
-        assert_eq!(f.saturation_events(), 0);
-        f.clear();
-        assert_eq!(f.nonzero_counters(), 0);
+        // Conservative update only moves minimal counters, so its estimates
+        // are tighter than plain update's (64 blocks for 500 keys collide
+        // often); both are at least the 20,000 packets counted.
+        assert!(totals[1] < totals[0] && totals[1] >= 20_000, "{totals:?}");
     }
 }
 

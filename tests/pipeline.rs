@@ -824,9 +824,8 @@ fn blocked_layout_fp_rate_matches_its_model() {
                 counters,
                 width: CounterWidth::W8,
                 k: Some(k),
-                load: None,
-                conservative: false,
                 layout,
+                ..HeavyConfig::default()
             };
             let r = run_cfg(std::slice::from_ref(&trace), &cfg);
             let h = r.heavy().unwrap();

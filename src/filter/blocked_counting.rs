@@ -143,13 +143,11 @@ impl BlockedCountingFilter {
                 continue;
             };
             let c = (*word >> s) & max;
-            let v = if c < max && c == min { c + 1 } else { c };
-            if v != c {
-                *word += 1 << s;
-                if v == max {
-                    self.saturated += 1;
-                }
-            }
+            let v = if c == min {
+                width.bump(word, s, &mut self.saturated)
+            } else {
+                c
+            };
             est = est.min(v);
         }
         est

@@ -211,8 +211,9 @@ impl PartitionedIndexer {
 /// let ix = BlockedIndexer::new(1024, 64, 4);
 /// let h = 0x0123_4567_89ab_cdef;
 /// assert!(ix.block(h) < 1024);
-/// for j in 0..4 {
-///     let c = ix.cell(h, j);
+/// let mut cells = [0usize; 4];
+/// ix.cells(h, &mut cells);
+/// for (j, &c) in cells.iter().enumerate() {
 ///     assert!(c >= j * 16 && c < (j + 1) * 16); // its own sub-block
 /// }
 /// ```
@@ -271,12 +272,5 @@ impl BlockedIndexer {
             let chunk = (bits >> (16 * (j % 4))) & 0xffff;
             *slot = (j as u64 * self.sub + ((chunk * self.sub) >> 16)) as usize;
         }
-    }
-
-    /// The key's `j`-th cell alone (see [`BlockedIndexer::cells`]).
-    pub fn cell(&self, h: u64, j: usize) -> usize {
-        let mut out = [0usize; 64];
-        self.cells(h, &mut out[..self.k.min(64)]);
-        out.get(j).copied().unwrap_or(0)
     }
 }
