@@ -606,7 +606,7 @@ fn emit_report(report: &flowsieve::report::PipelineReport, args: &RunArgs) -> u8
         let written = if path.as_os_str() == "-" {
             writeln!(std::io::stdout(), "{json}")
         } else {
-            std::fs::write(path, json + "\n")
+            flowsieve::report::write_atomically(path, (json + "\n").as_bytes())
         };
         if let Err(e) = written {
             return fail(
@@ -727,7 +727,7 @@ fn run_bench(args: BenchArgs) -> u8 {
     print!("{report}");
     if let Some(path) = &args.json {
         let doc = serde_json::to_string_pretty(&report).unwrap_or_default();
-        if let Err(e) = std::fs::write(path, doc + "\n") {
+        if let Err(e) = flowsieve::report::write_atomically(path, (doc + "\n").as_bytes()) {
             return fail(
                 exit::FAILURE,
                 format!("{}: cannot write JSON: {e}", path.display()),
@@ -795,16 +795,23 @@ fn run_gen_trace(a: GenTraceArgs) -> u8 {
         seed: a.seed,
         format: a.format,
     };
-    let file = match std::fs::File::create(&a.output) {
-        Ok(f) => f,
-        Err(e) => {
-            return fail(
-                exit::FAILURE,
-                format!("{}: cannot create: {e}", a.output.display()),
-            )
+    // Checked before the output is created: a refused setting leaves no
+    // file behind, and a failure part-way leaves no half-written trace
+    // under the name asked for (written beside it, then renamed).
+    if let Err(e) = cfg.validate() {
+        return fail(exit::USAGE, e);
+    }
+    let written = flowsieve::report::write_atomically_with(&a.output, |w| {
+        generate(&cfg, w).map_err(std::io::Error::other)
+    });
+    let written = written.map_err(|e| {
+        let message = e.to_string();
+        match e.into_inner().map(|r| r.downcast::<SynthError>()) {
+            Some(Ok(s)) => *s,
+            _ => SynthError::Write(message),
         }
-    };
-    match generate(&cfg, BufWriter::with_capacity(1 << 20, file)) {
+    });
+    match written {
         Ok(s) => {
             println!(
                 "wrote {}: {} packets, {} flows (largest {} packets), {} wire bytes, {} captured bytes",

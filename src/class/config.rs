@@ -36,8 +36,16 @@ use super::ClassId;
 use crate::dissect::FlowKey;
 use ipnet::IpNet;
 use serde::Deserialize;
+use std::io::Read;
 use std::net::IpAddr;
 use std::path::Path;
+
+/// The largest class config read, in bytes (a few hundred thousand rules).
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// The most classes a config may name, the default class included: class
+/// ids are [`ClassId`] (16-bit).
+pub const MAX_CLASSES: usize = 1 << 16;
 
 /// Why a class config could not be used. Messages name the file.
 #[derive(Debug, thiserror::Error)]
@@ -217,11 +225,31 @@ impl ClassConfig {
     /// Reads and validates a TOML class config.
     pub fn from_file(path: impl AsRef<Path>) -> Result<ClassConfig, ClassConfigError> {
         let p = path.as_ref().display().to_string();
-        let text =
-            std::fs::read_to_string(path.as_ref()).map_err(|source| ClassConfigError::Read {
-                path: p.clone(),
-                source,
-            })?;
+        let read_err = |source| ClassConfigError::Read {
+            path: p.clone(),
+            source,
+        };
+        // Bounded: `--classes /dev/zero` (or any endless stream) must end in
+        // an error, not read forever. One byte past the limit tells "too big"
+        // from "exactly the limit".
+        let file = std::fs::File::open(path.as_ref()).map_err(read_err)?;
+        let mut bytes = Vec::new();
+        file.take(MAX_CONFIG_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(read_err)?;
+        if bytes.len() as u64 > MAX_CONFIG_BYTES {
+            return Err(ClassConfigError::Parse {
+                path: p,
+                message: format!("longer than the limit of {MAX_CONFIG_BYTES} bytes"),
+            });
+        }
+        let text = String::from_utf8(bytes).map_err(|e| ClassConfigError::Parse {
+            path: p.clone(),
+            message: format!(
+                "not UTF-8 text (byte offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        })?;
         ClassConfig::parse(&p, &text)
     }
 
@@ -232,14 +260,25 @@ impl ClassConfig {
             message: e.message().replace('\n', " "),
         })?;
         let mut names: Vec<String> = Vec::new();
-        let mut id_of = |name: &str| -> ClassId {
-            match names.iter().position(|n| n == name) {
-                Some(i) => i as ClassId,
-                None => {
-                    names.push(name.to_string());
-                    (names.len() - 1) as ClassId
-                }
+        let mut ids: std::collections::HashMap<String, ClassId> = Default::default();
+        // Class ids are 16-bit: past MAX_CLASSES names the file is refused,
+        // never wrapped (class 65,536 must not be reported as class 0).
+        let mut id_of = |name: &str| -> Result<ClassId, ClassConfigError> {
+            if let Some(&id) = ids.get(name) {
+                return Ok(id);
             }
+            let id = ClassId::try_from(names.len())
+                .ok()
+                .filter(|_| names.len() < MAX_CLASSES)
+                .ok_or_else(|| ClassConfigError::Parse {
+                    path: source.into(),
+                    message: format!(
+                        "more than {MAX_CLASSES} classes (with the default class); class ids are 16-bit"
+                    ),
+                })?;
+            names.push(name.to_string());
+            ids.insert(name.to_string(), id);
+            Ok(id)
         };
         let mut rules = Vec::new();
         for r in &raw.classes {
@@ -251,7 +290,7 @@ impl ClassConfig {
             let ranges = |v: &[PortSpec]| v.iter().map(port_range).collect::<Result<Vec<_>, _>>();
             rules.push(ClassRule {
                 name: r.name.clone(),
-                class: id_of(&r.name),
+                class: id_of(&r.name)?,
                 src: r.src.clone(),
                 dst: r.dst.clone(),
                 addr: r.addr.clone(),
@@ -284,7 +323,7 @@ impl ClassConfig {
                 },
             });
         }
-        let default = id_of(&raw.default);
+        let default = id_of(&raw.default)?;
         Ok(ClassConfig {
             source: source.into(),
             names,

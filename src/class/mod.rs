@@ -21,7 +21,7 @@
 
 mod config;
 
-pub use config::{ClassConfig, ClassConfigError, ClassRule};
+pub use config::{ClassConfig, ClassConfigError, ClassRule, MAX_CLASSES, MAX_CONFIG_BYTES};
 
 use crate::dissect::{FlowKey, IpVersion};
 

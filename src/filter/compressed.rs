@@ -53,8 +53,16 @@ const H_ONES: usize = 16;
 const H_CHECKSUM: usize = 24;
 const H_PAYLOAD_LEN: usize = 32;
 
-/// Snapshots above this many bits are refused rather than allocated.
+/// Snapshots above this many bits are refused rather than allocated,
+/// whatever limit a caller passes.
 pub const MAX_SNAPSHOT_BITS: u64 = 1 << 33;
+
+/// The limit [`decompress_bloom`] decodes up to: 2^27 bits (a 16 MiB
+/// filter, about half a second of decoding). The declared size is checked
+/// before anything is allocated or decoded, so that a few hundred bytes
+/// that declare 2^33 bits (a decompression bomb) cost nothing; callers that
+/// expect larger filters say so with [`decompress_bloom_within`].
+pub const DEFAULT_DECODE_MAX_BITS: u64 = 1 << 27;
 
 const PROB_BITS: u32 = 16;
 const TOP: u32 = 1 << 24;
@@ -86,6 +94,31 @@ pub enum CompressedError {
         found: u8,
         /// The kind expected.
         expected: u8,
+    },
+    #[error("snapshot declares {m} bits, more than the {limit} this reader accepts")]
+    /// The declared size is past the caller's limit (checked before any
+    /// decoding).
+    TooLarge {
+        /// Bits declared.
+        m: u64,
+        /// The limit.
+        limit: u64,
+    },
+    #[error(
+        "payload of {have} bytes is too short for {ones} ones in {m} bits (at least {need} bytes)"
+    )]
+    /// The payload cannot hold the declared bits: the coded length of any
+    /// string with that many ones, under the header's own probability, is
+    /// longer (checked before decoding).
+    TooShortForSizes {
+        /// Bits declared.
+        m: u64,
+        /// Ones declared.
+        ones: u64,
+        /// Payload bytes present.
+        have: usize,
+        /// The least the payload must hold.
+        need: u64,
     },
     #[error("impossible sizes: m = {m}, ones = {ones}, k = {k}")]
     /// Sizes no filter can have.
@@ -284,7 +317,19 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
     })
 }
 
-fn decode_bits(bytes: &[u8], kind: u8) -> Result<(BitArray, u8), CompressedError> {
+/// The fewest payload bytes that can code `m` bits with exactly `ones`
+/// ones under the coder's quantised probability `p0` of a zero: each
+/// symbol costs `-log2` of its probability, and the coder emits all but at
+/// most its last 4 bytes of state (8 bytes allowed, plus 0.1 % for float
+/// rounding).
+fn least_payload_bytes(m: u64, ones: u64, p0: u32) -> u64 {
+    let scale = f64::from(1u32 << PROB_BITS);
+    let p_zero = f64::from(p0) / scale;
+    let bits = ones as f64 * -(1.0 - p_zero).log2() + (m - ones) as f64 * -p_zero.log2();
+    ((bits * 0.999 / 8.0) as u64).saturating_sub(8)
+}
+
+fn decode_bits(bytes: &[u8], kind: u8, max_bits: u64) -> Result<(BitArray, u8), CompressedError> {
     if bytes.len() < HEADER_LEN {
         return Err(CompressedError::ShortHeader {
             have: bytes.len(),
@@ -316,12 +361,24 @@ fn decode_bits(bytes: &[u8], kind: u8) -> Result<(BitArray, u8), CompressedError
     {
         return Err(CompressedError::BadSizes { m, ones, k });
     }
+    if m > max_bits {
+        return Err(CompressedError::TooLarge { m, limit: max_bits });
+    }
     let declared = le_u64(bytes, H_PAYLOAD_LEN);
     let payload = &bytes[HEADER_LEN..];
     if declared != payload.len() as u64 {
         return Err(CompressedError::ShortPayload {
             declared,
             have: payload.len(),
+        });
+    }
+    let need = least_payload_bytes(m, ones, prob0(m, ones));
+    if (payload.len() as u64) < need {
+        return Err(CompressedError::TooShortForSizes {
+            m,
+            ones,
+            have: payload.len(),
+            need,
         });
     }
     if payload.first().is_some_and(|&b| b != 0) {
@@ -356,9 +413,20 @@ pub fn compress_bloom(f: &BloomFilter) -> Vec<u8> {
     encode_bits(f.bits(), KIND_FILTER, f.k().min(255) as u8)
 }
 
-/// Decodes a Bloom filter snapshot, bit-exactly.
+/// Decodes a Bloom filter snapshot, bit-exactly, of at most
+/// [`DEFAULT_DECODE_MAX_BITS`] bits.
 pub fn decompress_bloom(bytes: &[u8]) -> Result<BloomFilter, CompressedError> {
-    let (bits, k) = decode_bits(bytes, KIND_FILTER)?;
+    decompress_bloom_within(bytes, DEFAULT_DECODE_MAX_BITS)
+}
+
+/// Decodes a Bloom filter snapshot of at most `max_bits` bits (capped at
+/// [`MAX_SNAPSHOT_BITS`]); a larger declared size is refused before any
+/// allocation or decoding.
+pub fn decompress_bloom_within(
+    bytes: &[u8],
+    max_bits: u64,
+) -> Result<BloomFilter, CompressedError> {
+    let (bits, k) = decode_bits(bytes, KIND_FILTER, max_bits.min(MAX_SNAPSHOT_BITS))?;
     Ok(BloomFilter::from_bits(bits, usize::from(k)))
 }
 
@@ -392,13 +460,17 @@ pub fn compress_delta(old: &BloomFilter, new: &BloomFilter) -> Result<Vec<u8>, S
 
 /// Applies a delta to the filter it was made from, giving the newer one.
 pub fn apply_delta(old: &BloomFilter, delta: &[u8]) -> Result<BloomFilter, CompressedError> {
-    let (x, _) = decode_bits(delta, KIND_DELTA)?;
-    if x.len() != old.m() {
+    // The delta must have the filter's own size: checked on the header,
+    // before decoding, so a delta cannot make the reader decode more bits
+    // than the filter it applies to.
+    let declared = le_u64(delta, H_M);
+    if delta.len() >= HEADER_LEN && declared != old.m() as u64 {
         return Err(CompressedError::DeltaShape {
-            delta_m: x.len() as u64,
+            delta_m: declared,
             filter_m: old.m() as u64,
         });
     }
+    let (x, _) = decode_bits(delta, KIND_DELTA, old.m() as u64)?;
     let mut bits = BitArray::new(old.m());
     for i in 0..old.m() {
         if old.bits().get(i) ^ x.get(i) {

@@ -36,8 +36,8 @@ pub use bit_array::BitArray;
 pub use blocked_counting::{BlockedCountingFilter, COUNTER_BLOCK_BYTES};
 pub use bloom::{BloomFilter, ShapeMismatch};
 pub use compressed::{
-    apply_delta, compress_bloom, compress_delta, decompress_bloom, CompressedError,
-    MAX_SNAPSHOT_BITS,
+    apply_delta, compress_bloom, compress_delta, decompress_bloom, decompress_bloom_within,
+    CompressedError, DEFAULT_DECODE_MAX_BITS, MAX_SNAPSHOT_BITS,
 };
 pub use counter_layout::{CounterLayout, CounterLayoutError};
 pub use counter_width::{CounterWidth, CounterWidthError};

@@ -198,6 +198,14 @@ pub enum IngestError {
         /// The I/O error.
         source: io::Error,
     },
+    /// The path names something that holds no trace: a directory, say.
+    #[error("{}: cannot read a trace from {what}", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead ("a directory").
+        what: &'static str,
+    },
     /// A read from a stream failed (including decompression errors).
     #[error("{}: read error at byte offset {offset}: {source}", path.display())]
     Read {
@@ -261,7 +269,10 @@ impl IngestError {
     /// found part-way (exit code 3), as opposed to a file that could not be
     /// used at all.
     pub fn is_damage(&self) -> bool {
-        !matches!(self, IngestError::Open { .. })
+        !matches!(
+            self,
+            IngestError::Open { .. } | IngestError::NotAFile { .. }
+        )
     }
 }
 

@@ -132,6 +132,9 @@ pub enum ReadMode {
     Mmap,
 }
 
+/// The path that means standard input.
+pub const STDIN_PATH: &str = "-";
+
 /// Reads the packets of one trace file.
 pub struct TraceReader {
     path: PathBuf,
@@ -159,49 +162,37 @@ impl TraceReader {
     /// Opens a trace in the given mode.
     pub fn open_with(path: impl AsRef<Path>, mode: ReadMode) -> Result<TraceReader, IngestError> {
         let path = path.as_ref().to_path_buf();
+        if path.as_os_str() == STDIN_PATH {
+            // `-` is standard input, read as a stream (as `tcpdump -r -`).
+            let reader = std::io::BufReader::with_capacity(1 << 16, std::io::stdin());
+            return Self::from_stream(path, reader, None);
+        }
         let open_err = |source| IngestError::Open {
             path: path.clone(),
             source,
         };
         let file = File::open(&path).map_err(open_err)?;
-        let len = file.metadata().map_err(open_err)?.len();
+        let meta = file.metadata().map_err(open_err)?;
+        if meta.is_dir() {
+            return Err(IngestError::NotAFile {
+                path,
+                what: "a directory",
+            });
+        }
+        // A FIFO, a pipe such as `/dev/stdin`, a character device: no size
+        // to check against and nothing to map, so it is read as a stream.
+        if !meta.is_file() {
+            let reader = std::io::BufReader::with_capacity(1 << 16, file);
+            return Self::from_stream(path, reader, None);
+        }
+        let len = meta.len();
         if len == 0 {
             return Err(IngestError::Empty { path });
         }
         match mode {
             ReadMode::Read => {
-                // Peek at the magic without consuming it, then hand the same
-                // buffered file to the decompressor or the framer.
-                let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
-                let head = std::io::BufRead::fill_buf(&mut reader).map_err(|source| {
-                    IngestError::Read {
-                        path: path.clone(),
-                        offset: 0,
-                        source,
-                    }
-                })?;
-                if head.starts_with(&GZIP_MAGIC) {
-                    let decoder = flate2::read::MultiGzDecoder::new(reader);
-                    Self::with_source(path, Source::stream(Box::new(decoder)), Compression::Gzip)
-                } else if head.starts_with(&ZSTD_MAGIC) {
-                    let decoder =
-                        zstd::stream::read::Decoder::with_buffer(reader).map_err(|source| {
-                            IngestError::Read {
-                                path: path.clone(),
-                                offset: 0,
-                                source,
-                            }
-                        })?;
-                    Self::with_source(path, Source::stream(Box::new(decoder)), Compression::Zstd)
-                } else {
-                    let mut r = Self::with_source(
-                        path,
-                        Source::stream(Box::new(reader)),
-                        Compression::None,
-                    )?;
-                    r.opened_len = Some(len);
-                    Ok(r)
-                }
+                let reader = std::io::BufReader::with_capacity(1 << 16, file);
+                Self::from_stream(path, reader, Some(len))
             }
             ReadMode::Mmap => {
                 // SAFETY: the map is read-only and private to this reader.
@@ -216,6 +207,40 @@ impl TraceReader {
                 let _ = map.advise(memmap2::Advice::Sequential);
                 Self::from_whole(path, Whole::Mapped(map))
             }
+        }
+    }
+
+    /// Reads a trace from a buffered stream: peeks at the magic without
+    /// consuming it, then hands the same reader to the decompressor or the
+    /// framer. `plain_len` is a regular file's size when opened, so that a
+    /// plain trace ending before it is reported as shrunk.
+    fn from_stream<R: std::io::BufRead + Send + 'static>(
+        path: PathBuf,
+        mut reader: R,
+        plain_len: Option<u64>,
+    ) -> Result<TraceReader, IngestError> {
+        let head = reader.fill_buf().map_err(|source| IngestError::Read {
+            path: path.clone(),
+            offset: 0,
+            source,
+        })?;
+        if head.starts_with(&GZIP_MAGIC) {
+            let decoder = flate2::read::MultiGzDecoder::new(reader);
+            Self::with_source(path, Source::stream(Box::new(decoder)), Compression::Gzip)
+        } else if head.starts_with(&ZSTD_MAGIC) {
+            let decoder = zstd::stream::read::Decoder::with_buffer(reader).map_err(|source| {
+                IngestError::Read {
+                    path: path.clone(),
+                    offset: 0,
+                    source,
+                }
+            })?;
+            Self::with_source(path, Source::stream(Box::new(decoder)), Compression::Zstd)
+        } else {
+            let mut r =
+                Self::with_source(path, Source::stream(Box::new(reader)), Compression::None)?;
+            r.opened_len = plain_len;
+            Ok(r)
         }
     }
 

@@ -27,6 +27,9 @@ pub fn fpr_approx(m_over_n: f64, k: u32) -> f64 {
     if m_over_n.is_nan() || m_over_n <= 0.0 || k == 0 {
         return 1.0;
     }
+    if m_over_n == f64::INFINITY {
+        return 0.0;
+    }
     let k = f64::from(k);
     (-(-k / m_over_n).exp_m1()).powf(k)
 }
@@ -35,6 +38,10 @@ pub fn fpr_approx(m_over_n: f64, k: u32) -> f64 {
 pub fn fpr_exact(m: u64, n: u64, k: u32) -> f64 {
     if m == 0 || k == 0 {
         return 1.0;
+    }
+    if n == 0 {
+        // Nothing inserted; also keeps `0 * ln(0)` (m = 1) out of the sum.
+        return 0.0;
     }
     let zero = (f64::from(k) * n as f64 * (-1.0 / m as f64).ln_1p()).exp();
     (1.0 - zero).powi(k as i32)

@@ -65,9 +65,27 @@ fn positive(param: &'static str, x: f64) -> Result<f64, ModelError> {
     } else {
         Err(invalid(
             param,
-            format!("must be a positive number, got {x}"),
+            format!("must be a positive number, got {x:e}"),
         ))
     }
+}
+
+/// The most bits (or counters) per element a model is asked about. Past a
+/// million per element every rate here underflows to 0 and `k_opt` (about
+/// `0.69 m/n`) stops being a hash count anyone can run, so larger ratios
+/// are refused rather than answered with an infinite `k`.
+pub const MAX_M_OVER_N: f64 = 1e6;
+
+/// [`positive`], and at most [`MAX_M_OVER_N`].
+fn per_element(param: &'static str, x: f64) -> Result<f64, ModelError> {
+    let x = positive(param, x)?;
+    if x > MAX_M_OVER_N {
+        return Err(invalid(
+            param,
+            format!("must be at most {MAX_M_OVER_N:e}, got {x:e}"),
+        ));
+    }
+    Ok(x)
 }
 
 fn at_least_k(m: u64, k: u32) -> Result<(), ModelError> {
@@ -136,15 +154,18 @@ impl BloomQuery {
                 if self.exact {
                     return Err(invalid("exact", "needs m and n, not m_over_n"));
                 }
-                (
-                    positive("m_over_n", x)?,
-                    format!("m/n = {x}, k = {k}"),
-                    None,
-                )
+                let x = per_element("m_over_n", x)?;
+                (x, format!("m/n = {x}, k = {k}"), None)
             }
             (None, Some(m), Some(n)) => {
                 at_least_k(m, k)?;
-                let x = m as f64 / n.max(1) as f64;
+                // n = 0: nothing inserted, so no false positive; the ratio
+                // is infinite and eq. (approx) gives exactly 0.
+                let x = if n == 0 {
+                    f64::INFINITY
+                } else {
+                    m as f64 / n as f64
+                };
                 let exact = self.exact.then(|| bloom::fpr_exact(m, n, k));
                 (x, format!("m = {m}, n = {n}, k = {k}"), exact)
             }
@@ -272,7 +293,7 @@ impl ThresholdQuery {
             (None, Some(m), Some(n)) => m as f64 / n.max(1) as f64,
             _ => return Err(ModelError::Missing("m_over_n (or exact with n and m)")),
         };
-        let x = positive("m_over_n", x)?;
+        let x = per_element("m_over_n", x)?;
         if let Some(k) = self.k {
             k_in_range(k)?;
         }
@@ -423,7 +444,7 @@ impl ParadoxQuery {
         let alpha = positive("alpha", self.alpha)?;
         match (self.m_over_n, self.prior) {
             (Some(x), _) => {
-                let x = positive("m_over_n", x)?;
+                let x = per_element("m_over_n", x)?;
                 Ok(ParadoxAnswer::Threshold {
                     prior_threshold: paradox::prior_threshold(alpha, x),
                     alpha,
@@ -723,6 +744,9 @@ pub enum RecycleAnswer {
         n_worst: Option<u64>,
         /// The largest N with `f_a` within the target.
         n_avg: Option<u64>,
+        /// How sigma was sized: the exact chain, or its continuum limit
+        /// for phases too large for the chain to be solved quickly.
+        method: Option<recycling::SizingMethod>,
         #[serde(skip)]
         /// The target rate asked for.
         target: f64,
@@ -835,6 +859,7 @@ impl RecycleQuery {
                     expected_messages: sized.map(|s| s.expected_messages),
                     n_worst,
                     n_avg,
+                    method: sized.map(|s| s.method),
                     target,
                 }
             }
@@ -879,11 +904,16 @@ impl fmt::Display for RecycleReply {
                 f,
                 "N-bounded, m = {half}, k = {k}, N = {n}:\n  f_w (worst case, eq. 1) {f_w:.6e}\n  f_o (oracle average, eq. 2) {f_o:.6e}\n  f_a (average-case bound, eq. 3) {f_a:.6e}"
             ),
-            RecycleAnswer::Target { sigma, expected_messages, n_worst, n_avg, target } => write!(
+            RecycleAnswer::Target { sigma, expected_messages, n_worst, n_avg, method, target } => write!(
                 f,
-                "{}, m = {m} ({half} per phase), k = {k}, target {target}:\n  sigma = {}\n  expected new messages per cycle {}\n  N-bounded: n_worst = {}, n_avg = {}",
+                "{}, m = {m} ({half} per phase), k = {k}, target {target}:\n  sigma = {}{}\n  expected new messages per cycle {}\n  N-bounded: n_worst = {}, n_avg = {}",
                 self.variant,
                 sigma.map_or("none".into(), |s| s.to_string()),
+                match method {
+                    Some(recycling::SizingMethod::Chain) => "  (exact chain, 004 eqs. (15), (18), (26))",
+                    Some(recycling::SizingMethod::Continuum) => "  (continuum limit of the chain: the phase is too large to solve it exactly)",
+                    None => "",
+                },
                 expected_messages.map_or("-".into(), |m| format!("{m:.2}")),
                 n_worst.map_or("none".into(), |n| n.to_string()),
                 n_avg.map_or("none".into(), |n| n.to_string()),

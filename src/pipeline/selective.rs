@@ -378,13 +378,13 @@ impl SelectiveConfig {
         if !bpe_ok(self.bpe) {
             return Err(ConfigError::invalid(
                 "selective.bpe",
-                format!("must be in (0, {MAX_BPE}] (got {})", self.bpe),
+                format!("must be in (0, {MAX_BPE}] (got {:e})", self.bpe),
             ));
         }
         if let Some(b) = self.sweeps.bpe.iter().find(|b| !bpe_ok(**b)) {
             return Err(ConfigError::invalid(
                 "selective.sweeps.bpe",
-                format!("values must be in (0, {MAX_BPE}] (got {b})"),
+                format!("values must be in (0, {MAX_BPE}] (got {b:e})"),
             ));
         }
         if let Some(k) = self.k {

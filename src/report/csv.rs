@@ -30,7 +30,7 @@ impl PipelineReport {
         let mut written = Vec::new();
         for (name, contents) in self.csv_tables() {
             let path = dir.join(name);
-            std::fs::write(&path, contents)?;
+            super::write_atomically(&path, contents.as_bytes())?;
             written.push(path);
         }
         Ok(written)

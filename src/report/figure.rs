@@ -246,7 +246,8 @@ impl Figure {
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let csv = dir.join(format!("{}.csv", self.name));
-        std::fs::write(&csv, self.to_csv()).map_err(|e| format!("{}: {e}", csv.display()))?;
+        super::write_atomically(&csv, self.to_csv().as_bytes())
+            .map_err(|e| format!("{}: {e}", csv.display()))?;
         let svg = dir.join(format!("{}.svg", self.name));
         self.write_svg(&svg)?;
         let png = dir.join(format!("{}.png", self.name));
@@ -257,21 +258,25 @@ impl Figure {
     /// Draws the figure as SVG.
     pub fn write_svg(&self, path: &Path) -> Result<(), String> {
         register_font();
-        let root = SVGBackend::new(path, SIZE).into_drawing_area();
-        self.draw(&root)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        root.present()
-            .map_err(|e| format!("{}: {e}", path.display()))
+        super::write_atomically_to_path(path, |tmp| {
+            let root = SVGBackend::new(tmp, SIZE).into_drawing_area();
+            self.draw(&root)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            root.present()
+                .map_err(|e| format!("{}: {e}", path.display()))
+        })
     }
 
     /// Draws the figure as PNG.
     pub fn write_png(&self, path: &Path) -> Result<(), String> {
         register_font();
-        let root = BitMapBackend::new(path, SIZE).into_drawing_area();
-        self.draw(&root)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        root.present()
-            .map_err(|e| format!("{}: {e}", path.display()))
+        super::write_atomically_to_path(path, |tmp| {
+            let root = BitMapBackend::new(tmp, SIZE).into_drawing_area();
+            self.draw(&root)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            root.present()
+                .map_err(|e| format!("{}: {e}", path.display()))
+        })
     }
 
     fn ranges(&self) -> ((f64, f64), (f64, f64)) {

@@ -2,6 +2,7 @@
 //! summary ([`ReplaySummary::render_text`]) and versioned JSON
 //! ([`ReplaySummary::to_json`], schema in `docs/json-schema.md`).
 
+mod atomic;
 mod csv;
 mod figure;
 mod pipeline;
@@ -11,6 +12,7 @@ mod sections;
 mod table;
 mod text;
 
+pub use atomic::{write_atomically, write_atomically_to_path, write_atomically_with};
 pub use figure::{Figure, Series, SeriesStyle};
 pub use pipeline::*;
 pub use table::{Cell, Column, Row, Table};

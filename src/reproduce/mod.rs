@@ -456,7 +456,8 @@ impl Outcome {
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let rows = dir.join(format!("{}-rows.csv", self.id));
-        std::fs::write(&rows, self.to_csv()).map_err(|e| format!("{}: {e}", rows.display()))?;
+        crate::report::write_atomically(&rows, self.to_csv().as_bytes())
+            .map_err(|e| format!("{}: {e}", rows.display()))?;
         let mut written = vec![rows];
         for f in &self.figures {
             written.extend(f.write(dir)?);

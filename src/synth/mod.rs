@@ -274,6 +274,14 @@ struct Flow {
 const WELL_KNOWN_TCP: [u16; 8] = [80, 443, 443, 443, 8080, 22, 25, 993];
 const WELL_KNOWN_UDP: [u16; 5] = [53, 53, 443, 123, 5353];
 
+impl SynthConfig {
+    /// Checks every setting (sizes, shares, weights, and that the last
+    /// arrival fits the container's timestamps) without generating.
+    pub fn validate(&self) -> Result<(), SynthError> {
+        check(self)
+    }
+}
+
 fn check(cfg: &SynthConfig) -> Result<(), SynthError> {
     let bad = |m: &str| Err(SynthError::Config(m.into()));
     if cfg.flows == 0 {
@@ -317,6 +325,24 @@ fn check(cfg: &SynthConfig) -> Result<(), SynthError> {
         && cfg.start_secs >= 0.0)
     {
         return bad("span_secs and start_secs must be finite and >= 0");
+    }
+    // The last arrival must fit the container's timestamp, or it would be
+    // written wrapped (silently wrong): classic pcap stores 32-bit seconds,
+    // pcapng (if_tsresol = 9) 64-bit nanoseconds.
+    let latest = cfg.start_secs + cfg.span_secs;
+    let (limit, what) = match cfg.format {
+        OutputFormat::Pcap | OutputFormat::PcapNs => {
+            (f64::from(u32::MAX), "classic pcap's 32-bit seconds")
+        }
+        OutputFormat::PcapNg => (
+            (u64::MAX / 1_000_000_000) as f64,
+            "pcapng's 64-bit nanoseconds",
+        ),
+    };
+    if latest >= limit {
+        return Err(SynthError::Config(format!(
+            "start_secs + span_secs = {latest:e} s is past {what} (at most {limit:.0} s)"
+        )));
     }
     if let SizeModel::Uniform { min, max } = cfg.sizes {
         if min > max || max > 9000 {

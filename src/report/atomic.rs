@@ -1,0 +1,83 @@
+//! Outputs written atomically: into a temporary file beside the target,
+//! then renamed over it. A crash, a kill or a full disk part-way leaves the
+//! old file (or none) under the final name, never a half-written JSON, CSV
+//! or plot that a script downstream would read as complete.
+//!
+//! The temporary file lives in the target's own directory so that the
+//! rename stays on one file system (rename(2) is atomic only there), and it
+//! keeps the target's extension, because the PNG encoder picks its format
+//! from it. Streams meant to be read while they grow (`--events`,
+//! `--json-lines`, a live capture's `-w`) are not written this way: like
+//! `tcpdump -w`, they are appended as they go.
+//!
+//! ```
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("report.json");
+//! flowsieve::report::write_atomically(&path, b"{}\n").unwrap();
+//! assert_eq!(std::fs::read(&path).unwrap(), b"{}\n");
+//! ```
+
+use std::io::Write;
+use std::path::Path;
+
+/// A temporary file beside `path`, named after it and keeping its
+/// extension.
+fn temp_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let suffix = path
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(&suffix)
+        .tempfile_in(dir)
+}
+
+/// Writes `contents` to `path` atomically (temporary file, flush, sync,
+/// rename).
+pub fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    write_atomically_with(path, |w| w.write_all(contents))
+}
+
+/// Writes `path` atomically through `write`, which gets a buffered writer
+/// on the temporary file; nothing appears under `path` unless `write` and
+/// the flush succeed.
+pub fn write_atomically_with<T>(
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    let tmp = temp_beside(path)?;
+    let value = {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
+        let value = write(&mut w)?;
+        w.flush()?;
+        value
+    };
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(value)
+}
+
+/// Lets `write` create a file at a temporary path beside `path` (for
+/// encoders that open the file themselves, such as the plot backends), then
+/// renames it over `path`. On an error the temporary file is removed.
+pub fn write_atomically_to_path<T>(
+    path: &Path,
+    write: impl FnOnce(&Path) -> Result<T, String>,
+) -> Result<T, String> {
+    let tmp = temp_beside(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .into_temp_path();
+    let value = write(&tmp)?;
+    tmp.persist(path)
+        .map_err(|e| format!("{}: {}", path.display(), e.error))?;
+    Ok(value)
+}
