@@ -8,6 +8,7 @@ mod live_cmd;
 use clap::{Args, Parser, Subcommand};
 use flowsieve::class::Classifier;
 use flowsieve::filter::{CounterLayout, CounterWidth};
+use flowsieve::hash::HashKey;
 use flowsieve::ingest::{DurationNs, ReadMode};
 use flowsieve::model::query::{
     BloomQuery, CbfPosteriorQuery, CompressedQuery, ModelError, ParadoxQuery, QueryOrderQuery,
@@ -307,6 +308,12 @@ struct PipelineArgs {
     /// this (such as 2G; default: the machine's available memory).
     #[arg(long, value_name = "BYTES", help_heading = "Pipeline")]
     max_memory: Option<ByteSize>,
+    /// Key the flow hash: 32 hex digits, or `random` (drawn from the OS and
+    /// printed in the report so the run can be repeated). Without it the
+    /// hash is the fixed, public one: reproducible, but its collisions can
+    /// be crafted by anyone who reads the constants.
+    #[arg(long, value_name = "HEX|random", help_heading = "Pipeline")]
+    hash_key: Option<HashKey>,
     #[command(flatten)]
     heavy: HeavyArgs,
     #[command(flatten)]
@@ -421,6 +428,11 @@ struct SelectiveArgs {
     /// Sweep: alpha=1,2,5 | k=4,5,6 | bpe=10,20,30 | product=1,2,4,8 (repeatable).
     #[arg(long, value_name = "PARAM=LIST")]
     sweep: Vec<SweepSpec>,
+    /// Distinct flows the exact cache and query sets hold per window (over
+    /// all shards) before they keep a hash sample instead; the report's
+    /// `flood` section says what was shed.
+    #[arg(long, default_value_t = defaults::SELECTIVE_MAX_FLOWS, value_name = "N")]
+    selective_max_flows: usize,
 }
 
 impl PipelineArgs {
@@ -434,6 +446,7 @@ impl PipelineArgs {
         cfg.shards = self.shards;
         cfg.batch = self.batch;
         cfg.max_memory = self.max_memory.map(|b| b.0);
+        cfg.replay.hash_key = self.hash_key.unwrap_or(HashKey::FIXED);
         let (h, hc) = (&self.heavy, &mut cfg.heavy);
         hc.window = h.window_packets.map_or(h.window, WindowSpec::Packets);
         hc.theta = h.theta;
@@ -466,6 +479,7 @@ impl PipelineArgs {
         sc.k = s.dir_k;
         sc.query_unit = s.query_unit;
         sc.prior_sample = s.prior_sample;
+        sc.max_flows = s.selective_max_flows;
         sc.alpha = cfg.replay.classifier.alphas(s.alpha);
         for sweep in &s.sweep {
             sc.sweeps.set(sweep);

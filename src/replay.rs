@@ -16,7 +16,7 @@
 
 use crate::class::{ClassId, Classifier};
 use crate::dissect::{Dissector, FlowKey, SkipCounts, SkipReason};
-use crate::hash::flow_hash;
+use crate::hash::{FlowHasher, HashKey};
 use crate::ingest::{Compression, IngestError, LinkType, ReadMode, Timestamp, TraceReader};
 use crate::report::{
     AnomalySummary, ClassSummary, FileSummary, LinkTypeCount, OptionsInfo, ReplaySummary, ToolInfo,
@@ -45,6 +45,9 @@ pub struct ReplayConfig {
     pub classifier: Classifier,
     /// How plain files are read (buffered by default; mapped by opt-in).
     pub read_mode: ReadMode,
+    /// The flow hash's key ([`HashKey::FIXED`]: the unkeyed, reproducible
+    /// hash).
+    pub hash_key: HashKey,
 }
 
 impl ReplayConfig {
@@ -57,6 +60,7 @@ impl ReplayConfig {
             top: 10,
             classifier,
             read_mode: ReadMode::Read,
+            hash_key: HashKey::FIXED,
         }
     }
 }
@@ -165,7 +169,9 @@ pub fn replay_into<P: PacketSink>(
     let started = Instant::now();
     let dissector = Dissector::new(cfg.bidirectional);
     let mut totals = Totals::new(cfg.classifier.names().len());
-    let mut table = cfg.truth.then(FlowTable::default);
+    let mut table = cfg
+        .truth
+        .then(|| FlowTable::with_hasher(FlowHasher::new(cfg.hash_key)));
     let mut files = Vec::new();
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
@@ -291,6 +297,7 @@ pub(crate) fn summarize(
             classes: cfg.classifier.describe(),
             max_packets: cfg.max_packets,
             top: cfg.top,
+            hash_key: (cfg.hash_key != HashKey::FIXED).then(|| cfg.hash_key.to_string()),
         },
         trace: TraceSummary {
             files,
@@ -347,6 +354,7 @@ fn replay_file<P: PacketSink>(
         path: path.display().to_string(),
         ..FileSummary::default()
     };
+    let hasher = FlowHasher::new(cfg.hash_key);
     let mut reader = match TraceReader::open_with(path, cfg.read_mode) {
         Ok(r) => r,
         Err(e) => {
@@ -406,7 +414,7 @@ fn replay_file<P: PacketSink>(
             Ok(d) => {
                 let class = cfg.classifier.classify_on(&d.key, packet.interface_name);
                 totals.keyed(class, packet.wire_len, d.ports_truncated);
-                let hash = flow_hash(&d.key);
+                let hash = hasher.hash(&d.key);
                 if let Some(t) = table.as_deref_mut() {
                     t.record(d.key, hash, class, packet.ts, packet.wire_len, captured);
                 }

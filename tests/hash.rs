@@ -264,3 +264,75 @@ fn wide_path_reaches_the_top_of_large_partitions() {
         "{high} of 1000 in the upper half"
     );
 }
+
+// ---------- keyed hashing (`--hash-key`) ----------
+
+mod keyed {
+    use flowsieve::dissect::FlowKey;
+    use flowsieve::filter::{CounterWidth, CountingBloomFilter};
+    use flowsieve::hash::{flow_hash, FlowHasher, HashKey};
+    use proptest::prelude::*;
+
+    /// The first public constant (see the hash module's documentation).
+    const K0: u64 = 0x243f_6a88_85a3_08d3;
+
+    /// IPv6 sources whose upper half is `K0`: the first folded product is
+    /// `0 * x` whatever the lower half, so under the public constants every
+    /// such source hashes alike. An attacker can send a flood of these.
+    fn crafted(n: u64) -> Vec<FlowKey> {
+        (0..n)
+            .map(|i| {
+                let mut src = [0u8; 16];
+                src[..8].copy_from_slice(&K0.to_be_bytes());
+                src[8..].copy_from_slice(&(i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).to_be_bytes());
+                FlowKey::v6(
+                    src,
+                    [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+                    40000,
+                    443,
+                    6,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn crafted_keys_collide_under_the_fixed_hash_and_not_under_a_key() {
+        let keys = crafted(1000);
+        let fixed: std::collections::HashSet<u64> = keys.iter().map(flow_hash).collect();
+        assert_eq!(fixed.len(), 1, "the crafted keys all collide, unkeyed");
+        let hasher = FlowHasher::new("8f3a0c1e5d7b92466e1f0a3b5c7d9e21".parse().unwrap());
+        let keyed: std::collections::HashSet<u64> = keys.iter().map(|k| hasher.hash(k)).collect();
+        assert_eq!(keyed.len(), 1000, "no two collide under a key");
+        // What that means to the heavy stage: 1000 one-packet flows look
+        // like one flow of 1000 packets to a counting filter unkeyed (a
+        // false heavy flow at any theta up to 255), and like 1000 one-packet
+        // flows keyed.
+        let theta = 100;
+        let count = |h: &dyn Fn(&FlowKey) -> u64| {
+            let mut f = CountingBloomFilter::new(1 << 16, 4, CounterWidth::W8);
+            keys.iter().map(|k| f.insert(h(k))).max().unwrap()
+        };
+        assert!(count(&flow_hash) >= theta);
+        assert!(count(&|k| hasher.hash(k)) < 5);
+    }
+
+    proptest! {
+        /// The all-zero key is the fixed hash, bit for bit (the default
+        /// reports do not move), and a nonzero key changes the hash.
+        #[test]
+        fn the_zero_key_is_the_fixed_hash(src in any::<[u8; 16]>(), dst in any::<[u8; 16]>(), sp in any::<u16>(), dp in any::<u16>(), key in any::<[u64; 2]>()) {
+            let k = FlowKey::v6(src, dst, sp, dp, 17);
+            prop_assert_eq!(FlowHasher::new(HashKey::FIXED).hash(&k), flow_hash(&k));
+            prop_assume!(key != [0, 0]);
+            prop_assert_ne!(FlowHasher::new(HashKey(key)).hash(&k), flow_hash(&k));
+        }
+
+        /// Keys round-trip through their hex form.
+        #[test]
+        fn hash_keys_round_trip_through_hex(key in any::<[u64; 2]>()) {
+            let k = HashKey(key);
+            prop_assert_eq!(k.to_string().parse::<HashKey>().unwrap(), k);
+        }
+    }
+}

@@ -672,3 +672,38 @@ fn a_full_disk_keeps_the_previous_report() {
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 }
+
+// ---------- keyed hash ----------
+
+/// `--hash-key` runs reproduce each other, record their key, and keep
+/// every exact figure (flows, packets) of the unkeyed run.
+#[test]
+fn a_keyed_run_is_reproducible_and_records_its_key() {
+    let t = default_trace();
+    let key = "8f3a0c1e5d7b92466e1f0a3b5c7d9e21";
+    let report = |extra: &[&str]| {
+        let mut args = vec!["-q", "--json", "-"];
+        args.extend_from_slice(extra);
+        args.push(&t);
+        let r = run(&args);
+        r.expect(0);
+        report_without_paths(&r.stdout)
+    };
+    let (a, b, fixed) = (
+        report(&["--hash-key", key]),
+        report(&["--hash-key", key]),
+        report(&[]),
+    );
+    assert_eq!(a, b);
+    assert_eq!(a["options"]["hash_key"], key);
+    assert!(fixed["options"].get("hash_key").is_none());
+    assert_eq!(a["trace"], fixed["trace"]);
+    assert_eq!(a["flows_top"], fixed["flows_top"]);
+    let random = report(&["--hash-key", "random"]);
+    let drawn = random["options"]["hash_key"].as_str().unwrap().to_string();
+    assert_eq!(drawn.len(), 32);
+    assert_eq!(report(&["--hash-key", &drawn])["heavy"], random["heavy"]);
+    run(&["-q", "--hash-key", "12", &t])
+        .expect(2)
+        .one_line_error("--hash-key");
+}

@@ -27,9 +27,22 @@
 //! h = fmix64(fold(a ^ b ^ K4, w4 ^ K5))
 //! ```
 //!
-//! The constants are public and fixed, so the hash is reproducible but not
-//! keyed: an adversary who knows them can craft colliding keys. A test pins
-//! known keys to known hashes so it cannot change by accident.
+//! The constants are public and fixed, so the default hash is reproducible
+//! but not keyed: an adversary who knows them can craft colliding keys (for
+//! instance IPv6 sources whose upper half equals `K0` zero the first product
+//! whatever their lower half, so they all hash alike). A test pins known
+//! keys to known hashes so it cannot change by accident.
+//!
+//! # Keyed hashing
+//!
+//! A [`HashKey`] (128 bits, `--hash-key HEX|random`) is expanded into six
+//! words XORed into `K0..K5` ([`FlowHasher`]). Without the key the
+//! constants are unknown, so crafted collisions such as the one above no
+//! longer line up (a test shows it). This is the seeding that hash-flooding
+//! defences in wyhash/foldhash/aHash use, not a cryptographic MAC: it stops
+//! precomputed collisions, not an adversary who can observe the filters.
+//! The all-zero key is the fixed hash, so the default reports stay
+//! reproducible.
 //!
 //! # Indices
 //!
@@ -104,13 +117,120 @@ pub fn fmix64(mut h: u64) -> u64 {
     h
 }
 
-/// The 64-bit hash of a flow key.
+/// The 64-bit hash of a flow key, unkeyed (the fixed constants).
 #[inline]
 pub fn flow_hash(key: &FlowKey) -> u64 {
     let w = encode(key);
     let a = fold(w[0] ^ K0, w[1] ^ K1);
     let b = fold(w[2] ^ K2, w[3] ^ K3);
     fmix64(fold(a ^ b ^ K4, w[4] ^ K5))
+}
+
+/// A 128-bit key for the flow hash; [`HashKey::FIXED`] (all zero) is the
+/// unkeyed hash.
+///
+/// ```
+/// use flowsieve::hash::HashKey;
+/// let k: HashKey = "000102030405060708090a0b0c0d0e0f".parse().unwrap();
+/// assert_eq!(k.to_string(), "000102030405060708090a0b0c0d0e0f");
+/// assert!("xyz".parse::<HashKey>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct HashKey(pub [u64; 2]);
+
+impl HashKey {
+    /// The unkeyed hash.
+    pub const FIXED: HashKey = HashKey([0, 0]);
+
+    /// A key drawn from the operating system's random source.
+    pub fn random() -> HashKey {
+        HashKey([rand::random(), rand::random()])
+    }
+}
+
+/// Why a hash key could not be parsed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a hash key is 32 hexadecimal digits (128 bits) or `random`, got {0:?}")]
+pub struct HashKeyError(pub String);
+
+impl std::str::FromStr for HashKey {
+    type Err = HashKeyError;
+    fn from_str(s: &str) -> Result<HashKey, HashKeyError> {
+        let bad = || HashKeyError(s.chars().take(64).collect());
+        if s == "random" {
+            return Ok(HashKey::random());
+        }
+        let hex = s.strip_prefix("0x").unwrap_or(s);
+        if hex.len() != 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        let hi = u64::from_str_radix(&hex[..16], 16).map_err(|_| bad())?;
+        let lo = u64::from_str_radix(&hex[16..], 16).map_err(|_| bad())?;
+        Ok(HashKey([hi, lo]))
+    }
+}
+
+impl std::fmt::Display for HashKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:016x}{:016x}", self.0[0], self.0[1])
+    }
+}
+
+/// The flow hash under a [`HashKey`]: the same mix with `K0..K5` XORed
+/// with six words expanded from the key (splitmix64). With
+/// [`HashKey::FIXED`] it equals [`flow_hash`] bit for bit.
+///
+/// ```
+/// use flowsieve::dissect::FlowKey;
+/// use flowsieve::hash::{flow_hash, FlowHasher, HashKey};
+/// let k = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 17);
+/// assert_eq!(FlowHasher::new(HashKey::FIXED).hash(&k), flow_hash(&k));
+/// assert_ne!(FlowHasher::new(HashKey([1, 2])).hash(&k), flow_hash(&k));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowHasher {
+    k: [u64; 6],
+    key: HashKey,
+}
+
+impl Default for FlowHasher {
+    fn default() -> FlowHasher {
+        FlowHasher::new(HashKey::FIXED)
+    }
+}
+
+impl FlowHasher {
+    /// The hasher for `key`.
+    pub fn new(key: HashKey) -> FlowHasher {
+        let mut k = [K0, K1, K2, K3, K4, K5];
+        if key != HashKey::FIXED {
+            let mut state = key.0[0] ^ fmix64(key.0[1] ^ K6);
+            for (i, c) in k.iter_mut().enumerate() {
+                // splitmix64: a distinct, well-mixed word per constant.
+                state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                let mut z = state ^ key.0[i % 2].rotate_left(17 * i as u32);
+                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                *c ^= z ^ (z >> 31);
+            }
+        }
+        FlowHasher { k, key }
+    }
+
+    /// The key it was made from.
+    pub fn key(&self) -> HashKey {
+        self.key
+    }
+
+    /// The 64-bit hash of a flow key under this hasher's key.
+    #[inline]
+    pub fn hash(&self, key: &FlowKey) -> u64 {
+        let w = encode(key);
+        let k = &self.k;
+        let a = fold(w[0] ^ k[0], w[1] ^ k[1]);
+        let b = fold(w[2] ^ k[2], w[3] ^ k[3]);
+        fmix64(fold(a ^ b ^ k[4], w[4] ^ k[5]))
+    }
 }
 
 /// A second mix of a flow hash, independent in its bits of the first:

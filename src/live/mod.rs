@@ -269,7 +269,9 @@ impl Source for LiveCapture<'_> {
             stop.store(true, Ordering::Relaxed);
         }
         let mut totals = Totals::new(replay.classifier.names().len());
-        let mut table = replay.truth.then(FlowTable::default);
+        let mut table = replay
+            .truth
+            .then(|| FlowTable::with_hasher(crate::hash::FlowHasher::new(replay.hash_key)));
         let mut pending: Vec<Pending> = (0..readers)
             .map(|_| Pending {
                 batches: VecDeque::new(),
@@ -287,6 +289,7 @@ impl Source for LiveCapture<'_> {
                     counters: Arc::clone(&counters),
                     iface_index,
                     classifier: replay.classifier.clone(),
+                    hasher: crate::hash::FlowHasher::new(replay.hash_key),
                     dissector: Dissector::new(replay.bidirectional),
                     keep_bytes: cfg.write.is_some(),
                     to_merger: to_merger.clone(),

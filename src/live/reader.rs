@@ -5,7 +5,7 @@
 use super::counters::InterfaceCounters;
 use crate::class::{ClassId, Classifier};
 use crate::dissect::{Dissector, FlowKey, SkipReason};
-use crate::hash::flow_hash;
+use crate::hash::FlowHasher;
 use crate::ingest::live::{restore_vlan_tag, Interface, PacketRing, TAG_BYTES};
 use crate::ingest::{LinkType, Timestamp};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -52,6 +52,7 @@ pub(crate) struct Reader {
     pub(crate) counters: Arc<super::LiveCounters>,
     pub(crate) iface_index: usize,
     pub(crate) classifier: Classifier,
+    pub(crate) hasher: FlowHasher,
     pub(crate) dissector: Dissector,
     pub(crate) keep_bytes: bool,
     pub(crate) to_merger: Sender<ReaderBatch>,
@@ -173,6 +174,7 @@ impl Reader {
         let link_type = self.iface.link_type;
         let iface = &self.iface;
         let (dissector, classifier, keep) = (&self.dissector, &self.classifier, self.keep_bytes);
+        let hasher = self.hasher;
         let iface_name = Some(self.iface.name.as_str());
         let (mut received, mut bytes, mut supers, mut vlans) = (0u64, 0u64, 0u64, 0u64);
         let n = self.ring.read_block(|f| {
@@ -189,7 +191,7 @@ impl Reader {
             supers += u64::from(iface.is_super_frame(data, wire_len));
             let outcome = dissector.dissect(link_type, data).map(|d| Keyed {
                 key: d.key,
-                hash: flow_hash(&d.key),
+                hash: hasher.hash(&d.key),
                 class: classifier.classify_on(&d.key, iface_name),
                 ports_truncated: d.ports_truncated,
             });

@@ -60,6 +60,14 @@ pub mod defaults {
     /// The least fraction of queries checked against the exact set for the
     /// priors.
     pub const PRIOR_SAMPLE: f64 = 0.01;
+    /// Distinct flows the selective stage's exact sets hold per window over
+    /// all shards, before they shed by hash sampling: 2^19, about 26 MiB
+    /// for the cache and query sets together at hashbrown's load, so that a
+    /// flood stays inside the 64 MiB beyond the filters that a run with
+    /// truth off may take. A normal trace's windows are far below it.
+    pub const SELECTIVE_MAX_FLOWS: usize = 1 << 19;
+    /// The largest `--selective-max-flows` accepted.
+    pub const SELECTIVE_MAX_FLOWS_LIMIT: usize = 1 << 30;
     /// Checks per class and round the prior sampler aims for (all of a
     /// class's queries below that).
     pub const PRIOR_MIN_SAMPLES: u64 = 1000;

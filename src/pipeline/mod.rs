@@ -28,6 +28,7 @@
 //! [`new_flows`] (recycling filters, 004) and [`selective`] (the Bloom
 //! paradox, 000); [`stage`] says how to write another.
 
+mod capped;
 mod config;
 mod deferred;
 mod engine;
@@ -44,6 +45,7 @@ mod source;
 pub mod stage;
 mod window;
 
+pub use capped::{admitted_at, Admission, CappedFlowSet};
 pub use config::{
     available_memory, default_threads, defaults, ByteSize, ByteSizeError, ConfigError,
     MemoryEstimate, PipelineConfig, StageList, StageListError, StageName, ValidatedConfig,

@@ -55,9 +55,9 @@
 //! one built by Selective insertion, and a [`SelectiveCountingFilter`] for
 //! the posterior and the counter-product rule.
 
+use super::capped::{Admission, CappedFlowSet};
 use super::config::{defaults, in_range, ConfigError};
 use super::event::Event;
-use super::keyed::{HashMap, HashSet};
 use super::rate::ratio;
 use super::record::PacketRecord;
 use super::stage::{Broadcast, Coordinator};
@@ -71,8 +71,8 @@ use crate::filter::{
 use crate::model::bloom;
 use crate::model::paradox;
 use crate::report::{
-    ClassAlpha, ClassPrior, SelectiveConfigInfo, SelectiveNote, SelectiveRates, SelectiveReport,
-    SelectiveVariant, SweepPoint,
+    ClassAlpha, ClassPrior, SelectiveConfigInfo, SelectiveFlood, SelectiveNote, SelectiveRates,
+    SelectiveReport, SelectiveVariant, SweepPoint,
 };
 use std::fmt;
 use std::str::FromStr;
@@ -323,6 +323,11 @@ pub struct SelectiveConfig {
     pub alpha: Vec<f64>,
     /// The sweeps.
     pub sweeps: Sweeps,
+    /// The most distinct flows the exact sets of one window may hold, over
+    /// all shards (each shard holds `max_flows / shards`). Past it a set
+    /// keeps a hash sample of its flows ([`super::CappedFlowSet`]) and the
+    /// report says how much was shed: a flood cannot grow memory.
+    pub max_flows: usize,
 }
 
 impl SelectiveConfig {
@@ -341,6 +346,7 @@ impl SelectiveConfig {
             prior_default: 0.5,
             alpha,
             sweeps: Sweeps::default(),
+            max_flows: defaults::SELECTIVE_MAX_FLOWS,
         }
     }
 
@@ -416,6 +422,12 @@ impl SelectiveConfig {
                 ));
             }
         }
+        in_range(
+            "selective.max_flows",
+            self.max_flows,
+            1,
+            defaults::SELECTIVE_MAX_FLOWS_LIMIT,
+        )?;
         if !(self.prior_smoothing > 0.0 && self.prior_smoothing <= 1.0) {
             return Err(ConfigError::invalid(
                 "selective.prior_smoothing",
@@ -618,6 +630,38 @@ pub struct SelectiveTally {
     pub set_elements: u64,
     /// Elements left out by selective insertion, over shard-rounds.
     pub insertion_skipped: u64,
+    /// What the flow-set cap shed.
+    pub flood: FloodTally,
+}
+
+/// What the cap on the exact flow sets shed ([`SelectiveConfig::max_flows`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FloodTally {
+    /// Shard-rounds in which a set reached its cap.
+    pub shard_rounds: u64,
+    /// Cache-window packets of flows not admitted to `S`.
+    pub cache_packets_shed: u64,
+    /// Query-window packets not queried because their flow was shed.
+    pub query_packets_shed: u64,
+    /// Members dropped from a set when its sampling level rose.
+    pub flows_evicted: u64,
+    /// The highest sampling level reached (the sets then held a
+    /// `2^-level` sample of the window's flows).
+    pub max_level: u32,
+    /// Rounds in which the prior coordinator's own sample sets reached the
+    /// cap (its priors then come from a hash sample of its samples).
+    pub prior_rounds: u64,
+}
+
+impl FloodTally {
+    fn add(&mut self, o: &FloodTally) {
+        self.shard_rounds += o.shard_rounds;
+        self.cache_packets_shed += o.cache_packets_shed;
+        self.query_packets_shed += o.query_packets_shed;
+        self.flows_evicted += o.flows_evicted;
+        self.max_level = self.max_level.max(o.max_level);
+        self.prior_rounds += o.prior_rounds;
+    }
 }
 
 impl Tally for SelectiveTally {
@@ -630,6 +674,7 @@ impl Tally for SelectiveTally {
             a.sampled_members += b.sampled_members;
             a.prior_final = a.prior_final.or(b.prior_final);
         }
+        self.flood.add(&o.flood);
         // The coordinator's tally (merged first) has no evaluators.
         if self.errors.is_empty() {
             self.errors = o.errors;
@@ -673,7 +718,7 @@ impl Stage for SelectiveStage {
     type Section = SelectiveReport;
 
     fn shard(&self, ctx: &ShardContext) -> SelectiveShard {
-        let mut shard = SelectiveShard::new(self, ctx.classes);
+        let mut shard = SelectiveShard::new(self, ctx.classes, ctx.shards);
         shard.live = self.gauges(ctx).map(|gauges| LivePublish {
             gauges,
             errors: shard.tally.errors[..self.main_variants()].to_vec(),
@@ -804,6 +849,22 @@ impl Stage for SelectiveStage {
                 });
             }
         }
+        let flood = SelectiveFlood {
+            cap_flows_per_shard: (s.max_flows / ctx.shards.max(1)).max(1) as u64,
+            shard_rounds: t.flood.shard_rounds,
+            cache_packets_shed: t.flood.cache_packets_shed,
+            query_packets_shed: t.flood.query_packets_shed,
+            flows_evicted: t.flood.flows_evicted,
+            lowest_sample_rate: 0.5f64.powi(t.flood.max_level as i32),
+            prior_rounds: t.flood.prior_rounds,
+        };
+        if flood.shard_rounds > 0 || flood.prior_rounds > 0 {
+            notes.push(SelectiveNote::Flooded {
+                shard_rounds: flood.shard_rounds,
+                cap: flood.cap_flows_per_shard,
+                rate: flood.lowest_sample_rate,
+            });
+        }
         SelectiveReport {
             config: SelectiveConfigInfo {
                 cache_window: s.cache_window,
@@ -832,6 +893,7 @@ impl Stage for SelectiveStage {
             directories_built: t.directories_built,
             set_elements: t.set_elements,
             insertion_skipped: t.insertion_skipped,
+            flood,
             notes,
         }
     }
@@ -909,8 +971,8 @@ pub struct SelectiveShard {
     plan: Plan,
     period: u64,
     state: Option<(u64, Phase)>,
-    cache: HashMap<ClassId>,
-    queried: HashSet,
+    cache: CappedFlowSet<ClassId>,
+    queried: CappedFlowSet<()>,
     directories: Vec<Directory>,
     /// Per evaluator, per class: the prior below which selective query
     /// skips (this round).
@@ -964,8 +1026,9 @@ impl LivePublish {
 }
 
 impl SelectiveShard {
-    fn new(stage: &SelectiveStage, classes: usize) -> SelectiveShard {
+    fn new(stage: &SelectiveStage, classes: usize, shards: usize) -> SelectiveShard {
         let cfg = &stage.cfg;
+        let cap = (cfg.max_flows / shards.max(1)).max(1);
         let plan = stage.plan.clone();
         let evaluators = plan.evaluators.len();
         SelectiveShard {
@@ -981,8 +1044,8 @@ impl SelectiveShard {
             plan,
             cfg: cfg.clone(),
             state: None,
-            cache: HashMap::default(),
-            queried: HashSet::default(),
+            cache: CappedFlowSet::new(cap),
+            queried: CappedFlowSet::new(cap),
             directories: Vec::new(),
             live: None,
         }
@@ -1000,8 +1063,7 @@ impl SelectiveShard {
         };
         if self.state != Some((round, phase)) {
             if self.state.map(|s| s.0) != Some(round) {
-                self.cache.clear();
-                self.queried.clear();
+                self.end_round();
                 self.directories.clear();
             }
             if phase == Phase::Query {
@@ -1011,15 +1073,44 @@ impl SelectiveShard {
         }
         match phase {
             Phase::Cache => {
-                self.cache.insert(r.hash, r.class);
+                if self.cache.insert(r.hash, r.class) == Admission::Shed {
+                    self.tally.flood.cache_packets_shed += 1;
+                }
             }
             Phase::Query => {
-                if self.cfg.query_unit == QueryUnit::Flow && !self.queried.insert(r.hash) {
+                // Only flows the cache set still admits are queried: a shed
+                // flow may have been in the cache window, and its
+                // membership is no longer known exactly.
+                let admitted = self.cache.admits(r.hash)
+                    && match self.cfg.query_unit {
+                        QueryUnit::Flow => match self.queried.insert(r.hash, ()) {
+                            Admission::Inserted => true,
+                            Admission::Present => return,
+                            Admission::Shed => false,
+                        },
+                        QueryUnit::Packet => self.queried.admits(r.hash),
+                    };
+                if !admitted {
+                    self.tally.flood.query_packets_shed += 1;
                     return;
                 }
                 self.query(r.hash, r.class);
             }
         }
+    }
+
+    /// Accounts for the flow-set cap in the round that ends, and empties
+    /// the sets for the next.
+    fn end_round(&mut self) {
+        let level = self.cache.level().max(self.queried.level());
+        if level > 0 {
+            let f = &mut self.tally.flood;
+            f.shard_rounds += 1;
+            f.max_level = f.max_level.max(level);
+            f.flows_evicted += self.cache.evicted() + self.queried.evicted();
+        }
+        self.cache.clear();
+        self.queried.clear();
     }
 
     /// Builds this round's directories over the cache window's flows.
@@ -1076,7 +1167,7 @@ impl SelectiveShard {
         if c >= self.tally.classes.len() {
             return;
         }
-        let member = self.cache.contains_key(&h);
+        let member = self.cache.contains(h);
         let prior = self.priors.get(c).copied().unwrap_or(1.0);
         let t = &mut self.tally.classes[c];
         t.queries += 1;
@@ -1150,7 +1241,8 @@ impl ShardStage for SelectiveShard {
         }
     }
 
-    fn finish(self) -> SelectiveTally {
+    fn finish(mut self) -> SelectiveTally {
+        self.end_round();
         self.tally
     }
 }
@@ -1208,9 +1300,9 @@ struct PriorCoordinator {
     sampler: PriorSampler,
     priors: RoundPriors,
     /// Sampled flows of this round's cache window.
-    cache: HashSet,
+    cache: CappedFlowSet<()>,
     /// Sampled flows already queried this round (per-flow queries).
-    queried: HashSet,
+    queried: CappedFlowSet<()>,
     /// Query packets per class this round (to plan the next one's rates).
     round_queries: Vec<u64>,
     /// Per class, the round's sample count at which the priors are sent
@@ -1244,8 +1336,8 @@ impl PriorCoordinator {
             state: None,
             sampler: PriorSampler::new(classes, cfg.prior_sample, cfg.prior_min_samples),
             priors: RoundPriors::new(classes, 1.0 - cfg.prior_smoothing),
-            cache: HashSet::default(),
-            queried: HashSet::default(),
+            cache: CappedFlowSet::new(cfg.max_flows),
+            queried: CappedFlowSet::new(cfg.max_flows),
             round_queries: vec![0; classes],
             next_update: vec![FIRST_UPDATE_SAMPLES; classes],
             update_due: false,
@@ -1295,6 +1387,9 @@ impl Coordinator<SelectiveTally> for PriorCoordinator {
                     self.sampler.plan(&self.round_queries);
                     self.round_queries.fill(0);
                 }
+                if self.cache.level().max(self.queried.level()) > 0 {
+                    self.tally.flood.prior_rounds += 1;
+                }
                 self.cache.clear();
                 self.queried.clear();
                 self.next_update.fill(FIRST_UPDATE_SAMPLES);
@@ -1312,7 +1407,7 @@ impl Coordinator<SelectiveTally> for PriorCoordinator {
         match phase {
             Phase::Cache => {
                 if self.sampler.sampled(c, r.hash) {
-                    self.cache.insert(r.hash);
+                    self.cache.insert(r.hash, ());
                 }
             }
             Phase::Query => {
@@ -1322,9 +1417,13 @@ impl Coordinator<SelectiveTally> for PriorCoordinator {
                 // The sampling test first: the per-flow dedup set is only
                 // touched for sampled flows.
                 if self.sampler.sampled(c, r.hash)
-                    && (self.query_unit == QueryUnit::Packet || self.queried.insert(r.hash))
+                    && self.cache.admits(r.hash)
+                    && match self.query_unit {
+                        QueryUnit::Packet => self.queried.admits(r.hash),
+                        QueryUnit::Flow => self.queried.insert(r.hash, ()) == Admission::Inserted,
+                    }
                 {
-                    let member = self.cache.contains(&r.hash);
+                    let member = self.cache.contains(r.hash);
                     self.priors.record(c, member);
                     if let Some(t) = self.tally.classes.get_mut(c) {
                         t.sampled += 1;
@@ -1345,6 +1444,9 @@ impl Coordinator<SelectiveTally> for PriorCoordinator {
     }
 
     fn finish(mut self: Box<Self>) -> SelectiveTally {
+        if self.cache.level().max(self.queried.level()) > 0 {
+            self.tally.flood.prior_rounds += 1;
+        }
         self.priors.end_round();
         for (c, t) in self.tally.classes.iter_mut().enumerate() {
             t.prior_final = self.priors.estimate(c);

@@ -85,6 +85,10 @@ pub struct OptionsInfo {
     pub max_packets: Option<u64>,
     /// Top flows listed.
     pub top: usize,
+    /// The flow hash's key in hex, when the hash was keyed (`--hash-key`);
+    /// absent for the fixed hash.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hash_key: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]

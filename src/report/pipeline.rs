@@ -186,6 +186,15 @@ pub enum NewFlowNote {
 /// What limits the selective-query figures.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SelectiveNote {
+    /// A window held more distinct flows than the exact sets' cap.
+    Flooded {
+        /// Shard-rounds that reached the cap.
+        shard_rounds: u64,
+        /// The cap per shard.
+        cap: u64,
+        /// The lowest share of flows kept.
+        rate: f64,
+    },
     /// Classes with too few prior samples used the default prior.
     StarvedPriors {
         /// How many classes.
@@ -232,6 +241,7 @@ impl fmt::Display for NewFlowNote {
 impl fmt::Display for SelectiveNote {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            SelectiveNote::Flooded { shard_rounds, cap, rate } => write!(f, "flooded: in {shard_rounds} shard-rounds a window held more than {cap} distinct flows per shard; the exact sets then kept a hash sample of the flows (down to {:.3}%) and the figures cover that sample (see flood for what was shed)", rate * 100.0),
             SelectiveNote::StarvedPriors { classes, default_prior } => write!(f, "{classes} classes had queries but no sampled query before the trace ended; they used the default prior {default_prior} and were answered as by the plain filter"),
             SelectiveNote::NoClassInParadox { class, below_bpe, below_alpha } => write!(f, "no class's prior is below its Theorem 1 threshold, so selective querying cannot pay here; the first to enter that regime would be {class}, below {below_bpe:.2} bits per element or below alpha {below_alpha:.3e}"),
         }
@@ -561,8 +571,31 @@ pub struct SelectiveReport {
     pub set_elements: u64,
     /// Elements selective insertion left out, over shard-rounds.
     pub insertion_skipped: u64,
+    /// What the cap on the exact flow sets shed (all zero unless a window
+    /// held more distinct flows than the cap, as in a flood).
+    pub flood: SelectiveFlood,
     /// What limits the figures.
     pub notes: Vec<SelectiveNote>,
+}
+
+/// What the selective stage's flow-set cap shed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct SelectiveFlood {
+    /// Distinct flows each shard's set holds per window before it samples.
+    pub cap_flows_per_shard: u64,
+    /// Shard-rounds in which a set reached the cap.
+    pub shard_rounds: u64,
+    /// Cache-window packets of flows left out of `S`.
+    pub cache_packets_shed: u64,
+    /// Query-window packets not queried (their flow was shed).
+    pub query_packets_shed: u64,
+    /// Flows dropped from a set when its sampling level rose.
+    pub flows_evicted: u64,
+    /// The smallest share of a window's distinct flows that was kept
+    /// (`2^-level`; 1 when nothing was shed).
+    pub lowest_sample_rate: f64,
+    /// Rounds in which the prior coordinator's sample sets reached the cap.
+    pub prior_rounds: u64,
 }
 
 /// Per-batch latency of one stage, from an HDR histogram.

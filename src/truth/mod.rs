@@ -20,6 +20,7 @@
 
 use crate::class::ClassId;
 use crate::dissect::FlowKey;
+use crate::hash::FlowHasher;
 use crate::ingest::Timestamp;
 use hashbrown::HashTable;
 
@@ -55,6 +56,8 @@ pub struct FlowEntry {
 #[derive(Clone, Debug, Default)]
 pub struct FlowTable {
     table: HashTable<FlowEntry>,
+    /// The hash the pipeline uses (keyed or not), for [`FlowTable::get`].
+    hasher: FlowHasher,
 }
 
 impl FlowTable {
@@ -62,11 +65,20 @@ impl FlowTable {
     pub fn with_capacity(flows: usize) -> FlowTable {
         FlowTable {
             table: HashTable::with_capacity(flows),
+            hasher: FlowHasher::default(),
         }
     }
 
-    /// Counts one packet of `key` (whose [`crate::hash::flow_hash`] is
-    /// `hash`). Returns true if this is the flow's first packet.
+    /// An empty table for flows hashed by `hasher` (a keyed run's).
+    pub fn with_hasher(hasher: FlowHasher) -> FlowTable {
+        FlowTable {
+            table: HashTable::new(),
+            hasher,
+        }
+    }
+
+    /// Counts one packet of `key` (whose hash under the table's
+    /// [`FlowHasher`] is `hash`). Returns true if this is the flow's first packet.
     #[inline]
     pub fn record(
         &mut self,
@@ -111,7 +123,7 @@ impl FlowTable {
 
     /// The statistics of one flow.
     pub fn get(&self, key: &FlowKey) -> Option<&FlowStats> {
-        let h = crate::hash::flow_hash(key);
+        let h = self.hasher.hash(key);
         self.table.find(h, |e| e.key == *key).map(|e| &e.stats)
     }
 
