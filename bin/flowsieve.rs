@@ -21,7 +21,9 @@ use flowsieve::pipeline::{
 };
 use flowsieve::replay::ReplayObserver;
 use flowsieve::report::{FileSummary, Outcome};
-use flowsieve::synth::{generate, OutputFormat, ProtoMix, SizeModel, SynthConfig, SynthError};
+use flowsieve::synth::{
+    generate_with_progress, OutputFormat, ProtoMix, SizeModel, SynthConfig, SynthError,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::fmt::Display;
@@ -36,6 +38,37 @@ pub(crate) mod exit {
     pub const USAGE: u8 = 2;
     pub const DAMAGED_INPUT: u8 = 3;
     pub const ANOMALIES: u8 = 4;
+    /// Ctrl-C or SIGTERM stopped a long job (gen-trace, bench) before it
+    /// finished; nothing was written under the output's name.
+    pub const INTERRUPTED: u8 = 130;
+}
+
+/// A flag that SIGINT and SIGTERM set, so that a long job stops at its next
+/// check instead of dying mid-write. A second Ctrl-C still ends the
+/// process at once (exit 130), in case a check is far away.
+fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register_conditional_shutdown(
+            sig,
+            i32::from(exit::INTERRUPTED),
+            std::sync::Arc::clone(&stop),
+        );
+        let _ = signal_hook::flag::register(sig, std::sync::Arc::clone(&stop));
+    }
+    stop
+}
+
+/// A progress bar on stderr for `total` units, drawn only when stderr is a
+/// terminal (indicatif hides it otherwise, so logs and tests see nothing).
+fn progress_bar(total: u64, unit: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(total);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(&format!(
+        "{{bar:40}} {{pos}}/{{len}} {unit}  {{elapsed}} (eta {{eta}})"
+    )) {
+        bar.set_style(style);
+    }
+    bar
 }
 
 fn outcome_code(o: Outcome) -> u8 {
@@ -73,7 +106,8 @@ fn default_trace() -> PathBuf {
         With no subcommand, replays the bundled default trace (traces/default.pcap).\n\n\
         Exit codes: 0 ok; 1 could not run (file missing, bad config, cannot write); \
         2 bad command line; 3 damaged input (a file ended early; results cover what was read); \
-        4 input anomalies (every record read, some odd: see the warnings), or for `reproduce` a row that deviates without a known reason.",
+        4 input anomalies (every record read, some odd: see the warnings), or for `reproduce` a row that deviates without a known reason; \
+        130 interrupted (Ctrl-C) before a long job finished.",
     args_conflicts_with_subcommands = true
 )]
 struct Cli {
@@ -718,10 +752,34 @@ fn run_bench(args: BenchArgs) -> u8 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if !(1..=flowsieve::bench::MAX_ROUNDS).contains(&args.rounds) {
+        return fail(
+            exit::USAGE,
+            format!(
+                "--rounds: must be between 1 and {} (got {})",
+                flowsieve::bench::MAX_ROUNDS,
+                args.rounds
+            ),
+        );
+    }
     let traces = traces_or_default(&args.traces);
-    let mut report = match flowsieve::bench::bench(&traces, &cfg, &args.threads_list, args.rounds) {
+    let stop = interrupt_flag();
+    let bar = progress_bar(args.rounds as u64, "rounds");
+    let measured = flowsieve::bench::bench_until(
+        &traces,
+        &cfg,
+        &args.threads_list,
+        args.rounds,
+        &stop,
+        &mut |done| bar.set_position(done as u64),
+    );
+    bar.finish_and_clear();
+    let mut report = match measured {
         Ok(r) => r,
         Err(flowsieve::bench::BenchError::Config(e)) => return fail(exit::USAGE, e),
+        Err(e @ flowsieve::bench::BenchError::Interrupted { .. }) => {
+            return fail(exit::INTERRUPTED, e)
+        }
         Err(e) => return fail(exit::FAILURE, e),
     };
     if !args.no_tcpdump {
@@ -733,10 +791,14 @@ fn run_bench(args: BenchArgs) -> u8 {
             &traces,
             report.packets,
             args.rounds,
+            &stop,
         ) {
             Ok(c) => report.tcpdump = Some(c),
             Err(e) => report.tcpdump_note = Some(e.0),
         }
+    }
+    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+        return fail(exit::INTERRUPTED, "bench: interrupted");
     }
     print!("{report}");
     if let Some(path) = &args.json {
@@ -815,9 +877,18 @@ fn run_gen_trace(a: GenTraceArgs) -> u8 {
     if let Err(e) = cfg.validate() {
         return fail(exit::USAGE, e);
     }
+    // Ctrl-C (or SIGTERM) stops at the next progress point; the temporary
+    // file is removed, so nothing is left under the name asked for.
+    let stop = interrupt_flag();
+    let bar = progress_bar(cfg.packets, "packets");
     let written = flowsieve::report::write_atomically_with(&a.output, |w| {
-        generate(&cfg, w).map_err(std::io::Error::other)
+        generate_with_progress(&cfg, w, &mut |done| {
+            bar.set_position(done);
+            !stop.load(std::sync::atomic::Ordering::Relaxed)
+        })
+        .map_err(std::io::Error::other)
     });
+    bar.finish_and_clear();
     let written = written.map_err(|e| {
         let message = e.to_string();
         match e.into_inner().map(|r| r.downcast::<SynthError>()) {
@@ -839,6 +910,10 @@ fn run_gen_trace(a: GenTraceArgs) -> u8 {
             exit::OK
         }
         Err(e @ SynthError::Config(_)) => fail(exit::USAGE, e),
+        Err(e @ SynthError::Interrupted { .. }) => fail(
+            exit::INTERRUPTED,
+            format!("{}: {e}; nothing was written", a.output.display()),
+        ),
         Err(e) => fail(exit::FAILURE, format!("{}: {e}", a.output.display())),
     }
 }
@@ -931,6 +1006,23 @@ fn main() -> ExitCode {
             ));
         }
     };
+    // Commands without a graceful stop of their own end at once on Ctrl-C
+    // or SIGTERM, with exit 130: their outputs are written atomically, so
+    // nothing half-written is left. gen-trace and bench stop at their next
+    // check instead, and live prints its final report.
+    if matches!(
+        cli.command,
+        None | Some(Command::Replay(_)) | Some(Command::Model(_)) | Some(Command::Reproduce(_))
+    ) {
+        let now = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            let _ = signal_hook::flag::register_conditional_shutdown(
+                sig,
+                i32::from(exit::INTERRUPTED),
+                std::sync::Arc::clone(&now),
+            );
+        }
+    }
     ExitCode::from(match cli.command {
         None => run_replay(cli.replay),
         Some(Command::Replay(a)) => run_replay(*a),

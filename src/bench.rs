@@ -11,6 +11,7 @@ use crate::replay::{replay, NoObserver};
 use serde::Serialize;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// One row of a benchmark: a path through the code and its figures.
@@ -63,7 +64,19 @@ pub enum BenchError {
     /// The pipeline failed.
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
+    /// Stopped (Ctrl-C) before all rounds ran.
+    #[error("interrupted after {rounds} of {of} rounds")]
+    Interrupted {
+        /// Rounds completed.
+        rounds: usize,
+        /// Rounds asked for.
+        of: usize,
+    },
 }
+
+/// The most rounds `bench` runs (each round replays every trace once per
+/// thread count and once more for dissect+hash).
+pub const MAX_ROUNDS: usize = 1000;
 
 fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
@@ -79,7 +92,38 @@ pub fn bench(
     threads: &[usize],
     rounds: usize,
 ) -> Result<BenchReport, BenchError> {
+    bench_until(
+        paths,
+        cfg,
+        threads,
+        rounds,
+        &AtomicBool::new(false),
+        &mut |_| {},
+    )
+}
+
+/// [`bench`], stopping with [`BenchError::Interrupted`] at the next run
+/// once `stop` is set (a Ctrl-C handler sets it), and calling `on_round`
+/// with the number of rounds done after each.
+pub fn bench_until(
+    paths: &[PathBuf],
+    cfg: &ValidatedConfig,
+    threads: &[usize],
+    rounds: usize,
+    stop: &AtomicBool,
+    on_round: &mut dyn FnMut(usize),
+) -> Result<BenchReport, BenchError> {
     let rounds = rounds.max(1);
+    let stopped = |done| {
+        if stop.load(Ordering::Relaxed) {
+            Err(BenchError::Interrupted {
+                rounds: done,
+                of: rounds,
+            })
+        } else {
+            Ok(())
+        }
+    };
     let configs: Vec<(usize, ValidatedConfig)> = threads
         .iter()
         .map(|&t| cfg.clone().with_threads(t).map(|c| (t, c)))
@@ -88,7 +132,8 @@ pub fn bench(
     let mut wall = vec![Vec::new(); threads.len() + 1];
     let mut cpu = vec![Vec::new(); threads.len() + 1];
     let mut packets = 0;
-    for _ in 0..rounds {
+    for round in 0..rounds {
+        stopped(round)?;
         let mut replay_cfg = cfg.config().replay.clone();
         replay_cfg.truth = false;
         let (c0, t0) = (cpu_seconds(), Instant::now());
@@ -101,11 +146,13 @@ pub fn bench(
         wall[0].push(packets as f64 / w.max(1e-9) / 1e6);
         cpu[0].push(packets as f64 / c.max(1e-9) / 1e6);
         for (i, (_, c)) in configs.iter().enumerate() {
+            stopped(round)?;
             let source = FileSource::new(paths.to_vec(), c);
             let r = run(source, c, &mut NoObserver, &mut NoEvents)?;
             wall[i + 1].push(r.throughput.packets_per_sec / 1e6);
             cpu[i + 1].push(r.throughput.packets_per_cpu_sec / 1e6);
         }
+        on_round(round + 1);
     }
     let base = median(&wall[0]);
     let one = threads
@@ -219,6 +266,7 @@ pub fn compare_with_tcpdump(
     traces: &[PathBuf],
     packets: u64,
     rounds: usize,
+    stop: &AtomicBool,
 ) -> Result<TcpdumpComparison, NoComparison> {
     use std::process::{Command, Stdio};
     let [trace] = traces else {
@@ -257,6 +305,9 @@ pub fn compare_with_tcpdump(
     let mut walls = vec![Vec::new(); commands.len()];
     for _ in 0..rounds.max(1) {
         for (i, (program, args)) in commands.iter().enumerate() {
+            if stop.load(Ordering::Relaxed) {
+                return Err(NoComparison("interrupted".into()));
+            }
             let t0 = Instant::now();
             let status = Command::new(program)
                 .args(args)

@@ -41,6 +41,12 @@ fn temp_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
         .tempfile_in(dir)
 }
 
+/// True when `path` exists and is not a regular file or a directory (a
+/// character device, a FIFO, a socket): such a target is written in place.
+fn is_special(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
 /// Writes `contents` to `path` atomically (temporary file, flush, sync,
 /// rename).
 pub fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
@@ -54,6 +60,15 @@ pub fn write_atomically_with<T>(
     path: &Path,
     write: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> std::io::Result<T>,
 ) -> std::io::Result<T> {
+    if is_special(path) {
+        // A device or a pipe (`/dev/stdout`, a FIFO): written in place.
+        // Renaming a file over it would replace the device node itself.
+        let file = std::fs::OpenOptions::new().write(true).open(path)?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, &file);
+        let value = write(&mut w)?;
+        w.flush()?;
+        return Ok(value);
+    }
     let tmp = temp_beside(path)?;
     let value = {
         let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
@@ -73,6 +88,9 @@ pub fn write_atomically_to_path<T>(
     path: &Path,
     write: impl FnOnce(&Path) -> Result<T, String>,
 ) -> Result<T, String> {
+    if is_special(path) {
+        return write(path);
+    }
     let tmp = temp_beside(path)
         .map_err(|e| format!("{}: {e}", path.display()))?
         .into_temp_path();

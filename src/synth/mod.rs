@@ -236,7 +236,18 @@ pub enum SynthError {
     #[error("cannot write trace: {0}")]
     /// The output could not be written.
     Write(String),
+    #[error("interrupted after {written} of {packets} packets")]
+    /// The progress callback asked to stop.
+    Interrupted {
+        /// Packets written.
+        written: u64,
+        /// Packets asked for.
+        packets: u64,
+    },
 }
+
+/// How often (in packets) [`generate_with_progress`] reports.
+pub const PROGRESS_EVERY: u64 = 1 << 16;
 
 /// What was generated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -573,6 +584,17 @@ enum Sink<W: Write> {
 
 /// Generates a trace into `out`.
 pub fn generate<W: Write>(cfg: &SynthConfig, out: W) -> Result<SynthStats, SynthError> {
+    generate_with_progress(cfg, out, &mut |_| true)
+}
+
+/// [`generate`], calling `progress` with the packets written so far every
+/// [`PROGRESS_EVERY`] packets; it returns false to stop, and generation then
+/// ends with [`SynthError::Interrupted`].
+pub fn generate_with_progress<W: Write>(
+    cfg: &SynthConfig,
+    out: W,
+    progress: &mut dyn FnMut(u64) -> bool,
+) -> Result<SynthStats, SynthError> {
     check(cfg)?;
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let werr = |e: pcap_file::PcapError| SynthError::Write(e.to_string());
@@ -594,7 +616,14 @@ pub fn generate<W: Write>(cfg: &SynthConfig, out: W) -> Result<SynthStats, Synth
     ranking.shuffle(&mut rng);
     let zipf = Zipf::new(flows.len() as f64, cfg.zipf_exponent)
         .map_err(|e| SynthError::Config(e.to_string()))?;
-    for _ in cfg.flows..cfg.packets {
+    for i in cfg.flows..cfg.packets {
+        // Sizing a billion packets takes a while: stay interruptible.
+        if i % PROGRESS_EVERY == 0 && !progress(0) {
+            return Err(SynthError::Interrupted {
+                written: 0,
+                packets: cfg.packets,
+            });
+        }
         let rank = (zipf.sample(&mut rng) as usize).clamp(1, flows.len());
         sizes[ranking[rank - 1]] += 1;
     }
@@ -652,6 +681,12 @@ pub fn generate<W: Write>(cfg: &SynthConfig, out: W) -> Result<SynthStats, Synth
     };
     let start_ns = (cfg.start_secs * 1e9) as u128;
     for (seq, (&fi, &off)) in order.iter().zip(offsets.iter()).enumerate() {
+        if seq as u64 % PROGRESS_EVERY == 0 && !progress(seq as u64) {
+            return Err(SynthError::Interrupted {
+                written: seq as u64,
+                packets: cfg.packets,
+            });
+        }
         let f = &flows[fi as usize];
         let wire = frame_len(&mut rng, f, cfg.sizes);
         build_frame(
