@@ -9,14 +9,31 @@
 //! - **Many writers**: [`AtomicCountingBloomFilter::insert`] on a shared
 //!   filter updates each counter with a compare-and-swap on its word, so
 //!   concurrent increments are never lost and a counter saturates exactly at
-//!   its maximum, whatever the interleaving.
+//!   its maximum, whatever the interleaving. The estimate an insert
+//!   *returns* is the minimum of the values it wrote, and is not
+//!   linearisable: two concurrent inserts of one key can both return 1
+//!   (each was first on one of the key's counters and second on the
+//!   other), though the filter then holds 2. Judge a threshold crossing by
+//!   [`Counters::estimate`] after the inserts, or use the single-writer
+//!   mode, as the pipeline does (each shard owns its filter). tests/loom.rs
+//!   checks all three statements under every interleaving.
 //!
 //! No mutex or read-write lock anywhere.
 
 use super::{CounterWidth, Counters};
 use crate::hash::PartitionedIndexer;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+// Under `--cfg loom` the atomics and Arc are loom's, so tests/loom.rs can
+// explore every interleaving of the writers and readers below.
+#[cfg(loom)]
+use loom::sync::{
+    atomic::{AtomicU64, Ordering::Relaxed},
+    Arc,
+};
+#[cfg(not(loom))]
+use std::sync::{
+    atomic::{AtomicU64, Ordering::Relaxed},
+    Arc,
+};
 
 /// The shared counters.
 #[derive(Debug)]

@@ -360,7 +360,9 @@ impl PipelineConfig {
                     validated = validated.with_stage(s);
                 }
                 StageName::Selective => {
-                    validated = validated.with_stage(self.selective.validate()?);
+                    let s = self.selective.validate()?;
+                    memory.selective = s.memory_bytes(self.shards);
+                    validated = validated.with_stage(s);
                 }
             }
         }
@@ -412,15 +414,19 @@ pub(crate) fn in_range<T: PartialOrd + fmt::Display>(
     Ok(())
 }
 
-/// The memory a validated run takes before it reads a packet, in bytes.
-/// Ground truth and the selective stage's per-window sets grow with the
-/// traffic and are not included.
+/// The memory a validated run takes, in bytes: the filters and batches it
+/// allocates before the first packet, and the most the selective stage's
+/// capped per-window sets can grow to. Ground truth grows with the traffic
+/// and is not included (run with truth off for a bounded footprint).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct MemoryEstimate {
     /// The heavy-flow stage's counters.
     pub heavy: u64,
     /// The new-flow stage's bits and front caches.
     pub new_flows: u64,
+    /// The selective stage's capped flow sets and directories, at most
+    /// (see `SelectiveStage::memory_bytes`).
+    pub selective: u64,
     /// Records in flight.
     pub batches: u64,
     /// The sum.
@@ -432,6 +438,7 @@ impl MemoryEstimate {
     fn sum(&self) -> Result<u64, ConfigError> {
         self.heavy
             .checked_add(self.new_flows)
+            .and_then(|t| t.checked_add(self.selective))
             .and_then(|t| t.checked_add(self.batches))
             .ok_or(ConfigError::MemoryOverflow)
     }
@@ -449,7 +456,7 @@ pub enum ConfigError {
         problem: String,
     },
     /// The run would take more memory than allowed.
-    #[error("the configuration needs {needed} bytes (heavy {} + new flows {} + batches {}), more than the limit of {limit} bytes", estimate.heavy, estimate.new_flows, estimate.batches)]
+    #[error("the configuration needs {needed} bytes (heavy {} + new flows {} + selective at most {} + batches {}), more than the limit of {limit} bytes", estimate.heavy, estimate.new_flows, estimate.selective, estimate.batches)]
     Memory {
         /// Bytes needed.
         needed: u64,

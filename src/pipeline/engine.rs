@@ -673,6 +673,7 @@ pub fn run_with_gauges<S: Source>(
             shards: c.shards,
             batch,
             packets,
+            memory: cfg.memory(),
         },
         sections,
         stages: latency.summary(),

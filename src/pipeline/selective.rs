@@ -710,6 +710,35 @@ impl SelectiveStage {
     pub fn plan(&self) -> &Plan {
         &self.plan
     }
+
+    /// The most memory the stage can take over `shards` shards, in bytes:
+    /// the capped flow sets (a hash table of at most `max_flows / shards`
+    /// entries each, at hashbrown's worst load: the next power of two above
+    /// 8/7 of the cap; 17 bytes a bucket for the cache map, 9 for the query
+    /// set), the coordinator's two sample sets, and every directory built
+    /// over a full set (bits per element times the cap; a counting
+    /// directory one byte a counter). A bound, not a measurement: a normal
+    /// trace's windows take far less.
+    pub fn memory_bytes(&self, shards: usize) -> u64 {
+        let buckets = |cap: u64| (cap.saturating_mul(8) / 7 + 1).next_power_of_two();
+        let per_shard = (self.cfg.max_flows / shards.max(1)).max(1) as u64;
+        let sets = buckets(per_shard).saturating_mul(17 + 9);
+        let directories: u64 = self
+            .plan
+            .shapes
+            .iter()
+            .map(|d| {
+                let cells = (d.bpe * per_shard as f64).ceil() as u64;
+                let bits = cells.saturating_mul(1 + u64::from(d.selective_insertion));
+                bits.div_ceil(8)
+                    .saturating_add(if d.counting { cells } else { 0 })
+            })
+            .fold(0u64, u64::saturating_add);
+        let coordinator = buckets(self.cfg.max_flows as u64).saturating_mul(9 * 2);
+        sets.saturating_add(directories)
+            .saturating_mul(shards as u64)
+            .saturating_add(coordinator)
+    }
 }
 
 impl Stage for SelectiveStage {

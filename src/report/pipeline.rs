@@ -259,6 +259,10 @@ pub struct PipelineInfo {
     pub batch: usize,
     /// Keyed packets that went through the stages.
     pub packets: u64,
+    /// The memory the configuration states before it runs (filters,
+    /// batches, and the most the selective stage's capped sets can take),
+    /// checked against `--max-memory`.
+    pub memory: crate::pipeline::MemoryEstimate,
 }
 
 /// The heavy-flow stage's configuration as it ran.

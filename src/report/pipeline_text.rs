@@ -33,15 +33,20 @@ impl PipelineReport {
 
     /// A readable report for a terminal.
     pub fn render_text(&self) -> String {
+        let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
         let mut o = self.replay.render_text();
         let _ = writeln!(o);
         let _ = writeln!(
             o,
-            "pipeline: {} keyed packets, {} shards on {} threads, batches of {}",
+            "pipeline: {} keyed packets, {} shards on {} threads, batches of {}; memory {:.1} MiB stated (filters {:.1}, selective sets at most {:.1}, batches {:.1})",
             self.pipeline.packets,
             self.pipeline.shards,
             self.throughput.threads,
-            self.pipeline.batch
+            self.pipeline.batch,
+            mib(self.pipeline.memory.total),
+            mib(self.pipeline.memory.heavy + self.pipeline.memory.new_flows),
+            mib(self.pipeline.memory.selective),
+            mib(self.pipeline.memory.batches)
         );
         for s in &self.sections {
             let _ = writeln!(o);

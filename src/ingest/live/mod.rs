@@ -45,6 +45,7 @@ pub use filter::SocketFilter;
 pub use iface::{DeviceCounters, Interface};
 pub use inject::{InjectError, InjectSummary, Injector, Pace};
 pub use ring::{
-    PacketRing, RingFrame, RingGeometry, RingOptions, RingStats, MAX_BLOCK_BYTES, MIN_BLOCK_BYTES,
+    walk_block, PacketRing, RingFrame, RingGeometry, RingOptions, RingStats, MAX_BLOCK_BYTES,
+    MIN_BLOCK_BYTES,
 };
 pub use vlan::{restore_vlan_tag, TAG_BYTES};

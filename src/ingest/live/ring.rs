@@ -406,27 +406,7 @@ impl PacketRing {
         // acquire ordering) until its status is written back below, so the
         // kernel does not touch these bytes meanwhile.
         let block = unsafe { std::slice::from_raw_parts(self.block_ptr(index), block_bytes) };
-        let word = |at: usize| -> u32 {
-            block
-                .get(at..at + 4)
-                .map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-        };
-        let count = word(offsets::BLOCK_NUM_PKTS);
-        let used = (word(offsets::BLOCK_LEN) as usize).min(block_bytes);
-        let mut at = word(offsets::BLOCK_FIRST_PKT) as usize;
-        let mut seen = 0;
-        while seen < count && at >= offsets::BLOCK_HEADER && at < used {
-            let Some(frame) = parse_frame(block, at) else {
-                break;
-            };
-            seen += 1;
-            let next = frame.1;
-            each(frame.0);
-            if next == 0 {
-                break;
-            }
-            at = at.saturating_add(next as usize);
-        }
+        let seen = walk_block(block, &mut each);
         // Hand the block back: every read of it happens before the kernel
         // may write it again.
         fence(Ordering::Release);
@@ -434,6 +414,37 @@ impl PacketRing {
         self.next_block = (index + 1) % self.geometry.blocks;
         Some(seen)
     }
+}
+
+/// Walks the frames of one TPACKET_V3 block (its header, then each
+/// `tpacket3_hdr` chained by `tp_next_offset`), calling `each` on every
+/// frame; returns how many. Every offset and length the kernel wrote is
+/// checked against the block before it is used, so any bytes at all (a
+/// damaged block, or a fuzzer's) end the walk early instead of reading
+/// past the block.
+pub fn walk_block(block: &[u8], each: &mut dyn FnMut(RingFrame<'_>)) -> u32 {
+    let word = |at: usize| -> u32 {
+        block
+            .get(at..at + 4)
+            .map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let count = word(offsets::BLOCK_NUM_PKTS);
+    let used = (word(offsets::BLOCK_LEN) as usize).min(block.len());
+    let mut at = word(offsets::BLOCK_FIRST_PKT) as usize;
+    let mut seen = 0;
+    while seen < count && at >= offsets::BLOCK_HEADER && at < used {
+        let Some(frame) = parse_frame(block, at) else {
+            break;
+        };
+        seen += 1;
+        let next = frame.1;
+        each(frame.0);
+        if next == 0 {
+            break;
+        }
+        at = at.saturating_add(next as usize);
+    }
+    seen
 }
 
 /// One frame at `at` of a block: the frame and `tp_next_offset`. Every
