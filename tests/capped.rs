@@ -135,7 +135,7 @@ fn below_the_cap_no_figure_changes() {
     ] {
         for unit in [QueryUnit::Flow, QueryUnit::Packet] {
             let small = run_cfg(&t, &selective_only(1 << 16, unit, true));
-            let huge = run_cfg(&t, &selective_only(1 << 30, unit, true));
+            let huge = run_cfg(&t, &selective_only(1 << 24, unit, true));
             assert_eq!(json(&small), json(&huge), "{}", t.display());
             let s = small.selective().unwrap();
             assert_eq!(s.flood.shard_rounds, 0);
@@ -151,7 +151,7 @@ fn a_flood_is_sampled_accounted_for_and_reported() {
     // against a cap of 2 048 over 8 shards (256 each).
     let flood = trace(dir.path(), 300_000, 300_000, 5);
     for truth in [true, false] {
-        let all = run_cfg(&flood, &selective_only(1 << 30, QueryUnit::Packet, truth));
+        let all = run_cfg(&flood, &selective_only(1 << 24, QueryUnit::Packet, truth));
         let capped = run_cfg(&flood, &selective_only(2048, QueryUnit::Packet, truth));
         let (a, c) = (all.selective().unwrap(), capped.selective().unwrap());
         let queries = |r: &flowsieve::report::SelectiveReport| r.variants[0].overall.queries;

@@ -528,7 +528,17 @@ fn huge_sizes_are_refused_before_allocation() {
     );
     assert_eq!(
         v.memory().total,
-        v.memory().heavy + v.memory().new_flows + v.memory().batches
+        v.memory().heavy + v.memory().new_flows + v.memory().selective + v.memory().batches
+    );
+    // The selective stage's bound: 8 shards of 2^16 flows at most, each
+    // set a table of 2^17 buckets (17 + 9 bytes), its directory of 10 bits
+    // per element (twice, with selective insertion), and the coordinator's
+    // two sets of 2^20 buckets (9 bytes each).
+    let per_shard = (1u64 << 19) / 8;
+    let directory = (10 * per_shard * 2).div_ceil(8);
+    assert_eq!(
+        v.memory().selective,
+        8 * ((1 << 17) * 26 + directory) + (1 << 20) * 18
     );
     // A stage that does not run is not sized (nor solved for).
     let mut c = base();

@@ -163,6 +163,8 @@ pub struct ClassConfig {
     names: Vec<String>,
     default: ClassId,
     rules: Vec<ClassRule>,
+    /// Per class id, the alpha of its first rule that gives one.
+    alphas: Vec<Option<f64>>,
 }
 
 /// The longest interface name Linux allows (`IFNAMSIZ` less the NUL) and
@@ -324,11 +326,23 @@ impl ClassConfig {
             });
         }
         let default = id_of(&raw.default)?;
+        // Each class's alpha: its first rule that gives one. Kept per class
+        // so that a lookup is O(1), not a scan of the rules (65,536 classes
+        // times as many rules took seconds).
+        let mut alphas = vec![None; names.len()];
+        for r in &rules {
+            if let Some(slot) = alphas.get_mut(usize::from(r.class)) {
+                if slot.is_none() {
+                    *slot = r.alpha;
+                }
+            }
+        }
         Ok(ClassConfig {
             source: source.into(),
             names,
             default,
             rules,
+            alphas,
         })
     }
 
@@ -350,10 +364,7 @@ impl ClassConfig {
     /// The `alpha` the file sets for a class (the first rule of that class
     /// that sets one).
     pub fn class_alpha(&self, class: ClassId) -> Option<f64> {
-        self.rules
-            .iter()
-            .filter(|r| r.class == class)
-            .find_map(|r| r.alpha)
+        self.alphas.get(usize::from(class)).copied().flatten()
     }
 
     pub(super) fn class_names(&self) -> Vec<String> {

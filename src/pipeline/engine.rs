@@ -673,7 +673,6 @@ pub fn run_with_gauges<S: Source>(
             shards: c.shards,
             batch,
             packets,
-            memory: cfg.memory(),
         },
         sections,
         stages: latency.summary(),
@@ -686,6 +685,7 @@ pub fn run_with_gauges<S: Source>(
             packets_per_cpu_sec: per(cpu_seconds),
             startup_seconds: first_at
                 .map(|t| cfg.validate_seconds() + t.duration_since(wall).as_secs_f64()),
+            memory: cfg.memory(),
         },
         capture: None,
     })

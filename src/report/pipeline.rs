@@ -259,10 +259,6 @@ pub struct PipelineInfo {
     pub batch: usize,
     /// Keyed packets that went through the stages.
     pub packets: u64,
-    /// The memory the configuration states before it runs (filters,
-    /// batches, and the most the selective stage's capped sets can take),
-    /// checked against `--max-memory`.
-    pub memory: crate::pipeline::MemoryEstimate,
 }
 
 /// The heavy-flow stage's configuration as it ran.
@@ -636,6 +632,12 @@ pub struct Throughput {
     /// Seconds from the start of validation (sizing, models) to the first
     /// keyed packet entering the engine; `None` when no packet was keyed.
     pub startup_seconds: Option<f64>,
+    /// The memory the configuration stated before it ran (filters,
+    /// batches, and the most the selective stage's capped sets can take),
+    /// as checked against `--max-memory`. It is here, with the run's
+    /// resources, because the batches depend on the thread count, which no
+    /// other figure of the report does.
+    pub memory: crate::pipeline::MemoryEstimate,
 }
 
 impl PipelineReport {

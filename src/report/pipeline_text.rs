@@ -43,10 +43,10 @@ impl PipelineReport {
             self.pipeline.shards,
             self.throughput.threads,
             self.pipeline.batch,
-            mib(self.pipeline.memory.total),
-            mib(self.pipeline.memory.heavy + self.pipeline.memory.new_flows),
-            mib(self.pipeline.memory.selective),
-            mib(self.pipeline.memory.batches)
+            mib(self.throughput.memory.total),
+            mib(self.throughput.memory.heavy + self.throughput.memory.new_flows),
+            mib(self.throughput.memory.selective),
+            mib(self.throughput.memory.batches)
         );
         for s in &self.sections {
             let _ = writeln!(o);
