@@ -159,12 +159,12 @@ fn scales_work(f: &Flag) -> bool {
 }
 
 /// Arguments that make each command run on the tiny trace without the
-/// fuzzed flag: (before the flag, after it).
-fn base(f: &Flag, dir: &Path, tiny: &Path) -> Vec<String> {
+/// fuzzed flags; a fuzzed flag replaces a base flag of the same name.
+fn base(command: &[&'static str], fuzzed: &[&Flag], dir: &Path, tiny: &Path) -> Vec<String> {
     let t = tiny.display().to_string();
     let out = dir.join("out.pcap").display().to_string();
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    let mut args = match f.command.as_slice() {
+    let mut args = match command {
         ["replay"] => s(&["-q", &t]),
         ["gen-trace"] => s(&["-o", &out, "--flows", "10", "--packets", "20"]),
         ["bench"] => s(&["--rounds", "1", "--no-tcpdump", "--threads-list", "1", &t]),
@@ -203,11 +203,12 @@ fn base(f: &Flag, dir: &Path, tiny: &Path) -> Vec<String> {
         ["inject"] => s(&["-i", "fsnone0", &t]),
         _ => Vec::new(),
     };
-    // The fuzzed flag replaces a base flag of the same name.
-    if let Some(i) = args.iter().position(|a| *a == f.name) {
-        args.remove(i);
-        if i < args.len() && !args[i].starts_with('-') {
+    for f in fuzzed {
+        if let Some(i) = args.iter().position(|a| *a == f.name) {
             args.remove(i);
+            if i < args.len() && !args[i].starts_with('-') {
+                args.remove(i);
+            }
         }
     }
     args
@@ -257,35 +258,40 @@ fn run_bounded(args: &[String], bound: Duration) -> Outcome {
     }
 }
 
-/// Checks one flag with one value; returns a description of a failure.
-fn check(f: &Flag, value: Option<&str>, dir: &Path, tiny: &Path) -> Option<String> {
-    let mut args: Vec<String> = f.command.iter().map(|s| s.to_string()).collect();
-    args.extend(base(f, dir, tiny));
-    // The flag goes before a positional trace, in `--flag=value` form so
-    // that values starting with '-' are values, not flags.
-    let flag = match value {
-        Some(v) if f.name.starts_with("--") => format!("{}={v}", f.name),
-        Some(_) => f.name.clone(),
-        None => f.name.clone(),
-    };
-    let at = f.command.len();
-    args.insert(at, flag);
-    if let (Some(v), false) = (value, f.name.starts_with("--")) {
-        args.insert(at + 1, v.to_string());
+/// One case: flags of one command, each with a value (or none for a
+/// switch).
+type Case = Vec<(Flag, Option<String>)>;
+
+/// Runs one case; returns a description of a failure.
+fn check(case: &Case, dir: &Path, tiny: &Path) -> Option<String> {
+    let command = case[0].0.command.clone();
+    let fuzzed: Vec<&Flag> = case.iter().map(|(f, _)| f).collect();
+    let mut args: Vec<String> = command.iter().map(|s| s.to_string()).collect();
+    let mut flags = Vec::new();
+    for (f, value) in case {
+        // `--flag=value`, so that values starting with '-' are values.
+        match value {
+            Some(v) if f.name.starts_with("--") => flags.push(format!("{}={v}", f.name)),
+            Some(v) => flags.extend([f.name.clone(), v.clone()]),
+            None => flags.push(f.name.clone()),
+        }
     }
-    let bound = if f.command[0] == "reproduce" {
+    args.extend(flags);
+    args.extend(base(&command, &fuzzed, dir, tiny));
+    let bound = if command[0] == "reproduce" {
         Duration::from_secs(3)
     } else {
         BOUND
     };
     let o = run_bounded(&args, bound);
     let shown = format!("flowsieve {}", args.join(" "));
+    let long_ok = case.iter().any(|(f, _)| scales_work(f));
     match o.code {
         None => Some(format!("{shown}: ended by a signal or never ended")),
         Some(101) => Some(format!("{shown}: panicked: {}", o.stderr.trim())),
         Some(c) if !DOCUMENTED.contains(&c) => Some(format!("{shown}: undocumented exit {c}")),
         Some(130) if !o.interrupted => Some(format!("{shown}: 130 without an interrupt")),
-        Some(_) if o.interrupted && !scales_work(f) => {
+        Some(_) if o.interrupted && !long_ok => {
             Some(format!("{shown}: ran past {bound:?} (hang?)"))
         }
         Some(c) if c != 0 && o.stderr.trim().lines().count() > 1 && c != 3 && c != 4 => Some(
@@ -315,16 +321,16 @@ fn tiny_trace(dir: &Path) -> PathBuf {
 }
 
 /// Runs `cases` on two threads, collecting failures.
-fn run_all(cases: Vec<(Flag, Option<String>)>, dir: &Path, tiny: &Path) -> Vec<String> {
+fn run_all(cases: Vec<Case>, dir: &Path, tiny: &Path) -> Vec<String> {
     let queue = Mutex::new(cases.into_iter().collect::<VecDeque<_>>());
     let failures = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..2 {
             s.spawn(|| loop {
-                let Some((f, v)) = queue.lock().unwrap().pop_front() else {
+                let Some(case) = queue.lock().unwrap().pop_front() else {
                     break;
                 };
-                if let Some(e) = check(&f, v.as_deref(), dir, tiny) {
+                if let Some(e) = check(&case, dir, tiny) {
                     failures.lock().unwrap().push(e);
                 }
             });
@@ -351,10 +357,10 @@ fn every_flag_with_every_extreme_value_exits_with_a_documented_code() {
                 if f.command[0] == "reproduce" && !["0", "x", "", "/dev/zero"].contains(v) {
                     continue;
                 }
-                cases.push((f.clone(), Some(v.to_string())));
+                cases.push(vec![(f.clone(), Some(v.to_string()))]);
             }
         } else {
-            cases.push((f.clone(), None));
+            cases.push(vec![(f.clone(), None)]);
         }
     }
     eprintln!("{} flags, {} runs", flags.len(), cases.len());
@@ -400,12 +406,14 @@ fn random_value() -> impl Strategy<Value = String> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 96, failure_persistence: None, ..ProptestConfig::default() })]
 
-    /// Random values on random flags (of the pipeline commands, which are
-    /// quick on the tiny trace).
+    /// Random values on up to three random flags of one command at once
+    /// (the pipeline and model commands, which are quick on the tiny
+    /// trace): combinations such as a huge `--k` with a huge `--sigma`
+    /// that no single flag shows.
     #[test]
     fn random_values_on_random_flags_exit_with_a_documented_code(
-        pick in any::<prop::sample::Index>(),
-        values in prop::collection::vec(random_value(), 1..3),
+        picks in prop::collection::vec(any::<prop::sample::Index>(), 1..4),
+        values in prop::collection::vec(random_value(), 3),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let tiny = tiny_trace(dir.path());
@@ -414,9 +422,16 @@ proptest! {
             .filter(|f| f.takes_value && !matches!(f.command[0], "reproduce" | "live" | "inject"))
             .filter(|f| f.name != "-i")
             .collect();
-        let f = pick.get(&flags).clone();
-        let cases = values.into_iter().map(|v| (f.clone(), Some(v))).collect();
-        let failures = run_all(cases, dir.path(), &tiny);
+        let first = picks[0].get(&flags).clone();
+        let same: Vec<Flag> = flags.iter().filter(|f| f.command == first.command).cloned().collect();
+        let mut case: Case = vec![(first.clone(), Some(values[0].clone()))];
+        for (p, v) in picks[1..].iter().zip(&values[1..]) {
+            let f = p.get(&same).clone();
+            if case.iter().all(|(g, _)| g.name != f.name) {
+                case.push((f, Some(v.clone())));
+            }
+        }
+        let failures = run_all(vec![case], dir.path(), &tiny);
         prop_assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 }

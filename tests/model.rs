@@ -894,3 +894,33 @@ fn blocked_model_reduces_to_eq3_at_k1_and_exceeds_partitioned_above() {
         blocked::fpr_blocked_online(10, a.k, 1 << 20, 1 << 16, 64)
     );
 }
+
+/// An explicit sigma past the chain's work bound is answered by the
+/// continuum limit (`continuum_rates`); at the largest exactly solved work
+/// it must agree with the chain to the order of `k / m`, one- and
+/// two-phase.
+#[test]
+fn explicit_sigma_continuum_agrees_with_the_chain() {
+    for (k, two_phase) in [(2u32, false), (4, false), (4, true), (8, true)] {
+        let m = 1u64 << 21;
+        let sigma = m / 2;
+        let model = rbf::RecyclingModel::new(m, k, sigma, Hashing::Colliding, false).unwrap();
+        let exact = if two_phase {
+            model.two_phase_fpr()
+        } else {
+            model.one_phase_fpr()
+        };
+        let (cont, messages) = rbf::continuum_rates(m, k, sigma, two_phase);
+        let rel = (exact - cont).abs() / exact;
+        assert!(
+            rel < 1e-4,
+            "k={k} two_phase={two_phase}: chain {exact} continuum {cont}"
+        );
+        let rel_n = (model.expected_messages() - messages).abs() / model.expected_messages();
+        assert!(
+            rel_n < 1e-4,
+            "k={k}: E[N] {} vs {messages}",
+            model.expected_messages()
+        );
+    }
+}

@@ -369,6 +369,32 @@ fn models_answer_quickly_or_refuse_on_one_line() {
     .expect(0);
 }
 
+/// An explicit sigma's chain is `O(sigma k^2)`: these took minutes. Past
+/// 2^26 of work the continuum limit answers (and says so), or, where the
+/// limit is inaccurate (k/m above 1 %), the question is refused.
+#[test]
+fn explicit_sigma_models_bound_their_work() {
+    for (m, k, sigma) in [
+        ("100000000", "4", "67108863"),
+        ("100000000", "32", "67108863"),
+        ("100000000", "65536", "67108863"),
+    ] {
+        let r = run(&["model", "recycle", "--m", m, "--k", k, "--sigma", sigma]);
+        r.expect(0);
+        assert!(r.stdout.contains("continuum limit"), "{}", r.stdout);
+    }
+    for (m, k, sigma) in [("100000", "65536", "99999"), ("1000000", "65536", "999999")] {
+        run(&["model", "recycle", "--m", m, "--k", k, "--sigma", sigma])
+            .expect(2)
+            .one_line_error("continuum limit is inaccurate");
+    }
+    let r = run(&[
+        "model", "recycle", "--m", "1000000", "--k", "4", "--sigma", "500000", "--json",
+    ]);
+    r.expect(0);
+    assert!(r.stdout.contains("\"method\":\"chain\""), "{}", r.stdout);
+}
+
 #[test]
 fn a_realistic_recycling_size_is_answered_and_says_how() {
     // 2 MiB of bits: the exact chain is too big, so the continuum limit is

@@ -718,6 +718,9 @@ pub enum RecycleAnswer {
         avg_fpr: f64,
         /// Expected new messages per cycle, eq. (23).
         expected_messages: f64,
+        /// The exact chain, or its continuum limit when the chain's work
+        /// (`sigma k^2`) is past [`recycling::EXACT_CHAIN_MAX_WORK`].
+        method: recycling::SizingMethod,
         #[serde(skip)]
         /// The sigma asked for.
         sigma: u64,
@@ -769,10 +772,6 @@ pub struct RecycleReply {
     k: u32,
 }
 
-/// The largest sigma whose chain [`RecycleQuery`] solves exactly for an
-/// explicit sigma (`O(sigma k^2)` work).
-pub const MAX_MODEL_SIGMA: u64 = 1 << 26;
-
 impl RecycleQuery {
     /// What is asked.
     pub fn ask(&self) -> Result<RecycleAsk, ModelError> {
@@ -813,22 +812,39 @@ impl RecycleQuery {
                         format!("({sigma}) must be below the {half} bits of a phase"),
                     ));
                 }
-                if sigma > MAX_MODEL_SIGMA {
-                    return Err(invalid(
-                        "sigma",
-                        format!("({sigma}) is above the {MAX_MODEL_SIGMA} states the chain is solved for; size by a target rate instead"),
-                    ));
-                }
-                let model = recycling::RecyclingModel::new(half, k, sigma, hashing, self.retaining)
-                    .map_err(|e| invalid("sigma", e.to_string()))?;
-                RecycleAnswer::Sigma {
-                    avg_fpr: if self.two_phase {
-                        model.two_phase_fpr()
-                    } else {
-                        model.one_phase_fpr()
-                    },
-                    expected_messages: model.expected_messages(),
-                    sigma,
+                let work = u128::from(sigma) * u128::from(k) * u128::from(k);
+                if work > u128::from(recycling::EXACT_CHAIN_MAX_WORK) {
+                    // The continuum's relative error is of order k/m: past
+                    // 1 % it is no answer, and neither is a chain that takes
+                    // minutes, so the question is refused.
+                    if u128::from(k) * 100 > u128::from(half) {
+                        return Err(invalid(
+                            "sigma",
+                            format!("the exact chain is too large here (sigma k^2 = {work}, above {}) and its continuum limit is inaccurate at k/m = {:.3}; use a smaller k or a larger m", recycling::EXACT_CHAIN_MAX_WORK, f64::from(k) / half as f64),
+                        ));
+                    }
+                    let (avg_fpr, expected_messages) =
+                        recycling::continuum_rates(half, k, sigma, self.two_phase);
+                    RecycleAnswer::Sigma {
+                        avg_fpr,
+                        expected_messages,
+                        method: recycling::SizingMethod::Continuum,
+                        sigma,
+                    }
+                } else {
+                    let model =
+                        recycling::RecyclingModel::new(half, k, sigma, hashing, self.retaining)
+                            .map_err(|e| invalid("sigma", e.to_string()))?;
+                    RecycleAnswer::Sigma {
+                        avg_fpr: if self.two_phase {
+                            model.two_phase_fpr()
+                        } else {
+                            model.one_phase_fpr()
+                        },
+                        expected_messages: model.expected_messages(),
+                        method: recycling::SizingMethod::Chain,
+                        sigma,
+                    }
                 }
             }
             RecycleAsk::NBounded(n) => RecycleAnswer::NBounded {
@@ -895,10 +911,14 @@ impl fmt::Display for RecycleReply {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (m, half, k) = (self.m, self.half, self.k);
         match &self.answer {
-            RecycleAnswer::Sigma { avg_fpr, expected_messages, sigma } => write!(
+            RecycleAnswer::Sigma { avg_fpr, expected_messages, method, sigma } => write!(
                 f,
-                "{}, m = {m} ({half} per phase), k = {k}, sigma = {sigma}:\n  long-term average false-positive rate {avg_fpr:.6e}\n  expected new messages per cycle {expected_messages:.2}",
-                self.variant
+                "{}, m = {m} ({half} per phase), k = {k}, sigma = {sigma}:\n  long-term average false-positive rate {avg_fpr:.6e}{}\n  expected new messages per cycle {expected_messages:.2}",
+                self.variant,
+                match method {
+                    recycling::SizingMethod::Chain => "  (exact chain, 004 eq. (18)/(26))",
+                    recycling::SizingMethod::Continuum => "  (continuum limit of the chain: sigma k^2 is too large to solve it exactly)",
+                }
             ),
             RecycleAnswer::NBounded { f_w, f_o, f_a, n } => write!(
                 f,

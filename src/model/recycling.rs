@@ -613,6 +613,29 @@ fn sigma_continuum(m: u64, k: u32, two_phase: bool, target: f64) -> Option<Sigma
     })
 }
 
+/// The most `sigma k^2` (the chain's work) an explicit sigma is solved for
+/// exactly by `flowsieve model recycle`: 2^26, about a second here. Past it
+/// the answer is the chain's continuum limit ([`continuum_rates`]), and
+/// says so.
+pub const EXACT_CHAIN_MAX_WORK: u64 = 1 << 26;
+
+/// The continuum limit of 004's chain for an explicit `sigma` in a phase of
+/// `m` bits (see [`SizingMethod::Continuum`]): the long-term average rate
+/// (eq. (18), or eq. (26) with `two_phase`) and the expected new messages
+/// per cycle (eq. (23)), in `O(k)` work. Its relative error is of order
+/// `k / m`; it does not distinguish colliding from non-colliding positions
+/// or retention, whose effects vanish in the same limit.
+pub fn continuum_rates(m: u64, k: u32, sigma: u64, two_phase: bool) -> (f64, f64) {
+    let s = (sigma as f64 / m.max(1) as f64).clamp(0.0, 1.0 - f64::EPSILON);
+    let f1 = continuum_f1(k, s);
+    let rate = if two_phase {
+        1.0 - (1.0 - f1) * (1.0 - s.powi(k as i32))
+    } else {
+        f1
+    };
+    (rate, -(m as f64 / f64::from(k.max(1))) * (-s).ln_1p())
+}
+
 /// Sizing for N-bounded filters: the largest `N` whose [`f_worst`] is at
 /// most `target` (`n_worst`), and the largest whose [`f_average`] is
 /// (`n_avg`), searched up to `limit`.
