@@ -742,3 +742,94 @@ fn a_keyed_run_is_reproducible_and_records_its_key() {
         .expect(2)
         .one_line_error("--hash-key");
 }
+
+// ---------- long jobs stop on Ctrl-C ----------
+
+/// Sends SIGINT to a long job once it has run for `after`, and returns its
+/// exit code and stderr.
+fn interrupt_after(args: &[&str], after: Duration, cwd: &Path) -> (Option<i32>, String) {
+    let err = cwd.join("stderr");
+    let mut child = Command::new(bin())
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "finished before the interrupt"
+    );
+    // SAFETY: kill(2) on our own child's pid, with a valid signal.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    (
+        status.and_then(|s| s.code()),
+        std::fs::read_to_string(err).unwrap_or_default(),
+    )
+}
+
+/// A billion-packet gen-trace and a thousand bench rounds are legitimate
+/// but long: Ctrl-C stops them within seconds, with exit 130, one line,
+/// and no output file under the name asked for.
+#[test]
+fn long_jobs_stop_on_ctrl_c_with_130_and_leave_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("billion.pcap");
+    let (code, stderr) = interrupt_after(
+        &[
+            "gen-trace",
+            "-o",
+            out.to_str().unwrap(),
+            "--flows",
+            "1000",
+            "--packets",
+            "1000000000",
+        ],
+        Duration::from_millis(1500),
+        dir.path(),
+    );
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(
+        stderr.trim().starts_with("flowsieve: error: ") && stderr.contains("interrupted"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+    let leftovers = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains("billion"))
+        .count();
+    assert_eq!(leftovers, 0, "the temporary file was left behind");
+    let t = default_trace();
+    let json = dir.path().join("bench.json");
+    let (code, stderr) = interrupt_after(
+        &[
+            "bench",
+            "--rounds",
+            "1000",
+            "--no-tcpdump",
+            "--json",
+            json.to_str().unwrap(),
+            &t,
+        ],
+        Duration::from_millis(1500),
+        dir.path(),
+    );
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted after"), "{stderr}");
+    assert!(!json.exists());
+}
