@@ -64,7 +64,7 @@ pub const MAX_SNAPSHOT_BITS: u64 = 1 << 33;
 /// expect larger filters say so with [`decompress_bloom_within`].
 pub const DEFAULT_DECODE_MAX_BITS: u64 = 1 << 27;
 
-const PROB_BITS: u32 = 16;
+pub(super) const PROB_BITS: u32 = 16;
 const TOP: u32 = 1 << 24;
 
 /// Why a snapshot could not be decoded.
@@ -164,7 +164,7 @@ pub enum CompressedError {
     },
 }
 
-struct RangeEncoder {
+pub(super) struct RangeEncoder {
     low: u64,
     range: u32,
     cache: u8,
@@ -173,7 +173,7 @@ struct RangeEncoder {
 }
 
 impl RangeEncoder {
-    fn new() -> RangeEncoder {
+    pub(super) fn new() -> RangeEncoder {
         RangeEncoder {
             low: 0,
             range: u32::MAX,
@@ -202,7 +202,7 @@ impl RangeEncoder {
     }
 
     /// `prob0` is P(bit = 0) in units of 2^-16, in [1, 65535].
-    fn encode(&mut self, bit: bool, prob0: u32) {
+    pub(super) fn encode(&mut self, bit: bool, prob0: u32) {
         let bound = (self.range >> PROB_BITS) * prob0;
         if bit {
             self.low += u64::from(bound);
@@ -216,7 +216,7 @@ impl RangeEncoder {
         }
     }
 
-    fn finish(mut self) -> Vec<u8> {
+    pub(super) fn finish(mut self) -> Vec<u8> {
         for _ in 0..5 {
             self.shift_low();
         }
@@ -224,7 +224,7 @@ impl RangeEncoder {
     }
 }
 
-struct RangeDecoder<'a> {
+pub(super) struct RangeDecoder<'a> {
     input: &'a [u8],
     pos: usize,
     range: u32,
@@ -235,7 +235,7 @@ impl<'a> RangeDecoder<'a> {
     /// `None` if the input is shorter than the coder's 5-byte preamble or
     /// its first byte (always 0 from the encoder: the carry cannot reach
     /// it) is not 0, as LZMA's decoder checks.
-    fn new(input: &'a [u8]) -> Option<RangeDecoder<'a>> {
+    pub(super) fn new(input: &'a [u8]) -> Option<RangeDecoder<'a>> {
         if input.first() != Some(&0) {
             return None;
         }
@@ -257,7 +257,7 @@ impl<'a> RangeDecoder<'a> {
         b
     }
 
-    fn decode(&mut self, prob0: u32) -> Option<bool> {
+    pub(super) fn decode(&mut self, prob0: u32) -> Option<bool> {
         let bound = (self.range >> PROB_BITS) * prob0;
         let bit = if self.code < bound {
             self.range = bound;

@@ -79,7 +79,7 @@ impl CountingBloomFilter {
     }
 
     #[inline]
-    fn set_counter(&mut self, i: usize, v: u64) {
+    pub(super) fn set_counter(&mut self, i: usize, v: u64) {
         let (w, s) = self.width.locate(i);
         if let Some(x) = self.words.get_mut(w) {
             *x = (*x & !(self.width.max() << s)) | (v << s);

@@ -22,6 +22,7 @@ mod bit_array;
 mod blocked_counting;
 mod bloom;
 mod compressed;
+mod compressed_counting;
 mod counter_layout;
 mod counter_width;
 mod counting;
@@ -39,6 +40,7 @@ pub use compressed::{
     apply_delta, compress_bloom, compress_delta, decompress_bloom, decompress_bloom_within,
     CompressedError, DEFAULT_DECODE_MAX_BITS, MAX_SNAPSHOT_BITS,
 };
+pub use compressed_counting::{compress_counting, decompress_counting, ESCAPE as COUNTER_ESCAPE};
 pub use counter_layout::{CounterLayout, CounterLayoutError};
 pub use counter_width::{CounterWidth, CounterWidthError};
 pub use counting::CountingBloomFilter;
