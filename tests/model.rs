@@ -706,7 +706,9 @@ fn n_bounded_continuum_sums_agree_with_exact_sums() {
 
 // ---------- model queries (what `flowsieve model` answers) ----------
 
-use flowsieve::model::query::{BloomQuery, ModelError, RecycleQuery, ThresholdQuery};
+use flowsieve::model::query::{
+    BloomQuery, ModelError, RecycleAnswer, RecycleQuery, ThresholdQuery,
+};
 
 /// Model validation is testable without the binary, and its errors name
 /// the parameter that is wrong.
@@ -749,10 +751,28 @@ fn model_queries_validate_and_name_the_parameter() {
         ..RecycleQuery::default()
     };
     assert!(param(q.answer().unwrap_err()).starts_with("missing"));
+    // A sigma whose chain is too much work is answered by the continuum
+    // limit (004's chain at m = 2^40, s = 1/2: 1.566e-2, as at smaller m),
+    // and refused where k/m makes that limit inaccurate.
     let q = RecycleQuery {
         m: 1 << 40,
         k: 4,
         sigma: Some(1 << 39),
+        ..RecycleQuery::default()
+    };
+    match q.answer().unwrap().answer {
+        RecycleAnswer::Sigma {
+            avg_fpr, method, ..
+        } => {
+            assert_eq!(method, flowsieve::model::recycling::SizingMethod::Continuum);
+            assert!((avg_fpr - 1.566e-2).abs() < 1e-5, "{avg_fpr}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let q = RecycleQuery {
+        m: 100_000,
+        k: 65_536,
+        sigma: Some(99_999),
         ..RecycleQuery::default()
     };
     assert_eq!(param(q.answer().unwrap_err()), "sigma");
