@@ -311,7 +311,7 @@ fn encode_bits(bits: &BitArray, kind: u8, k: u8) -> Vec<u8> {
     out
 }
 
-fn le_u64(b: &[u8], at: usize) -> u64 {
+pub(super) fn le_u64(b: &[u8], at: usize) -> u64 {
     b.get(at..at + 8).map_or(0, |s| {
         u64::from_le_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]])
     })
@@ -329,24 +329,37 @@ fn least_payload_bytes(m: u64, ones: u64, p0: u32) -> u64 {
     ((bits * 0.999 / 8.0) as u64).saturating_sub(8)
 }
 
-fn decode_bits(bytes: &[u8], kind: u8, max_bits: u64) -> Result<(BitArray, u8), CompressedError> {
-    if bytes.len() < HEADER_LEN {
+/// The preamble every snapshot format here shares: at least `header_len`
+/// bytes, the format's 4-byte magic, its version at byte 4, and a reserved
+/// zero at byte 7.
+pub(super) fn check_preamble(
+    bytes: &[u8],
+    magic: &[u8; 4],
+    version: u8,
+    header_len: usize,
+) -> Result<(), CompressedError> {
+    if bytes.len() < header_len {
         return Err(CompressedError::ShortHeader {
             have: bytes.len(),
-            need: HEADER_LEN,
+            need: header_len,
         });
     }
-    if &bytes[..4] != MAGIC {
+    if &bytes[..4] != magic {
         return Err(CompressedError::BadMagic([
             bytes[0], bytes[1], bytes[2], bytes[3],
         ]));
     }
-    if bytes[H_VERSION] != VERSION {
+    if bytes[H_VERSION] != version {
         return Err(CompressedError::UnsupportedVersion(bytes[H_VERSION]));
     }
     if bytes[H_RESERVED] != 0 {
         return Err(CompressedError::Reserved(bytes[H_RESERVED]));
     }
+    Ok(())
+}
+
+fn decode_bits(bytes: &[u8], kind: u8, max_bits: u64) -> Result<(BitArray, u8), CompressedError> {
+    check_preamble(bytes, MAGIC, VERSION, HEADER_LEN)?;
     if bytes[H_KIND] != kind {
         return Err(CompressedError::WrongKind {
             found: bytes[H_KIND],

@@ -46,7 +46,7 @@
 //! assert!((0..f.m()).all(|i| f.counter(i) == g.counter(i)));
 //! ```
 
-use super::compressed::{RangeDecoder, RangeEncoder, PROB_BITS};
+use super::compressed::{check_preamble, le_u64, RangeDecoder, RangeEncoder, PROB_BITS};
 use super::{CompressedError, CounterWidth, Counters, CountingBloomFilter};
 use crate::hash::fmix64;
 
@@ -54,21 +54,13 @@ const MAGIC: &[u8; 4] = b"FSCC";
 const VERSION: u8 = 1;
 /// Counters at or above this end their unary run and carry the rest raw.
 pub const ESCAPE: usize = 32;
-const H_VERSION: usize = 4;
 const H_BITS: usize = 5;
 const H_K: usize = 6;
-const H_RESERVED: usize = 7;
 const H_M: usize = 8;
 const H_CHECKSUM: usize = 16;
 const H_PAYLOAD_LEN: usize = 24;
 const H_HISTOGRAM: usize = 32;
 const HEADER_LEN: usize = H_HISTOGRAM + 8 * (ESCAPE + 1);
-
-fn le_u64(b: &[u8], at: usize) -> u64 {
-    b.get(at..at + 8).map_or(0, |s| {
-        u64::from_le_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]])
-    })
-}
 
 fn checksum(f: &CountingBloomFilter) -> u64 {
     let mut acc = fmix64(0x1319_8a2e_0370_7345 ^ f.k() as u64 ^ (u64::from(f.width().bits()) << 8));
@@ -165,23 +157,7 @@ pub fn decompress_counting(
     bytes: &[u8],
     max_counters: u64,
 ) -> Result<CountingBloomFilter, CompressedError> {
-    if bytes.len() < HEADER_LEN {
-        return Err(CompressedError::ShortHeader {
-            have: bytes.len(),
-            need: HEADER_LEN,
-        });
-    }
-    if &bytes[..4] != MAGIC {
-        return Err(CompressedError::BadMagic([
-            bytes[0], bytes[1], bytes[2], bytes[3],
-        ]));
-    }
-    if bytes[H_VERSION] != VERSION {
-        return Err(CompressedError::UnsupportedVersion(bytes[H_VERSION]));
-    }
-    if bytes[H_RESERVED] != 0 {
-        return Err(CompressedError::Reserved(bytes[H_RESERVED]));
-    }
+    check_preamble(bytes, MAGIC, VERSION, HEADER_LEN)?;
     let (k, m) = (bytes[H_K], le_u64(bytes, H_M));
     let width = CounterWidth::from_bits(u32::from(bytes[H_BITS]));
     let histogram: Vec<u64> = (0..=ESCAPE)
