@@ -47,14 +47,24 @@ pub(crate) mod exit {
 /// check instead of dying mid-write. A second Ctrl-C still ends the
 /// process at once (exit 130), in case a check is far away.
 fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    on_interrupt(true)
+}
+
+/// Registers SIGINT and SIGTERM: the process exits with 130 on a signal
+/// once the returned flag is set. With `graceful`, the first signal only
+/// sets the flag (the job checks it); without, the flag starts set, so the
+/// first signal exits at once.
+fn on_interrupt(graceful: bool) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(!graceful));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let _ = signal_hook::flag::register_conditional_shutdown(
             sig,
             i32::from(exit::INTERRUPTED),
             std::sync::Arc::clone(&stop),
         );
-        let _ = signal_hook::flag::register(sig, std::sync::Arc::clone(&stop));
+        if graceful {
+            let _ = signal_hook::flag::register(sig, std::sync::Arc::clone(&stop));
+        }
     }
     stop
 }
@@ -1014,14 +1024,7 @@ fn main() -> ExitCode {
         cli.command,
         None | Some(Command::Replay(_)) | Some(Command::Model(_)) | Some(Command::Reproduce(_))
     ) {
-        let now = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            let _ = signal_hook::flag::register_conditional_shutdown(
-                sig,
-                i32::from(exit::INTERRUPTED),
-                std::sync::Arc::clone(&now),
-            );
-        }
+        on_interrupt(false);
     }
     ExitCode::from(match cli.command {
         None => run_replay(cli.replay),

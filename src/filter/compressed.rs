@@ -358,6 +358,29 @@ pub(super) fn check_preamble(
     Ok(())
 }
 
+/// The payload after a `header_len`-byte header whose declared cell count
+/// `m` is within `max` and whose payload length, declared at byte
+/// `length_at`, is what is present: both checked before any decoding.
+pub(super) fn sized_payload(
+    bytes: &[u8],
+    (header_len, length_at): (usize, usize),
+    m: u64,
+    max: u64,
+) -> Result<&[u8], CompressedError> {
+    if m > max {
+        return Err(CompressedError::TooLarge { m, limit: max });
+    }
+    let declared = le_u64(bytes, length_at);
+    let payload = bytes.get(header_len..).unwrap_or_default();
+    if declared != payload.len() as u64 {
+        return Err(CompressedError::ShortPayload {
+            declared,
+            have: payload.len(),
+        });
+    }
+    Ok(payload)
+}
+
 fn decode_bits(bytes: &[u8], kind: u8, max_bits: u64) -> Result<(BitArray, u8), CompressedError> {
     check_preamble(bytes, MAGIC, VERSION, HEADER_LEN)?;
     if bytes[H_KIND] != kind {
@@ -374,17 +397,7 @@ fn decode_bits(bytes: &[u8], kind: u8, max_bits: u64) -> Result<(BitArray, u8), 
     {
         return Err(CompressedError::BadSizes { m, ones, k });
     }
-    if m > max_bits {
-        return Err(CompressedError::TooLarge { m, limit: max_bits });
-    }
-    let declared = le_u64(bytes, H_PAYLOAD_LEN);
-    let payload = &bytes[HEADER_LEN..];
-    if declared != payload.len() as u64 {
-        return Err(CompressedError::ShortPayload {
-            declared,
-            have: payload.len(),
-        });
-    }
+    let payload = sized_payload(bytes, (HEADER_LEN, H_PAYLOAD_LEN), m, max_bits)?;
     let need = least_payload_bytes(m, ones, prob0(m, ones));
     if (payload.len() as u64) < need {
         return Err(CompressedError::TooShortForSizes {

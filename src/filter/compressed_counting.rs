@@ -46,7 +46,9 @@
 //! assert!((0..f.m()).all(|i| f.counter(i) == g.counter(i)));
 //! ```
 
-use super::compressed::{check_preamble, le_u64, RangeDecoder, RangeEncoder, PROB_BITS};
+use super::compressed::{
+    check_preamble, le_u64, sized_payload, RangeDecoder, RangeEncoder, PROB_BITS,
+};
 use super::{CompressedError, CounterWidth, Counters, CountingBloomFilter};
 use crate::hash::fmix64;
 
@@ -169,20 +171,7 @@ pub fn decompress_counting(
     }) else {
         return Err(CompressedError::BadSizes { m, ones: 0, k });
     };
-    if m > max_counters {
-        return Err(CompressedError::TooLarge {
-            m,
-            limit: max_counters,
-        });
-    }
-    let declared = le_u64(bytes, H_PAYLOAD_LEN);
-    let payload = &bytes[HEADER_LEN..];
-    if declared != payload.len() as u64 {
-        return Err(CompressedError::ShortPayload {
-            declared,
-            have: payload.len(),
-        });
-    }
+    let payload = sized_payload(bytes, (HEADER_LEN, H_PAYLOAD_LEN), m, max_counters)?;
     let tails = tails(&histogram);
     let probs: Vec<u32> = (0..ESCAPE)
         .map(|j| stop_prob(&histogram, &tails, j))
