@@ -4,6 +4,7 @@
 //! validator and model lives in the `flowsieve` crate.
 
 mod live_cmd;
+mod network_cmd;
 
 use clap::{Args, Parser, Subcommand};
 use flowsieve::class::Classifier;
@@ -151,6 +152,14 @@ enum Command {
     /// Send a trace's frames onto an interface, paced (the project's own
     /// tcpreplay, for testing live capture).
     Inject(live_cmd::InjectArgs),
+    /// Replay traces as one probe of a network: run the pipeline locally
+    /// and publish each window's digests to NATS JetStream.
+    Probe(Box<network_cmd::ProbeArgs>),
+    /// Merge the probes' digests for a set of shards, exactly once per
+    /// probe and window, and write the merged windows.
+    Collect(Box<network_cmd::CollectArgs>),
+    /// Read the merged network-wide report.
+    Results(Box<network_cmd::ResultsArgs>),
 }
 
 #[derive(Args)]
@@ -358,6 +367,11 @@ struct PipelineArgs {
     /// be crafted by anyone who reads the constants.
     #[arg(long, value_name = "HEX|random", help_heading = "Pipeline")]
     hash_key: Option<HashKey>,
+    /// Count windows from the Unix epoch instead of from the first packet,
+    /// as probes do (so a replay's windows line up with `flowsieve
+    /// results`).
+    #[arg(long, help_heading = "Pipeline")]
+    epoch_windows: bool,
     #[command(flatten)]
     heavy: HeavyArgs,
     #[command(flatten)]
@@ -491,6 +505,7 @@ impl PipelineArgs {
         cfg.batch = self.batch;
         cfg.max_memory = self.max_memory.map(|b| b.0);
         cfg.replay.hash_key = self.hash_key.unwrap_or(HashKey::FIXED);
+        cfg.epoch_windows = self.epoch_windows;
         let (h, hc) = (&self.heavy, &mut cfg.heavy);
         hc.window = h.window_packets.map_or(h.window, WindowSpec::Packets);
         hc.theta = h.theta;
@@ -1022,7 +1037,11 @@ fn main() -> ExitCode {
     // check instead, and live prints its final report.
     if matches!(
         cli.command,
-        None | Some(Command::Replay(_)) | Some(Command::Model(_)) | Some(Command::Reproduce(_))
+        None | Some(Command::Replay(_))
+            | Some(Command::Model(_))
+            | Some(Command::Reproduce(_))
+            | Some(Command::Probe(_))
+            | Some(Command::Results(_))
     ) {
         on_interrupt(false);
     }
@@ -1035,5 +1054,8 @@ fn main() -> ExitCode {
         Some(Command::Reproduce(a)) => run_reproduce(a),
         Some(Command::Live(a)) => live_cmd::run_live(*a),
         Some(Command::Inject(a)) => live_cmd::run_inject(a),
+        Some(Command::Probe(a)) => network_cmd::run_probe(*a),
+        Some(Command::Collect(a)) => network_cmd::run_collect(*a),
+        Some(Command::Results(a)) => network_cmd::run_results(*a),
     })
 }

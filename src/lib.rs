@@ -43,6 +43,7 @@ pub mod ingest;
 #[cfg(target_os = "linux")]
 pub mod live;
 pub mod model;
+pub mod network;
 pub mod pipeline;
 mod prefetch;
 pub mod replay;

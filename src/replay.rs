@@ -422,7 +422,7 @@ fn replay_file<P: PacketSink>(
             }
             Err(reason) => totals.skips.add(reason),
         }
-        if summary.packets % PROGRESS_EVERY == 0 {
+        if summary.packets.is_multiple_of(PROGRESS_EVERY) {
             observer.progress(summary.packets, reader.offset());
         }
     }

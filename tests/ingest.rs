@@ -401,7 +401,7 @@ impl Ng {
     }
     fn block(&mut self, ty: u32, body: &[u8]) -> &mut Ng {
         let mut body = body.to_vec();
-        while body.len() % 4 != 0 {
+        while !body.len().is_multiple_of(4) {
             body.push(0);
         }
         let len = 12 + body.len() as u32;
@@ -428,7 +428,7 @@ impl Ng {
             b.extend_from_slice(&self.u16(*code));
             b.extend_from_slice(&self.u16(val.len() as u16));
             b.extend_from_slice(val);
-            while b.len() % 4 != 0 {
+            while !b.len().is_multiple_of(4) {
                 b.push(0);
             }
         }

@@ -568,6 +568,7 @@ fn new_flow_stage_takes_time_going_backwards() {
         truth: true,
         events: Vec::new(),
         gauges: None,
+        export: None,
     };
     let mut shard = stage.shard(&ctx);
     let key = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 6);

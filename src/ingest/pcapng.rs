@@ -153,7 +153,7 @@ impl PcapNgFramer {
                 min: BLOCK_FRAME_LEN as u32,
             });
         }
-        if len % 4 != 0 {
+        if !len.is_multiple_of(4) {
             return err(PcapNgError::BlockLengthNotAligned { len });
         }
         if len > MAX_BLOCK_LEN {

@@ -303,6 +303,13 @@ pub struct PipelineConfig {
     /// The most memory the stages' filters and the batches may take, in
     /// bytes; `None`: the machine's available memory.
     pub max_memory: Option<u64>,
+    /// Windows counted from the Unix epoch instead of from the first
+    /// keyed packet, so that runs on different machines (the network
+    /// mode's probes) close the same windows at the same instants.
+    pub epoch_windows: bool,
+    /// The heavy stage's window digests, handed out at each window close
+    /// (the network mode's probe); `None` for a plain run.
+    pub export: Option<super::WindowExport>,
 }
 
 impl PipelineConfig {
@@ -323,6 +330,8 @@ impl PipelineConfig {
             new_flows: NewFlowConfig::default(),
             selective: SelectiveConfig::with_alpha(alpha),
             max_memory: None,
+            epoch_windows: false,
+            export: None,
         }
     }
 

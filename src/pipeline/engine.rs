@@ -319,7 +319,7 @@ impl PacketSink for Dispatcher<'_> {
         // Trace time since the first keyed packet, held monotone so every
         // shard agrees on window boundaries.
         let ns = ts.as_nanos();
-        if self.first_ns.is_none() {
+        if self.first_at.is_none() {
             self.first_at = Some(Instant::now());
         }
         let first = *self.first_ns.get_or_insert(ns);
@@ -515,6 +515,7 @@ pub fn run_with_gauges<S: Source>(
         truth: c.replay.truth,
         events: wants.clone(),
         gauges: gauges.clone(),
+        export: c.export.clone(),
     };
     let latency_gauges = gauges.as_ref().map(|g| {
         g.latency
@@ -575,7 +576,9 @@ pub fn run_with_gauges<S: Source>(
             events: event_rx,
             sink,
             sink_error: None,
-            first_ns: None,
+            // Epoch-aligned windows measure time from 1970, so that every
+            // probe of a network closes window w at the same instant.
+            first_ns: c.epoch_windows.then_some(0),
             first_at: None,
             time_ns: 0,
             seq: 0,

@@ -18,6 +18,7 @@
 
 use super::config::{defaults, in_range, ConfigError};
 use super::event::{Event, EventKind, HeavyEvent};
+use super::export::ShardExporter;
 use super::keyed::{HashMap, HashSet};
 use super::rate::{binomial_se, opt_ratio, ratio};
 use super::record::PacketRecord;
@@ -197,6 +198,14 @@ impl Stage for HeavyStage {
                 .get_or_init(|| super::gauges::HeavyGauges::new(ctx.shards, m));
             (g, ctx.shard)
         });
+        // The digest's counters are the partitioned filter's; the network
+        // mode refuses the blocked layout before a run starts.
+        if matches!(shard.filter, HeavyFilter::Partitioned(_)) {
+            shard.export = ctx
+                .export
+                .as_ref()
+                .map(|x| ShardExporter::new(x, ctx.shard, ctx.shards));
+        }
         shard
     }
 
@@ -409,6 +418,8 @@ pub struct HeavyShard {
     events: bool,
     /// Live figures and this shard's index, in a live run.
     gauges: Option<(std::sync::Arc<super::gauges::Gauges>, usize)>,
+    /// The window export tap, when the run exports digests.
+    export: Option<ShardExporter>,
 }
 
 impl HeavyShard {
@@ -433,6 +444,7 @@ impl HeavyShard {
             tally: HeavyTally::new(classes),
             events,
             gauges: None,
+            export: None,
         }
     }
 
@@ -450,6 +462,9 @@ impl HeavyShard {
             *c += 1;
         }
         let estimate = self.filter.insert(r.hash);
+        if let Some(x) = self.export.as_mut() {
+            x.observe(r, estimate);
+        }
         let crossed = estimate >= self.cfg.theta;
         let newly = match self.truth.as_mut() {
             Some(t) => {
@@ -575,6 +590,11 @@ impl HeavyShard {
                 }
                 flows.clear();
             }
+        }
+        if let (Some(x), HeavyFilter::Partitioned(f), Some(w)) =
+            (self.export.as_mut(), &self.filter, self.window)
+        {
+            x.close(w, self.window_packets, &self.window_class_packets, f);
         }
         self.filter.clear();
         self.reported.clear();

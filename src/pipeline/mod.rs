@@ -33,6 +33,7 @@ mod config;
 mod deferred;
 mod engine;
 mod event;
+pub mod export;
 pub mod gauges;
 pub mod heavy;
 mod keyed;
@@ -57,6 +58,7 @@ pub use event::{
     Event, EventKind, HeavyEvent, JsonLinesSink, NewFlowEvent, NoEvents, PipelineSink,
     WindowEndEvent,
 };
+pub use export::{Candidate, ShardWindow, WindowDigestSink, WindowExport};
 pub use gauges::Gauges;
 pub use heavy::{HeavyConfig, HeavyStage, HeavyTally};
 pub use latency::Latency;

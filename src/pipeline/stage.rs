@@ -94,6 +94,9 @@ pub struct ShardContext {
     /// Where to publish live figures, when a live run asks for them
     /// (see [`super::gauges`]); `None` in a replay.
     pub gauges: Option<Arc<super::gauges::Gauges>>,
+    /// The window export tap, when the run exports digests (see
+    /// [`super::export`]); `None` otherwise.
+    pub export: Option<super::WindowExport>,
 }
 
 impl ShardContext {

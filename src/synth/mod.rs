@@ -681,7 +681,7 @@ pub fn generate_with_progress<W: Write>(
     };
     let start_ns = (cfg.start_secs * 1e9) as u128;
     for (seq, (&fi, &off)) in order.iter().zip(offsets.iter()).enumerate() {
-        if seq as u64 % PROGRESS_EVERY == 0 && !progress(seq as u64) {
+        if (seq as u64).is_multiple_of(PROGRESS_EVERY) && !progress(seq as u64) {
             return Err(SynthError::Interrupted {
                 written: seq as u64,
                 packets: cfg.packets,

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod network;
+
 use flowsieve::dissect::{Dissector, FlowKey, SkipCounts};
 use flowsieve::hash::flow_hash;
 use flowsieve::ingest::{IngestError, Timestamp, TraceReader};

@@ -44,7 +44,7 @@ impl RingGeometry {
                 "block size {block_bytes} B is outside {MIN_BLOCK_BYTES} B ..= {MAX_BLOCK_BYTES} B"
             ));
         }
-        if block_bytes % MIN_BLOCK_BYTES != 0 {
+        if !block_bytes.is_multiple_of(MIN_BLOCK_BYTES) {
             return Err(format!(
                 "block size {block_bytes} B is not a multiple of the 4 KiB page"
             ));

@@ -1,0 +1,409 @@
+//! `flowsieve probe`, `collect` and `results`: the network-wide mode's
+//! front end (the library's `network` module does the work).
+
+use super::{emit_report, exit, fail, traces_or_default, Progress, RunArgs};
+use clap::Args;
+use flowsieve::filter::CounterLayout;
+use flowsieve::ingest::DurationNs;
+use flowsieve::network::collector::{collect, CollectOptions};
+use flowsieve::network::probe::{Exporter, ProbeOptions};
+use flowsieve::network::results::assemble;
+use flowsieve::network::transport::{self, check_probe_id, NetError};
+use flowsieve::network::NetworkConfig;
+use flowsieve::pipeline::{
+    run, FileSource, JsonLinesSink, NoEvents, PipelineSink, StageName, ValidatedConfig, WindowSpec,
+};
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the server is and how to talk to it.
+#[derive(Args)]
+pub(crate) struct NatsArgs {
+    /// The NATS server (JetStream enabled), such as nats://127.0.0.1:4222.
+    #[arg(long, value_name = "URL", help_heading = "Network")]
+    nats: String,
+    /// Copies of the stream and buckets, when this process creates them
+    /// (3 on a three-node cluster).
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=5), help_heading = "Network")]
+    replicas: u16,
+    /// Timeout of one server request.
+    #[arg(
+        long,
+        default_value = "5s",
+        value_name = "DURATION",
+        help_heading = "Network"
+    )]
+    request_timeout: DurationNs,
+}
+
+/// `flowsieve probe`.
+#[derive(Args)]
+pub(crate) struct ProbeArgs {
+    /// Trace files to replay as this probe (default: the bundled trace).
+    traces: Vec<PathBuf>,
+    #[command(flatten)]
+    nats: NatsArgs,
+    /// This probe's id: 1 to 64 of letters, digits, '_' and '-'.
+    #[arg(long, value_name = "ID", help_heading = "Network")]
+    probe_id: String,
+    /// Probes in the network, P: a flow is exported as a candidate when
+    /// its local estimate reaches ceil(theta / P).
+    #[arg(long, default_value_t = 1, value_name = "P", value_parser = clap::value_parser!(u32).range(1..=65_536), help_heading = "Network")]
+    probes: u32,
+    /// Bits of the per-window presence filter (flows seen), over all shards.
+    #[arg(long, default_value_t = 1 << 20, value_name = "N", value_parser = clap::value_parser!(u64).range(64..=(1u64 << 32)), help_heading = "Network")]
+    presence_bits: u64,
+    /// Hash functions of the presence filter.
+    #[arg(long, default_value_t = 4, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=32), help_heading = "Network")]
+    presence_k: u32,
+    /// Windows of digests kept while the server is unreachable; older ones
+    /// are dropped and their windows reported as partial.
+    #[arg(long, default_value_t = 64, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000), help_heading = "Network")]
+    buffer_windows: u64,
+    /// How long to keep trying to deliver after the input ended.
+    #[arg(
+        long,
+        default_value = "30s",
+        value_name = "DURATION",
+        help_heading = "Network"
+    )]
+    flush_timeout: DurationNs,
+    #[command(flatten)]
+    run: RunArgs,
+    /// Write heavy-flow and new-flow events as JSON lines to FILE.
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
+}
+
+/// `flowsieve collect`.
+#[derive(Args)]
+pub(crate) struct CollectArgs {
+    #[command(flatten)]
+    nats: NatsArgs,
+    /// The shards this collector owns: a range such as 0-3, or a list
+    /// such as 0,2,5.
+    #[arg(long, value_name = "LIST")]
+    shards: String,
+    /// How long a window waits for missing probes before it is written as
+    /// partial.
+    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    lateness: DurationNs,
+    /// How long to wait for a probe to write the shared configuration.
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    config_wait: DurationNs,
+    /// Exit once every declared probe has finished and nothing is pending,
+    /// after this long without a new digest (default: run until Ctrl-C).
+    #[arg(long, value_name = "DURATION")]
+    exit_when_done: Option<DurationNs>,
+    /// A line on stderr per shard-window written.
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+/// `flowsieve results`.
+#[derive(Args)]
+pub(crate) struct ResultsArgs {
+    #[command(flatten)]
+    nats: NatsArgs,
+    /// Only this window (its index from the Unix epoch).
+    #[arg(long, value_name = "W")]
+    window: Option<u64>,
+    /// Write the report as JSON to FILE (`-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write the heavy flows as CSV to FILE.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Heavy flows listed per window in the text report.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    top: usize,
+    /// Do not print the text report.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, u8> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            fail(
+                exit::FAILURE,
+                format!("cannot start the network runtime: {e}"),
+            )
+        })
+}
+
+fn timeout(d: DurationNs) -> Duration {
+    Duration::from_nanos(d.0)
+}
+
+/// The shared configuration this probe's flags describe, or why they
+/// cannot run as a probe (exit 2).
+fn network_config(args: &ProbeArgs, cfg: &ValidatedConfig) -> Result<NetworkConfig, String> {
+    let c = cfg.config();
+    if !c.stages.contains(StageName::Heavy) {
+        return Err("a probe needs the heavy stage (--stages must include heavy)".into());
+    }
+    let WindowSpec::Time(window_ns) = c.heavy.window else {
+        return Err(
+            "a probe needs a time window (--window-packets does not align across probes)".into(),
+        );
+    };
+    if c.heavy.layout != CounterLayout::Partitioned {
+        return Err("a probe exports the partitioned layout only (drop --layout blocked)".into());
+    }
+    let heavy = c.heavy.validate(c.shards).map_err(|e| e.to_string())?;
+    let n = NetworkConfig {
+        version: 1,
+        shards: c.shards as u32,
+        window_ns,
+        theta: c.heavy.theta,
+        counters: c.heavy.counters as u64,
+        counter_bits: c.heavy.width.bits(),
+        k: heavy.k() as u32,
+        conservative: c.heavy.conservative,
+        presence_bits: args.presence_bits,
+        presence_k: args.presence_k,
+        hash_key: c.replay.hash_key.to_string(),
+        probes: args.probes,
+        classes: c.replay.classifier.names().to_vec(),
+    };
+    n.validate()?;
+    Ok(n)
+}
+
+pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
+    if let Err(e) = check_probe_id(&args.probe_id) {
+        return fail(exit::USAGE, e);
+    }
+    let plain = match args.run.configure(|c| c.epoch_windows = true) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let net = match network_config(&args, &plain) {
+        Ok(n) => n,
+        Err(e) => return fail(exit::USAGE, e),
+    };
+    let rt = match runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let request_timeout = timeout(args.nats.request_timeout);
+    // Agree on the configuration before any work when the server is up; a
+    // probe that cannot reach it monitors locally and checks on connect.
+    let agreed = rt.block_on(async {
+        let n = transport::connect(
+            &args.nats.nats,
+            "flowsieve-probe",
+            false,
+            request_timeout.min(Duration::from_secs(2)),
+        )
+        .await?;
+        n.ensure(usize::from(args.nats.replicas)).await?;
+        n.agree_config(&net).await
+    });
+    match agreed {
+        Ok(_) => {}
+        Err(NetError::Config(e)) => {
+            return fail(exit::USAGE, format!("{}: the shared configuration differs: {e}", args.nats.nats))
+        }
+        Err(e) => eprintln!(
+            "flowsieve: warning: {e}; monitoring locally, up to {} windows of digests are kept until the server answers",
+            args.buffer_windows
+        ),
+    }
+    drop(rt);
+    let exporter = match Exporter::start(
+        net,
+        ProbeOptions {
+            url: args.nats.nats.clone(),
+            probe: args.probe_id.clone(),
+            replicas: usize::from(args.nats.replicas),
+            buffer_windows: args.buffer_windows as usize,
+            flush_timeout: timeout(args.flush_timeout),
+            request_timeout,
+            blocking: true,
+        },
+    ) {
+        Ok(e) => e,
+        Err(e) => return fail(exit::FAILURE, e),
+    };
+    let export = exporter.window_export();
+    let cfg = match args.run.configure(|c| {
+        c.epoch_windows = true;
+        c.export = Some(export);
+    }) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let mut events = match &args.events {
+        None => None,
+        Some(path) => match std::fs::File::create(path) {
+            Ok(f) => Some(JsonLinesSink::new(BufWriter::new(f))),
+            Err(e) => {
+                return fail(
+                    exit::FAILURE,
+                    format!("{}: cannot create: {e}", path.display()),
+                )
+            }
+        },
+    };
+    let inner: &mut dyn PipelineSink = match events.as_mut() {
+        Some(w) => w,
+        None => &mut NoEvents,
+    };
+    let source = FileSource::new(traces_or_default(&args.traces), &cfg);
+    let mut sink = exporter.sink(inner);
+    let report = match run(source, &cfg, &mut Progress { bar: None }, &mut sink) {
+        Ok(r) => r,
+        Err(e) => return fail(exit::FAILURE, e),
+    };
+    drop(sink);
+    let code = emit_report(&report, &args.run);
+    if let Some(w) = events {
+        let _ = w.finish();
+    }
+    let s = exporter.finish();
+    eprintln!(
+        "probe {}: {} digests published ({} bytes), watermark {}, {} undelivered, {} dropped, {} failed attempts, lost windows {:?}",
+        s.probe, s.published, s.published_bytes, s.watermark, s.undelivered, s.dropped, s.failed_attempts, s.lost_windows
+    );
+    if let Some(e) = s.error {
+        return fail(exit::FAILURE, format!("probe {}: {e}", args.probe_id));
+    }
+    if s.undelivered > 0 || !s.finished_written {
+        return fail(
+            exit::FAILURE,
+            format!(
+                "probe {}: {} digests not delivered to {} within the flush timeout of {}",
+                args.probe_id, s.undelivered, args.nats.nats, args.flush_timeout
+            ),
+        );
+    }
+    code
+}
+
+/// `0-3` or `0,2,5`.
+fn parse_shards(s: &str) -> Result<Vec<u32>, String> {
+    let bad =
+        || format!("bad shard list '{s}': expected a range such as 0-3 or a list such as 0,2,5");
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let part = part.trim();
+        if let Some((a, b)) = part.split_once('-') {
+            let (a, b): (u32, u32) = (
+                a.trim().parse().map_err(|_| bad())?,
+                b.trim().parse().map_err(|_| bad())?,
+            );
+            if a > b || b as usize >= flowsieve::pipeline::MAX_SHARDS {
+                return Err(bad());
+            }
+            out.extend(a..=b);
+        } else {
+            let v: u32 = part.parse().map_err(|_| bad())?;
+            if v as usize >= flowsieve::pipeline::MAX_SHARDS {
+                return Err(bad());
+            }
+            out.push(v);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    if out.is_empty() {
+        return Err(bad());
+    }
+    Ok(out)
+}
+
+pub(crate) fn run_collect(args: CollectArgs) -> u8 {
+    let shards = match parse_shards(&args.shards) {
+        Ok(s) => s,
+        Err(e) => return fail(exit::USAGE, e),
+    };
+    let stop = super::on_interrupt(true);
+    let rt = match runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let opts = CollectOptions {
+        url: args.nats.nats.clone(),
+        shards,
+        lateness: timeout(args.lateness),
+        replicas: usize::from(args.nats.replicas),
+        config_wait: timeout(args.config_wait),
+        exit_when_done: args.exit_when_done.map(timeout),
+        request_timeout: timeout(args.nats.request_timeout),
+        verbose: args.verbose,
+    };
+    let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
+    match rt.block_on(collect(&opts, &stopped)) {
+        Ok(s) => {
+            eprintln!(
+                "collect: {} shard-windows written ({} partial), {} digests merged, {} duplicates, {} late, {} refused",
+                s.written, s.partial, s.merged, s.duplicates, s.late, s.rejected
+            );
+            if stopped() {
+                exit::INTERRUPTED
+            } else {
+                exit::OK
+            }
+        }
+        Err(e) => fail(exit::FAILURE, format!("collect: {e}")),
+    }
+}
+
+pub(crate) fn run_results(args: ResultsArgs) -> u8 {
+    let rt = match runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let t = timeout(args.nats.request_timeout);
+    let got = rt.block_on(async {
+        let n = transport::connect(&args.nats.nats, "flowsieve-results", false, t).await?;
+        let cfg = n.shared_config().await?;
+        let results = n.results().await?;
+        Ok::<_, NetError>((cfg, results))
+    });
+    let (cfg, results) = match got {
+        Ok((Some(c), r)) => (c, r),
+        Ok((None, _)) => {
+            return fail(
+                exit::FAILURE,
+                format!(
+                    "{}: no shared configuration: no probe has run",
+                    args.nats.nats
+                ),
+            )
+        }
+        Err(e) => return fail(exit::FAILURE, format!("results: {e}")),
+    };
+    let report = assemble(&cfg, &results, args.window);
+    if !args.quiet {
+        print!("{}", report.text(args.top));
+    }
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&report).unwrap_or_default();
+        let written = if path.as_os_str() == "-" {
+            writeln!(std::io::stdout(), "{json}")
+        } else {
+            flowsieve::report::write_atomically(path, (json + "\n").as_bytes())
+        };
+        if let Err(e) = written {
+            return fail(
+                exit::FAILURE,
+                format!("{}: cannot write JSON: {e}", path.display()),
+            );
+        }
+    }
+    if let Some(path) = &args.csv {
+        if let Err(e) = flowsieve::report::write_atomically(path, report.csv().as_bytes()) {
+            return fail(
+                exit::FAILURE,
+                format!("{}: cannot write CSV: {e}", path.display()),
+            );
+        }
+    }
+    exit::OK
+}

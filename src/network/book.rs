@@ -1,0 +1,201 @@
+//! The collector's bookkeeping, without I/O: which shard-windows are being
+//! merged, which are complete, and what each arriving digest is.
+//!
+//! # When a window is complete
+//!
+//! A probe publishes a shard-window's digest only when that shard had
+//! packets in the window, and after all of a window's digests are
+//! acknowledged by the stream it raises its **watermark** (kept in the
+//! `flowsieve-probes` bucket): every window below it is fully published.
+//! The collector reads the watermarks *first* and only then drains its
+//! consumers, so every digest published before a watermark it read has
+//! been delivered to it. A shard-window `w` is therefore complete when
+//! every probe expected for `w` has a watermark above `w`; a probe that
+//! sent no digest for it had no packets there.
+//!
+//! A probe is expected for `w` when it is registered, its first window is
+//! at most `w`, and it has not finished before `w`. Until as many probes
+//! are registered as the configuration declares, no window completes on
+//! its own; after `lateness` it is written as partial, naming the probes
+//! still missing.
+//!
+//! # Exactly once
+//!
+//! The collector acknowledges a window's messages only after its result
+//! is written. A digest for a shard-window that already has a result is
+//! acknowledged and not merged: a *duplicate* when the result lists its
+//! probe (a probe's re-send, or a redelivery after a crash between the
+//! write and the acknowledgements), *late* otherwise. Within a window in
+//! progress a second digest of the same probe is held (so it is
+//! acknowledged with the window) but not merged.
+
+use super::config::NetworkConfig;
+use super::digest::Digest;
+use super::merge::{MergeError, ShardWindowMerge, ShardWindowResult};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A probe's registration and progress, as kept in the probes bucket.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeState {
+    /// The probe.
+    pub probe: String,
+    /// Its first window.
+    pub from_window: u64,
+    /// Every window below this is fully published.
+    pub watermark: u64,
+    /// The probe's input ended: no window at or after the watermark will
+    /// come from it.
+    pub finished: bool,
+    /// Windows whose digests the probe had to drop (its buffer was full);
+    /// they are partial.
+    pub lost_windows: Vec<u64>,
+}
+
+impl ProbeState {
+    /// Whether this probe is expected to report window `w`.
+    pub fn expected_for(&self, w: u64) -> bool {
+        self.from_window <= w && !(self.finished && self.watermark <= w)
+    }
+}
+
+/// What became of an offered digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Merged into a window in progress.
+    Merged,
+    /// Its probe was already merged into this shard-window: not merged
+    /// again. `held`: the message waits for the window's acknowledgement.
+    Duplicate {
+        /// Held with its window (else: acknowledge it now).
+        held: bool,
+    },
+    /// The shard-window already has a result without this probe:
+    /// acknowledged, not merged.
+    Late,
+    /// Not one of this collector's shards.
+    NotMine,
+    /// Refused (another configuration or shape): never merged.
+    Rejected(MergeError),
+}
+
+struct Pending<T> {
+    merge: ShardWindowMerge,
+    since_ms: u64,
+    tokens: Vec<T>,
+}
+
+/// The shard-windows in progress at one collector; `T` is whatever the
+/// transport needs to acknowledge a message.
+pub struct Book<T> {
+    cfg: NetworkConfig,
+    shards: Vec<u32>,
+    pending: BTreeMap<(u64, u32), Pending<T>>,
+}
+
+impl<T> Book<T> {
+    /// A book for the shards `shards` under `cfg`.
+    pub fn new(cfg: NetworkConfig, shards: Vec<u32>) -> Book<T> {
+        Book {
+            cfg,
+            shards,
+            pending: BTreeMap::new(),
+        }
+    }
+
+    /// Shard-windows in progress.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// One digest, delivered with `token`. `existing` is the shard-window's
+    /// written result, if it has one. A token comes back from
+    /// [`Book::ready`] when the verdict holds it; otherwise the caller
+    /// acknowledges (or, for [`Verdict::Rejected`], terminates) it now.
+    pub fn offer(
+        &mut self,
+        d: &Digest,
+        token: T,
+        now_ms: u64,
+        existing: Option<&ShardWindowResult>,
+    ) -> (Verdict, Option<T>) {
+        if !self.shards.contains(&d.shard) {
+            return (Verdict::NotMine, Some(token));
+        }
+        if let Some(r) = existing {
+            return if r.probes.contains(&d.probe) {
+                (Verdict::Duplicate { held: false }, Some(token))
+            } else {
+                (Verdict::Late, Some(token))
+            };
+        }
+        let cfg = &self.cfg;
+        let p = self
+            .pending
+            .entry((d.window, d.shard))
+            .or_insert_with(|| Pending {
+                merge: ShardWindowMerge::new(cfg, d.shard, d.window),
+                since_ms: now_ms,
+                tokens: Vec::new(),
+            });
+        match p.merge.add(d) {
+            Ok(true) => {
+                p.tokens.push(token);
+                (Verdict::Merged, None)
+            }
+            Ok(false) => {
+                p.tokens.push(token);
+                (Verdict::Duplicate { held: true }, None)
+            }
+            Err(e) => {
+                if p.merge.probes().is_empty() && p.tokens.is_empty() {
+                    self.pending.remove(&(d.window, d.shard));
+                }
+                (Verdict::Rejected(e), Some(token))
+            }
+        }
+    }
+
+    /// The shard-windows that are complete, or late past `lateness_ms`
+    /// (then partial), given the probes' states read *before* the last
+    /// drain of the consumers. Each comes with the tokens to acknowledge
+    /// once its result is written.
+    pub fn ready(
+        &mut self,
+        probes: &[ProbeState],
+        now_ms: u64,
+        lateness_ms: u64,
+    ) -> Vec<(ShardWindowResult, Vec<T>)> {
+        let declared = self.cfg.probes as usize;
+        let registered = probes.len();
+        let mut done = Vec::new();
+        for (&(w, s), p) in &self.pending {
+            let mut missing: Vec<String> = probes
+                .iter()
+                .filter(|q| q.expected_for(w))
+                .filter(|q| q.watermark <= w || q.lost_windows.contains(&w))
+                .map(|q| q.probe.clone())
+                .collect();
+            let waiting = missing.iter().any(|m| {
+                probes
+                    .iter()
+                    .any(|q| q.probe == *m && !q.lost_windows.contains(&w))
+            }) || registered < declared;
+            let late = now_ms.saturating_sub(p.since_ms) >= lateness_ms;
+            if waiting && !late {
+                continue;
+            }
+            if registered < declared {
+                missing.push(format!("({} undeclared)", declared - registered));
+            }
+            done.push((w, s, missing));
+        }
+        let mut out = Vec::with_capacity(done.len());
+        for (w, s, missing) in done {
+            if let Some(p) = self.pending.remove(&(w, s)) {
+                out.push((p.merge.finish(missing), p.tokens));
+            }
+        }
+        out
+    }
+}

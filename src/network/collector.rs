@@ -1,0 +1,333 @@
+//! The collector: owns a fixed set of shards, merges their digests per
+//! window, writes each merged shard-window once, and acknowledges the
+//! digests only after the write.
+//!
+//! Each owned shard has a durable pull consumer (`collect-s<shard>`)
+//! filtered on `flowsieve.v1.digest.<shard>.>`, so any number of
+//! collectors can split the shards, and a collector that restarts resumes
+//! from what it had not acknowledged: the digests of every window it had
+//! not written come again and merge to the identical result, and the
+//! digests of a window it had written but not yet acknowledged are found
+//! in the results bucket and acknowledged without merging (see
+//! [`super::book`]).
+
+use super::book::{Book, Verdict};
+use super::digest::Digest;
+use super::merge::ShardWindowResult;
+use super::transport::{
+    self, result_key, result_subject, shard_filter, Nats, NetError, RESULTS_BUCKET, STREAM,
+};
+use async_nats::jetstream::{consumer, AckKind, Message};
+use futures_util::StreamExt;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// How a collector runs.
+#[derive(Clone, Debug)]
+pub struct CollectOptions {
+    /// The server.
+    pub url: String,
+    /// The shards it owns.
+    pub shards: Vec<u32>,
+    /// How long a window waits for missing probes before it is written
+    /// as partial.
+    pub lateness: Duration,
+    /// Copies of the stream and buckets, if this collector creates them.
+    pub replicas: usize,
+    /// How long to wait for the shared configuration to appear.
+    pub config_wait: Duration,
+    /// Stop once every declared probe finished and nothing is pending,
+    /// after this long without a message (`None`: run until stopped).
+    pub exit_when_done: Option<Duration>,
+    /// Timeout of one server request.
+    pub request_timeout: Duration,
+    /// Print a line per written shard-window to stderr.
+    pub verbose: bool,
+}
+
+/// What a collector did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CollectSummary {
+    /// Digests merged.
+    pub merged: u64,
+    /// Digests of a probe already merged into their shard-window.
+    pub duplicates: u64,
+    /// Digests that arrived after their shard-window was written.
+    pub late: u64,
+    /// Digests refused (damaged, other configuration or shape).
+    pub rejected: u64,
+    /// Shard-windows written.
+    pub written: u64,
+    /// Of those, partial.
+    pub partial: u64,
+}
+
+fn now_ms(start: Instant) -> u64 {
+    start.elapsed().as_millis() as u64
+}
+
+/// Runs a collector until `stop` says so, or (with
+/// [`CollectOptions::exit_when_done`]) until the probes are done.
+pub async fn collect(
+    opts: &CollectOptions,
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Result<CollectSummary, NetError> {
+    let nats = transport::connect(
+        &opts.url,
+        "flowsieve-collector",
+        false,
+        opts.request_timeout,
+    )
+    .await?;
+    // A cluster that just lost a node, or is still electing, answers
+    // stream and consumer requests with timeouts for a while: retry them
+    // until the configuration wait runs out.
+    let waited = Instant::now();
+    let retry = |e: NetError| {
+        if waited.elapsed() >= opts.config_wait || stop() {
+            Err(e)
+        } else {
+            Ok(())
+        }
+    };
+    while let Err(e) = nats.ensure(opts.replicas).await {
+        retry(e)?;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let cfg = loop {
+        match nats.shared_config().await {
+            Ok(Some(c)) => break c,
+            Ok(None) => {}
+            Err(e) => retry(e)?,
+        }
+        if waited.elapsed() >= opts.config_wait || stop() {
+            return Err(NetError::Nats {
+                what: "read configuration",
+                detail: format!(
+                    "no probe wrote the shared configuration within {:?}",
+                    opts.config_wait
+                ),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    if let Some(s) = opts.shards.iter().find(|&&s| s >= cfg.shards) {
+        return Err(NetError::Config(format!(
+            "shard {s} is past the {} shards of the shared configuration",
+            cfg.shards
+        )));
+    }
+    let mut consumers = Vec::new();
+    for &s in &opts.shards {
+        let name = format!("collect-s{s}");
+        let config = consumer::pull::Config {
+            durable_name: Some(name.clone()),
+            filter_subject: shard_filter(s),
+            ack_policy: consumer::AckPolicy::Explicit,
+            // A window's digests stay unacknowledged until it is written:
+            // long enough for the lateness and then some.
+            ack_wait: opts.lateness + Duration::from_secs(60),
+            max_ack_pending: 1 << 20,
+            ..Default::default()
+        };
+        let c: consumer::PullConsumer = loop {
+            let made = match nats.js.get_stream(STREAM).await {
+                Ok(stream) => stream
+                    .get_or_create_consumer(&name, config.clone())
+                    .await
+                    .map_err(|e| transport::nats_err("create consumer")(&e)),
+                Err(e) => Err(transport::nats_err("open stream")(&e)),
+            };
+            match made {
+                Ok(c) => break c,
+                Err(e) => {
+                    retry(e)?;
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            }
+        };
+        consumers.push(c);
+    }
+    let results = nats.bucket(RESULTS_BUCKET).await?;
+    let mut book: Book<Message> = Book::new(cfg.clone(), opts.shards.clone());
+    let mut written: HashMap<(u64, u32), ShardWindowResult> = HashMap::new();
+    let mut summary = CollectSummary::default();
+    let start = Instant::now();
+    let mut last_message = Instant::now();
+    loop {
+        // Watermarks first, then drain: see super::book.
+        // After a node is lost, requests time out until the cluster has
+        // moved its leaders: wait and try again (nothing was acknowledged,
+        // nothing is lost).
+        let probes = match nats.probe_states().await {
+            Ok(p) => p,
+            Err(e) => {
+                transient(&e, opts);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+        };
+        let mut got = 0u64;
+        for c in &consumers {
+            loop {
+                let mut batch = match c
+                    .fetch()
+                    .max_messages(256)
+                    .expires(Duration::from_millis(50))
+                    .messages()
+                    .await
+                {
+                    Ok(b) => b,
+                    Err(e) => {
+                        transient(&transport::nats_err("fetch")(&e), opts);
+                        break;
+                    }
+                };
+                let mut n = 0;
+                while let Some(m) = batch.next().await {
+                    let Ok(m) = m else {
+                        continue;
+                    };
+                    n += 1;
+                    offer(
+                        &nats,
+                        &mut book,
+                        &mut written,
+                        &mut summary,
+                        m,
+                        now_ms(start),
+                        opts,
+                    )
+                    .await?;
+                }
+                got += n;
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        if got > 0 {
+            last_message = Instant::now();
+        }
+        for (r, tokens) in book.ready(&probes, now_ms(start), opts.lateness.as_millis() as u64) {
+            let key = result_key(r.window, r.shard);
+            let bytes =
+                serde_json::to_vec(&r).map_err(|e| transport::nats_err("encode result")(&e))?;
+            while let Err(e) = results.put(key.as_str(), bytes.clone().into()).await {
+                transient(&transport::nats_err("write result")(&e), opts);
+                if stop() {
+                    return Ok(summary);
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            let _ = nats
+                .client
+                .publish(result_subject(r.window, r.shard), bytes.into())
+                .await;
+            // Only now: a crash before this line redelivers the digests,
+            // which merge to the same result (or find it written).
+            for m in tokens {
+                // An acknowledgement that does not arrive leaves the digest
+                // to be redelivered, found written, and acknowledged then.
+                if let Err(e) = m.double_ack().await {
+                    transient(&transport::nats_err("acknowledge")(&e), opts);
+                }
+            }
+            summary.written += 1;
+            summary.partial += u64::from(r.partial);
+            if opts.verbose {
+                eprintln!(
+                    "collect: window {} shard {}: {} probes, {} packets, {} heavy{}",
+                    r.window,
+                    r.shard,
+                    r.probes.len(),
+                    r.packets,
+                    r.heavy.len(),
+                    if r.partial { " (partial)" } else { "" }
+                );
+            }
+            written.insert((r.window, r.shard), r);
+        }
+        if stop() {
+            return Ok(summary);
+        }
+        if let Some(idle) = opts.exit_when_done {
+            let all_done = probes.len() >= cfg.probes as usize && probes.iter().all(|p| p.finished);
+            if all_done && book.pending() == 0 && last_message.elapsed() >= idle {
+                return Ok(summary);
+            }
+        }
+        if got == 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+async fn offer(
+    nats: &Nats,
+    book: &mut Book<Message>,
+    written: &mut HashMap<(u64, u32), ShardWindowResult>,
+    summary: &mut CollectSummary,
+    m: Message,
+    now: u64,
+    opts: &CollectOptions,
+) -> Result<(), NetError> {
+    let d = match Digest::decode(&m.payload) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("collect: {}: refused: {e}", m.subject);
+            summary.rejected += 1;
+            let _ = m.ack_with(AckKind::Term).await;
+            return Ok(());
+        }
+    };
+    let key = (d.window, d.shard);
+    while !written.contains_key(&key) {
+        match nats.result(d.window, d.shard).await {
+            Ok(Some(r)) => {
+                written.insert(key, r);
+            }
+            Ok(None) => break,
+            Err(e) => {
+                transient(&e, opts);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+    let (verdict, back) = book.offer(&d, m, now, written.get(&key));
+    match &verdict {
+        Verdict::Merged => summary.merged += 1,
+        Verdict::Duplicate { .. } => summary.duplicates += 1,
+        Verdict::Late => summary.late += 1,
+        Verdict::NotMine => {}
+        Verdict::Rejected(e) => {
+            eprintln!("collect: digest refused: {e}");
+            summary.rejected += 1;
+        }
+    }
+    if opts.verbose {
+        if let Verdict::Duplicate { .. } | Verdict::Late = verdict {
+            eprintln!(
+                "collect: window {} shard {} probe {}: {:?}, not merged",
+                d.window, d.shard, d.probe, verdict
+            );
+        }
+    }
+    if let Some(m) = back {
+        let r = match verdict {
+            Verdict::Rejected(_) => m.ack_with(AckKind::Term).await,
+            _ => m.double_ack().await,
+        };
+        if let Err(e) = r {
+            transient(&transport::nats_err("acknowledge")(&e), opts);
+        }
+    }
+    Ok(())
+}
+
+/// A request that failed but will be retried.
+fn transient(e: &NetError, opts: &CollectOptions) {
+    if opts.verbose {
+        eprintln!("collect: {e}; retrying");
+    }
+}

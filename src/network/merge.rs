@@ -1,0 +1,382 @@
+//! Merging one shard-window's digests from several probes (no I/O).
+//!
+//! - Counters are **added** into 32-bit cells, wider than any probe's
+//!   counters (4, 8 or 16 bits), so the sum saturates only where a probe's
+//!   own counter already had (then the sum is a lower bound on that cell
+//!   and the result says how many cells).
+//! - Presence bits are **OR-ed**: the merged filter is the one a single
+//!   machine would have built from all packets (003's insertions commute).
+//! - Candidates are **queried** against the merged counters: a candidate
+//!   is heavy when the minimum of its `k` summed counters is at least
+//!   `θ`. Without conservative update the summed counters equal a single
+//!   machine's counters over the same packets exactly, so the estimate is
+//!   the single machine's; with conservative update each probe's counters
+//!   are upper bounds of its own counts, and so is their sum.
+//!
+//! A (probe, shard, window) is merged at most once: [`ShardWindowMerge::add`]
+//! refuses a second digest from the same probe and says so.
+
+use super::config::NetworkConfig;
+use super::digest::Digest;
+use crate::dissect::FlowKey;
+use crate::filter::{BloomFilter, Counters};
+use crate::hash::fmix64;
+use crate::pipeline::Candidate;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Why a digest was not merged.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MergeError {
+    /// Made under another configuration.
+    #[error(
+        "digest of probe {probe} was made under configuration {found:#018x}, not {expected:#018x}"
+    )]
+    Fingerprint {
+        /// The probe.
+        probe: String,
+        /// Its fingerprint.
+        found: u64,
+        /// The shared one.
+        expected: u64,
+    },
+    /// For another shard or window.
+    #[error("digest of probe {probe} is for shard {shard} window {window}, not shard {want_shard} window {want_window}")]
+    Elsewhere {
+        /// The probe.
+        probe: String,
+        /// Its shard.
+        shard: u32,
+        /// Its window.
+        window: u64,
+        /// This merge's shard.
+        want_shard: u32,
+        /// This merge's window.
+        want_window: u64,
+    },
+    /// Filters of another shape.
+    #[error("digest of probe {probe}: {what} has {found}, the configuration says {expected}")]
+    Shape {
+        /// The probe.
+        probe: String,
+        /// Which dimension.
+        what: &'static str,
+        /// Found.
+        found: u64,
+        /// Expected.
+        expected: u64,
+    },
+}
+
+/// One heavy flow of a merged window.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct HeavyFlow {
+    /// Source address.
+    pub src: String,
+    /// Destination address.
+    pub dst: String,
+    /// Source port.
+    pub sport: u16,
+    /// Destination port.
+    pub dport: u16,
+    /// IP protocol.
+    pub proto: u8,
+    /// Class id.
+    pub class: u16,
+    /// The merged estimate.
+    pub estimate: u64,
+    /// The flow hash, hex.
+    pub hash: String,
+}
+
+impl HeavyFlow {
+    fn new(c: &Candidate, estimate: u64) -> HeavyFlow {
+        HeavyFlow {
+            src: c.key.src().to_string(),
+            dst: c.key.dst().to_string(),
+            sport: c.key.sport(),
+            dport: c.key.dport(),
+            proto: c.key.proto(),
+            class: c.class,
+            estimate,
+            hash: format!("{:016x}", c.hash),
+        }
+    }
+
+    /// The flow key.
+    pub fn key(&self) -> Option<FlowKey> {
+        FlowKey::from_addrs(
+            self.src.parse().ok()?,
+            self.dst.parse().ok()?,
+            self.sport,
+            self.dport,
+            self.proto,
+        )
+    }
+}
+
+/// A merged shard-window: what a collector writes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShardWindowResult {
+    /// The window (from the Unix epoch).
+    pub window: u64,
+    /// The shard.
+    pub shard: u32,
+    /// The probes merged, sorted.
+    pub probes: Vec<String>,
+    /// The probes expected but absent (a partial window).
+    pub missing: Vec<String>,
+    /// True when some expected probe did not report before the lateness.
+    pub partial: bool,
+    /// Packets over all probes.
+    pub packets: u64,
+    /// Packets per class id.
+    pub class_packets: Vec<u64>,
+    /// Distinct candidates offered by the probes.
+    pub candidates: u64,
+    /// The candidates whose merged estimate reached θ, by estimate then key.
+    pub heavy: Vec<HeavyFlow>,
+    /// Cells saturated in some probe's digest (their sum is a lower bound).
+    pub saturated_cells: u64,
+    /// A checksum of the merged counters (equal runs, equal checksums).
+    pub counters_checksum: String,
+    /// Set bits of the merged presence filter.
+    pub presence_ones: u64,
+    /// Bits of the presence filter.
+    pub presence_bits: u64,
+    /// Distinct flows, estimated from the merged presence filter.
+    pub flows_estimate: f64,
+}
+
+/// The merge of one shard-window in progress.
+#[derive(Clone, Debug)]
+pub struct ShardWindowMerge {
+    shard: u32,
+    window: u64,
+    fingerprint: u64,
+    theta: u64,
+    k: usize,
+    cells: Vec<u32>,
+    /// One probe digest's counter layout, for indexing.
+    layout: Option<crate::filter::CountingBloomFilter>,
+    saturated: Vec<bool>,
+    presence: Option<BloomFilter>,
+    candidates: BTreeMap<u64, Candidate>,
+    class_packets: Vec<u64>,
+    packets: u64,
+    probes: BTreeSet<String>,
+}
+
+impl ShardWindowMerge {
+    /// An empty merge for one shard and window under `cfg`.
+    pub fn new(cfg: &NetworkConfig, shard: u32, window: u64) -> ShardWindowMerge {
+        ShardWindowMerge {
+            shard,
+            window,
+            fingerprint: cfg.fingerprint(),
+            theta: cfg.theta,
+            k: cfg.k as usize,
+            cells: Vec::new(),
+            layout: None,
+            saturated: Vec::new(),
+            presence: None,
+            candidates: BTreeMap::new(),
+            class_packets: vec![0; cfg.classes.len()],
+            packets: 0,
+            probes: BTreeSet::new(),
+        }
+    }
+
+    /// The probes merged so far.
+    pub fn probes(&self) -> &BTreeSet<String> {
+        &self.probes
+    }
+
+    /// Merges one digest. `Ok(false)`: this probe's digest was merged
+    /// already and this one is ignored.
+    pub fn add(&mut self, d: &Digest) -> Result<bool, MergeError> {
+        if d.fingerprint != self.fingerprint {
+            return Err(MergeError::Fingerprint {
+                probe: d.probe.clone(),
+                found: d.fingerprint,
+                expected: self.fingerprint,
+            });
+        }
+        if d.shard != self.shard || d.window != self.window {
+            return Err(MergeError::Elsewhere {
+                probe: d.probe.clone(),
+                shard: d.shard,
+                window: d.window,
+                want_shard: self.shard,
+                want_window: self.window,
+            });
+        }
+        if d.counters.k() != self.k {
+            return Err(MergeError::Shape {
+                probe: d.probe.clone(),
+                what: "k",
+                found: d.counters.k() as u64,
+                expected: self.k as u64,
+            });
+        }
+        if let Some(l) = &self.layout {
+            if l.m() != d.counters.m() || l.width() != d.counters.width() {
+                return Err(MergeError::Shape {
+                    probe: d.probe.clone(),
+                    what: "counters",
+                    found: d.counters.m() as u64,
+                    expected: l.m() as u64,
+                });
+            }
+        }
+        if let Some(p) = &self.presence {
+            if p.m() != d.presence.m() || p.k() != d.presence.k() {
+                return Err(MergeError::Shape {
+                    probe: d.probe.clone(),
+                    what: "presence bits",
+                    found: d.presence.m() as u64,
+                    expected: p.m() as u64,
+                });
+            }
+        }
+        if d.class_packets.len() > self.class_packets.len() {
+            return Err(MergeError::Shape {
+                probe: d.probe.clone(),
+                what: "classes",
+                found: d.class_packets.len() as u64,
+                expected: self.class_packets.len() as u64,
+            });
+        }
+        if !self.probes.insert(d.probe.clone()) {
+            return Ok(false);
+        }
+        let m = d.counters.m();
+        if self.layout.is_none() {
+            self.cells = vec![0; m];
+            self.saturated = vec![false; m];
+            self.layout = Some(crate::filter::CountingBloomFilter::new(
+                m,
+                self.k,
+                d.counters.width(),
+            ));
+        }
+        let max = d.counters.width().max();
+        for (i, (cell, sat)) in self.cells.iter_mut().zip(&mut self.saturated).enumerate() {
+            let v = d.counters.counter(i);
+            *cell = cell.saturating_add(v as u32);
+            *sat |= v == max;
+        }
+        match self.presence.as_mut() {
+            Some(p) => {
+                // Same shape, checked above.
+                let _ = p.union(&d.presence);
+            }
+            None => self.presence = Some(d.presence.clone()),
+        }
+        for c in &d.candidates {
+            self.candidates.entry(c.hash).or_insert(*c);
+        }
+        for (a, b) in self.class_packets.iter_mut().zip(&d.class_packets) {
+            *a += b;
+        }
+        self.packets += d.packets;
+        Ok(true)
+    }
+
+    /// The merged estimate of a flow hash: the least of its `k` summed
+    /// counters.
+    pub fn estimate(&self, h: u64) -> u64 {
+        let Some(l) = &self.layout else {
+            return 0;
+        };
+        (0..l.k())
+            .map(|j| u64::from(self.cells.get(l.counter_index(h, j)).copied().unwrap_or(0)))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// The merged counter `i`.
+    pub fn cell(&self, i: usize) -> u32 {
+        self.cells.get(i).copied().unwrap_or(0)
+    }
+
+    /// The merged presence filter.
+    pub fn presence(&self) -> Option<&BloomFilter> {
+        self.presence.as_ref()
+    }
+
+    /// The result, with `missing` the expected probes that did not report.
+    pub fn finish(&self, missing: Vec<String>) -> ShardWindowResult {
+        let mut heavy: Vec<HeavyFlow> = self
+            .candidates
+            .values()
+            .filter_map(|c| {
+                let e = self.estimate(c.hash);
+                (e >= self.theta).then(|| HeavyFlow::new(c, e))
+            })
+            .collect();
+        heavy.sort_by(|a, b| b.estimate.cmp(&a.estimate).then_with(|| a.cmp(b)));
+        let (ones, bits, flows) = match &self.presence {
+            Some(p) => {
+                let ones = p.count_ones();
+                (
+                    ones,
+                    p.m() as u64,
+                    cardinality_estimate(p.m() as u64, p.k() as u64, ones),
+                )
+            }
+            None => (0, 0, 0.0),
+        };
+        ShardWindowResult {
+            window: self.window,
+            shard: self.shard,
+            probes: self.probes.iter().cloned().collect(),
+            partial: !missing.is_empty(),
+            missing,
+            packets: self.packets,
+            class_packets: self.class_packets.clone(),
+            candidates: self.candidates.len() as u64,
+            heavy,
+            saturated_cells: self.saturated.iter().filter(|&&s| s).count() as u64,
+            counters_checksum: format!("{:016x}", cells_checksum(&self.cells)),
+            presence_ones: ones,
+            presence_bits: bits,
+            flows_estimate: flows,
+        }
+    }
+}
+
+/// A checksum of counter values (the same for a probe's own counters and
+/// for a merge that equals them).
+pub fn cells_checksum<T: Copy + Into<u64>>(cells: &[T]) -> u64 {
+    let mut h = cells.len() as u64;
+    for (i, &c) in cells.iter().enumerate() {
+        let v: u64 = c.into();
+        if v != 0 {
+            h ^= fmix64((i as u64) << 32 ^ v).wrapping_add(v);
+        }
+    }
+    fmix64(h)
+}
+
+/// Distinct elements in a Bloom filter of `m` bits, `k` hashes and `ones`
+/// set bits: `-(m/k) ln(1 - ones/m)`, the maximum-likelihood inversion of
+/// the fill ratio `1 - e^{-kn/m}` (002's eq. for the fraction of zero
+/// bits). Infinite for a full filter.
+///
+/// ```
+/// # use flowsieve::network::cardinality_estimate;
+/// assert_eq!(cardinality_estimate(1024, 4, 0), 0.0);
+/// let n = cardinality_estimate(1 << 20, 4, 39_000);
+/// assert!((n - 9_936.0).abs() < 1.0);
+/// ```
+pub fn cardinality_estimate(m: u64, k: u64, ones: u64) -> f64 {
+    if m == 0 || k == 0 {
+        return 0.0;
+    }
+    if ones >= m {
+        return f64::INFINITY;
+    }
+    let (m, k) = (m as f64, k as f64);
+    -(m / k) * (1.0 - ones as f64 / m).ln()
+}

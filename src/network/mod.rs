@@ -1,0 +1,50 @@
+//! The network-wide mode: probes export mergeable digests of their
+//! windows through NATS JetStream, collectors merge them exactly once, and
+//! `flowsieve results` reads the merged network-wide report.
+//!
+//! The parts, each one job:
+//!
+//! - [`config`]: the shared configuration (filter shapes, hash key, shard
+//!   count, θ, window, declared probes) every participant compares with
+//!   its own before it starts.
+//! - [`digest`]: the binary digest of one probe's shard-window (counters
+//!   coded as `FSCC`, presence bits as `FSBF`, candidate heavy flows,
+//!   class tallies), versioned and checksummed.
+//! - [`merge`]: adding counters, OR-ing bits and querying candidates, per
+//!   shard-window, at most once per probe. Pure: no I/O.
+//! - [`book`]: the collector's bookkeeping (which windows are complete,
+//!   which are late, what was merged), also pure, so that exactly-once
+//!   is tested without a server.
+//! - [`transport`], [`probe`], [`collector`], [`results`]: the NATS side,
+//!   on a small tokio runtime of their own; the packet path never sees it.
+//!
+//! Subjects and buckets (the message key is the shard, so that another
+//! log such as Kafka could carry the same messages partitioned the same
+//! way):
+//!
+//! | what | where |
+//! |---|---|
+//! | digests | stream `FLOWSIEVE`, subject `flowsieve.v1.digest.<shard>.<window>.<probe>`, message id `<probe>.<shard>.<window>` |
+//! | shared configuration | key-value bucket `flowsieve-config`, key `v1` |
+//! | probes and their watermarks | key-value bucket `flowsieve-probes`, key `<probe>` |
+//! | merged shard-windows | key-value bucket `flowsieve-results`, key `w<window>.s<shard>`; also published on `flowsieve.v1.result.<window>.<shard>` |
+//!
+//! docs/scale-out.md has the protocol, the candidate proof and the
+//! capacity figures.
+
+pub mod book;
+pub mod collector;
+pub mod config;
+pub mod digest;
+pub mod merge;
+pub mod probe;
+pub mod results;
+pub mod transport;
+
+pub use book::{Book, ProbeState, Verdict};
+pub use config::{ConfigDifference, NetworkConfig, CONFIG_KEY, MAX_PROBES};
+pub use digest::{Digest, DigestError, MAX_DIGEST_CELLS, MAX_PROBE_ID};
+pub use merge::{
+    cardinality_estimate, cells_checksum, HeavyFlow, MergeError, ShardWindowMerge,
+    ShardWindowResult,
+};

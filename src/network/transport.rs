@@ -1,0 +1,353 @@
+//! The NATS side shared by probe, collector and results: connection, the
+//! stream and buckets, subjects and keys, the shared configuration and
+//! the probes' states. Everything here runs on the caller's tokio
+//! runtime; nothing on the packet path calls it.
+
+use super::book::ProbeState;
+use super::config::{NetworkConfig, CONFIG_KEY};
+use super::merge::ShardWindowResult;
+use async_nats::jetstream::{self, kv, stream};
+use futures_util::StreamExt;
+use std::time::Duration;
+
+/// The stream holding the digests.
+pub const STREAM: &str = "FLOWSIEVE";
+/// The bucket of the shared configuration.
+pub const CONFIG_BUCKET: &str = "flowsieve-config";
+/// The bucket of the probes' registrations and watermarks.
+pub const PROBES_BUCKET: &str = "flowsieve-probes";
+/// The bucket of merged shard-windows.
+pub const RESULTS_BUCKET: &str = "flowsieve-results";
+/// How long the stream remembers message ids (re-sends within it are
+/// dropped by the server; later ones by the collector's results check).
+pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+/// The largest message the stream takes; a digest is never larger than
+/// this at the default sizes (docs/scale-out.md).
+pub const MAX_MESSAGE_BYTES: i32 = 8 << 20;
+
+/// Why a network operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    /// The server could not be reached or refused.
+    #[error("NATS {what}: {detail}")]
+    Nats {
+        /// What was being done.
+        what: &'static str,
+        /// What the client said.
+        detail: String,
+    },
+    /// The shared configuration differs from this process's.
+    #[error("the shared configuration differs: {0}")]
+    Config(String),
+    /// A stored value could not be read.
+    #[error("stored {what} {key}: {detail}")]
+    Stored {
+        /// Which value.
+        what: &'static str,
+        /// Its key.
+        key: String,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+pub(crate) fn nats_err(what: &'static str) -> impl Fn(&dyn std::fmt::Display) -> NetError {
+    move |e| NetError::Nats {
+        what,
+        detail: e.to_string(),
+    }
+}
+
+/// The subject of a digest.
+pub fn digest_subject(shard: u32, window: u64, probe: &str) -> String {
+    format!("flowsieve.v1.digest.{shard}.{window}.{probe}")
+}
+
+/// The subject a collector's consumer for `shard` filters on.
+pub fn shard_filter(shard: u32) -> String {
+    format!("flowsieve.v1.digest.{shard}.>")
+}
+
+/// The message id of a digest: the same on every re-send.
+pub fn digest_msg_id(probe: &str, shard: u32, window: u64) -> String {
+    format!("{probe}.{shard}.{window}")
+}
+
+/// The results key of a shard-window (zero-padded, so keys sort by
+/// window then shard).
+pub fn result_key(window: u64, shard: u32) -> String {
+    format!("w{window:020}.s{shard:05}")
+}
+
+/// The subject live subscribers get each result on.
+pub fn result_subject(window: u64, shard: u32) -> String {
+    format!("flowsieve.v1.result.{window}.{shard}")
+}
+
+/// Checks a probe id: 1 to 64 of `A-Z a-z 0-9 _ -` (it is a subject
+/// token and a key).
+pub fn check_probe_id(id: &str) -> Result<(), String> {
+    if id.is_empty() || id.len() > super::digest::MAX_PROBE_ID {
+        return Err(format!(
+            "probe id '{id}' must be 1 to {} characters",
+            super::digest::MAX_PROBE_ID
+        ));
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+    {
+        return Err(format!(
+            "probe id '{id}' has '{c}': only letters, digits, '_' and '-' are allowed"
+        ));
+    }
+    Ok(())
+}
+
+/// A connection with its JetStream context.
+#[derive(Clone)]
+pub struct Nats {
+    /// The core client.
+    pub client: async_nats::Client,
+    /// JetStream.
+    pub js: jetstream::Context,
+}
+
+/// Connects to `url`. With `retry`, returns at once and keeps trying in
+/// the background (a probe starts monitoring whether or not the server is
+/// up); without, fails after `timeout`.
+pub async fn connect(
+    url: &str,
+    name: &str,
+    retry: bool,
+    timeout: Duration,
+) -> Result<Nats, NetError> {
+    let mut opts = async_nats::ConnectOptions::new()
+        .name(name)
+        .connection_timeout(timeout)
+        .request_timeout(Some(timeout))
+        .reconnect_delay_callback(|attempts| {
+            Duration::from_millis((100 * attempts as u64).min(1000))
+        });
+    if retry {
+        opts = opts.retry_on_initial_connect();
+    }
+    let client = if retry {
+        opts.connect(url).await
+    } else {
+        tokio::time::timeout(timeout, opts.connect(url))
+            .await
+            .map_err(|_| NetError::Nats {
+                what: "connect",
+                detail: format!("no answer from {url} within {timeout:?}"),
+            })?
+    }
+    .map_err(|e| nats_err("connect")(&e))?;
+    let mut js = jetstream::new(client.clone());
+    js.set_timeout(timeout);
+    Ok(Nats { client, js })
+}
+
+impl Nats {
+    /// Creates the stream and buckets where missing, with `replicas`
+    /// copies each.
+    pub async fn ensure(&self, replicas: usize) -> Result<(), NetError> {
+        self.js
+            .get_or_create_stream(stream::Config {
+                name: STREAM.into(),
+                subjects: vec!["flowsieve.v1.digest.>".into()],
+                duplicate_window: DUPLICATE_WINDOW,
+                num_replicas: replicas,
+                max_message_size: MAX_MESSAGE_BYTES,
+                storage: stream::StorageType::File,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| nats_err("create stream")(&e))?;
+        for bucket in [CONFIG_BUCKET, PROBES_BUCKET, RESULTS_BUCKET] {
+            self.bucket_or_create(bucket, replicas).await?;
+        }
+        Ok(())
+    }
+
+    async fn bucket_or_create(&self, bucket: &str, replicas: usize) -> Result<kv::Store, NetError> {
+        if let Ok(s) = self.js.get_key_value(bucket).await {
+            return Ok(s);
+        }
+        // The bucket's stream, made the way the client's create_key_value
+        // makes it. That call first asks for the account's limits, whose
+        // answer the client cannot read from a nats-server 2.9 (Debian
+        // 12's), and uses nothing from it for a bucket like these.
+        let made = self
+            .js
+            .get_or_create_stream(stream::Config {
+                name: format!("KV_{bucket}"),
+                subjects: vec![format!("$KV.{bucket}.>")],
+                max_messages_per_subject: 1,
+                max_message_size: MAX_MESSAGE_BYTES,
+                storage: stream::StorageType::File,
+                allow_rollup: true,
+                deny_delete: true,
+                allow_direct: true,
+                num_replicas: replicas,
+                discard: stream::DiscardPolicy::New,
+                ..Default::default()
+            })
+            .await;
+        match made {
+            Ok(_) => self.bucket(bucket).await,
+            Err(e) => Err(nats_err("create bucket")(&e)),
+        }
+    }
+
+    /// A bucket that [`Nats::ensure`] made.
+    pub async fn bucket(&self, bucket: &str) -> Result<kv::Store, NetError> {
+        self.js
+            .get_key_value(bucket)
+            .await
+            .map_err(|e| nats_err("open bucket")(&e))
+    }
+
+    /// Writes `local` as the shared configuration if there is none;
+    /// otherwise reads the shared one and refuses if it differs.
+    pub async fn agree_config(&self, local: &NetworkConfig) -> Result<NetworkConfig, NetError> {
+        let store = self.bucket(CONFIG_BUCKET).await?;
+        let bytes = serde_json::to_vec(local).map_err(|e| nats_err("encode configuration")(&e))?;
+        if store.create(CONFIG_KEY, bytes.into()).await.is_ok() {
+            return Ok(local.clone());
+        }
+        let shared = self.shared_config().await?.ok_or(NetError::Nats {
+            what: "read configuration",
+            detail: "it exists but cannot be read".into(),
+        })?;
+        let diff = shared.differences(local);
+        if !diff.is_empty() {
+            let text: Vec<String> = diff.iter().map(|d| d.to_string()).collect();
+            return Err(NetError::Config(text.join("; ")));
+        }
+        Ok(shared)
+    }
+
+    /// The shared configuration, if one was written.
+    pub async fn shared_config(&self) -> Result<Option<NetworkConfig>, NetError> {
+        let store = self.bucket(CONFIG_BUCKET).await?;
+        let Some(v) = store
+            .get(CONFIG_KEY)
+            .await
+            .map_err(|e| nats_err("read configuration")(&e))?
+        else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&v)
+            .map(Some)
+            .map_err(|e| NetError::Stored {
+                what: "configuration",
+                key: CONFIG_KEY.into(),
+                detail: e.to_string(),
+            })
+    }
+
+    /// Every registered probe's state, sorted by probe id.
+    pub async fn probe_states(&self) -> Result<Vec<ProbeState>, NetError> {
+        let store = self.bucket(PROBES_BUCKET).await?;
+        let mut out = Vec::new();
+        for key in keys(&store).await? {
+            let Some(v) = store
+                .get(key.as_str())
+                .await
+                .map_err(|e| nats_err("read probe state")(&e))?
+            else {
+                continue;
+            };
+            let s: ProbeState = serde_json::from_slice(&v).map_err(|e| NetError::Stored {
+                what: "probe state",
+                key: key.clone(),
+                detail: e.to_string(),
+            })?;
+            out.push(s);
+        }
+        out.sort_by(|a, b| a.probe.cmp(&b.probe));
+        Ok(out)
+    }
+
+    /// A written shard-window result.
+    pub async fn result(
+        &self,
+        window: u64,
+        shard: u32,
+    ) -> Result<Option<ShardWindowResult>, NetError> {
+        let store = self.bucket(RESULTS_BUCKET).await?;
+        let key = result_key(window, shard);
+        let Some(v) = store
+            .get(key.as_str())
+            .await
+            .map_err(|e| nats_err("read result")(&e))?
+        else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&v)
+            .map(Some)
+            .map_err(|e| NetError::Stored {
+                what: "result",
+                key,
+                detail: e.to_string(),
+            })
+    }
+
+    /// Every written shard-window result, by window then shard.
+    pub async fn results(&self) -> Result<Vec<ShardWindowResult>, NetError> {
+        let store = self.bucket(RESULTS_BUCKET).await?;
+        let mut keys = keys(&store).await?;
+        keys.sort();
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            let Some(v) = store
+                .get(key.as_str())
+                .await
+                .map_err(|e| nats_err("read result")(&e))?
+            else {
+                continue;
+            };
+            let r: ShardWindowResult =
+                serde_json::from_slice(&v).map_err(|e| NetError::Stored {
+                    what: "result",
+                    key: key.clone(),
+                    detail: e.to_string(),
+                })?;
+            out.push(r);
+        }
+        Ok(out)
+    }
+}
+
+/// Every key of a bucket (none for an empty bucket). Listing reads the
+/// bucket's stream through a temporary consumer, which a cluster that has
+/// just lost a node may fail to create for a few seconds: a few tries.
+async fn keys(store: &kv::Store) -> Result<Vec<String>, NetError> {
+    let mut attempt = 0;
+    loop {
+        match keys_once(store).await {
+            Ok(k) => return Ok(k),
+            Err(e) if attempt >= KEY_LIST_TRIES => return Err(e),
+            Err(_) => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
+/// Tries of [`keys`].
+const KEY_LIST_TRIES: u32 = 10;
+
+async fn keys_once(store: &kv::Store) -> Result<Vec<String>, NetError> {
+    let mut keys = match store.keys().await {
+        Ok(k) => k,
+        Err(e) => return Err(nats_err("list keys")(&e)),
+    };
+    let mut out = Vec::new();
+    while let Some(k) = keys.next().await {
+        out.push(k.map_err(|e| nats_err("list keys")(&e))?);
+    }
+    Ok(out)
+}

@@ -1,0 +1,484 @@
+//! The network mode end to end, against real nats-server processes on
+//! 127.0.0.1: a three-node JetStream cluster, four probes replaying
+//! disjoint splits of the bundled trace, two collectors, and the faults
+//! of the issue (a server node killed, a collector killed and restarted, a
+//! probe re-sending, a server that comes up late). Each merged
+//! shard-window is compared with one in-process run on the whole trace.
+//!
+//! Skipped with a message when `nats-server` is not installed;
+//! `FLOWSIEVE_REQUIRE_NATS=1` (set by `.ci/run`) makes that a failure.
+
+mod common;
+
+use common::network::{probe_run, records};
+use flowsieve::class::Classifier;
+use flowsieve::network::transport::connect;
+use flowsieve::network::{cells_checksum, NetworkConfig, ShardWindowResult};
+use flowsieve::pipeline::{PipelineConfig, ShardWindow};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TRACE: &str = "traces/default.pcap";
+const BIN: &str = env!("CARGO_BIN_EXE_flowsieve");
+
+/// The tests run one at a time: a port found free by one could otherwise
+/// be taken by another's server while the first waits to start its own.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn nats_server() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("nats-server"))
+            .find(|f| f.is_file())
+    });
+    if found.is_none() {
+        let required =
+            std::env::var("FLOWSIEVE_REQUIRE_NATS").is_ok_and(|v| !v.is_empty() && v != "0");
+        assert!(
+            !required,
+            "nats-server is not installed and FLOWSIEVE_REQUIRE_NATS is set"
+        );
+        eprintln!("SKIPPED network tests: nats-server not found (apt-get install nats-server)");
+    }
+    found
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    Some(body)
+}
+
+/// nats-server processes on loopback, stopped by their process ids.
+struct Servers {
+    nodes: Vec<Option<Child>>,
+    clients: Vec<u16>,
+    monitors: Vec<u16>,
+    _dir: tempfile::TempDir,
+}
+
+impl Servers {
+    fn start(bin: &Path, n: usize, client_port: Option<u16>) -> Servers {
+        let dir = tempfile::tempdir().unwrap();
+        let clients: Vec<u16> = (0..n)
+            .map(|i| {
+                if i == 0 {
+                    client_port.unwrap_or_else(free_port)
+                } else {
+                    free_port()
+                }
+            })
+            .collect();
+        let monitors: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let routes: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let mut nodes = Vec::new();
+        for i in 0..n {
+            let mut c = Command::new(bin);
+            c.args(["-js", "-a", "127.0.0.1", "-n", &format!("node{i}")])
+                .args([
+                    "-p",
+                    &clients[i].to_string(),
+                    "-m",
+                    &monitors[i].to_string(),
+                ])
+                .arg("-sd")
+                .arg(dir.path().join(format!("n{i}")));
+            if n > 1 {
+                let others: Vec<String> = (0..n)
+                    .filter(|&j| j != i)
+                    .map(|j| format!("nats://127.0.0.1:{}", routes[j]))
+                    .collect();
+                c.args(["--cluster_name", "flowsieve-test"])
+                    .args(["--cluster", &format!("nats://127.0.0.1:{}", routes[i])])
+                    .args(["--routes", &others.join(",")]);
+            }
+            nodes.push(Some(
+                c.stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            ));
+        }
+        let s = Servers {
+            nodes,
+            clients,
+            monitors,
+            _dir: dir,
+        };
+        s.wait_ready();
+        s
+    }
+
+    /// Every node healthy and, in a cluster, a JetStream meta leader known.
+    fn wait_ready(&self) {
+        let start = Instant::now();
+        for &m in &self.monitors {
+            loop {
+                let ok = http_get(m, "/healthz").is_some_and(|b| b.contains("200 OK"))
+                    && (self.monitors.len() == 1
+                        || http_get(m, "/jsz").is_some_and(|b| b.contains("\"leader\"")));
+                if ok {
+                    break;
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "nats-server not ready"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.clients[0])
+    }
+
+    fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.nodes[i].take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.kill(i);
+        }
+    }
+}
+
+fn flowsieve(args: &[&str]) -> Child {
+    Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn finish(c: Child, what: &str, limit: Duration) -> String {
+    let start = Instant::now();
+    let mut c = c;
+    loop {
+        if let Some(status) = c.try_wait().unwrap() {
+            let out = c.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(status.success(), "{what} failed ({status}): {err}");
+            return err;
+        }
+        if start.elapsed() > limit {
+            let _ = c.kill();
+            let out = c.wait_with_output().unwrap();
+            panic!(
+                "{what} ran past {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn probe(url: &str, id: &str, trace: &Path, probes: u32, replicas: u16) -> Child {
+    flowsieve(&[
+        "probe",
+        trace.to_str().unwrap(),
+        "--nats",
+        url,
+        "--probe-id",
+        id,
+        "--probes",
+        &probes.to_string(),
+        "--replicas",
+        &replicas.to_string(),
+        "--no-truth",
+        "-q",
+        "--flush-timeout",
+        "90s",
+    ])
+}
+
+fn collector(url: &str, shards: &str, replicas: u16) -> Child {
+    flowsieve(&[
+        "collect",
+        "--nats",
+        url,
+        "--shards",
+        shards,
+        "--replicas",
+        &replicas.to_string(),
+        "--lateness",
+        "120s",
+        "--exit-when-done",
+        "2s",
+    ])
+}
+
+fn stored_results(url: &str) -> (NetworkConfig, Vec<ShardWindowResult>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let n = connect(url, "test", false, Duration::from_secs(5))
+            .await
+            .unwrap();
+        (
+            n.shared_config().await.unwrap().unwrap(),
+            n.results().await.unwrap(),
+        )
+    })
+}
+
+/// The whole trace in one process, with the CLI's defaults (which the
+/// probes use): its shard-windows, and the exact packet count of every
+/// (window, flow hash).
+fn reference(net: &NetworkConfig) -> (Vec<ShardWindow>, HashMap<(u64, u64), u64>) {
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    cfg.replay.truth = false;
+    cfg.epoch_windows = true;
+    let mut all = net.clone();
+    all.theta = 1;
+    all.probes = 1;
+    let whole = probe_run(&cfg, &all, &[PathBuf::from(TRACE)]);
+    let (header, recs) = records(Path::new(TRACE));
+    let link = flowsieve::ingest::LinkType(u16::from_le_bytes([header[20], header[21]]));
+    let hasher = flowsieve::hash::FlowHasher::new(cfg.replay.hash_key);
+    let mut counts = HashMap::new();
+    let mut ns = 0u64;
+    for (sec, usec, frame) in &recs {
+        let Ok(d) = flowsieve::dissect::Dissector::new(false).dissect(link, frame) else {
+            continue;
+        };
+        ns = ns.max(u64::from(*sec) * 1_000_000_000 + u64::from(*usec) * 1_000);
+        *counts
+            .entry((ns / net.window_ns, hasher.hash(&d.key)))
+            .or_insert(0) += 1;
+    }
+    (whole, counts)
+}
+
+/// The stored results are the whole trace's, shard-window by shard-window.
+fn assert_matches_whole_trace(url: &str, probes: &[&str]) {
+    let (net, results) = stored_results(url);
+    let (whole, counts) = reference(&net);
+    let by_key: BTreeMap<(u64, u32), &ShardWindowResult> =
+        results.iter().map(|r| ((r.window, r.shard), r)).collect();
+    assert_eq!(by_key.len(), results.len(), "one result per shard-window");
+    assert_eq!(
+        results.len(),
+        whole.len(),
+        "a result for every shard-window with packets"
+    );
+    let mut true_heavy = 0;
+    for w in &whole {
+        let r = by_key[&(w.window, w.shard as u32)];
+        assert!(!r.partial, "{r:?}");
+        assert!(r.probes.iter().all(|p| probes.contains(&p.as_str())));
+        assert_eq!(r.packets, w.packets);
+        assert_eq!(r.class_packets, w.class_packets);
+        let cells: Vec<u64> = (0..w.counters.m())
+            .map(|i| flowsieve::filter::Counters::counter(&w.counters, i))
+            .collect();
+        assert_eq!(
+            r.counters_checksum,
+            format!("{:016x}", cells_checksum(&cells))
+        );
+        assert_eq!(r.presence_ones, w.presence.count_ones());
+        let whole_heavy: BTreeMap<u64, u64> = w
+            .candidates
+            .iter()
+            .filter(|c| c.estimate >= net.theta)
+            .map(|c| (c.hash, c.estimate))
+            .collect();
+        let merged: BTreeSet<u64> = r
+            .heavy
+            .iter()
+            .map(|f| {
+                let h = u64::from_str_radix(&f.hash, 16).unwrap();
+                assert_eq!(whole_heavy.get(&h), Some(&f.estimate));
+                h
+            })
+            .collect();
+        for c in &w.candidates {
+            if counts.get(&(w.window, c.hash)).copied().unwrap_or(0) >= net.theta {
+                true_heavy += 1;
+                assert!(
+                    merged.contains(&c.hash),
+                    "true heavy flow {:?} missed",
+                    c.key
+                );
+            }
+        }
+    }
+    assert!(true_heavy > 50);
+}
+
+fn split(dir: &Path, parts: usize) -> Vec<PathBuf> {
+    common::network::split_trace(Path::new(TRACE), parts, dir)
+}
+
+#[test]
+fn four_probes_and_two_collectors_on_a_three_node_cluster_survive_faults() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let splits = split(dir.path(), 4);
+    let mut servers = Servers::start(&bin, 3, None);
+    let url = servers.url();
+    let ids = ["r0", "r1", "r2", "r3"];
+    let a = collector(&url, "0-3", 3);
+    let b = collector(&url, "4-7", 3);
+    let probes: Vec<Child> = ids
+        .iter()
+        .zip(&splits)
+        .map(|(id, s)| probe(&url, id, s, 4, 3))
+        .collect();
+    // A server node and a collector die mid-run; the collector restarts.
+    std::thread::sleep(Duration::from_millis(700));
+    servers.kill(2);
+    let mut a = a;
+    let _ = a.kill();
+    let _ = a.wait();
+    let a = collector(&url, "0-3", 3);
+    for (p, id) in probes.into_iter().zip(ids) {
+        finish(p, id, Duration::from_secs(120));
+    }
+    let log_a = finish(a, "collector 0-3", Duration::from_secs(180));
+    let log_b = finish(b, "collector 4-7", Duration::from_secs(180));
+    for log in [&log_a, &log_b] {
+        assert!(log.contains(", 0 refused"), "{log}");
+        assert!(!log.contains(" 0 shard-windows written"), "{log}");
+    }
+    assert_matches_whole_trace(&url, &ids);
+    // After the faults, a probe re-sends its windows: nothing moves.
+    let (_, before) = stored_results(&url);
+    finish(
+        probe(&url, "r1", &splits[1], 4, 3),
+        "re-sending probe",
+        Duration::from_secs(120),
+    );
+    let log = finish(
+        collector(&url, "0-7", 3),
+        "collector 0-7",
+        Duration::from_secs(120),
+    );
+    assert!(log.contains(" 0 digests merged"), "{log}");
+    let (_, after) = stored_results(&url);
+    assert!(before == after, "{log}");
+}
+
+#[test]
+fn a_probe_re_sending_its_windows_changes_nothing() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let splits = split(dir.path(), 2);
+    let servers = Servers::start(&bin, 1, None);
+    let url = servers.url();
+    for (id, s) in ["r0", "r1"].iter().zip(&splits) {
+        finish(probe(&url, id, s, 2, 1), id, Duration::from_secs(120));
+    }
+    finish(
+        collector(&url, "0-7", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    assert_matches_whole_trace(&url, &["r0", "r1"]);
+    let (_, before) = stored_results(&url);
+    // The same message ids: the stream drops the copies, nothing is
+    // merged twice, and the results do not move.
+    finish(
+        probe(&url, "r1", &splits[1], 2, 1),
+        "re-sending probe",
+        Duration::from_secs(120),
+    );
+    let log = finish(
+        collector(&url, "0-7", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    assert!(log.contains(" 0 digests merged"), "{log}");
+    let (_, after) = stored_results(&url);
+    assert!(before == after, "{log}");
+}
+
+#[test]
+fn a_probe_delivers_after_the_server_comes_up() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let port = free_port();
+    let url = format!("nats://127.0.0.1:{port}");
+    let p = probe(&url, "late", Path::new(TRACE), 1, 1);
+    std::thread::sleep(Duration::from_secs(2));
+    let _servers = Servers::start(&bin, 1, Some(port));
+    let log = finish(p, "probe", Duration::from_secs(120));
+    assert!(log.contains("0 undelivered"), "{log}");
+    finish(
+        collector(&url, "0-7", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    assert_matches_whole_trace(&url, &["late"]);
+}
+
+#[test]
+fn a_probe_with_another_shape_refuses_to_start() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let servers = Servers::start(&bin, 1, None);
+    let url = servers.url();
+    finish(
+        probe(&url, "a", Path::new(TRACE), 2, 1),
+        "first probe",
+        Duration::from_secs(120),
+    );
+    let out = Command::new(BIN)
+        .args([
+            "probe",
+            TRACE,
+            "--nats",
+            &url,
+            "--probe-id",
+            "b",
+            "--probes",
+            "2",
+            "--theta",
+            "20",
+            "-q",
+            "--no-truth",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("theta is 10 in the shared configuration but 20 here"),
+        "{err}"
+    );
+}

@@ -1,0 +1,458 @@
+//! The network mode without a server: the digest codec, the merge and the
+//! collector's bookkeeping. Probes are simulated by running the pipeline on
+//! disjoint splits of a trace and taking the heavy stage's window exports
+//! in process; the merged result is compared with one run on the whole
+//! trace.
+
+use flowsieve::class::Classifier;
+use flowsieve::dissect::FlowKey;
+use flowsieve::filter::{BloomFilter, CounterWidth, Counters, CountingBloomFilter};
+use flowsieve::network::{
+    cells_checksum, Book, Digest, DigestError, NetworkConfig, ProbeState, ShardWindowMerge, Verdict,
+};
+use flowsieve::pipeline::{Candidate, PipelineConfig, ShardWindow, StageList, StageName};
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+mod common;
+
+use common::network::{digest, probe_run, records, split_trace};
+
+const TRACE: &str = "traces/default.pcap";
+
+fn base_config(conservative: bool) -> PipelineConfig {
+    let mut c = PipelineConfig::new(Classifier::ports());
+    c.stages = StageList::none();
+    c.stages.set(StageName::Heavy, true);
+    c.replay.truth = false;
+    c.threads = 2;
+    c.shards = 4;
+    c.heavy.counters = 1 << 16;
+    c.heavy.conservative = conservative;
+    c.epoch_windows = true;
+    c
+}
+
+fn net_config(cfg: &PipelineConfig, probes: u32) -> NetworkConfig {
+    let heavy = cfg.heavy.validate(cfg.shards).unwrap();
+    NetworkConfig {
+        version: 1,
+        shards: cfg.shards as u32,
+        window_ns: cfg.heavy.window.span(),
+        theta: cfg.heavy.theta,
+        counters: cfg.heavy.counters as u64,
+        counter_bits: cfg.heavy.width.bits(),
+        k: heavy.k() as u32,
+        conservative: cfg.heavy.conservative,
+        presence_bits: 1 << 14,
+        presence_k: 4,
+        hash_key: cfg.replay.hash_key.to_string(),
+        probes,
+        classes: cfg.replay.classifier.names().to_vec(),
+    }
+}
+
+/// Exact packet counts per (window, flow hash) over the whole trace, from
+/// the whole run's candidates at threshold 1 (every flow is one).
+fn true_counts(
+    cfg: &PipelineConfig,
+    net: &NetworkConfig,
+) -> (Vec<ShardWindow>, HashMap<(u64, u64), u64>) {
+    let mut all = net.clone();
+    all.theta = 1;
+    all.probes = 1;
+    // Counters at the close bound each flow's count from above; the exact
+    // counts come from the trace itself, read through the same dissector.
+    let whole = probe_run(cfg, &all, &[PathBuf::from(TRACE)]);
+    let mut counts = HashMap::new();
+    let hasher = flowsieve::hash::FlowHasher::new(cfg.replay.hash_key);
+    let window_ns = cfg.heavy.window.span();
+    let (header, recs) = records(Path::new(TRACE));
+    let link = flowsieve::ingest::LinkType(u16::from_le_bytes([header[20], header[21]]));
+    // The pipeline holds time monotone: a packet stamped before its
+    // predecessor counts at the predecessor's time.
+    let mut ns = 0u64;
+    for (sec, usec, frame) in &recs {
+        let Ok(d) = flowsieve::dissect::Dissector::new(false).dissect(link, frame) else {
+            continue;
+        };
+        ns = ns.max(u64::from(*sec) * 1_000_000_000 + u64::from(*usec) * 1_000);
+        *counts
+            .entry((ns / window_ns, hasher.hash(&d.key)))
+            .or_insert(0) += 1;
+    }
+    (whole, counts)
+}
+
+#[test]
+fn four_probes_merge_to_the_whole_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let splits = split_trace(Path::new(TRACE), 4, dir.path());
+    let cfg = base_config(false);
+    let net = net_config(&cfg, 4);
+    let (whole, counts) = true_counts(&cfg, &net);
+    let mut book: Book<usize> = Book::new(net.clone(), (0..4).collect());
+    let mut token = 0;
+    for (i, f) in splits.iter().enumerate() {
+        for w in probe_run(&cfg, &net, std::slice::from_ref(f)) {
+            let d = digest(&net, &format!("p{i}"), &w);
+            let bytes = d.encode();
+            let back = Digest::decode(&bytes).unwrap();
+            let (v, t) = book.offer(&back, token, 0, None);
+            assert_eq!(v, Verdict::Merged);
+            assert!(t.is_none());
+            token += 1;
+        }
+    }
+    let probes: Vec<ProbeState> = (0..4)
+        .map(|i| ProbeState {
+            probe: format!("p{i}"),
+            from_window: 0,
+            watermark: u64::MAX,
+            finished: true,
+            lost_windows: vec![],
+        })
+        .collect();
+    let results = book.ready(&probes, 0, u64::MAX);
+    assert_eq!(book.pending(), 0);
+    assert_eq!(
+        results.len(),
+        whole.len(),
+        "one result per shard-window with packets"
+    );
+    let held: usize = results.iter().map(|(_, t)| t.len()).sum();
+    assert_eq!(held, token, "every digest is acknowledged with its window");
+    let by_key: BTreeMap<(u64, u32), _> = results
+        .iter()
+        .map(|(r, _)| ((r.window, r.shard), r))
+        .collect();
+    let mut heavy_true = 0;
+    for w in &whole {
+        let r = by_key[&(w.window, w.shard as u32)];
+        assert!(!r.partial);
+        assert_eq!(r.packets, w.packets);
+        assert_eq!(r.class_packets, w.class_packets);
+        // Summed counters are the whole run's counters, cell for cell.
+        let cells: Vec<u64> = (0..w.counters.m()).map(|i| w.counters.counter(i)).collect();
+        assert_eq!(
+            r.counters_checksum,
+            format!("{:016x}", cells_checksum(&cells))
+        );
+        // OR-ed presence bits are the whole run's bits.
+        assert_eq!(r.presence_ones, w.presence.count_ones());
+        // The merged heavy set: the whole run's flows at or above theta,
+        // among the candidates, with the whole run's estimates ...
+        let whole_heavy: BTreeMap<u64, u64> = w
+            .candidates
+            .iter()
+            .filter(|c| c.estimate >= net.theta)
+            .map(|c| (c.hash, c.estimate))
+            .collect();
+        for f in &r.heavy {
+            let h = u64::from_str_radix(&f.hash, 16).unwrap();
+            assert_eq!(whole_heavy.get(&h), Some(&f.estimate), "{f:?}");
+        }
+        // ... and every flow truly at or above theta is among them.
+        let merged: BTreeSet<u64> = r
+            .heavy
+            .iter()
+            .map(|f| u64::from_str_radix(&f.hash, 16).unwrap())
+            .collect();
+        for c in &w.candidates {
+            let n = counts.get(&(w.window, c.hash)).copied().unwrap_or(0);
+            if n >= net.theta {
+                heavy_true += 1;
+                assert!(
+                    merged.contains(&c.hash),
+                    "true heavy flow {:?} ({n} packets) missed",
+                    c.key
+                );
+            }
+        }
+    }
+    assert!(
+        heavy_true > 50,
+        "the trace has heavy flows to find ({heavy_true})"
+    );
+}
+
+#[test]
+fn with_conservative_update_merged_estimates_are_never_lower() {
+    let dir = tempfile::tempdir().unwrap();
+    let splits = split_trace(Path::new(TRACE), 4, dir.path());
+    let cfg = base_config(true);
+    let net = net_config(&cfg, 4);
+    let (whole, counts) = true_counts(&cfg, &net);
+    let mut merges: BTreeMap<(u64, u32), ShardWindowMerge> = BTreeMap::new();
+    for (i, f) in splits.iter().enumerate() {
+        for w in probe_run(&cfg, &net, std::slice::from_ref(f)) {
+            let d = digest(&net, &format!("p{i}"), &w);
+            merges
+                .entry((w.window, w.shard as u32))
+                .or_insert_with(|| ShardWindowMerge::new(&net, w.shard as u32, w.window))
+                .add(&d)
+                .unwrap();
+        }
+    }
+    let mut checked = 0;
+    for w in &whole {
+        let m = &merges[&(w.window, w.shard as u32)];
+        let r = m.finish(vec![]);
+        let merged: BTreeSet<u64> = r
+            .heavy
+            .iter()
+            .map(|f| u64::from_str_radix(&f.hash, 16).unwrap())
+            .collect();
+        for c in &w.candidates {
+            // Each probe's conservative estimate bounds its own count, so
+            // the sum bounds the whole count, and the whole run's
+            // conservative estimate is the tightest of these bounds.
+            assert!(m.estimate(c.hash) >= c.estimate, "{:?}", c.key);
+            let n = counts.get(&(w.window, c.hash)).copied().unwrap_or(0);
+            assert!(m.estimate(c.hash) >= n);
+            if n >= net.theta {
+                assert!(
+                    merged.contains(&c.hash),
+                    "true heavy flow {:?} missed",
+                    c.key
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 50);
+}
+
+#[test]
+fn a_probe_merged_once_is_never_merged_twice() {
+    let cfg = base_config(false);
+    let net = net_config(&cfg, 2);
+    let runs = probe_run(&cfg, &net, &[PathBuf::from(TRACE)]);
+    let w = &runs[0];
+    let d = digest(&net, "a", w);
+    let mut book: Book<u32> = Book::new(net.clone(), vec![w.shard as u32]);
+    assert_eq!(book.offer(&d, 1, 0, None), (Verdict::Merged, None));
+    // A redelivery within the window: held (acknowledged with the window)
+    // but not merged.
+    assert_eq!(
+        book.offer(&d, 2, 0, None),
+        (Verdict::Duplicate { held: true }, None)
+    );
+    let states = |wm_b: u64| {
+        vec![
+            ProbeState {
+                probe: "a".into(),
+                from_window: 0,
+                watermark: w.window + 1,
+                finished: false,
+                lost_windows: vec![],
+            },
+            ProbeState {
+                probe: "b".into(),
+                from_window: 0,
+                watermark: wm_b,
+                finished: false,
+                lost_windows: vec![],
+            },
+        ]
+    };
+    // Probe b has not passed the window: nothing is ready before the
+    // lateness ...
+    assert!(book.ready(&states(w.window), 10, 1_000).is_empty());
+    // ... and once it has, the window is complete without a digest of b
+    // (b had no packets in this shard).
+    let done = book.ready(&states(w.window + 1), 20, 1_000);
+    assert_eq!(done.len(), 1);
+    let (r, tokens) = &done[0];
+    assert_eq!(tokens, &vec![1, 2]);
+    assert!(!r.partial);
+    assert_eq!(r.packets, w.packets);
+    // After the write: a re-send is a duplicate, a newcomer is late; both
+    // are acknowledged at once and neither is merged.
+    assert_eq!(
+        book.offer(&d, 3, 30, Some(r)),
+        (Verdict::Duplicate { held: false }, Some(3))
+    );
+    let other = digest(&net, "c", w);
+    assert_eq!(book.offer(&other, 4, 30, Some(r)), (Verdict::Late, Some(4)));
+    assert_eq!(book.pending(), 0);
+}
+
+#[test]
+fn a_window_past_the_lateness_is_written_partial_naming_the_missing() {
+    let cfg = base_config(false);
+    let net = net_config(&cfg, 3);
+    let runs = probe_run(&cfg, &net, &[PathBuf::from(TRACE)]);
+    let w = &runs[0];
+    let mut book: Book<u32> = Book::new(net.clone(), vec![w.shard as u32]);
+    book.offer(&digest(&net, "a", w), 1, 0, None);
+    let states = vec![
+        ProbeState {
+            probe: "a".into(),
+            from_window: 0,
+            watermark: w.window + 1,
+            finished: false,
+            lost_windows: vec![],
+        },
+        ProbeState {
+            probe: "b".into(),
+            from_window: 0,
+            watermark: 0,
+            finished: false,
+            lost_windows: vec![],
+        },
+    ];
+    assert!(book.ready(&states, 999, 1_000).is_empty());
+    let done = book.ready(&states, 1_000, 1_000);
+    assert_eq!(done.len(), 1);
+    assert!(done[0].0.partial);
+    assert_eq!(
+        done[0].0.missing,
+        vec!["b".to_string(), "(1 undeclared)".to_string()]
+    );
+}
+
+#[test]
+fn digests_of_another_configuration_are_refused() {
+    let cfg = base_config(false);
+    let net = net_config(&cfg, 2);
+    let runs = probe_run(&cfg, &net, &[PathBuf::from(TRACE)]);
+    let mut other = net.clone();
+    other.theta += 1;
+    let d = digest(&other, "a", &runs[0]);
+    let mut m = ShardWindowMerge::new(&net, runs[0].shard as u32, runs[0].window);
+    assert!(m.add(&d).is_err());
+    assert!(m.probes().is_empty());
+    let diff = net.differences(&other);
+    assert_eq!(diff.len(), 1);
+    assert_eq!(
+        diff[0].to_string(),
+        format!(
+            "theta is {} in the shared configuration but {} here",
+            net.theta, other.theta
+        )
+    );
+}
+
+fn arb_digest() -> impl Strategy<Value = Digest> {
+    (
+        (2usize..6, 1usize..40, 0usize..3),
+        proptest::collection::vec(any::<u64>(), 0..3000),
+        proptest::collection::vec((any::<[u8; 4]>(), any::<u16>(), any::<u16>()), 0..20),
+        "[a-z0-9_-]{1,64}",
+        any::<u64>(),
+    )
+        .prop_map(|((k, parts, width), hashes, cands, probe, fp)| {
+            let width = [CounterWidth::W4, CounterWidth::W8, CounterWidth::W16][width];
+            let mut counters = CountingBloomFilter::new(k * parts * 16, k, width);
+            let mut presence = BloomFilter::new(4096, 3);
+            for &h in &hashes {
+                counters.insert(h);
+                presence.insert(h);
+            }
+            let candidates = cands
+                .iter()
+                .map(|&(a, sp, dp)| {
+                    let key = FlowKey::v4(a, [10, 0, 0, 1], sp, dp, 6);
+                    let hash = flowsieve::hash::flow_hash(&key);
+                    Candidate {
+                        key,
+                        hash,
+                        class: sp % 7,
+                        estimate: counters.estimate(hash),
+                    }
+                })
+                .collect();
+            Digest {
+                fingerprint: fp,
+                probe,
+                shard: (fp % 64) as u32,
+                window: fp >> 8,
+                packets: hashes.len() as u64,
+                class_packets: vec![hashes.len() as u64, 3, 0],
+                counters,
+                presence,
+                candidates,
+            }
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn digests_round_trip_exactly(d in arb_digest()) {
+        let bytes = d.encode();
+        let back = Digest::decode(&bytes).unwrap();
+        // Every field, and every counter (the filter's count of saturation
+        // events over its life is not part of a snapshot).
+        prop_assert_eq!(&back.probe, &d.probe);
+        prop_assert_eq!((back.fingerprint, back.shard, back.window, back.packets), (d.fingerprint, d.shard, d.window, d.packets));
+        prop_assert_eq!(&back.class_packets, &d.class_packets);
+        prop_assert_eq!(&back.presence, &d.presence);
+        prop_assert_eq!(&back.candidates, &d.candidates);
+        prop_assert_eq!((back.counters.m(), back.counters.k(), back.counters.width()), (d.counters.m(), d.counters.k(), d.counters.width()));
+        for i in 0..d.counters.m() {
+            prop_assert_eq!(back.counters.counter(i), d.counters.counter(i));
+        }
+        prop_assert_eq!(back.encode(), bytes);
+    }
+
+    #[test]
+    fn damaged_digests_are_refused(d in arb_digest(), at in any::<prop::sample::Index>(), bit in 0u8..8) {
+        let mut bytes = d.encode();
+        let i = at.index(bytes.len());
+        bytes[i] ^= 1 << bit;
+        prop_assert!(Digest::decode(&bytes).is_err());
+    }
+
+    #[test]
+    fn truncated_digests_are_refused(d in arb_digest(), at in any::<prop::sample::Index>()) {
+        let bytes = d.encode();
+        let cut = at.index(bytes.len());
+        let e = Digest::decode(&bytes[..cut]).unwrap_err();
+        let named = matches!(e, DigestError::Truncated { .. } | DigestError::BadMagic(_) | DigestError::Checksum { .. } | DigestError::Trailing(_));
+        prop_assert!(named, "{e}");
+    }
+}
+
+/// The export tap reads the heavy stage; it changes no reported figure.
+#[test]
+fn exporting_changes_no_reported_figure() {
+    for conservative in [false, true] {
+        let mut cfg = base_config(conservative);
+        cfg.stages = StageList::all();
+        cfg.replay.truth = true;
+        let net = net_config(&cfg, 3);
+        let plain = cfg.validate().unwrap();
+        let report = |v: &flowsieve::pipeline::ValidatedConfig| {
+            let r = flowsieve::pipeline::run(
+                flowsieve::pipeline::FileSource::new(vec![PathBuf::from(TRACE)], v),
+                v,
+                &mut flowsieve::replay::NoObserver,
+                &mut flowsieve::pipeline::NoEvents,
+            )
+            .unwrap();
+            let mut j: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+            for f in ["throughput", "stages"] {
+                j[f] = serde_json::Value::Null;
+            }
+            j["trace"]["read_seconds"] = serde_json::Value::Null;
+            j["trace"]["packets_per_sec"] = serde_json::Value::Null;
+            j
+        };
+        let sink = Arc::new(common::network::Collect::default());
+        let mut exporting = cfg.clone();
+        exporting.export = Some(flowsieve::pipeline::WindowExport {
+            candidate_theta: net.candidate_theta(),
+            presence_bits: net.presence_bits as usize,
+            presence_k: net.presence_k as usize,
+            sink: sink.clone(),
+        });
+        let with = report(&exporting.validate().unwrap());
+        assert!(report(&plain) == with, "the export tap changed the report");
+        assert!(!sink.0.lock().unwrap().is_empty());
+    }
+}
