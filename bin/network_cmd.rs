@@ -266,10 +266,10 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
         let _ = w.finish();
     }
     let s = exporter.finish();
-    eprintln!(
-        "probe {}: {} digests published ({} bytes), watermark {}, {} undelivered, {} dropped, {} failed attempts, lost windows {:?}",
-        s.probe, s.published, s.published_bytes, s.watermark, s.undelivered, s.dropped, s.failed_attempts, s.lost_windows
-    );
+    if code == exit::FAILURE {
+        // The report could not be written, and said so on its one line.
+        return code;
+    }
     if let Some(e) = s.error {
         return fail(exit::FAILURE, format!("probe {}: {e}", args.probe_id));
     }
@@ -277,9 +277,28 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
         return fail(
             exit::FAILURE,
             format!(
-                "probe {}: {} digests not delivered to {} within the flush timeout of {}",
-                args.probe_id, s.undelivered, args.nats.nats, args.flush_timeout
+                "probe {}: {} digests not delivered to {} within the flush timeout of {} ({} published, {} dropped, lost windows {:?})",
+                args.probe_id,
+                s.undelivered,
+                args.nats.nats,
+                args.flush_timeout,
+                s.published,
+                s.dropped,
+                s.lost_windows
             ),
+        );
+    }
+    if !args.run.quiet || !s.lost_windows.is_empty() {
+        eprintln!(
+            "probe {}: {} digests published ({} bytes, {:.3} s encoding), watermark {}, {} dropped, {} failed attempts, lost windows {:?}",
+            s.probe,
+            s.published,
+            s.published_bytes,
+            s.encode_seconds,
+            s.watermark,
+            s.dropped,
+            s.failed_attempts,
+            s.lost_windows
         );
     }
     code

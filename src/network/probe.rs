@@ -479,6 +479,12 @@ async fn step(
     let Some(n) = nats.as_ref() else {
         return Ok(());
     };
+    if n.client.connection_state() != async_nats::connection::State::Connected {
+        return Err(NetError::Nats {
+            what: "connect",
+            detail: format!("{} does not answer", opts.url),
+        });
+    }
     if !*agreed {
         n.ensure(opts.replicas).await?;
         n.agree_config(cfg).await?;
