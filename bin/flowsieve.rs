@@ -622,17 +622,9 @@ fn run_replay(args: ReplayArgs) -> u8 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let mut events = match &args.events {
-        None => None,
-        Some(path) => match std::fs::File::create(path) {
-            Ok(f) => Some(JsonLinesSink::new(BufWriter::new(f))),
-            Err(e) => {
-                return fail(
-                    exit::FAILURE,
-                    format!("{}: cannot create: {e}", path.display()),
-                )
-            }
-        },
+    let mut events = match open_events(args.events.as_deref()) {
+        Ok(e) => e,
+        Err(code) => return code,
     };
     let sink: &mut dyn PipelineSink = match events.as_mut() {
         Some(w) => w,
@@ -644,22 +636,50 @@ fn run_replay(args: ReplayArgs) -> u8 {
         Err(e) => return fail(exit::FAILURE, e),
     };
     let code = emit_report(&report, &args.run);
-    if let (Some(w), Some(path)) = (events, &args.events) {
-        let (heavy, new) = (w.heavy, w.new_flows);
-        if let Err(e) = w.finish() {
-            return fail(
-                exit::FAILURE,
-                format!("{}: cannot write events: {e}", path.display()),
-            );
-        }
-        if !args.run.quiet {
-            println!(
-                "events: {heavy} heavy, {new} new-flow written to {}",
-                path.display()
-            );
-        }
+    if let Err(code) = close_events(events, args.events.as_deref(), args.run.quiet) {
+        return code;
     }
     code
+}
+
+/// The `--events` file's sink.
+type EventsFile = JsonLinesSink<BufWriter<std::fs::File>>;
+
+/// Creates the `--events` file, if asked for; exit 1 naming it when it
+/// cannot be created.
+fn open_events(path: Option<&Path>) -> Result<Option<EventsFile>, u8> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    match std::fs::File::create(path) {
+        Ok(f) => Ok(Some(JsonLinesSink::new(BufWriter::new(f)))),
+        Err(e) => Err(fail(
+            exit::FAILURE,
+            format!("{}: cannot create: {e}", path.display()),
+        )),
+    }
+}
+
+/// Flushes the `--events` file and says what it holds; exit 1 naming it
+/// when it cannot be written.
+fn close_events(events: Option<EventsFile>, path: Option<&Path>, quiet: bool) -> Result<(), u8> {
+    let (Some(w), Some(path)) = (events, path) else {
+        return Ok(());
+    };
+    let (heavy, new) = (w.heavy, w.new_flows);
+    if let Err(e) = w.finish() {
+        return Err(fail(
+            exit::FAILURE,
+            format!("{}: cannot write events: {e}", path.display()),
+        ));
+    }
+    if !quiet {
+        println!(
+            "events: {heavy} heavy, {new} new-flow written to {}",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// Prints the errors, warnings and text report, writes the JSON, CSV and

@@ -11,9 +11,9 @@ use flowsieve::network::results::assemble;
 use flowsieve::network::transport::{self, check_probe_id, NetError};
 use flowsieve::network::NetworkConfig;
 use flowsieve::pipeline::{
-    run, FileSource, JsonLinesSink, NoEvents, PipelineSink, StageName, ValidatedConfig, WindowSpec,
+    run, FileSource, NoEvents, PipelineSink, StageName, ValidatedConfig, WindowSpec,
 };
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -238,17 +238,9 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let mut events = match &args.events {
-        None => None,
-        Some(path) => match std::fs::File::create(path) {
-            Ok(f) => Some(JsonLinesSink::new(BufWriter::new(f))),
-            Err(e) => {
-                return fail(
-                    exit::FAILURE,
-                    format!("{}: cannot create: {e}", path.display()),
-                )
-            }
-        },
+    let mut events = match super::open_events(args.events.as_deref()) {
+        Ok(e) => e,
+        Err(code) => return code,
     };
     let inner: &mut dyn PipelineSink = match events.as_mut() {
         Some(w) => w,
@@ -261,13 +253,13 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
         Err(e) => return fail(exit::FAILURE, e),
     };
     drop(sink);
-    let code = emit_report(&report, &args.run);
-    if let Some(w) = events {
-        let _ = w.finish();
+    let mut code = emit_report(&report, &args.run);
+    if let Err(c) = super::close_events(events, args.events.as_deref(), args.run.quiet) {
+        code = c;
     }
     let s = exporter.finish();
     if code == exit::FAILURE {
-        // The report could not be written, and said so on its one line.
+        // An output could not be written, and said so on its one line.
         return code;
     }
     if let Some(e) = s.error {

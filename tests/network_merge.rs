@@ -8,19 +8,17 @@ use flowsieve::class::Classifier;
 use flowsieve::dissect::FlowKey;
 use flowsieve::filter::{BloomFilter, CounterWidth, Counters, CountingBloomFilter};
 use flowsieve::network::{
-    cells_checksum, Book, Digest, DigestError, NetworkConfig, ProbeState, ShardWindowMerge, Verdict,
+    Book, Digest, DigestError, NetworkConfig, ProbeState, ShardWindowMerge, Verdict,
 };
-use flowsieve::pipeline::{Candidate, PipelineConfig, ShardWindow, StageList, StageName};
+use flowsieve::pipeline::{Candidate, PipelineConfig, StageList, StageName};
 use proptest::prelude::*;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod common;
 
-use common::network::{digest, probe_run, records, split_trace};
-
-const TRACE: &str = "traces/default.pcap";
+use common::network::{assert_merged_is_whole, digest, probe_run, split_trace, whole_trace, TRACE};
 
 fn base_config(conservative: bool) -> PipelineConfig {
     let mut c = PipelineConfig::new(Classifier::ports());
@@ -54,45 +52,13 @@ fn net_config(cfg: &PipelineConfig, probes: u32) -> NetworkConfig {
     }
 }
 
-/// Exact packet counts per (window, flow hash) over the whole trace, from
-/// the whole run's candidates at threshold 1 (every flow is one).
-fn true_counts(
-    cfg: &PipelineConfig,
-    net: &NetworkConfig,
-) -> (Vec<ShardWindow>, HashMap<(u64, u64), u64>) {
-    let mut all = net.clone();
-    all.theta = 1;
-    all.probes = 1;
-    // Counters at the close bound each flow's count from above; the exact
-    // counts come from the trace itself, read through the same dissector.
-    let whole = probe_run(cfg, &all, &[PathBuf::from(TRACE)]);
-    let mut counts = HashMap::new();
-    let hasher = flowsieve::hash::FlowHasher::new(cfg.replay.hash_key);
-    let window_ns = cfg.heavy.window.span();
-    let (header, recs) = records(Path::new(TRACE));
-    let link = flowsieve::ingest::LinkType(u16::from_le_bytes([header[20], header[21]]));
-    // The pipeline holds time monotone: a packet stamped before its
-    // predecessor counts at the predecessor's time.
-    let mut ns = 0u64;
-    for (sec, usec, frame) in &recs {
-        let Ok(d) = flowsieve::dissect::Dissector::new(false).dissect(link, frame) else {
-            continue;
-        };
-        ns = ns.max(u64::from(*sec) * 1_000_000_000 + u64::from(*usec) * 1_000);
-        *counts
-            .entry((ns / window_ns, hasher.hash(&d.key)))
-            .or_insert(0) += 1;
-    }
-    (whole, counts)
-}
-
 #[test]
 fn four_probes_merge_to_the_whole_trace() {
     let dir = tempfile::tempdir().unwrap();
     let splits = split_trace(Path::new(TRACE), 4, dir.path());
     let cfg = base_config(false);
     let net = net_config(&cfg, 4);
-    let (whole, counts) = true_counts(&cfg, &net);
+    let (whole, counts) = whole_trace(&cfg, &net);
     let mut book: Book<usize> = Book::new(net.clone(), (0..4).collect());
     let mut token = 0;
     for (i, f) in splits.iter().enumerate() {
@@ -107,13 +73,7 @@ fn four_probes_merge_to_the_whole_trace() {
         }
     }
     let probes: Vec<ProbeState> = (0..4)
-        .map(|i| ProbeState {
-            probe: format!("p{i}"),
-            from_window: 0,
-            watermark: u64::MAX,
-            finished: true,
-            lost_windows: vec![],
-        })
+        .map(|i| state(&format!("p{i}"), u64::MAX, true))
         .collect();
     let results = book.ready(&probes, 0, u64::MAX);
     assert_eq!(book.pending(), 0);
@@ -131,46 +91,7 @@ fn four_probes_merge_to_the_whole_trace() {
     let mut heavy_true = 0;
     for w in &whole {
         let r = by_key[&(w.window, w.shard as u32)];
-        assert!(!r.partial);
-        assert_eq!(r.packets, w.packets);
-        assert_eq!(r.class_packets, w.class_packets);
-        // Summed counters are the whole run's counters, cell for cell.
-        let cells: Vec<u64> = (0..w.counters.m()).map(|i| w.counters.counter(i)).collect();
-        assert_eq!(
-            r.counters_checksum,
-            format!("{:016x}", cells_checksum(&cells))
-        );
-        // OR-ed presence bits are the whole run's bits.
-        assert_eq!(r.presence_ones, w.presence.count_ones());
-        // The merged heavy set: the whole run's flows at or above theta,
-        // among the candidates, with the whole run's estimates ...
-        let whole_heavy: BTreeMap<u64, u64> = w
-            .candidates
-            .iter()
-            .filter(|c| c.estimate >= net.theta)
-            .map(|c| (c.hash, c.estimate))
-            .collect();
-        for f in &r.heavy {
-            let h = u64::from_str_radix(&f.hash, 16).unwrap();
-            assert_eq!(whole_heavy.get(&h), Some(&f.estimate), "{f:?}");
-        }
-        // ... and every flow truly at or above theta is among them.
-        let merged: BTreeSet<u64> = r
-            .heavy
-            .iter()
-            .map(|f| u64::from_str_radix(&f.hash, 16).unwrap())
-            .collect();
-        for c in &w.candidates {
-            let n = counts.get(&(w.window, c.hash)).copied().unwrap_or(0);
-            if n >= net.theta {
-                heavy_true += 1;
-                assert!(
-                    merged.contains(&c.hash),
-                    "true heavy flow {:?} ({n} packets) missed",
-                    c.key
-                );
-            }
-        }
+        heavy_true += assert_merged_is_whole(w, r, &counts, net.theta);
     }
     assert!(
         heavy_true > 50,
@@ -184,7 +105,7 @@ fn with_conservative_update_merged_estimates_are_never_lower() {
     let splits = split_trace(Path::new(TRACE), 4, dir.path());
     let cfg = base_config(true);
     let net = net_config(&cfg, 4);
-    let (whole, counts) = true_counts(&cfg, &net);
+    let (whole, counts) = whole_trace(&cfg, &net);
     let mut merges: BTreeMap<(u64, u32), ShardWindowMerge> = BTreeMap::new();
     for (i, f) in splits.iter().enumerate() {
         for w in probe_run(&cfg, &net, std::slice::from_ref(f)) {
@@ -240,24 +161,7 @@ fn a_probe_merged_once_is_never_merged_twice() {
         book.offer(&d, 2, 0, None),
         (Verdict::Duplicate { held: true }, None)
     );
-    let states = |wm_b: u64| {
-        vec![
-            ProbeState {
-                probe: "a".into(),
-                from_window: 0,
-                watermark: w.window + 1,
-                finished: false,
-                lost_windows: vec![],
-            },
-            ProbeState {
-                probe: "b".into(),
-                from_window: 0,
-                watermark: wm_b,
-                finished: false,
-                lost_windows: vec![],
-            },
-        ]
-    };
+    let states = |wm_b: u64| vec![state("a", w.window + 1, false), state("b", wm_b, false)];
     // Probe b has not passed the window: nothing is ready before the
     // lateness ...
     assert!(book.ready(&states(w.window), 10, 1_000).is_empty());
@@ -288,22 +192,7 @@ fn a_window_past_the_lateness_is_written_partial_naming_the_missing() {
     let w = &runs[0];
     let mut book: Book<u32> = Book::new(net.clone(), vec![w.shard as u32]);
     book.offer(&digest(&net, "a", w), 1, 0, None);
-    let states = vec![
-        ProbeState {
-            probe: "a".into(),
-            from_window: 0,
-            watermark: w.window + 1,
-            finished: false,
-            lost_windows: vec![],
-        },
-        ProbeState {
-            probe: "b".into(),
-            from_window: 0,
-            watermark: 0,
-            finished: false,
-            lost_windows: vec![],
-        },
-    ];
+    let states = vec![state("a", w.window + 1, false), state("b", 0, false)];
     assert!(book.ready(&states, 999, 1_000).is_empty());
     let done = book.ready(&states, 1_000, 1_000);
     assert_eq!(done.len(), 1);
@@ -334,6 +223,17 @@ fn digests_of_another_configuration_are_refused() {
             net.theta, other.theta
         )
     );
+}
+
+/// A probe's state: registered from window 0.
+fn state(probe: &str, watermark: u64, finished: bool) -> ProbeState {
+    ProbeState {
+        probe: probe.into(),
+        from_window: 0,
+        watermark,
+        finished,
+        lost_windows: vec![],
+    }
 }
 
 fn arb_digest() -> impl Strategy<Value = Digest> {

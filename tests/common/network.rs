@@ -1,11 +1,12 @@
 //! Helpers of the network-mode tests: probes simulated in process, and
 //! traces split into disjoint parts.
 
-use flowsieve::network::{Digest, NetworkConfig};
+use flowsieve::network::{cells_checksum, Digest, NetworkConfig, ShardWindowResult};
 use flowsieve::pipeline::{
     run, FileSource, NoEvents, PipelineConfig, ShardWindow, WindowDigestSink, WindowExport,
 };
 use flowsieve::replay::NoObserver;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -101,4 +102,91 @@ pub fn split_trace(src: &Path, parts: usize, dir: &Path) -> Vec<PathBuf> {
         std::fs::write(p, o).unwrap();
     }
     paths
+}
+
+/// The bundled trace the network tests split.
+pub const TRACE: &str = "traces/default.pcap";
+
+/// The whole trace run once, every flow a candidate (threshold 1), and the
+/// exact packet count of every (window, flow hash), read from the trace
+/// through the same dissector.
+pub fn whole_trace(
+    cfg: &PipelineConfig,
+    net: &NetworkConfig,
+) -> (Vec<ShardWindow>, HashMap<(u64, u64), u64>) {
+    let mut all = net.clone();
+    all.theta = 1;
+    all.probes = 1;
+    let whole = probe_run(cfg, &all, &[PathBuf::from(TRACE)]);
+    let mut counts = HashMap::new();
+    let hasher = flowsieve::hash::FlowHasher::new(cfg.replay.hash_key);
+    let (header, recs) = records(Path::new(TRACE));
+    let link = flowsieve::ingest::LinkType(u16::from_le_bytes([header[20], header[21]]));
+    // The pipeline holds time monotone: a packet stamped before its
+    // predecessor counts at the predecessor's time.
+    let mut ns = 0u64;
+    for (sec, usec, frame) in &recs {
+        let Ok(d) = flowsieve::dissect::Dissector::new(false).dissect(link, frame) else {
+            continue;
+        };
+        ns = ns.max(u64::from(*sec) * 1_000_000_000 + u64::from(*usec) * 1_000);
+        *counts
+            .entry((ns / net.window_ns, hasher.hash(&d.key)))
+            .or_insert(0) += 1;
+    }
+    (whole, counts)
+}
+
+/// Checks a merged shard-window against the whole trace's: packets and
+/// class packets, the counters cell for cell, the presence bits, each
+/// heavy flow's estimate, and every flow with `theta` or more true packets
+/// present. Returns how many such flows there were.
+pub fn assert_merged_is_whole(
+    w: &ShardWindow,
+    r: &ShardWindowResult,
+    counts: &HashMap<(u64, u64), u64>,
+    theta: u64,
+) -> usize {
+    assert!(!r.partial, "{r:?}");
+    assert_eq!(r.packets, w.packets);
+    assert_eq!(r.class_packets, w.class_packets);
+    let cells: Vec<u64> = (0..w.counters.m())
+        .map(|i| flowsieve::filter::Counters::counter(&w.counters, i))
+        .collect();
+    assert_eq!(
+        r.counters_checksum,
+        format!("{:016x}", cells_checksum(&cells))
+    );
+    assert_eq!(r.presence_ones, w.presence.count_ones());
+    // The merged heavy set: the whole run's flows at or above theta, among
+    // the candidates, with the whole run's estimates ...
+    let whole_heavy: BTreeMap<u64, u64> = w
+        .candidates
+        .iter()
+        .filter(|c| c.estimate >= theta)
+        .map(|c| (c.hash, c.estimate))
+        .collect();
+    let merged: BTreeSet<u64> = r
+        .heavy
+        .iter()
+        .map(|f| {
+            let h = u64::from_str_radix(&f.hash, 16).unwrap();
+            assert_eq!(whole_heavy.get(&h), Some(&f.estimate), "{f:?}");
+            h
+        })
+        .collect();
+    // ... and every flow truly at or above theta is among them.
+    let mut true_heavy = 0;
+    for c in &w.candidates {
+        let n = counts.get(&(w.window, c.hash)).copied().unwrap_or(0);
+        if n >= theta {
+            true_heavy += 1;
+            assert!(
+                merged.contains(&c.hash),
+                "true heavy flow {:?} ({n} packets) missed",
+                c.key
+            );
+        }
+    }
+    true_heavy
 }
