@@ -83,6 +83,11 @@ pub struct LiveArgs {
     /// Serve Prometheus metrics on ADDR (such as 127.0.0.1:9899) at /metrics.
     #[arg(long, value_name = "ADDR", help_heading = "Capture")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Run as a probe of a network (with --nats and --probe-id): each
+    /// window's digests go to NATS JetStream as `flowsieve probe` sends
+    /// them, without ever holding up the capture.
+    #[command(flatten)]
+    pub export: super::network_cmd::ExportArgs,
 }
 
 /// `--report-every`: a duration, or 0 for none.
@@ -215,6 +220,8 @@ mod linux {
     struct Printer {
         text: bool,
         out: Option<Shared>,
+        /// A live probe's export figures.
+        export: Option<Arc<flowsieve::network::probe::ExportStats>>,
     }
 
     impl LiveObserver for Printer {
@@ -252,6 +259,18 @@ mod linux {
                         format!("  cost: {}", cost.join(", "))
                     }
                 );
+                if let Some(x) = &self.export {
+                    let o = Ordering::Relaxed;
+                    println!(
+                        "           export: {} published, {} queued, {} dropped, {} windows lost, watermark {}, server {}",
+                        x.published.load(o),
+                        x.queued.load(o),
+                        x.dropped.load(o),
+                        x.lost_windows.load(o),
+                        x.watermark.load(o),
+                        if x.connected.load(o) { "up" } else { "unreachable" }
+                    );
+                }
             }
             if let Some(out) = &self.out {
                 let mut w = out.borrow_mut();
@@ -269,9 +288,17 @@ mod linux {
 
     pub fn run_live(a: LiveArgs) -> u8 {
         // Every flag is checked before any socket opens.
-        let cfg = match a.run.configure(|_| {}) {
-            Ok(c) => c,
-            Err(code) => return code,
+        let (exporter, cfg) = match a.export.is_probe() {
+            // A live probe drops a digest rather than wait for the
+            // exporter: the capture never waits on the network.
+            true => match super::super::network_cmd::start_export(&a.export, &a.run, false) {
+                Ok((e, c)) => (Some(e), c),
+                Err(code) => return code,
+            },
+            false => match a.run.configure(|_| {}) {
+                Ok(c) => (None, c),
+                Err(code) => return code,
+            },
         };
         let retire_ms = a.block_timeout.0 / 1_000_000;
         let geometry = match RingGeometry::new(a.ring_mb << 20, a.block_kb << 10, retire_ms) {
@@ -315,6 +342,7 @@ mod linux {
         let mut printer = Printer {
             text: !a.run.quiet && !stdout_lines,
             out: lines.clone(),
+            export: exporter.as_ref().map(|e| e.stats()),
         };
         let capture = match LiveCapture::open(
             live,
@@ -344,8 +372,14 @@ mod linux {
             latency: EventLatency::new(),
         };
         let gauges = Some(Arc::clone(&counters.stages));
-        let mut report = match run_with_gauges(capture, &cfg, &mut NoObserver, &mut events, gauges)
-        {
+        let run = match &exporter {
+            Some(x) => {
+                let mut sink = x.sink(&mut events);
+                run_with_gauges(capture, &cfg, &mut NoObserver, &mut sink, gauges)
+            }
+            None => run_with_gauges(capture, &cfg, &mut NoObserver, &mut events, gauges),
+        };
+        let mut report = match run {
             Ok(r) => r,
             Err(e) => return fail(exit::FAILURE, e),
         };
@@ -393,7 +427,10 @@ mod linux {
                 code = exit::FAILURE;
             }
         }
-        code
+        match exporter {
+            Some(e) => super::super::network_cmd::finish_export(e, &a.export, a.run.quiet, code),
+            None => code,
+        }
     }
 
     pub fn run_inject(a: InjectArgs) -> u8 {

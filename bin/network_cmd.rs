@@ -37,16 +37,29 @@ pub(crate) struct NatsArgs {
     request_timeout: DurationNs,
 }
 
-/// `flowsieve probe`.
+/// What a probe exports and where: `flowsieve probe`'s flags, and
+/// `flowsieve live`'s when it runs as a probe (`--nats` given). `--nats`
+/// and `--probe-id` go together (checked before any work).
 #[derive(Args)]
-pub(crate) struct ProbeArgs {
-    /// Trace files to replay as this probe (default: the bundled trace).
-    traces: Vec<PathBuf>,
-    #[command(flatten)]
-    nats: NatsArgs,
+pub(crate) struct ExportArgs {
+    /// The NATS server (JetStream enabled), such as nats://127.0.0.1:4222.
+    #[arg(long = "nats", value_name = "URL", help_heading = "Network")]
+    url: Option<String>,
+    /// Copies of the stream and buckets, when this process creates them
+    /// (3 on a three-node cluster).
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=5), help_heading = "Network")]
+    replicas: u16,
+    /// Timeout of one server request.
+    #[arg(
+        long,
+        default_value = "5s",
+        value_name = "DURATION",
+        help_heading = "Network"
+    )]
+    request_timeout: DurationNs,
     /// This probe's id: 1 to 64 of letters, digits, '_' and '-'.
     #[arg(long, value_name = "ID", help_heading = "Network")]
-    probe_id: String,
+    probe_id: Option<String>,
     /// Probes in the network, P: a flow is exported as a candidate when
     /// its local estimate reaches ceil(theta / P).
     #[arg(long, default_value_t = 1, value_name = "P", value_parser = clap::value_parser!(u32).range(1..=65_536), help_heading = "Network")]
@@ -69,6 +82,23 @@ pub(crate) struct ProbeArgs {
         help_heading = "Network"
     )]
     flush_timeout: DurationNs,
+}
+
+impl ExportArgs {
+    /// Whether these flags ask for a probe (`--nats` or `--probe-id`
+    /// given; [`start_export`] then insists on both).
+    pub(crate) fn is_probe(&self) -> bool {
+        self.url.is_some() || self.probe_id.is_some()
+    }
+}
+
+/// `flowsieve probe`.
+#[derive(Args)]
+pub(crate) struct ProbeArgs {
+    /// Trace files to replay as this probe (default: the bundled trace).
+    traces: Vec<PathBuf>,
+    #[command(flatten)]
+    export: ExportArgs,
     #[command(flatten)]
     run: RunArgs,
     /// Write heavy-flow and new-flow events as JSON lines to FILE.
@@ -141,7 +171,7 @@ fn timeout(d: DurationNs) -> Duration {
 
 /// The shared configuration this probe's flags describe, or why they
 /// cannot run as a probe (exit 2).
-fn network_config(args: &ProbeArgs, cfg: &ValidatedConfig) -> Result<NetworkConfig, String> {
+fn network_config(args: &ExportArgs, cfg: &ValidatedConfig) -> Result<NetworkConfig, String> {
     let c = cfg.config();
     if !c.stages.contains(StageName::Heavy) {
         return Err("a probe needs the heavy stage (--stages must include heavy)".into());
@@ -174,68 +204,120 @@ fn network_config(args: &ProbeArgs, cfg: &ValidatedConfig) -> Result<NetworkConf
     Ok(n)
 }
 
-pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
-    if let Err(e) = check_probe_id(&args.probe_id) {
-        return fail(exit::USAGE, e);
-    }
-    let plain = match args.run.configure(|c| c.epoch_windows = true) {
-        Ok(c) => c,
-        Err(code) => return code,
+/// Agrees on the shared configuration (when the server answers), starts
+/// the exporter, and validates the run's configuration with the export
+/// tap and epoch windows. `blocking`: the shards wait for the exporter
+/// (a replay) instead of dropping a digest (a live capture).
+pub(crate) fn start_export(
+    x: &ExportArgs,
+    run: &RunArgs,
+    blocking: bool,
+) -> Result<(Exporter, ValidatedConfig), u8> {
+    let (Some(url), Some(probe_id)) = (&x.url, &x.probe_id) else {
+        return Err(fail(
+            exit::USAGE,
+            "a probe needs both --nats URL and --probe-id ID",
+        ));
     };
-    let net = match network_config(&args, &plain) {
-        Ok(n) => n,
-        Err(e) => return fail(exit::USAGE, e),
-    };
-    let rt = match runtime() {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    let request_timeout = timeout(args.nats.request_timeout);
+    check_probe_id(probe_id).map_err(|e| fail(exit::USAGE, e))?;
+    let plain = run.configure(|c| c.epoch_windows = true)?;
+    let net = network_config(x, &plain).map_err(|e| fail(exit::USAGE, e))?;
+    let rt = runtime()?;
+    let request_timeout = timeout(x.request_timeout);
     // Agree on the configuration before any work when the server is up; a
     // probe that cannot reach it monitors locally and checks on connect.
     let agreed = rt.block_on(async {
         let n = transport::connect(
-            &args.nats.nats,
+            url,
             "flowsieve-probe",
             false,
             request_timeout.min(Duration::from_secs(2)),
         )
         .await?;
-        n.ensure(usize::from(args.nats.replicas)).await?;
+        n.ensure(usize::from(x.replicas)).await?;
         n.agree_config(&net).await
     });
     match agreed {
         Ok(_) => {}
         Err(NetError::Config(e)) => {
-            return fail(exit::USAGE, format!("{}: the shared configuration differs: {e}", args.nats.nats))
+            return Err(fail(
+                exit::USAGE,
+                format!("{url}: the shared configuration differs: {e}"),
+            ))
         }
         Err(e) => eprintln!(
             "flowsieve: warning: {e}; monitoring locally, up to {} windows of digests are kept until the server answers",
-            args.buffer_windows
+            x.buffer_windows
         ),
     }
     drop(rt);
-    let exporter = match Exporter::start(
+    let exporter = Exporter::start(
         net,
         ProbeOptions {
-            url: args.nats.nats.clone(),
-            probe: args.probe_id.clone(),
-            replicas: usize::from(args.nats.replicas),
-            buffer_windows: args.buffer_windows as usize,
-            flush_timeout: timeout(args.flush_timeout),
+            url: url.clone(),
+            probe: probe_id.clone(),
+            replicas: usize::from(x.replicas),
+            buffer_windows: x.buffer_windows as usize,
+            flush_timeout: timeout(x.flush_timeout),
             request_timeout,
-            blocking: true,
+            blocking,
         },
-    ) {
-        Ok(e) => e,
-        Err(e) => return fail(exit::FAILURE, e),
-    };
+    )
+    .map_err(|e| fail(exit::FAILURE, e))?;
     let export = exporter.window_export();
-    let cfg = match args.run.configure(|c| {
+    let cfg = run.configure(|c| {
         c.epoch_windows = true;
         c.export = Some(export);
-    }) {
-        Ok(c) => c,
+    })?;
+    Ok((exporter, cfg))
+}
+
+/// Waits for the exporter to deliver (at most the flush timeout) and
+/// returns the exit code: `code` when everything was delivered, else 1 with
+/// one line saying what was not.
+pub(crate) fn finish_export(exporter: Exporter, x: &ExportArgs, quiet: bool, code: u8) -> u8 {
+    let s = exporter.finish();
+    if code == exit::FAILURE {
+        // An output could not be written, and said so on its one line.
+        return code;
+    }
+    if let Some(e) = s.error {
+        return fail(exit::FAILURE, format!("probe {}: {e}", s.probe));
+    }
+    if s.undelivered > 0 || !s.finished_written {
+        return fail(
+            exit::FAILURE,
+            format!(
+                "probe {}: {} digests not delivered to {} within the flush timeout of {} ({} published, {} dropped, lost windows {:?})",
+                s.probe,
+                s.undelivered,
+                x.url.as_deref().unwrap_or_default(),
+                x.flush_timeout,
+                s.published,
+                s.dropped,
+                s.lost_windows
+            ),
+        );
+    }
+    if !quiet || !s.lost_windows.is_empty() {
+        eprintln!(
+            "probe {}: {} digests published ({} bytes, {:.3} s encoding), watermark {}, {} dropped, {} failed attempts, lost windows {:?}",
+            s.probe,
+            s.published,
+            s.published_bytes,
+            s.encode_seconds,
+            s.watermark,
+            s.dropped,
+            s.failed_attempts,
+            s.lost_windows
+        );
+    }
+    code
+}
+
+pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
+    let (exporter, cfg) = match start_export(&args.export, &args.run, true) {
+        Ok(x) => x,
         Err(code) => return code,
     };
     let mut events = match super::open_events(args.events.as_deref()) {
@@ -257,43 +339,7 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
     if let Err(c) = super::close_events(events, args.events.as_deref(), args.run.quiet) {
         code = c;
     }
-    let s = exporter.finish();
-    if code == exit::FAILURE {
-        // An output could not be written, and said so on its one line.
-        return code;
-    }
-    if let Some(e) = s.error {
-        return fail(exit::FAILURE, format!("probe {}: {e}", args.probe_id));
-    }
-    if s.undelivered > 0 || !s.finished_written {
-        return fail(
-            exit::FAILURE,
-            format!(
-                "probe {}: {} digests not delivered to {} within the flush timeout of {} ({} published, {} dropped, lost windows {:?})",
-                args.probe_id,
-                s.undelivered,
-                args.nats.nats,
-                args.flush_timeout,
-                s.published,
-                s.dropped,
-                s.lost_windows
-            ),
-        );
-    }
-    if !args.run.quiet || !s.lost_windows.is_empty() {
-        eprintln!(
-            "probe {}: {} digests published ({} bytes, {:.3} s encoding), watermark {}, {} dropped, {} failed attempts, lost windows {:?}",
-            s.probe,
-            s.published,
-            s.published_bytes,
-            s.encode_seconds,
-            s.watermark,
-            s.dropped,
-            s.failed_attempts,
-            s.lost_windows
-        );
-    }
-    code
+    finish_export(exporter, &args.export, args.run.quiet, code)
 }
 
 /// `0-3` or `0,2,5`.
@@ -373,9 +419,11 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
     let t = timeout(args.nats.request_timeout);
     let got = rt.block_on(async {
         let n = transport::connect(&args.nats.nats, "flowsieve-results", false, t).await?;
-        let cfg = n.shared_config().await?;
+        let Some(cfg) = n.shared_config().await? else {
+            return Ok::<_, NetError>((None, Vec::new()));
+        };
         let results = n.results().await?;
-        Ok::<_, NetError>((cfg, results))
+        Ok((Some(cfg), results))
     });
     let (cfg, results) = match got {
         Ok((Some(c), r)) => (c, r),

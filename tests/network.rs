@@ -428,3 +428,176 @@ fn a_probe_with_another_shape_refuses_to_start() {
         "{err}"
     );
 }
+
+/// Runs `args` inside network namespace `ns`.
+fn in_ns(ns: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).args(args);
+    c
+}
+
+/// A network namespace of the test's own, with only its loopback up;
+/// deleted on drop.
+struct Netns(String);
+
+impl Netns {
+    fn new() -> Option<Netns> {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let required =
+            std::env::var("FLOWSIEVE_REQUIRE_LIVE").is_ok_and(|v| !v.is_empty() && v != "0");
+        if !root {
+            assert!(!required, "not root, and FLOWSIEVE_REQUIRE_LIVE is set");
+            eprintln!("SKIPPED live probe test: needs root for a network namespace");
+            return None;
+        }
+        let name = format!("fsnet{}", std::process::id());
+        let ok = |c: &mut Command| c.status().is_ok_and(|s| s.success());
+        assert!(
+            ok(Command::new("ip").args(["netns", "add", &name])),
+            "ip netns add"
+        );
+        let ns = Netns(name);
+        assert!(ok(&mut in_ns(&ns.0, &["ip", "link", "set", "lo", "up"])));
+        Some(ns)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// A live capture as a probe, in a namespace of the test's own: frames
+/// injected on its loopback are captured, exported while the capture
+/// runs, merged by a collector, and the network's packets equal the live
+/// report's, window for window in total.
+#[test]
+fn a_live_capture_exports_what_it_captured() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let Some(ns) = Netns::new() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port().to_string();
+    let url = format!("nats://127.0.0.1:{port}");
+    let mut server = in_ns(
+        &ns.0,
+        &[bin.to_str().unwrap(), "-js", "-a", "127.0.0.1", "-p", &port],
+    )
+    .arg("-sd")
+    .arg(dir.path().join("js"))
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    // Up when `results` finds the server (and no configuration yet).
+    let start = Instant::now();
+    loop {
+        let out = in_ns(&ns.0, &[BIN, "results", "--nats", &url])
+            .output()
+            .unwrap();
+        if String::from_utf8_lossy(&out.stderr).contains("no shared configuration") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "nats-server not ready"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let report = dir.path().join("live.json");
+    let live = in_ns(
+        &ns.0,
+        &[
+            BIN,
+            "live",
+            "-i",
+            "lo",
+            "--duration",
+            "5s",
+            "-q",
+            "--no-truth",
+            "--report-every",
+            "0",
+        ],
+    )
+    .args([
+        "--nats",
+        &url,
+        "--probe-id",
+        "live1",
+        "--json",
+        report.to_str().unwrap(),
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let sent = in_ns(&ns.0, &[BIN, "inject", "-i", "lo", "--pps", "20000", TRACE])
+        .output()
+        .unwrap();
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    finish(live, "live probe", Duration::from_secs(120));
+    let collect = in_ns(
+        &ns.0,
+        &[
+            BIN,
+            "collect",
+            "--nats",
+            &url,
+            "--shards",
+            "0-7",
+            "--exit-when-done",
+            "2s",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        collect.status.success(),
+        "{}",
+        String::from_utf8_lossy(&collect.stderr)
+    );
+    let out = in_ns(
+        &ns.0,
+        &[BIN, "results", "--nats", &url, "--json", "-", "-q"],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    let net: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let live: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let captured = live["heavy"]["overall"]["packets"].as_u64().unwrap();
+    assert!(
+        captured >= 40_000,
+        "the injected frames were captured ({captured})"
+    );
+    let merged: u64 = net["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["packets"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        merged, captured,
+        "every captured packet reached the network report"
+    );
+    assert_eq!(net["network"]["probes"], serde_json::json!(["live1"]));
+    assert_eq!(net["network"]["partial_windows"], serde_json::json!([]));
+}

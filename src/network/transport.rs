@@ -230,7 +230,12 @@ impl Nats {
 
     /// The shared configuration, if one was written.
     pub async fn shared_config(&self) -> Result<Option<NetworkConfig>, NetError> {
-        let store = self.bucket(CONFIG_BUCKET).await?;
+        // No bucket yet: no probe has written a configuration.
+        let store = match self.js.get_key_value(CONFIG_BUCKET).await {
+            Ok(s) => s,
+            Err(e) if e.to_string().contains("not found") => return Ok(None),
+            Err(e) => return Err(nats_err("open bucket")(&e)),
+        };
         let Some(v) = store
             .get(CONFIG_KEY)
             .await
