@@ -3,12 +3,12 @@
 //! the threads below is explored, on loom's model of relaxed atomics.
 //!
 //! ```sh
-//! RUSTFLAGS="--cfg loom" cargo test --release --test loom
+//! RUSTFLAGS="--cfg flowsieve_loom" cargo test --release --test loom
 //! ```
 //!
-//! Without `--cfg loom` this file compiles to nothing (the stress tests in
+//! Without `--cfg flowsieve_loom` this file compiles to nothing (the stress tests in
 //! tests/filter.rs run the same properties on real threads).
-#![cfg(loom)]
+#![cfg(flowsieve_loom)]
 
 use flowsieve::filter::{AtomicCountingBloomFilter, CounterWidth, Counters};
 use loom::sync::Arc;

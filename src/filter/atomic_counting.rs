@@ -22,14 +22,14 @@
 
 use super::{CounterWidth, Counters};
 use crate::hash::PartitionedIndexer;
-// Under `--cfg loom` the atomics and Arc are loom's, so tests/loom.rs can
+// Under `--cfg flowsieve_loom` the atomics and Arc are loom's, so tests/loom.rs can
 // explore every interleaving of the writers and readers below.
-#[cfg(loom)]
+#[cfg(flowsieve_loom)]
 use loom::sync::{
     atomic::{AtomicU64, Ordering::Relaxed},
     Arc,
 };
-#[cfg(not(loom))]
+#[cfg(not(flowsieve_loom))]
 use std::sync::{
     atomic::{AtomicU64, Ordering::Relaxed},
     Arc,
