@@ -642,6 +642,22 @@ fn run_replay(args: ReplayArgs) -> u8 {
     code
 }
 
+/// Writes a JSON document to `path` (`-`: stdout), atomically for a
+/// file; exit 1 naming it when it cannot be written.
+fn write_json(path: &Path, json: String) -> Result<(), u8> {
+    let written = if path.as_os_str() == "-" {
+        writeln!(std::io::stdout(), "{json}")
+    } else {
+        flowsieve::report::write_atomically(path, (json + "\n").as_bytes())
+    };
+    written.map_err(|e| {
+        fail(
+            exit::FAILURE,
+            format!("{}: cannot write JSON: {e}", path.display()),
+        )
+    })
+}
+
 /// The `--events` file's sink.
 type EventsFile = JsonLinesSink<BufWriter<std::fs::File>>;
 
@@ -695,17 +711,8 @@ fn emit_report(report: &flowsieve::report::PipelineReport, args: &RunArgs) -> u8
         print!("{}", report.render_text());
     }
     if let Some(path) = &args.json {
-        let json = report.to_json();
-        let written = if path.as_os_str() == "-" {
-            writeln!(std::io::stdout(), "{json}")
-        } else {
-            flowsieve::report::write_atomically(path, (json + "\n").as_bytes())
-        };
-        if let Err(e) = written {
-            return fail(
-                exit::FAILURE,
-                format!("{}: cannot write JSON: {e}", path.display()),
-            );
+        if let Err(code) = write_json(path, report.to_json()) {
+            return code;
         }
     }
     if let Some(dir) = &args.csv {

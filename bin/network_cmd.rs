@@ -13,7 +13,6 @@ use flowsieve::network::NetworkConfig;
 use flowsieve::pipeline::{
     run, FileSource, NoEvents, PipelineSink, StageName, ValidatedConfig, WindowSpec,
 };
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -444,16 +443,8 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
     }
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&report).unwrap_or_default();
-        let written = if path.as_os_str() == "-" {
-            writeln!(std::io::stdout(), "{json}")
-        } else {
-            flowsieve::report::write_atomically(path, (json + "\n").as_bytes())
-        };
-        if let Err(e) = written {
-            return fail(
-                exit::FAILURE,
-                format!("{}: cannot write JSON: {e}", path.display()),
-            );
+        if let Err(code) = super::write_json(path, json) {
+            return code;
         }
     }
     if let Some(path) = &args.csv {

@@ -108,6 +108,12 @@ impl<T> Book<T> {
         self.pending.len()
     }
 
+    /// Whether a shard-window is being merged here (then it has no
+    /// result yet: a collector owns its shards alone).
+    pub fn is_pending(&self, window: u64, shard: u32) -> bool {
+        self.pending.contains_key(&(window, shard))
+    }
+
     /// One digest, delivered with `token`. `existing` is the shard-window's
     /// written result, if it has one. A token comes back from
     /// [`Book::ready`] when the verdict holds it; otherwise the caller

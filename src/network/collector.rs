@@ -282,7 +282,9 @@ async fn offer(
         }
     };
     let key = (d.window, d.shard);
-    while !written.contains_key(&key) {
+    // A window in progress here has no result yet: only the first digest
+    // of a window (or one after a restart) asks the bucket.
+    while !written.contains_key(&key) && !book.is_pending(d.window, d.shard) {
         match nats.result(d.window, d.shard).await {
             Ok(Some(r)) => {
                 written.insert(key, r);

@@ -19,8 +19,9 @@
 use super::config::NetworkConfig;
 use super::digest::Digest;
 use crate::dissect::FlowKey;
+use crate::filter::CounterWidth;
 use crate::filter::{BloomFilter, Counters};
-use crate::hash::fmix64;
+use crate::hash::{fmix64, PartitionedIndexer};
 use crate::pipeline::Candidate;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -157,8 +158,9 @@ pub struct ShardWindowMerge {
     theta: u64,
     k: usize,
     cells: Vec<u32>,
-    /// One probe digest's counter layout, for indexing.
-    layout: Option<crate::filter::CountingBloomFilter>,
+    /// The first digest's counter indexing and width (every later digest
+    /// must match them).
+    layout: Option<(PartitionedIndexer, CounterWidth)>,
     saturated: Vec<bool>,
     presence: Option<BloomFilter>,
     candidates: BTreeMap<u64, Candidate>,
@@ -219,13 +221,14 @@ impl ShardWindowMerge {
                 expected: self.k as u64,
             });
         }
-        if let Some(l) = &self.layout {
-            if l.m() != d.counters.m() || l.width() != d.counters.width() {
+        if let Some((l, width)) = &self.layout {
+            let m = l.partition_len() * l.k();
+            if m != d.counters.m() || *width != d.counters.width() {
                 return Err(MergeError::Shape {
                     probe: d.probe.clone(),
                     what: "counters",
                     found: d.counters.m() as u64,
-                    expected: l.m() as u64,
+                    expected: m as u64,
                 });
             }
         }
@@ -254,11 +257,9 @@ impl ShardWindowMerge {
         if self.layout.is_none() {
             self.cells = vec![0; m];
             self.saturated = vec![false; m];
-            self.layout = Some(crate::filter::CountingBloomFilter::new(
-                m,
-                self.k,
-                d.counters.width(),
-            ));
+            // The same indexing as the digest's filter (which has exactly
+            // `m` counters in `k` partitions).
+            self.layout = Some((PartitionedIndexer::new(m, self.k), d.counters.width()));
         }
         let max = d.counters.width().max();
         for (i, (cell, sat)) in self.cells.iter_mut().zip(&mut self.saturated).enumerate() {
@@ -286,11 +287,11 @@ impl ShardWindowMerge {
     /// The merged estimate of a flow hash: the least of its `k` summed
     /// counters.
     pub fn estimate(&self, h: u64) -> u64 {
-        let Some(l) = &self.layout else {
+        let Some((l, _)) = &self.layout else {
             return 0;
         };
         (0..l.k())
-            .map(|j| u64::from(self.cells.get(l.counter_index(h, j)).copied().unwrap_or(0)))
+            .map(|j| u64::from(self.cells.get(l.index(h, j)).copied().unwrap_or(0)))
             .min()
             .unwrap_or(0)
     }
