@@ -944,3 +944,34 @@ fn explicit_sigma_continuum_agrees_with_the_chain() {
         );
     }
 }
+
+proptest::proptest! {
+    /// The heavy stage keeps its online model's per-load terms across a
+    /// shard's windows: for any shape and any sequence of window sizes,
+    /// each window's figure is bit for bit the one-off evaluation, for
+    /// both layouts and for a memory of any bound.
+    #[test]
+    fn remembered_online_terms_give_the_one_off_figures_bit_for_bit(
+        theta in 1u64..40,
+        k in 1u32..16,
+        m_log in 8u32..24,
+        shards in 1usize..100_000,
+        windows in proptest::collection::vec(0u64..40_000, 1..12),
+    ) {
+        use flowsieve::model::blocked::{fpr_blocked_online, fpr_blocked_online_with};
+        use flowsieve::model::threshold::{fpr_online_partitioned, fpr_online_partitioned_with, OnlineTerms};
+        let m = 1u64 << m_log;
+        let (mut part, mut block) = (OnlineTerms::for_shards(shards), OnlineTerms::for_shards(shards));
+        let per_block = 64u64;
+        let blocks = m / per_block;
+        for &n in &windows {
+            let with = fpr_online_partitioned_with(theta, k, n, m, &mut part);
+            proptest::prop_assert_eq!(with.to_bits(), fpr_online_partitioned(theta, k, n, m).to_bits());
+            let with = fpr_blocked_online_with(theta, k, n, blocks, per_block, &mut block);
+            proptest::prop_assert_eq!(
+                with.to_bits(),
+                fpr_blocked_online(theta, k, n, blocks, per_block).to_bits()
+            );
+        }
+    }
+}

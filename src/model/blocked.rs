@@ -46,6 +46,7 @@
 //! ```
 
 use super::special::{binomial_tail, ln_factorial};
+use super::threshold::OnlineTerms;
 
 /// `sum_l Poisson(l; lambda) * tail(l)` for a `tail` that is 0 below
 /// `from` and at most 1, summed outward from the Poisson mode so that
@@ -140,6 +141,20 @@ pub fn fpr_blocked(theta: u64, k: u32, n: u64, blocks: u64, per_block: u64) -> f
 /// (B2): the online rate, averaged over a window of `n` distinct
 /// insertions, at which a one-packet key is reported at its own insertion.
 pub fn fpr_blocked_online(theta: u64, k: u32, n: u64, blocks: u64, per_block: u64) -> f64 {
+    fpr_blocked_online_with(theta, k, n, blocks, per_block, &mut OnlineTerms::none())
+}
+
+/// [`fpr_blocked_online`] with its per-load terms remembered in `terms`
+/// across calls (a shard's windows): the same value, bit for bit. `terms`
+/// must only ever be used with one `(theta, k, blocks, per_block)`.
+pub fn fpr_blocked_online_with(
+    theta: u64,
+    k: u32,
+    n: u64,
+    blocks: u64,
+    per_block: u64,
+    terms: &mut OnlineTerms,
+) -> f64 {
     if n == 0 {
         return 0.0;
     }
@@ -152,7 +167,9 @@ pub fn fpr_blocked_online(theta: u64, k: u32, n: u64, blocks: u64, per_block: u6
     let b = blocks.max(1) as f64;
     let mut tail = TailPow::new(theta - 1, sub, k);
     super::threshold::online_average(n, |i| {
-        poisson_mixture(i as f64 / b, theta - 1, &mut |l| tail.at(l))
+        terms.term(i, |i| {
+            poisson_mixture(i as f64 / b, theta - 1, &mut |l| tail.at(l))
+        })
     })
 }
 

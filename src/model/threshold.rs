@@ -124,6 +124,28 @@ const ONLINE_POINTS: u64 = 256;
 /// assert!(online > 0.0 && online < fpr_binomial_partitioned(1, 3, 999, 4000));
 /// ```
 pub fn fpr_online_partitioned(theta: u64, k: u32, n: u64, m: u64) -> f64 {
+    fpr_online_partitioned_with(theta, k, n, m, &mut OnlineTerms::none())
+}
+
+/// [`fpr_online_partitioned`] with its per-load terms remembered in
+/// `terms` across calls (a shard's windows): the same value, bit for bit.
+/// `terms` must only ever be used with one `(theta, k, m)`.
+///
+/// ```
+/// use flowsieve::model::threshold::{fpr_online_partitioned, fpr_online_partitioned_with, OnlineTerms};
+/// let mut terms = OnlineTerms::new();
+/// for n in [3000, 3100, 2900, 100] {
+///     let with = fpr_online_partitioned_with(10, 11, n, 1 << 19, &mut terms);
+///     assert_eq!(with.to_bits(), fpr_online_partitioned(10, 11, n, 1 << 19).to_bits());
+/// }
+/// ```
+pub fn fpr_online_partitioned_with(
+    theta: u64,
+    k: u32,
+    n: u64,
+    m: u64,
+    terms: &mut OnlineTerms,
+) -> f64 {
     if n == 0 {
         return 0.0;
     }
@@ -134,7 +156,104 @@ pub fn fpr_online_partitioned(theta: u64, k: u32, n: u64, m: u64) -> f64 {
         return 1.0;
     }
     let p = 1.0 / (m / u64::from(k)) as f64;
-    online_average(n, |i| binomial_tail(theta - 1, i, p).powi(k as i32))
+    online_average(n, |i| {
+        terms.term(i, |i| binomial_tail(theta - 1, i, p).powi(k as i32))
+    })
+}
+
+/// The per-load terms of an online model (eq. (2) online, or (B2)),
+/// remembered across the windows of one shard.
+///
+/// Each window close evaluates its model at up to 256 loads, which
+/// depend on the window's packet count; windows of similar counts share
+/// most of them. On short windows this was most of the heavy stage's
+/// model cost (binomial tails, logarithms and exponentials: 7 % of a
+/// 1.5 M-packet run's CPU at 3 k packets per shard-window). A term is a
+/// pure function of the load for a fixed filter shape, so a remembered
+/// value is the value, bit for bit. Loads from the memory's bound up
+/// ([`OnlineTerms::for_shards`]) are computed each time: there a window's
+/// 256 evaluations are spread over so many packets that they cost little
+/// per packet, and the memory stays small (9 bytes a load).
+#[derive(Clone, Debug)]
+pub struct OnlineTerms {
+    values: Vec<f64>,
+    known: Vec<bool>,
+    max_load: u64,
+}
+
+impl Default for OnlineTerms {
+    fn default() -> OnlineTerms {
+        OnlineTerms::new()
+    }
+}
+
+impl OnlineTerms {
+    /// Loads below this are remembered by one memory.
+    pub const MAX_LOAD: u64 = 1 << 14;
+
+    /// Loads remembered by all of a run's shards together, at most: 2^18
+    /// loads are 2.25 MiB.
+    pub const RUN_LOADS: u64 = 1 << 18;
+
+    /// An empty memory for loads below [`OnlineTerms::MAX_LOAD`].
+    pub fn new() -> OnlineTerms {
+        OnlineTerms::below(OnlineTerms::MAX_LOAD)
+    }
+
+    /// An empty memory for one of `shards` shards: [`OnlineTerms::MAX_LOAD`]
+    /// loads each up to 16 shards, then a share of
+    /// [`OnlineTerms::RUN_LOADS`] (never below 256, a window's evaluations).
+    ///
+    /// ```
+    /// use flowsieve::model::threshold::OnlineTerms;
+    /// assert_eq!(OnlineTerms::for_shards(8).max_load(), 1 << 14);
+    /// assert_eq!(OnlineTerms::for_shards(64).max_load(), 1 << 12);
+    /// assert_eq!(OnlineTerms::for_shards(65_536).max_load(), 256);
+    /// ```
+    pub fn for_shards(shards: usize) -> OnlineTerms {
+        let share = OnlineTerms::RUN_LOADS / shards.max(1) as u64;
+        OnlineTerms::below(share.clamp(256, OnlineTerms::MAX_LOAD))
+    }
+
+    fn below(max_load: u64) -> OnlineTerms {
+        OnlineTerms {
+            values: Vec::new(),
+            known: Vec::new(),
+            max_load,
+        }
+    }
+
+    /// Loads from this one up are not remembered.
+    pub fn max_load(&self) -> u64 {
+        self.max_load
+    }
+
+    /// A memory that remembers nothing (one-off evaluations).
+    pub fn none() -> OnlineTerms {
+        OnlineTerms {
+            values: Vec::new(),
+            known: Vec::new(),
+            max_load: 0,
+        }
+    }
+
+    /// The term at load `i`: remembered, or `at(i)` (then remembered).
+    #[inline]
+    pub(crate) fn term(&mut self, i: u64, at: impl FnOnce(u64) -> f64) -> f64 {
+        if i >= self.max_load {
+            return at(i);
+        }
+        let slot = i as usize;
+        if slot >= self.values.len() {
+            self.values.resize(slot + 1, 0.0);
+            self.known.resize(slot + 1, false);
+        }
+        if !self.known[slot] {
+            self.values[slot] = at(i);
+            self.known[slot] = true;
+        }
+        self.values[slot]
+    }
 }
 
 /// The average of `at(i)` over a window's positions `i = 0..n` (`n > 0`):

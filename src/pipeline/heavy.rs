@@ -192,6 +192,7 @@ impl Stage for HeavyStage {
             ctx.truth,
             ctx.wants(EventKind::Heavy),
         );
+        shard.online_terms = threshold::OnlineTerms::for_shards(ctx.shards);
         shard.gauges = ctx.gauges.clone().map(|g| {
             let m = shard.filter.m() as u64;
             g.heavy
@@ -420,6 +421,9 @@ pub struct HeavyShard {
     gauges: Option<(std::sync::Arc<super::gauges::Gauges>, usize)>,
     /// The window export tap, when the run exports digests.
     export: Option<ShardExporter>,
+    /// The online model's per-load terms, kept across this shard's windows
+    /// (its filter's shape never changes).
+    online_terms: threshold::OnlineTerms,
 }
 
 impl HeavyShard {
@@ -445,6 +449,7 @@ impl HeavyShard {
             events,
             gauges: None,
             export: None,
+            online_terms: threshold::OnlineTerms::new(),
         }
     }
 
@@ -531,7 +536,9 @@ impl HeavyShard {
         }
         // 003 eq. (2) online (or its blocked form, model::blocked (B2)), with
         // every packet taken as a distinct element.
-        let p_distinct = self.filter.online_model(theta, self.window_packets);
+        let p_distinct =
+            self.filter
+                .online_model(theta, self.window_packets, &mut self.online_terms);
         for (c, &p) in self.window_class_packets.iter().enumerate() {
             if let Some(t) = self.tally.classes.get_mut(c) {
                 t.packets += p;
@@ -722,17 +729,18 @@ impl HeavyFilter {
     /// The online rate for a window of `n` distinct insertions: 003 eq. (2)
     /// online ([`threshold::fpr_online_partitioned`]) or its blocked form
     /// ((B2) of [`blocked`]).
-    fn online_model(&self, theta: u64, n: u64) -> f64 {
+    fn online_model(&self, theta: u64, n: u64, terms: &mut threshold::OnlineTerms) -> f64 {
         match self {
             HeavyFilter::Partitioned(f) => {
-                threshold::fpr_online_partitioned(theta, f.k() as u32, n, f.m() as u64)
+                threshold::fpr_online_partitioned_with(theta, f.k() as u32, n, f.m() as u64, terms)
             }
-            HeavyFilter::Blocked(f) => blocked::fpr_blocked_online(
+            HeavyFilter::Blocked(f) => blocked::fpr_blocked_online_with(
                 theta,
                 f.k() as u32,
                 n,
                 f.blocks() as u64,
                 BlockedCountingFilter::counters_per_block(f.width()) as u64,
+                terms,
             ),
         }
     }
