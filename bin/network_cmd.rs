@@ -81,6 +81,11 @@ pub(crate) struct ExportArgs {
         help_heading = "Network"
     )]
     flush_timeout: DurationNs,
+    /// Digests larger than this many bytes are stored in the object store
+    /// bucket flowsieve-digests and the stream carries a pointer (default:
+    /// the server's max_payload less 1 KiB, which is also the ceiling).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..=(8u64 << 20)), help_heading = "Network")]
+    max_message: Option<u64>,
 }
 
 impl ExportArgs {
@@ -260,6 +265,7 @@ pub(crate) fn start_export(
             flush_timeout: timeout(x.flush_timeout),
             request_timeout,
             blocking,
+            max_message: x.max_message.map(|b| b as usize),
         },
     )
     .map_err(|e| fail(exit::FAILURE, e))?;
@@ -300,10 +306,11 @@ pub(crate) fn finish_export(exporter: Exporter, x: &ExportArgs, quiet: bool, cod
     }
     if !quiet || !s.lost_windows.is_empty() {
         eprintln!(
-            "probe {}: {} digests published ({} bytes, {:.3} s encoding), watermark {}, {} dropped, {} failed attempts, lost windows {:?}",
+            "probe {}: {} digests published ({} bytes, {} through the object store, {:.3} s encoding), watermark {}, {} dropped, {} failed attempts, lost windows {:?}",
             s.probe,
             s.published,
             s.published_bytes,
+            s.objects,
             s.encode_seconds,
             s.watermark,
             s.dropped,
@@ -397,8 +404,8 @@ pub(crate) fn run_collect(args: CollectArgs) -> u8 {
     match rt.block_on(collect(&opts, &stopped)) {
         Ok(s) => {
             eprintln!(
-                "collect: {} shard-windows written ({} partial), {} digests merged, {} duplicates, {} late, {} refused",
-                s.written, s.partial, s.merged, s.duplicates, s.late, s.rejected
+                "collect: {} shard-windows written ({} partial), {} digests merged, {} duplicates, {} late, {} refused, {} read from the object store",
+                s.written, s.partial, s.merged, s.duplicates, s.late, s.rejected, s.objects
             );
             if stopped() {
                 exit::INTERRUPTED

@@ -195,7 +195,20 @@ fn finish(c: Child, what: &str, limit: Duration) -> String {
 }
 
 fn probe(url: &str, id: &str, trace: &Path, probes: u32, replicas: u16) -> Child {
-    flowsieve(&[
+    probe_with(url, id, trace, probes, replicas, &[])
+}
+
+fn probe_with(
+    url: &str,
+    id: &str,
+    trace: &Path,
+    probes: u32,
+    replicas: u16,
+    extra: &[&str],
+) -> Child {
+    let probes = probes.to_string();
+    let replicas = replicas.to_string();
+    let mut args = vec![
         "probe",
         trace.to_str().unwrap(),
         "--nats",
@@ -203,14 +216,28 @@ fn probe(url: &str, id: &str, trace: &Path, probes: u32, replicas: u16) -> Child
         "--probe-id",
         id,
         "--probes",
-        &probes.to_string(),
+        &probes,
         "--replicas",
-        &replicas.to_string(),
+        &replicas,
         "--no-truth",
         "-q",
         "--flush-timeout",
         "90s",
-    ])
+    ];
+    args.extend_from_slice(extra);
+    flowsieve(&args)
+}
+
+/// The number before `what` in a summary line.
+fn count_before(log: &str, what: &str) -> u64 {
+    let at = log
+        .find(what)
+        .unwrap_or_else(|| panic!("no '{what}' in: {log}"));
+    log[..at]
+        .split_whitespace()
+        .last()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count before '{what}' in: {log}"))
 }
 
 fn collector(url: &str, shards: &str, replicas: u16) -> Child {
@@ -364,6 +391,56 @@ fn a_probe_re_sending_its_windows_changes_nothing() {
         Duration::from_secs(120),
     );
     assert!(log.contains(" 0 digests merged"), "{log}");
+    let (_, after) = stored_results(&url);
+    assert!(before == after, "{log}");
+}
+
+/// Digests over the message limit travel through the object store (here
+/// a limit of 1 KiB, below most of this trace's digests) and merge exactly
+/// as messages do; a re-send through the store merges nothing twice.
+#[test]
+fn digests_over_the_message_limit_go_through_the_object_store() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let splits = split(dir.path(), 2);
+    let servers = Servers::start(&bin, 1, None);
+    let url = servers.url();
+    let small = ["--max-message", "1024"];
+    for (id, s) in ["r0", "r1"].iter().zip(&splits) {
+        finish(
+            probe_with(&url, id, s, 2, 1, &small),
+            id,
+            Duration::from_secs(120),
+        );
+    }
+    let log = finish(
+        collector(&url, "0-7", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    let merged = count_before(&log, "digests merged");
+    let objects = count_before(&log, "read from the object store");
+    assert!(merged > 0, "{log}");
+    assert_eq!(count_before(&log, "refused"), 0, "{log}");
+    // Most of this trace's digests are over 1 KiB and a few are not: one
+    // merge takes both paths (the digests are the same on every run).
+    assert!(0 < objects && objects < merged, "{log}");
+    assert_matches_whole_trace(&url, &["r0", "r1"]);
+    let (_, before) = stored_results(&url);
+    finish(
+        probe_with(&url, "r1", &splits[1], 2, 1, &small),
+        "re-sending probe",
+        Duration::from_secs(120),
+    );
+    let log = finish(
+        collector(&url, "0-7", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    assert_eq!(count_before(&log, "digests merged"), 0, "{log}");
     let (_, after) = stored_results(&url);
     assert!(before == after, "{log}");
 }

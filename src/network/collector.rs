@@ -54,8 +54,11 @@ pub struct CollectSummary {
     pub duplicates: u64,
     /// Digests that arrived after their shard-window was written.
     pub late: u64,
-    /// Digests refused (damaged, other configuration or shape).
+    /// Digests refused (damaged, other configuration or shape, or a
+    /// missing object).
     pub rejected: u64,
+    /// Digests read from the object store (over the message limit).
+    pub objects: u64,
     /// Shard-windows written.
     pub written: u64,
     /// Of those, partial.
@@ -272,7 +275,41 @@ async fn offer(
     now: u64,
     opts: &CollectOptions,
 ) -> Result<(), NetError> {
-    let d = match Digest::decode(&m.payload) {
+    // A digest over the message limit is in the object store; the message
+    // names it.
+    let object = m
+        .headers
+        .as_ref()
+        .and_then(|h| h.get(transport::OBJECT_HEADER))
+        .map(|v| v.as_str().to_string());
+    let stored;
+    let payload: &[u8] = match &object {
+        None => &m.payload,
+        Some(name) => loop {
+            match nats.digest_object(name).await {
+                Ok(Some(bytes)) => {
+                    summary.objects += 1;
+                    stored = bytes;
+                    break &stored;
+                }
+                Ok(None) => {
+                    eprintln!(
+                        "collect: {}: refused: its digest object '{name}' is not in the {} bucket",
+                        m.subject,
+                        transport::DIGESTS_BUCKET
+                    );
+                    summary.rejected += 1;
+                    let _ = m.ack_with(AckKind::Term).await;
+                    return Ok(());
+                }
+                Err(e) => {
+                    transient(&e, opts);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        },
+    };
+    let d = match Digest::decode(payload) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("collect: {}: refused: {e}", m.subject);

@@ -52,6 +52,9 @@ pub struct ProbeOptions {
     /// is lost by waiting, and the wait is for encoding, never for the
     /// network) instead of dropping the digest (a live capture).
     pub blocking: bool,
+    /// Digests larger than this many bytes go to the object store (the
+    /// limit is also never above the server's; `None`: the server's).
+    pub max_message: Option<usize>,
 }
 
 /// Export figures, updated by the exporter thread as it goes.
@@ -61,6 +64,9 @@ pub struct ExportStats {
     pub published: AtomicU64,
     /// Bytes of those digests.
     pub published_bytes: AtomicU64,
+    /// Of those, digests sent through the object store (over the message
+    /// limit).
+    pub objects: AtomicU64,
     /// Digests waiting in the queue.
     pub queued: AtomicU64,
     /// Publish attempts that failed (each is retried with the same id).
@@ -86,6 +92,8 @@ pub struct ExportSummary {
     pub published: u64,
     /// Their bytes.
     pub published_bytes: u64,
+    /// Of those, digests sent through the object store.
+    pub objects: u64,
     /// Digests never delivered (the flush timed out).
     pub undelivered: u64,
     /// Publish attempts that failed and were retried.
@@ -266,6 +274,7 @@ impl ExportSummary {
             probe: probe.into(),
             published: 0,
             published_bytes: 0,
+            objects: 0,
             undelivered: 0,
             failed_attempts: 0,
             dropped: 0,
@@ -421,6 +430,7 @@ async fn export_loop(
         probe: opts.probe.clone(),
         published: stats.published.load(Ordering::Relaxed),
         published_bytes: stats.published_bytes.load(Ordering::Relaxed),
+        objects: stats.objects.load(Ordering::Relaxed),
         undelivered: queue.len() as u64,
         failed_attempts: stats.failed_attempts.load(Ordering::Relaxed),
         dropped: stats.dropped.load(Ordering::Relaxed),
@@ -502,15 +512,37 @@ async fn step(
         put_state(&probes, &first, opts.request_timeout).await?;
         *written = Some(first);
     }
+    let limit = n.message_limit(opts.max_message);
     while let Some(o) = queue.front() {
         let mut headers = async_nats::HeaderMap::new();
-        headers.insert(
-            "Nats-Msg-Id",
-            digest_msg_id(&opts.probe, o.shard, o.window).as_str(),
-        );
+        let id = digest_msg_id(&opts.probe, o.shard, o.window);
+        headers.insert("Nats-Msg-Id", id.as_str());
+        // A digest over the message limit is stored first, under its
+        // message id, and the message carries only the name: a re-send
+        // stores the same bytes again and its message is dropped as a
+        // duplicate like any other.
+        let as_object = o.bytes.len() > limit;
+        let payload = if as_object {
+            match tokio::time::timeout(opts.request_timeout, n.put_digest_object(&id, &o.bytes))
+                .await
+            {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    return Err(NetError::Nats {
+                        what: "store digest object",
+                        detail: "no answer in time".into(),
+                    })
+                }
+            }
+            headers.insert(transport::OBJECT_HEADER, id.as_str());
+            bytes::Bytes::new()
+        } else {
+            o.bytes.clone()
+        };
         let subject = digest_subject(o.shard, o.window, &opts.probe);
         let ack = tokio::time::timeout(opts.request_timeout, async {
-            n.js.publish_with_headers(subject, headers, o.bytes.clone())
+            n.js.publish_with_headers(subject, headers, payload)
                 .await?
                 .await
         })
@@ -518,6 +550,9 @@ async fn step(
         match ack {
             Ok(Ok(_)) => {
                 stats.published.fetch_add(1, Ordering::Relaxed);
+                stats
+                    .objects
+                    .fetch_add(u64::from(as_object), Ordering::Relaxed);
                 stats
                     .published_bytes
                     .fetch_add(o.bytes.len() as u64, Ordering::Relaxed);

@@ -6,7 +6,7 @@
 use super::book::ProbeState;
 use super::config::{NetworkConfig, CONFIG_KEY};
 use super::merge::ShardWindowResult;
-use async_nats::jetstream::{self, kv, stream};
+use async_nats::jetstream::{self, kv, object_store, stream};
 use futures_util::StreamExt;
 use std::time::Duration;
 
@@ -21,9 +21,21 @@ pub const RESULTS_BUCKET: &str = "flowsieve-results";
 /// How long the stream remembers message ids (re-sends within it are
 /// dropped by the server; later ones by the collector's results check).
 pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
-/// The largest message the stream takes; a digest is never larger than
-/// this at the default sizes (docs/scale-out.md).
+/// The largest message the stream takes. A digest larger than the
+/// message limit ([`Nats::message_limit`]) goes to [`DIGESTS_BUCKET`]
+/// instead, and the stream carries a pointer to it.
 pub const MAX_MESSAGE_BYTES: i32 = 8 << 20;
+/// The object store bucket of digests too large for one message.
+pub const DIGESTS_BUCKET: &str = "flowsieve-digests";
+/// The header of a digest message whose digest is in [`DIGESTS_BUCKET`]:
+/// its value is the object's name (the message id), and the message has
+/// no payload.
+pub const OBJECT_HEADER: &str = "Flowsieve-Object";
+/// Bytes a digest message needs beside its payload (subject, headers,
+/// protocol line), kept free under the server's limit.
+const MESSAGE_OVERHEAD: usize = 1024;
+/// The largest chunk of a stored object (async-nats' default).
+const OBJECT_CHUNK_BYTES: usize = 128 << 10;
 
 /// Why a network operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -167,7 +179,78 @@ impl Nats {
         for bucket in [CONFIG_BUCKET, PROBES_BUCKET, RESULTS_BUCKET] {
             self.bucket_or_create(bucket, replicas).await?;
         }
+        if self.js.get_object_store(DIGESTS_BUCKET).await.is_err() {
+            self.js
+                .create_object_store(object_store::Config {
+                    bucket: DIGESTS_BUCKET.into(),
+                    description: Some("flowsieve digests over the message limit".into()),
+                    num_replicas: replicas,
+                    storage: stream::StorageType::File,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| nats_err("create object store")(&e))?;
+        }
         Ok(())
+    }
+
+    /// The largest digest sent as one message: the server's `max_payload`
+    /// (1 MiB unless configured) less room for the subject and headers, at
+    /// most [`MAX_MESSAGE_BYTES`] and at most `configured` (a probe's
+    /// `--max-message`).
+    pub fn message_limit(&self, configured: Option<usize>) -> usize {
+        let server = self.client.server_info().max_payload;
+        let mut limit = server
+            .saturating_sub(MESSAGE_OVERHEAD)
+            .min(MAX_MESSAGE_BYTES as usize);
+        if let Some(c) = configured {
+            limit = limit.min(c);
+        }
+        limit
+    }
+
+    /// Stores a digest too large for one message under `name`, in chunks
+    /// that fit the server's messages.
+    pub async fn put_digest_object(&self, name: &str, bytes: &[u8]) -> Result<(), NetError> {
+        let store = self
+            .js
+            .get_object_store(DIGESTS_BUCKET)
+            .await
+            .map_err(|e| nats_err("open object store")(&e))?;
+        let chunk = self.message_limit(None).clamp(1024, OBJECT_CHUNK_BYTES);
+        let meta = object_store::ObjectMetadata {
+            name: name.into(),
+            chunk_size: Some(chunk),
+            ..Default::default()
+        };
+        let mut reader = bytes;
+        store
+            .put(meta, &mut reader)
+            .await
+            .map(|_| ())
+            .map_err(|e| nats_err("store digest object")(&e))
+    }
+
+    /// A digest stored by [`Nats::put_digest_object`]; `None` when there
+    /// is no such object.
+    pub async fn digest_object(&self, name: &str) -> Result<Option<Vec<u8>>, NetError> {
+        use tokio::io::AsyncReadExt;
+        let store = self
+            .js
+            .get_object_store(DIGESTS_BUCKET)
+            .await
+            .map_err(|e| nats_err("open object store")(&e))?;
+        let mut object = match store.get(name).await {
+            Ok(o) => o,
+            Err(e) if e.kind() == object_store::GetErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(nats_err("read digest object")(&e)),
+        };
+        let mut out = Vec::new();
+        object
+            .read_to_end(&mut out)
+            .await
+            .map_err(|e| nats_err("read digest object")(&e))?;
+        Ok(Some(out))
     }
 
     async fn bucket_or_create(&self, bucket: &str, replicas: usize) -> Result<kv::Store, NetError> {
