@@ -259,16 +259,16 @@ mod linux {
                         format!("  cost: {}", cost.join(", "))
                     }
                 );
-                if let Some(x) = &self.export {
-                    let o = Ordering::Relaxed;
+                if let Some(x) = self.export.as_ref().map(|x| x.snapshot()) {
                     println!(
-                        "           export: {} published, {} queued, {} dropped, {} windows lost, watermark {}, server {}",
-                        x.published.load(o),
-                        x.queued.load(o),
-                        x.dropped.load(o),
-                        x.lost_windows.load(o),
-                        x.watermark.load(o),
-                        if x.connected.load(o) { "up" } else { "unreachable" }
+                        "           export: {} published ({} via the object store), {} queued, {} dropped, {} windows lost, watermark {}, server {}",
+                        x.published,
+                        x.objects,
+                        x.queued,
+                        x.dropped,
+                        x.lost_windows,
+                        x.watermark,
+                        if x.server_up { "up" } else { "unreachable" }
                     );
                 }
             }
@@ -277,6 +277,9 @@ mod linux {
                 let mut v = serde_json::to_value(r)?;
                 if let Some(o) = v.as_object_mut() {
                     o.insert("type".into(), "interval".into());
+                    if let Some(x) = &self.export {
+                        o.insert("export".into(), serde_json::to_value(x.snapshot())?);
+                    }
                 }
                 serde_json::to_writer(&mut *w, &v)?;
                 w.write_all(b"\n")?;
@@ -355,6 +358,10 @@ mod linux {
             Err(e) => return fail(exit::FAILURE, e),
         };
         let counters = capture.counters();
+        if let Some(x) = &exporter {
+            // Set once, before the metrics server can read it.
+            let _ = counters.export.set(x.stats());
+        }
         let slot = capture.summary_slot();
         let _metrics = match a.metrics {
             None => None,

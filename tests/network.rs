@@ -550,6 +550,23 @@ impl Drop for Netns {
 /// injected on its loopback are captured, exported while the capture
 /// runs, merged by a collector, and the network's packets equal the live
 /// report's, window for window in total.
+/// GET /metrics inside a namespace, with Python's standard library as an
+/// independent client.
+fn scrape_in(ns: &str, port: u16) -> String {
+    let out = in_ns(ns, &["python3", "-c"])
+        .arg(format!(
+            "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:{port}/metrics',timeout=5).read().decode(),end='')"
+        ))
+        .output()
+        .expect("python3 for the scrape");
+    assert!(
+        out.status.success(),
+        "scrape failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 #[test]
 fn a_live_capture_exports_what_it_captured() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -588,6 +605,10 @@ fn a_live_capture_exports_what_it_captured() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let report = dir.path().join("live.json");
+    let lines = dir.path().join("live.jsonl");
+    // The namespace has its own port space: any port is free in it.
+    let metrics_port = free_port();
+    let metrics = format!("127.0.0.1:{metrics_port}");
     let live = in_ns(
         &ns.0,
         &[
@@ -596,11 +617,11 @@ fn a_live_capture_exports_what_it_captured() {
             "-i",
             "lo",
             "--duration",
-            "5s",
+            "7s",
             "-q",
             "--no-truth",
             "--report-every",
-            "0",
+            "1s",
         ],
     )
     .args([
@@ -610,6 +631,10 @@ fn a_live_capture_exports_what_it_captured() {
         "live1",
         "--json",
         report.to_str().unwrap(),
+        "--json-lines",
+        lines.to_str().unwrap(),
+        "--metrics",
+        &metrics,
     ])
     .stdout(Stdio::piped())
     .stderr(Stdio::piped())
@@ -624,7 +649,52 @@ fn a_live_capture_exports_what_it_captured() {
         "{}",
         String::from_utf8_lossy(&sent.stderr)
     );
+    // The export figures while the probe runs: windows of the injected
+    // frames have closed and been published by now.
+    std::thread::sleep(Duration::from_millis(1500));
+    let body = scrape_in(&ns.0, metrics_port);
+    let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
+        .expect("a Prometheus text-format body");
+    let sample = |name: &str| {
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == name)
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => f64::NAN,
+            })
+            .unwrap_or_else(|| panic!("no {name} in {body}"))
+    };
+    assert!(sample("flowsieve_export_digests_total") > 0.0, "{body}");
+    assert!(
+        sample("flowsieve_export_digest_bytes_total") > 0.0,
+        "{body}"
+    );
+    assert_eq!(sample("flowsieve_export_server_up"), 1.0, "{body}");
+    assert_eq!(
+        sample("flowsieve_export_dropped_digests_total"),
+        0.0,
+        "{body}"
+    );
     finish(live, "live probe", Duration::from_secs(120));
+    // Every JSON-lines interval carries the export figures, and the
+    // published count only grows.
+    let intervals: Vec<serde_json::Value> = std::fs::read_to_string(&lines)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["type"] == "interval")
+        .collect();
+    assert!(intervals.len() >= 3, "{intervals:?}");
+    let published: Vec<u64> = intervals
+        .iter()
+        .map(|v| v["export"]["published"].as_u64().expect("export figures"))
+        .collect();
+    assert!(published.windows(2).all(|w| w[0] <= w[1]), "{published:?}");
+    assert!(published.last() > Some(&0), "{published:?}");
     let collect = in_ns(
         &ns.0,
         &[

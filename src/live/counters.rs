@@ -98,6 +98,8 @@ pub struct LiveCounters {
     /// What the stages publish while they run (filter fill, recycles,
     /// priors, the selective stage's errors and cost, batch latency).
     pub stages: std::sync::Arc<crate::pipeline::Gauges>,
+    /// A live probe's export figures, once its exporter runs.
+    pub export: std::sync::OnceLock<std::sync::Arc<crate::network::probe::ExportStats>>,
 }
 
 impl LiveCounters {

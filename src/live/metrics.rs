@@ -106,6 +106,9 @@ pub fn render(c: &LiveCounters) -> String {
         windows,
     );
     render_stages(&mut r, c);
+    if let Some(x) = c.export.get() {
+        render_export(&mut r, &x.snapshot());
+    }
     let up = Gauge::<i64>::default();
     up.set(i64::from(c.fatal().is_none()));
     r.register(
@@ -117,6 +120,81 @@ pub fn render(c: &LiveCounters) -> String {
     // Writing into a String cannot fail.
     let _ = encode(&mut out, &r);
     out
+}
+
+/// A live probe's export figures (`flowsieve_export_*`).
+fn render_export(r: &mut Registry, x: &crate::network::probe::ExportSnapshot) {
+    let counter = |r: &mut Registry, name: &str, help: &str, v: u64| {
+        let c = Counter::<u64>::default();
+        c.inc_by(v);
+        r.register(name, help, c);
+    };
+    let gauge = |r: &mut Registry, name: &str, help: &str, v: i64| {
+        let g = Gauge::<i64>::default();
+        g.set(v);
+        r.register(name, help, g);
+    };
+    counter(
+        r,
+        "flowsieve_export_digests",
+        "Digests the stream acknowledged",
+        x.published,
+    );
+    counter(
+        r,
+        "flowsieve_export_digest_bytes",
+        "Bytes of the digests acknowledged",
+        x.published_bytes,
+    );
+    counter(
+        r,
+        "flowsieve_export_object_digests",
+        "Digests sent through the object store (over the message limit)",
+        x.objects,
+    );
+    counter(
+        r,
+        "flowsieve_export_dropped_digests",
+        "Digests dropped: the exporter's hand-off or buffer was full",
+        x.dropped,
+    );
+    counter(
+        r,
+        "flowsieve_export_lost_windows",
+        "Windows recorded as lost (partial at the collectors)",
+        x.lost_windows,
+    );
+    counter(
+        r,
+        "flowsieve_export_failed_attempts",
+        "Publish attempts that failed and were retried with the same id",
+        x.failed_attempts,
+    );
+    let encode = FloatCounter::default();
+    encode.inc_by(x.encode_seconds);
+    r.register(
+        "flowsieve_export_encode_seconds",
+        "CPU seconds spent encoding digests",
+        encode,
+    );
+    gauge(
+        r,
+        "flowsieve_export_queued_digests",
+        "Digests waiting to be published",
+        i64::try_from(x.queued).unwrap_or(i64::MAX),
+    );
+    gauge(
+        r,
+        "flowsieve_export_watermark",
+        "Every window below this one is published",
+        i64::try_from(x.watermark).unwrap_or(i64::MAX),
+    );
+    gauge(
+        r,
+        "flowsieve_export_server_up",
+        "1 while the last request to the server succeeded",
+        i64::from(x.server_up),
+    );
 }
 
 type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
