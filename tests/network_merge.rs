@@ -356,3 +356,82 @@ fn exporting_changes_no_reported_figure() {
         assert!(!sink.0.lock().unwrap().is_empty());
     }
 }
+
+/// Flows new to the network: per window, the results' estimate of the
+/// flows present now but in no probe's previous window is within the
+/// presence filters' estimation error of the exact count read from the
+/// trace; a heavy flow called new truly had no packet in the previous
+/// window (a Bloom filter has no false negatives), and the first window,
+/// with nothing before it, says it cannot tell.
+#[test]
+fn flows_new_to_the_network_are_estimated_per_window() {
+    use flowsieve::network::results::assemble;
+    let dir = tempfile::tempdir().unwrap();
+    let splits = split_trace(Path::new(TRACE), 4, dir.path());
+    let cfg = base_config(false);
+    let net = net_config(&cfg, 4);
+    let (_, counts) = whole_trace(&cfg, &net);
+    let mut book: Book<usize> = Book::new(net.clone(), (0..4).collect());
+    for (i, f) in splits.iter().enumerate() {
+        for w in probe_run(&cfg, &net, std::slice::from_ref(f)) {
+            let d = Digest::decode(&digest(&net, &format!("p{i}"), &w).encode()).unwrap();
+            assert_eq!(book.offer(&d, 0, 0, None).0, Verdict::Merged);
+        }
+    }
+    let probes: Vec<ProbeState> = (0..4)
+        .map(|i| state(&format!("p{i}"), u64::MAX, true))
+        .collect();
+    let results: Vec<_> = book
+        .ready(&probes, 0, u64::MAX)
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
+    // The exact flows of each window, network-wide.
+    let mut flows: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+    for &(w, h) in counts.keys() {
+        flows.entry(w).or_default().insert(h);
+    }
+    let report = assemble(&net, &results, None);
+    let first = report.windows.first().unwrap();
+    assert_eq!(
+        first.new_flows_estimate, None,
+        "nothing before the first window"
+    );
+    assert!(first.heavy.iter().all(|f| f.new.is_none()));
+    // The estimator's standard deviation at n flows in one shard's filter
+    // (m bits, k hashes): sqrt(m/k^2 (e^{kn/m} - 1 - kn/m)).
+    let m = (net.presence_bits / u64::from(net.shards)) as f64;
+    let k = f64::from(net.presence_k);
+    let sd = |n: f64| ((m / (k * k)) * ((k * n / m).exp() - 1.0 - k * n / m)).sqrt();
+    let mut checked = 0;
+    for w in &report.windows[1..] {
+        let Some(before) = flows.get(&(w.window - 1)) else {
+            continue;
+        };
+        let now = &flows[&w.window];
+        let exact = now.difference(before).count() as f64;
+        let est = w.new_flows_estimate.expect("the previous window is known");
+        // Four standard deviations of both estimates in every shard, plus
+        // one flow of rounding per shard.
+        let per_shard_now = now.len() as f64 / f64::from(net.shards);
+        let per_shard_union = now.union(before).count() as f64 / f64::from(net.shards);
+        let per_shard_before = before.len() as f64 / f64::from(net.shards);
+        let tolerance =
+            f64::from(net.shards) * (4.0 * (sd(per_shard_union) + sd(per_shard_before)) + 1.0);
+        assert!(
+            (est - exact).abs() <= tolerance,
+            "window {}: estimated {est:.1} new flows, exactly {exact} (tolerance {tolerance:.1}, {per_shard_now:.0} flows a shard)",
+            w.window
+        );
+        for f in &w.heavy {
+            let h = f.hash_value().unwrap();
+            match f.new {
+                Some(true) => assert!(!before.contains(&h), "{f:?} was in the previous window"),
+                Some(false) => {}
+                None => panic!("{f:?}: the previous window is known"),
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} windows checked");
+}

@@ -20,7 +20,7 @@ use super::config::NetworkConfig;
 use super::digest::Digest;
 use crate::dissect::FlowKey;
 use crate::filter::CounterWidth;
-use crate::filter::{BloomFilter, Counters};
+use crate::filter::{compress_bloom, decompress_bloom_within, BloomFilter, Counters};
 use crate::hash::{fmix64, PartitionedIndexer};
 use crate::pipeline::Candidate;
 use serde::{Deserialize, Serialize};
@@ -88,6 +88,11 @@ pub struct HeavyFlow {
     pub estimate: u64,
     /// The flow hash, hex.
     pub hash: String,
+    /// Whether the flow is new to the network: absent from the previous
+    /// window's merged presence filter (set by `results`, see
+    /// [`super::results::assemble`]; `None` when that window is unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new: Option<bool>,
 }
 
 impl HeavyFlow {
@@ -101,7 +106,13 @@ impl HeavyFlow {
             class: c.class,
             estimate,
             hash: format!("{:016x}", c.hash),
+            new: None,
         }
+    }
+
+    /// The flow hash.
+    pub fn hash_value(&self) -> Option<u64> {
+        u64::from_str_radix(&self.hash, 16).ok()
     }
 
     /// The flow key.
@@ -147,6 +158,25 @@ pub struct ShardWindowResult {
     pub presence_bits: u64,
     /// Distinct flows, estimated from the merged presence filter.
     pub flows_estimate: f64,
+    /// The merged presence filter as an `FSBF` snapshot in base64 (empty
+    /// when no digest had one), so that `results` can tell which flows are
+    /// new since the previous window.
+    #[serde(default)]
+    pub presence: String,
+}
+
+impl ShardWindowResult {
+    /// The merged presence filter, if the result carries a readable one.
+    pub fn presence_filter(&self) -> Option<BloomFilter> {
+        use base64::Engine as _;
+        if self.presence.is_empty() {
+            return None;
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(&self.presence)
+            .ok()?;
+        decompress_bloom_within(&bytes, super::digest::MAX_DIGEST_CELLS).ok()
+    }
 }
 
 /// The merge of one shard-window in progress.
@@ -317,6 +347,10 @@ impl ShardWindowMerge {
             })
             .collect();
         heavy.sort_by(|a, b| b.estimate.cmp(&a.estimate).then_with(|| a.cmp(b)));
+        let presence = self.presence.as_ref().map_or_else(String::new, |p| {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD.encode(compress_bloom(p))
+        });
         let (ones, bits, flows) = match &self.presence {
             Some(p) => {
                 let ones = p.count_ones();
@@ -343,6 +377,7 @@ impl ShardWindowMerge {
             presence_ones: ones,
             presence_bits: bits,
             flows_estimate: flows,
+            presence,
         }
     }
 }

@@ -2,7 +2,8 @@
 //! together per window, and its text, JSON and CSV renderings.
 
 use super::config::NetworkConfig;
-use super::merge::{HeavyFlow, ShardWindowResult};
+use super::merge::{cardinality_estimate, HeavyFlow, ShardWindowResult};
+use crate::filter::BloomFilter;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -28,6 +29,12 @@ pub struct NetworkWindow {
     pub class_packets: BTreeMap<String, u64>,
     /// Distinct flows, estimated from the merged presence filters.
     pub flows_estimate: f64,
+    /// Flows new to the network: in this window's merged presence filters
+    /// but not in the previous window's, estimated per shard as
+    /// `n(this OR previous) - n(previous)` (Swamidass-Baldi estimates of
+    /// the OR-ed filters) and summed. `None` when the previous window has
+    /// no result at all (the first window collected, or not yet merged).
+    pub new_flows_estimate: Option<f64>,
     /// Distinct candidates the probes offered.
     pub candidates: u64,
     /// Heavy flows: merged estimate at least θ, by estimate.
@@ -67,7 +74,11 @@ pub fn assemble(
     only: Option<u64>,
 ) -> NetworkReport {
     let mut by_window: BTreeMap<u64, Vec<&ShardWindowResult>> = BTreeMap::new();
+    let mut by_key: BTreeMap<(u64, u32), &ShardWindowResult> = BTreeMap::new();
+    let mut collected: BTreeSet<u64> = BTreeSet::new();
     for r in results {
+        by_key.insert((r.window, r.shard), r);
+        collected.insert(r.window);
         if only.is_none_or(|w| w == r.window) {
             by_window.entry(r.window).or_default().push(r);
         }
@@ -80,7 +91,14 @@ pub fn assemble(
         let mut class_packets: BTreeMap<String, u64> = BTreeMap::new();
         let mut heavy = Vec::new();
         let (mut packets, mut flows, mut candidates, mut saturated) = (0, 0.0, 0, 0);
+        // The previous window counts as known once some shard of it has a
+        // result: a shard without one then had no packets anywhere.
+        let previous_known = w.checked_sub(1).is_some_and(|p| collected.contains(&p));
+        let mut new_flows = previous_known.then_some(0.0);
         for r in &rs {
+            let previous = w.checked_sub(1).and_then(|p| by_key.get(&(p, r.shard)));
+            let shard_new = new_since(r, previous.copied(), previous_known);
+            new_flows = new_flows.zip(shard_new.flows()).map(|(a, b)| a + b);
             probes.extend(r.probes.iter().cloned());
             missing.extend(r.missing.iter().cloned());
             packets += r.packets;
@@ -95,7 +113,10 @@ pub fn assemble(
                     .unwrap_or_else(|| format!("class{i}"));
                 *class_packets.entry(name).or_insert(0) += p;
             }
-            heavy.extend(r.heavy.iter().cloned());
+            heavy.extend(r.heavy.iter().cloned().map(|mut f| {
+                f.new = shard_new.is_new(&f);
+                f
+            }));
         }
         heavy.sort_by(|a, b| b.estimate.cmp(&a.estimate).then_with(|| a.cmp(b)));
         all_probes.extend(probes.iter().cloned());
@@ -109,6 +130,7 @@ pub fn assemble(
             packets,
             class_packets,
             flows_estimate: flows,
+            new_flows_estimate: new_flows,
             candidates,
             heavy,
             saturated_cells: saturated,
@@ -127,6 +149,70 @@ pub fn assemble(
                 .collect(),
         },
         windows,
+    }
+}
+
+/// What one shard-window says about flows new since the previous window.
+enum NewSince {
+    /// The previous window is unknown, or a filter cannot be read.
+    Unknown,
+    /// The previous window is known and this shard had no packets in it:
+    /// every flow is new.
+    AllNew(f64),
+    /// The estimated new flows, and the previous window's filter to ask.
+    Compared { flows: f64, before: BloomFilter },
+}
+
+impl NewSince {
+    fn flows(&self) -> Option<f64> {
+        match self {
+            NewSince::Unknown => None,
+            NewSince::AllNew(n) => Some(*n),
+            NewSince::Compared { flows, .. } => Some(*flows),
+        }
+    }
+
+    fn is_new(&self, f: &HeavyFlow) -> Option<bool> {
+        match self {
+            NewSince::Unknown => None,
+            NewSince::AllNew(_) => Some(true),
+            NewSince::Compared { before, .. } => f.hash_value().map(|h| !before.contains(h)),
+        }
+    }
+}
+
+/// Flows of `r` new since `previous` (the same shard one window before):
+/// all of them when the previous window is known but this shard had no
+/// result in it; `n(r OR previous) - n(previous)` and a presence query per
+/// heavy flow when it had one (a Bloom filter has no false negatives, so a
+/// flow called new truly had no packet in the previous window; one that
+/// did not may rarely be called not new, at the filter's false-positive
+/// rate); nothing when the previous window is unknown or a filter cannot
+/// be read.
+fn new_since(
+    r: &ShardWindowResult,
+    previous: Option<&ShardWindowResult>,
+    previous_known: bool,
+) -> NewSince {
+    if !previous_known {
+        return NewSince::Unknown;
+    }
+    let Some(prev) = previous else {
+        return NewSince::AllNew(r.flows_estimate);
+    };
+    let (Some(now), Some(before)) = (r.presence_filter(), prev.presence_filter()) else {
+        return NewSince::Unknown;
+    };
+    let mut union = now;
+    if union.union(&before).is_err() {
+        return NewSince::Unknown;
+    }
+    let (m, k) = (before.m() as u64, before.k() as u64);
+    let both = cardinality_estimate(m, k, union.count_ones());
+    let old = cardinality_estimate(m, k, before.count_ones());
+    NewSince::Compared {
+        flows: (both - old).max(0.0),
+        before,
     }
 }
 
@@ -151,11 +237,13 @@ impl NetworkReport {
         for w in &self.windows {
             let _ = writeln!(
                 s,
-                "window {} (start {:.3} s): {} packets, ~{:.0} flows, {} heavy of {} candidates, probes {}{}",
+                "window {} (start {:.3} s): {} packets, ~{:.0} flows ({} new), {} heavy of {} candidates, probes {}{}",
                 w.window,
                 w.start_s,
                 w.packets,
                 w.flows_estimate,
+                w.new_flows_estimate
+                    .map_or_else(|| "?".into(), |n| format!("~{n:.0}")),
                 w.heavy.len(),
                 w.candidates,
                 w.probes.join(","),
@@ -168,8 +256,14 @@ impl NetworkReport {
             for f in w.heavy.iter().take(top) {
                 let _ = writeln!(
                     s,
-                    "  {:>10}  {}:{} -> {}:{} proto {}",
-                    f.estimate, f.src, f.sport, f.dst, f.dport, f.proto
+                    "  {:>10}  {}:{} -> {}:{} proto {}{}",
+                    f.estimate,
+                    f.src,
+                    f.sport,
+                    f.dst,
+                    f.dport,
+                    f.proto,
+                    if f.new == Some(true) { "  (new)" } else { "" }
                 );
             }
             if w.heavy.len() > top {
@@ -182,12 +276,12 @@ impl NetworkReport {
     /// The heavy flows as CSV: one row per window and flow.
     pub fn csv(&self) -> String {
         let mut s =
-            String::from("window,start_s,src,dst,sport,dport,proto,class,estimate,partial\n");
+            String::from("window,start_s,src,dst,sport,dport,proto,class,estimate,new,partial\n");
         for w in &self.windows {
             for f in &w.heavy {
                 let _ = writeln!(
                     s,
-                    "{},{:.3},{},{},{},{},{},{},{},{}",
+                    "{},{:.3},{},{},{},{},{},{},{},{},{}",
                     w.window,
                     w.start_s,
                     f.src,
@@ -197,6 +291,7 @@ impl NetworkReport {
                     f.proto,
                     f.class,
                     f.estimate,
+                    f.new.map_or("", |n| if n { "true" } else { "false" }),
                     w.partial
                 );
             }
