@@ -149,6 +149,10 @@ pub(crate) struct ResultsArgs {
     /// Write the heavy flows as CSV to FILE.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
+    /// Write figures over windows (packets; distinct and new flows; heavy
+    /// flows and candidates) as CSV, SVG and PNG into DIR.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
     /// Heavy flows listed per window in the text report.
     #[arg(long, default_value_t = 10, value_name = "N")]
     top: usize,
@@ -460,6 +464,13 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
                 exit::FAILURE,
                 format!("{}: cannot write CSV: {e}", path.display()),
             );
+        }
+    }
+    if let Some(dir) = &args.plot {
+        for f in report.figures() {
+            if let Err(e) = f.write(dir) {
+                return fail(exit::FAILURE, format!("cannot write plots: {e}"));
+            }
         }
     }
     exit::OK

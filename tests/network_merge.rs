@@ -364,7 +364,7 @@ fn exporting_changes_no_reported_figure() {
 /// window (a Bloom filter has no false negatives), and the first window,
 /// with nothing before it, says it cannot tell.
 #[test]
-fn flows_new_to_the_network_are_estimated_per_window() {
+fn flows_new_to_the_network_are_estimated_and_plotted_per_window() {
     use flowsieve::network::results::assemble;
     let dir = tempfile::tempdir().unwrap();
     let splits = split_trace(Path::new(TRACE), 4, dir.path());
@@ -434,4 +434,31 @@ fn flows_new_to_the_network_are_estimated_per_window() {
         checked += 1;
     }
     assert!(checked >= 10, "only {checked} windows checked");
+    // `results --plot`: one point per window, the new flows one fewer (the
+    // first window has none), the packets those of the trace.
+    let figures = report.figures();
+    let series = |fig: &str, name: &str| {
+        figures
+            .iter()
+            .find(|f| f.name == fig)
+            .and_then(|f| f.series.iter().find(|s| s.name == name))
+            .map(|s| s.points.iter().map(|p| p.1).collect::<Vec<f64>>())
+            .unwrap_or_else(|| panic!("no {fig}/{name}"))
+    };
+    let n = report.windows.len();
+    let packets = series("network_packets", "packets");
+    assert_eq!(packets.len(), n);
+    let total: u64 = counts.values().sum();
+    assert_eq!(packets.iter().sum::<f64>(), total as f64);
+    assert_eq!(series("network_flows", "distinct flows").len(), n);
+    assert_eq!(series("network_flows", "new to the network").len(), n - 1);
+    let heavy = series("network_heavy", "heavy");
+    assert_eq!(
+        heavy,
+        report
+            .windows
+            .iter()
+            .map(|w| w.heavy.len() as f64)
+            .collect::<Vec<_>>()
+    );
 }

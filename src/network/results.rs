@@ -273,6 +273,65 @@ impl NetworkReport {
         s
     }
 
+    /// The figures `flowsieve results --plot DIR` draws, over windows
+    /// (x: seconds since the first window): packets; distinct and new
+    /// flows (estimated); heavy flows and candidates.
+    ///
+    /// ```
+    /// use flowsieve::network::results::assemble;
+    /// use flowsieve::network::NetworkConfig;
+    /// # let cfg: NetworkConfig = serde_json::from_str(r#"{"version":1,"shards":1,"window_ns":1000000000,"theta":10,"counters":1024,"counter_bits":8,"k":3,"conservative":false,"presence_bits":1024,"presence_k":4,"hash_key":"fixed","probes":1,"classes":[]}"#).unwrap();
+    /// let report = assemble(&cfg, &[], None);
+    /// let names: Vec<String> = report.figures().iter().map(|f| f.name.clone()).collect();
+    /// assert_eq!(names, ["network_packets", "network_flows", "network_heavy"]);
+    /// ```
+    pub fn figures(&self) -> Vec<crate::report::Figure> {
+        use crate::report::{Figure, Series};
+        let t0 = self.windows.first().map_or(0.0, |w| w.start_s);
+        let at = |w: &NetworkWindow| w.start_s - t0;
+        let series = |name: &str, f: &dyn Fn(&NetworkWindow) -> Option<f64>| {
+            Series::line(
+                name,
+                self.windows
+                    .iter()
+                    .filter_map(|w| f(w).map(|y| (at(w), y)))
+                    .collect(),
+            )
+        };
+        let x = "seconds since the first window";
+        let mut packets = Figure::new(
+            "network_packets",
+            "Packets per window, all probes",
+            x,
+            "packets",
+        );
+        packets.push(series("packets", &|w| Some(w.packets as f64)));
+        let mut flows = Figure::new(
+            "network_flows",
+            "Distinct and new flows per window (estimated from the merged presence filters)",
+            x,
+            "flows",
+        );
+        flows.push(series("distinct flows", &|w| Some(w.flows_estimate)));
+        flows.push(series("new to the network", &|w| w.new_flows_estimate));
+        let mut heavy = Figure::new(
+            "network_heavy",
+            "Heavy flows (merged estimate >= theta) and candidates per window",
+            x,
+            "flows",
+        );
+        heavy.push(series("heavy", &|w| Some(w.heavy.len() as f64)));
+        heavy.push(series("candidates", &|w| Some(w.candidates as f64)));
+        let partial: Vec<(f64, f64)> = self
+            .windows
+            .iter()
+            .filter(|w| w.partial)
+            .map(|w| (at(w), w.packets as f64))
+            .collect();
+        packets.push(Series::marks("partial window", partial));
+        vec![packets, flows, heavy]
+    }
+
     /// The heavy flows as CSV: one row per window and flow.
     pub fn csv(&self) -> String {
         let mut s =
