@@ -6,6 +6,8 @@
 //! message; with `FLOWSIEVE_REQUIRE_LIVE` set (as `.ci/run` does) the skip
 //! is a failure.
 
+mod common;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
@@ -660,7 +662,7 @@ fn metrics_answer_in_prometheus_text_format() {
         .find_map(|w| w.strip_prefix("127.0.0.1:"))
         .and_then(|p| p.parse::<u16>().ok())
         .unwrap_or_else(|| panic!("no metrics listener in {text:?}"));
-    let body = scrape(&pair.capture_ns, port);
+    let body = common::scrape_in_netns(&pair.capture_ns, port);
     let (code, _, stderr) = live.stop();
     assert_eq!(code, 0, "{stderr:?}");
     let lines = body.lines().map(|l| Ok(l.to_string()));
@@ -754,24 +756,6 @@ fn metrics_answer_in_prometheus_text_format() {
         &[("row", "heavy"), ("worker", "0"), ("quantile", "0.99")],
     );
     assert!(p99 > 0.0 && p99 < 1.0, "heavy p99 {p99} s");
-}
-
-/// GET /metrics from inside the capture namespace (its loopback is its
-/// own), with Python's standard library as an independent client.
-fn scrape(ns: &str, port: u16) -> String {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "python3", "-c"])
-        .arg(format!(
-            "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:{port}/metrics',timeout=5).read().decode(),end='')"
-        ))
-        .output()
-        .expect("python3 for the scrape");
-    assert!(
-        out.status.success(),
-        "scrape failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 #[test]

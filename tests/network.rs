@@ -358,41 +358,55 @@ fn four_probes_and_two_collectors_on_a_three_node_cluster_survive_faults() {
     assert!(before == after, "{log}");
 }
 
+/// Two probes on the two halves of the bundled trace (with `extra` probe
+/// flags), one collector: the results equal the whole trace. Then the
+/// second probe re-sends every window and another collector runs: nothing
+/// is merged and the stored results do not move. Returns the first
+/// collector's summary line.
+fn two_probes_then_a_resend(url: &str, extra: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let splits = split(dir.path(), 2);
+    for (id, s) in ["r0", "r1"].iter().zip(&splits) {
+        finish(
+            probe_with(url, id, s, 2, 1, extra),
+            id,
+            Duration::from_secs(120),
+        );
+    }
+    let first = finish(
+        collector(url, "0-7", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    assert_matches_whole_trace(url, &["r0", "r1"]);
+    let (_, before) = stored_results(url);
+    // The same message ids: the stream drops the copies, nothing is
+    // merged twice, and the results do not move.
+    finish(
+        probe_with(url, "r1", &splits[1], 2, 1, extra),
+        "re-sending probe",
+        Duration::from_secs(120),
+    );
+    let log = finish(
+        collector(url, "0-7", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    assert_eq!(count_before(&log, "digests merged"), 0, "{log}");
+    let (_, after) = stored_results(url);
+    assert!(before == after, "{log}");
+    first
+}
+
 #[test]
 fn a_probe_re_sending_its_windows_changes_nothing() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(bin) = nats_server() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let splits = split(dir.path(), 2);
     let servers = Servers::start(&bin, 1, None);
-    let url = servers.url();
-    for (id, s) in ["r0", "r1"].iter().zip(&splits) {
-        finish(probe(&url, id, s, 2, 1), id, Duration::from_secs(120));
-    }
-    finish(
-        collector(&url, "0-7", 1),
-        "collector",
-        Duration::from_secs(120),
-    );
-    assert_matches_whole_trace(&url, &["r0", "r1"]);
-    let (_, before) = stored_results(&url);
-    // The same message ids: the stream drops the copies, nothing is
-    // merged twice, and the results do not move.
-    finish(
-        probe(&url, "r1", &splits[1], 2, 1),
-        "re-sending probe",
-        Duration::from_secs(120),
-    );
-    let log = finish(
-        collector(&url, "0-7", 1),
-        "collector",
-        Duration::from_secs(120),
-    );
-    assert!(log.contains(" 0 digests merged"), "{log}");
-    let (_, after) = stored_results(&url);
-    assert!(before == after, "{log}");
+    let log = two_probes_then_a_resend(&servers.url(), &[]);
+    assert_eq!(count_before(&log, "read from the object store"), 0, "{log}");
 }
 
 /// Digests over the message limit travel through the object store (here
@@ -404,23 +418,8 @@ fn digests_over_the_message_limit_go_through_the_object_store() {
     let Some(bin) = nats_server() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let splits = split(dir.path(), 2);
     let servers = Servers::start(&bin, 1, None);
-    let url = servers.url();
-    let small = ["--max-message", "1024"];
-    for (id, s) in ["r0", "r1"].iter().zip(&splits) {
-        finish(
-            probe_with(&url, id, s, 2, 1, &small),
-            id,
-            Duration::from_secs(120),
-        );
-    }
-    let log = finish(
-        collector(&url, "0-7", 1),
-        "collector",
-        Duration::from_secs(120),
-    );
+    let log = two_probes_then_a_resend(&servers.url(), &["--max-message", "1024"]);
     let merged = count_before(&log, "digests merged");
     let objects = count_before(&log, "read from the object store");
     assert!(merged > 0, "{log}");
@@ -428,21 +427,6 @@ fn digests_over_the_message_limit_go_through_the_object_store() {
     // Most of this trace's digests are over 1 KiB and a few are not: one
     // merge takes both paths (the digests are the same on every run).
     assert!(0 < objects && objects < merged, "{log}");
-    assert_matches_whole_trace(&url, &["r0", "r1"]);
-    let (_, before) = stored_results(&url);
-    finish(
-        probe_with(&url, "r1", &splits[1], 2, 1, &small),
-        "re-sending probe",
-        Duration::from_secs(120),
-    );
-    let log = finish(
-        collector(&url, "0-7", 1),
-        "collector",
-        Duration::from_secs(120),
-    );
-    assert_eq!(count_before(&log, "digests merged"), 0, "{log}");
-    let (_, after) = stored_results(&url);
-    assert!(before == after, "{log}");
 }
 
 #[test]
@@ -550,23 +534,6 @@ impl Drop for Netns {
 /// injected on its loopback are captured, exported while the capture
 /// runs, merged by a collector, and the network's packets equal the live
 /// report's, window for window in total.
-/// GET /metrics inside a namespace, with Python's standard library as an
-/// independent client.
-fn scrape_in(ns: &str, port: u16) -> String {
-    let out = in_ns(ns, &["python3", "-c"])
-        .arg(format!(
-            "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:{port}/metrics',timeout=5).read().decode(),end='')"
-        ))
-        .output()
-        .expect("python3 for the scrape");
-    assert!(
-        out.status.success(),
-        "scrape failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 #[test]
 fn a_live_capture_exports_what_it_captured() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -652,7 +619,7 @@ fn a_live_capture_exports_what_it_captured() {
     // The export figures while the probe runs: windows of the injected
     // frames have closed and been published by now.
     std::thread::sleep(Duration::from_millis(1500));
-    let body = scrape_in(&ns.0, metrics_port);
+    let body = common::scrape_in_netns(&ns.0, metrics_port);
     let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
         .expect("a Prometheus text-format body");
     let sample = |name: &str| {

@@ -187,3 +187,21 @@ pub fn sorted_flows(t: &FlowTable, with_times: bool) -> Vec<FlowRow> {
     v.sort();
     v
 }
+
+/// GET /metrics from inside network namespace `ns` (its loopback is its
+/// own), with Python's standard library as an independent client.
+pub fn scrape_in_netns(ns: &str, port: u16) -> String {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "python3", "-c"])
+        .arg(format!(
+            "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:{port}/metrics',timeout=5).read().decode(),end='')"
+        ))
+        .output()
+        .expect("python3 for the scrape");
+    assert!(
+        out.status.success(),
+        "scrape failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
