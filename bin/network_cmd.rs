@@ -17,11 +17,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Where the server is and how to talk to it.
+/// How this process talks to the server once connected: shared by
+/// `probe`/`live` (where the server is optional) and `collect`/`results`
+/// (where it is required).
 #[derive(Args)]
-pub(crate) struct NatsArgs {
-    /// The NATS server (JetStream enabled), such as nats://127.0.0.1:4222.
-    #[arg(long, value_name = "URL", help_heading = "Network")]
-    nats: String,
+pub(crate) struct ServerArgs {
     /// Copies of the stream and buckets, when this process creates them
     /// (3 on a three-node cluster).
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=5), help_heading = "Network")]
@@ -36,6 +36,15 @@ pub(crate) struct NatsArgs {
     request_timeout: DurationNs,
 }
 
+#[derive(Args)]
+pub(crate) struct NatsArgs {
+    /// The NATS server (JetStream enabled), such as nats://127.0.0.1:4222.
+    #[arg(long, value_name = "URL", help_heading = "Network")]
+    nats: String,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
 /// What a probe exports and where: `flowsieve probe`'s flags, and
 /// `flowsieve live`'s when it runs as a probe (`--nats` given). `--nats`
 /// and `--probe-id` go together (checked before any work).
@@ -44,18 +53,8 @@ pub(crate) struct ExportArgs {
     /// The NATS server (JetStream enabled), such as nats://127.0.0.1:4222.
     #[arg(long = "nats", value_name = "URL", help_heading = "Network")]
     url: Option<String>,
-    /// Copies of the stream and buckets, when this process creates them
-    /// (3 on a three-node cluster).
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=5), help_heading = "Network")]
-    replicas: u16,
-    /// Timeout of one server request.
-    #[arg(
-        long,
-        default_value = "5s",
-        value_name = "DURATION",
-        help_heading = "Network"
-    )]
-    request_timeout: DurationNs,
+    #[command(flatten)]
+    server: ServerArgs,
     /// This probe's id: 1 to 64 of letters, digits, '_' and '-'.
     #[arg(long, value_name = "ID", help_heading = "Network")]
     probe_id: Option<String>,
@@ -231,7 +230,7 @@ pub(crate) fn start_export(
     let plain = run.configure(|c| c.epoch_windows = true)?;
     let net = network_config(x, &plain).map_err(|e| fail(exit::USAGE, e))?;
     let rt = runtime()?;
-    let request_timeout = timeout(x.request_timeout);
+    let request_timeout = timeout(x.server.request_timeout);
     // Agree on the configuration before any work when the server is up; a
     // probe that cannot reach it monitors locally and checks on connect.
     let agreed = rt.block_on(async {
@@ -242,7 +241,7 @@ pub(crate) fn start_export(
             request_timeout.min(Duration::from_secs(2)),
         )
         .await?;
-        n.ensure(usize::from(x.replicas)).await?;
+        n.ensure(usize::from(x.server.replicas)).await?;
         n.agree_config(&net).await
     });
     match agreed {
@@ -264,7 +263,7 @@ pub(crate) fn start_export(
         ProbeOptions {
             url: url.clone(),
             probe: probe_id.clone(),
-            replicas: usize::from(x.replicas),
+            replicas: usize::from(x.server.replicas),
             buffer_windows: x.buffer_windows as usize,
             flush_timeout: timeout(x.flush_timeout),
             request_timeout,
@@ -398,10 +397,10 @@ pub(crate) fn run_collect(args: CollectArgs) -> u8 {
         url: args.nats.nats.clone(),
         shards,
         lateness: timeout(args.lateness),
-        replicas: usize::from(args.nats.replicas),
+        replicas: usize::from(args.nats.server.replicas),
         config_wait: timeout(args.config_wait),
         exit_when_done: args.exit_when_done.map(timeout),
-        request_timeout: timeout(args.nats.request_timeout),
+        request_timeout: timeout(args.nats.server.request_timeout),
         verbose: args.verbose,
     };
     let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
@@ -426,7 +425,7 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let t = timeout(args.nats.request_timeout);
+    let t = timeout(args.nats.server.request_timeout);
     let got = rt.block_on(async {
         let n = transport::connect(&args.nats.nats, "flowsieve-results", false, t).await?;
         let Some(cfg) = n.shared_config().await? else {
