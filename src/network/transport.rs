@@ -36,6 +36,8 @@ pub const OBJECT_HEADER: &str = "Flowsieve-Object";
 const MESSAGE_OVERHEAD: usize = 1024;
 /// The largest chunk of a stored object (async-nats' default).
 const OBJECT_CHUNK_BYTES: usize = 128 << 10;
+/// nats-server's `max_payload` when its configuration does not set one.
+const DEFAULT_MAX_PAYLOAD: usize = 1 << 20;
 
 /// Why a network operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -199,7 +201,12 @@ impl Nats {
     /// most [`MAX_MESSAGE_BYTES`] and at most `configured` (a probe's
     /// `--max-message`).
     pub fn message_limit(&self, configured: Option<usize>) -> usize {
-        let server = self.client.server_info().max_payload;
+        // 0 until the server has said (the client's default info): assume
+        // nats-server's own default.
+        let server = match self.client.server_info().max_payload {
+            0 => DEFAULT_MAX_PAYLOAD,
+            n => n,
+        };
         let mut limit = server
             .saturating_sub(MESSAGE_OVERHEAD)
             .min(MAX_MESSAGE_BYTES as usize);
@@ -235,11 +242,13 @@ impl Nats {
     /// is no such object.
     pub async fn digest_object(&self, name: &str) -> Result<Option<Vec<u8>>, NetError> {
         use tokio::io::AsyncReadExt;
-        let store = self
-            .js
-            .get_object_store(DIGESTS_BUCKET)
-            .await
-            .map_err(|e| nats_err("open object store")(&e))?;
+        // No bucket (removed by an operator): no object either, which the
+        // collector refuses rather than waiting for it forever.
+        let store = match self.js.get_object_store(DIGESTS_BUCKET).await {
+            Ok(s) => s,
+            Err(e) if e.to_string().contains("not found") => return Ok(None),
+            Err(e) => return Err(nats_err("open object store")(&e)),
+        };
         let mut object = match store.get(name).await {
             Ok(o) => o,
             Err(e) if e.kind() == object_store::GetErrorKind::NotFound => return Ok(None),
