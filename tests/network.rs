@@ -411,7 +411,8 @@ fn a_probe_re_sending_its_windows_changes_nothing() {
 
 /// Digests over the message limit travel through the object store (here
 /// a limit of 1 KiB, below most of this trace's digests) and merge exactly
-/// as messages do; a re-send through the store merges nothing twice.
+/// as messages do; a re-send through the store merges nothing twice; a
+/// pointer to an object that is not there is refused.
 #[test]
 fn digests_over_the_message_limit_go_through_the_object_store() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -423,10 +424,44 @@ fn digests_over_the_message_limit_go_through_the_object_store() {
     let merged = count_before(&log, "digests merged");
     let objects = count_before(&log, "read from the object store");
     assert!(merged > 0, "{log}");
-    assert_eq!(count_before(&log, "refused"), 0, "{log}");
+    assert_eq!(count_before(&log, "refused, "), 0, "{log}");
     // Most of this trace's digests are over 1 KiB and a few are not: one
     // merge takes both paths (the digests are the same on every run).
     assert!(0 < objects && objects < merged, "{log}");
+    // A pointer whose object is not in the bucket is refused, named, and
+    // merges nothing.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use flowsieve::network::transport::{digest_subject, OBJECT_HEADER};
+        let n = connect(&servers.url(), "test", false, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", "forged.0.1");
+        headers.insert(OBJECT_HEADER, "forged.0.1");
+        n.js.publish_with_headers(digest_subject(0, 1, "forged"), headers, bytes::Bytes::new())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    });
+    let (_, before) = stored_results(&servers.url());
+    let log = finish(
+        collector(&servers.url(), "0-7", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    assert_eq!(count_before(&log, "refused, "), 1, "{log}");
+    assert_eq!(count_before(&log, "digests merged"), 0, "{log}");
+    assert!(
+        log.contains("its digest object 'forged.0.1' is not in the flowsieve-digests bucket"),
+        "{log}"
+    );
+    let (_, after) = stored_results(&servers.url());
+    assert!(before == after, "{log}");
 }
 
 #[test]
