@@ -13,6 +13,7 @@ use flowsieve::network::NetworkConfig;
 use flowsieve::pipeline::{
     run, FileSource, NoEvents, PipelineSink, StageName, ValidatedConfig, WindowSpec,
 };
+use flowsieve::report::Section;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -145,8 +146,10 @@ pub(crate) struct ResultsArgs {
     /// Write the report as JSON to FILE (`-` for stdout).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Write the heavy flows as CSV to FILE.
-    #[arg(long, value_name = "FILE")]
+    /// Write the report's tables as CSV files into DIR, as replay's
+    /// `--csv DIR` does: network_windows.csv, network_heavy.csv (every
+    /// heavy flow) and network_classes.csv.
+    #[arg(long, value_name = "DIR")]
     csv: Option<PathBuf>,
     /// Write figures over windows (packets; distinct and new flows; heavy
     /// flows and candidates) as CSV, SVG and PNG into DIR.
@@ -457,11 +460,11 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
             return code;
         }
     }
-    if let Some(path) = &args.csv {
-        if let Err(e) = flowsieve::report::write_atomically(path, report.csv().as_bytes()) {
+    if let Some(dir) = &args.csv {
+        if let Err(e) = flowsieve::report::write_csv_files(dir, report.csv_files()) {
             return fail(
                 exit::FAILURE,
-                format!("{}: cannot write CSV: {e}", path.display()),
+                format!("{}: cannot write CSV: {e}", dir.display()),
             );
         }
     }

@@ -306,6 +306,68 @@ fn split(dir: &Path, parts: usize) -> Vec<PathBuf> {
     common::network::split_trace(Path::new(TRACE), parts, dir)
 }
 
+/// Waits until `flowsieve live` (stderr piped) says it is listening, and
+/// returns the thread that collects the rest of its stderr.
+fn wait_until_listening(live: &mut Child) -> std::thread::JoinHandle<Vec<String>> {
+    use std::io::BufRead;
+    let stderr = live.stderr.take().expect("stderr piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("listening on") {
+                let _ = tx.send(());
+            }
+            lines.push(line);
+        }
+        lines
+    });
+    if rx.recv_timeout(Duration::from_secs(20)).is_err() {
+        let _ = live.kill();
+        panic!(
+            "flowsieve live never became ready: {:?}",
+            reader.join().unwrap_or_default()
+        );
+    }
+    reader
+}
+
+/// Digests that collector consumers `collect-s<shard>` have been handed but
+/// not acknowledged, summed over `shards`.
+fn unacknowledged(url: &str, shards: std::ops::Range<u32>) -> usize {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let n = connect(url, "test", false, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let stream =
+            n.js.get_stream(flowsieve::network::transport::STREAM)
+                .await
+                .unwrap();
+        let mut held = 0;
+        for s in shards {
+            if let Ok(info) = stream.consumer_info(format!("collect-s{s}")).await {
+                held += info.num_ack_pending;
+            }
+        }
+        held
+    })
+}
+
+/// The faults, each at a point the test knows rather than after a
+/// guessed delay. Three of four probes publish everything; no window can
+/// complete without the fourth, so collector 0-3 then holds merged digests
+/// it has not acknowledged (the test waits until the server says so). At
+/// that point a server node and that collector are killed, the collector
+/// restarts, and only then does the fourth probe publish, into a cluster
+/// that has lost a node. The result equals the whole trace; afterwards a
+/// probe re-sends its windows and nothing moves.
 #[test]
 fn four_probes_and_two_collectors_on_a_three_node_cluster_survive_faults() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -317,23 +379,33 @@ fn four_probes_and_two_collectors_on_a_three_node_cluster_survive_faults() {
     let mut servers = Servers::start(&bin, 3, None);
     let url = servers.url();
     let ids = ["r0", "r1", "r2", "r3"];
-    let a = collector(&url, "0-3", 3);
+    let mut a = collector(&url, "0-3", 3);
     let b = collector(&url, "4-7", 3);
-    let probes: Vec<Child> = ids
-        .iter()
-        .zip(&splits)
-        .map(|(id, s)| probe(&url, id, s, 4, 3))
-        .collect();
-    // A server node and a collector die mid-run; the collector restarts.
-    std::thread::sleep(Duration::from_millis(700));
+    for (id, s) in ids[..3].iter().zip(&splits) {
+        finish(probe(&url, id, s, 4, 3), id, Duration::from_secs(120));
+    }
+    let start = Instant::now();
+    loop {
+        if unacknowledged(&url, 0..4) > 0 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "collector 0-3 took no digest of three probes in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, written) = stored_results(&url);
+    assert!(written.is_empty(), "no window completes without r3");
     servers.kill(2);
-    let mut a = a;
     let _ = a.kill();
     let _ = a.wait();
     let a = collector(&url, "0-3", 3);
-    for (p, id) in probes.into_iter().zip(ids) {
-        finish(p, id, Duration::from_secs(120));
-    }
+    finish(
+        probe(&url, ids[3], &splits[3], 4, 3),
+        ids[3],
+        Duration::from_secs(120),
+    );
     let log_a = finish(a, "collector 0-3", Duration::from_secs(180));
     let log_b = finish(b, "collector 4-7", Duration::from_secs(180));
     for log in [&log_a, &log_b] {
@@ -611,7 +683,7 @@ fn a_live_capture_exports_what_it_captured() {
     // The namespace has its own port space: any port is free in it.
     let metrics_port = free_port();
     let metrics = format!("127.0.0.1:{metrics_port}");
-    let live = in_ns(
+    let mut live = in_ns(
         &ns.0,
         &[
             BIN,
@@ -642,7 +714,7 @@ fn a_live_capture_exports_what_it_captured() {
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    std::thread::sleep(Duration::from_millis(800));
+    let live_log = wait_until_listening(&mut live);
     let sent = in_ns(&ns.0, &[BIN, "inject", "-i", "lo", "--pps", "20000", TRACE])
         .output()
         .unwrap();
@@ -651,13 +723,11 @@ fn a_live_capture_exports_what_it_captured() {
         "{}",
         String::from_utf8_lossy(&sent.stderr)
     );
-    // The export figures while the probe runs: windows of the injected
-    // frames have closed and been published by now.
-    std::thread::sleep(Duration::from_millis(1500));
-    let body = common::scrape_in_netns(&ns.0, metrics_port);
-    let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
-        .expect("a Prometheus text-format body");
-    let sample = |name: &str| {
+    // The export figures while the probe runs (its 7 s are not over):
+    // scraped until the windows of the injected frames are published.
+    let sample = |body: &str, name: &str| {
+        let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
+            .expect("a Prometheus text-format body");
         scrape
             .samples
             .iter()
@@ -670,7 +740,19 @@ fn a_live_capture_exports_what_it_captured() {
             })
             .unwrap_or_else(|| panic!("no {name} in {body}"))
     };
-    assert!(sample("flowsieve_export_digests_total") > 0.0, "{body}");
+    let start = Instant::now();
+    let body = loop {
+        let body = common::scrape_in_netns(&ns.0, metrics_port);
+        if sample(&body, "flowsieve_export_digests_total") > 0.0 {
+            break body;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "no digest published 5 s after the frames were sent: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let sample = |name: &str| sample(&body, name);
     assert!(
         sample("flowsieve_export_digest_bytes_total") > 0.0,
         "{body}"
@@ -682,6 +764,8 @@ fn a_live_capture_exports_what_it_captured() {
         "{body}"
     );
     finish(live, "live probe", Duration::from_secs(120));
+    let live_log = live_log.join().unwrap().join("\n");
+    assert!(!live_log.contains("warning"), "{live_log}");
     // Every JSON-lines interval carries the export figures, and the
     // published count only grows.
     let intervals: Vec<serde_json::Value> = std::fs::read_to_string(&lines)

@@ -225,6 +225,50 @@ fn digests_of_another_configuration_are_refused() {
     );
 }
 
+/// A shard with digests delivered elsewhere (a crashed collector's, not
+/// yet redelivered) completes nothing, not even past the lateness, while
+/// the other shards go on; `held` counts what the book holds per shard, so
+/// the collector can compare it with the server's unacknowledged count.
+#[test]
+fn a_blocked_shard_completes_nothing_until_its_digests_are_back() {
+    let cfg = base_config(false);
+    let net = net_config(&cfg, 1);
+    let runs = probe_run(&cfg, &net, &[PathBuf::from(TRACE)]);
+    let first = &runs[0];
+    let other = runs
+        .iter()
+        .find(|w| w.shard != first.shard)
+        .expect("a window of another shard");
+    let shards = vec![first.shard as u32, other.shard as u32];
+    let mut book: Book<u32> = Book::new(net.clone(), shards.clone());
+    book.offer(&digest(&net, "a", first), 1, 0, None);
+    book.offer(&digest(&net, "a", first), 2, 0, None);
+    book.offer(&digest(&net, "a", other), 3, 0, None);
+    assert_eq!(book.held(first.shard as u32), 2);
+    assert_eq!(book.held(other.shard as u32), 1);
+    assert_eq!(book.held_tokens().count(), 3);
+    let done_all = vec![state("a", u64::MAX, true)];
+    let mut ready = book.shards_ready(&done_all, 0, 1_000);
+    ready.sort_unstable();
+    let mut want = shards.clone();
+    want.sort_unstable();
+    assert_eq!(ready, want);
+    // Past the lateness too: the blocked shard stays.
+    let blocked = [first.shard as u32];
+    let done = book.ready_except(&done_all, 5_000, 1_000, &blocked);
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].0.shard, other.shard as u32);
+    assert_eq!(book.held(first.shard as u32), 2);
+    assert!(book.is_pending(first.window, first.shard as u32));
+    // Once nothing is out elsewhere, it completes, with every digest.
+    let done = book.ready_except(&done_all, 5_000, 1_000, &[]);
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].1, vec![1, 2]);
+    assert!(!done[0].0.partial);
+    assert_eq!(done[0].0.packets, first.packets);
+    assert_eq!(book.pending(), 0);
+}
+
 /// A probe's state: registered from window 0.
 fn state(probe: &str, watermark: u64, finished: bool) -> ProbeState {
     ProbeState {
@@ -357,14 +401,14 @@ fn exporting_changes_no_reported_figure() {
     }
 }
 
-/// Flows new to the network: per window, the results' estimate of the
-/// flows present now but in no probe's previous window is within the
-/// presence filters' estimation error of the exact count read from the
-/// trace; a heavy flow called new truly had no packet in the previous
-/// window (a Bloom filter has no false negatives), and the first window,
-/// with nothing before it, says it cannot tell.
-#[test]
-fn flows_new_to_the_network_are_estimated_and_plotted_per_window() {
+/// Four probes on four splits of the bundled trace, merged: the network
+/// report over all windows, and the whole trace's exact per-window flow
+/// counts (`(window, flow hash) -> packets`).
+fn four_probe_report() -> (
+    flowsieve::network::results::NetworkReport,
+    NetworkConfig,
+    std::collections::HashMap<(u64, u64), u64>,
+) {
     use flowsieve::network::results::assemble;
     let dir = tempfile::tempdir().unwrap();
     let splits = split_trace(Path::new(TRACE), 4, dir.path());
@@ -386,12 +430,23 @@ fn flows_new_to_the_network_are_estimated_and_plotted_per_window() {
         .into_iter()
         .map(|(r, _)| r)
         .collect();
+    (assemble(&net, &results, None), net, counts)
+}
+
+/// Flows new to the network: per window, the results' estimate of the
+/// flows present now but in no probe's previous window is within the
+/// presence filters' estimation error of the exact count read from the
+/// trace; a heavy flow called new truly had no packet in the previous
+/// window (a Bloom filter has no false negatives), and the first window,
+/// with nothing before it, says it cannot tell.
+#[test]
+fn flows_new_to_the_network_are_estimated_and_plotted_per_window() {
+    let (report, net, counts) = four_probe_report();
     // The exact flows of each window, network-wide.
     let mut flows: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
     for &(w, h) in counts.keys() {
         flows.entry(w).or_default().insert(h);
     }
-    let report = assemble(&net, &results, None);
     let first = report.windows.first().unwrap();
     assert_eq!(
         first.new_flows_estimate, None,
@@ -460,5 +515,121 @@ fn flows_new_to_the_network_are_estimated_and_plotted_per_window() {
             .iter()
             .map(|w| w.heavy.len() as f64)
             .collect::<Vec<_>>()
+    );
+}
+
+/// `flowsieve results` renders through the replay's section renderer: the
+/// CSV files hold every window and every heavy flow with the report's own
+/// figures (packets adding up to the trace's), and the text lists at most
+/// `top` heavy flows a window, saying how many more the CSV holds.
+#[test]
+fn network_results_render_as_tables_like_a_replay() {
+    use flowsieve::report::Section;
+    let (report, _, counts) = four_probe_report();
+    let total: u64 = counts.values().sum();
+    let files = report.csv_files();
+    let names: Vec<&str> = files.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "network_windows.csv",
+            "network_heavy.csv",
+            "network_classes.csv"
+        ]
+    );
+    let rows = |name: &str| -> Vec<BTreeMap<String, String>> {
+        let text = &files.iter().find(|f| f.0 == name).unwrap().1;
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        lines
+            .map(|l| {
+                header
+                    .iter()
+                    .zip(l.split(','))
+                    .map(|(h, v)| (h.to_string(), v.to_string()))
+                    .collect()
+            })
+            .collect()
+    };
+    let num = |r: &BTreeMap<String, String>, c: &str| -> u64 { r[c].parse().unwrap() };
+    let windows = rows("network_windows.csv");
+    assert_eq!(windows.len(), report.windows.len());
+    assert_eq!(
+        windows.iter().map(|r| num(r, "packets")).sum::<u64>(),
+        total
+    );
+    for (r, w) in windows.iter().zip(&report.windows) {
+        assert_eq!(num(r, "window"), w.window);
+        assert_eq!(num(r, "heavy"), w.heavy.len() as u64);
+        assert_eq!(
+            r["flows_estimate"].parse::<f64>().unwrap(),
+            w.flows_estimate
+        );
+    }
+    let heavy = rows("network_heavy.csv");
+    let want: Vec<(u64, u64, String)> = report
+        .windows
+        .iter()
+        .flat_map(|w| {
+            w.heavy
+                .iter()
+                .map(|f| (w.window, f.estimate, f.src.clone()))
+        })
+        .collect();
+    let got: Vec<(u64, u64, String)> = heavy
+        .iter()
+        .map(|r| (num(r, "window"), num(r, "estimate"), r["src"].clone()))
+        .collect();
+    assert_eq!(got, want);
+    assert!(
+        want.len() > report.windows.len(),
+        "some window has several heavy flows"
+    );
+    let classes = rows("network_classes.csv");
+    assert_eq!(
+        classes.iter().map(|r| num(r, "packets")).sum::<u64>(),
+        total
+    );
+
+    // The text: the heavy table's rows, per window, at most `top`.
+    let top = 2;
+    let text = report.text(top);
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("window") && l.contains("estimate"))
+        .expect("the heavy table's header");
+    let mut listed: BTreeMap<u64, usize> = BTreeMap::new();
+    for l in &lines[at + 1..] {
+        let Some(w) = l
+            .split_whitespace()
+            .next()
+            .and_then(|w| w.parse::<u64>().ok())
+        else {
+            break;
+        };
+        *listed.entry(w).or_default() += 1;
+    }
+    for w in &report.windows {
+        assert_eq!(
+            listed.get(&w.window).copied().unwrap_or(0),
+            w.heavy.len().min(top),
+            "window {}",
+            w.window
+        );
+    }
+    let cut: usize = report
+        .windows
+        .iter()
+        .map(|w| w.heavy.len().saturating_sub(top))
+        .sum();
+    assert!(cut > 0);
+    assert!(
+        text.contains(&format!("heavy flows beyond {top} per window: {cut} more")),
+        "{text}"
+    );
+    assert!(
+        !text.contains("network_classes"),
+        "the class table is CSV only"
     );
 }

@@ -19,6 +19,11 @@
 //! its own; after `lateness` it is written as partial, naming the probes
 //! still missing.
 //!
+//! "Delivered" must mean delivered *here*: digests a crashed collector
+//! held unacknowledged are redelivered only when the server's
+//! acknowledgement wait runs out. A shard with digests out elsewhere
+//! completes nothing until they are back ([`Book::ready_except`]).
+//!
 //! # Exactly once
 //!
 //! The collector acknowledges a window's messages only after its result
@@ -162,6 +167,22 @@ impl<T> Book<T> {
         }
     }
 
+    /// Messages held here for `shard` (merged or held duplicates of its
+    /// windows in progress), not yet acknowledged.
+    pub fn held(&self, shard: u32) -> usize {
+        self.pending
+            .iter()
+            .filter(|((_, s), _)| *s == shard)
+            .map(|(_, p)| p.tokens.len())
+            .sum()
+    }
+
+    /// Every message held here, for keeping them from being redelivered
+    /// while their windows wait.
+    pub fn held_tokens(&self) -> impl Iterator<Item = &T> {
+        self.pending.values().flat_map(|p| p.tokens.iter())
+    }
+
     /// The shard-windows that are complete, or late past `lateness_ms`
     /// (then partial), given the probes' states read *before* the last
     /// drain of the consumers. Each comes with the tokens to acknowledge
@@ -172,36 +193,94 @@ impl<T> Book<T> {
         now_ms: u64,
         lateness_ms: u64,
     ) -> Vec<(ShardWindowResult, Vec<T>)> {
-        let declared = self.cfg.probes as usize;
-        let registered = probes.len();
-        let mut done = Vec::new();
-        for (&(w, s), p) in &self.pending {
-            let mut missing: Vec<String> = probes
-                .iter()
-                .filter(|q| q.expected_for(w))
-                .filter(|q| q.watermark <= w || q.lost_windows.contains(&w))
-                .map(|q| q.probe.clone())
-                .collect();
-            let waiting = missing.iter().any(|m| {
-                probes
-                    .iter()
-                    .any(|q| q.probe == *m && !q.lost_windows.contains(&w))
-            }) || registered < declared;
-            let late = now_ms.saturating_sub(p.since_ms) >= lateness_ms;
-            if waiting && !late {
-                continue;
-            }
-            if registered < declared {
-                missing.push(format!("({} undeclared)", declared - registered));
-            }
-            done.push((w, s, missing));
-        }
+        self.ready_except(probes, now_ms, lateness_ms, &[])
+    }
+
+    /// [`Book::ready`], leaving the shards in `blocked` alone: shards with
+    /// digests delivered but not here.
+    ///
+    /// The watermark rule above says every digest published before a
+    /// watermark has been *delivered*; it does not say delivered to this
+    /// collector. A collector that crashed holding a window's digests
+    /// unacknowledged leaves them assigned to it until the server's
+    /// acknowledgement wait runs out, and a restarted collector that
+    /// completed the window meanwhile, from the digests that did arrive,
+    /// would write it without them: a wrong result, not even partial. So
+    /// the collector compares, per shard, the server's count of delivered
+    /// but unacknowledged digests with what it holds, and a shard with
+    /// more out than here waits (not even lateness writes it) until they
+    /// are redelivered to it.
+    pub fn ready_except(
+        &mut self,
+        probes: &[ProbeState],
+        now_ms: u64,
+        lateness_ms: u64,
+        blocked: &[u32],
+    ) -> Vec<(ShardWindowResult, Vec<T>)> {
+        let done: Vec<((u64, u32), Vec<String>)> = self
+            .pending
+            .iter()
+            .filter(|((_, s), _)| !blocked.contains(s))
+            .filter_map(|(&key, p)| {
+                self.missing_if_done(key.0, p.since_ms, probes, now_ms, lateness_ms)
+                    .map(|missing| (key, missing))
+            })
+            .collect();
         let mut out = Vec::with_capacity(done.len());
-        for (w, s, missing) in done {
-            if let Some(p) = self.pending.remove(&(w, s)) {
+        for (key, missing) in done {
+            if let Some(p) = self.pending.remove(&key) {
                 out.push((p.merge.finish(missing), p.tokens));
             }
         }
         out
+    }
+
+    /// The shards with a window [`Book::ready`] would hand out now.
+    pub fn shards_ready(&self, probes: &[ProbeState], now_ms: u64, lateness_ms: u64) -> Vec<u32> {
+        let mut shards: Vec<u32> = self
+            .pending
+            .iter()
+            .filter(|(&(w, _), p)| {
+                self.missing_if_done(w, p.since_ms, probes, now_ms, lateness_ms)
+                    .is_some()
+            })
+            .map(|(&(_, s), _)| s)
+            .collect();
+        shards.sort_unstable();
+        shards.dedup();
+        shards
+    }
+
+    /// Whether window `w` (in progress since `since_ms`) is complete, or
+    /// late past `lateness_ms`: then the probes it lacks.
+    fn missing_if_done(
+        &self,
+        w: u64,
+        since_ms: u64,
+        probes: &[ProbeState],
+        now_ms: u64,
+        lateness_ms: u64,
+    ) -> Option<Vec<String>> {
+        let declared = self.cfg.probes as usize;
+        let registered = probes.len();
+        let mut missing: Vec<String> = probes
+            .iter()
+            .filter(|q| q.expected_for(w))
+            .filter(|q| q.watermark <= w || q.lost_windows.contains(&w))
+            .map(|q| q.probe.clone())
+            .collect();
+        let waiting = missing.iter().any(|m| {
+            probes
+                .iter()
+                .any(|q| q.probe == *m && !q.lost_windows.contains(&w))
+        }) || registered < declared;
+        let late = now_ms.saturating_sub(since_ms) >= lateness_ms;
+        if waiting && !late {
+            return None;
+        }
+        if registered < declared {
+            missing.push(format!("({} undeclared)", declared - registered));
+        }
+        Some(missing)
     }
 }

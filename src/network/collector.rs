@@ -6,7 +6,9 @@
 //! filtered on `flowsieve.v1.digest.<shard>.>`, so any number of
 //! collectors can split the shards, and a collector that restarts resumes
 //! from what it had not acknowledged: the digests of every window it had
-//! not written come again and merge to the identical result, and the
+//! not written come again (within [`ACK_WAIT`]; until they have, their
+//! shard writes nothing, see [`Book::ready_except`]) and merge to the
+//! identical result, and the
 //! digests of a window it had written but not yet acknowledged are found
 //! in the results bucket and acknowledged without merging (see
 //! [`super::book`]).
@@ -64,6 +66,15 @@ pub struct CollectSummary {
     /// Of those, partial.
     pub partial: u64,
 }
+
+/// How long the server waits for a delivered digest's acknowledgement
+/// before it delivers it again: how soon a crashed collector's digests
+/// reach the collector that replaces it.
+pub const ACK_WAIT: Duration = Duration::from_secs(10);
+
+/// How often a collector tells the server it is still working on the
+/// digests it holds (well inside [`ACK_WAIT`]).
+const PROGRESS_EVERY: Duration = Duration::from_secs(3);
 
 fn now_ms(start: Instant) -> u64 {
     start.elapsed().as_millis() as u64
@@ -127,9 +138,12 @@ pub async fn collect(
             durable_name: Some(name.clone()),
             filter_subject: shard_filter(s),
             ack_policy: consumer::AckPolicy::Explicit,
-            // A window's digests stay unacknowledged until it is written:
-            // long enough for the lateness and then some.
-            ack_wait: opts.lateness + Duration::from_secs(60),
+            // A window's digests stay unacknowledged until it is written;
+            // the collector keeps them from redelivery with progress
+            // acknowledgements every PROGRESS_EVERY, so a short wait here
+            // only decides how soon a crashed collector's digests come
+            // back to its successor.
+            ack_wait: ACK_WAIT,
             max_ack_pending: 1 << 20,
             ..Default::default()
         };
@@ -157,6 +171,8 @@ pub async fn collect(
     let mut summary = CollectSummary::default();
     let start = Instant::now();
     let mut last_message = Instant::now();
+    let mut last_progress = Instant::now();
+    let mut warned_elsewhere: Vec<u32> = Vec::new();
     loop {
         // Watermarks first, then drain: see super::book.
         // After a node is lost, requests time out until the cluster has
@@ -212,7 +228,51 @@ pub async fn collect(
         if got > 0 {
             last_message = Instant::now();
         }
-        for (r, tokens) in book.ready(&probes, now_ms(start), opts.lateness.as_millis() as u64) {
+        if last_progress.elapsed() >= PROGRESS_EVERY {
+            // Fire and forget: one that is lost lets a digest come back,
+            // which is held as a duplicate and changes nothing.
+            for m in book.held_tokens() {
+                let _ = m.ack_with(AckKind::Progress).await;
+            }
+            last_progress = Instant::now();
+        }
+        // Shards with digests delivered but not here (a crashed
+        // predecessor's) complete nothing until those come back.
+        // Asked only for shards with a window to write, so an idle
+        // collector sends no requests.
+        let now = now_ms(start);
+        let lateness = opts.lateness.as_millis() as u64;
+        let mut blocked = Vec::new();
+        for s in book.shards_ready(&probes, now, lateness) {
+            let Some(c) = opts
+                .shards
+                .iter()
+                .position(|&o| o == s)
+                .and_then(|i| consumers.get(i))
+            else {
+                continue;
+            };
+            let held = book.held(s);
+            match c.get_info().await {
+                Ok(info) if info.num_ack_pending > held => {
+                    if !warned_elsewhere.contains(&s) {
+                        eprintln!(
+                            "collect: shard {s}: {} digests delivered but not acknowledged are not here (a crashed collector's, redelivered within {:?}; or another collector owns this shard too); its windows wait for them",
+                            info.num_ack_pending - held,
+                            ACK_WAIT
+                        );
+                        warned_elsewhere.push(s);
+                    }
+                    blocked.push(s);
+                }
+                Ok(_) => warned_elsewhere.retain(|&w| w != s),
+                Err(e) => {
+                    transient(&transport::nats_err("consumer info")(&e), opts);
+                    blocked.push(s);
+                }
+            }
+        }
+        for (r, tokens) in book.ready_except(&probes, now, lateness, &blocked) {
             let key = result_key(r.window, r.shard);
             let bytes =
                 serde_json::to_vec(&r).map_err(|e| transport::nats_err("encode result")(&e))?;

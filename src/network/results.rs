@@ -1,12 +1,18 @@
 //! The network-wide report: the collectors' merged shard-windows put
-//! together per window, and its text, JSON and CSV renderings.
+//! together per window.
+//!
+//! It renders through the replay's own renderers: it is a report
+//! [`Section`] (a heading, [`Table`]s and lines), so its text and its CSV
+//! files come from the same column lists by the same code as a replay's
+//! stage sections, its JSON is the same serde rendering, and its plots are
+//! the replay's [`crate::report::Figure`]s.
 
 use super::config::NetworkConfig;
 use super::merge::{cardinality_estimate, HeavyFlow, ShardWindowResult};
 use crate::filter::BloomFilter;
+use crate::report::{Cell, Column, Section, Table};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 
 /// One window over all shards.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -65,6 +71,10 @@ pub struct NetworkReport {
     pub network: NetworkSection,
     /// Per window, oldest first.
     pub windows: Vec<NetworkWindow>,
+    /// Heavy flows listed per window in the text rendering (the CSV and
+    /// JSON list them all); 10 unless set.
+    #[serde(skip)]
+    pub listed_per_window: usize,
 }
 
 /// Puts shard-window results together per window (only `only`, if set).
@@ -149,6 +159,7 @@ pub fn assemble(
                 .collect(),
         },
         windows,
+        listed_per_window: 10,
     }
 }
 
@@ -217,60 +228,16 @@ fn new_since(
 }
 
 impl NetworkReport {
-    /// The text rendering: one block per window, heavy flows listed up to
-    /// `top` per window.
+    /// The text rendering (the [`Section`] renderer every report uses),
+    /// heavy flows listed up to `top` per window.
     pub fn text(&self, top: usize) -> String {
-        let mut s = String::new();
-        let c = &self.network.config;
-        let _ = writeln!(
-            s,
-            "network: {} probes ({}), {} windows of {} s, theta {} (candidates at {}), {} shards, {} partial",
-            self.network.probes.len(),
-            self.network.probes.join(", "),
-            self.network.windows,
-            c.window_ns as f64 * 1e-9,
-            c.theta,
-            c.candidate_theta(),
-            c.shards,
-            self.network.partial_windows.len()
-        );
-        for w in &self.windows {
-            let _ = writeln!(
-                s,
-                "window {} (start {:.3} s): {} packets, ~{:.0} flows ({} new), {} heavy of {} candidates, probes {}{}",
-                w.window,
-                w.start_s,
-                w.packets,
-                w.flows_estimate,
-                w.new_flows_estimate
-                    .map_or_else(|| "?".into(), |n| format!("~{n:.0}")),
-                w.heavy.len(),
-                w.candidates,
-                w.probes.join(","),
-                if w.partial {
-                    format!(" PARTIAL (missing {})", w.missing.join(","))
-                } else {
-                    String::new()
-                }
-            );
-            for f in w.heavy.iter().take(top) {
-                let _ = writeln!(
-                    s,
-                    "  {:>10}  {}:{} -> {}:{} proto {}{}",
-                    f.estimate,
-                    f.src,
-                    f.sport,
-                    f.dst,
-                    f.dport,
-                    f.proto,
-                    if f.new == Some(true) { "  (new)" } else { "" }
-                );
-            }
-            if w.heavy.len() > top {
-                let _ = writeln!(s, "  ... {} more", w.heavy.len() - top);
-            }
-        }
-        s
+        let mut out = String::new();
+        let listed = NetworkReport {
+            listed_per_window: top,
+            ..self.clone()
+        };
+        listed.render_text(&mut out);
+        out
     }
 
     /// The figures `flowsieve results --plot DIR` draws, over windows
@@ -331,30 +298,144 @@ impl NetworkReport {
         packets.push(Series::marks("partial window", partial));
         vec![packets, flows, heavy]
     }
+}
 
-    /// The heavy flows as CSV: one row per window and flow.
-    pub fn csv(&self) -> String {
-        let mut s =
-            String::from("window,start_s,src,dst,sport,dport,proto,class,estimate,new,partial\n");
+const WINDOW_COLUMNS: &[Column] = &[
+    Column::new("window", 11),
+    Column::new("start_s", 15),
+    Column::new("packets", 10),
+    Column::titled("flows_estimate", "flows", 8),
+    Column::titled("new_flows_estimate", "new", 8),
+    Column::new("heavy", 6),
+    Column::new("candidates", 10),
+    Column::new("shards", 6),
+    Column::new("probes", 6),
+    Column::titled("saturated_cells", "saturated", 9),
+    Column::new("partial", 7),
+    Column::new("missing", 0),
+];
+
+const HEAVY_COLUMNS: &[Column] = &[
+    Column::new("window", 11),
+    Column::new("estimate", 9),
+    Column::new("src", 15),
+    Column::new("sport", 5),
+    Column::new("dst", 15),
+    Column::new("dport", 5),
+    Column::new("proto", 5),
+    Column::new("class", 10),
+    Column::new("new", 5),
+    Column::new("partial", 7),
+];
+
+const CLASS_COLUMNS: &[Column] = &[
+    Column::new("window", 11),
+    Column::new("class", 14),
+    Column::new("packets", 10),
+];
+
+fn yes_no(b: bool) -> Cell {
+    Cell::Text(if b { "yes" } else { "no" }.into())
+}
+
+impl Section for NetworkReport {
+    fn heading(&self) -> String {
+        let c = &self.network.config;
+        format!(
+            "network: {} probes ({}), {} windows of {} s, theta {} (candidates at {}), {} shards, {} partial",
+            self.network.probes.len(),
+            self.network.probes.join(", "),
+            self.network.windows,
+            c.window_ns as f64 * 1e-9,
+            c.theta,
+            c.candidate_theta(),
+            c.shards,
+            self.network.partial_windows.len()
+        )
+    }
+
+    /// Three tables: `network_windows` (one row per window),
+    /// `network_heavy` (one row per window and heavy flow, by estimate; the
+    /// text lists [`NetworkReport::listed_per_window`] of each window) and
+    /// `network_classes` (packets per window and class; CSV only).
+    fn tables(&self) -> Vec<Table> {
+        let mut windows = Table::new("network_windows", WINDOW_COLUMNS);
+        let mut heavy = Table::new("network_heavy", HEAVY_COLUMNS);
+        let mut classes = Table::new("network_classes", CLASS_COLUMNS);
+        let class_name = |id: u16| {
+            self.network
+                .config
+                .classes
+                .get(usize::from(id))
+                .cloned()
+                .unwrap_or_else(|| format!("class{id}"))
+        };
         for w in &self.windows {
-            for f in &w.heavy {
-                let _ = writeln!(
-                    s,
-                    "{},{:.3},{},{},{},{},{},{},{},{},{}",
-                    w.window,
-                    w.start_s,
-                    f.src,
-                    f.dst,
-                    f.sport,
-                    f.dport,
-                    f.proto,
-                    f.class,
-                    f.estimate,
-                    f.new.map_or("", |n| if n { "true" } else { "false" }),
-                    w.partial
+            windows.push(vec![
+                Cell::Count(Some(w.window)),
+                Cell::Number(w.start_s),
+                Cell::Count(Some(w.packets)),
+                Cell::Estimate(Some(w.flows_estimate)),
+                Cell::Estimate(w.new_flows_estimate),
+                Cell::Count(Some(w.heavy.len() as u64)),
+                Cell::Count(Some(w.candidates)),
+                Cell::Count(Some(u64::from(w.shards))),
+                Cell::Count(Some(w.probes.len() as u64)),
+                Cell::Count(Some(w.saturated_cells)),
+                yes_no(w.partial),
+                Cell::Text(w.missing.join(" ")),
+            ]);
+            for (i, f) in w.heavy.iter().enumerate() {
+                heavy.push_row(
+                    vec![
+                        Cell::Count(Some(w.window)),
+                        Cell::Count(Some(f.estimate)),
+                        Cell::Text(f.src.clone()),
+                        Cell::Count(Some(u64::from(f.sport))),
+                        Cell::Text(f.dst.clone()),
+                        Cell::Count(Some(u64::from(f.dport))),
+                        Cell::Count(Some(u64::from(f.proto))),
+                        Cell::Text(class_name(f.class)),
+                        Cell::Text(f.new.map_or("-", |n| if n { "yes" } else { "no" }).into()),
+                        yes_no(w.partial),
+                    ],
+                    i >= self.listed_per_window,
+                );
+            }
+            for (class, packets) in &w.class_packets {
+                classes.push_row(
+                    vec![
+                        Cell::Count(Some(w.window)),
+                        Cell::Text(class.clone()),
+                        Cell::Count(Some(*packets)),
+                    ],
+                    true,
                 );
             }
         }
-        s
+        vec![windows, heavy, classes]
+    }
+
+    fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let cut: usize = self
+            .windows
+            .iter()
+            .map(|w| w.heavy.len().saturating_sub(self.listed_per_window))
+            .sum();
+        if cut > 0 {
+            out.push(format!(
+                "heavy flows beyond {} per window: {cut} more, in the JSON and CSV (--top N lists more)",
+                self.listed_per_window
+            ));
+        }
+        for w in self.windows.iter().filter(|w| w.partial) {
+            out.push(format!(
+                "window {} is partial: no digest from {} (marked after --lateness)",
+                w.window,
+                w.missing.join(", ")
+            ));
+        }
+        out
     }
 }

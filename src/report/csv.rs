@@ -12,12 +12,11 @@ use std::path::{Path, PathBuf};
 impl PipelineReport {
     /// The CSV tables as `(file name, contents)`.
     pub fn csv_tables(&self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        for s in &self.sections {
-            for t in s.section.tables() {
-                out.push((format!("{}.csv", t.name), t.render_csv()));
-            }
-        }
+        let mut out: Vec<(String, String)> = self
+            .sections
+            .iter()
+            .flat_map(|s| s.section.csv_files())
+            .collect();
         let latency = self.latency_table();
         out.push((format!("{}.csv", latency.name), latency.render_csv()));
         out
@@ -26,13 +25,6 @@ impl PipelineReport {
     /// Writes [`PipelineReport::csv_tables`] into `dir` (created if
     /// missing); returns the files written.
     pub fn write_csv(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-        std::fs::create_dir_all(dir)?;
-        let mut written = Vec::new();
-        for (name, contents) in self.csv_tables() {
-            let path = dir.join(name);
-            super::write_atomically(&path, contents.as_bytes())?;
-            written.push(path);
-        }
-        Ok(written)
+        super::write_csv_files(dir, self.csv_tables())
     }
 }

@@ -30,6 +30,49 @@ pub trait Section: SectionData {
     fn lines(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// The text rendering every report uses for a section (a replay's
+    /// stages and `flowsieve results` alike): the heading, each table with
+    /// a row to show, then the lines, indented by two spaces.
+    fn render_text(&self, out: &mut String) {
+        out.push_str(&self.heading());
+        out.push('\n');
+        for t in self.tables() {
+            if t.rows.iter().any(|r| !r.quiet) {
+                t.render_text(out);
+            }
+        }
+        for line in self.lines() {
+            out.push_str("  ");
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+
+    /// The CSV rendering: one `(file name, contents)` per table, every row
+    /// included (quiet ones too).
+    fn csv_files(&self) -> Vec<(String, String)> {
+        self.tables()
+            .iter()
+            .map(|t| (format!("{}.csv", t.name), t.render_csv()))
+            .collect()
+    }
+}
+
+/// Writes CSV files (`(file name, contents)`, as [`Section::csv_files`]
+/// gives them) into `dir`, created if missing; returns the files written.
+pub fn write_csv_files(
+    dir: &std::path::Path,
+    files: Vec<(String, String)>,
+) -> std::io::Result<Vec<std::path::PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let mut written = Vec::new();
+    for (name, contents) in files {
+        let path = dir.join(name);
+        super::write_atomically(&path, contents.as_bytes())?;
+        written.push(path);
+    }
+    Ok(written)
 }
 
 /// What every section is, implemented for any serialisable type: its JSON

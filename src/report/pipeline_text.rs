@@ -50,15 +50,7 @@ impl PipelineReport {
         );
         for s in &self.sections {
             let _ = writeln!(o);
-            let _ = writeln!(o, "{}", s.section.heading());
-            for t in s.section.tables() {
-                if !t.rows.is_empty() {
-                    t.render_text(&mut o);
-                }
-            }
-            for line in s.section.lines() {
-                let _ = writeln!(o, "  {line}");
-            }
+            s.section.render_text(&mut o);
         }
         let _ = writeln!(o);
         let _ = writeln!(o, "latency per batch (ns)");

@@ -51,6 +51,9 @@ pub enum Cell {
     Percent(f64),
     /// Any other number, as Rust prints it.
     Number(f64),
+    /// An estimated count; text shows `~` and the nearest integer, `-`
+    /// when `None`.
+    Estimate(Option<f64>),
 }
 
 impl Cell {
@@ -62,6 +65,7 @@ impl Cell {
             Cell::Cost(c) => format!("{c:.1}"),
             Cell::Percent(p) => format!("{:.1}%", 100.0 * p),
             Cell::Number(x) => x.to_string(),
+            Cell::Estimate(e) => e.map_or("-".into(), |v| format!("~{v:.0}")),
         }
     }
 
@@ -71,6 +75,7 @@ impl Cell {
             Cell::Count(c) => c.map_or(String::new(), |v| v.to_string()),
             Cell::Rate(r) => r.map_or(String::new(), |v| v.to_string()),
             Cell::Cost(x) | Cell::Percent(x) | Cell::Number(x) => x.to_string(),
+            Cell::Estimate(e) => e.map_or(String::new(), |v| v.to_string()),
         }
     }
 }
