@@ -13,44 +13,17 @@ use flowsieve::dissect::Dissector;
 use flowsieve::hash::flow_hash;
 use flowsieve::ingest::{ReadMode, TraceReader};
 use flowsieve::replay::{replay, NoObserver, ReplayConfig};
-use flowsieve::synth::{generate, SizeModel, SynthConfig};
 use std::hint::black_box;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+#[path = "shared/bench_trace.rs"]
+mod bench_trace;
 #[path = "shared/etherparse_baseline.rs"]
 mod etherparse_baseline;
-
-const PACKETS: u64 = 1_500_000;
-
-fn bench_dir() -> PathBuf {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-traces");
-    std::fs::create_dir_all(&d).expect("bench-traces folder");
-    d
-}
-
-/// The benchmark trace, generated on first use.
-fn trace() -> PathBuf {
-    let path = bench_dir().join("bench-1500k-64-200.pcap");
-    if !path.exists() {
-        let cfg = SynthConfig {
-            flows: 100_000,
-            packets: PACKETS,
-            sizes: SizeModel::Uniform { min: 64, max: 200 },
-            seed: 42,
-            ..SynthConfig::default()
-        };
-        let tmp = path.with_extension("tmp");
-        let f = std::io::BufWriter::new(std::fs::File::create(&tmp).expect("create"));
-        generate(&cfg, f).expect("generate");
-        std::fs::rename(&tmp, &path).expect("rename");
-    }
-    // Into the page cache.
-    let _ = std::fs::read(&path);
-    path
-}
+use bench_trace::{bench_dir, trace, PACKETS};
 
 fn gz_trace(plain: &Path) -> PathBuf {
     let path = bench_dir().join("bench-1500k-64-200.pcap.gz");

@@ -5,7 +5,7 @@ use flowsieve::hash::flow_hash;
 use flowsieve::ingest::Timestamp;
 use flowsieve::truth::FlowTable;
 use proptest::prelude::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 proptest! {
     #[test]
@@ -53,4 +53,47 @@ fn top_is_deterministic_on_ties() {
     let b: Vec<FlowKey> = t.clone().top(10).iter().map(|e| e.key).collect();
     assert_eq!(a, b);
     assert_eq!(a[0].src().to_string(), "192.0.2.0", "ties broken by key");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+    /// Enough flows to make the table grow many times, from empty or from
+    /// a size below what it needs: every flow is found, counted once,
+    /// iterated once, and `top` equals sorting all flows.
+    #[test]
+    fn thousands_of_flows_grow_the_table_and_stay_exact(
+        seed in any::<u64>(),
+        flows in 1usize..30_000,
+        presize in any::<bool>(),
+    ) {
+        let key = |i: usize| {
+            let x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seed;
+            FlowKey::v4((x as u32).to_be_bytes(), [198, 51, 100, 7], (x >> 32) as u16, 443, 6)
+        };
+        let mut t = if presize { FlowTable::with_capacity(flows / 2) } else { FlowTable::default() };
+        let mut model: HashMap<FlowKey, u64> = HashMap::new();
+        for i in 0..flows + flows / 2 {
+            // Flow i % flows, so the first `flows / 2` flows get two packets.
+            let k = key(i % flows);
+            let new = t.record(k, flow_hash(&k), 0, Timestamp::ZERO, 100, 100);
+            let m = model.entry(k).or_insert(0);
+            prop_assert_eq!(new, *m == 0);
+            *m += 1;
+        }
+        prop_assert_eq!(t.len(), model.len());
+        prop_assert!(!t.is_empty());
+        let mut seen: Vec<(FlowKey, u64)> = t.iter().map(|e| (e.key, e.stats.packets)).collect();
+        seen.sort_by_key(|s| (s.0.src_bits(), s.0.sport()));
+        let mut want: Vec<(FlowKey, u64)> = model.iter().map(|(k, n)| (*k, *n)).collect();
+        want.sort_by_key(|s| (s.0.src_bits(), s.0.sport()));
+        prop_assert_eq!(seen, want);
+        for (k, n) in &model {
+            prop_assert_eq!(t.get(k).map(|s| s.packets), Some(*n));
+        }
+        let top: Vec<u64> = t.top(100).iter().map(|e| e.stats.packets).collect();
+        let mut counts: Vec<u64> = model.values().copied().collect();
+        counts.sort_by(|a, b| b.cmp(a));
+        counts.truncate(100);
+        prop_assert_eq!(top, counts);
+    }
 }
