@@ -379,3 +379,33 @@ proptest! {
         prop_assert!(c == k || c == k.reversed());
     }
 }
+
+/// The key is 40 bytes and 8-byte aligned (addresses as 64-bit halves, not
+/// `u128`s, whose 16-byte alignment padded it to 48): every packet record
+/// crossing to the shards and every exact flow-table entry holds one.
+#[test]
+fn flow_key_is_40_bytes_so_records_and_table_entries_stay_small() {
+    use std::mem::{align_of, size_of};
+    assert_eq!(size_of::<FlowKey>(), 40);
+    assert_eq!(align_of::<FlowKey>(), 8);
+    assert_eq!(size_of::<flowsieve::pipeline::PacketRecord>(), 72);
+    assert_eq!(size_of::<flowsieve::truth::FlowEntry>(), 112);
+}
+
+proptest! {
+    /// The halves keep every observable of the key: addresses, ordering in
+    /// `canonical`, and the 128-bit views.
+    #[test]
+    fn flow_key_halves_keep_addresses_and_order(
+        a in any::<u128>(), b in any::<u128>(), sp in any::<u16>(), dp in any::<u16>(),
+    ) {
+        let k = FlowKey::v6(a.to_be_bytes(), b.to_be_bytes(), sp, dp, 6);
+        prop_assert_eq!(k.src_bits(), a);
+        prop_assert_eq!(k.dst_bits(), b);
+        prop_assert_eq!(k.src(), std::net::IpAddr::V6(std::net::Ipv6Addr::from(a)));
+        let c = k.canonical();
+        let want_swap = (a, sp) > (b, dp);
+        prop_assert_eq!(c.src_bits(), if want_swap { b } else { a });
+        prop_assert_eq!(c.sport(), if want_swap { dp } else { sp });
+    }
+}

@@ -30,8 +30,13 @@ pub enum IpVersion {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FlowKey {
-    src: u128,
-    dst: u128,
+    // Addresses as [high, low] 64-bit halves rather than `u128`: a `u128`
+    // is 16-byte aligned, which pads the key to 48 bytes and every packet
+    // record and flow-table entry that holds one to the next 16; as two
+    // halves the key is 40 bytes, 8-byte aligned. Ordered as arrays, the
+    // halves order as the 128-bit numbers do.
+    src: [u64; 2],
+    dst: [u64; 2],
     sport: u16,
     dport: u16,
     proto: u8,
@@ -42,8 +47,8 @@ impl FlowKey {
     /// An IPv4 key.
     pub fn v4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, proto: u8) -> FlowKey {
         FlowKey {
-            src: u128::from(u32::from_be_bytes(src)),
-            dst: u128::from(u32::from_be_bytes(dst)),
+            src: halves(u128::from(u32::from_be_bytes(src))),
+            dst: halves(u128::from(u32::from_be_bytes(dst))),
             sport,
             dport,
             proto,
@@ -54,8 +59,8 @@ impl FlowKey {
     /// An IPv6 key.
     pub fn v6(src: [u8; 16], dst: [u8; 16], sport: u16, dport: u16, proto: u8) -> FlowKey {
         FlowKey {
-            src: u128::from_be_bytes(src),
-            dst: u128::from_be_bytes(dst),
+            src: halves(u128::from_be_bytes(src)),
+            dst: halves(u128::from_be_bytes(dst)),
             sport,
             dport,
             proto,
@@ -89,22 +94,22 @@ impl FlowKey {
 
     /// Source address as a 128-bit number (IPv4 in the low 32 bits).
     pub fn src_bits(&self) -> u128 {
-        self.src
+        whole(self.src)
     }
 
     /// Destination address as a 128-bit number (IPv4 in the low 32 bits).
     pub fn dst_bits(&self) -> u128 {
-        self.dst
+        whole(self.dst)
     }
 
     /// Source address.
     pub fn src(&self) -> IpAddr {
-        addr(self.src, self.version)
+        addr(whole(self.src), self.version)
     }
 
     /// Destination address.
     pub fn dst(&self) -> IpAddr {
-        addr(self.dst, self.version)
+        addr(whole(self.dst), self.version)
     }
 
     /// Source port (0 where the protocol has none).
@@ -141,6 +146,18 @@ impl FlowKey {
             _ => *self,
         }
     }
+}
+
+/// A 128-bit address as its [high, low] halves.
+#[inline]
+fn halves(bits: u128) -> [u64; 2] {
+    [(bits >> 64) as u64, bits as u64]
+}
+
+/// The 128-bit address of [high, low] halves.
+#[inline]
+fn whole(h: [u64; 2]) -> u128 {
+    (u128::from(h[0]) << 64) | u128::from(h[1])
 }
 
 fn addr(bits: u128, version: IpVersion) -> IpAddr {

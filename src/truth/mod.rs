@@ -2,8 +2,8 @@
 //!
 //! A hash table keyed by [`FlowKey`], probed with the flow hash the pipeline
 //! already computed (so each packet is hashed once). It costs memory in
-//! proportion to the number of flows (about 100 bytes a flow), which is why
-//! replay can run without it.
+//! proportion to the number of flows (a 112-byte entry a flow, plus the
+//! hash table's slack), which is why replay can run without it.
 //!
 //! ```
 //! use flowsieve::dissect::FlowKey;
