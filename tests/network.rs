@@ -256,7 +256,11 @@ fn collector(url: &str, shards: &str, replicas: u16) -> Child {
     ])
 }
 
-fn stored_results(url: &str) -> (NetworkConfig, Vec<ShardWindowResult>) {
+/// Runs `f` on a connection to `url`, on a runtime of its own.
+fn with_server<T, F>(url: &str, f: impl FnOnce(flowsieve::network::transport::Nats) -> F) -> T
+where
+    F: std::future::Future<Output = T>,
+{
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -265,6 +269,12 @@ fn stored_results(url: &str) -> (NetworkConfig, Vec<ShardWindowResult>) {
         let n = connect(url, "test", false, Duration::from_secs(5))
             .await
             .unwrap();
+        f(n).await
+    })
+}
+
+fn stored_results(url: &str) -> (NetworkConfig, Vec<ShardWindowResult>) {
+    with_server(url, |n| async move {
         (
             n.shared_config().await.unwrap().unwrap(),
             n.results().await.unwrap(),
@@ -338,14 +348,7 @@ fn wait_until_listening(live: &mut Child) -> std::thread::JoinHandle<Vec<String>
 /// Digests that collector consumers `collect-s<shard>` have been handed but
 /// not acknowledged, summed over `shards`.
 fn unacknowledged(url: &str, shards: std::ops::Range<u32>) -> usize {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let n = connect(url, "test", false, Duration::from_secs(5))
-            .await
-            .unwrap();
+    with_server(url, |n| async move {
         let stream =
             n.js.get_stream(flowsieve::network::transport::STREAM)
                 .await
@@ -502,15 +505,8 @@ fn digests_over_the_message_limit_go_through_the_object_store() {
     assert!(0 < objects && objects < merged, "{log}");
     // A pointer whose object is not in the bucket is refused, named, and
     // merges nothing.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    with_server(&servers.url(), |n| async move {
         use flowsieve::network::transport::{digest_subject, OBJECT_HEADER};
-        let n = connect(&servers.url(), "test", false, Duration::from_secs(5))
-            .await
-            .unwrap();
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", "forged.0.1");
         headers.insert(OBJECT_HEADER, "forged.0.1");
