@@ -102,7 +102,7 @@ pub fn bench(
     )
 }
 
-/// [`bench`], stopping with [`BenchError::Interrupted`] at the next run
+/// [`bench()`], stopping with [`BenchError::Interrupted`] at the next run
 /// once `stop` is set (a Ctrl-C handler sets it), and calling `on_round`
 /// with the number of rounds done after each.
 pub fn bench_until(

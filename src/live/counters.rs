@@ -11,7 +11,7 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-/// One interface's counters (the atomics behind an [`InterfaceSnapshot`]).
+/// One interface's counters (the atomics behind an `InterfaceSnapshot`).
 #[derive(Debug, Default)]
 pub struct InterfaceCounters {
     /// Its name.
