@@ -7,7 +7,7 @@
 //!
 //! `cargo bench --bench filters`; figures in BENCHMARKS.md.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use flowsieve::filter::{
     AtomicCountingBloomFilter, BlockedCountingFilter, BloomFilter, CounterWidth, Counters,
     CountingBloomFilter, RecyclePolicy, RecyclingBloomFilter,

@@ -7,12 +7,12 @@
 //! 100k flows, Zipf 1.1) is generated once into `target/bench-traces/` and
 //! read from the page cache. Figures and ratios are in BENCHMARKS.md.
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use flowsieve::class::Classifier;
 use flowsieve::dissect::Dissector;
 use flowsieve::hash::flow_hash;
 use flowsieve::ingest::{ReadMode, TraceReader};
-use flowsieve::replay::{replay, NoObserver, ReplayConfig};
+use flowsieve::replay::{NoObserver, ReplayConfig, replay};
 use std::hint::black_box;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,7 +23,7 @@ use std::time::Duration;
 mod bench_trace;
 #[path = "shared/etherparse_baseline.rs"]
 mod etherparse_baseline;
-use bench_trace::{bench_dir, trace, PACKETS};
+use bench_trace::{PACKETS, bench_dir, trace};
 
 fn gz_trace(plain: &Path) -> PathBuf {
     let path = bench_dir().join("bench-1500k-64-200.pcap.gz");

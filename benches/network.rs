@@ -6,12 +6,12 @@
 //! `cargo bench --bench network`; figures in BENCHMARKS.md ("Network
 //! mode") and docs/scale-out.md.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use flowsieve::dissect::FlowKey;
 use flowsieve::filter::{BloomFilter, CounterWidth, CountingBloomFilter};
 use flowsieve::hash::fmix64;
 use flowsieve::network::{Digest, NetworkConfig, ShardWindowMerge};
-use flowsieve::pipeline::{defaults, Candidate};
+use flowsieve::pipeline::{Candidate, defaults};
 use std::hint::black_box;
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! before timing, so only the table is measured. Figures are in
 //! BENCHMARKS.md ("Exact flow table").
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use flowsieve::dissect::{Dissector, FlowKey};
 use flowsieve::hash::flow_hash;
 use flowsieve::ingest::{Timestamp, TraceReader};

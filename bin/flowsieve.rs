@@ -17,13 +17,13 @@ use flowsieve::model::query::{
 };
 use flowsieve::model::recycling::Hashing;
 use flowsieve::pipeline::{
-    defaults, run, ByteSize, DirectoryKind, FileSource, JsonLinesSink, NoEvents, PipelineConfig,
-    PipelineSink, QueryUnit, RecycleSpec, StageList, SweepSpec, ValidatedConfig, WindowSpec,
+    ByteSize, DirectoryKind, FileSource, JsonLinesSink, NoEvents, PipelineConfig, PipelineSink,
+    QueryUnit, RecycleSpec, StageList, SweepSpec, ValidatedConfig, WindowSpec, defaults, run,
 };
 use flowsieve::replay::ReplayObserver;
 use flowsieve::report::{FileSummary, Outcome};
 use flowsieve::synth::{
-    generate_with_progress, OutputFormat, ProtoMix, SizeModel, SynthConfig, SynthError,
+    OutputFormat, ProtoMix, SizeModel, SynthConfig, SynthError, generate_with_progress,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -206,7 +206,7 @@ fn run_reproduce(a: ReproduceArgs) -> u8 {
             return fail(
                 exit::USAGE,
                 format!("--traces {}: not a directory", t.display()),
-            )
+            );
         }
         Some(t) => Some(t),
         None => {
@@ -710,23 +710,23 @@ fn emit_report(report: &flowsieve::report::PipelineReport, args: &RunArgs) -> u8
     if !args.quiet {
         print!("{}", report.render_text());
     }
-    if let Some(path) = &args.json {
-        if let Err(code) = write_json(path, report.to_json()) {
-            return code;
-        }
+    if let Some(path) = &args.json
+        && let Err(code) = write_json(path, report.to_json())
+    {
+        return code;
     }
-    if let Some(dir) = &args.csv {
-        if let Err(e) = report.write_csv(dir) {
-            return fail(
-                exit::FAILURE,
-                format!("{}: cannot write CSV: {e}", dir.display()),
-            );
-        }
+    if let Some(dir) = &args.csv
+        && let Err(e) = report.write_csv(dir)
+    {
+        return fail(
+            exit::FAILURE,
+            format!("{}: cannot write CSV: {e}", dir.display()),
+        );
     }
-    if let Some(dir) = &args.plot {
-        if let Err(e) = report.write_plots(dir) {
-            return fail(exit::FAILURE, format!("cannot write plots: {e}"));
-        }
+    if let Some(dir) = &args.plot
+        && let Err(e) = report.write_plots(dir)
+    {
+        return fail(exit::FAILURE, format!("cannot write plots: {e}"));
     }
     outcome_code(report.outcome())
 }
@@ -830,7 +830,7 @@ fn run_bench(args: BenchArgs) -> u8 {
         Ok(r) => r,
         Err(flowsieve::bench::BenchError::Config(e)) => return fail(exit::USAGE, e),
         Err(e @ flowsieve::bench::BenchError::Interrupted { .. }) => {
-            return fail(exit::INTERRUPTED, e)
+            return fail(exit::INTERRUPTED, e);
         }
         Err(e) => return fail(exit::FAILURE, e),
     };

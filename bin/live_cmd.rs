@@ -1,7 +1,7 @@
 //! `flowsieve live` and `flowsieve inject`: flags, the interval printer,
 //! the event sink that counts per class, signals, and the final report.
 
-use super::{emit_report, exit, fail, RunArgs};
+use super::{RunArgs, emit_report, exit, fail};
 use clap::Args;
 use flowsieve::ingest::DurationNs;
 use flowsieve::pipeline::defaults;
@@ -162,13 +162,13 @@ mod linux {
     use flowsieve::live::{
         EventLatency, IntervalReport, LiveCapture, LiveConfig, LiveCounters, LiveObserver,
     };
-    use flowsieve::pipeline::{run_with_gauges, Event, EventKind, PipelineSink};
+    use flowsieve::pipeline::{Event, EventKind, PipelineSink, run_with_gauges};
     use flowsieve::replay::NoObserver;
     use std::cell::RefCell;
     use std::io::{BufWriter, Write};
     use std::rc::Rc;
-    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
     type Shared = Rc<RefCell<Box<dyn Write>>>;
@@ -329,7 +329,7 @@ mod linux {
                     return fail(
                         exit::FAILURE,
                         format!("{}: cannot create: {e}", p.display()),
-                    )
+                    );
                 }
             },
         };
@@ -415,12 +415,25 @@ mod linux {
                 for i in &s.interfaces {
                     println!(
                         "  {:<12} received {:>10}  bytes {:>12}  kernel drops {:>8}  freezes {:>4}  shed {:>8}  super-frames {:>6}  vlan restored {:>6}  device rx {} dropped {}",
-                        i.name, i.counters.received, i.counters.bytes, i.counters.kernel_drops, i.counters.kernel_freezes, i.counters.shed, i.counters.super_frames, i.counters.vlan_restored, i.device.rx_packets, i.device.rx_dropped
+                        i.name,
+                        i.counters.received,
+                        i.counters.bytes,
+                        i.counters.kernel_drops,
+                        i.counters.kernel_freezes,
+                        i.counters.shed,
+                        i.counters.super_frames,
+                        i.counters.vlan_restored,
+                        i.device.rx_packets,
+                        i.device.rx_dropped
                     );
                 }
                 println!(
                     "  total: received {}, to pipeline {}, kernel drops {}, shed {}, filtered out {} (device counters less socket counts)",
-                    t.received, t.received - t.shed, t.kernel_drops, t.shed, s.filtered_out
+                    t.received,
+                    t.received - t.shed,
+                    t.kernel_drops,
+                    t.shed,
+                    s.filtered_out
                 );
                 if let Some(l) = events.latency.summary() {
                     println!(
@@ -446,13 +459,13 @@ mod linux {
                 return fail(
                     exit::USAGE,
                     format!("--pps {p}: must be above 0 and at most 1e9"),
-                )
+                );
             }
             (_, Some(x), _) if !(x.is_finite() && x > 0.0 && x <= 1e9) => {
                 return fail(
                     exit::USAGE,
                     format!("--speed {x}: must be above 0 and at most 1e9"),
-                )
+                );
             }
             (Some(p), _, _) => Pace::PacketsPerSecond(p),
             (_, Some(x), _) => Pace::Speed(x),

@@ -1,17 +1,17 @@
 //! `flowsieve probe`, `collect` and `results`: the network-wide mode's
 //! front end (the library's `network` module does the work).
 
-use super::{emit_report, exit, fail, traces_or_default, Progress, RunArgs};
+use super::{Progress, RunArgs, emit_report, exit, fail, traces_or_default};
 use clap::Args;
 use flowsieve::filter::CounterLayout;
 use flowsieve::ingest::DurationNs;
-use flowsieve::network::collector::{collect, CollectOptions};
+use flowsieve::network::NetworkConfig;
+use flowsieve::network::collector::{CollectOptions, collect};
 use flowsieve::network::probe::{Exporter, ProbeOptions};
 use flowsieve::network::results::assemble;
-use flowsieve::network::transport::{self, check_probe_id, NetError};
-use flowsieve::network::NetworkConfig;
+use flowsieve::network::transport::{self, NetError, check_probe_id};
 use flowsieve::pipeline::{
-    run, FileSource, NoEvents, PipelineSink, StageName, ValidatedConfig, WindowSpec,
+    FileSource, NoEvents, PipelineSink, StageName, ValidatedConfig, WindowSpec, run,
 };
 use flowsieve::report::Section;
 use std::path::PathBuf;
@@ -253,7 +253,7 @@ pub(crate) fn start_export(
             return Err(fail(
                 exit::USAGE,
                 format!("{url}: the shared configuration differs: {e}"),
-            ))
+            ));
         }
         Err(e) => eprintln!(
             "flowsieve: warning: {e}; monitoring locally, up to {} windows of digests are kept until the server answers",
@@ -446,7 +446,7 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
                     "{}: no shared configuration: no probe has run",
                     args.nats.nats
                 ),
-            )
+            );
         }
         Err(e) => return fail(exit::FAILURE, format!("results: {e}")),
     };
@@ -460,13 +460,13 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
             return code;
         }
     }
-    if let Some(dir) = &args.csv {
-        if let Err(e) = flowsieve::report::write_csv_files(dir, report.csv_files()) {
-            return fail(
-                exit::FAILURE,
-                format!("{}: cannot write CSV: {e}", dir.display()),
-            );
-        }
+    if let Some(dir) = &args.csv
+        && let Err(e) = flowsieve::report::write_csv_files(dir, report.csv_files())
+    {
+        return fail(
+            exit::FAILURE,
+            format!("{}: cannot write CSV: {e}", dir.display()),
+        );
     }
     if let Some(dir) = &args.plot {
         for f in report.figures() {

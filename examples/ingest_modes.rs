@@ -17,7 +17,7 @@ use flowsieve::class::Classifier;
 use flowsieve::dissect::Dissector;
 use flowsieve::hash::flow_hash;
 use flowsieve::ingest::TraceReader;
-use flowsieve::replay::{replay, NoObserver, ReplayConfig};
+use flowsieve::replay::{NoObserver, ReplayConfig, replay};
 use std::time::Instant;
 
 #[path = "../benches/shared/etherparse_baseline.rs"]

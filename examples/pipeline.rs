@@ -8,7 +8,7 @@
 
 use flowsieve::class::Classifier;
 use flowsieve::pipeline::{
-    run, Event, EventKind, FileSource, HeavyEvent, PipelineConfig, PipelineSink, WindowSpec,
+    Event, EventKind, FileSource, HeavyEvent, PipelineConfig, PipelineSink, WindowSpec, run,
 };
 use flowsieve::replay::NoObserver;
 use std::path::PathBuf;

@@ -5,9 +5,9 @@
 //! ratios.
 
 use crate::pipeline::{
-    cpu_seconds, run, ConfigError, FileSource, NoEvents, PipelineError, ValidatedConfig,
+    ConfigError, FileSource, NoEvents, PipelineError, ValidatedConfig, cpu_seconds, run,
 };
-use crate::replay::{replay, NoObserver};
+use crate::replay::{NoObserver, replay};
 use serde::Serialize;
 use std::fmt;
 use std::path::PathBuf;
@@ -322,7 +322,7 @@ pub fn compare_with_tcpdump(
                     return Err(NoComparison(format!(
                         "'{program} {}' exited with {s}",
                         args.join(" ")
-                    )))
+                    )));
                 }
                 Err(e) => return Err(NoComparison(format!("cannot run {program}: {e}"))),
             }

@@ -19,8 +19,8 @@ use crate::dissect::{Dissector, FlowKey, SkipCounts, SkipReason};
 use crate::hash::{FlowHasher, HashKey};
 use crate::ingest::{Compression, IngestError, LinkType, ReadMode, Timestamp, TraceReader};
 use crate::report::{
-    AnomalySummary, ClassSummary, FileSummary, LinkTypeCount, OptionsInfo, ReplaySummary, ToolInfo,
-    TopFlow, TraceSummary, SCHEMA_VERSION,
+    AnomalySummary, ClassSummary, FileSummary, LinkTypeCount, OptionsInfo, ReplaySummary,
+    SCHEMA_VERSION, ToolInfo, TopFlow, TraceSummary,
 };
 use crate::truth::FlowTable;
 use std::collections::BTreeMap;
@@ -437,10 +437,10 @@ fn replay_file<P: PacketSink>(
         totals.first_ts = Some(totals.first_ts.map_or(first_ts, |t| t.min(first_ts)));
         totals.last_ts = Some(totals.last_ts.map_or(last_ts, |t| t.max(last_ts)));
     }
-    if let Some(lt) = reader.file_link_type() {
-        if !link_types.contains(&lt.0) {
-            link_types.push(lt.0);
-        }
+    if let Some(lt) = reader.file_link_type()
+        && !link_types.contains(&lt.0)
+    {
+        link_types.push(lt.0);
     }
     link_types.sort_unstable();
     summary.link_types = link_types;

@@ -6,12 +6,12 @@
 
 use flowsieve::class::Classifier;
 use flowsieve::pipeline::{
-    admitted_at, run, Admission, CappedFlowSet, FileSource, NoEvents, PipelineConfig, QueryUnit,
-    StageList, StageName, WindowSpec,
+    Admission, CappedFlowSet, FileSource, NoEvents, PipelineConfig, QueryUnit, StageList,
+    StageName, WindowSpec, admitted_at, run,
 };
 use flowsieve::replay::NoObserver;
 use flowsieve::report::PipelineReport;
-use flowsieve::synth::{generate, SynthConfig};
+use flowsieve::synth::{SynthConfig, generate};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -327,8 +327,10 @@ fn damaged_input_exits_3_with_one_line_error_and_a_report() {
     std::fs::write(&junk, b"hello world, not a trace").unwrap();
     let out = flowsieve(&["-q", junk.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&out.stderr)
-        .contains("junk.pcap: byte offset 0: unknown file format"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("junk.pcap: byte offset 0: unknown file format")
+    );
     let empty = dir.path().join("empty.pcap");
     std::fs::write(&empty, b"").unwrap();
     assert_eq!(
@@ -834,7 +836,7 @@ fn model_compressed() {
 #[test]
 fn command_line_defaults_are_the_librarys() {
     use flowsieve::class::Classifier;
-    use flowsieve::pipeline::{default_threads, PipelineConfig};
+    use flowsieve::pipeline::{PipelineConfig, default_threads};
     let lib = PipelineConfig::new(Classifier::ports());
     let (_, v) = json_of(&[&default_trace()]);
     let h = &v["heavy"]["config"];
@@ -1017,10 +1019,12 @@ fn bench_compares_whole_processes_with_tcpdump() {
     }
     let rows = v["tcpdump"]["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 3);
-    assert!(rows[0]["command"]
-        .as_str()
-        .unwrap()
-        .starts_with("tcpdump -r "));
+    assert!(
+        rows[0]["command"]
+            .as_str()
+            .unwrap()
+            .starts_with("tcpdump -r ")
+    );
     assert_eq!(rows[0]["vs_tcpdump"].as_f64(), Some(1.0));
     for r in rows {
         let wall = r["wall_seconds"].as_f64().unwrap();

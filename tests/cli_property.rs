@@ -99,14 +99,17 @@ fn flags_of(command: &[&'static str]) -> Vec<Flag> {
                 takes_value = true;
             }
         }
-        if let Some(n) = name {
-            if n != "--help" && n != "-h" && n != "--version" && n != "-V" {
-                flags.push(Flag {
-                    command: command.to_vec(),
-                    name: n,
-                    takes_value,
-                });
-            }
+        if let Some(n) = name
+            && n != "--help"
+            && n != "-h"
+            && n != "--version"
+            && n != "-V"
+        {
+            flags.push(Flag {
+                command: command.to_vec(),
+                name: n,
+                takes_value,
+            });
         }
     }
     flags
@@ -360,12 +363,14 @@ fn run_all(cases: Vec<Case>, dir: &Path, tiny: &Path) -> Vec<String> {
     let failures = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..2 {
-            s.spawn(|| loop {
-                let Some(case) = queue.lock().unwrap().pop_front() else {
-                    break;
-                };
-                if let Some(e) = check(&case, dir, tiny) {
-                    failures.lock().unwrap().push(e);
+            s.spawn(|| {
+                loop {
+                    let Some(case) = queue.lock().unwrap().pop_front() else {
+                        break;
+                    };
+                    if let Some(e) = check(&case, dir, tiny) {
+                        failures.lock().unwrap().push(e);
+                    }
                 }
             });
         }

@@ -47,10 +47,11 @@ fn clean_packet_counts(dir: &Path) -> HashMap<String, u64> {
             };
             let clean = v["errors"].as_array().is_some_and(|a| a.is_empty());
             let fmt = v["format"].as_str().unwrap_or("");
-            if clean && fmt.starts_with("pcap") {
-                if let (Some(f), Some(n)) = (v["file"].as_str(), v["packets"].as_u64()) {
-                    m.insert(f.to_string(), n);
-                }
+            if clean
+                && fmt.starts_with("pcap")
+                && let (Some(f), Some(n)) = (v["file"].as_str(), v["packets"].as_u64())
+            {
+                m.insert(f.to_string(), n);
             }
         }
     }

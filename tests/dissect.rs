@@ -317,7 +317,9 @@ fn raw_ip_dispatches_on_the_version_field() {
     assert_eq!(
         d(
             LinkType::RAW,
-            &[0x41, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+            &[
+                0x41, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+            ]
         ),
         Err(SkipReason::BadIpHeader)
     );

@@ -375,9 +375,11 @@ fn counting_delete_union_and_widths() {
         a.union(&b).unwrap();
         assert_eq!(a.estimate(1), 20u64.min(max));
     }
-    assert!(CountingBloomFilter::new(100, 2, CounterWidth::W4)
-        .union(&CountingBloomFilter::new(100, 2, CounterWidth::W8))
-        .is_err());
+    assert!(
+        CountingBloomFilter::new(100, 2, CounterWidth::W4)
+            .union(&CountingBloomFilter::new(100, 2, CounterWidth::W8))
+            .is_err()
+    );
 }
 
 #[test]
@@ -695,7 +697,7 @@ fn bh_filter_has_no_false_negatives_and_theorem_5_holds() {
 // ---------- compressed snapshots (002) ----------
 
 use flowsieve::filter::{
-    apply_delta, compress_bloom, compress_delta, decompress_bloom, CompressedError,
+    CompressedError, apply_delta, compress_bloom, compress_delta, decompress_bloom,
 };
 use flowsieve::model::compressed;
 
@@ -1036,8 +1038,8 @@ proptest::proptest! {
 mod compressed_counting {
     use super::rng;
     use flowsieve::filter::{
-        compress_counting, decompress_counting, CompressedError, CounterWidth, Counters,
-        CountingBloomFilter, COUNTER_ESCAPE,
+        COUNTER_ESCAPE, CompressedError, CounterWidth, Counters, CountingBloomFilter,
+        compress_counting, decompress_counting,
     };
     use proptest::prelude::*;
     use rand::Rng;

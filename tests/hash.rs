@@ -5,8 +5,8 @@ mod common;
 
 use common::{scan, shared_traces};
 use flowsieve::dissect::{Dissector, FlowKey};
-use flowsieve::hash::{encode, flow_hash, second_mix, shard_of, PartitionedIndexer};
-use flowsieve::synth::{generate, SynthConfig};
+use flowsieve::hash::{PartitionedIndexer, encode, flow_hash, second_mix, shard_of};
+use flowsieve::synth::{SynthConfig, generate};
 use proptest::prelude::*;
 
 const V6_A: [u8; 16] = [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
@@ -270,7 +270,7 @@ fn wide_path_reaches_the_top_of_large_partitions() {
 mod keyed {
     use flowsieve::dissect::FlowKey;
     use flowsieve::filter::{CounterWidth, CountingBloomFilter};
-    use flowsieve::hash::{flow_hash, FlowHasher, HashKey};
+    use flowsieve::hash::{FlowHasher, HashKey, flow_hash};
     use proptest::prelude::*;
 
     /// The first public constant (see the hash module's documentation).

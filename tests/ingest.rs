@@ -3,13 +3,13 @@
 
 mod common;
 
-use common::{scan, shared_traces, sorted_flows, FlowRow};
+use common::{FlowRow, scan, shared_traces, sorted_flows};
 use flowsieve::dissect::Dissector;
 use flowsieve::ingest::{
     AnomalyKind, Compression, ContainerFormat, IngestError, LinkType, PcapError, PcapNgError,
     Position, ReadMode, Timestamp, TraceReader,
 };
-use flowsieve::synth::{generate, OutputFormat, SynthConfig};
+use flowsieve::synth::{OutputFormat, SynthConfig, generate};
 use std::io::Write;
 
 // ---------- builders for crafted files ----------
@@ -807,10 +807,11 @@ fn wits100_same_packets_in_three_containers_give_identical_flow_tables() {
     assert_eq!(t, sorted_flows(&ns.table, true), "pcap-us vs pcap-ns");
     assert_eq!(t, sorted_flows(&ng.table, true), "pcap-us vs pcapng");
     // Every record is snaplen-truncated (pcap-file 2.0 refuses those).
-    assert!(us
-        .table
-        .iter()
-        .all(|e| e.stats.captured_bytes < e.stats.wire_bytes));
+    assert!(
+        us.table
+            .iter()
+            .all(|e| e.stats.captured_bytes < e.stats.wire_bytes)
+    );
     // The same packets with other timestamps, and wrapped in Linux SLL.
     let secs = scan(&w.join("100_seconds.pcap"), Dissector::default());
     let sll = scan(

@@ -682,10 +682,12 @@ fn metrics_answer_in_prometheus_text_format() {
         r["capture"]["totals"]["received"].as_u64().unwrap()
     );
     assert_eq!(value as u64, 40_000);
-    assert!(scrape
-        .samples
-        .iter()
-        .any(|s| s.metric == "flowsieve_new_flow_events_total"));
+    assert!(
+        scrape
+            .samples
+            .iter()
+            .any(|s| s.metric == "flowsieve_new_flow_events_total")
+    );
     // What the stages published while running equals the final report
     // (every frame had been processed when the scrape ran).
     let sample = |metric: &str, labels: &[(&str, &str)]| -> f64 {
@@ -1021,7 +1023,10 @@ fn without_privileges_live_names_the_capability() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 || Command::new("setpriv").arg("--version").output().is_err()
     {
-        let _ = writeln!(std::io::stderr(), "SKIPPED without_privileges_live_names_the_capability: needs root and setpriv to drop to nobody");
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED without_privileges_live_names_the_capability: needs root and setpriv to drop to nobody"
+        );
         return;
     }
     let out = Command::new("setpriv")

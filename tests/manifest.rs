@@ -31,14 +31,21 @@ const EXCEPTIONS: &[Exception] = &[
         why: "fuzzed capture: one IPv4 header with IHL 1 and one EtherType-IPv4 frame whose version nibble is 6; \
               flowsieve rejects both (bad_ip_header, bad_ip_version), the manifest's parser keys their garbage (294)",
         flows: 292,
-        skipped: &[(SkipReason::NonIp, 78), (SkipReason::BadIpVersion, 6), (SkipReason::BadIpHeader, 1)],
+        skipped: &[
+            (SkipReason::NonIp, 78),
+            (SkipReason::BadIpVersion, 6),
+            (SkipReason::BadIpHeader, 1),
+        ],
     },
     Exception {
         file: "l3_edge/mpls_6in6_broken.pcap",
         why: "15 frames whose MPLS payload ends inside the IPv6 header; flowsieve counts truncated_ip_header, \
               the manifest's parser keys the partial addresses (452)",
         flows: 440,
-        skipped: &[(SkipReason::TruncatedIpHeader, 15), (SkipReason::BadIpVersion, 22)],
+        skipped: &[
+            (SkipReason::TruncatedIpHeader, 15),
+            (SkipReason::BadIpVersion, 22),
+        ],
     },
 ];
 

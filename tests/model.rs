@@ -431,7 +431,7 @@ fn selective_query_matches_table_ii() {
 // ---------- recycling filters (004) against a Monte Carlo run ----------
 
 use flowsieve::model::recycling::{self as rbf, Hashing, RecyclingModel};
-use flowsieve::reproduce::{simulate_recycling, Measured, RecyclingShape};
+use flowsieve::reproduce::{Measured, RecyclingShape, simulate_recycling};
 use rand::SeedableRng;
 
 #[test]
@@ -634,7 +634,9 @@ fn sigma_sizing_in_one_pass_equals_the_largest_solved_chain_below_target() {
                         let brute = (lo..m).filter(|&s| rate(s) <= target).max();
                         let fast =
                             rbf::sigma_for_target(m, k, hashing, retaining, two_phase, target);
-                        let what = format!("m={m} k={k} {hashing:?} retaining={retaining} two_phase={two_phase} target={target}");
+                        let what = format!(
+                            "m={m} k={k} {hashing:?} retaining={retaining} two_phase={two_phase} target={target}"
+                        );
                         assert_eq!(fast.map(|s| s.sigma), brute, "{what}");
                         if let Some(s) = fast {
                             assert!((s.avg_fpr - rate(s.sigma)).abs() < 1e-12, "{what}");

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::network::{assert_merged_is_whole, whole_trace, TRACE};
+use common::network::{TRACE, assert_merged_is_whole, whole_trace};
 use flowsieve::class::Classifier;
 use flowsieve::network::transport::connect;
 use flowsieve::network::{NetworkConfig, ShardWindowResult};
@@ -506,7 +506,7 @@ fn digests_over_the_message_limit_go_through_the_object_store() {
     // A pointer whose object is not in the bucket is refused, named, and
     // merges nothing.
     with_server(&servers.url(), |n| async move {
-        use flowsieve::network::transport::{digest_subject, OBJECT_HEADER};
+        use flowsieve::network::transport::{OBJECT_HEADER, digest_subject};
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", "forged.0.1");
         headers.insert(OBJECT_HEADER, "forged.0.1");

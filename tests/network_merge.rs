@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 mod common;
 
-use common::network::{assert_merged_is_whole, digest, probe_run, split_trace, whole_trace, TRACE};
+use common::network::{TRACE, assert_merged_is_whole, digest, probe_run, split_trace, whole_trace};
 
 fn base_config(conservative: bool) -> PipelineConfig {
     let mut c = PipelineConfig::new(Classifier::ports());

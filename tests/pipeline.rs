@@ -9,12 +9,12 @@ use flowsieve::class::Classifier;
 use flowsieve::filter::{CounterLayout, CounterWidth};
 use flowsieve::model::recycling::{Hashing, RecyclingModel};
 use flowsieve::pipeline::{
-    run, DirectoryKind, FileSource, HeavyConfig, NoEvents, PipelineConfig, PipelineSink,
-    RecycleSpec, StageList, StageName, Sweeps, Variant, WindowSpec,
+    DirectoryKind, FileSource, HeavyConfig, NoEvents, PipelineConfig, PipelineSink, RecycleSpec,
+    StageList, StageName, Sweeps, Variant, WindowSpec, run,
 };
 use flowsieve::replay::NoObserver;
 use flowsieve::report::PipelineReport;
-use flowsieve::synth::{generate, SynthConfig};
+use flowsieve::synth::{SynthConfig, generate};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -421,10 +421,11 @@ fn events_reach_the_sink() {
     let h = r.heavy().unwrap();
     assert_eq!(sink.heavy.len() as u64, h.overall.reported);
     assert!(sink.heavy.iter().all(|e| e.estimate >= cfg.heavy.theta));
-    assert!(sink
-        .heavy
-        .iter()
-        .all(|e| e.window == e.time_ns / 1_000_000_000));
+    assert!(
+        sink.heavy
+            .iter()
+            .all(|e| e.window == e.time_ns / 1_000_000_000)
+    );
     assert_eq!(sink.new, r.new_flows().unwrap().overall.reported_new);
 }
 

@@ -5,11 +5,11 @@
 //! panic (101), never a signal, never past the bound.
 
 use flowsieve::filter::{
-    compress_bloom, decompress_bloom, decompress_bloom_within, BloomFilter, CompressedError,
-    DEFAULT_DECODE_MAX_BITS,
+    BloomFilter, CompressedError, DEFAULT_DECODE_MAX_BITS, compress_bloom, decompress_bloom,
+    decompress_bloom_within,
 };
 use flowsieve::ingest::{IngestError, TraceReader};
-use flowsieve::synth::{generate, SynthConfig};
+use flowsieve::synth::{SynthConfig, generate};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -3,7 +3,7 @@
 
 mod common;
 
-use flowsieve::reproduce::{experiments, select, Check, Options, Outcome, Verdict, CHANCE_BAND_SE};
+use flowsieve::reproduce::{CHANCE_BAND_SE, Check, Options, Outcome, Verdict, experiments, select};
 
 fn run(id: &str) -> Outcome {
     let e = experiments().iter().find(|e| e.id == id).expect(id);
@@ -85,12 +85,13 @@ fn summary_cache_table_agrees_except_its_two_typos() {
         .collect();
     assert_eq!(explained, ["m/n=30 k=15", "m/n=30 k=16"]);
     // Every other printed entry rounds to the formula.
-    assert!(table
-        .iter()
-        .filter(|c| !explained.contains(&c.label.as_str()))
-        .all(
-            |c| c.verdict == Verdict::Agrees && c.paper.as_ref().unwrap().agrees(c.model.unwrap())
-        ));
+    assert!(
+        table
+            .iter()
+            .filter(|c| !explained.contains(&c.label.as_str()))
+            .all(|c| c.verdict == Verdict::Agrees
+                && c.paper.as_ref().unwrap().agrees(c.model.unwrap()))
+    );
     assert!(
         out.checks
             .iter()

@@ -11,8 +11,8 @@ use flowsieve::dissect::FlowKey;
 use flowsieve::hash::flow_hash;
 use flowsieve::ingest::Timestamp;
 use flowsieve::pipeline::{
-    run, Event, EventKind, FileSource, NoEvents, PipelineConfig, PipelineError, PipelineSink,
-    Source, StageList, ValidatedConfig,
+    Event, EventKind, FileSource, NoEvents, PipelineConfig, PipelineError, PipelineSink, Source,
+    StageList, ValidatedConfig, run,
 };
 use flowsieve::replay::{NoObserver, PacketSink, ReplayObserver};
 use flowsieve::report::{PipelineReport, ReplaySummary};
@@ -64,10 +64,11 @@ fn a_fourth_stage_is_one_file_and_one_registration() {
         table.starts_with("class,packets,wire_bytes\nweb,15827,"),
         "{table}"
     );
-    assert!(r
-        .stages
-        .iter()
-        .any(|l| l.name == "packet_count" && l.batches > 0));
+    assert!(
+        r.stages
+            .iter()
+            .any(|l| l.name == "packet_count" && l.batches > 0)
+    );
 }
 
 #[test]

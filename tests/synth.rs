@@ -5,7 +5,7 @@ mod common;
 
 use common::{scan, sorted_flows};
 use flowsieve::dissect::{Dissector, IpVersion};
-use flowsieve::synth::{generate, OutputFormat, SizeModel, SynthConfig};
+use flowsieve::synth::{OutputFormat, SizeModel, SynthConfig, generate};
 use std::path::PathBuf;
 
 fn write(cfg: &SynthConfig, dir: &tempfile::TempDir, name: &str) -> PathBuf {
@@ -45,7 +45,7 @@ fn exact_flow_and_packet_counts_in_every_format() {
 
 #[test]
 fn same_seed_same_bytes_other_seed_other_bytes() {
-    let gen = |seed| {
+    let generate = |seed| {
         let mut v = Vec::new();
         generate(
             &SynthConfig {
@@ -59,8 +59,8 @@ fn same_seed_same_bytes_other_seed_other_bytes() {
         .unwrap();
         v
     };
-    assert_eq!(gen(9), gen(9));
-    assert_ne!(gen(9), gen(10));
+    assert_eq!(generate(9), generate(9));
+    assert_ne!(generate(9), generate(10));
 }
 
 /// Generalised harmonic number H(n, s).

@@ -4,7 +4,7 @@
 //! --seed 42`). Generated once into `target/bench-traces/` and read into
 //! the page cache before any timing. Shared by `#[path]`.
 
-use flowsieve::synth::{generate, SizeModel, SynthConfig};
+use flowsieve::synth::{SizeModel, SynthConfig, generate};
 use std::path::{Path, PathBuf};
 
 /// Packets in the benchmark trace.

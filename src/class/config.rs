@@ -313,13 +313,13 @@ impl ClassConfig {
                     Some(n) => {
                         return Err(bad(format!(
                             "interface name {n:?} must be 1 to {IFACE_NAME_MAX} bytes"
-                        )))
+                        )));
                     }
                     None => r.iface.clone(),
                 },
                 alpha: match r.alpha {
                     Some(a) if !(a.is_finite() && a > 0.0) => {
-                        return Err(bad(format!("alpha must be a positive number, got {a}")))
+                        return Err(bad(format!("alpha must be a positive number, got {a}")));
                     }
                     a => a,
                 },
@@ -331,10 +331,10 @@ impl ClassConfig {
         // times as many rules took seconds).
         let mut alphas = vec![None; names.len()];
         for r in &rules {
-            if let Some(slot) = alphas.get_mut(usize::from(r.class)) {
-                if slot.is_none() {
-                    *slot = r.alpha;
-                }
+            if let Some(slot) = alphas.get_mut(usize::from(r.class))
+                && slot.is_none()
+            {
+                *slot = r.alpha;
             }
         }
         Ok(ClassConfig {

@@ -26,13 +26,13 @@ use crate::hash::PartitionedIndexer;
 // explore every interleaving of the writers and readers below.
 #[cfg(flowsieve_loom)]
 use loom::sync::{
-    atomic::{AtomicU64, Ordering::Relaxed},
     Arc,
+    atomic::{AtomicU64, Ordering::Relaxed},
 };
 #[cfg(not(flowsieve_loom))]
 use std::sync::{
-    atomic::{AtomicU64, Ordering::Relaxed},
     Arc,
+    atomic::{AtomicU64, Ordering::Relaxed},
 };
 
 /// The shared counters.

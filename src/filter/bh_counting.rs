@@ -22,7 +22,7 @@
 //! assert_eq!(d.multiplicity(3, 2, 1), Some(1));
 //! ```
 
-use crate::hash::{fmix64, PartitionedIndexer};
+use crate::hash::{PartitionedIndexer, fmix64};
 use crate::model::paradox;
 
 /// A B_h sequence: distinct positive values whose multisets of each size

@@ -47,7 +47,7 @@
 //! ```
 
 use super::compressed::{
-    check_preamble, le_u64, sized_payload, RangeDecoder, RangeEncoder, PROB_BITS,
+    PROB_BITS, RangeDecoder, RangeEncoder, check_preamble, le_u64, sized_payload,
 };
 use super::{CompressedError, CounterWidth, Counters, CountingBloomFilter};
 use crate::hash::fmix64;

@@ -37,15 +37,15 @@ pub use bit_array::BitArray;
 pub use blocked_counting::{BlockedCountingFilter, COUNTER_BLOCK_BYTES};
 pub use bloom::{BloomFilter, ShapeMismatch};
 pub use compressed::{
-    apply_delta, compress_bloom, compress_delta, decompress_bloom, decompress_bloom_within,
-    CompressedError, DEFAULT_DECODE_MAX_BITS, MAX_SNAPSHOT_BITS,
+    CompressedError, DEFAULT_DECODE_MAX_BITS, MAX_SNAPSHOT_BITS, apply_delta, compress_bloom,
+    compress_delta, decompress_bloom, decompress_bloom_within,
 };
-pub use compressed_counting::{compress_counting, decompress_counting, ESCAPE as COUNTER_ESCAPE};
+pub use compressed_counting::{ESCAPE as COUNTER_ESCAPE, compress_counting, decompress_counting};
 pub use counter_layout::{CounterLayout, CounterLayoutError};
 pub use counter_width::{CounterWidth, CounterWidthError};
 pub use counting::CountingBloomFilter;
 pub use prior::{PriorEstimate, PriorSampler, RoundPriors};
-pub use recycling::{RecyclePolicy, RecyclingBloomFilter, RecyclingStats, MAX_K};
+pub use recycling::{MAX_K, RecyclePolicy, RecyclingBloomFilter, RecyclingStats};
 pub use selective::{SelectiveAnswer, SelectiveBloomFilter, SelectiveCountingFilter, Selectivity};
 pub use traits::{Counters, Membership};
 

@@ -257,11 +257,11 @@ impl RecyclingBloomFilter {
         if let Some(c) = (!self.cache.is_empty())
             .then(|| self.cache.get(self.slot(h)).copied())
             .flatten()
+            && c.hash == h
+            && c.epoch == self.stats.recycles + 1
         {
-            if c.hash == h && c.epoch == self.stats.recycles + 1 {
-                self.stats.seen_messages += 1;
-                return false;
-            }
+            self.stats.seen_messages += 1;
+            return false;
         }
         let mut pos = [0usize; MAX_K];
         self.positions(h, &mut pos);
@@ -308,12 +308,12 @@ impl RecyclingBloomFilter {
         if set > 0 {
             self.insertions += 1;
         }
-        if let RecyclePolicy::Insertions(n) = self.policy {
-            if self.insertions >= n {
-                // The message's bits go with this recycle: not remembered.
-                self.recycle();
-                return is_new;
-            }
+        if let RecyclePolicy::Insertions(n) = self.policy
+            && self.insertions >= n
+        {
+            // The message's bits go with this recycle: not remembered.
+            self.recycle();
+            return is_new;
         }
         self.remember(h);
         is_new

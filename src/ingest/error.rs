@@ -140,9 +140,7 @@ pub enum PcapNgError {
 pub enum AnomalyKind {
     /// A timestamp fraction at or above one second; it is carried into the
     /// seconds.
-    #[error(
-        "timestamp fraction {frac} out of range (must be below {limit}); carried into seconds"
-    )]
+    #[error("timestamp fraction {frac} out of range (must be below {limit}); carried into seconds")]
     TimestampFractionOutOfRange {
         /// The fraction found.
         frac: u32,

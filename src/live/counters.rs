@@ -8,8 +8,8 @@
 
 use crate::ingest::live::DeviceCounters;
 use serde::Serialize;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One interface's counters (the atomics behind an `InterfaceSnapshot`).
 #[derive(Debug, Default)]

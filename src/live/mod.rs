@@ -42,16 +42,16 @@ use crate::ingest::live::{
 };
 use crate::ingest::{LinkType, Timestamp};
 use crate::pipeline::gauges::VariantCost;
-use crate::pipeline::{defaults, Source};
-use crate::replay::{summarize, PacketSink, Read, ReplayConfig, ReplayObserver, Totals};
+use crate::pipeline::{Source, defaults};
+use crate::replay::{PacketSink, Read, ReplayConfig, ReplayObserver, Totals, summarize};
 use crate::report::ReplaySummary;
 use crate::truth::FlowTable;
-use crossbeam_channel::{bounded, RecvTimeoutError};
+use crossbeam_channel::{RecvTimeoutError, bounded};
 use reader::{Reader, ReaderBatch};
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Reader batches the merger's queue holds per reader.
@@ -157,16 +157,14 @@ impl<'o> LiveCapture<'o> {
             .write
             .as_deref()
             .is_some_and(|w| !PcapOut::wants_pcapng(w))
-        {
-            if let Some(other) = interfaces
+            && let Some(other) = interfaces
                 .iter()
                 .find(|i| i.link_type != interfaces[0].link_type)
-            {
-                return Err(LiveError::MixedLinkTypes {
-                    first: interfaces[0].name.clone(),
-                    other: other.name.clone(),
-                });
-            }
+        {
+            return Err(LiveError::MixedLinkTypes {
+                first: interfaces[0].name.clone(),
+                other: other.name.clone(),
+            });
         }
         let mut rings = Vec::new();
         // A fanout group id per interface, unique to this process.
@@ -380,10 +378,10 @@ impl Source for LiveCapture<'_> {
                             stop.store(true, Ordering::Relaxed);
                         }
                     }
-                    if *at >= batch.frames.len() {
-                        if let Some((b, _)) = pending[r].batches.pop_front() {
-                            let _ = free_tx.try_send(b);
-                        }
+                    if *at >= batch.frames.len()
+                        && let Some((b, _)) = pending[r].batches.pop_front()
+                    {
+                        let _ = free_tx.try_send(b);
                     }
                     released += 1;
                     totals.packets += 1;
@@ -430,10 +428,10 @@ impl Source for LiveCapture<'_> {
                     }
                     last_clock = Instant::now();
                 }
-                if let Some(report) = intervals.tick(&counters, &interfaces) {
-                    if observer.interval(&report).is_err() {
-                        stop.store(true, Ordering::Relaxed);
-                    }
+                if let Some(report) = intervals.tick(&counters, &interfaces)
+                    && observer.interval(&report).is_err()
+                {
+                    stop.store(true, Ordering::Relaxed);
                 }
                 // Done once the readers are gone and everything they sent
                 // is released (or the packet budget is spent).
@@ -448,10 +446,10 @@ impl Source for LiveCapture<'_> {
                 let _ = h.join();
             }
         });
-        if let Some(Ok(w)) = writer.take() {
-            if let Err(e) = w.finish() {
-                counters.set_fatal(e);
-            }
+        if let Some(Ok(w)) = writer.take()
+            && let Err(e) = w.finish()
+        {
+            counters.set_fatal(e);
         }
         let seconds = started.elapsed().as_secs_f64();
         let device_end: Vec<DeviceCounters> = interfaces.iter().map(|i| i.counters()).collect();

@@ -6,11 +6,11 @@ use super::counters::InterfaceCounters;
 use crate::class::{ClassId, Classifier};
 use crate::dissect::{Dissector, FlowKey, SkipReason};
 use crate::hash::FlowHasher;
-use crate::ingest::live::{restore_vlan_tag, Interface, PacketRing, TAG_BYTES};
+use crate::ingest::live::{Interface, PacketRing, TAG_BYTES, restore_vlan_tag};
 use crate::ingest::{LinkType, Timestamp};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A frame as the merger needs it.

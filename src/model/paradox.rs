@@ -14,8 +14,8 @@
 //! ```
 
 use super::special::ln_binomial;
-use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
 use std::hash::BuildHasherDefault;
 
 /// A hash map whose iteration order is the same in every run (SipHash with

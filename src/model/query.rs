@@ -317,7 +317,7 @@ impl ThresholdQuery {
                     return Err(invalid(
                         "counter_bits",
                         format!("must be 4, 8 or 16, got {b}"),
-                    ))
+                    ));
                 }
             };
             let (Some(n), Some(m)) = (self.n, self.m) else {
@@ -329,16 +329,16 @@ impl ThresholdQuery {
                     format!("must hold at least one block of {per_block} counters, got {m}"),
                 ));
             }
-            if let Some(k) = self.k {
-                if u64::from(k) > per_block.min(32) {
-                    return Err(invalid(
-                        "k",
-                        format!(
-                            "must be at most {} in the blocked layout, got {k}",
-                            per_block.min(32)
-                        ),
-                    ));
-                }
+            if let Some(k) = self.k
+                && u64::from(k) > per_block.min(32)
+            {
+                return Err(invalid(
+                    "k",
+                    format!(
+                        "must be at most {} in the blocked layout, got {k}",
+                        per_block.min(32)
+                    ),
+                ));
             }
             let blocks = m / per_block;
             let k_opt = blocked::k_opt_blocked(self.theta, n, blocks, per_block, 32);
@@ -379,7 +379,13 @@ impl fmt::Display for ThresholdAnswer {
         write!(
             f,
             "count threshold theta = {}, m/n = {}:\n  kappa* = {:.4} (linear fit {:.4})\n  k_opt = {}\n  false-positive rate at k = {}: {:.6e} (Poisson, eq. 3)",
-            self.theta, self.m_over_n, self.kappa_star, self.kappa_star_linear, self.k_opt, self.k, self.fpr_approx
+            self.theta,
+            self.m_over_n,
+            self.kappa_star,
+            self.kappa_star_linear,
+            self.k_opt,
+            self.k,
+            self.fpr_approx
         )?;
         if let (Some(e), Some((n, m))) = (self.fpr_exact, self.nm) {
             write!(f, "\n  exact (binomial, eq. 2, n = {n}, m = {m}): {e:.6e}")?;
@@ -471,12 +477,18 @@ impl fmt::Display for ParadoxAnswer {
                 prior_threshold,
                 alpha,
                 m_over_n,
-            } => write!(f, "alpha = {alpha}, m/n = {m_over_n}: the Bloom paradox holds for priors below {prior_threshold:.6e} (Theorem 1)"),
+            } => write!(
+                f,
+                "alpha = {alpha}, m/n = {m_over_n}: the Bloom paradox holds for priors below {prior_threshold:.6e} (Theorem 1)"
+            ),
             ParadoxAnswer::Bits {
                 min_bits_per_element,
                 alpha,
                 prior,
-            } => write!(f, "alpha = {alpha}, prior = {prior}: at least {min_bits_per_element:.3} bits per element escape the Bloom paradox"),
+            } => write!(
+                f,
+                "alpha = {alpha}, prior = {prior}: at least {min_bits_per_element:.3} bits per element escape the Bloom paradox"
+            ),
         }
     }
 }
@@ -820,7 +832,11 @@ impl RecycleQuery {
                     if u128::from(k) * 100 > u128::from(half) {
                         return Err(invalid(
                             "sigma",
-                            format!("the exact chain is too large here (sigma k^2 = {work}, above {}) and its continuum limit is inaccurate at k/m = {:.3}; use a smaller k or a larger m", recycling::EXACT_CHAIN_MAX_WORK, f64::from(k) / half as f64),
+                            format!(
+                                "the exact chain is too large here (sigma k^2 = {work}, above {}) and its continuum limit is inaccurate at k/m = {:.3}; use a smaller k or a larger m",
+                                recycling::EXACT_CHAIN_MAX_WORK,
+                                f64::from(k) / half as f64
+                            ),
                         ));
                     }
                     let (avg_fpr, expected_messages) =
@@ -911,27 +927,42 @@ impl fmt::Display for RecycleReply {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (m, half, k) = (self.m, self.half, self.k);
         match &self.answer {
-            RecycleAnswer::Sigma { avg_fpr, expected_messages, method, sigma } => write!(
+            RecycleAnswer::Sigma {
+                avg_fpr,
+                expected_messages,
+                method,
+                sigma,
+            } => write!(
                 f,
                 "{}, m = {m} ({half} per phase), k = {k}, sigma = {sigma}:\n  long-term average false-positive rate {avg_fpr:.6e}{}\n  expected new messages per cycle {expected_messages:.2}",
                 self.variant,
                 match method {
                     recycling::SizingMethod::Chain => "  (exact chain, 004 eq. (18)/(26))",
-                    recycling::SizingMethod::Continuum => "  (continuum limit of the chain: sigma k^2 is too large to solve it exactly)",
+                    recycling::SizingMethod::Continuum =>
+                        "  (continuum limit of the chain: sigma k^2 is too large to solve it exactly)",
                 }
             ),
             RecycleAnswer::NBounded { f_w, f_o, f_a, n } => write!(
                 f,
                 "N-bounded, m = {half}, k = {k}, N = {n}:\n  f_w (worst case, eq. 1) {f_w:.6e}\n  f_o (oracle average, eq. 2) {f_o:.6e}\n  f_a (average-case bound, eq. 3) {f_a:.6e}"
             ),
-            RecycleAnswer::Target { sigma, expected_messages, n_worst, n_avg, method, target } => write!(
+            RecycleAnswer::Target {
+                sigma,
+                expected_messages,
+                n_worst,
+                n_avg,
+                method,
+                target,
+            } => write!(
                 f,
                 "{}, m = {m} ({half} per phase), k = {k}, target {target}:\n  sigma = {}{}\n  expected new messages per cycle {}\n  N-bounded: n_worst = {}, n_avg = {}",
                 self.variant,
                 sigma.map_or("none".into(), |s| s.to_string()),
                 match method {
-                    Some(recycling::SizingMethod::Chain) => "  (exact chain, 004 eqs. (15), (18), (26))",
-                    Some(recycling::SizingMethod::Continuum) => "  (continuum limit of the chain: the phase is too large to solve it exactly)",
+                    Some(recycling::SizingMethod::Chain) =>
+                        "  (exact chain, 004 eqs. (15), (18), (26))",
+                    Some(recycling::SizingMethod::Continuum) =>
+                        "  (continuum limit of the chain: the phase is too large to solve it exactly)",
                     None => "",
                 },
                 expected_messages.map_or("-".into(), |m| format!("{m:.2}")),
@@ -1025,7 +1056,14 @@ impl fmt::Display for CompressedAnswer {
         write!(
             f,
             "budget {} transmitted bits per element:\n  compressed: m/n = {:.3}, k = {}, false-positive rate {:.6e} ({:.3} bits sent)\n  standard:   m/n = {}, k = {}, false-positive rate {:.6e}",
-            self.budget, o.m_over_n, o.k, o.fpr, o.transmitted_bits_per_element, s.m_over_n, s.k, s.fpr
+            self.budget,
+            o.m_over_n,
+            o.k,
+            o.fpr,
+            o.transmitted_bits_per_element,
+            s.m_over_n,
+            s.k,
+            s.fpr
         )
     }
 }

@@ -73,7 +73,9 @@ pub enum RecyclingModelError {
         /// Bits.
         m: u64,
     },
-    #[error("a retaining filter needs sigma >= k, or one message could recycle it forever (sigma = {sigma}, k = {k})")]
+    #[error(
+        "a retaining filter needs sigma >= k, or one message could recycle it forever (sigma = {sigma}, k = {k})"
+    )]
     /// A retaining filter with sigma below k.
     RetainingSigmaBelowK {
         /// The threshold.
@@ -345,11 +347,7 @@ pub fn f_average(m: u64, k: u32, n: u64) -> f64 {
         num += r;
         den += 1.0 + r;
     }
-    if den > 0.0 {
-        num / den
-    } else {
-        0.0
-    }
+    if den > 0.0 { num / den } else { 0.0 }
 }
 
 /// The largest `x` in `lo..=hi` with `ok(x)`, for `ok` true up to a point

@@ -240,7 +240,7 @@ impl<T> Book<T> {
         let mut shards: Vec<u32> = self
             .pending
             .iter()
-            .filter(|(&(w, _), p)| {
+            .filter(|&(&(w, _), p)| {
                 self.missing_if_done(w, p.since_ms, probes, now_ms, lateness_ms)
                     .is_some()
             })

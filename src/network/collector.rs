@@ -17,9 +17,9 @@ use super::book::{Book, Verdict};
 use super::digest::Digest;
 use super::merge::ShardWindowResult;
 use super::transport::{
-    self, result_key, result_subject, shard_filter, Nats, NetError, RESULTS_BUCKET, STREAM,
+    self, Nats, NetError, RESULTS_BUCKET, STREAM, result_key, result_subject, shard_filter,
 };
-use async_nats::jetstream::{consumer, AckKind, Message};
+use async_nats::jetstream::{AckKind, Message, consumer};
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -404,13 +404,13 @@ async fn offer(
             summary.rejected += 1;
         }
     }
-    if opts.verbose {
-        if let Verdict::Duplicate { .. } | Verdict::Late = verdict {
-            eprintln!(
-                "collect: window {} shard {} probe {}: {:?}, not merged",
-                d.window, d.shard, d.probe, verdict
-            );
-        }
+    if opts.verbose
+        && let Verdict::Duplicate { .. } | Verdict::Late = verdict
+    {
+        eprintln!(
+            "collect: window {} shard {} probe {}: {:?}, not merged",
+            d.window, d.shard, d.probe, verdict
+        );
     }
     if let Some(m) = back {
         let r = match verdict {

@@ -27,8 +27,8 @@
 
 use crate::dissect::FlowKey;
 use crate::filter::{
-    compress_bloom, compress_counting, decompress_bloom_within, decompress_counting, BloomFilter,
-    CompressedError, CountingBloomFilter,
+    BloomFilter, CompressedError, CountingBloomFilter, compress_bloom, compress_counting,
+    decompress_bloom_within, decompress_counting,
 };
 use crate::hash::fmix64;
 use crate::pipeline::Candidate;
@@ -271,7 +271,7 @@ impl Digest {
                     return Err(DigestError::Field {
                         field: "candidate",
                         problem: format!("IP version {v} with these addresses"),
-                    })
+                    });
                 }
             };
             candidates.push(Candidate {

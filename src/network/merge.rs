@@ -20,8 +20,8 @@ use super::config::NetworkConfig;
 use super::digest::Digest;
 use crate::dissect::FlowKey;
 use crate::filter::CounterWidth;
-use crate::filter::{compress_bloom, decompress_bloom_within, BloomFilter, Counters};
-use crate::hash::{fmix64, PartitionedIndexer};
+use crate::filter::{BloomFilter, Counters, compress_bloom, decompress_bloom_within};
+use crate::hash::{PartitionedIndexer, fmix64};
 use crate::pipeline::Candidate;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,7 +42,9 @@ pub enum MergeError {
         expected: u64,
     },
     /// For another shard or window.
-    #[error("digest of probe {probe} is for shard {shard} window {window}, not shard {want_shard} window {want_window}")]
+    #[error(
+        "digest of probe {probe} is for shard {shard} window {window}, not shard {want_shard} window {want_window}"
+    )]
     Elsewhere {
         /// The probe.
         probe: String,
@@ -262,15 +264,15 @@ impl ShardWindowMerge {
                 });
             }
         }
-        if let Some(p) = &self.presence {
-            if p.m() != d.presence.m() || p.k() != d.presence.k() {
-                return Err(MergeError::Shape {
-                    probe: d.probe.clone(),
-                    what: "presence bits",
-                    found: d.presence.m() as u64,
-                    expected: p.m() as u64,
-                });
-            }
+        if let Some(p) = &self.presence
+            && (p.m() != d.presence.m() || p.k() != d.presence.k())
+        {
+            return Err(MergeError::Shape {
+                probe: d.probe.clone(),
+                what: "presence bits",
+                found: d.presence.m() as u64,
+                expected: p.m() as u64,
+            });
         }
         if d.class_packets.len() > self.class_packets.len() {
             return Err(MergeError::Shape {

@@ -42,9 +42,9 @@ pub mod results;
 pub mod transport;
 
 pub use book::{Book, ProbeState, Verdict};
-pub use config::{ConfigDifference, NetworkConfig, CONFIG_KEY, MAX_PROBES};
+pub use config::{CONFIG_KEY, ConfigDifference, MAX_PROBES, NetworkConfig};
 pub use digest::{Digest, DigestError, MAX_DIGEST_CELLS, MAX_PROBE_ID};
 pub use merge::{
-    cardinality_estimate, cells_checksum, HeavyFlow, MergeError, ShardWindowMerge,
-    ShardWindowResult,
+    HeavyFlow, MergeError, ShardWindowMerge, ShardWindowResult, cardinality_estimate,
+    cells_checksum,
 };

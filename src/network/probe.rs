@@ -23,11 +23,11 @@
 use super::book::ProbeState;
 use super::config::NetworkConfig;
 use super::digest::Digest;
-use super::transport::{self, digest_msg_id, digest_subject, Nats, NetError, PROBES_BUCKET};
+use super::transport::{self, Nats, NetError, PROBES_BUCKET, digest_msg_id, digest_subject};
 use crate::pipeline::{
     Event, EventKind, PipelineSink, ShardWindow, WindowDigestSink, WindowExport,
 };
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TrySendError};
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded, unbounded};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -228,7 +228,7 @@ impl Exporter {
                 {
                     Ok(rt) => rt,
                     Err(err) => {
-                        return ExportSummary::failed(&opts.probe, format!("tokio runtime: {err}"))
+                        return ExportSummary::failed(&opts.probe, format!("tokio runtime: {err}"));
                     }
                 };
                 rt.block_on(export_loop(c, opts, (rx, control_rx, lost_rx), s, e))
@@ -397,15 +397,15 @@ async fn export_loop(
                 bytes: bytes.into(),
             });
             // Bound the queue by windows: drop the oldest.
-            if distinct_windows(&queue) > opts.buffer_windows.max(1) {
-                if let Some(oldest) = queue.iter().map(|o| o.window).min() {
-                    let before = queue.len();
-                    queue.retain(|o| o.window != oldest);
-                    stats
-                        .dropped
-                        .fetch_add((before - queue.len()) as u64, Ordering::Relaxed);
-                    lose(&mut state, &stats, oldest);
-                }
+            if distinct_windows(&queue) > opts.buffer_windows.max(1)
+                && let Some(oldest) = queue.iter().map(|o| o.window).min()
+            {
+                let before = queue.len();
+                queue.retain(|o| o.window != oldest);
+                stats
+                    .dropped
+                    .fetch_add((before - queue.len()) as u64, Ordering::Relaxed);
+                lose(&mut state, &stats, oldest);
             }
         }
         for c in controls {
@@ -578,7 +578,7 @@ async fn step(
                     return Err(NetError::Nats {
                         what: "store digest object",
                         detail: "no answer in time".into(),
-                    })
+                    });
                 }
             }
             headers.insert(transport::OBJECT_HEADER, id.as_str());
@@ -609,7 +609,7 @@ async fn step(
                 return Err(NetError::Nats {
                     what: "publish",
                     detail: "no acknowledgement in time".into(),
-                })
+                });
             }
         }
     }

@@ -8,7 +8,7 @@
 //! the replay's [`crate::report::Figure`]s.
 
 use super::config::NetworkConfig;
-use super::merge::{cardinality_estimate, HeavyFlow, ShardWindowResult};
+use super::merge::{HeavyFlow, ShardWindowResult, cardinality_estimate};
 use crate::filter::BloomFilter;
 use crate::report::{Cell, Column, Section, Table};
 use serde::Serialize;

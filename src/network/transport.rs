@@ -4,7 +4,7 @@
 //! runtime; nothing on the packet path calls it.
 
 use super::book::ProbeState;
-use super::config::{NetworkConfig, CONFIG_KEY};
+use super::config::{CONFIG_KEY, NetworkConfig};
 use super::merge::ShardWindowResult;
 use async_nats::jetstream::{self, kv, object_store, stream};
 use futures_util::StreamExt;

@@ -377,14 +377,14 @@ impl PipelineConfig {
         }
         memory.total = memory.sum()?;
         let limit = self.max_memory.or_else(available_memory);
-        if let Some(limit) = limit {
-            if memory.total > limit {
-                return Err(ConfigError::Memory {
-                    needed: memory.total,
-                    limit,
-                    estimate: memory,
-                });
-            }
+        if let Some(limit) = limit
+            && memory.total > limit
+        {
+            return Err(ConfigError::Memory {
+                needed: memory.total,
+                limit,
+                estimate: memory,
+            });
         }
         validated.memory = memory;
         validated.validate_seconds = started.elapsed().as_secs_f64();

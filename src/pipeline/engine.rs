@@ -15,7 +15,7 @@ use crate::hash::shard_of;
 use crate::ingest::Timestamp;
 use crate::replay::{PacketSink, ReplayObserver};
 use crate::report::{PipelineInfo, PipelineReport, StageSection, Throughput};
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use std::any::Any;
 use std::time::Instant;
 

@@ -14,8 +14,8 @@
 //! own tallies, and these gauges reach the same totals once every batch
 //! has been processed (the live tests check that they do).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Every stage's live figures.
 #[derive(Debug, Default)]

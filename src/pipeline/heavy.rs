@@ -16,7 +16,7 @@
 //! `theta` or more that was never reported (impossible without saturation,
 //! since an estimate is never below the count).
 
-use super::config::{defaults, in_range, ConfigError};
+use super::config::{ConfigError, defaults, in_range};
 use super::event::{Event, EventKind, HeavyEvent};
 use super::export::ShardExporter;
 use super::keyed::{HashMap, HashSet};

@@ -46,14 +46,14 @@ mod source;
 pub mod stage;
 mod window;
 
-pub use capped::{admitted_at, Admission, CappedFlowSet};
+pub use capped::{Admission, CappedFlowSet, admitted_at};
 pub use config::{
-    available_memory, default_threads, defaults, ByteSize, ByteSizeError, ConfigError,
+    ByteSize, ByteSizeError, ConfigError, MAX_BATCH, MAX_QUEUE_BATCHES, MAX_SHARDS, MAX_THREADS,
     MemoryEstimate, PipelineConfig, StageList, StageListError, StageName, ValidatedConfig,
-    MAX_BATCH, MAX_QUEUE_BATCHES, MAX_SHARDS, MAX_THREADS,
+    available_memory, default_threads, defaults,
 };
 pub use deferred::Deferred;
-pub use engine::{cpu_seconds, run, run_with_gauges, PipelineError};
+pub use engine::{PipelineError, cpu_seconds, run, run_with_gauges};
 pub use event::{
     Event, EventKind, HeavyEvent, JsonLinesSink, NewFlowEvent, NoEvents, PipelineSink,
     WindowEndEvent,
@@ -70,4 +70,4 @@ pub use selective::{
 };
 pub use source::{FileSource, Source};
 pub use stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
-pub use window::{parse_duration_ns, WindowParseError, WindowSpec};
+pub use window::{WindowParseError, WindowSpec, parse_duration_ns};

@@ -15,14 +15,14 @@
 //! packets) and count-each `ΣF_i η(i) / Ση(i)` (every packet of a flow
 //! instance whose first packet was a false positive, over all packets).
 
-use super::config::{defaults, in_range, ConfigError};
+use super::config::{ConfigError, defaults, in_range};
 use super::deferred::Deferred;
 use super::event::{Event, EventKind, NewFlowEvent};
 use super::keyed::HashMap;
 use super::rate::{binomial_se, opt_ratio};
 use super::record::PacketRecord;
 use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
-use crate::filter::{RecyclePolicy, RecyclingBloomFilter, MAX_K};
+use crate::filter::{MAX_K, RecyclePolicy, RecyclingBloomFilter};
 use crate::ingest::Timestamp;
 use crate::model::recycling::{self, Hashing, RecyclingModel};
 use crate::report::{NewFlowConfigInfo, NewFlowNote, NewFlowRates, NewFlowReport};
@@ -45,7 +45,9 @@ pub enum RecycleSpec {
 
 /// Why a recycle policy could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad recycle policy '{0}': expected sigma:S (a fraction below 1 or a bit count), n:N or time:T (such as time:10s)")]
+#[error(
+    "bad recycle policy '{0}': expected sigma:S (a fraction below 1 or a bit count), n:N or time:T (such as time:10s)"
+)]
 pub struct RecycleSpecError(pub String);
 
 impl std::str::FromStr for RecycleSpec {
@@ -553,13 +555,13 @@ impl ShardStage for NewFlowShard {
         for r in records {
             self.classify(r, events);
         }
-        if let Some((g, shard)) = self.gauges.as_ref() {
-            if let Some(nf) = g.new_flows.get() {
-                use std::sync::atomic::Ordering::Relaxed;
-                if let (Some(a), Some(r)) = (nf.active_bits.get(*shard), nf.recycles.get(*shard)) {
-                    a.store(self.filter.active_bits(), Relaxed);
-                    r.store(self.filter.stats().recycles, Relaxed);
-                }
+        if let Some((g, shard)) = self.gauges.as_ref()
+            && let Some(nf) = g.new_flows.get()
+        {
+            use std::sync::atomic::Ordering::Relaxed;
+            if let (Some(a), Some(r)) = (nf.active_bits.get(*shard), nf.recycles.get(*shard)) {
+                a.store(self.filter.active_bits(), Relaxed);
+                r.store(self.filter.stats().recycles, Relaxed);
             }
         }
     }

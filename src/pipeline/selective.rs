@@ -56,7 +56,7 @@
 //! the posterior and the counter-product rule.
 
 use super::capped::{Admission, CappedFlowSet};
-use super::config::{defaults, in_range, ConfigError};
+use super::config::{ConfigError, defaults, in_range};
 use super::event::Event;
 use super::rate::ratio;
 use super::record::PacketRecord;
@@ -65,8 +65,8 @@ use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use super::window::WindowSpec;
 use crate::class::ClassId;
 use crate::filter::{
-    CounterWidth, CountingBloomFilter, PriorEstimate, PriorSampler, RoundPriors,
-    SelectiveBloomFilter, SelectiveCountingFilter, Selectivity, MAX_K,
+    CounterWidth, CountingBloomFilter, MAX_K, PriorEstimate, PriorSampler, RoundPriors,
+    SelectiveBloomFilter, SelectiveCountingFilter, Selectivity,
 };
 use crate::model::bloom;
 use crate::model::paradox;
@@ -240,7 +240,7 @@ impl FromStr for SweepSpec {
             other => {
                 return Err(err(format!(
                     "sweep: unknown parameter '{other}' (expected alpha, k, bpe or product)"
-                )))
+                )));
             }
         };
         let values: Vec<f64> = list
@@ -371,7 +371,9 @@ impl SelectiveConfig {
         if !cache.same_axis(&query) || query.span() <= cache.span() {
             return Err(ConfigError::invalid(
                 "selective.query_window",
-                format!("({query}) must be longer than the cache window ({cache}) and on the same axis (both time or both packets)"),
+                format!(
+                    "({query}) must be longer than the cache window ({cache}) and on the same axis (both time or both packets)"
+                ),
             ));
         }
         let period = cache.span().checked_add(query.span()).ok_or_else(|| {
@@ -1460,11 +1462,11 @@ impl Coordinator<SelectiveTally> for PriorCoordinator {
                     }
                     // Only this class's count moved: check its mark alone,
                     // and send the update before the next record.
-                    if let Some(next) = self.next_update.get_mut(c) {
-                        if self.priors.round_samples(c) >= *next {
-                            *next = next.saturating_mul(2);
-                            self.update_due = true;
-                        }
+                    if let Some(next) = self.next_update.get_mut(c)
+                        && self.priors.round_samples(c) >= *next
+                    {
+                        *next = next.saturating_mul(2);
+                        self.update_due = true;
                     }
                 }
             }

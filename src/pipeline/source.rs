@@ -8,7 +8,7 @@
 //! report are the same for every source.
 
 use super::config::ValidatedConfig;
-use crate::replay::{replay_into, PacketSink, ReplayConfig, ReplayObserver};
+use crate::replay::{PacketSink, ReplayConfig, ReplayObserver, replay_into};
 use crate::report::ReplaySummary;
 use std::path::PathBuf;
 

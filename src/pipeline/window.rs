@@ -50,7 +50,9 @@ impl WindowSpec {
 
 /// Why a window could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad window '{0}': expected a duration such as 1s, 250ms, 2m, 10us, or a packet count such as 50000p")]
+#[error(
+    "bad window '{0}': expected a duration such as 1s, 250ms, 2m, 10us, or a packet count such as 50000p"
+)]
 pub struct WindowParseError(pub String);
 
 /// Parses `1s`, `250ms`, `10us`, `500ns`, `2m`, `1h`, a bare number of

@@ -22,8 +22,8 @@
 //! assert!(csv.starts_with("series,x,y,y_se\n"));
 //! ```
 
-use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Once;

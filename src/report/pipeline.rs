@@ -6,12 +6,12 @@
 //! confined to `trace.read_seconds`, `trace.packets_per_sec`, `stages` and
 //! `throughput`: everything else is identical for any thread count.
 
-use super::table::Table;
 use super::ReplaySummary;
+use super::table::Table;
 use crate::filter::RecyclePolicy;
 use crate::pipeline::{DirectoryKind, QueryUnit, SweepParam, Variant, WindowSpec};
-use serde::ser::SerializeMap;
 use serde::Serialize;
+use serde::ser::SerializeMap;
 use std::any::Any;
 use std::fmt::{self, Debug};
 use std::sync::Arc;
@@ -284,9 +284,30 @@ impl fmt::Display for NewFlowNote {
 impl fmt::Display for SelectiveNote {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SelectiveNote::Flooded { shard_rounds, cap, rate } => write!(f, "flooded: in {shard_rounds} shard-rounds a window held more than {cap} distinct flows per shard; the exact sets then kept a hash sample of the flows (down to {:.3}%) and the figures cover that sample (see flood for what was shed)", rate * 100.0),
-            SelectiveNote::StarvedPriors { classes, default_prior } => write!(f, "{classes} classes had queries but no sampled query before the trace ended; they used the default prior {default_prior} and were answered as by the plain filter"),
-            SelectiveNote::NoClassInParadox { class, below_bpe, below_alpha } => write!(f, "no class's prior is below its Theorem 1 threshold, so selective querying cannot pay here; the first to enter that regime would be {class}, below {below_bpe:.2} bits per element or below alpha {below_alpha:.3e}"),
+            SelectiveNote::Flooded {
+                shard_rounds,
+                cap,
+                rate,
+            } => write!(
+                f,
+                "flooded: in {shard_rounds} shard-rounds a window held more than {cap} distinct flows per shard; the exact sets then kept a hash sample of the flows (down to {:.3}%) and the figures cover that sample (see flood for what was shed)",
+                rate * 100.0
+            ),
+            SelectiveNote::StarvedPriors {
+                classes,
+                default_prior,
+            } => write!(
+                f,
+                "{classes} classes had queries but no sampled query before the trace ended; they used the default prior {default_prior} and were answered as by the plain filter"
+            ),
+            SelectiveNote::NoClassInParadox {
+                class,
+                below_bpe,
+                below_alpha,
+            } => write!(
+                f,
+                "no class's prior is below its Theorem 1 threshold, so selective querying cannot pay here; the first to enter that regime would be {class}, below {below_bpe:.2} bits per element or below alpha {below_alpha:.3e}"
+            ),
         }
     }
 }

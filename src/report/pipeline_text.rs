@@ -3,8 +3,8 @@
 //! throughput. Every section renders the same way, so a new stage's
 //! section needs no change here.
 
-use super::table::{Cell, Column, Table};
 use super::PipelineReport;
+use super::table::{Cell, Column, Table};
 use std::fmt::Write;
 
 const LATENCY_COLUMNS: &[Column] = &[

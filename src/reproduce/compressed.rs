@@ -4,7 +4,7 @@
 //! `m H(p)`.
 
 use super::{Check, Measured, Options, Outcome, PaperKind, Printed, Verdict};
-use crate::filter::{compress_bloom, BloomFilter};
+use crate::filter::{BloomFilter, compress_bloom};
 use crate::model::{bloom, compressed};
 use crate::report::{Figure, Series};
 use rand::{Rng, SeedableRng};

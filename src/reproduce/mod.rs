@@ -42,7 +42,7 @@ pub use bloom::{SUMMARY_CACHE, SUMMARY_CACHE_TYPOS};
 pub use compressed::COMPRESSED_TABLES;
 pub use paradox::PARADOX_TABLE_2;
 pub use printed::Printed;
-pub use recycling::{simulate_recycling, RecyclingShape};
+pub use recycling::{RecyclingShape, simulate_recycling};
 pub use stats::Measured;
 pub use threshold::KAPPA_TABLE_1;
 
@@ -82,11 +82,7 @@ impl Options {
 
     /// `quick` or `full` of a count.
     fn size(&self, quick: usize, full: usize) -> usize {
-        if self.quick {
-            quick
-        } else {
-            full
-        }
+        if self.quick { quick } else { full }
     }
 }
 

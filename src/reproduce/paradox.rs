@@ -33,8 +33,7 @@ fn classes() -> Vec<ElementClass> {
 /// the model must be within this of them, or the row says they differ.
 const PAPER_SIM_TOLERANCE: f64 = 0.10;
 
-const PAPER_SIM_DIFFERS: &str =
-    "the paper's own simulation differs by more than 10%; the model and flowsieve's simulation agree with each other";
+const PAPER_SIM_DIFFERS: &str = "the paper's own simulation differs by more than 10%; the model and flowsieve's simulation agree with each other";
 
 /// 000 Table II, as printed: `(alpha, bpe, variant, fpr, fnr, cost)`. The
 /// Generalized and Retouched Bloom filter columns are other authors'

@@ -26,7 +26,7 @@ use crate::filter::{CounterWidth, Counters, CountingBloomFilter};
 use crate::hash::{flow_hash, fmix64};
 use crate::ingest::Timestamp;
 use crate::model::{bloom, paradox};
-use crate::replay::{replay_into, NoObserver, PacketSink, ReplayConfig};
+use crate::replay::{NoObserver, PacketSink, ReplayConfig, replay_into};
 use crate::report::{Figure, Series};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -20,11 +20,11 @@ use etherparse::{
     VlanId, VlanPcp,
 };
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
 use pcap_file::pcapng::blocks::interface_description::{
     InterfaceDescriptionBlock, InterfaceDescriptionOption,
 };
-use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::{DataLink, Endianness, TsResolution};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -355,10 +355,10 @@ fn check(cfg: &SynthConfig) -> Result<(), SynthError> {
             "start_secs + span_secs = {latest:e} s is past {what} (at most {limit:.0} s)"
         )));
     }
-    if let SizeModel::Uniform { min, max } = cfg.sizes {
-        if min > max || max > 9000 {
-            return bad("uniform sizes need min <= max <= 9000");
-        }
+    if let SizeModel::Uniform { min, max } = cfg.sizes
+        && (min > max || max > 9000)
+    {
+        return bad("uniform sizes need min <= max <= 9000");
     }
     Ok(())
 }

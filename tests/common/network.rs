@@ -1,9 +1,9 @@
 //! Helpers of the network-mode tests: probes simulated in process, and
 //! traces split into disjoint parts.
 
-use flowsieve::network::{cells_checksum, Digest, NetworkConfig, ShardWindowResult};
+use flowsieve::network::{Digest, NetworkConfig, ShardWindowResult, cells_checksum};
 use flowsieve::pipeline::{
-    run, FileSource, NoEvents, PipelineConfig, ShardWindow, WindowDigestSink, WindowExport,
+    FileSource, NoEvents, PipelineConfig, ShardWindow, WindowDigestSink, WindowExport, run,
 };
 use flowsieve::replay::NoObserver;
 use std::collections::{BTreeMap, BTreeSet, HashMap};

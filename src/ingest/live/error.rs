@@ -13,7 +13,9 @@ pub enum LiveError {
         iface: String,
     },
     /// The process lacks the capabilities a packet socket needs.
-    #[error("{iface}: cannot {what}: not permitted (live capture needs CAP_NET_RAW, and CAP_NET_ADMIN for promiscuous mode; run as root or grant them with setcap)")]
+    #[error(
+        "{iface}: cannot {what}: not permitted (live capture needs CAP_NET_RAW, and CAP_NET_ADMIN for promiscuous mode; run as root or grant them with setcap)"
+    )]
     NotPermitted {
         /// The interface.
         iface: String,
@@ -27,7 +29,9 @@ pub enum LiveError {
         iface: String,
     },
     /// The interface's link layer is not one flowsieve dissects.
-    #[error("{iface}: link type ARPHRD {arphrd} is not supported for live capture (Ethernet, loopback and raw IP are)")]
+    #[error(
+        "{iface}: link type ARPHRD {arphrd} is not supported for live capture (Ethernet, loopback and raw IP are)"
+    )]
     UnsupportedLink {
         /// The interface.
         iface: String,

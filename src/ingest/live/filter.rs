@@ -15,7 +15,7 @@
 //! more than `-s` bytes of any frame into the ring.
 
 use super::error::LiveError;
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 

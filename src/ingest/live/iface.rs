@@ -82,7 +82,7 @@ impl Interface {
                 return Err(LiveError::UnsupportedLink {
                     iface: name.to_string(),
                     arphrd: other,
-                })
+                });
             }
         };
         Ok(Interface {

@@ -293,10 +293,10 @@ impl Injector {
                 // A frame due later than the batch's slack goes in the next
                 // batch: the batch leaves when its first frame is due, so no
                 // frame leaves more than BATCH_SLACK early.
-                if let (Some(due), Some(first)) = (due, batch.due) {
-                    if due > first + BATCH_SLACK {
-                        self.flush(&mut batch, &mut outcomes, &mut summary)?;
-                    }
+                if let (Some(due), Some(first)) = (due, batch.due)
+                    && due > first + BATCH_SLACK
+                {
+                    self.flush(&mut batch, &mut outcomes, &mut summary)?;
                 }
                 if index == 0 {
                     sent_at_start = Instant::now();

@@ -45,7 +45,7 @@ pub use filter::SocketFilter;
 pub use iface::{DeviceCounters, Interface};
 pub use inject::{InjectError, InjectSummary, Injector, Pace};
 pub use ring::{
-    walk_block, PacketRing, RingFrame, RingGeometry, RingOptions, RingStats, MAX_BLOCK_BYTES,
-    MIN_BLOCK_BYTES,
+    MAX_BLOCK_BYTES, MIN_BLOCK_BYTES, PacketRing, RingFrame, RingGeometry, RingOptions, RingStats,
+    walk_block,
 };
-pub use vlan::{restore_vlan_tag, TAG_BYTES};
+pub use vlan::{TAG_BYTES, restore_vlan_tag};

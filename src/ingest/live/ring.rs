@@ -14,7 +14,7 @@ use super::iface::Interface;
 use crate::ingest::Timestamp;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering, fence};
 
 /// Ring geometry: block size, block count and the block retire timeout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -384,10 +384,10 @@ impl PacketRing {
                 Err(e)
             };
         }
-        if pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
-            if let Some(e) = self.socket_error() {
-                return Err(e);
-            }
+        if pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0
+            && let Some(e) = self.socket_error()
+        {
+            return Err(e);
         }
         Ok(self.status_word(self.next_block).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0)
     }
