@@ -450,9 +450,10 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
         }
         Err(e) => return fail(exit::FAILURE, format!("results: {e}")),
     };
-    let report = assemble(&cfg, &results, args.window);
+    let mut report = assemble(&cfg, &results, args.window);
+    report.listed_per_window = args.top;
     if !args.quiet {
-        print!("{}", report.text(args.top));
+        print!("{}", report.text());
     }
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&report).unwrap_or_default();

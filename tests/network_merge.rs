@@ -524,6 +524,7 @@ fn flows_new_to_the_network_are_estimated_and_plotted_per_window() {
 /// `top` heavy flows a window, saying how many more the CSV holds.
 #[test]
 fn network_results_render_as_tables_like_a_replay() {
+    use flowsieve::network::results::NetworkReport;
     use flowsieve::report::Section;
     let (report, _, counts) = four_probe_report();
     let total: u64 = counts.values().sum();
@@ -593,7 +594,11 @@ fn network_results_render_as_tables_like_a_replay() {
 
     // The text: the heavy table's rows, per window, at most `top`.
     let top = 2;
-    let text = report.text(top);
+    let text = NetworkReport {
+        listed_per_window: top,
+        ..report.clone()
+    }
+    .text();
     let lines: Vec<&str> = text.lines().collect();
     let at = lines
         .iter()

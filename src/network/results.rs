@@ -229,14 +229,11 @@ fn new_since(
 
 impl NetworkReport {
     /// The text rendering (the [`Section`] renderer every report uses),
-    /// heavy flows listed up to `top` per window.
-    pub fn text(&self, top: usize) -> String {
+    /// heavy flows listed up to [`NetworkReport::listed_per_window`] per
+    /// window.
+    pub fn text(&self) -> String {
         let mut out = String::new();
-        let listed = NetworkReport {
-            listed_per_window: top,
-            ..self.clone()
-        };
-        listed.render_text(&mut out);
+        self.render_text(&mut out);
         out
     }
 
