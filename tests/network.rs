@@ -47,11 +47,25 @@ fn nats_server() -> Option<PathBuf> {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    free_ports(1, &[])[0]
+}
+
+/// `n` distinct free ports on 127.0.0.1, none of them in `not`. All
+/// listeners are held until every port is chosen: ports picked one at a
+/// time, each listener dropped at once, can repeat, and a server given the
+/// same port twice (client and monitor) never starts.
+fn free_ports(n: usize, not: &[u16]) -> Vec<u16> {
+    let mut held = Vec::new();
+    let mut ports = Vec::new();
+    while ports.len() < n {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = l.local_addr().unwrap().port();
+        if !not.contains(&p) {
+            ports.push(p);
+        }
+        held.push(l);
+    }
+    ports
 }
 
 fn http_get(port: u16, path: &str) -> Option<String> {
@@ -68,23 +82,22 @@ struct Servers {
     nodes: Vec<Option<Child>>,
     clients: Vec<u16>,
     monitors: Vec<u16>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Servers {
     fn start(bin: &Path, n: usize, client_port: Option<u16>) -> Servers {
         let dir = tempfile::tempdir().unwrap();
-        let clients: Vec<u16> = (0..n)
-            .map(|i| {
-                if i == 0 {
-                    client_port.unwrap_or_else(free_port)
-                } else {
-                    free_port()
-                }
-            })
+        let given: Vec<u16> = client_port.into_iter().collect();
+        let mut ports = free_ports(3 * n - given.len(), &given).into_iter();
+        let clients: Vec<u16> = given
+            .iter()
+            .copied()
+            .chain(ports.by_ref())
+            .take(n)
             .collect();
-        let monitors: Vec<u16> = (0..n).map(|_| free_port()).collect();
-        let routes: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let monitors: Vec<u16> = ports.by_ref().take(n).collect();
+        let routes: Vec<u16> = ports.collect();
         let mut nodes = Vec::new();
         for i in 0..n {
             let mut c = Command::new(bin);
@@ -106,9 +119,11 @@ impl Servers {
                     .args(["--cluster", &format!("nats://127.0.0.1:{}", routes[i])])
                     .args(["--routes", &others.join(",")]);
             }
+            // The node's log, for the message when it does not come up.
+            let log = std::fs::File::create(dir.path().join(format!("n{i}.log"))).unwrap();
             nodes.push(Some(
                 c.stdout(Stdio::null())
-                    .stderr(Stdio::null())
+                    .stderr(Stdio::from(log))
                     .spawn()
                     .unwrap(),
             ));
@@ -117,7 +132,7 @@ impl Servers {
             nodes,
             clients,
             monitors,
-            _dir: dir,
+            dir,
         };
         s.wait_ready();
         s
@@ -134,10 +149,18 @@ impl Servers {
                 if ok {
                     break;
                 }
-                assert!(
-                    start.elapsed() < Duration::from_secs(30),
-                    "nats-server not ready"
-                );
+                if start.elapsed() >= Duration::from_secs(30) {
+                    let logs: Vec<String> = (0..self.monitors.len())
+                        .map(|i| {
+                            std::fs::read_to_string(self.dir.path().join(format!("n{i}.log")))
+                                .unwrap_or_default()
+                        })
+                        .collect();
+                    panic!(
+                        "nats-server not ready in 30 s; its logs:\n{}",
+                        logs.join("\n")
+                    );
+                }
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
