@@ -2,8 +2,9 @@
 """Whole-process wall time of two flowsieve builds and tcpdump, side by side.
 
 Every round runs every command once, in turn, so that machine noise hits
-all of them alike; the figures are medians over the rounds, and each is
-also given as tcpdump's time over its own (above 1: faster than tcpdump).
+all of them alike; the figures are medians over the rounds of the wall
+time and of the CPU time (user + system, all threads), and each wall time
+is also given as tcpdump's over its own (above 1: faster than tcpdump).
 
     python3 benches/side_by_side.py OLD_BINARY NEW_BINARY TRACE [ROUNDS]
 
@@ -11,6 +12,7 @@ The commands are the throughput issue's: `--stages none`, all stages with
 truth off, all stages with `--layout blocked` (NEW only), and the default
 job. BENCHMARKS.md ("Throughput, first round") lists one run.
 """
+import resource
 import statistics
 import subprocess
 import sys
@@ -35,15 +37,25 @@ def main():
         ("NEW default job", [new, "-q", trace]),
     ]
     times = {name: [] for name, _ in cmds}
+    cpu = {name: [] for name, _ in cmds}
     for _ in range(rounds):
         for name, cmd in cmds:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
             times[name].append(time.perf_counter() - t0)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name].append(
+                after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+            )
     base = statistics.median(times[cmds[0][0]])
     for name, _ in cmds:
         m = statistics.median(times[name])
-        print(f"{name:34s} {m * 1000:8.1f} ms   tcpdump/this {base / m:5.2f}")
+        c = statistics.median(cpu[name])
+        print(
+            f"{name:34s} {m * 1000:8.1f} ms wall {c * 1000:8.1f} ms CPU"
+            f"   tcpdump/this {base / m:5.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -233,10 +233,28 @@ proptest! {
     fn partitions_above_2_pow_32_use_the_wide_path(h in any::<u64>(), k in 1usize..8) {
         let m = (1usize << 40) * k;
         let ix = PartitionedIndexer::new(m, k);
-        for i in 0..k {
+        let mut walked = Vec::new();
+        ix.for_each(h, |x| walked.push(x));
+        prop_assert_eq!(walked.len(), k);
+        for (i, &w) in walked.iter().enumerate() {
             let x = ix.index(h, i);
             prop_assert!(x >= i << 40 && x < (i + 1) << 40);
+            prop_assert_eq!(w, x);
         }
+    }
+
+    /// `indices` into a slot array shorter than `k` writes only those slots,
+    /// with the first indices.
+    #[test]
+    fn indices_into_a_short_array_write_the_first_ones(h in any::<u64>(), m in 1usize..1 << 24, k in 2usize..16, short in 1usize..16) {
+        let ix = PartitionedIndexer::new(m, k);
+        let short = short.min(k - 1);
+        let mut out = vec![usize::MAX; short + 1];
+        ix.indices(h, &mut out[..short]);
+        for (i, &x) in out[..short].iter().enumerate() {
+            prop_assert_eq!(x, ix.index(h, i));
+        }
+        prop_assert_eq!(out[short], usize::MAX);
     }
 
     #[test]

@@ -122,14 +122,14 @@ impl BlockedCountingFilter {
         let cells = &cells[..k];
         let mut est = u64::MAX;
         if !self.conservative {
-            for &cell in cells {
-                let (w, s) = width.locate(cell);
-                let Some(word) = words.get_mut(w) else {
-                    continue;
-                };
-                est = est.min(width.bump(word, s, &mut self.saturated));
-            }
-            return est;
+            // The width matched once, not per counter (as the partitioned
+            // filter's plain insert does).
+            let sat = &mut self.saturated;
+            return match width {
+                CounterWidth::W4 => bump_cells::<4>(words, cells, sat),
+                CounterWidth::W8 => bump_cells::<8>(words, cells, sat),
+                CounterWidth::W16 => bump_cells::<16>(words, cells, sat),
+            };
         }
         // Conservative: only the minimal counters move.
         let read = |words: &[u64; BLOCK_WORDS], cell: usize| {
@@ -195,4 +195,17 @@ impl BlockedCountingFilter {
             })
             .sum()
     }
+}
+
+/// Bumps each of a block's `cells` (counters of `BITS` bits); returns the
+/// minimum new value, `u64::MAX` for no cell.
+#[inline(always)]
+fn bump_cells<const BITS: u32>(words: &mut [u64], cells: &[usize], saturated: &mut u64) -> u64 {
+    let mut est = u64::MAX;
+    for &cell in cells {
+        if let Some(c) = CounterWidth::bump_fixed::<BITS>(words, cell, saturated) {
+            est = est.min(c);
+        }
+    }
+    est
 }

@@ -91,31 +91,27 @@ impl CountingBloomFilter {
     /// them in cache. Changes nothing.
     #[inline]
     pub fn prefetch(&self, h: u64) {
-        for j in 0..self.k() {
-            let (w, _) = self.width.locate(self.indexer.index(h, j));
-            super::prefetch_word(&self.words, w);
-        }
+        let width = self.width;
+        self.indexer
+            .for_each(h, |i| super::prefetch_word(&self.words, width.locate(i).0));
     }
 
     /// Adds one occurrence of a hash. Returns the new estimate (the minimum
     /// counter).
     #[inline]
     pub fn insert(&mut self, h: u64) -> u64 {
-        let (width, max) = (self.width, self.width.max());
+        if !self.conservative {
+            // One pass: read, bump unless saturated, write. The width is
+            // matched once here, not per counter.
+            return match self.width {
+                CounterWidth::W4 => self.insert_plain::<4>(h),
+                CounterWidth::W8 => self.insert_plain::<8>(h),
+                CounterWidth::W16 => self.insert_plain::<16>(h),
+            };
+        }
+        let max = self.width.max();
         let k = self.k();
         let mut est = u64::MAX;
-        if !self.conservative {
-            // One pass: read, bump unless saturated, write.
-            for j in 0..k {
-                let i = self.indexer.index(h, j);
-                let (w, s) = self.width.locate(i);
-                let Some(word) = self.words.get_mut(w) else {
-                    continue;
-                };
-                est = est.min(width.bump(word, s, &mut self.saturated));
-            }
-            return est;
-        }
         // Conservative: only the minimal counters move.
         let mut idx = [0usize; super::MAX_K];
         self.indexer.indices(h, &mut idx[..k]);
@@ -131,6 +127,19 @@ impl CountingBloomFilter {
             }
             est = est.min(v);
         }
+        est
+    }
+
+    /// The plain (not conservative) insert for counters of `BITS` bits.
+    #[inline(always)]
+    fn insert_plain<const BITS: u32>(&mut self, h: u64) -> u64 {
+        let (words, saturated) = (&mut self.words, &mut self.saturated);
+        let mut est = u64::MAX;
+        self.indexer.for_each(h, |i| {
+            if let Some(c) = CounterWidth::bump_fixed::<BITS>(words, i, saturated) {
+                est = est.min(c);
+            }
+        });
         est
     }
 

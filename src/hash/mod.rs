@@ -291,8 +291,45 @@ impl PartitionedIndexer {
     /// `[i * m/k, (i + 1) * m/k)`. Writes `min(k, out.len())` indices.
     #[inline]
     pub fn indices(&self, h: u64, out: &mut [usize]) {
-        for (i, slot) in out.iter_mut().take(self.k).enumerate() {
-            *slot = self.index(h, i);
+        let mut slots = out.iter_mut();
+        self.for_each(h, |i| {
+            if let Some(slot) = slots.next() {
+                *slot = i;
+            }
+        });
+    }
+
+    /// Calls `f` with the `k` cell indices of `h` in order: the same indices
+    /// as [`PartitionedIndexer::index`] for `i = 0..k`, bit for bit.
+    ///
+    /// Why a second form: `index` decides per call between the 32-bit and
+    /// the 64-bit reduction and multiplies `i` out again. Walking all `k` at
+    /// once decides once and steps `h1 + i * h2` by one addition (the same
+    /// wrapping sum), which is what a k = 11 insert on every packet wants.
+    ///
+    /// ```
+    /// use flowsieve::hash::PartitionedIndexer;
+    /// let ix = PartitionedIndexer::new(1 << 20, 11);
+    /// let mut walked = Vec::new();
+    /// ix.for_each(0x0123_4567_89ab_cdef, |i| walked.push(i));
+    /// let one_by_one: Vec<usize> = (0..11).map(|i| ix.index(0x0123_4567_89ab_cdef, i)).collect();
+    /// assert_eq!(walked, one_by_one);
+    /// ```
+    #[inline(always)]
+    pub fn for_each(&self, h: u64, mut f: impl FnMut(usize)) {
+        let n = self.partition;
+        if n <= 1 << 32 {
+            let (mut x, h2) = (h as u32, (h >> 32) as u32);
+            let mut base = 0u64;
+            for _ in 0..self.k {
+                f((base + reduce32(x, n)) as usize);
+                x = x.wrapping_add(h2);
+                base += n;
+            }
+        } else {
+            for i in 0..self.k {
+                f(self.index(h, i));
+            }
         }
     }
 
