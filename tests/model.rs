@@ -434,6 +434,63 @@ use flowsieve::model::recycling::{self as rbf, Hashing, RecyclingModel};
 use flowsieve::reproduce::{Measured, RecyclingShape, simulate_recycling};
 use rand::SeedableRng;
 
+/// 004 eqs. (4)-(8) and (11)-(13) exactly as written: one division per
+/// (position, offset) pair. The chain's faster form must give these bits.
+fn transitions_as_written(m: u64, k: u32, sigma: u64, hashing: Hashing, i: u64) -> (Vec<f64>, f64) {
+    let mf = m as f64;
+    let mut dist = vec![0.0; k as usize + 1];
+    dist[0] = 1.0;
+    let mut recycle = 0.0;
+    for h in 0..k as usize {
+        for off in (0..=h).rev() {
+            let p = dist[off];
+            if p == 0.0 {
+                continue;
+            }
+            let b = (i + off as u64) as f64;
+            let (stay, advance) = match hashing {
+                Hashing::Colliding => (b / mf, (mf - b) / mf),
+                Hashing::NonColliding => {
+                    ((b - h as f64) / (mf - h as f64), (mf - b) / (mf - h as f64))
+                }
+            };
+            dist[off] = p * stay;
+            if i + off as u64 + 1 > sigma {
+                recycle += p * advance;
+            } else {
+                dist[off + 1] += p * advance;
+            }
+        }
+    }
+    (dist, recycle)
+}
+
+proptest! {
+    /// The chain's transitions, bit for bit the formula as written, for
+    /// both hashings, any `k` (past the per-state division table too) and
+    /// states near and far from sigma.
+    #[test]
+    fn chain_transitions_are_the_formula_bit_for_bit(
+        m in 40u64..5_000_000,
+        k in 1u32..40,
+        sigma_frac in 0.05f64..0.95,
+        near in 0u64..50,
+        far in any::<bool>(),
+        colliding in any::<bool>(),
+    ) {
+        let hashing = if colliding { Hashing::Colliding } else { Hashing::NonColliding };
+        let sigma = ((m as f64 * sigma_frac) as u64).max(1);
+        let i = if far { sigma / 2 } else { sigma.saturating_sub(near) };
+        let (want, want_r) = transitions_as_written(m, k, sigma, hashing, i);
+        let (got, got_r) = rbf::transitions(m, k, sigma, hashing, i);
+        prop_assert_eq!(got_r.to_bits(), want_r.to_bits());
+        prop_assert_eq!(
+            got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            want.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+    }
+}
+
 #[test]
 fn markov_model_agrees_with_a_monte_carlo_run_of_the_filter() {
     let m = 1000usize;

@@ -112,26 +112,67 @@ pub fn transitions(m: u64, k: u32, sigma: u64, hashing: Hashing, i: u64) -> (Vec
 /// allocation: the chain is solved state by state, hundreds of thousands of
 /// times for a large filter). Returns the recycle probability.
 fn transitions_into(m: u64, k: u32, sigma: u64, hashing: Hashing, i: u64, dist: &mut [f64]) -> f64 {
+    // The hashing and `k` are fixed for a whole chain, hundreds of
+    // thousands of states: match once, and for colliding positions divide
+    // once per bit count `i + off` instead of once per (position, offset)
+    // pair. The same divisions of the same operands, so the same bits.
     let mf = m as f64;
     let kk = (k as usize).min(dist.len().saturating_sub(1));
-    dist.fill(0.0);
+    match hashing {
+        Hashing::Colliding if kk <= COLLIDING_TABLE => {
+            let mut stay = [0.0; COLLIDING_TABLE];
+            let mut advance = [0.0; COLLIDING_TABLE];
+            for off in 0..kk {
+                let b = (i + off as u64) as f64;
+                stay[off] = b / mf;
+                advance[off] = (mf - b) / mf;
+            }
+            walk_positions(kk, i, sigma, dist, |_, off| (stay[off], advance[off]))
+        }
+        Hashing::Colliding => walk_positions(kk, i, sigma, dist, |_, off| {
+            let b = (i + off as u64) as f64;
+            (b / mf, (mf - b) / mf)
+        }),
+        Hashing::NonColliding => walk_positions(kk, i, sigma, dist, |h, off| {
+            let b = (i + off as u64) as f64;
+            ((b - h as f64) / (mf - h as f64), (mf - b) / (mf - h as f64))
+        }),
+    }
+}
+
+/// Offsets a colliding chain's per-state division table holds (a larger
+/// `k` divides per step, as the formula is written).
+const COLLIDING_TABLE: usize = 16;
+
+/// The position-by-position walk of [`transitions_into`], given each
+/// step's `(stay, advance)` probabilities for position `h` at offset `off`.
+#[inline(always)]
+fn walk_positions(
+    kk: usize,
+    i: u64,
+    sigma: u64,
+    dist: &mut [f64],
+    step: impl Fn(usize, usize) -> (f64, f64),
+) -> f64 {
+    // Entry `h + 1` is first written by step `h`, so it is cleared there;
+    // entries past `kk` (a longer buffer) are never written.
+    if let Some(rest) = dist.get_mut(kk + 1..) {
+        rest.fill(0.0);
+    }
     dist[0] = 1.0;
     let mut recycle = 0.0;
     for h in 0..kk {
+        dist[h + 1] = 0.0;
         // Offsets only grow by one per position: walk them downwards so each
         // entry is read before the step writes into it.
-        for off in (0..=h).rev() {
+        let mut off = h + 1;
+        while off > 0 {
+            off -= 1;
             let p = dist[off];
             if p == 0.0 {
                 continue;
             }
-            let b = (i + off as u64) as f64;
-            let (stay, advance) = match hashing {
-                Hashing::Colliding => (b / mf, (mf - b) / mf),
-                Hashing::NonColliding => {
-                    ((b - h as f64) / (mf - h as f64), (mf - b) / (mf - h as f64))
-                }
-            };
+            let (stay, advance) = step(h, off);
             dist[off] = p * stay;
             if i + off as u64 + 1 > sigma {
                 recycle += p * advance;
