@@ -429,6 +429,95 @@ fn events_reach_the_sink() {
     assert_eq!(sink.new, r.new_flows().unwrap().overall.reported_new);
 }
 
+/// Keys travel beside the records, not in them: every event's key is the
+/// key of the very packet it names. A new-flow event carries the packet's
+/// sequence number, so it is checked against an independent replay's key
+/// for that packet; a heavy event's key must be a flow with a packet at the
+/// event's time. Both with 1 and 3 workers and a batch size that splits
+/// windows, so that a key paired with the wrong record would show.
+#[test]
+fn every_event_names_the_key_of_its_own_packet() {
+    use flowsieve::class::ClassId;
+    use flowsieve::dissect::FlowKey;
+    use flowsieve::ingest::Timestamp;
+    use flowsieve::pipeline::{Event, EventKind, HeavyEvent, NewFlowEvent};
+    use flowsieve::replay::{PacketSink, replay_into};
+    use std::collections::HashSet;
+    #[derive(Default)]
+    struct Keys {
+        keys: Vec<FlowKey>,
+        times: Vec<i128>,
+    }
+    impl PacketSink for Keys {
+        fn packet(&mut self, key: &FlowKey, _: u64, _: ClassId, ts: Timestamp, _: u32) {
+            self.keys.push(*key);
+            self.times.push(ts.as_nanos());
+        }
+    }
+    #[derive(Default)]
+    struct Collect {
+        heavy: Vec<HeavyEvent>,
+        new: Vec<NewFlowEvent>,
+    }
+    impl PipelineSink for Collect {
+        fn wants(&self, k: EventKind) -> bool {
+            k != EventKind::WindowEnd
+        }
+        fn event(&mut self, e: &Event) -> std::io::Result<()> {
+            match e {
+                Event::Heavy(h) => self.heavy.push(*h),
+                Event::NewFlow(n) => self.new.push(*n),
+                _ => {}
+            }
+            Ok(())
+        }
+    }
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    let mut packets = Keys::default();
+    replay_into(
+        &[default_trace()],
+        &cfg.replay,
+        &mut NoObserver,
+        &mut packets,
+    );
+    let first = packets.times[0];
+    // (key, time since the first packet) of every packet.
+    let at: HashSet<(FlowKey, u64)> = packets
+        .keys
+        .iter()
+        .zip(&packets.times)
+        .map(|(k, t)| (*k, (t - first) as u64))
+        .collect();
+    for (threads, batch) in [(1, 512), (3, 37)] {
+        cfg.threads = threads;
+        cfg.batch = batch;
+        let mut sink = Collect::default();
+        let r = run_sink(&[default_trace()], &cfg, &mut sink);
+        assert_eq!(
+            sink.new.len() as u64,
+            r.new_flows().unwrap().overall.reported_new
+        );
+        assert!(!sink.new.is_empty() && !sink.heavy.is_empty());
+        for e in &sink.new {
+            assert_eq!(
+                Some(&e.key),
+                packets.keys.get(e.seq as usize),
+                "new flow at {}",
+                e.seq
+            );
+        }
+        for e in &sink.heavy {
+            assert!(
+                at.contains(&(e.key, e.time_ns)),
+                "heavy {:?} at {}",
+                e.key,
+                e.time_ns
+            );
+        }
+        assert_eq!(sink.heavy.len() as u64, r.heavy().unwrap().overall.reported);
+    }
+}
+
 /// Defect: the report's `k_from_model` and `k_model_load` came from the
 /// default load even when the window counted packets or the load was
 /// given. Now they say which load chose `k`.
@@ -555,7 +644,7 @@ fn huge_sizes_are_refused_before_allocation() {
 fn new_flow_stage_takes_time_going_backwards() {
     use flowsieve::dissect::FlowKey;
     use flowsieve::pipeline::{
-        NewFlowConfig, PacketRecord, ReportContext, ShardContext, ShardStage, Stage,
+        NewFlowConfig, PacketRecord, RecordBatch, ReportContext, ShardContext, ShardStage, Stage,
     };
     let cfg = NewFlowConfig {
         horizon_ns: Some(1_000_000_000),
@@ -574,7 +663,6 @@ fn new_flow_stage_takes_time_going_backwards() {
     let mut shard = stage.shard(&ctx);
     let key = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 6);
     let rec = |time_ns, seq| PacketRecord {
-        key,
         hash: flowsieve::hash::flow_hash(&key),
         time_ns,
         seq,
@@ -583,10 +671,8 @@ fn new_flow_stage_takes_time_going_backwards() {
         shard: 0,
     };
     let mut events = Vec::new();
-    shard.process(
-        &[rec(10_000_000_000, 0), rec(5_000_000_000, 1)],
-        &mut events,
-    );
+    let records = [rec(10_000_000_000, 0), rec(5_000_000_000, 1)];
+    shard.process(RecordBatch::new(&records), &mut events);
     let tally = shard.finish();
     let report = stage.report(
         tally,

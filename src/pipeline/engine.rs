@@ -5,7 +5,7 @@
 use super::config::{StageName, ValidatedConfig};
 use super::event::{Event, EventKind, PipelineSink, WindowEndEvent};
 use super::latency::Latency;
-use super::record::PacketRecord;
+use super::record::{PacketRecord, RecordBatch};
 use super::source::Source;
 use super::stage::{Broadcast, DynCoordinator, DynShard, ReportContext, ShardContext};
 use super::window::WindowSpec;
@@ -54,6 +54,9 @@ pub enum PipelineError {
 struct Batch {
     shard: usize,
     records: Vec<PacketRecord>,
+    /// The records' flow keys, in a keyed run ([`ShardContext::keyed`]);
+    /// empty otherwise.
+    keys: Vec<FlowKey>,
     sent: Instant,
     /// `(time_ns, seq)` the stream reached, for a tick (no records), and
     /// the tick's number, which the worker acknowledges.
@@ -62,6 +65,9 @@ struct Batch {
     /// records).
     update: Option<(usize, Broadcast)>,
 }
+
+/// A batch's record and key buffers, handed back by a worker for reuse.
+type BatchBuffers = (Vec<PacketRecord>, Vec<FlowKey>);
 
 /// One shard's stages on a worker.
 struct WorkerShard {
@@ -146,9 +152,13 @@ struct Dispatcher<'a> {
     threads: usize,
     batch: usize,
     pending: Vec<Vec<PacketRecord>>,
+    /// The pending records' keys, in a keyed run.
+    pending_keys: Vec<Vec<FlowKey>>,
+    /// Whether batches carry keys ([`ShardContext::keyed`]).
+    keyed: bool,
     filling_since: Vec<Option<Instant>>,
     to_workers: Vec<Sender<Batch>>,
-    free: Receiver<Vec<PacketRecord>>,
+    free: Receiver<BatchBuffers>,
     events: Receiver<(usize, WorkerMessage)>,
     sink: &'a mut dyn PipelineSink,
     sink_error: Option<std::io::Error>,
@@ -176,6 +186,7 @@ impl Dispatcher<'_> {
             let b = Batch {
                 shard: w,
                 records: Vec::new(),
+                keys: Vec::new(),
                 sent: Instant::now(),
                 tick: None,
                 update: Some((stage, update.clone())),
@@ -187,17 +198,21 @@ impl Dispatcher<'_> {
     }
 
     fn send(&mut self, shard: usize) {
-        let fresh = self
-            .free
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(self.batch));
+        let (fresh, fresh_keys) = self.free.try_recv().unwrap_or_else(|_| {
+            (
+                Vec::with_capacity(self.batch),
+                Vec::with_capacity(if self.keyed { self.batch } else { 0 }),
+            )
+        });
         let records = std::mem::replace(&mut self.pending[shard], fresh);
+        let keys = std::mem::replace(&mut self.pending_keys[shard], fresh_keys);
         if let Some(t) = self.filling_since[shard].take() {
             self.latency.record(0, t.elapsed().as_nanos() as u64);
         }
         let batch = Batch {
             shard,
             records,
+            keys,
             sent: Instant::now(),
             tick: None,
             update: None,
@@ -255,6 +270,7 @@ impl Dispatcher<'_> {
             let tick = Batch {
                 shard: w,
                 records: Vec::new(),
+                keys: Vec::new(),
                 sent: Instant::now(),
                 tick: Some((self.time_ns, self.seq, self.ticks)),
                 update: None,
@@ -331,7 +347,6 @@ impl PacketSink for Dispatcher<'_> {
         }
         let shard = shard_of(hash, self.shards);
         let record = PacketRecord {
-            key: *key,
             hash,
             time_ns: self.time_ns,
             seq: self.seq,
@@ -349,6 +364,9 @@ impl PacketSink for Dispatcher<'_> {
             self.filling_since[shard] = Some(Instant::now());
         }
         self.pending[shard].push(record);
+        if self.keyed {
+            self.pending_keys[shard].push(*key);
+        }
         self.seq += 1;
         if self.pending[shard].len() >= self.batch {
             self.send(shard);
@@ -387,7 +405,7 @@ fn worker(
     threads: usize,
     mut shards: Vec<WorkerShard>,
     batches: Receiver<Batch>,
-    free: Sender<Vec<PacketRecord>>,
+    free: Sender<BatchBuffers>,
     index: usize,
     events: Sender<(usize, WorkerMessage)>,
     mut latency: Latency,
@@ -425,7 +443,10 @@ fn worker(
         } else if let Some(shard) = shards.get_mut(batch.shard / threads) {
             for (i, stage) in shard.stages.iter_mut().enumerate() {
                 let t = Instant::now();
-                stage.process(&batch.records, &mut buffer);
+                stage.process(
+                    RecordBatch::with_keys(&batch.records, &batch.keys),
+                    &mut buffer,
+                );
                 latency.record(2 + i, t.elapsed().as_nanos() as u64);
             }
         }
@@ -445,7 +466,11 @@ fn worker(
         // stop draining its queue while the source waits on that queue.
         if batch.records.capacity() > 0 {
             batch.records.clear();
-            let _ = free.try_send(std::mem::take(&mut batch.records));
+            batch.keys.clear();
+            let _ = free.try_send((
+                std::mem::take(&mut batch.records),
+                std::mem::take(&mut batch.keys),
+            ));
         }
     }
     let tallies = shards
@@ -517,6 +542,7 @@ pub fn run_with_gauges<S: Source>(
         gauges: gauges.clone(),
         export: c.export.clone(),
     };
+    let keyed = ctx_for(0).keyed();
     let latency_gauges = gauges.as_ref().map(|g| {
         g.latency
             .get_or_init(|| super::gauges::LatencyGauges::new(threads, Latency::new(&names).rows()))
@@ -536,7 +562,7 @@ pub fn run_with_gauges<S: Source>(
         });
     }
     let queue = c.queue_batches.max(1);
-    let (free_tx, free_rx) = bounded::<Vec<PacketRecord>>(threads * queue * 2);
+    let (free_tx, free_rx) = bounded::<BatchBuffers>(threads * queue * 2);
     let (event_tx, event_rx) = unbounded::<(usize, WorkerMessage)>();
     let mut results = Vec::with_capacity(threads);
     let (summary, source_latency, packets, coordinated, first_at) = std::thread::scope(|scope| {
@@ -570,6 +596,10 @@ pub fn run_with_gauges<S: Source>(
             threads,
             batch,
             pending: (0..c.shards).map(|_| Vec::with_capacity(batch)).collect(),
+            pending_keys: (0..c.shards)
+                .map(|_| Vec::with_capacity(if keyed { batch } else { 0 }))
+                .collect(),
+            keyed,
             filling_since: vec![None; c.shards],
             to_workers,
             free: free_rx,

@@ -122,15 +122,20 @@ impl ShardExporter {
         }
     }
 
-    /// One packet, counted with local estimate `estimate`.
+    /// One packet of flow `key`, counted with local estimate `estimate`.
+    /// An exporting run's batches always carry keys
+    /// ([`super::ShardContext::keyed`]).
     #[inline]
-    pub(crate) fn observe(&mut self, r: &PacketRecord, estimate: u64) {
+    pub(crate) fn observe(&mut self, r: &PacketRecord, key: Option<&FlowKey>, estimate: u64) {
         self.presence.insert(r.hash);
-        if estimate >= self.candidate_theta && !self.candidates.contains_key(&r.hash) {
+        if estimate >= self.candidate_theta
+            && let Some(&key) = key
+            && !self.candidates.contains_key(&r.hash)
+        {
             self.candidates.insert(
                 r.hash,
                 Candidate {
-                    key: r.key,
+                    key,
                     hash: r.hash,
                     class: r.class,
                     estimate,

@@ -21,9 +21,10 @@ use super::event::{Event, EventKind, HeavyEvent};
 use super::export::ShardExporter;
 use super::keyed::{HashMap, HashSet};
 use super::rate::{binomial_se, opt_ratio, ratio};
-use super::record::PacketRecord;
+use super::record::{PacketRecord, RecordBatch};
 use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use super::window::WindowSpec;
+use crate::dissect::FlowKey;
 use crate::filter::{
     BlockedCountingFilter, CounterLayout, CounterWidth, CountingBloomFilter, MAX_K,
 };
@@ -455,7 +456,7 @@ impl HeavyShard {
 
     /// Counts one packet.
     #[inline]
-    fn count(&mut self, r: &PacketRecord, events: &mut Vec<Event>) {
+    fn count(&mut self, r: &PacketRecord, key: Option<&FlowKey>, events: &mut Vec<Event>) {
         let w = self.cfg.window.index(r.time_ns, r.seq);
         if self.window != Some(w) {
             self.close_current();
@@ -468,7 +469,7 @@ impl HeavyShard {
         }
         let estimate = self.filter.insert(r.hash);
         if let Some(x) = self.export.as_mut() {
-            x.observe(r, estimate);
+            x.observe(r, key, estimate);
         }
         let crossed = estimate >= self.cfg.theta;
         let newly = match self.truth.as_mut() {
@@ -492,9 +493,11 @@ impl HeavyShard {
             if let Some(c) = self.tally.classes.get_mut(class) {
                 c.reported += 1;
             }
-            if self.events {
+            if self.events
+                && let Some(&key) = key
+            {
                 events.push(Event::Heavy(HeavyEvent {
-                    key: r.key,
+                    key,
                     class: r.class,
                     time_ns: r.time_ns,
                     estimate,
@@ -615,12 +618,13 @@ impl ShardStage for HeavyShard {
     type Tally = HeavyTally;
 
     #[inline]
-    fn process(&mut self, records: &[PacketRecord], events: &mut Vec<Event>) {
+    fn process(&mut self, batch: RecordBatch<'_>, events: &mut Vec<Event>) {
+        let records = batch.records();
         for (i, r) in records.iter().enumerate() {
             if let Some(next) = records.get(i + PREFETCH_AHEAD) {
                 self.filter.prefetch(next.hash);
             }
-            self.count(r, events);
+            self.count(r, batch.key(i), events);
         }
     }
 

@@ -63,7 +63,7 @@ pub use gauges::Gauges;
 pub use heavy::{HeavyConfig, HeavyStage, HeavyTally};
 pub use latency::Latency;
 pub use new_flows::{NewFlowConfig, NewFlowStage, NewFlowTally, RecycleSpec, RecycleSpecError};
-pub use record::PacketRecord;
+pub use record::{PacketRecord, RecordBatch};
 pub use selective::{
     DirectoryKind, QueryUnit, SelectiveConfig, SelectiveParseError, SelectiveStage, SelectiveTally,
     SweepParam, SweepSpec, Sweeps, Variant,

@@ -20,8 +20,9 @@ use super::deferred::Deferred;
 use super::event::{Event, EventKind, NewFlowEvent};
 use super::keyed::HashMap;
 use super::rate::{binomial_se, opt_ratio};
-use super::record::PacketRecord;
+use super::record::{PacketRecord, RecordBatch};
 use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
+use crate::dissect::FlowKey;
 use crate::filter::{MAX_K, RecyclePolicy, RecyclingBloomFilter};
 use crate::ingest::Timestamp;
 use crate::model::recycling::{self, Hashing, RecyclingModel};
@@ -490,7 +491,7 @@ impl NewFlowShard {
 
     /// Classifies and inserts one packet.
     #[inline]
-    fn classify(&mut self, r: &PacketRecord, events: &mut Vec<Event>) {
+    fn classify(&mut self, r: &PacketRecord, key: Option<&FlowKey>, events: &mut Vec<Event>) {
         // Only a time-bounded filter reads the clock.
         let is_new = if self.timed {
             let now = Timestamp::from_units(r.time_ns, 1_000_000_000);
@@ -503,9 +504,12 @@ impl NewFlowShard {
         };
         t.packets += 1;
         t.reported_new += u64::from(is_new);
-        if is_new && self.events {
+        if is_new
+            && self.events
+            && let Some(&key) = key
+        {
             events.push(Event::NewFlow(NewFlowEvent {
-                key: r.key,
+                key,
                 class: r.class,
                 time_ns: r.time_ns,
                 seq: r.seq,
@@ -551,9 +555,9 @@ impl ShardStage for NewFlowShard {
     type Tally = NewFlowTally;
 
     #[inline]
-    fn process(&mut self, records: &[PacketRecord], events: &mut Vec<Event>) {
-        for r in records {
-            self.classify(r, events);
+    fn process(&mut self, batch: RecordBatch<'_>, events: &mut Vec<Event>) {
+        for (i, r) in batch.records().iter().enumerate() {
+            self.classify(r, batch.key(i), events);
         }
         if let Some((g, shard)) = self.gauges.as_ref()
             && let Some(nf) = g.new_flows.get()

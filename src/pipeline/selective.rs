@@ -59,7 +59,7 @@ use super::capped::{Admission, CappedFlowSet};
 use super::config::{ConfigError, defaults, in_range};
 use super::event::Event;
 use super::rate::ratio;
-use super::record::PacketRecord;
+use super::record::{PacketRecord, RecordBatch};
 use super::stage::{Broadcast, Coordinator};
 use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use super::window::WindowSpec;
@@ -1255,8 +1255,8 @@ impl ShardStage for SelectiveShard {
     type Tally = SelectiveTally;
 
     #[inline]
-    fn process(&mut self, records: &[PacketRecord], _events: &mut Vec<Event>) {
-        for r in records {
+    fn process(&mut self, batch: RecordBatch<'_>, _events: &mut Vec<Event>) {
+        for r in batch.records() {
             self.handle(r);
         }
         if let Some(live) = self.live.as_mut() {

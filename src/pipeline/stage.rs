@@ -21,7 +21,7 @@
 //! ```
 //! use flowsieve::class::Classifier;
 //! use flowsieve::pipeline::{
-//!     run, Event, FileSource, NoEvents, PacketRecord, PipelineConfig, ReportContext,
+//!     run, Event, FileSource, NoEvents, PipelineConfig, RecordBatch, ReportContext,
 //!     ShardContext, ShardStage, Stage, StageList, Tally,
 //! };
 //! use flowsieve::replay::NoObserver;
@@ -36,8 +36,8 @@
 //! impl Tally for Packets { fn merge(&mut self, other: Packets) { self.0 += other.0 } }
 //! impl ShardStage for CountShard {
 //!     type Tally = Packets;
-//!     fn process(&mut self, records: &[PacketRecord], _: &mut Vec<Event>) {
-//!         self.0 .0 += records.len() as u64;
+//!     fn process(&mut self, batch: RecordBatch<'_>, _: &mut Vec<Event>) {
+//!         self.0 .0 += batch.len() as u64;
 //!     }
 //!     fn finish(self) -> Packets { self.0 }
 //! }
@@ -65,7 +65,7 @@
 //! ```
 
 use super::event::{Event, EventKind};
-use super::record::PacketRecord;
+use super::record::{PacketRecord, RecordBatch};
 use crate::class::Classifier;
 use crate::report::Section;
 use std::any::Any;
@@ -90,6 +90,8 @@ pub struct ShardContext {
     /// Whether ground truth is kept.
     pub truth: bool,
     /// The event kinds the sink wants; a stage collects only these.
+    /// Batches carry flow keys when a flow-naming kind is wanted
+    /// ([`ShardContext::keyed`]).
     pub events: Vec<EventKind>,
     /// Where to publish live figures, when a live run asks for them
     /// (see [`super::gauges`]); `None` in a replay.
@@ -103,6 +105,14 @@ impl ShardContext {
     /// Whether the sink wants events of this kind.
     pub fn wants(&self, kind: EventKind) -> bool {
         self.events.contains(&kind)
+    }
+
+    /// Whether this shard's batches carry flow keys
+    /// ([`RecordBatch::key`]): when the sink wants heavy-flow or new-flow
+    /// events, or the run exports digests (candidates carry keys), the
+    /// things that name flows.
+    pub fn keyed(&self) -> bool {
+        self.wants(EventKind::Heavy) || self.wants(EventKind::NewFlow) || self.export.is_some()
     }
 }
 
@@ -123,8 +133,9 @@ pub trait ShardStage: Send + 'static {
     type Tally: Tally;
 
     /// Processes one batch of this shard's records, in trace order. Events
-    /// go into `events`; the engine hands them to the sink.
-    fn process(&mut self, records: &[PacketRecord], events: &mut Vec<Event>);
+    /// go into `events`; the engine hands them to the sink. The batch
+    /// carries flow keys when [`ShardContext::keyed`] said so.
+    fn process(&mut self, batch: RecordBatch<'_>, events: &mut Vec<Event>);
 
     /// The stream has reached `(time_ns, seq)` without a record for this
     /// shard: close any window that ends before it. A file replay never
@@ -204,7 +215,7 @@ pub(crate) trait DynStage: Send + Sync {
 
 /// A shard's stage with its types erased.
 pub(crate) trait DynShard: Send {
-    fn process(&mut self, records: &[PacketRecord], events: &mut Vec<Event>);
+    fn process(&mut self, batch: RecordBatch<'_>, events: &mut Vec<Event>);
     fn close_window(&mut self, time_ns: u64, seq: u64, events: &mut Vec<Event>);
     fn apply(&mut self, update: &(dyn Any + Send + Sync));
     fn finish(self: Box<Self>) -> Box<dyn Any + Send>;
@@ -231,8 +242,8 @@ impl<T: Tally> DynCoordinator for ErasedCoordinator<T> {
 
 impl<S: ShardStage> DynShard for S {
     #[inline]
-    fn process(&mut self, records: &[PacketRecord], events: &mut Vec<Event>) {
-        ShardStage::process(self, records, events);
+    fn process(&mut self, batch: RecordBatch<'_>, events: &mut Vec<Event>) {
+        ShardStage::process(self, batch, events);
     }
     fn close_window(&mut self, time_ns: u64, seq: u64, events: &mut Vec<Event>) {
         ShardStage::close_window(self, time_ns, seq, events);

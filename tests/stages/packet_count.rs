@@ -3,7 +3,7 @@
 //! file; `tests/stage.rs` registers it with one line.
 
 use flowsieve::pipeline::{
-    Event, PacketRecord, ReportContext, ShardContext, ShardStage, Stage, Tally,
+    Event, RecordBatch, ReportContext, ShardContext, ShardStage, Stage, Tally,
 };
 use flowsieve::report::{Cell, Column, Section, Table};
 use serde::Serialize;
@@ -38,8 +38,8 @@ impl Tally for PacketCountTally {
 impl ShardStage for PacketCountShard {
     type Tally = PacketCountTally;
 
-    fn process(&mut self, records: &[PacketRecord], _events: &mut Vec<Event>) {
-        for r in records {
+    fn process(&mut self, batch: RecordBatch<'_>, _events: &mut Vec<Event>) {
+        for r in batch.records() {
             let c = usize::from(r.class);
             self.tally.packets[c] += 1;
             self.tally.bytes[c] += u64::from(r.wire_len);
