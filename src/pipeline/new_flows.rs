@@ -556,7 +556,11 @@ impl ShardStage for NewFlowShard {
 
     #[inline]
     fn process(&mut self, batch: RecordBatch<'_>, events: &mut Vec<Event>) {
-        for (i, r) in batch.records().iter().enumerate() {
+        let records = batch.records();
+        for (i, r) in records.iter().enumerate() {
+            if let Some(next) = records.get(i + PREFETCH_AHEAD) {
+                self.filter.prefetch(next.hash);
+            }
             self.classify(r, batch.key(i), events);
         }
         if let Some((g, shard)) = self.gauges.as_ref()
@@ -577,3 +581,7 @@ impl ShardStage for NewFlowShard {
         self.tally
     }
 }
+
+/// How many records ahead the new-flow stage prefetches a record's
+/// front-cache slot (as the heavy stage does its counters).
+const PREFETCH_AHEAD: usize = 2;
