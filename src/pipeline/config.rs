@@ -14,6 +14,7 @@ use super::record::PacketRecord;
 use super::selective::{SelectiveConfig, SelectiveStage};
 use super::stage::{DynStage, Stage};
 use crate::class::Classifier;
+use crate::dissect::FlowKey;
 use crate::replay::ReplayConfig;
 use std::fmt;
 use std::str::FromStr;
@@ -393,7 +394,10 @@ impl PipelineConfig {
 }
 
 /// Bytes of the records in flight: every worker's queue, the source's
-/// pending batch per shard, and the pool of emptied buffers.
+/// pending batch per shard, and the pool of emptied buffers. Each record is
+/// counted with a flow key beside it: whether a run carries keys
+/// ([`super::ShardContext::keyed`]) depends on the events its sink wants,
+/// which validation does not know, and this figure is a bound.
 fn batch_bytes(cfg: &PipelineConfig) -> Result<u64, ConfigError> {
     let threads = cfg.threads.min(cfg.shards) as u64;
     let buffers = threads
@@ -403,7 +407,11 @@ fn batch_bytes(cfg: &PipelineConfig) -> Result<u64, ConfigError> {
         .ok_or(ConfigError::MemoryOverflow)?;
     buffers
         .checked_mul(cfg.batch as u64)
-        .and_then(|r| r.checked_mul(std::mem::size_of::<PacketRecord>() as u64))
+        .and_then(|r| {
+            r.checked_mul(
+                (std::mem::size_of::<PacketRecord>() + std::mem::size_of::<FlowKey>()) as u64,
+            )
+        })
         .ok_or(ConfigError::MemoryOverflow)
 }
 
@@ -436,7 +444,8 @@ pub struct MemoryEstimate {
     /// The selective stage's capped flow sets and directories, at most
     /// (see `SelectiveStage::memory_bytes`).
     pub selective: u64,
-    /// Records in flight.
+    /// Records in flight, each counted with its flow key (a bound: a run
+    /// that names no flows carries no keys).
     pub batches: u64,
     /// The sum.
     pub total: u64,
