@@ -53,17 +53,7 @@ impl CounterWidth {
     /// the counter's new value.
     #[inline]
     pub(crate) fn bump(self, word: &mut u64, shift: u32, saturated: &mut u64) -> u64 {
-        let max = self.max();
-        let c = (*word >> shift) & max;
-        if c < max {
-            *word += 1 << shift;
-            if c + 1 == max {
-                *saturated += 1;
-            }
-            c + 1
-        } else {
-            c
-        }
+        bump_at(word, shift, self.max(), saturated)
     }
 
     /// [`CounterWidth::bump`] for a width known at compile time (`BITS`
@@ -74,27 +64,9 @@ impl CounterWidth {
         i: usize,
         saturated: &mut u64,
     ) -> Option<u64> {
-        let (w, shift) = Self::locate_fixed::<BITS>(i);
+        let (w, shift) = locate_at(i, (64 / BITS).trailing_zeros(), BITS);
         let word = words.get_mut(w)?;
-        let max = (1u64 << BITS) - 1;
-        let c = (*word >> shift) & max;
-        Some(if c < max {
-            *word += 1 << shift;
-            if c + 1 == max {
-                *saturated += 1;
-            }
-            c + 1
-        } else {
-            c
-        })
-    }
-
-    /// [`CounterWidth::locate`] for a width known at compile time.
-    #[inline(always)]
-    pub(crate) fn locate_fixed<const BITS: u32>(i: usize) -> (usize, u32) {
-        let l = (64 / BITS).trailing_zeros();
-        let within = (i & ((1 << l) - 1)) as u32;
-        (i >> l, within * BITS)
+        Some(bump_at(word, shift, (1u64 << BITS) - 1, saturated))
     }
 
     /// The (word, shift) of counter `i`.
@@ -104,10 +76,33 @@ impl CounterWidth {
     /// was most of a k = 11 insert's cost.
     #[inline]
     pub fn locate(self, i: usize) -> (usize, u32) {
-        let l = self.per_word_log2();
-        let within = (i & ((1 << l) - 1)) as u32;
-        (i >> l, within * self.bits())
+        locate_at(i, self.per_word_log2(), self.bits())
     }
+}
+
+/// The arithmetic of [`CounterWidth::bump`] and
+/// [`CounterWidth::bump_fixed`]: one place, whether `max` is known at run
+/// time or at compile time.
+#[inline(always)]
+fn bump_at(word: &mut u64, shift: u32, max: u64, saturated: &mut u64) -> u64 {
+    let c = (*word >> shift) & max;
+    if c < max {
+        *word += 1 << shift;
+        if c + 1 == max {
+            *saturated += 1;
+        }
+        c + 1
+    } else {
+        c
+    }
+}
+
+/// The (word, shift) of counter `i` with `2^per_word_log2` counters of
+/// `bits` bits a word (see [`CounterWidth::locate`]).
+#[inline(always)]
+fn locate_at(i: usize, per_word_log2: u32, bits: u32) -> (usize, u32) {
+    let within = (i & ((1 << per_word_log2) - 1)) as u32;
+    (i >> per_word_log2, within * bits)
 }
 
 /// Why a counter width could not be read.
