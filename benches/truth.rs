@@ -11,7 +11,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use flowsieve::dissect::{Dissector, FlowKey};
 use flowsieve::hash::flow_hash;
 use flowsieve::ingest::{Timestamp, TraceReader};
-use flowsieve::truth::FlowTable;
+use flowsieve::truth::{BatchedRecorder, FlowTable};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -52,6 +52,16 @@ fn flow_table(packets: &[Keyed], mut t: FlowTable) -> usize {
     t.len()
 }
 
+fn flow_table_batched(packets: &[Keyed], mut t: FlowTable) -> usize {
+    {
+        let mut r = BatchedRecorder::new(&mut t);
+        for p in packets {
+            r.record(p.key, p.hash, 0, p.ts, p.wire_len, p.captured);
+        }
+    }
+    t.len()
+}
+
 fn benches(c: &mut Criterion) {
     let packets = keyed_packets();
     let flows = flow_table(&packets, FlowTable::default());
@@ -64,6 +74,9 @@ fn benches(c: &mut Criterion) {
     });
     g.bench_function("flow_table_presized", |b| {
         b.iter(|| black_box(flow_table(&packets, FlowTable::with_capacity(flows))))
+    });
+    g.bench_function("flow_table_grown_batched", |b| {
+        b.iter(|| black_box(flow_table_batched(&packets, FlowTable::default())))
     });
     g.finish();
 }

@@ -22,7 +22,7 @@ use crate::report::{
     AnomalySummary, ClassSummary, FileSummary, LinkTypeCount, OptionsInfo, ReplaySummary,
     SCHEMA_VERSION, ToolInfo, TopFlow, TraceSummary,
 };
-use crate::truth::FlowTable;
+use crate::truth::{BatchedRecorder, FlowTable};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -346,7 +346,7 @@ fn replay_file<P: PacketSink>(
     cfg: &ReplayConfig,
     dissector: &Dissector,
     totals: &mut Totals,
-    mut table: Option<&mut FlowTable>,
+    table: Option<&mut FlowTable>,
     observer: &mut dyn ReplayObserver,
     sink: &mut P,
 ) -> (FileSummary, bool) {
@@ -376,6 +376,10 @@ fn replay_file<P: PacketSink>(
     let (mut first_ts, mut last_ts) = (Timestamp::MAX, Timestamp::MIN);
     let mut truncated = 0u64;
     let mut error: Option<IngestError> = None;
+    // Recorded in batches so that the table's cache misses overlap (see
+    // `BatchedRecorder`); the recorder is dropped, and so flushed, when
+    // this function returns, before anything reads the table.
+    let mut truth = table.map(BatchedRecorder::new);
     let budget = cfg
         .max_packets
         .unwrap_or(u64::MAX)
@@ -415,7 +419,7 @@ fn replay_file<P: PacketSink>(
                 let class = cfg.classifier.classify_on(&d.key, packet.interface_name);
                 totals.keyed(class, packet.wire_len, d.ports_truncated);
                 let hash = hasher.hash(&d.key);
-                if let Some(t) = table.as_deref_mut() {
+                if let Some(t) = truth.as_mut() {
                     t.record(d.key, hash, class, packet.ts, packet.wire_len, captured);
                 }
                 sink.packet(&d.key, hash, class, packet.ts, packet.wire_len);

@@ -3,7 +3,7 @@
 use flowsieve::dissect::FlowKey;
 use flowsieve::hash::flow_hash;
 use flowsieve::ingest::Timestamp;
-use flowsieve::truth::FlowTable;
+use flowsieve::truth::{BATCH, BatchedRecorder, FlowTable};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 
@@ -95,5 +95,42 @@ proptest! {
         counts.sort_by(|a, b| b.cmp(a));
         counts.truncate(100);
         prop_assert_eq!(top, counts);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Recording through a `BatchedRecorder` (held back, a batch at a time,
+    /// with explicit flushes at arbitrary points) leaves exactly the table
+    /// that recording each packet at once leaves: every flow's statistics,
+    /// including the earliest and latest timestamps of a trace that goes
+    /// backwards in time, and the top flows in order.
+    #[test]
+    fn batched_recording_leaves_the_same_table(
+        events in prop::collection::vec((0u16..300, 0u64..2_000_000, 40u32..1600, 0u32..100, 0u16..4), 0..(4 * BATCH + 7)),
+        flush_at in prop::collection::vec(0usize..(4 * BATCH + 7), 0..4),
+    ) {
+        let key = |i: u16| FlowKey::v4([10, 0, (i >> 8) as u8, i as u8], [10, 0, 1, 1], 1000 + i % 5, 80, 6);
+        let mut direct = FlowTable::default();
+        let mut batched = FlowTable::default();
+        {
+            let mut r = BatchedRecorder::new(&mut batched);
+            for (n, (i, ts, wire, cut, class)) in events.iter().enumerate() {
+                let k = key(*i);
+                let cap = wire.saturating_sub(*cut);
+                let when = Timestamp::from_units(*ts, 1000);
+                direct.record(k, flow_hash(&k), *class, when, *wire, cap);
+                r.record(k, flow_hash(&k), *class, when, *wire, cap);
+                if flush_at.contains(&n) {
+                    r.flush();
+                }
+            }
+        } // dropped with up to BATCH - 1 packets still held
+        prop_assert_eq!(batched.len(), direct.len());
+        for e in direct.iter() {
+            prop_assert_eq!(batched.get(&e.key), Some(&e.stats));
+        }
+        let top = |t: &FlowTable| t.top(20).iter().map(|e| (e.key, e.stats)).collect::<Vec<_>>();
+        prop_assert_eq!(top(&batched), top(&direct));
     }
 }

@@ -24,6 +24,9 @@ use crate::hash::FlowHasher;
 use crate::ingest::Timestamp;
 use hashbrown::HashTable;
 
+mod batched;
+pub use batched::{BATCH, BatchedRecorder};
+
 /// Exact statistics of one flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowStats {
