@@ -340,16 +340,23 @@ impl PacketSink for Dispatcher<'_> {
         }
         let first = *self.first_ns.get_or_insert(ns);
         let since = u64::try_from((ns - first).max(0)).unwrap_or(u64::MAX);
-        self.time_ns = self.time_ns.max(since);
-        self.follow_windows(self.time_ns, self.seq);
+        // Held in locals, not read back from `self`: rebuilding the record
+        // from the two fields just stored made the compiler load them as
+        // one 16-byte value, which cannot be forwarded from two 8-byte
+        // stores and stalled every packet (the dispatcher's hottest
+        // instruction in a profile).
+        let time_ns = self.time_ns.max(since);
+        let seq = self.seq;
+        self.time_ns = time_ns;
+        self.follow_windows(time_ns, seq);
         if let Some(w) = self.windows.as_mut() {
             w.packets += 1;
         }
         let shard = shard_of(hash, self.shards);
         let record = PacketRecord {
             hash,
-            time_ns: self.time_ns,
-            seq: self.seq,
+            time_ns,
+            seq,
             wire_len,
             class,
             shard: shard as u16,
@@ -367,7 +374,7 @@ impl PacketSink for Dispatcher<'_> {
         if self.keyed {
             self.pending_keys[shard].push(*key);
         }
-        self.seq += 1;
+        self.seq = seq + 1;
         if self.pending[shard].len() >= self.batch {
             self.send(shard);
         }
