@@ -45,7 +45,7 @@ use crate::pipeline::gauges::VariantCost;
 use crate::pipeline::{Source, defaults};
 use crate::replay::{PacketSink, Read, ReplayConfig, ReplayObserver, Totals, summarize};
 use crate::report::ReplaySummary;
-use crate::truth::FlowTable;
+use crate::truth::{BatchedRecorder, FlowTable};
 use crossbeam_channel::{RecvTimeoutError, bounded};
 use reader::{Reader, ReaderBatch};
 use std::collections::VecDeque;
@@ -313,6 +313,10 @@ impl Source for LiveCapture<'_> {
             let mut last_clock = Instant::now();
             let budget = replay.max_packets.unwrap_or(u64::MAX);
             let mut readers_gone = false;
+            // Recorded in batches, as a file replay does (`BatchedRecorder`);
+            // dropped, and so flushed, when this scope ends, before the
+            // summary reads the table.
+            let mut truth = table.as_mut().map(BatchedRecorder::new);
             loop {
                 if cfg.duration.is_some_and(|d| started.elapsed() >= d)
                     && !stop.load(Ordering::Relaxed)
@@ -394,7 +398,7 @@ impl Source for LiveCapture<'_> {
                     match f.outcome {
                         Ok(k) => {
                             totals.keyed(k.class, f.wire_len, k.ports_truncated);
-                            if let Some(t) = table.as_mut() {
+                            if let Some(t) = truth.as_mut() {
                                 t.record(k.key, k.hash, k.class, f.ts, f.wire_len, f.captured);
                             }
                             if counters.pipeline_packets.fetch_add(1, Ordering::Relaxed) == 0 {
