@@ -4,7 +4,7 @@
 //! its own thread with a deadline: no panic, no hang. Where the corpora's
 //! independent statistics report a clean file, the packet count must match.
 
-mod common;
+use crate::common;
 
 use common::{scan, shared_traces};
 use flowsieve::dissect::Dissector;

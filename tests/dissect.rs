@@ -1,7 +1,7 @@
 //! The dissect module: link layers, IPv4/IPv6 walking and flow keys, on
 //! real files per link type and on crafted frames.
 
-mod common;
+use crate::common;
 
 use common::{manifest, scan, shared_traces};
 use flowsieve::dissect::{Dissector, FlowKey, IpVersion, SkipReason};

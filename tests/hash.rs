@@ -1,7 +1,7 @@
 //! The hash module: pinned test vectors, the encoding, uniformity of filter
 //! indices and shards on real keys, and index ranges.
 
-mod common;
+use crate::common;
 
 use common::{scan, shared_traces};
 use flowsieve::dissect::{Dissector, FlowKey};

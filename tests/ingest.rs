@@ -1,7 +1,7 @@
 //! The ingest module: classic pcap and pcapng framing, compressed streams,
 //! and every kind of damage the reader must survive with a one-line error.
 
-mod common;
+use crate::common;
 
 use common::{FlowRow, scan, shared_traces, sorted_flows};
 use flowsieve::dissect::Dissector;

@@ -2,7 +2,7 @@
 //! manifest's independent parser: packet and flow counts, time span, and for
 //! damaged files the packets read before the damage and where it is.
 
-mod common;
+use crate::common;
 
 use common::{manifest, scan, shared_traces};
 use flowsieve::dissect::{Dissector, SkipReason};

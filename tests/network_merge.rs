@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-mod common;
+use crate::common;
 
 use common::network::{TRACE, assert_merged_is_whole, digest, probe_run, split_trace, whole_trace};
 

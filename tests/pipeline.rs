@@ -3,7 +3,7 @@
 //! the invariants that must hold exactly, and sane numbers on real
 //! captures.
 
-mod common;
+use crate::common;
 
 use flowsieve::class::Classifier;
 use flowsieve::filter::{CounterLayout, CounterWidth};

@@ -1,7 +1,7 @@
 //! `flowsieve reproduce`: every experiment's quick run, its verdicts, and
 //! its figures.
 
-mod common;
+use crate::common;
 
 use flowsieve::reproduce::{CHANCE_BAND_SE, Check, Options, Outcome, Verdict, experiments, select};
 

@@ -1,7 +1,7 @@
 //! The synthetic trace generator: exact counts, determinism, the Zipf head
 //! against its analytical expectation, shares, sizes and times.
 
-mod common;
+use crate::common;
 
 use common::{scan, sorted_flows};
 use flowsieve::dissect::{Dissector, IpVersion};

@@ -1,0 +1,36 @@
+//! Every integration test that can share a process, as modules of one test
+//! binary.
+//!
+//! Why one binary: with the release profile's thin LTO, each test binary
+//! re-optimises the whole crate graph when it links (12 to 58 s each on
+//! the 2-core CI machine), so eighteen separate binaries cost more build
+//! time than all their tests take to run. Each module is still its own
+//! file, `tests/<module>.rs`, testing one module of the library, and a
+//! module's tests run alone with `cargo test --release --test suite
+//! <module>::`.
+//!
+//! Three stay binaries of their own (see `Cargo.toml`): `live` and
+//! `network`, which capture on veth pairs and run NATS clusters, and whose
+//! timing should not compete with this binary's CPU-bound tests in one
+//! process; and `loom`, which only builds under `--cfg flowsieve_loom`.
+
+mod common;
+
+mod capped;
+mod class;
+mod cli;
+mod cli_property;
+mod corpora;
+mod dissect;
+mod filter;
+mod hash;
+mod ingest;
+mod manifest;
+mod model;
+mod network_merge;
+mod pipeline;
+mod reliability;
+mod reproduce;
+mod stage;
+mod synth;
+mod truth;
