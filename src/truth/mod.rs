@@ -4,6 +4,8 @@
 //! already computed (so each packet is hashed once). It costs memory in
 //! proportion to the number of flows (a 112-byte entry a flow, plus the
 //! hash table's slack), which is why replay can run without it.
+//! The sources record into it through [`BatchedRecorder`], a batch of
+//! packets at a time (that type says why).
 //!
 //! ```
 //! use flowsieve::dissect::FlowKey;
