@@ -4,11 +4,12 @@
 //! most packets' probes miss the cache. When the source thread records each
 //! packet as it reads it, every miss sits between a read, a dissection and a
 //! dispatch that fill the out-of-order window, and the miss is paid in full
-//! (about 85 ns a packet on the benchmark trace, a quarter of the default
-//! job's samples). Held back and recorded [`BATCH`] at a time in a tight
-//! loop, the probes of consecutive packets are independent, so the core
-//! overlaps their misses: the same table costs about 30 ns a packet (the
-//! `truth` criterion bench measures exactly that loop).
+//! (a quarter of the default job's samples on the benchmark trace). Held
+//! back and recorded [`BATCH`] at a time in a tight loop, the probes of
+//! consecutive packets are independent, so the core overlaps their misses.
+//! In a loop of its own the table costs about 30 ns a packet (the `truth`
+//! criterion bench); in the default job the flush measured 14-26 % of the
+//! samples, and the job 9 % less wall time (BENCHMARKS.md, fifth round).
 //!
 //! Nothing about the result changes: the table's statistics are sums,
 //! minima and maxima per flow, which do not depend on when a packet is
@@ -24,7 +25,7 @@ use crate::dissect::FlowKey;
 use crate::ingest::Timestamp;
 
 /// How many packets are held back before they are recorded. 64 records are
-/// about 5 KB, well inside L1; more gains nothing measurable.
+/// about 5 KB, well inside L1; 16 and 256 measured the same.
 pub const BATCH: usize = 64;
 
 /// One packet waiting to be recorded.
