@@ -1041,3 +1041,30 @@ fn front_cache_changes_no_report_figure_or_event() {
         }
     }
 }
+
+proptest::proptest! {
+    /// `PeriodCursor::locate` is the quotient and remainder, whatever the
+    /// period (1 to u64::MAX) and whatever the order of the positions:
+    /// runs that climb through several periods, as a trace does, jumps
+    /// back and forth, and the largest positions, where the last period
+    /// ends past u64::MAX.
+    #[test]
+    fn the_period_cursor_divides_exactly(
+        period in proptest::prop_oneof![1u64..5, 1u64..100_000, any_u64()],
+        starts in proptest::collection::vec(proptest::prop_oneof![0u64..1_000_000, any_u64(), (u64::MAX - 1000)..=u64::MAX], 1..8),
+        steps in proptest::collection::vec(0u64..5_000, 1..64),
+    ) {
+        let mut c = flowsieve::pipeline::PeriodCursor::new(period);
+        for &start in &starts {
+            let mut pos = start;
+            for &step in &steps {
+                proptest::prop_assert_eq!(c.locate(pos), (pos / period, pos % period));
+                pos = pos.saturating_add(step);
+            }
+        }
+    }
+}
+
+fn any_u64() -> impl proptest::strategy::Strategy<Value = u64> {
+    proptest::prelude::any::<u64>()
+}

@@ -8,7 +8,7 @@ use super::latency::Latency;
 use super::record::{PacketRecord, RecordBatch};
 use super::source::Source;
 use super::stage::{Broadcast, DynCoordinator, DynShard, ReportContext, ShardContext};
-use super::window::WindowSpec;
+use super::window::{PeriodCursor, WindowSpec};
 use crate::class::ClassId;
 use crate::dissect::FlowKey;
 use crate::hash::shard_of;
@@ -88,6 +88,8 @@ struct WorkerMessage {
 /// closed the window (so after all of the window's heavy-flow events).
 struct WindowEnds {
     spec: WindowSpec,
+    /// Places each packet in its window without a division a packet.
+    cursor: PeriodCursor,
     /// The window the stream is in, once a packet arrived.
     current: Option<u64>,
     /// Keyed packets dispatched into `current`.
@@ -290,7 +292,7 @@ impl Dispatcher<'_> {
         let Some(w) = self.windows.as_mut() else {
             return false;
         };
-        let next = w.spec.index(time_ns, seq);
+        let next = w.cursor.locate(w.spec.position(time_ns, seq)).0;
         match w.current {
             Some(c) if c < next => {
                 w.close_until(next, self.ticks + 1);
@@ -626,6 +628,7 @@ pub fn run_with_gauges<S: Source>(
             windows: (c.stages.contains(StageName::Heavy) && wants.contains(&EventKind::WindowEnd))
                 .then(|| WindowEnds {
                     spec: c.heavy.window,
+                    cursor: PeriodCursor::new(c.heavy.window.span()),
                     current: None,
                     packets: 0,
                     waiting: Default::default(),

@@ -23,7 +23,7 @@ use super::keyed::{HashMap, HashSet};
 use super::rate::{binomial_se, opt_ratio, ratio};
 use super::record::{PacketRecord, RecordBatch};
 use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
-use super::window::WindowSpec;
+use super::window::{PeriodCursor, WindowSpec};
 use crate::dissect::FlowKey;
 use crate::filter::{
     BlockedCountingFilter, CounterLayout, CounterWidth, CountingBloomFilter, MAX_K,
@@ -410,6 +410,8 @@ struct WindowFlow {
 pub struct HeavyShard {
     cfg: HeavyConfig,
     filter: HeavyFilter,
+    /// Places each packet in its window without a division a packet.
+    windows: PeriodCursor,
     window: Option<u64>,
     window_packets: u64,
     window_class_packets: Vec<u64>,
@@ -440,6 +442,7 @@ impl HeavyShard {
         HeavyShard {
             cfg: *cfg,
             filter,
+            windows: PeriodCursor::new(cfg.window.span()),
             window: None,
             window_packets: 0,
             window_class_packets: vec![0; classes],
@@ -457,7 +460,10 @@ impl HeavyShard {
     /// Counts one packet.
     #[inline]
     fn count(&mut self, r: &PacketRecord, key: Option<&FlowKey>, events: &mut Vec<Event>) {
-        let w = self.cfg.window.index(r.time_ns, r.seq);
+        let w = self
+            .windows
+            .locate(self.cfg.window.position(r.time_ns, r.seq))
+            .0;
         if self.window != Some(w) {
             self.close_current();
             self.window = Some(w);

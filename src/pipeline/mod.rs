@@ -70,4 +70,4 @@ pub use selective::{
 };
 pub use source::{FileSource, Source};
 pub use stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
-pub use window::{WindowParseError, WindowSpec, parse_duration_ns};
+pub use window::{PeriodCursor, WindowParseError, WindowSpec, parse_duration_ns};

@@ -62,7 +62,7 @@ use super::rate::ratio;
 use super::record::{PacketRecord, RecordBatch};
 use super::stage::{Broadcast, Coordinator};
 use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
-use super::window::WindowSpec;
+use super::window::{PeriodCursor, WindowSpec};
 use crate::class::ClassId;
 use crate::filter::{
     CounterWidth, CountingBloomFilter, MAX_K, PriorEstimate, PriorSampler, RoundPriors,
@@ -1000,7 +1000,8 @@ enum Phase {
 pub struct SelectiveShard {
     cfg: SelectiveConfig,
     plan: Plan,
-    period: u64,
+    /// Rounds of a cache window and a query window.
+    rounds: PeriodCursor,
     state: Option<(u64, Phase)>,
     cache: CappedFlowSet<ClassId>,
     queried: CappedFlowSet<()>,
@@ -1063,7 +1064,7 @@ impl SelectiveShard {
         let plan = stage.plan.clone();
         let evaluators = plan.evaluators.len();
         SelectiveShard {
-            period: stage.period,
+            rounds: PeriodCursor::new(stage.period),
             priors: vec![cfg.prior_default; classes],
             tally: SelectiveTally {
                 classes: vec![QueryClassTally::default(); classes],
@@ -1086,8 +1087,8 @@ impl SelectiveShard {
     #[inline]
     fn handle(&mut self, r: &PacketRecord) {
         let pos = self.cfg.cache_window.position(r.time_ns, r.seq);
-        let round = pos / self.period;
-        let phase = if pos % self.period < self.cfg.cache_window.span() {
+        let (round, offset) = self.rounds.locate(pos);
+        let phase = if offset < self.cfg.cache_window.span() {
             Phase::Cache
         } else {
             Phase::Query
@@ -1324,7 +1325,8 @@ struct PriorUpdate {
 /// threads.
 struct PriorCoordinator {
     cache_window: WindowSpec,
-    period: u64,
+    /// Rounds of a cache window and a query window.
+    rounds: PeriodCursor,
     query_unit: QueryUnit,
     default: f64,
     state: Option<(u64, Phase)>,
@@ -1361,7 +1363,7 @@ impl PriorCoordinator {
         let cfg = &stage.cfg;
         PriorCoordinator {
             cache_window: cfg.cache_window,
-            period: stage.period,
+            rounds: PeriodCursor::new(stage.period),
             query_unit: cfg.query_unit,
             default: cfg.prior_default,
             state: None,
@@ -1404,8 +1406,8 @@ impl PriorCoordinator {
 impl Coordinator<SelectiveTally> for PriorCoordinator {
     fn observe(&mut self, r: &PacketRecord) -> Option<Broadcast> {
         let pos = self.cache_window.position(r.time_ns, r.seq);
-        let round = pos / self.period;
-        let phase = if pos % self.period < self.cache_window.span() {
+        let (round, offset) = self.rounds.locate(pos);
+        let phase = if offset < self.cache_window.span() {
             Phase::Cache
         } else {
             Phase::Query

@@ -48,6 +48,67 @@ impl WindowSpec {
     }
 }
 
+/// Which period of a fixed length a position falls in, and where in it:
+/// `(pos / period, pos % period)`, with the division done only when the
+/// position leaves the period it last found.
+///
+/// Why: every stage and the dispatcher place every packet in its window or
+/// round, and a 64-bit division costs tens of cycles, several times a
+/// packet, while a window holds thousands of packets. Positions are
+/// monotone in a run (trace time is held monotone, sequence numbers count
+/// up), so nearly every call is two comparisons; a position outside the
+/// cached period, earlier or later, is divided afresh, so the answer is
+/// the quotient and remainder for any sequence of positions.
+///
+/// ```
+/// use flowsieve::pipeline::PeriodCursor;
+/// let mut c = PeriodCursor::new(1000);
+/// assert_eq!(c.locate(2500), (2, 500));
+/// assert_eq!(c.locate(2999), (2, 999));
+/// assert_eq!(c.locate(3000), (3, 0));
+/// assert_eq!(c.locate(7), (0, 7)); // backwards is answered too
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct PeriodCursor {
+    period: u64,
+    index: u64,
+    start: u64,
+    /// One past the cached period's last position; `start == end` (the
+    /// state before the first call) caches nothing.
+    end: u64,
+}
+
+impl PeriodCursor {
+    /// A cursor over periods of `period` positions (at least 1).
+    pub fn new(period: u64) -> PeriodCursor {
+        PeriodCursor {
+            period: period.max(1),
+            index: 0,
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// `(pos / period, pos % period)`.
+    #[inline]
+    pub fn locate(&mut self, pos: u64) -> (u64, u64) {
+        if pos < self.start || pos >= self.end {
+            self.relocate(pos);
+        }
+        (self.index, pos - self.start)
+    }
+
+    #[cold]
+    fn relocate(&mut self, pos: u64) {
+        self.index = pos / self.period;
+        self.start = self.index * self.period;
+        // The last period may end past u64::MAX: positions up to the
+        // largest then stay cached, and only u64::MAX itself (never a
+        // real time or sequence number) is divided each time.
+        self.end = self.start.saturating_add(self.period);
+    }
+}
+
 /// Why a window could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
