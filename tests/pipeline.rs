@@ -1050,8 +1050,8 @@ proptest::proptest! {
     /// ends past u64::MAX.
     #[test]
     fn the_period_cursor_divides_exactly(
-        period in proptest::prop_oneof![1u64..5, 1u64..100_000, any_u64()],
-        starts in proptest::collection::vec(proptest::prop_oneof![0u64..1_000_000, any_u64(), (u64::MAX - 1000)..=u64::MAX], 1..8),
+        period in proptest::prop_oneof![1u64..5, 1u64..100_000, proptest::prelude::any::<u64>()],
+        starts in proptest::collection::vec(proptest::prop_oneof![0u64..1_000_000, proptest::prelude::any::<u64>(), (u64::MAX - 1000)..=u64::MAX], 1..8),
         steps in proptest::collection::vec(0u64..5_000, 1..64),
     ) {
         let mut c = flowsieve::pipeline::PeriodCursor::new(period);
@@ -1063,8 +1063,4 @@ proptest::proptest! {
             }
         }
     }
-}
-
-fn any_u64() -> impl proptest::strategy::Strategy<Value = u64> {
-    proptest::prelude::any::<u64>()
 }
