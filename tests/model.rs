@@ -491,6 +491,67 @@ proptest! {
     }
 }
 
+/// 004 eq. (15) solved state by state with [`rbf::transitions`] (itself
+/// the formula bit for bit, above): the expected arrivals per state.
+fn visits_state_by_state(
+    m: u64,
+    k: u32,
+    sigma: u64,
+    hashing: Hashing,
+    retaining: bool,
+) -> Vec<f64> {
+    let states = sigma as usize + 1;
+    let mut inflow = vec![0.0; states];
+    if retaining {
+        let (from_empty, _) = rbf::transitions(m, k, sigma, hashing, 0);
+        for (off, p) in from_empty.iter().enumerate().take(states) {
+            inflow[off] += p;
+        }
+    } else {
+        inflow[0] = 1.0;
+    }
+    let mut visits = vec![0.0; states];
+    for i in 0..states {
+        let (dist, _) = rbf::transitions(m, k, sigma, hashing, i as u64);
+        let leave = 1.0 - dist[0];
+        visits[i] = if leave > 0.0 { inflow[i] / leave } else { 0.0 };
+        for (off, p) in dist.iter().enumerate().skip(1) {
+            if i + off < states {
+                inflow[i + off] += visits[i] * p;
+            }
+        }
+    }
+    visits
+}
+
+proptest! {
+    /// The solved chain (which walks the states far from sigma by a faster
+    /// route than [`rbf::transitions`]) is, bit for bit, the chain solved
+    /// state by state with it: the stationary distribution and E[N], for
+    /// both hashings, any `k` up to past the fast route's 16, retaining or
+    /// not, and sigma from just above `k` to just below `m`.
+    #[test]
+    fn the_solved_chain_is_the_state_by_state_solve_bit_for_bit(
+        m in 20u64..20_000,
+        k in 1u32..20,
+        sigma_frac in 0.0f64..1.0,
+        colliding in any::<bool>(),
+        retaining in any::<bool>(),
+    ) {
+        let hashing = if colliding { Hashing::Colliding } else { Hashing::NonColliding };
+        let lo = u64::from(k);
+        let sigma = (lo + ((m - 1 - lo) as f64 * sigma_frac) as u64).min(m - 1);
+        let model = RecyclingModel::new(m, k, sigma, hashing, retaining).unwrap();
+        let visits = visits_state_by_state(m, k, sigma, hashing, retaining);
+        let total: f64 = visits.iter().sum();
+        prop_assert_eq!(model.expected_messages().to_bits(), total.to_bits());
+        prop_assert_eq!(
+            model.stationary().iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            visits.iter().map(|v| (v / total).to_bits()).collect::<Vec<_>>()
+        );
+    }
+}
+
 #[test]
 fn markov_model_agrees_with_a_monte_carlo_run_of_the_filter() {
     let m = 1000usize;

@@ -144,6 +144,135 @@ fn transitions_into(m: u64, k: u32, sigma: u64, hashing: Hashing, i: u64, dist: 
 /// `k` divides per step, as the formula is written).
 const COLLIDING_TABLE: usize = 16;
 
+/// The jump distributions of a chain's states, visited in increasing order,
+/// bit for bit what [`transitions_into`] gives.
+///
+/// Why this exists: solving the chain for an explicit sigma walks every
+/// state up to sigma (2^19 of them for the default filter at
+/// `sigma:0.5`), and that solve ran beside the packets on the model
+/// thread, about a tenth of all the CPU of an all-stages run on the
+/// benchmark trace. Two things made [`transitions_into`] slow there:
+///
+/// - it divides `2k` times a state, although state `i + 1` needs only one
+///   bit count (`i + k`) that state `i` did not;
+/// - its offset loop runs over a buffer in memory, so every step's `+=`
+///   waits for the store the step before made (store-to-load forwarding,
+///   a few cycles a step, `k (k + 1) / 2` steps a state).
+///
+/// For colliding positions and the states no message can carry past sigma
+/// (every state but the last `k`), this keeps each bit count's two
+/// quotients in a ring indexed by the bit count, computes one new pair a
+/// state, and runs the walk for a `k` known at compile time, in registers.
+/// Every product and sum is the same operation on the same operands in the
+/// same order as in [`walk_positions`], so the bits are the same; the
+/// other states (and non-colliding positions, and `k > 16`) go through
+/// [`transitions_into`] itself.
+struct ChainJumps {
+    m: u64,
+    k: u32,
+    sigma: u64,
+    hashing: Hashing,
+    /// `b / m` and `(m - b) / m` for bit count `b`, at slot `b % 16`.
+    stay: [f64; COLLIDING_TABLE],
+    advance: [f64; COLLIDING_TABLE],
+    /// The bit counts `next .. next + k - 1` are in the ring (the state
+    /// the ring is ready for), or `None` before the first fast state.
+    next: Option<u64>,
+}
+
+impl ChainJumps {
+    fn new(m: u64, k: u32, sigma: u64, hashing: Hashing) -> ChainJumps {
+        ChainJumps {
+            m,
+            k,
+            sigma,
+            hashing,
+            stay: [0.0; COLLIDING_TABLE],
+            advance: [0.0; COLLIDING_TABLE],
+            next: None,
+        }
+    }
+
+    /// Stores bit count `b`'s two quotients in the ring.
+    #[inline(always)]
+    fn quotients(&mut self, b: u64) {
+        let mf = self.m as f64;
+        let bf = b as f64;
+        let slot = (b % COLLIDING_TABLE as u64) as usize;
+        self.stay[slot] = bf / mf;
+        self.advance[slot] = (mf - bf) / mf;
+    }
+
+    /// State `i`'s jump distribution into `dist` (`k + 1` entries); returns
+    /// its recycle probability, as [`transitions_into`] does.
+    #[inline]
+    fn at(&mut self, i: u64, dist: &mut [f64]) -> f64 {
+        let kk = self.k as usize;
+        let free = i
+            .checked_add(u64::from(self.k))
+            .is_some_and(|e| e <= self.sigma);
+        if self.hashing != Hashing::Colliding
+            || kk > COLLIDING_TABLE
+            || dist.len() != kk + 1
+            || !free
+        {
+            self.next = None;
+            return transitions_into(self.m, self.k, self.sigma, self.hashing, i, dist);
+        }
+        match self.next {
+            // The ring holds i .. i + k - 2 already: one new bit count.
+            Some(n) if n == i => self.quotients(i + kk as u64 - 1),
+            _ => {
+                for b in i..i + kk as u64 {
+                    self.quotients(b);
+                }
+            }
+        }
+        self.next = Some(i + 1);
+        let base = (i % COLLIDING_TABLE as u64) as usize;
+        macro_rules! walk {
+            ($($n:literal)*) => {
+                match kk {
+                    $($n => walk_free::<$n>(&self.stay, &self.advance, base, dist),)*
+                    _ => unreachable!("k is 1 to 16 here"),
+                }
+            };
+        }
+        walk!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+        0.0
+    }
+}
+
+/// [`walk_positions`] for a state no message carries past sigma, with `K`
+/// known at compile time: the same steps, unrolled, on a local array the
+/// compiler keeps in registers. `stay` and `advance` are the ring of
+/// [`ChainJumps`], whose offset 0 is at slot `base`.
+#[inline(always)]
+fn walk_free<const K: usize>(
+    stay: &[f64; COLLIDING_TABLE],
+    advance: &[f64; COLLIDING_TABLE],
+    base: usize,
+    dist: &mut [f64],
+) {
+    let mut d = [0.0f64; COLLIDING_TABLE + 1];
+    d[0] = 1.0;
+    for h in 0..K {
+        d[h + 1] = 0.0;
+        let mut off = h + 1;
+        while off > 0 {
+            off -= 1;
+            let p = d[off];
+            if p == 0.0 {
+                continue;
+            }
+            let slot = (base + off) % COLLIDING_TABLE;
+            d[off] = p * stay[slot];
+            d[off + 1] += p * advance[slot];
+        }
+    }
+    dist[..=K].copy_from_slice(&d[..=K]);
+}
+
 /// The position-by-position walk of [`transitions_into`], given each
 /// step's `(stay, advance)` probabilities for position `h` at offset `off`.
 #[inline(always)]
@@ -239,8 +368,9 @@ impl RecyclingModel {
         let mut visits = vec![0.0; states];
         let mut recycle = vec![0.0; states];
         let mut dist = vec![0.0; k as usize + 1];
+        let mut jumps = ChainJumps::new(m, k, sigma, hashing);
         for i in 0..states {
-            let rec = transitions_into(m, k, sigma, hashing, i as u64, &mut dist);
+            let rec = jumps.at(i as u64, &mut dist);
             recycle[i] = rec;
             let leave = 1.0 - dist[0];
             visits[i] = if leave > 0.0 { inflow[i] / leave } else { 0.0 };
@@ -513,8 +643,9 @@ fn sigma_chain(
     let kk = k as usize;
     // Transitions from state i with no recycle (sigma beyond reach): the
     // full jump distribution, jump[off] for off in 0..=k.
-    let full = |i: u64, buf: &mut [f64]| {
-        transitions_into(m, k, u64::MAX, hashing, i, buf);
+    let mut jumps = ChainJumps::new(m, k, u64::MAX, hashing);
+    let mut full = |i: u64, buf: &mut [f64]| {
+        jumps.at(i, buf);
     };
     let mut buf = vec![0.0; kk + 1];
     // Inflow into upcoming states (a ring of k + 1 entries ahead of i).

@@ -206,8 +206,8 @@ impl NewFlowConfig {
                     }
                 })
         };
-        // The chain costs O(sigma k^2): about 20 ms at 2^18 bits per phase,
-        // k = 4 and sigma near m. Past a millisecond's work (2^14 bits at
+        // The chain costs O(sigma k^2): about 8 ms at 2^18 bits per phase,
+        // k = 4 and sigma near m (`flowsieve model recycle`). Past a millisecond's work (2^14 bits at
         // k = 4) it runs in the background, so the first packet never waits
         // for a figure only the report needs.
         let fpr = |sigma: u64| {
