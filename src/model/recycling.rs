@@ -353,7 +353,14 @@ impl RecyclingModel {
             return Err(RecyclingModelError::RetainingSigmaBelowK { sigma, k });
         }
         let states = sigma as usize + 1;
-        let mut inflow = vec![0.0; states];
+        // Expected arrivals into the states ahead of `i`, in a ring of
+        // `k + 1` slots (state `j` at slot `j mod (k + 1)`): a message moves
+        // at most `k` states on, and a slot is emptied when its state is
+        // reached, before the first arrival of the state `k + 1` further on
+        // is added. Each state's arrivals are summed in the same order as in
+        // a vector over all states, without the allocation.
+        let ring = k as usize + 1;
+        let mut inflow = vec![0.0; ring];
         if retaining {
             // A cycle starts with the retained message in an empty filter.
             let (from_empty, _) = transitions(m, k, sigma, hashing, 0);
@@ -367,17 +374,28 @@ impl RecyclingModel {
         }
         let mut visits = vec![0.0; states];
         let mut recycle = vec![0.0; states];
-        let mut dist = vec![0.0; k as usize + 1];
+        let mut dist = vec![0.0; ring];
         let mut jumps = ChainJumps::new(m, k, sigma, hashing);
+        let mut slot = 0usize;
         for i in 0..states {
             let rec = jumps.at(i as u64, &mut dist);
             recycle[i] = rec;
             let leave = 1.0 - dist[0];
-            visits[i] = if leave > 0.0 { inflow[i] / leave } else { 0.0 };
+            let arrived = std::mem::take(&mut inflow[slot]);
+            let v = if leave > 0.0 { arrived / leave } else { 0.0 };
+            visits[i] = v;
             for (off, p) in dist.iter().enumerate().skip(1) {
                 if i + off < states {
-                    inflow[i + off] += visits[i] * p;
+                    let mut j = slot + off;
+                    if j >= ring {
+                        j -= ring;
+                    }
+                    inflow[j] += v * p;
                 }
+            }
+            slot += 1;
+            if slot == ring {
+                slot = 0;
             }
         }
         Ok(RecyclingModel {
