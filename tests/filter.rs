@@ -1204,3 +1204,39 @@ mod compressed_counting {
         );
     }
 }
+
+// ---------- pre-faulted zeroed memory ----------
+
+proptest::proptest! {
+    /// The filters' word arrays are written once a page at construction
+    /// (so that the first touch of each page is a write): what is written
+    /// must still be zeros, on and off page boundaries, and the first
+    /// insertions see a fresh filter.
+    #[test]
+    fn filters_start_empty_with_their_pages_touched(
+        bits in 0usize..600_000,
+        counters in 1usize..300_000,
+        k in 1usize..12,
+        keys in proptest::collection::vec(proptest::prelude::any::<u64>(), 1..50),
+    ) {
+        let a = flowsieve::filter::BitArray::new(bits);
+        proptest::prop_assert_eq!(a.len(), bits);
+        proptest::prop_assert_eq!(a.count_ones(), 0);
+        for i in (0..bits).step_by(4096 * 8).chain(bits.checked_sub(1)) {
+            proptest::prop_assert!(!a.get(i));
+        }
+        let width = flowsieve::filter::CounterWidth::W8;
+        let mut f = flowsieve::filter::CountingBloomFilter::new(counters, k, width);
+        proptest::prop_assert_eq!(f.nonzero_counters(), 0);
+        let mut seen: HashMap<u64, u64> = HashMap::new();
+        for &h in &keys {
+            let n = seen.entry(h).or_insert(0);
+            *n += 1;
+            // A counting filter never underestimates.
+            proptest::prop_assert!(f.insert(h) >= *n);
+        }
+        // The first key's first insertion found its counters at 0.
+        let mut fresh = flowsieve::filter::CountingBloomFilter::new(counters, k, width);
+        proptest::prop_assert_eq!(fresh.insert(keys[0]), 1);
+    }
+}

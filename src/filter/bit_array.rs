@@ -11,7 +11,7 @@ impl BitArray {
     /// `len` zero bits.
     pub fn new(len: usize) -> BitArray {
         BitArray {
-            words: vec![0; len.div_ceil(64)],
+            words: super::owned_zeroed_words(len.div_ceil(64)),
             len,
         }
     }

@@ -44,7 +44,7 @@ impl CountingBloomFilter {
         let indexer = PartitionedIndexer::new(m.max(1), k.min(super::MAX_K));
         let counters = indexer.partition_len() * indexer.k();
         CountingBloomFilter {
-            words: vec![0; counters.div_ceil(width.per_word())],
+            words: super::owned_zeroed_words(counters.div_ceil(width.per_word())),
             width,
             indexer,
             conservative: false,

@@ -49,6 +49,29 @@ pub use recycling::{MAX_K, RecyclePolicy, RecyclingBloomFilter, RecyclingStats};
 pub use selective::{SelectiveAnswer, SelectiveBloomFilter, SelectiveCountingFilter, Selectivity};
 pub use traits::{Counters, Membership};
 
+/// `len` zero words whose memory pages are already this process's own.
+///
+/// Why not `vec![0; len]`: a large zeroed allocation comes from `calloc`,
+/// which maps fresh pages and leaves them untouched. A filter reads each
+/// counter before it writes it, so the first access to every 4 KiB page is
+/// a read, which maps the kernel's shared zero page, and the first write
+/// after it has to replace that mapping and flush it from the TLB of every
+/// other core the process runs on: an inter-processor interrupt, and a
+/// hypervisor exit in a VM. On the benchmark trace that cost 5-6 % of an
+/// all-stages run's CPU, all in the first window (`perf`: `do_wp_page`,
+/// `flush_tlb_mm_range`, `smp_call_function_many_cond` under the counting
+/// filter's insert). Writing one word of every page here makes each
+/// page's first touch a write, which needs no flush.
+pub(crate) fn owned_zeroed_words(len: usize) -> Vec<u64> {
+    const WORDS_PER_PAGE: usize = 4096 / std::mem::size_of::<u64>();
+    let mut words = vec![0u64; len];
+    for w in words.iter_mut().step_by(WORDS_PER_PAGE) {
+        // `black_box` so the store of a zero into zeroed memory is kept.
+        *w = std::hint::black_box(0);
+    }
+    words
+}
+
 /// Cache prefetch hint for word `w` of `words`; never faults.
 /// Hints the CPU to fetch word `w` of `words` (never faults; see
 /// [`crate::prefetch`]).
