@@ -11,7 +11,7 @@ impl BitArray {
     /// `len` zero bits.
     pub fn new(len: usize) -> BitArray {
         BitArray {
-            words: super::owned_zeroed_words(len.div_ceil(64)),
+            words: vec![0; len.div_ceil(64)],
             len,
         }
     }
@@ -51,6 +51,27 @@ impl BitArray {
     /// All bits to 0.
     pub fn clear(&mut self) {
         self.words.fill(0);
+    }
+
+    /// Faults the array's memory pages in as writable now, if the array
+    /// fits in `*budget` bytes (which it then takes from the budget);
+    /// returns whether it fitted. Changes no bit: it only moves the first
+    /// touch of each page to now and makes it a write, which a page first
+    /// read and later written pays for with a TLB flush on every core (see
+    /// the pipeline's shard workers, which call it when they start).
+    ///
+    /// ```
+    /// use flowsieve::filter::BitArray;
+    /// let mut a = BitArray::new(1 << 20);
+    /// a.set(12345);
+    /// let mut budget = 1 << 20;
+    /// assert!(a.prefault(&mut budget));
+    /// assert_eq!(budget, (1 << 20) - (1 << 17));
+    /// assert_eq!(a.count_ones(), 1);
+    /// assert!(!BitArray::new(1 << 24).prefault(&mut budget));
+    /// ```
+    pub fn prefault(&mut self, budget: &mut usize) -> bool {
+        super::prefault_words(&mut self.words, budget)
     }
 
     /// Number of bits set.

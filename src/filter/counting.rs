@@ -44,7 +44,7 @@ impl CountingBloomFilter {
         let indexer = PartitionedIndexer::new(m.max(1), k.min(super::MAX_K));
         let counters = indexer.partition_len() * indexer.k();
         CountingBloomFilter {
-            words: super::owned_zeroed_words(counters.div_ceil(width.per_word())),
+            words: vec![0; counters.div_ceil(width.per_word())],
             width,
             indexer,
             conservative: false,
@@ -187,6 +187,13 @@ impl CountingBloomFilter {
     /// All counters to 0 (the saturation count is kept: it counts events).
     pub fn clear(&mut self) {
         self.words.fill(0);
+    }
+
+    /// Writes each of the counters' memory pages once, if they fit in
+    /// `*budget` bytes (see [`super::BitArray::prefault`]); changes no
+    /// counter.
+    pub fn prefault(&mut self, budget: &mut usize) -> bool {
+        super::prefault_words(&mut self.words, budget)
     }
 
     /// Counters that reached saturation, over the filter's life.

@@ -49,28 +49,68 @@ pub use recycling::{MAX_K, RecyclePolicy, RecyclingBloomFilter, RecyclingStats};
 pub use selective::{SelectiveAnswer, SelectiveBloomFilter, SelectiveCountingFilter, Selectivity};
 pub use traits::{Counters, Membership};
 
-/// `len` zero words whose memory pages are already this process's own.
+/// Faults in every memory page of `words` as writable, changing no value,
+/// if the whole slice fits in `*budget` bytes, and takes its size from the
+/// budget. Returns whether it fitted.
 ///
-/// Why not `vec![0; len]`: a large zeroed allocation comes from `calloc`,
-/// which maps fresh pages and leaves them untouched. A filter reads each
-/// counter before it writes it, so the first access to every 4 KiB page is
-/// a read, which maps the kernel's shared zero page, and the first write
-/// after it has to replace that mapping and flush it from the TLB of every
-/// other core the process runs on: an inter-processor interrupt, and a
-/// hypervisor exit in a VM. On the benchmark trace that cost 5-6 % of an
-/// all-stages run's CPU, all in the first window (`perf`: `do_wp_page`,
-/// `flush_tlb_mm_range`, `smp_call_function_many_cond` under the counting
-/// filter's insert). Writing one word of every page here makes each
-/// page's first touch a write, which needs no flush.
-pub(crate) fn owned_zeroed_words(len: usize) -> Vec<u64> {
-    const WORDS_PER_PAGE: usize = 4096 / std::mem::size_of::<u64>();
-    let mut words = vec![0u64; len];
-    for w in words.iter_mut().step_by(WORDS_PER_PAGE) {
-        // `black_box` so the store of a zero into zeroed memory is kept.
-        *w = std::hint::black_box(0);
+/// Why: a large `vec![0; n]` comes from `calloc`, whose pages stay
+/// untouched until used. The filters read each word before they write it,
+/// so the first access to every page is a read, which maps the kernel's
+/// shared zero page, and the first write after it has to replace that
+/// mapping and flush it from the TLB of every other core the process runs
+/// on: an inter-processor interrupt, and a hypervisor exit in a VM. On the
+/// benchmark trace that cost 5-6 % of an all-stages run's CPU, all in the
+/// first window (`perf`: `do_wp_page`, `flush_tlb_mm_range`,
+/// `smp_call_function_many_cond` under the counting filter's insert). A
+/// page whose first touch is a write needs no flush. The shard workers
+/// call this (through the filters' `prefault`) when they start, so it
+/// overlaps the source's start-up instead of delaying the first packet,
+/// and the budget keeps a run over a few packets from paying for touching
+/// a huge filter it will barely use.
+pub(crate) fn prefault_words(words: &mut [u64], budget: &mut usize) -> bool {
+    let bytes = std::mem::size_of_val(words);
+    if bytes > *budget {
+        return false;
     }
-    words
+    *budget -= bytes;
+    populate_writable(words);
+    true
 }
+
+/// Asks the kernel to fault in the whole pages inside `words` as writable
+/// (`MADV_POPULATE_WRITE`, Linux 5.14): what writing to each page would do,
+/// without reading or changing a byte. Reading first is what must not
+/// happen (it maps the zero page), which rules out rewriting each word's
+/// own value from Rust.
+#[cfg(target_os = "linux")]
+fn populate_writable(words: &mut [u64]) {
+    // SAFETY: sysconf takes no pointers; it only reads a system constant.
+    let page = match usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }) {
+        Ok(p) if p.is_power_of_two() => p,
+        _ => return,
+    };
+    let start = words.as_mut_ptr() as usize;
+    let end = start + std::mem::size_of_val(words);
+    let (first, last) = (start.next_multiple_of(page), end / page * page);
+    if last <= first {
+        return;
+    }
+    // SAFETY: `first..last` lies inside `words`, which is borrowed mutably
+    // here, so nothing else reads or writes it meanwhile. POPULATE_WRITE
+    // only maps the range's pages in, writable, and changes no byte of
+    // them; a kernel without it answers EINVAL and nothing happens, which
+    // only leaves the first touches to the packets, as without this call.
+    let _ = unsafe {
+        libc::madvise(
+            first as *mut libc::c_void,
+            last - first,
+            libc::MADV_POPULATE_WRITE,
+        )
+    };
+}
+
+#[cfg(not(target_os = "linux"))]
+fn populate_writable(_words: &mut [u64]) {}
 
 /// Cache prefetch hint for word `w` of `words`; never faults.
 /// Hints the CPU to fetch word `w` of `words` (never faults; see

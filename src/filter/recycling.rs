@@ -349,6 +349,15 @@ impl RecyclingBloomFilter {
         self.stats.recycles += 1;
     }
 
+    /// Writes each memory page of the halves once, while they fit in
+    /// `*budget` bytes (see [`BitArray::prefault`]); changes no bit.
+    pub fn prefault(&mut self, budget: &mut usize) {
+        self.active.prefault(budget);
+        if let Some(f) = self.frozen.as_mut() {
+            f.prefault(budget);
+        }
+    }
+
     /// Bits set in the active half.
     pub fn active_bits(&self) -> u64 {
         self.active_ones

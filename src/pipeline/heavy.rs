@@ -634,6 +634,13 @@ impl ShardStage for HeavyShard {
         }
     }
 
+    fn prefault(&mut self, budget: &mut usize) {
+        // The blocked layout's blocks are written when they are built.
+        if let HeavyFilter::Partitioned(f) = &mut self.filter {
+            f.prefault(budget);
+        }
+    }
+
     fn close_window(&mut self, time_ns: u64, seq: u64, _events: &mut Vec<Event>) {
         if self.window != Some(self.cfg.window.index(time_ns, seq)) {
             self.close_current();

@@ -554,6 +554,10 @@ impl NewFlowShard {
 impl ShardStage for NewFlowShard {
     type Tally = NewFlowTally;
 
+    fn prefault(&mut self, budget: &mut usize) {
+        self.filter.prefault(budget);
+    }
+
     #[inline]
     fn process(&mut self, batch: RecordBatch<'_>, events: &mut Vec<Event>) {
         let records = batch.records();

@@ -149,6 +149,13 @@ pub trait ShardStage: Send + 'static {
     /// before every record after it.
     fn apply(&mut self, _update: &(dyn Any + Send + Sync)) {}
 
+    /// Called once on the worker thread before the first batch: fault the
+    /// memory pages of the shard's large zeroed arrays in as writable,
+    /// while they fit in `*budget` bytes, so that no page's first touch is
+    /// a read (see `filter::BitArray::prefault` for why that matters). Must
+    /// change no state a report can see.
+    fn prefault(&mut self, _budget: &mut usize) {}
+
     /// Closes the last window and returns the tally. Runs on the worker
     /// thread, so the last window's scoring and models run in parallel.
     fn finish(self) -> Self::Tally;
@@ -218,6 +225,7 @@ pub(crate) trait DynShard: Send {
     fn process(&mut self, batch: RecordBatch<'_>, events: &mut Vec<Event>);
     fn close_window(&mut self, time_ns: u64, seq: u64, events: &mut Vec<Event>);
     fn apply(&mut self, update: &(dyn Any + Send + Sync));
+    fn prefault(&mut self, budget: &mut usize);
     fn finish(self: Box<Self>) -> Box<dyn Any + Send>;
 }
 
@@ -250,6 +258,9 @@ impl<S: ShardStage> DynShard for S {
     }
     fn apply(&mut self, update: &(dyn Any + Send + Sync)) {
         ShardStage::apply(self, update);
+    }
+    fn prefault(&mut self, budget: &mut usize) {
+        ShardStage::prefault(self, budget);
     }
     fn finish(self: Box<Self>) -> Box<dyn Any + Send> {
         Box::new(ShardStage::finish(*self))
