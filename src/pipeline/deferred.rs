@@ -2,7 +2,7 @@
 //!
 //! Some report figures are expensive to compute and needed only when the
 //! report is written: 004's chain for an explicit sigma over a phase of
-//! 2^20 bits takes tens of milliseconds, which would otherwise all come
+//! 2^20 bits takes about 15 ms, which would otherwise all come
 //! before the first packet. A [`Deferred`] starts that work on its own
 //! thread when the configuration is validated and hands the result over at
 //! report time, so start-up stays short and the figure stays exactly what
