@@ -313,6 +313,62 @@ fn walk_positions(
     recycle
 }
 
+/// The expected arrivals per cycle into the states from the current one on,
+/// for 004 eq. (15)'s forward pass, which both the chain for one sigma and
+/// the one-pass sizing run.
+///
+/// A message moves at most `k` states on, so the arrivals still to come fit
+/// in a ring of `k + 1` slots (state `j` at slot `j mod (k + 1)`). A slot is
+/// emptied when its state is visited, before the first arrival of the state
+/// `k + 1` further on is added, so each state's arrivals are summed in the
+/// same order as in a vector over all states, without the allocation.
+struct Arrivals {
+    slots: Vec<f64>,
+    /// The current state's slot, advanced by comparison rather than by a
+    /// division per state (the pass visits up to millions of states).
+    at: usize,
+}
+
+impl Arrivals {
+    /// A cycle's start: `start[off]` arrivals in state `off` (a single
+    /// arrival in state 0 for a non-retaining filter, the retained
+    /// message's jump from an empty filter otherwise). At most `k + 1`
+    /// entries.
+    fn new(k: u32, start: &[f64]) -> Arrivals {
+        let mut slots = vec![0.0; k as usize + 1];
+        for (slot, p) in slots.iter_mut().zip(start) {
+            *slot += p;
+        }
+        Arrivals { slots, at: 0 }
+    }
+
+    /// Visits the current state, whose jump distribution is `jump` (`k + 1`
+    /// entries): returns its expected arrivals per cycle, `V_i` of eq.
+    /// (15), spreads them over the states it jumps to (those fewer than
+    /// `ahead` states on, the chain's end), and moves to the next state.
+    #[inline]
+    fn visit(&mut self, jump: &[f64], ahead: usize) -> f64 {
+        let ring = self.slots.len();
+        let arrived = std::mem::take(&mut self.slots[self.at]);
+        let leave = 1.0 - jump[0];
+        let v = if leave > 0.0 { arrived / leave } else { 0.0 };
+        for (off, p) in jump.iter().enumerate().skip(1).take(ring - 1) {
+            if off < ahead {
+                let mut j = self.at + off;
+                if j >= ring {
+                    j -= ring;
+                }
+                self.slots[j] += v * p;
+            }
+        }
+        self.at += 1;
+        if self.at == ring {
+            self.at = 0;
+        }
+        v
+    }
+}
+
 /// `rho(i)`: the probability that a new message finds all its positions set
 /// when `i` of `m` bits are set (004 eq. (17), non-colliding corrected).
 pub fn rho(m: u64, k: u32, hashing: Hashing, i: u64) -> f64 {
@@ -353,50 +409,20 @@ impl RecyclingModel {
             return Err(RecyclingModelError::RetainingSigmaBelowK { sigma, k });
         }
         let states = sigma as usize + 1;
-        // Expected arrivals into the states ahead of `i`, in a ring of
-        // `k + 1` slots (state `j` at slot `j mod (k + 1)`): a message moves
-        // at most `k` states on, and a slot is emptied when its state is
-        // reached, before the first arrival of the state `k + 1` further on
-        // is added. Each state's arrivals are summed in the same order as in
-        // a vector over all states, without the allocation.
-        let ring = k as usize + 1;
-        let mut inflow = vec![0.0; ring];
-        if retaining {
+        let mut arrivals = if retaining {
             // A cycle starts with the retained message in an empty filter.
             let (from_empty, _) = transitions(m, k, sigma, hashing, 0);
-            for (off, p) in from_empty.iter().enumerate() {
-                if off < states {
-                    inflow[off] += p;
-                }
-            }
+            Arrivals::new(k, &from_empty[..from_empty.len().min(states)])
         } else {
-            inflow[0] = 1.0;
-        }
+            Arrivals::new(k, &[1.0])
+        };
         let mut visits = vec![0.0; states];
         let mut recycle = vec![0.0; states];
-        let mut dist = vec![0.0; ring];
+        let mut dist = vec![0.0; k as usize + 1];
         let mut jumps = ChainJumps::new(m, k, sigma, hashing);
-        let mut slot = 0usize;
         for i in 0..states {
-            let rec = jumps.at(i as u64, &mut dist);
-            recycle[i] = rec;
-            let leave = 1.0 - dist[0];
-            let arrived = std::mem::take(&mut inflow[slot]);
-            let v = if leave > 0.0 { arrived / leave } else { 0.0 };
-            visits[i] = v;
-            for (off, p) in dist.iter().enumerate().skip(1) {
-                if i + off < states {
-                    let mut j = slot + off;
-                    if j >= ring {
-                        j -= ring;
-                    }
-                    inflow[j] += v * p;
-                }
-            }
-            slot += 1;
-            if slot == ring {
-                slot = 0;
-            }
+            recycle[i] = jumps.at(i as u64, &mut dist);
+            visits[i] = arrivals.visit(&dist, states - i);
         }
         Ok(RecyclingModel {
             m,
@@ -666,17 +692,12 @@ fn sigma_chain(
         jumps.at(i, buf);
     };
     let mut buf = vec![0.0; kk + 1];
-    // Inflow into upcoming states (a ring of k + 1 entries ahead of i).
-    let ring = kk + 1;
-    let mut inflow = vec![0.0; ring];
-    if retaining {
+    let mut arrivals = if retaining {
         full(0, &mut buf);
-        for (off, p) in buf.iter().enumerate() {
-            inflow[off % ring] += p;
-        }
+        Arrivals::new(k, &buf)
     } else {
-        inflow[0] = 1.0;
-    }
+        Arrivals::new(k, &[1.0])
+    };
     // The last k states' arrivals, rho and jump distributions (for the
     // frozen half of eq. (26)), in a ring indexed by state mod k.
     let mut recent_v = vec![0.0f64; kk];
@@ -684,27 +705,10 @@ fn sigma_chain(
     let mut recent_jump = vec![0.0f64; kk * (kk + 1)];
     let (mut sum_v, mut sum_v_rho) = (0.0f64, 0.0f64);
     let mut best: Option<SigmaSizing> = None;
-    // The ring's slot of state i, advanced by comparison rather than by a
-    // division per state (this loop runs up to millions of times).
-    let mut slot = 0usize;
     let mut at = 0usize;
     for i in 0..m {
         full(i, &mut buf);
-        let arrived = inflow[slot];
-        inflow[slot] = 0.0;
-        let leave = 1.0 - buf[0];
-        let v = if leave > 0.0 { arrived / leave } else { 0.0 };
-        for (off, p) in buf.iter().enumerate().skip(1) {
-            let mut j = slot + off;
-            if j >= ring {
-                j -= ring;
-            }
-            inflow[j] += v * p;
-        }
-        slot += 1;
-        if slot == ring {
-            slot = 0;
-        }
+        let v = arrivals.visit(&buf, usize::MAX);
         let r = rho(m, k, hashing, i);
         sum_v += v;
         sum_v_rho += v * r;
