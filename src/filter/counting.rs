@@ -189,7 +189,7 @@ impl CountingBloomFilter {
         self.words.fill(0);
     }
 
-    /// Writes each of the counters' memory pages once, if they fit in
+    /// Faults the counters' memory pages in as writable now, if they fit in
     /// `*budget` bytes (see [`super::BitArray::prefault`]); changes no
     /// counter.
     pub fn prefault(&mut self, budget: &mut usize) -> bool {

@@ -349,8 +349,8 @@ impl RecyclingBloomFilter {
         self.stats.recycles += 1;
     }
 
-    /// Writes each memory page of the halves once, while they fit in
-    /// `*budget` bytes (see [`BitArray::prefault`]); changes no bit.
+    /// Faults the halves' memory pages in as writable now, each while it
+    /// fits in `*budget` bytes (see [`BitArray::prefault`]); changes no bit.
     pub fn prefault(&mut self, budget: &mut usize) {
         self.active.prefault(budget);
         if let Some(f) = self.frozen.as_mut() {
