@@ -134,3 +134,29 @@ proptest! {
         prop_assert_eq!(top(&batched), top(&direct));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// `top(n)` is the first `n` of the whole ordering, for every `n`, on
+    /// a table with many ties in packets and bytes: the selection and the
+    /// final sort agree on one total order (packets, bytes, then the key).
+    #[test]
+    fn top_n_is_the_prefix_of_the_whole_order(
+        events in prop::collection::vec((0u16..200, 0u32..3), 1..600),
+        n in 0usize..220,
+    ) {
+        let mut t = FlowTable::default();
+        for (i, w) in &events {
+            let k = FlowKey::v4([10, 1, (i >> 8) as u8, *i as u8], [10, 0, 1, 1], 7, 80, 17);
+            t.record(k, flow_hash(&k), 0, Timestamp::ZERO, 100 + w, 64);
+        }
+        let all: Vec<FlowKey> = t.top(usize::MAX).iter().map(|e| e.key).collect();
+        prop_assert_eq!(all.len(), t.len());
+        let some: Vec<FlowKey> = t.top(n).iter().map(|e| e.key).collect();
+        prop_assert_eq!(&some[..], &all[..n.min(all.len())]);
+        for w in t.top(usize::MAX).windows(2) {
+            let (a, b) = (&w[0].stats, &w[1].stats);
+            prop_assert!((a.packets, a.wire_bytes) >= (b.packets, b.wire_bytes));
+        }
+    }
+}

@@ -116,6 +116,25 @@ impl FlowTable {
         true
     }
 
+    /// Hints the cache to bring in the entry that `hash` finds, if any,
+    /// and reads nothing else. The probe walks the control bytes (which for
+    /// 100 k flows are 128 KiB, resident in L2) and stops at the first empty
+    /// slot, as a lookup of an absent key does; every entry whose tag
+    /// matches gets a prefetch of its first and last line (an entry is 112
+    /// bytes, and the key compare touches the first while the update
+    /// touches the last) instead of a load. [`BatchedRecorder::flush`] calls
+    /// it for a whole batch before recording any of it, which is what lets
+    /// the batch's misses overlap (see there).
+    #[inline]
+    pub(crate) fn prefetch(&self, hash: u64) {
+        let _ = self.table.find(hash, |e| {
+            let first = std::ptr::from_ref(e).cast::<u8>();
+            crate::prefetch::prefetch(first);
+            crate::prefetch::prefetch(first.wrapping_add(std::mem::size_of::<FlowEntry>() - 1));
+            false
+        });
+    }
+
     /// Number of distinct flows.
     pub fn len(&self) -> usize {
         self.table.len()
@@ -139,9 +158,15 @@ impl FlowTable {
 
     /// The `n` largest flows by packets, then bytes; ties broken by key so
     /// the order is deterministic.
+    ///
+    /// The selection runs over references, 8 bytes a flow, and copies only
+    /// the `n` it returns: copying every 112-byte entry first cost 11 MB of
+    /// fresh pages (about 2,800 page faults) for 100 k flows. The order is
+    /// total (keys are unique), so the result does not depend on the
+    /// table's iteration order.
     pub fn top(&self, n: usize) -> Vec<FlowEntry> {
-        let mut all: Vec<FlowEntry> = self.table.iter().copied().collect();
-        let order = |a: &FlowEntry, b: &FlowEntry| {
+        let mut all: Vec<&FlowEntry> = self.table.iter().collect();
+        let order = |a: &&FlowEntry, b: &&FlowEntry| {
             b.stats
                 .packets
                 .cmp(&a.stats.packets)
@@ -158,6 +183,6 @@ impl FlowTable {
             all.truncate(n);
         }
         all.sort_by(order);
-        all
+        all.into_iter().copied().collect()
     }
 }
