@@ -160,3 +160,28 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    /// `iter` yields every flow once, in the order of its first packet,
+    /// however often the table grew in between.
+    #[test]
+    fn iter_is_in_first_packet_order(
+        picks in prop::collection::vec(0u32..5_000, 1..3_000),
+        presize in any::<bool>(),
+    ) {
+        let key = |i: u32| FlowKey::v4(i.to_be_bytes(), [203, 0, 113, 9], 53, 53, 17);
+        let mut t = if presize { FlowTable::with_capacity(64) } else { FlowTable::default() };
+        let mut first_seen: Vec<FlowKey> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for &i in &picks {
+            let k = key(i);
+            t.record(k, flow_hash(&k), 0, Timestamp::ZERO, 60, 60);
+            if seen.insert(i) {
+                first_seen.push(k);
+            }
+        }
+        let order: Vec<FlowKey> = t.iter().map(|e| e.key).collect();
+        prop_assert_eq!(order, first_seen);
+    }
+}
