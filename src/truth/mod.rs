@@ -26,6 +26,8 @@ use crate::dissect::FlowKey;
 use crate::hash::FlowHasher;
 use crate::ingest::Timestamp;
 use hashbrown::HashTable;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 
 mod batched;
 pub use batched::{BATCH, BatchedRecorder};
@@ -201,30 +203,62 @@ impl FlowTable {
     /// The `n` largest flows by packets, then bytes; ties broken by key so
     /// the order is deterministic.
     ///
-    /// The selection runs over references, 8 bytes a flow, and copies only
-    /// the `n` it returns: copying every 112-byte entry first cost 11 MB of
-    /// fresh pages (about 2,800 page faults) for 100 k flows. The order is
-    /// total (keys are unique), so the result does not depend on the
-    /// table's iteration order.
+    /// One pass over the entries keeps the best `n` so far in a heap whose
+    /// top is the worst of them, so almost every flow costs one compare of
+    /// its packet count against that top, and nothing is copied but the `n`
+    /// returned. (Sorting copies of all 112-byte entries cost 11 MB of fresh
+    /// pages for 100 k flows; selecting over references still took about
+    /// 3 ms of the default job's serial tail in the partition's random
+    /// reads.) The order is total, keys being unique, so the result does
+    /// not depend on the table's order.
     pub fn top(&self, n: usize) -> Vec<FlowEntry> {
-        let mut all: Vec<&FlowEntry> = self.entries.iter().collect();
-        let order = |a: &&FlowEntry, b: &&FlowEntry| {
-            b.stats
-                .packets
-                .cmp(&a.stats.packets)
-                .then(b.stats.wire_bytes.cmp(&a.stats.wire_bytes))
-                .then(a.key.version().cmp(&b.key.version()))
-                .then(a.key.src_bits().cmp(&b.key.src_bits()))
-                .then(a.key.dst_bits().cmp(&b.key.dst_bits()))
-                .then(a.key.sport().cmp(&b.key.sport()))
-                .then(a.key.dport().cmp(&b.key.dport()))
-                .then(a.key.proto().cmp(&b.key.proto()))
-        };
-        if n < all.len() {
-            all.select_nth_unstable_by(n, order);
-            all.truncate(n);
+        let mut best: BinaryHeap<Ranked<'_>> = BinaryHeap::with_capacity(n.min(self.len()) + 1);
+        for e in &self.entries {
+            if best.len() < n {
+                best.push(Ranked(e));
+            } else if best.peek().is_some_and(|worst| rank(e, worst.0).is_lt()) {
+                best.pop();
+                best.push(Ranked(e));
+            }
         }
-        all.sort_by(order);
-        all.into_iter().copied().collect()
+        best.into_sorted_vec().into_iter().map(|r| *r.0).collect()
     }
 }
+
+/// The order of [`FlowTable::top`]: more packets first, then more bytes,
+/// then by key (version, addresses, ports, protocol).
+fn rank(a: &FlowEntry, b: &FlowEntry) -> Ordering {
+    b.stats
+        .packets
+        .cmp(&a.stats.packets)
+        .then(b.stats.wire_bytes.cmp(&a.stats.wire_bytes))
+        .then(a.key.version().cmp(&b.key.version()))
+        .then(a.key.src_bits().cmp(&b.key.src_bits()))
+        .then(a.key.dst_bits().cmp(&b.key.dst_bits()))
+        .then(a.key.sport().cmp(&b.key.sport()))
+        .then(a.key.dport().cmp(&b.key.dport()))
+        .then(a.key.proto().cmp(&b.key.proto()))
+}
+
+/// An entry ordered by [`rank`]: the greatest is the one ranked last.
+struct Ranked<'a>(&'a FlowEntry);
+
+impl Ord for Ranked<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        rank(self.0, other.0)
+    }
+}
+
+impl PartialOrd for Ranked<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Ranked<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Ranked<'_> {}
