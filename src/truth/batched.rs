@@ -97,24 +97,37 @@ impl<'t> BatchedRecorder<'t> {
 
     /// Records every packet held back.
     ///
-    /// Two passes. The first only prefetches each held packet's entry
-    /// ([`FlowTable::prefetch`]); the second records them in order. In one
-    /// pass the entry load of each record is the first thing its key
-    /// compare needs, and the branch on that compare, with the update
-    /// behind it, keeps the out-of-order window from reaching more than a
-    /// few records ahead: the annotated profile put 57 % of the flush's
-    /// samples on that one load. Prefetched a batch ahead, the 64 misses
-    /// are in flight together. `--stages none` with truth on took about
-    /// 10 % less wall time (BENCHMARKS.md, seventh round); a sliding
+    /// Two passes. The first only locates each held packet's entry in the
+    /// index and prefetches it ([`FlowTable::locate`]); the second records
+    /// them in order, into the located entry when its key matches, and
+    /// through [`FlowTable::record`] otherwise (a flow new to the table, or
+    /// a different flow with the same hash). In one pass the entry load of
+    /// each record is the first thing its key compare needs, and the branch
+    /// on that compare, with the update behind it, keeps the out-of-order
+    /// window from reaching more than a few records ahead: the annotated
+    /// profile put 57 % of the flush's samples on that one load. Located a
+    /// batch ahead, the 64 misses are in flight together, and a packet of a
+    /// known flow probes the index once. `--stages none` with truth on took
+    /// about 10 % less wall time (BENCHMARKS.md, seventh round); a sliding
     /// distance of 8, 16 or 32 records, or a prefetch as each packet is
     /// pushed, measured no better than the plain two passes.
     pub fn flush(&mut self) {
-        for h in &self.held {
-            self.table.prefetch(h.hash);
+        let mut located = [None; BATCH];
+        for (at, h) in located.iter_mut().zip(&self.held) {
+            *at = self.table.locate(h.hash);
         }
-        for h in self.held.drain(..) {
-            self.table
-                .record(h.key, h.hash, h.class, h.ts, h.wire_len, h.captured_len);
+        // `record` flushes at BATCH, so every held packet was located
+        // above; one beyond would be recorded through the probe.
+        for (i, h) in self.held.drain(..).enumerate() {
+            let at = located.get(i).copied().flatten();
+            let counted = at.is_some_and(|p| {
+                self.table
+                    .record_at(p, &h.key, h.ts, h.wire_len, h.captured_len)
+            });
+            if !counted {
+                self.table
+                    .record(h.key, h.hash, h.class, h.ts, h.wire_len, h.captured_len);
+            }
         }
     }
 }

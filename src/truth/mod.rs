@@ -60,6 +60,18 @@ pub struct FlowEntry {
     pub stats: FlowStats,
 }
 
+impl FlowStats {
+    /// Counts one more packet of the flow.
+    #[inline]
+    fn add(&mut self, ts: Timestamp, wire_len: u32, captured_len: u32) {
+        self.packets += 1;
+        self.wire_bytes += u64::from(wire_len);
+        self.captured_bytes += u64::from(captured_len);
+        self.first_ts = self.first_ts.min(ts);
+        self.last_ts = self.last_ts.max(ts);
+    }
+}
+
 /// Where a flow's entry is: its hash (so the index can grow without
 /// reading any entry) and its position in the entry vector.
 #[derive(Clone, Copy, Debug)]
@@ -132,12 +144,7 @@ impl FlowTable {
         captured_len: u32,
     ) -> bool {
         if let Some(e) = self.find(&key, hash).and_then(|i| self.entries.get_mut(i)) {
-            let s = &mut e.stats;
-            s.packets += 1;
-            s.wire_bytes += u64::from(wire_len);
-            s.captured_bytes += u64::from(captured_len);
-            s.first_ts = s.first_ts.min(ts);
-            s.last_ts = s.last_ts.max(ts);
+            e.stats.add(ts, wire_len, captured_len);
             return false;
         }
         let stats = FlowStats {
@@ -155,26 +162,43 @@ impl FlowTable {
         true
     }
 
-    /// Hints the cache to bring in the entry that `hash` finds, if any,
-    /// and reads nothing else. The probe walks the index (for 100 k flows
-    /// 128 KiB of control bytes and 2 MiB of slots) and stops at the first
-    /// empty slot, as a lookup of an absent key does; every slot whose hash
-    /// matches gets a prefetch of its entry's first and last line (an entry
-    /// is 112 bytes, and the key compare touches the first while the update
-    /// touches the last) instead of a load. [`BatchedRecorder::flush`] calls
-    /// it for a whole batch before recording any of it, which is what lets
-    /// the batch's misses overlap (see there).
+    /// The position of the first entry whose stored hash is `hash`, if any,
+    /// with a prefetch of that entry's first and last line (an entry is 112
+    /// bytes: the key compare touches the first, the update the last). It
+    /// reads only the index (for 100 k flows 128 KiB of control bytes and
+    /// 2 MiB of slots), never an entry. Entries never move within the
+    /// vector, so the position stays good while more flows are inserted.
+    /// [`BatchedRecorder::flush`] locates a whole batch this way before it
+    /// records any of it, which lets the batch's misses overlap (see there).
     #[inline]
-    pub(crate) fn prefetch(&self, hash: u64) {
-        let entries = self.entries.as_ptr();
-        let _ = self.index.find(hash, |s| {
-            if s.hash == hash {
-                let first = entries.wrapping_add(s.entry).cast::<u8>();
-                crate::prefetch::prefetch(first);
-                crate::prefetch::prefetch(first.wrapping_add(std::mem::size_of::<FlowEntry>() - 1));
+    pub(crate) fn locate(&self, hash: u64) -> Option<usize> {
+        let slot = self.index.find(hash, |s| s.hash == hash)?;
+        let first = self.entries.as_ptr().wrapping_add(slot.entry).cast::<u8>();
+        crate::prefetch::prefetch(first);
+        crate::prefetch::prefetch(first.wrapping_add(std::mem::size_of::<FlowEntry>() - 1));
+        Some(slot.entry)
+    }
+
+    /// Counts one packet into the entry at `position` (from
+    /// [`FlowTable::locate`]) if that entry's key is `key`, as
+    /// [`FlowTable::record`] would; false, with nothing changed, if it is
+    /// another flow's (one whose hash is the same) or out of range.
+    #[inline]
+    pub(crate) fn record_at(
+        &mut self,
+        position: usize,
+        key: &FlowKey,
+        ts: Timestamp,
+        wire_len: u32,
+        captured_len: u32,
+    ) -> bool {
+        match self.entries.get_mut(position) {
+            Some(e) if e.key == *key => {
+                e.stats.add(ts, wire_len, captured_len);
+                true
             }
-            false
-        });
+            _ => false,
+        }
     }
 
     /// Number of distinct flows.
