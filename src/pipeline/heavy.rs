@@ -19,7 +19,7 @@
 use super::config::{ConfigError, defaults, in_range};
 use super::event::{Event, EventKind, HeavyEvent};
 use super::export::ShardExporter;
-use super::keyed::{HashMap, HashSet};
+use super::keyed::{FlowMap, HashSet};
 use super::rate::{binomial_se, opt_ratio, ratio};
 use super::record::{PacketRecord, RecordBatch};
 use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
@@ -416,7 +416,7 @@ pub struct HeavyShard {
     window_packets: u64,
     window_class_packets: Vec<u64>,
     saturation_at_start: u64,
-    truth: Option<HashMap<WindowFlow>>,
+    truth: Option<FlowMap<WindowFlow>>,
     reported: HashSet,
     tally: HeavyTally,
     events: bool,
@@ -447,7 +447,7 @@ impl HeavyShard {
             window_packets: 0,
             window_class_packets: vec![0; classes],
             saturation_at_start: 0,
-            truth: truth.then(HashMap::default),
+            truth: truth.then(FlowMap::default),
             reported: HashSet::default(),
             tally: HeavyTally::new(classes),
             events,
@@ -480,7 +480,7 @@ impl HeavyShard {
         let crossed = estimate >= self.cfg.theta;
         let newly = match self.truth.as_mut() {
             Some(t) => {
-                let e = t.entry(r.hash).or_insert(WindowFlow {
+                let (e, _) = t.get_or_insert_with(r.hash, || WindowFlow {
                     packets: 0,
                     class: r.class,
                     reported: false,
@@ -629,6 +629,9 @@ impl ShardStage for HeavyShard {
         for (i, r) in records.iter().enumerate() {
             if let Some(next) = records.get(i + PREFETCH_AHEAD) {
                 self.filter.prefetch(next.hash);
+                if let Some(t) = self.truth.as_ref() {
+                    t.prefetch(next.hash);
+                }
             }
             self.count(r, batch.key(i), events);
         }

@@ -18,7 +18,7 @@
 use super::config::{ConfigError, defaults, in_range};
 use super::deferred::Deferred;
 use super::event::{Event, EventKind, NewFlowEvent};
-use super::keyed::HashMap;
+use super::keyed::FlowMap;
 use super::rate::{binomial_se, opt_ratio};
 use super::record::{PacketRecord, RecordBatch};
 use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
@@ -457,7 +457,7 @@ pub struct NewFlowShard {
     filter: RecyclingBloomFilter,
     timed: bool,
     horizon_ns: Option<u64>,
-    truth: Option<HashMap<KeyState>>,
+    truth: Option<FlowMap<KeyState>>,
     tally: NewFlowTally,
     events: bool,
     /// Live figures and this shard's index, in a live run.
@@ -479,7 +479,7 @@ impl NewFlowShard {
             .with_front_cache(cfg.front_cache),
             timed: matches!(stage.policy, RecyclePolicy::Time(_)),
             horizon_ns: cfg.horizon_ns,
-            truth: truth.then(HashMap::default),
+            truth: truth.then(FlowMap::default),
             tally: NewFlowTally {
                 classes: vec![NewFlowClassTally::default(); classes],
                 ..NewFlowTally::default()
@@ -520,30 +520,26 @@ impl NewFlowShard {
         };
         let horizon = self.horizon_ns;
         let mut fn_now = false;
-        match truth.entry(r.hash) {
-            hashbrown::hash_map::Entry::Vacant(v) => {
+        let (s, inserted) = truth.get_or_insert_with(r.hash, || KeyState {
+            last_ns: r.time_ns,
+            fp_instance: !is_new,
+        });
+        if inserted {
+            t.true_new += 1;
+            t.false_positives += u64::from(!is_new);
+            t.fp_each += u64::from(!is_new);
+        } else {
+            let expired = horizon.is_some_and(|h| r.time_ns.saturating_sub(s.last_ns) > h);
+            if expired {
                 t.true_new += 1;
                 t.false_positives += u64::from(!is_new);
-                t.fp_each += u64::from(!is_new);
-                v.insert(KeyState {
-                    last_ns: r.time_ns,
-                    fp_instance: !is_new,
-                });
+                s.fp_instance = !is_new;
+            } else if is_new {
+                t.false_negatives += 1;
+                fn_now = true;
             }
-            hashbrown::hash_map::Entry::Occupied(mut o) => {
-                let s = o.get_mut();
-                let expired = horizon.is_some_and(|h| r.time_ns.saturating_sub(s.last_ns) > h);
-                if expired {
-                    t.true_new += 1;
-                    t.false_positives += u64::from(!is_new);
-                    s.fp_instance = !is_new;
-                } else if is_new {
-                    t.false_negatives += 1;
-                    fn_now = true;
-                }
-                t.fp_each += u64::from(s.fp_instance);
-                s.last_ns = r.time_ns;
-            }
+            t.fp_each += u64::from(s.fp_instance);
+            s.last_ns = r.time_ns;
         }
         if fn_now && self.filter.stats().recycles == 0 {
             self.tally.false_negatives_before_first_recycle += 1;
@@ -564,6 +560,9 @@ impl ShardStage for NewFlowShard {
         for (i, r) in records.iter().enumerate() {
             if let Some(next) = records.get(i + PREFETCH_AHEAD) {
                 self.filter.prefetch(next.hash);
+                if let Some(t) = self.truth.as_ref() {
+                    t.prefetch(next.hash);
+                }
             }
             self.classify(r, batch.key(i), events);
         }
