@@ -119,8 +119,9 @@ impl FlowTable {
         }
     }
 
-    /// The slot of `key`, whose hash is `hash`. The stored hash is compared
-    /// first, so an entry is read only for a slot whose full hash matches.
+    /// The position of `key`'s entry (`hash` is its hash). A slot's stored
+    /// hash is compared first, so an entry is read only when the full hash
+    /// matches.
     #[inline]
     fn find(&self, key: &FlowKey, hash: u64) -> Option<usize> {
         let entries = &self.entries;
