@@ -23,6 +23,10 @@
 //! held unacknowledged are redelivered only when the server's
 //! acknowledgement wait runs out. A shard with digests out elsewhere
 //! completes nothing until they are back ([`Book::ready_except`]).
+//! Nor does a drain that ends on an empty fetch prove that everything was
+//! delivered: a fetch can expire with digests still in the stream. A shard
+//! whose consumer has not delivered through the stream's last sequence,
+//! read after the watermarks, completes nothing either ([`shard_waits`]).
 //!
 //! # Exactly once
 //!
@@ -283,4 +287,52 @@ impl<T> Book<T> {
         }
         Some(missing)
     }
+}
+
+/// What the server says of one shard's consumer, for [`shard_waits`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConsumerView {
+    /// Digests delivered to some collector and not acknowledged.
+    pub ack_pending: u64,
+    /// Digests stored and not yet delivered to any collector.
+    pub undelivered: u64,
+    /// The stream sequence of the last digest delivered.
+    pub delivered_through: u64,
+}
+
+/// Whether a shard with a window ready to write must wait instead.
+///
+/// `held` is how many of the shard's digests this collector holds;
+/// `covered` is the stream's last sequence, read after the probes'
+/// watermarks (`None`: it could not be read). Every digest a watermark
+/// covers was stored before the watermark was written, so at or below
+/// `covered`. The shard waits when
+///
+/// - `covered` is unknown (nothing proves the consumer drained);
+/// - digests are undelivered and the consumer has not delivered through
+///   `covered`: some a watermark promises may not have arrived (a fetch
+///   that expired while the cluster elected a leader, or under load,
+///   returned nothing and ended the drain);
+/// - more digests are delivered but unacknowledged than this collector
+///   holds: a crashed predecessor's, until they are redelivered here.
+///
+/// ```
+/// use flowsieve::network::book::{ConsumerView, shard_waits};
+/// let drained = ConsumerView { ack_pending: 3, undelivered: 0, delivered_through: 90 };
+/// assert!(!shard_waits(drained, 3, Some(100)));
+/// // Newer digests only (the consumer delivered through what the watermarks cover).
+/// let newer = ConsumerView { undelivered: 2, delivered_through: 100, ..drained };
+/// assert!(!shard_waits(newer, 3, Some(100)));
+/// // Undelivered digests that may be older than the watermarks.
+/// let behind = ConsumerView { undelivered: 2, delivered_through: 99, ..drained };
+/// assert!(shard_waits(behind, 3, Some(100)));
+/// // A predecessor's digests still out.
+/// assert!(shard_waits(drained, 2, Some(100)));
+/// assert!(shard_waits(drained, 3, None));
+/// ```
+pub fn shard_waits(view: ConsumerView, held: u64, covered: Option<u64>) -> bool {
+    let Some(covered) = covered else {
+        return true;
+    };
+    (view.undelivered > 0 && view.delivered_through < covered) || view.ack_pending > held
 }

@@ -13,7 +13,7 @@
 //! in the results bucket and acknowledged without merging (see
 //! [`super::book`]).
 
-use super::book::{Book, Verdict};
+use super::book::{Book, ConsumerView, Verdict, shard_waits};
 use super::digest::Digest;
 use super::merge::ShardWindowResult;
 use super::transport::{
@@ -165,7 +165,15 @@ pub async fn collect(
         };
         consumers.push(c);
     }
-    let results = nats.bucket(RESULTS_BUCKET).await?;
+    let results = loop {
+        match nats.bucket(RESULTS_BUCKET).await {
+            Ok(b) => break b,
+            Err(e) => {
+                retry(e)?;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    };
     let mut book: Book<Message> = Book::new(cfg.clone(), opts.shards.clone());
     let mut written: HashMap<(u64, u32), ShardWindowResult> = HashMap::new();
     let mut summary = CollectSummary::default();
@@ -243,7 +251,28 @@ pub async fn collect(
         let now = now_ms(start);
         let lateness = opts.lateness.as_millis() as u64;
         let mut blocked = Vec::new();
-        for s in book.shards_ready(&probes, now, lateness) {
+        let ready = book.shards_ready(&probes, now, lateness);
+        // The drain above stops at the first empty or failed fetch, which
+        // does not prove the consumer empty: see shard_waits for what
+        // the stream's last sequence, read after the watermarks, decides.
+        let covered = if ready.is_empty() {
+            None
+        } else {
+            match nats.js.get_stream(STREAM).await {
+                Ok(mut stream) => match stream.info().await {
+                    Ok(info) => Some(info.state.last_sequence),
+                    Err(e) => {
+                        transient(&transport::nats_err("stream info")(&e), opts);
+                        None
+                    }
+                },
+                Err(e) => {
+                    transient(&transport::nats_err("open stream")(&e), opts);
+                    None
+                }
+            }
+        };
+        for s in ready {
             let Some(c) = opts
                 .shards
                 .iter()
@@ -254,8 +283,18 @@ pub async fn collect(
             };
             let held = book.held(s);
             match c.get_info().await {
-                Ok(info) if info.num_ack_pending > held => {
-                    if !warned_elsewhere.contains(&s) {
+                Ok(info)
+                    if shard_waits(
+                        ConsumerView {
+                            ack_pending: info.num_ack_pending as u64,
+                            undelivered: info.num_pending,
+                            delivered_through: info.delivered.stream_sequence,
+                        },
+                        held as u64,
+                        covered,
+                    ) =>
+                {
+                    if info.num_ack_pending > held && !warned_elsewhere.contains(&s) {
                         eprintln!(
                             "collect: shard {s}: {} digests delivered but not acknowledged are not here (a crashed collector's, redelivered within {:?}; or another collector owns this shard too); its windows wait for them",
                             info.num_ack_pending - held,
