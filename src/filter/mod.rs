@@ -112,7 +112,6 @@ fn populate_writable(words: &mut [u64]) {
 #[cfg(not(target_os = "linux"))]
 fn populate_writable(_words: &mut [u64]) {}
 
-/// Cache prefetch hint for word `w` of `words`; never faults.
 /// Hints the CPU to fetch word `w` of `words` (never faults; see
 /// [`crate::prefetch`]).
 #[inline(always)]

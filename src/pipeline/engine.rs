@@ -412,8 +412,10 @@ const LATENCY_PUBLISH_EVERY: u64 = 64;
 /// 5 MiB in all, 2.5 MiB a worker with two. Larger filters past this are
 /// first touched by the packets, as before: the workers populate while the
 /// source starts, and on two cores a larger budget measurably delayed the
-/// first packet (26-49 ms with 1 Gbit of recycling bits or 256 M counters
-/// at a 64 MiB budget; under 20 ms is the start-up target for any flags).
+/// first packet (15-44 ms with 64 M or 256 M counters or 1 Gbit of
+/// recycling bits at a 64 MiB budget, against 2.5-7.5 ms at this one:
+/// BENCHMARKS.md, sixth round; under 20 ms is the start-up target for any
+/// flags).
 const PREFAULT_BUDGET_BYTES: usize = 8 << 20;
 
 /// A worker: runs every stage of a batch's shard over the batch, stage by
