@@ -552,6 +552,46 @@ proptest! {
     }
 }
 
+proptest! {
+    /// The rate the pipeline reports, solved without keeping the chain's
+    /// states ([`rbf::average_fpr`]), is bit for bit the stored model's
+    /// eq. (18) or (26): both hashings, `k` past the four-state lanes'
+    /// 16, retaining or not, sigma from just above `k` to just below `m`
+    /// (so that the last states, the only ones that recycle, vary from
+    /// all of the chain to a few of it).
+    #[test]
+    fn the_streamed_rate_is_the_stored_models_bit_for_bit(
+        m in 20u64..50_000,
+        k in 1u32..20,
+        sigma_frac in 0.0f64..1.0,
+        colliding in any::<bool>(),
+        retaining in any::<bool>(),
+        two_phase in any::<bool>(),
+    ) {
+        let hashing = if colliding { Hashing::Colliding } else { Hashing::NonColliding };
+        let lo = u64::from(k);
+        let sigma = (lo + ((m - 1 - lo) as f64 * sigma_frac) as u64).min(m - 1);
+        let model = RecyclingModel::new(m, k, sigma, hashing, retaining).unwrap();
+        let want = if two_phase { model.two_phase_fpr() } else { model.one_phase_fpr() };
+        let got = rbf::average_fpr(m, k, sigma, hashing, retaining, two_phase).unwrap();
+        prop_assert_eq!(got.to_bits(), want.to_bits());
+    }
+}
+
+#[test]
+fn the_streamed_rate_refuses_what_the_model_refuses() {
+    for (m, k, sigma, retaining) in [
+        (100, 0, 10, false),
+        (3, 4, 1, false),
+        (100, 4, 100, false),
+        (100, 4, 3, true),
+    ] {
+        let want = RecyclingModel::new(m, k, sigma, Hashing::Colliding, retaining).unwrap_err();
+        let got = rbf::average_fpr(m, k, sigma, Hashing::Colliding, retaining, false).unwrap_err();
+        assert_eq!(got, want, "m {m} k {k} sigma {sigma}");
+    }
+}
+
 #[test]
 fn markov_model_agrees_with_a_monte_carlo_run_of_the_filter() {
     let m = 1000usize;

@@ -241,6 +241,94 @@ impl ChainJumps {
         walk!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
         0.0
     }
+
+    /// The jump distributions of the [`LANES`] states `i .. i + LANES`
+    /// into `dists` (row `l` for state `i + l`, `k + 1` entries used), when
+    /// every one of them takes the fast route of [`ChainJumps::at`] (no
+    /// message carries past sigma, so each recycle probability is 0);
+    /// `false`, with nothing written, otherwise.
+    ///
+    /// Why: each state's walk is a chain of dependent multiply-adds
+    /// (`k (k + 1) / 2` steps, each waiting for the one before), so a lone
+    /// state keeps the core mostly idle. The walks of different states are
+    /// independent, and walking [`LANES`] of them in lockstep fills those
+    /// idle cycles. Each lane performs the same operations on the same
+    /// operands in the same order as [`walk_free`] does for its state, so
+    /// the bits are the same; see [`walk_free_lanes`] for the one step it
+    /// does not skip.
+    #[inline]
+    fn at_lanes(&mut self, i: u64, dists: &mut [[f64; COLLIDING_TABLE + 1]; LANES]) -> bool {
+        let kk = self.k as usize;
+        let free = i
+            .checked_add(u64::from(self.k) + LANES as u64 - 1)
+            .is_some_and(|e| e <= self.sigma);
+        if self.hashing != Hashing::Colliding || kk > COLLIDING_TABLE || !free {
+            return false;
+        }
+        // The ring of `at` is left behind: the next `at` refills it.
+        self.next = None;
+        // Bit counts i .. i + k + LANES - 1, divided as `quotients` does.
+        let mf = self.m as f64;
+        let mut stay = [0.0; COLLIDING_TABLE + LANES];
+        let mut advance = [0.0; COLLIDING_TABLE + LANES];
+        for j in 0..kk + LANES - 1 {
+            let bf = (i + j as u64) as f64;
+            stay[j] = bf / mf;
+            advance[j] = (mf - bf) / mf;
+        }
+        macro_rules! walk {
+            ($($n:literal)*) => {
+                match kk {
+                    $($n => walk_free_lanes::<$n>(&stay, &advance, dists),)*
+                    _ => unreachable!("k is 1 to 16 here"),
+                }
+            };
+        }
+        walk!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+        true
+    }
+}
+
+/// States [`ChainJumps::at_lanes`] walks at once.
+const LANES: usize = 4;
+
+/// [`walk_free`] for the [`LANES`] consecutive states whose bit counts
+/// start at offset 0 of `stay` and `advance`: lane `l` reads offset
+/// `l + off` where [`walk_free`] reads ring slot `off` of its state.
+///
+/// The one difference: [`walk_free`] skips a step whose probability `p` is
+/// 0.0, and a lane cannot skip alone, so here that step runs. It changes no
+/// bit: every quantity is non-negative (bit counts never exceed `m`), so
+/// `0.0 * stay` is `+0.0`, which is what the skipped entry already held
+/// (entries start at `+0.0` or `1.0`, and a product of non-negative values
+/// is never `-0.0`), and adding `+0.0 * advance = +0.0` to a non-negative
+/// entry leaves it as it was.
+#[inline(always)]
+fn walk_free_lanes<const K: usize>(
+    stay: &[f64; COLLIDING_TABLE + LANES],
+    advance: &[f64; COLLIDING_TABLE + LANES],
+    dists: &mut [[f64; COLLIDING_TABLE + 1]; LANES],
+) {
+    // d[off][lane], so that one step of all lanes is one vector.
+    let mut d = [[0.0f64; LANES]; COLLIDING_TABLE + 1];
+    d[0] = [1.0; LANES];
+    for h in 0..K {
+        d[h + 1] = [0.0; LANES];
+        let mut off = h + 1;
+        while off > 0 {
+            off -= 1;
+            for l in 0..LANES {
+                let p = d[off][l];
+                d[off][l] = p * stay[l + off];
+                d[off + 1][l] += p * advance[l + off];
+            }
+        }
+    }
+    for (l, dist) in dists.iter_mut().enumerate() {
+        for (off, x) in dist.iter_mut().take(K + 1).enumerate() {
+            *x = d[off][l];
+        }
+    }
 }
 
 /// [`walk_positions`] for a state no message carries past sigma, with `K`
@@ -386,6 +474,125 @@ pub fn rho(m: u64, k: u32, hashing: Hashing, i: u64) -> f64 {
     }
 }
 
+/// Solves 004's chain for `m` bits, `k` hashes and threshold `sigma`, state
+/// by state in increasing order, and calls `each(i, visits, recycle)` for
+/// every state `i`: its expected arrivals per cycle (eq. (15)) and the
+/// probability that a new message arriving there triggers a recycle.
+///
+/// [`RecyclingModel::new`] keeps every state's pair;
+/// [`average_fpr`] folds them as they come.
+fn solve(
+    m: u64,
+    k: u32,
+    sigma: u64,
+    hashing: Hashing,
+    retaining: bool,
+    mut each: impl FnMut(usize, f64, f64),
+) -> Result<(), RecyclingModelError> {
+    if k == 0 {
+        return Err(RecyclingModelError::ZeroK);
+    }
+    if m < u64::from(k) {
+        return Err(RecyclingModelError::TooFewBits { m, k });
+    }
+    if sigma >= m {
+        return Err(RecyclingModelError::SigmaTooLarge { sigma, m });
+    }
+    if retaining && sigma < u64::from(k) {
+        return Err(RecyclingModelError::RetainingSigmaBelowK { sigma, k });
+    }
+    let states = sigma as usize + 1;
+    let mut arrivals = if retaining {
+        // A cycle starts with the retained message in an empty filter.
+        let (from_empty, _) = transitions(m, k, sigma, hashing, 0);
+        Arrivals::new(k, &from_empty[..from_empty.len().min(states)])
+    } else {
+        Arrivals::new(k, &[1.0])
+    };
+    let mut dist = vec![0.0; k as usize + 1];
+    let mut jumps = ChainJumps::new(m, k, sigma, hashing);
+    let mut lanes = [[0.0; COLLIDING_TABLE + 1]; LANES];
+    let mut i = 0;
+    while i < states {
+        if jumps.at_lanes(i as u64, &mut lanes) {
+            for (l, jump) in lanes.iter().enumerate() {
+                // A state of the fast route never recycles.
+                each(
+                    i + l,
+                    arrivals.visit(&jump[..=k as usize], states - i - l),
+                    0.0,
+                );
+            }
+            i += LANES;
+        } else {
+            let recycle = jumps.at(i as u64, &mut dist);
+            each(i, arrivals.visit(&dist, states - i), recycle);
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+/// The long-term average false-positive rate of a one- or two-phase
+/// filter (004 eq. (18) or (26)): bit for bit
+/// `RecyclingModel::new(..)?.one_phase_fpr()` or `.two_phase_fpr()`,
+/// without keeping the chain's states.
+///
+/// Why this exists: the pipeline wants only this one figure, and for the
+/// default filter at `sigma:0.5` the chain has 2^19 states. Keeping two
+/// vectors of them cost 8 MiB of freshly faulted pages and a second pass
+/// with a `powi` per state, on the model thread beside the packets. Here
+/// each state's share of eq. (18) is added as the state is solved, in the
+/// same order as the stored model sums it, so the sums are the same; it
+/// overlaps the chain's division, which every state waits on. For two
+/// phases only the states that can recycle (the last `k`; every other
+/// state's recycle probability is exactly 0.0, so its frozen share is
+/// exactly +0.0) are kept for eqs. (24)-(26).
+///
+/// ```
+/// use flowsieve::model::recycling::{average_fpr, Hashing, RecyclingModel};
+/// let solved = RecyclingModel::new(1 << 12, 4, 1 << 11, Hashing::Colliding, false).unwrap();
+/// let one = average_fpr(1 << 12, 4, 1 << 11, Hashing::Colliding, false, false).unwrap();
+/// let two = average_fpr(1 << 12, 4, 1 << 11, Hashing::Colliding, false, true).unwrap();
+/// assert_eq!(one.to_bits(), solved.one_phase_fpr().to_bits());
+/// assert_eq!(two.to_bits(), solved.two_phase_fpr().to_bits());
+/// ```
+pub fn average_fpr(
+    m: u64,
+    k: u32,
+    sigma: u64,
+    hashing: Hashing,
+    retaining: bool,
+    two_phase: bool,
+) -> Result<f64, RecyclingModelError> {
+    // `Iterator::sum` for floats folds from -0.0; the same start here keeps
+    // even an all-zero sum's sign the same.
+    let (mut total, mut weighted) = (-0.0f64, -0.0f64);
+    // (state, visits * recycle) for the states that can recycle.
+    let mut raw: Vec<(u64, f64)> = Vec::new();
+    solve(m, k, sigma, hashing, retaining, |i, v, r| {
+        total += v;
+        weighted += v * rho(m, k, hashing, i as u64);
+        if two_phase && r != 0.0 {
+            raw.push((i as u64, v * r));
+        }
+    })?;
+    let one = weighted / total;
+    if !two_phase {
+        return Ok(one);
+    }
+    // frozen_distribution and two_phase_fpr, over the non-zero terms only:
+    // a zero term adds +0.0 to a sum of non-negative terms, which changes
+    // nothing unless every term is zero, and then both sums are zero and
+    // the frozen rate is 0.0 either way.
+    let raw_total = raw.iter().fold(-0.0f64, |a, &(_, x)| a + x);
+    let frozen = raw.iter().fold(-0.0f64, |a, &(i, x)| {
+        let f = if raw_total > 0.0 { x / raw_total } else { 0.0 };
+        a + f * rho(m, k, hashing, i)
+    });
+    Ok(1.0 - (1.0 - one) * (1.0 - frozen))
+}
+
 impl RecyclingModel {
     /// Solves the chain for `m` bits (one half, for a two-phase filter),
     /// `k` hashes and threshold `sigma`.
@@ -396,34 +603,17 @@ impl RecyclingModel {
         hashing: Hashing,
         retaining: bool,
     ) -> Result<RecyclingModel, RecyclingModelError> {
-        if k == 0 {
-            return Err(RecyclingModelError::ZeroK);
-        }
-        if m < u64::from(k) {
-            return Err(RecyclingModelError::TooFewBits { m, k });
-        }
-        if sigma >= m {
-            return Err(RecyclingModelError::SigmaTooLarge { sigma, m });
-        }
-        if retaining && sigma < u64::from(k) {
-            return Err(RecyclingModelError::RetainingSigmaBelowK { sigma, k });
-        }
-        let states = sigma as usize + 1;
-        let mut arrivals = if retaining {
-            // A cycle starts with the retained message in an empty filter.
-            let (from_empty, _) = transitions(m, k, sigma, hashing, 0);
-            Arrivals::new(k, &from_empty[..from_empty.len().min(states)])
-        } else {
-            Arrivals::new(k, &[1.0])
-        };
-        let mut visits = vec![0.0; states];
-        let mut recycle = vec![0.0; states];
-        let mut dist = vec![0.0; k as usize + 1];
-        let mut jumps = ChainJumps::new(m, k, sigma, hashing);
-        for i in 0..states {
-            recycle[i] = jumps.at(i as u64, &mut dist);
-            visits[i] = arrivals.visit(&dist, states - i);
-        }
+        let states = (sigma as usize).saturating_add(1);
+        let (mut visits, mut recycle) = (Vec::new(), Vec::new());
+        solve(m, k, sigma, hashing, retaining, |_, v, r| {
+            if visits.is_empty() {
+                // Only once the arguments are known to be valid.
+                visits.reserve_exact(states);
+                recycle.reserve_exact(states);
+            }
+            visits.push(v);
+            recycle.push(r);
+        })?;
         Ok(RecyclingModel {
             m,
             k,

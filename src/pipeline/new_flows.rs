@@ -25,7 +25,7 @@ use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use crate::dissect::FlowKey;
 use crate::filter::{MAX_K, RecyclePolicy, RecyclingBloomFilter};
 use crate::ingest::Timestamp;
-use crate::model::recycling::{self, Hashing, RecyclingModel};
+use crate::model::recycling::{self, Hashing};
 use crate::report::{NewFlowConfigInfo, NewFlowNote, NewFlowRates, NewFlowReport};
 
 /// How a recycling filter decides to recycle, before it is resolved for a
@@ -196,15 +196,7 @@ impl NewFlowConfig {
         let (mm, kk) = (m as u64, k as u32);
         let (hashing, retaining, two_phase) = (self.hashing, self.retaining, self.two_phase);
         let chain = move |sigma: u64| {
-            RecyclingModel::new(mm, kk, sigma, hashing, retaining)
-                .ok()
-                .map(|r| {
-                    if two_phase {
-                        r.two_phase_fpr()
-                    } else {
-                        r.one_phase_fpr()
-                    }
-                })
+            recycling::average_fpr(mm, kk, sigma, hashing, retaining, two_phase).ok()
         };
         // The chain costs O(sigma k^2): about 8 ms at 2^18 bits per phase,
         // k = 4 and sigma near m (`flowsieve model recycle`). Past a millisecond's work (2^14 bits at
