@@ -27,6 +27,31 @@ use super::bloom::ShapeMismatch;
 use super::{CounterWidth, Counters, Membership};
 use crate::hash::PartitionedIndexer;
 
+/// Bumps the `k` counters of hash `$h` held one per `$unit` in `$units`
+/// (see `CountingBloomFilter::insert_plain`): each unless saturated,
+/// counting a counter that reaches the maximum in `$saturated`; evaluates
+/// to the minimum of the new values, as `CounterWidth::bump_fixed` does
+/// word by word.
+#[cfg(target_endian = "little")]
+macro_rules! bump_units {
+    ($units:expr, $indexer:expr, $h:expr, $saturated:expr, $unit:ty) => {{
+        let (units, saturated) = ($units, &mut $saturated);
+        let mut est = u64::MAX;
+        $indexer.for_each($h, |i| {
+            if let Some(c) = units.get_mut(i) {
+                if *c < <$unit>::MAX {
+                    *c += 1;
+                    if *c == <$unit>::MAX {
+                        *saturated += 1;
+                    }
+                }
+                est = est.min(u64::from(*c));
+            }
+        });
+        est
+    }};
+}
+
 /// A partitioned counting Bloom filter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CountingBloomFilter {
@@ -133,6 +158,24 @@ impl CountingBloomFilter {
     /// The plain (not conservative) insert for counters of `BITS` bits.
     #[inline(always)]
     fn insert_plain<const BITS: u32>(&mut self, h: u64) -> u64 {
+        // On a little-endian machine counter `i` of 8 (16) bits is byte
+        // (16-bit unit) `i` of the words' memory: word `i / 8` at shift
+        // `8 (i % 8)` is that byte. Bumping it in place is the same counter
+        // and the same saturation, without the shifts and masks of a word:
+        // about half the instructions of a k = 11 insert, which is most of
+        // the heavy stage.
+        #[cfg(target_endian = "little")]
+        match BITS {
+            8 => {
+                let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut self.words);
+                return bump_units!(bytes, self.indexer, h, self.saturated, u8);
+            }
+            16 => {
+                let units: &mut [u16] = bytemuck::cast_slice_mut(&mut self.words);
+                return bump_units!(units, self.indexer, h, self.saturated, u16);
+            }
+            _ => {}
+        }
         let (words, saturated) = (&mut self.words, &mut self.saturated);
         let mut est = u64::MAX;
         self.indexer.for_each(h, |i| {
