@@ -219,3 +219,80 @@ proptest! {
         prop_assert_eq!(batched.len(), distinct.len());
     }
 }
+
+/// A replay's report as JSON, its timing fields set aside.
+fn replay_json(
+    paths: &[std::path::PathBuf],
+    truth_thread: bool,
+    max_packets: Option<u64>,
+) -> serde_json::Value {
+    use flowsieve::class::Classifier;
+    use flowsieve::replay::{NoObserver, ReplayConfig, replay};
+    let mut cfg = ReplayConfig::new(Classifier::ports());
+    cfg.truth_thread = truth_thread;
+    cfg.max_packets = max_packets;
+    cfg.top = 1000;
+    let mut v = serde_json::to_value(replay(paths, &cfg, &mut NoObserver)).expect("serialisable");
+    v["trace"]["read_seconds"] = serde_json::Value::Null;
+    v["trace"]["packets_per_sec"] = serde_json::Value::Null;
+    v
+}
+
+/// The exact table recorded on its own thread is the table recorded on
+/// the source's: the whole report, timing aside (flows, the top 1000 with
+/// their first and last times, per-class flows), for every capture of
+/// `../shared/traces` (damaged and compressed ones included), alone and
+/// all in one run, and for a synthetic trace of 20 k flows across three
+/// files cut short by a packet limit.
+#[test]
+fn recording_on_its_own_thread_changes_no_figure() {
+    use flowsieve::synth::{SizeModel, SynthConfig, generate};
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let mut synthetic = Vec::new();
+    for seed in 0..3 {
+        let path = dir.path().join(format!("part{seed}.pcap"));
+        let cfg = SynthConfig {
+            flows: 20_000,
+            packets: 60_000,
+            sizes: SizeModel::Uniform { min: 64, max: 128 },
+            seed,
+            ..SynthConfig::default()
+        };
+        let f = std::io::BufWriter::new(std::fs::File::create(&path).expect("create"));
+        generate(&cfg, f).expect("generate");
+        synthetic.push(path);
+    }
+    let whole = replay_json(&synthetic, false, None);
+    assert!(
+        whole["trace"]["flows"].as_u64().unwrap() > 20_000,
+        "three seeds' flows"
+    );
+    assert_eq!(whole, replay_json(&synthetic, true, None));
+    assert_eq!(
+        replay_json(&synthetic, false, Some(150_000)),
+        replay_json(&synthetic, true, Some(150_000))
+    );
+    let Some(shared) =
+        crate::common::shared_traces("recording_on_its_own_thread_changes_no_figure")
+    else {
+        return;
+    };
+    let captures: Vec<std::path::PathBuf> = crate::common::manifest(&shared)
+        .iter()
+        .map(|e| shared.join(&e.file))
+        .collect();
+    assert!(captures.len() > 100, "the manifest lists the captures");
+    for c in &captures {
+        let one = std::slice::from_ref(c);
+        assert_eq!(
+            replay_json(one, false, None),
+            replay_json(one, true, None),
+            "{}",
+            c.display()
+        );
+    }
+    assert_eq!(
+        replay_json(&captures, false, None),
+        replay_json(&captures, true, None)
+    );
+}

@@ -29,17 +29,36 @@ pub struct FileSource {
 impl FileSource {
     /// The files, read with a validated configuration's replay settings
     /// (classes, key direction, ground truth, packet limit).
+    ///
+    /// The exact table gets a thread of its own
+    /// ([`ReplayConfig::truth_thread`]) only when that thread would have a
+    /// core to itself beside the source thread and the busy workers. On
+    /// two cores with every stage running, the table's thread only
+    /// competed with the others: the default job measured the same wall
+    /// time or a little worse; with no stages it cut the wall time of a
+    /// truth-on replay by a third (BENCHMARKS.md, eighth round).
     pub fn new(paths: Vec<PathBuf>, cfg: &ValidatedConfig) -> FileSource {
-        FileSource {
-            paths,
-            replay: cfg.config().replay.clone(),
-        }
+        let mut replay = cfg.config().replay.clone();
+        replay.truth_thread &= truth_thread_has_a_core(cfg);
+        FileSource { paths, replay }
     }
 
     /// The files, read with explicit replay settings.
     pub fn with_replay(paths: Vec<PathBuf>, replay: ReplayConfig) -> FileSource {
         FileSource { paths, replay }
     }
+}
+
+/// Whether the machine has a core for the exact table's thread beside the
+/// source thread and every worker that runs a stage.
+fn truth_thread_has_a_core(cfg: &ValidatedConfig) -> bool {
+    let c = cfg.config();
+    let busy_workers = if cfg.stage_names().is_empty() {
+        0
+    } else {
+        c.threads.min(c.shards).max(1)
+    };
+    std::thread::available_parallelism().is_ok_and(|n| n.get() >= busy_workers + 2)
 }
 
 impl Source for FileSource {

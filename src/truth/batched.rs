@@ -30,13 +30,31 @@ pub const BATCH: usize = 64;
 
 /// One packet waiting to be recorded.
 #[derive(Clone, Copy)]
-struct Held {
-    key: FlowKey,
-    hash: u64,
-    ts: Timestamp,
-    wire_len: u32,
-    captured_len: u32,
-    class: ClassId,
+pub(super) struct Held {
+    pub(super) key: FlowKey,
+    pub(super) hash: u64,
+    pub(super) ts: Timestamp,
+    pub(super) wire_len: u32,
+    pub(super) captured_len: u32,
+    pub(super) class: ClassId,
+}
+
+/// What a source records packets into: the exact table, directly or later.
+///
+/// Implemented by [`BatchedRecorder`] (on the caller's thread) and
+/// [`super::ThreadedRecorder`] (on a thread of its own); either way the
+/// table sees the packets in the order they were recorded.
+pub trait Recorder {
+    /// Counts one packet, as [`FlowTable::record`] does, possibly later.
+    fn record(
+        &mut self,
+        key: FlowKey,
+        hash: u64,
+        class: ClassId,
+        ts: Timestamp,
+        wire_len: u32,
+        captured_len: u32,
+    );
 }
 
 /// Records packets into a [`FlowTable`], [`BATCH`] at a time, in the order
@@ -98,7 +116,7 @@ impl<'t> BatchedRecorder<'t> {
     /// Records every packet held back.
     ///
     /// Two passes. The first only locates each held packet's entry in the
-    /// index and prefetches it ([`FlowTable::locate`]); the second records
+    /// index and prefetches it (`FlowTable::locate`); the second records
     /// them in order, into the located entry when its key matches, and
     /// through [`FlowTable::record`] otherwise (a flow new to the table, or
     /// a different flow with the same hash). In one pass the entry load of
@@ -112,23 +130,41 @@ impl<'t> BatchedRecorder<'t> {
     /// distance of 8, 16 or 32 records, or a prefetch as each packet is
     /// pushed, measured no better than the plain two passes.
     pub fn flush(&mut self) {
+        record_held(self.table, &self.held);
+        self.held.clear();
+    }
+}
+
+/// Records `held` into `table` in order, [`BATCH`] at a time, in the two
+/// passes [`BatchedRecorder::flush`] describes.
+pub(super) fn record_held(table: &mut FlowTable, held: &[Held]) {
+    for chunk in held.chunks(BATCH) {
         let mut located = [None; BATCH];
-        for (at, h) in located.iter_mut().zip(&self.held) {
-            *at = self.table.locate(h.hash);
+        for (at, h) in located.iter_mut().zip(chunk) {
+            *at = table.locate(h.hash);
         }
-        // `record` flushes at BATCH, so every held packet was located
-        // above; one beyond would be recorded through the probe.
-        for (i, h) in self.held.drain(..).enumerate() {
-            let at = located.get(i).copied().flatten();
-            let counted = at.is_some_and(|p| {
-                self.table
-                    .record_at(p, &h.key, h.ts, h.wire_len, h.captured_len)
-            });
+        for (h, at) in chunk.iter().zip(located) {
+            let counted =
+                at.is_some_and(|p| table.record_at(p, &h.key, h.ts, h.wire_len, h.captured_len));
             if !counted {
-                self.table
-                    .record(h.key, h.hash, h.class, h.ts, h.wire_len, h.captured_len);
+                table.record(h.key, h.hash, h.class, h.ts, h.wire_len, h.captured_len);
             }
         }
+    }
+}
+
+impl Recorder for BatchedRecorder<'_> {
+    #[inline]
+    fn record(
+        &mut self,
+        key: FlowKey,
+        hash: u64,
+        class: ClassId,
+        ts: Timestamp,
+        wire_len: u32,
+        captured_len: u32,
+    ) {
+        BatchedRecorder::record(self, key, hash, class, ts, wire_len, captured_len);
     }
 }
 

@@ -6,7 +6,8 @@
 //! 16-byte index slot and the index's slack), which is why replay can run
 //! without it.
 //! The sources record into it through [`BatchedRecorder`], a batch of
-//! packets at a time (that type says why).
+//! packets at a time (that type says why), or hand it batches recorded on
+//! a thread of its own ([`record_on_own_thread`]).
 //!
 //! ```
 //! use flowsieve::dissect::FlowKey;
@@ -30,7 +31,9 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 mod batched;
-pub use batched::{BATCH, BatchedRecorder};
+mod threaded;
+pub use batched::{BATCH, BatchedRecorder, Recorder};
+pub use threaded::{SEND_BATCH, ThreadedRecorder, record_on_own_thread};
 
 /// Exact statistics of one flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
