@@ -424,9 +424,38 @@ pub struct HeavyShard {
     gauges: Option<(std::sync::Arc<super::gauges::Gauges>, usize)>,
     /// The window export tap, when the run exports digests.
     export: Option<ShardExporter>,
-    /// The online model's per-load terms, kept across this shard's windows
-    /// (its filter's shape never changes).
+    /// An empty memory of the online model's per-load terms with this run's
+    /// bound: the template of this thread's memory ([`THREAD_TERMS`]).
     online_terms: threshold::OnlineTerms,
+}
+
+/// What fixes a heavy filter's online-model terms: the layout, theta, `k`,
+/// the counters (partitioned) or blocks and counters per block (blocked),
+/// and the memory's bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TermsKey {
+    blocked: bool,
+    theta: u64,
+    k: u32,
+    cells: u64,
+    per_block: u64,
+    max_load: u64,
+}
+
+thread_local! {
+    /// The online model's per-load terms, remembered by each thread for
+    /// every filter shape it has closed windows of.
+    ///
+    /// Why per thread and not per shard: a term is a pure function of the
+    /// filter's shape and the load, and every shard of a run has the same
+    /// shape, but each shard's windows sample their own loads, so a memory
+    /// per shard evaluated most loads once per shard (binomial tails, with
+    /// their logarithms and exponentials: about 2.5 % of an all-stages
+    /// run's samples). The shards a worker runs share its memory instead,
+    /// with no lock (window closes run on the worker's thread) and the same
+    /// values, bit for bit, as evaluating each term afresh.
+    static THREAD_TERMS: std::cell::RefCell<Vec<(TermsKey, threshold::OnlineTerms)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl HeavyShard {
@@ -513,6 +542,31 @@ impl HeavyShard {
         }
     }
 
+    /// The current window's online rate, its terms remembered by this
+    /// thread (see [`THREAD_TERMS`]).
+    fn online_model(&self, theta: u64) -> f64 {
+        let key = self.filter.terms_key(theta, self.online_terms.max_load());
+        let fresh = || self.online_terms.clone();
+        let n = self.window_packets;
+        THREAD_TERMS.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut memories) => {
+                let at = match memories.iter().position(|(k, _)| *k == key) {
+                    Some(at) => at,
+                    None => {
+                        memories.push((key, fresh()));
+                        memories.len() - 1
+                    }
+                };
+                self.filter.online_model(theta, n, &mut memories[at].1)
+            }
+            // Never borrowed twice (nothing here calls back), but a model
+            // figure is worth more than a panic: compute without memory.
+            Err(_) => self
+                .filter
+                .online_model(theta, n, &mut threshold::OnlineTerms::none()),
+        })
+    }
+
     /// Scores and clears the current window (called at each boundary and
     /// once at the end).
     fn close_current(&mut self) {
@@ -545,9 +599,7 @@ impl HeavyShard {
         }
         // 003 eq. (2) online (or its blocked form, model::blocked (B2)), with
         // every packet taken as a distinct element.
-        let p_distinct =
-            self.filter
-                .online_model(theta, self.window_packets, &mut self.online_terms);
+        let p_distinct = self.online_model(theta);
         for (c, &p) in self.window_class_packets.iter().enumerate() {
             if let Some(t) = self.tally.classes.get_mut(c) {
                 t.packets += p;
@@ -743,6 +795,28 @@ impl HeavyFilter {
         match self {
             HeavyFilter::Partitioned(f) => f.nonzero_counters(),
             HeavyFilter::Blocked(f) => f.nonzero_counters(),
+        }
+    }
+
+    /// What fixes this filter's online-model terms (see [`TermsKey`]).
+    fn terms_key(&self, theta: u64, max_load: u64) -> TermsKey {
+        match self {
+            HeavyFilter::Partitioned(f) => TermsKey {
+                blocked: false,
+                theta,
+                k: f.k() as u32,
+                cells: f.m() as u64,
+                per_block: 0,
+                max_load,
+            },
+            HeavyFilter::Blocked(f) => TermsKey {
+                blocked: true,
+                theta,
+                k: f.k() as u32,
+                cells: f.blocks() as u64,
+                per_block: BlockedCountingFilter::counters_per_block(f.width()) as u64,
+                max_load,
+            },
         }
     }
 
