@@ -15,61 +15,19 @@
 //! the cores left beside the source thread.
 //!
 //! The engine, the dispatcher, the batches, the channels and the stages are
-//! the ones a file run uses; only [`Source`] differs.
+//! the ones a file run uses; only the source differs
+//! ([`flowsieve::pipeline::Preloaded`], which `flowsieve bench`'s
+//! "preloaded" rows use too).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use flowsieve::class::{ClassId, Classifier};
-use flowsieve::dissect::FlowKey;
-use flowsieve::ingest::Timestamp;
-use flowsieve::pipeline::{NoEvents, PipelineConfig, RecycleSpec, Source, ValidatedConfig, run};
-use flowsieve::replay::{NoObserver, PacketSink, ReplayObserver, replay_into};
-use flowsieve::report::ReplaySummary;
+use flowsieve::class::Classifier;
+use flowsieve::pipeline::{NoEvents, PipelineConfig, Preloaded, RecycleSpec, ValidatedConfig, run};
+use flowsieve::replay::NoObserver;
 use std::hint::black_box;
 use std::time::Duration;
 
 #[path = "shared/bench_trace.rs"]
 mod bench_trace;
-
-/// One keyed packet, as a source hands it to the engine's dispatcher.
-#[derive(Clone, Copy)]
-struct Keyed {
-    key: FlowKey,
-    hash: u64,
-    class: ClassId,
-    ts: Timestamp,
-    wire_len: u32,
-}
-
-/// Keeps every keyed packet a replay produces, in order.
-struct Collect(Vec<Keyed>);
-
-impl PacketSink for Collect {
-    fn packet(&mut self, key: &FlowKey, hash: u64, class: ClassId, ts: Timestamp, wire_len: u32) {
-        self.0.push(Keyed {
-            key: *key,
-            hash,
-            class,
-            ts,
-            wire_len,
-        });
-    }
-}
-
-/// Hands stored packets to the engine and returns the summary of the
-/// replay that produced them.
-struct MemorySource<'a> {
-    packets: &'a [Keyed],
-    summary: &'a ReplaySummary,
-}
-
-impl Source for MemorySource<'_> {
-    fn run<P: PacketSink>(self, _: &mut dyn ReplayObserver, sink: &mut P) -> ReplaySummary {
-        for p in self.packets {
-            sink.packet(&p.key, p.hash, p.class, p.ts, p.wire_len);
-        }
-        self.summary.clone()
-    }
-}
 
 /// The "all stages, truth off" configuration: the defaults with
 /// `--no-truth --recycle sigma:0.5`.
@@ -84,14 +42,7 @@ fn config(threads: usize) -> ValidatedConfig {
 fn benches(c: &mut Criterion) {
     let trace = bench_trace::trace();
     let base = config(1);
-    let mut collect = Collect(Vec::with_capacity(bench_trace::PACKETS as usize));
-    let summary = replay_into(
-        &[trace],
-        &base.config().replay,
-        &mut NoObserver,
-        &mut collect,
-    );
-    let packets = collect.0;
+    let packets = Preloaded::read(&[trace], &base.config().replay, 1 << 22).expect("preload");
     let mut g = c.benchmark_group("stages_from_memory_1.5M_pkts");
     g.throughput(Throughput::Elements(packets.len() as u64));
     g.sample_size(10);
@@ -100,11 +51,7 @@ fn benches(c: &mut Criterion) {
         let cfg = config(threads);
         g.bench_function(format!("all_stages_{threads}_worker"), |b| {
             b.iter(|| {
-                let source = MemorySource {
-                    packets: &packets,
-                    summary: &summary,
-                };
-                let r = run(source, &cfg, &mut NoObserver, &mut NoEvents).expect("run");
+                let r = run(&packets, &cfg, &mut NoObserver, &mut NoEvents).expect("run");
                 black_box(r.throughput.packets_per_sec)
             })
         });

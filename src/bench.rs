@@ -5,7 +5,8 @@
 //! ratios.
 
 use crate::pipeline::{
-    ConfigError, FileSource, NoEvents, PipelineError, ValidatedConfig, cpu_seconds, run,
+    ConfigError, FileSource, NoEvents, PipelineError, PreloadError, Preloaded, ValidatedConfig,
+    cpu_seconds, run,
 };
 use crate::replay::{NoObserver, replay};
 use serde::Serialize;
@@ -50,7 +51,13 @@ pub struct BenchReport {
     pub tcpdump: Option<TcpdumpComparison>,
     /// Why there is no tcpdump comparison, when there is none.
     pub tcpdump_note: Option<String>,
+    /// Why there are no preloaded rows, when there are none.
+    pub preload_note: Option<String>,
 }
+
+/// The most keyed packets `bench` holds in memory for its preloaded rows
+/// (about 80 bytes each: 640 MB).
+pub const MAX_PRELOAD_PACKETS: usize = 8 << 20;
 
 /// Why a benchmark failed.
 #[derive(Debug, thiserror::Error)]
@@ -128,14 +135,22 @@ pub fn bench_until(
         .iter()
         .map(|&t| cfg.clone().with_threads(t).map(|c| (t, c)))
         .collect::<Result<_, _>>()?;
-    // (wall, cpu) per round: the dissect+hash row, then one per thread count.
-    let mut wall = vec![Vec::new(); threads.len() + 1];
-    let mut cpu = vec![Vec::new(); threads.len() + 1];
+    let mut replay_cfg = cfg.config().replay.clone();
+    replay_cfg.truth = false;
+    // Read once, before any timing, for the preloaded rows.
+    let (preloaded, preload_note) = match Preloaded::read(paths, &replay_cfg, MAX_PRELOAD_PACKETS) {
+        Ok(p) => (Some(p), None),
+        Err(e @ PreloadError::TooMany { .. }) => (None, Some(e.to_string())),
+        Err(PreloadError::Input(e)) => return Err(BenchError::Input(e)),
+    };
+    let t = threads.len();
+    // (wall, cpu) per round: the dissect+hash row, one per thread count
+    // from the files, then one per thread count preloaded.
+    let mut wall = vec![Vec::new(); 2 * t + 1];
+    let mut cpu = vec![Vec::new(); 2 * t + 1];
     let mut packets = 0;
     for round in 0..rounds {
         stopped(round)?;
-        let mut replay_cfg = cfg.config().replay.clone();
-        replay_cfg.truth = false;
         let (c0, t0) = (cpu_seconds(), Instant::now());
         let s = replay(paths, &replay_cfg, &mut NoObserver);
         let (w, c) = (t0.elapsed().as_secs_f64(), cpu_seconds() - c0);
@@ -152,27 +167,44 @@ pub fn bench_until(
             wall[i + 1].push(r.throughput.packets_per_sec / 1e6);
             cpu[i + 1].push(r.throughput.packets_per_cpu_sec / 1e6);
         }
+        if let Some(p) = &preloaded {
+            for (i, (_, c)) in configs.iter().enumerate() {
+                stopped(round)?;
+                let r = run(p, c, &mut NoObserver, &mut NoEvents)?;
+                wall[t + i + 1].push(r.throughput.packets_per_sec / 1e6);
+                cpu[t + i + 1].push(r.throughput.packets_per_cpu_sec / 1e6);
+            }
+        }
         on_round(round + 1);
     }
     let base = median(&wall[0]);
-    let one = threads
-        .iter()
-        .position(|&t| t == 1)
-        .map(|i| median(&wall[i + 1]));
-    let results = (0..=threads.len())
+    let one_at = threads.iter().position(|&t| t == 1);
+    let rows = if preloaded.is_some() {
+        2 * t + 1
+    } else {
+        t + 1
+    };
+    let results = (0..rows)
         .map(|i| {
-            let t = i.checked_sub(1).map(|j| threads[j]);
+            // Row i: 0 dissect+hash, 1..=t from the files, then preloaded.
+            let (kind, j) = match i.checked_sub(1) {
+                None => ("dissect+hash", None),
+                Some(j) if j < t => ("pipeline", Some(j)),
+                Some(j) => ("preloaded", Some(j - t)),
+            };
+            let th = j.map(|j| threads[j]);
+            let one = one_at.map(|o| median(&wall[i - j.unwrap_or(0) + o]));
             let m = median(&wall[i]);
             BenchRow {
-                path: match t {
-                    None => "dissect+hash".into(),
-                    Some(t) => format!("pipeline, {t} thread{}", if t == 1 { "" } else { "s" }),
+                path: match th {
+                    None => kind.into(),
+                    Some(n) => format!("{kind}, {n} thread{}", if n == 1 { "" } else { "s" }),
                 },
-                threads: t,
+                threads: th,
                 mpps: m,
                 mpps_per_cpu_sec: median(&cpu[i]),
                 ratio_to_dissect_hash: m / base.max(1e-12),
-                scaling_vs_1_thread: t.and(one).map(|o| m / o.max(1e-12)),
+                scaling_vs_1_thread: th.and(one).map(|o| m / o.max(1e-12)),
                 rounds_mpps: wall[i].clone(),
             }
         })
@@ -184,6 +216,7 @@ pub fn bench_until(
         results,
         tcpdump: None,
         tcpdump_note: None,
+        preload_note,
     })
 }
 
@@ -216,6 +249,15 @@ impl fmt::Display for BenchReport {
                 r.scaling_vs_1_thread
                     .map_or("-".into(), |s| format!("{s:.2}x"))
             )?;
+        }
+        if self.results.iter().any(|r| r.path.starts_with("preloaded")) {
+            writeln!(
+                f,
+                "  (preloaded: the packets dissected and hashed once, before timing; the engine and the stages alone)"
+            )?;
+        }
+        if let Some(note) = &self.preload_note {
+            writeln!(f, "no preloaded rows: {note}")?;
         }
         if let Some(c) = &self.tcpdump {
             write!(f, "{c}")?;

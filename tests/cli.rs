@@ -1007,6 +1007,19 @@ fn bench_compares_whole_processes_with_tcpdump() {
     );
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // The preloaded row beside the file row, each with its own scaling base.
+    let paths: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        ["dissect+hash", "pipeline, 1 thread", "preloaded, 1 thread"]
+    );
+    assert_eq!(v["results"][2]["scaling_vs_1_thread"].as_f64(), Some(1.0));
+    assert!(v["preload_note"].is_null());
     let has_tcpdump = Command::new("tcpdump").arg("--version").output().is_ok();
     if !has_tcpdump {
         assert!(

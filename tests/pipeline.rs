@@ -1064,3 +1064,33 @@ proptest::proptest! {
         }
     }
 }
+
+/// A run from packets held in memory ([`Preloaded`], what `flowsieve bench`
+/// uses to show how the stages scale) is the run from the files: the same
+/// report, timing aside, for one and two workers; and a limit below the
+/// trace's keyed packets is refused, not cut short.
+#[test]
+fn a_preloaded_run_is_the_file_run() {
+    use flowsieve::pipeline::{PreloadError, Preloaded};
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    cfg.new_flows.recycle = RecycleSpec::Sigma(0.5);
+    cfg.heavy.window = WindowSpec::Packets(7000);
+    let paths = [default_trace()];
+    for threads in [1, 2] {
+        cfg.threads = threads;
+        let validated = cfg.validate().unwrap();
+        let packets = Preloaded::read(&paths, &validated.config().replay, 1 << 20).unwrap();
+        assert_eq!(packets.len(), 40_000, "traces/default.pcap's keyed packets");
+        let from_files = run_cfg(&paths, &cfg);
+        let from_memory = run(&packets, &validated, &mut NoObserver, &mut NoEvents).unwrap();
+        assert_eq!(without_timing(&from_files), without_timing(&from_memory));
+        // Twice from the same packets: the same again.
+        let again = run(&packets, &validated, &mut NoObserver, &mut NoEvents).unwrap();
+        assert_eq!(without_timing(&from_memory), without_timing(&again));
+    }
+    let validated = cfg.validate().unwrap();
+    assert_eq!(
+        Preloaded::read(&paths, &validated.config().replay, 39_999).unwrap_err(),
+        PreloadError::TooMany { limit: 39_999 }
+    );
+}

@@ -68,6 +68,6 @@ pub use selective::{
     DirectoryKind, QueryUnit, SelectiveConfig, SelectiveParseError, SelectiveStage, SelectiveTally,
     SweepParam, SweepSpec, Sweeps, Variant,
 };
-pub use source::{FileSource, Source};
+pub use source::{FileSource, KeyedPacket, PreloadError, Preloaded, Source};
 pub use stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 pub use window::{PeriodCursor, WindowParseError, WindowSpec, parse_duration_ns};

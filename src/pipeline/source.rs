@@ -8,7 +8,10 @@
 //! report are the same for every source.
 
 use super::config::ValidatedConfig;
-use crate::replay::{PacketSink, ReplayConfig, ReplayObserver, replay_into};
+use crate::class::ClassId;
+use crate::dissect::FlowKey;
+use crate::ingest::Timestamp;
+use crate::replay::{NoObserver, PacketSink, ReplayConfig, ReplayObserver, replay_into};
 use crate::report::ReplaySummary;
 use std::path::PathBuf;
 
@@ -64,5 +67,138 @@ fn truth_thread_has_a_core(cfg: &ValidatedConfig) -> bool {
 impl Source for FileSource {
     fn run<P: PacketSink>(self, observer: &mut dyn ReplayObserver, sink: &mut P) -> ReplaySummary {
         replay_into(&self.paths, &self.replay, observer, sink)
+    }
+}
+
+/// One keyed packet, as a source hands it to the engine's dispatcher.
+#[derive(Clone, Copy, Debug)]
+pub struct KeyedPacket {
+    /// The flow key.
+    pub key: FlowKey,
+    /// [`crate::hash::flow_hash`] of the key (as the replay keyed it).
+    pub hash: u64,
+    /// The flow's class.
+    pub class: ClassId,
+    /// The capture time.
+    pub ts: Timestamp,
+    /// The length on the wire.
+    pub wire_len: u32,
+}
+
+/// Trace files read, dissected, hashed and classified once, kept in memory,
+/// and handed to the engine from there as often as wanted.
+///
+/// Why this exists: on a machine with few cores a file run's source thread
+/// (reading, dissecting, hashing) takes a core the workers would otherwise
+/// use, so a file run cannot show how the sharded stages scale with worker
+/// threads. Replayed from memory the source only hands packets on, and
+/// what is left is the engine and the stages (`flowsieve bench`'s
+/// "preloaded" rows, `benches/pipeline.rs`). Every run reports the summary
+/// of the one real read.
+///
+/// ```no_run
+/// use flowsieve::class::Classifier;
+/// use flowsieve::pipeline::{NoEvents, PipelineConfig, Preloaded, run};
+/// use flowsieve::replay::NoObserver;
+/// let cfg = PipelineConfig::new(Classifier::ports()).validate().unwrap();
+/// let trace = ["traces/default.pcap".into()];
+/// let packets = Preloaded::read(&trace, &cfg.config().replay, 1 << 20).unwrap();
+/// for _ in 0..3 {
+///     run(&packets, &cfg, &mut NoObserver, &mut NoEvents).unwrap();
+/// }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Preloaded {
+    packets: Vec<KeyedPacket>,
+    summary: ReplaySummary,
+}
+
+/// Why files could not be preloaded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PreloadError {
+    /// The files hold more keyed packets than the limit.
+    #[error("more than {limit} keyed packets: too many to hold in memory")]
+    TooMany {
+        /// The limit.
+        limit: usize,
+    },
+    /// A file was damaged or could not be read.
+    #[error("{0}")]
+    Input(String),
+}
+
+/// Collects the keyed packets of a replay, up to a limit.
+struct Collect {
+    packets: Vec<KeyedPacket>,
+    limit: usize,
+    over: bool,
+}
+
+impl PacketSink for Collect {
+    fn packet(&mut self, key: &FlowKey, hash: u64, class: ClassId, ts: Timestamp, wire_len: u32) {
+        if self.packets.len() >= self.limit {
+            self.over = true;
+            return;
+        }
+        self.packets.push(KeyedPacket {
+            key: *key,
+            hash,
+            class,
+            ts,
+            wire_len,
+        });
+    }
+
+    fn stopped(&self) -> bool {
+        self.over
+    }
+}
+
+impl Preloaded {
+    /// Reads `paths` with `replay`'s settings and keeps their keyed
+    /// packets, refusing (before holding more) past `limit` of them.
+    pub fn read(
+        paths: &[PathBuf],
+        replay: &ReplayConfig,
+        limit: usize,
+    ) -> Result<Preloaded, PreloadError> {
+        let mut collect = Collect {
+            packets: Vec::new(),
+            limit,
+            over: false,
+        };
+        let summary = replay_into(paths, replay, &mut NoObserver, &mut collect);
+        if collect.over {
+            return Err(PreloadError::TooMany { limit });
+        }
+        if summary.could_not_open || !summary.errors.is_empty() {
+            return Err(PreloadError::Input(summary.errors.join("; ")));
+        }
+        Ok(Preloaded {
+            packets: collect.packets,
+            summary,
+        })
+    }
+
+    /// The keyed packets held.
+    pub fn len(&self) -> usize {
+        self.packets.len()
+    }
+
+    /// True when no packet is held.
+    pub fn is_empty(&self) -> bool {
+        self.packets.is_empty()
+    }
+}
+
+impl Source for &Preloaded {
+    fn run<P: PacketSink>(self, _: &mut dyn ReplayObserver, sink: &mut P) -> ReplaySummary {
+        for p in &self.packets {
+            if sink.stopped() {
+                break;
+            }
+            sink.packet(&p.key, p.hash, p.class, p.ts, p.wire_len);
+        }
+        self.summary.clone()
     }
 }
