@@ -193,7 +193,8 @@ pub fn bench_until(
                 Some(j) => ("preloaded", Some(j - t)),
             };
             let th = j.map(|j| threads[j]);
-            let one = one_at.map(|o| median(&wall[i - j.unwrap_or(0) + o]));
+            // The 1-thread row of the same kind: `o` rows after its first.
+            let one = j.zip(one_at).map(|(j, o)| median(&wall[i - j + o]));
             let m = median(&wall[i]);
             BenchRow {
                 path: match th {

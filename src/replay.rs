@@ -22,7 +22,7 @@ use crate::report::{
     AnomalySummary, ClassSummary, FileSummary, LinkTypeCount, OptionsInfo, ReplaySummary,
     SCHEMA_VERSION, ToolInfo, TopFlow, TraceSummary,
 };
-use crate::truth::{BatchedRecorder, FlowTable, Recorder, ThreadedRecorder, record_on_own_thread};
+use crate::truth::{BatchedRecorder, FlowTable, ThreadedRecorder, record_on_own_thread};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;

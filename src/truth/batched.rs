@@ -39,24 +39,6 @@ pub(super) struct Held {
     pub(super) class: ClassId,
 }
 
-/// What a source records packets into: the exact table, directly or later.
-///
-/// Implemented by [`BatchedRecorder`] (on the caller's thread) and
-/// [`super::ThreadedRecorder`] (on a thread of its own); either way the
-/// table sees the packets in the order they were recorded.
-pub trait Recorder {
-    /// Counts one packet, as [`FlowTable::record`] does, possibly later.
-    fn record(
-        &mut self,
-        key: FlowKey,
-        hash: u64,
-        class: ClassId,
-        ts: Timestamp,
-        wire_len: u32,
-        captured_len: u32,
-    );
-}
-
 /// Records packets into a [`FlowTable`], [`BATCH`] at a time, in the order
 /// they are pushed.
 ///
@@ -150,21 +132,6 @@ pub(super) fn record_held(table: &mut FlowTable, held: &[Held]) {
                 table.record(h.key, h.hash, h.class, h.ts, h.wire_len, h.captured_len);
             }
         }
-    }
-}
-
-impl Recorder for BatchedRecorder<'_> {
-    #[inline]
-    fn record(
-        &mut self,
-        key: FlowKey,
-        hash: u64,
-        class: ClassId,
-        ts: Timestamp,
-        wire_len: u32,
-        captured_len: u32,
-    ) {
-        BatchedRecorder::record(self, key, hash, class, ts, wire_len, captured_len);
     }
 }
 

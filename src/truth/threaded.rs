@@ -25,7 +25,7 @@
 //! use flowsieve::dissect::FlowKey;
 //! use flowsieve::hash::flow_hash;
 //! use flowsieve::ingest::Timestamp;
-//! use flowsieve::truth::{FlowTable, Recorder, record_on_own_thread};
+//! use flowsieve::truth::{FlowTable, record_on_own_thread};
 //! let mut table = FlowTable::default();
 //! let k = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 17);
 //! let pushed = record_on_own_thread(&mut table, |r| {
@@ -39,7 +39,7 @@
 //! ```
 
 use super::FlowTable;
-use super::batched::{Held, Recorder, record_held};
+use super::batched::{Held, record_held};
 use crate::class::ClassId;
 use crate::dissect::FlowKey;
 use crate::ingest::Timestamp;
@@ -102,9 +102,11 @@ impl ThreadedRecorder<'_> {
     }
 }
 
-impl Recorder for ThreadedRecorder<'_> {
+impl ThreadedRecorder<'_> {
+    /// Counts one packet, as [`FlowTable::record`] does, later and on the
+    /// table's thread.
     #[inline]
-    fn record(
+    pub fn record(
         &mut self,
         key: FlowKey,
         hash: u64,
