@@ -22,7 +22,7 @@ use crate::report::{
     AnomalySummary, ClassSummary, FileSummary, LinkTypeCount, OptionsInfo, ReplaySummary,
     SCHEMA_VERSION, ToolInfo, TopFlow, TraceSummary,
 };
-use crate::truth::{BatchedRecorder, FlowTable, ThreadedRecorder, record_on_own_thread};
+use crate::truth::{BatchedRecorder, FlowTable, record_on_own_thread};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -178,30 +178,30 @@ pub fn replay_into<P: PacketSink>(
         .truth
         .then(|| FlowTable::with_hasher(FlowHasher::new(cfg.hash_key)));
     let totals_ref = &mut totals;
+    // One recorder type whichever way the table is fed, so the read loop
+    // below has one instance: a second one (a recorder type each) made the
+    // compiler stop inlining the dissector and the record reader into it,
+    // which cost 10 % of the CPU of a run with truth off (measured: `perf
+    // stat`, three alternating pairs).
     let (files, errors, warnings, could_not_open) = match table.as_mut() {
         Some(t) if cfg.truth_thread && two_or_more_cpus() => record_on_own_thread(t, |r| {
-            let mut truth = Truth::Threaded(r);
-            read_files(
-                paths, cfg, &dissector, totals_ref, &mut truth, observer, sink,
-            )
+            read_files(paths, cfg, &dissector, totals_ref, Some(r), observer, sink)
         }),
         Some(t) => {
             // Dropped at the end of this block, and so flushed, before
             // anything reads the table.
-            let mut truth = Truth::Batched(BatchedRecorder::new(t));
+            let mut r = BatchedRecorder::new(t);
             read_files(
-                paths, cfg, &dissector, totals_ref, &mut truth, observer, sink,
+                paths,
+                cfg,
+                &dissector,
+                totals_ref,
+                Some(&mut r),
+                observer,
+                sink,
             )
         }
-        None => read_files(
-            paths,
-            cfg,
-            &dissector,
-            totals_ref,
-            &mut Truth::Off,
-            observer,
-            sink,
-        ),
+        None => read_files(paths, cfg, &dissector, totals_ref, None, observer, sink),
     };
     summarize(
         cfg,
@@ -227,47 +227,13 @@ fn two_or_more_cpus() -> bool {
 /// whether some file could not be opened.
 type FilesRead = (Vec<FileSummary>, Vec<String>, Vec<String>, bool);
 
-/// Where a replay records its packets for the exact table.
-///
-/// An enum, not a type parameter: a second instance of the read loop (one
-/// per recorder) made the compiler stop inlining the dissector and the
-/// record reader into it, which cost 10 % of the CPU of a run with truth
-/// off (measured: `perf stat`, three alternating pairs).
-enum Truth<'r, 't> {
-    /// No exact table.
-    Off,
-    /// Recorded on this thread, a batch at a time.
-    Batched(BatchedRecorder<'t>),
-    /// Handed to the table's own thread.
-    Threaded(&'r mut ThreadedRecorder<'t>),
-}
-
-impl Truth<'_, '_> {
-    #[inline]
-    fn record(
-        &mut self,
-        key: FlowKey,
-        hash: u64,
-        class: ClassId,
-        ts: Timestamp,
-        wire_len: u32,
-        captured_len: u32,
-    ) {
-        match self {
-            Truth::Off => {}
-            Truth::Batched(r) => r.record(key, hash, class, ts, wire_len, captured_len),
-            Truth::Threaded(r) => r.record(key, hash, class, ts, wire_len, captured_len),
-        }
-    }
-}
-
 /// Reads the files in order into `totals`, `truth` and `sink`.
 fn read_files<P: PacketSink>(
     paths: &[PathBuf],
     cfg: &ReplayConfig,
     dissector: &Dissector,
     totals: &mut Totals,
-    truth: &mut Truth<'_, '_>,
+    mut truth: Option<&mut BatchedRecorder<'_>>,
     observer: &mut dyn ReplayObserver,
     sink: &mut P,
 ) -> FilesRead {
@@ -281,7 +247,15 @@ fn read_files<P: PacketSink>(
         }
         let size = std::fs::metadata(path).ok().map(|m| m.len());
         observer.file_started(path, size);
-        let (file, unopened) = replay_file(path, cfg, dissector, totals, truth, observer, sink);
+        let (file, unopened) = replay_file(
+            path,
+            cfg,
+            dissector,
+            totals,
+            truth.as_deref_mut(),
+            observer,
+            sink,
+        );
         could_not_open |= unopened;
         errors.extend(file.error.clone());
         warnings.extend(file.anomalies.iter().map(|a| a.message.clone()));
@@ -426,7 +400,7 @@ fn replay_file<P: PacketSink>(
     cfg: &ReplayConfig,
     dissector: &Dissector,
     totals: &mut Totals,
-    truth: &mut Truth<'_, '_>,
+    mut truth: Option<&mut BatchedRecorder<'_>>,
     observer: &mut dyn ReplayObserver,
     sink: &mut P,
 ) -> (FileSummary, bool) {
@@ -495,7 +469,9 @@ fn replay_file<P: PacketSink>(
                 let class = cfg.classifier.classify_on(&d.key, packet.interface_name);
                 totals.keyed(class, packet.wire_len, d.ports_truncated);
                 let hash = hasher.hash(&d.key);
-                truth.record(d.key, hash, class, packet.ts, packet.wire_len, captured);
+                if let Some(t) = truth.as_deref_mut() {
+                    t.record(d.key, hash, class, packet.ts, packet.wire_len, captured);
+                }
                 sink.packet(&d.key, hash, class, packet.ts, packet.wire_len);
             }
             Err(reason) => totals.skips.add(reason),

@@ -23,6 +23,7 @@ use super::FlowTable;
 use crate::class::ClassId;
 use crate::dissect::FlowKey;
 use crate::ingest::Timestamp;
+use crossbeam_channel::{Receiver, Sender};
 
 /// How many packets are held back before they are recorded. 64 records are
 /// about 5 KB, well inside L1; 16 and 256 measured the same.
@@ -57,17 +58,55 @@ pub(super) struct Held {
 /// } // dropped: everything held back is recorded
 /// assert_eq!(table.get(&k).unwrap().packets, 3);
 /// ```
+///
+/// [`super::record_on_own_thread`] lends one whose batches go to the
+/// table's own thread instead.
 pub struct BatchedRecorder<'t> {
-    table: &'t mut FlowTable,
     held: Vec<Held>,
+    /// Packets held back before they are recorded or sent.
+    limit: usize,
+    target: Target<'t>,
+}
+
+/// Where a recorder's batches go.
+enum Target<'t> {
+    /// Into the table, on this thread.
+    Table(&'t mut FlowTable),
+    /// To the table's own thread (`None` once the channel is closed), with
+    /// the emptied batches it hands back.
+    Thread {
+        to_table: Option<Sender<Vec<Held>>>,
+        free: Receiver<Vec<Held>>,
+    },
 }
 
 impl<'t> BatchedRecorder<'t> {
     /// A recorder into `table`.
     pub fn new(table: &'t mut FlowTable) -> BatchedRecorder<'t> {
+        BatchedRecorder::with_target(Target::Table(table), BATCH)
+    }
+
+    /// A recorder whose batches of `limit` packets go to the table's own
+    /// thread over `to_table`; `free` brings emptied batches back.
+    pub(super) fn to_thread(
+        to_table: Sender<Vec<Held>>,
+        free: Receiver<Vec<Held>>,
+        limit: usize,
+    ) -> BatchedRecorder<'t> {
+        BatchedRecorder::with_target(
+            Target::Thread {
+                to_table: Some(to_table),
+                free,
+            },
+            limit,
+        )
+    }
+
+    fn with_target(target: Target<'t>, limit: usize) -> BatchedRecorder<'t> {
         BatchedRecorder {
-            table,
-            held: Vec::with_capacity(BATCH),
+            held: Vec::with_capacity(limit),
+            limit,
+            target,
         }
     }
 
@@ -90,12 +129,13 @@ impl<'t> BatchedRecorder<'t> {
             captured_len,
             class,
         });
-        if self.held.len() >= BATCH {
+        if self.held.len() >= self.limit {
             self.flush();
         }
     }
 
-    /// Records every packet held back.
+    /// Records every packet held back (or hands them to the table's own
+    /// thread, which records them before its scope ends).
     ///
     /// Two passes. The first only locates each held packet's entry in the
     /// index and prefetches it (`FlowTable::locate`); the second records
@@ -112,8 +152,27 @@ impl<'t> BatchedRecorder<'t> {
     /// distance of 8, 16 or 32 records, or a prefetch as each packet is
     /// pushed, measured no better than the plain two passes.
     pub fn flush(&mut self) {
-        record_held(self.table, &self.held);
-        self.held.clear();
+        if self.held.is_empty() {
+            return;
+        }
+        match &mut self.target {
+            Target::Table(table) => {
+                record_held(table, &self.held);
+                self.held.clear();
+            }
+            Target::Thread { to_table, free } => {
+                let fresh = free
+                    .try_recv()
+                    .unwrap_or_else(|_| Vec::with_capacity(self.limit));
+                let full = std::mem::replace(&mut self.held, fresh);
+                if let Some(to_table) = to_table {
+                    // The table's thread only stops when this sender is
+                    // dropped, so a send fails only if that thread panicked;
+                    // the panic is raised again when its scope joins it.
+                    let _ = to_table.send(full);
+                }
+            }
+        }
     }
 }
 
@@ -138,5 +197,9 @@ pub(super) fn record_held(table: &mut FlowTable, held: &[Held]) {
 impl Drop for BatchedRecorder<'_> {
     fn drop(&mut self) {
         self.flush();
+        // Closing the channel ends the table's thread's loop.
+        if let Target::Thread { to_table, .. } = &mut self.target {
+            *to_table = None;
+        }
     }
 }

@@ -33,7 +33,7 @@ use std::collections::BinaryHeap;
 mod batched;
 mod threaded;
 pub use batched::{BATCH, BatchedRecorder};
-pub use threaded::{SEND_BATCH, ThreadedRecorder, record_on_own_thread};
+pub use threaded::{SEND_BATCH, record_on_own_thread};
 
 /// Exact statistics of one flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

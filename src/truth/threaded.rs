@@ -7,9 +7,9 @@
 //! the table's flush alone 12 % (BENCHMARKS.md, eighth round), and with no
 //! stages it is nearly all of the run. The table
 //! needs nothing from the packets but the order they come in, so the source
-//! hands it batches of [`SEND_BATCH`] packets over a bounded channel and a
-//! scoped thread records them, through the same two-pass flush as
-//! [`super::BatchedRecorder`]. The table sees the same packets in the same
+//! hands it batches of [`SEND_BATCH`] packets over a bounded channel (a
+//! [`BatchedRecorder`] whose batches go there) and a scoped thread records
+//! them, through the same two-pass flush. The table sees the same packets in the same
 //! order, so every figure read from it afterwards is the same; the source
 //! thread loses the table's cache misses.
 //!
@@ -38,12 +38,9 @@
 //! assert_eq!(table.get(&k).unwrap().packets, 3);
 //! ```
 
-use super::FlowTable;
 use super::batched::{Held, record_held};
-use crate::class::ClassId;
-use crate::dissect::FlowKey;
-use crate::ingest::Timestamp;
-use crossbeam_channel::{Receiver, Sender, bounded};
+use super::{BatchedRecorder, FlowTable};
+use crossbeam_channel::bounded;
 
 /// Packets a batch hands to the table's thread: 1024 records of 80 bytes
 /// are 80 KiB, so a batch stays in L2 between the two threads, and the
@@ -55,90 +52,6 @@ pub const SEND_BATCH: usize = 1024;
 /// limit (at most `QUEUE * SEND_BATCH` packets, 640 KiB, are held).
 const QUEUE: usize = 8;
 
-/// The source's end: collects packets into batches and sends them to the
-/// table's thread (see the module documentation), or records them itself
-/// when no thread could be started.
-pub struct ThreadedRecorder<'t> {
-    held: Vec<Held>,
-    target: Target<'t>,
-}
-
-/// Where a full batch goes.
-enum Target<'t> {
-    /// To the table's thread (`None` once the channel is closed), with the
-    /// emptied batches it hands back.
-    Thread {
-        to_table: Option<Sender<Vec<Held>>>,
-        free: Receiver<Vec<Held>>,
-    },
-    /// Into the table on this thread.
-    Inline(&'t mut FlowTable),
-}
-
-impl ThreadedRecorder<'_> {
-    /// Hands the packets held so far on.
-    fn send(&mut self) {
-        if self.held.is_empty() {
-            return;
-        }
-        match &mut self.target {
-            Target::Thread { to_table, free } => {
-                let fresh = free
-                    .try_recv()
-                    .unwrap_or_else(|_| Vec::with_capacity(SEND_BATCH));
-                let full = std::mem::replace(&mut self.held, fresh);
-                if let Some(to_table) = to_table {
-                    // The table's thread only stops when this sender is
-                    // dropped, so a send fails only if that thread panicked;
-                    // the panic is raised again when the scope joins it.
-                    let _ = to_table.send(full);
-                }
-            }
-            Target::Inline(table) => {
-                record_held(table, &self.held);
-                self.held.clear();
-            }
-        }
-    }
-}
-
-impl ThreadedRecorder<'_> {
-    /// Counts one packet, as [`FlowTable::record`] does, later and on the
-    /// table's thread.
-    #[inline]
-    pub fn record(
-        &mut self,
-        key: FlowKey,
-        hash: u64,
-        class: ClassId,
-        ts: Timestamp,
-        wire_len: u32,
-        captured_len: u32,
-    ) {
-        self.held.push(Held {
-            key,
-            hash,
-            ts,
-            wire_len,
-            captured_len,
-            class,
-        });
-        if self.held.len() >= SEND_BATCH {
-            self.send();
-        }
-    }
-}
-
-impl Drop for ThreadedRecorder<'_> {
-    fn drop(&mut self) {
-        self.send();
-        // Closing the channel ends the table's thread's loop.
-        if let Target::Thread { to_table, .. } = &mut self.target {
-            *to_table = None;
-        }
-    }
-}
-
 /// Runs `body` with a recorder whose packets a scoped thread records into
 /// `table`, in order; returns `body`'s result once that thread has recorded
 /// every packet, so the table is complete when this returns. When no
@@ -149,7 +62,7 @@ impl Drop for ThreadedRecorder<'_> {
 /// again here.
 pub fn record_on_own_thread<R>(
     table: &mut FlowTable,
-    body: impl FnOnce(&mut ThreadedRecorder<'_>) -> R,
+    body: impl FnOnce(&mut BatchedRecorder<'_>) -> R,
 ) -> R {
     std::thread::scope(|scope| {
         // The table goes to the thread only once it is known to run, so
@@ -171,19 +84,12 @@ pub fn record_on_own_thread<R>(
                     let _ = give_back.try_send(batch);
                 }
             });
-        let target = match &recording {
+        let mut recorder = match &recording {
             Ok(_) => {
                 let _ = table_to_thread.send(table);
-                Target::Thread {
-                    to_table: Some(to_table),
-                    free,
-                }
+                BatchedRecorder::to_thread(to_table, free, SEND_BATCH)
             }
-            Err(_) => Target::Inline(table),
-        };
-        let mut recorder = ThreadedRecorder {
-            held: Vec::with_capacity(SEND_BATCH),
-            target,
+            Err(_) => BatchedRecorder::new(table),
         };
         let out = body(&mut recorder);
         drop(recorder);
