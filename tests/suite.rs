@@ -31,6 +31,7 @@ mod network_merge;
 mod pipeline;
 mod reliability;
 mod reproduce;
+mod slots;
 mod stage;
 mod synth;
 mod truth;

@@ -42,6 +42,7 @@ pub mod new_flows;
 mod rate;
 mod record;
 pub mod selective;
+mod slots;
 mod source;
 pub mod stage;
 mod window;
@@ -68,6 +69,7 @@ pub use selective::{
     DirectoryKind, QueryUnit, SelectiveConfig, SelectiveParseError, SelectiveStage, SelectiveTally,
     SweepParam, SweepSpec, Sweeps, Variant,
 };
+pub use slots::FlowSlots;
 pub use source::{FileSource, KeyedPacket, PreloadError, Preloaded, Source};
 pub use stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 pub use window::{PeriodCursor, WindowParseError, WindowSpec, parse_duration_ns};

@@ -18,9 +18,9 @@
 use super::config::{ConfigError, defaults, in_range};
 use super::deferred::Deferred;
 use super::event::{Event, EventKind, NewFlowEvent};
-use super::keyed::FlowMap;
 use super::rate::{binomial_se, opt_ratio};
 use super::record::{PacketRecord, RecordBatch};
+use super::slots::FlowSlots;
 use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use crate::dissect::FlowKey;
 use crate::filter::{MAX_K, RecyclePolicy, RecyclingBloomFilter};
@@ -449,7 +449,7 @@ pub struct NewFlowShard {
     filter: RecyclingBloomFilter,
     timed: bool,
     horizon_ns: Option<u64>,
-    truth: Option<FlowMap<KeyState>>,
+    truth: Option<FlowSlots<KeyState>>,
     tally: NewFlowTally,
     events: bool,
     /// Live figures and this shard's index, in a live run.
@@ -471,7 +471,7 @@ impl NewFlowShard {
             .with_front_cache(cfg.front_cache),
             timed: matches!(stage.policy, RecyclePolicy::Time(_)),
             horizon_ns: cfg.horizon_ns,
-            truth: truth.then(FlowMap::default),
+            truth: truth.then(FlowSlots::default),
             tally: NewFlowTally {
                 classes: vec![NewFlowClassTally::default(); classes],
                 ..NewFlowTally::default()
@@ -552,9 +552,11 @@ impl ShardStage for NewFlowShard {
         for (i, r) in records.iter().enumerate() {
             if let Some(next) = records.get(i + PREFETCH_AHEAD) {
                 self.filter.prefetch(next.hash);
-                if let Some(t) = self.truth.as_ref() {
-                    t.prefetch(next.hash);
-                }
+            }
+            if let Some(t) = self.truth.as_ref()
+                && let Some(next) = records.get(i + TRUTH_AHEAD)
+            {
+                t.prefetch(next.hash);
             }
             self.classify(r, batch.key(i), events);
         }
@@ -580,3 +582,7 @@ impl ShardStage for NewFlowShard {
 /// How many records ahead the new-flow stage prefetches a record's
 /// front-cache slot (as the heavy stage does its counters).
 const PREFETCH_AHEAD: usize = 2;
+
+/// How many records ahead the new-flow stage prefetches a record's slot in
+/// the exact last-seen map.
+const TRUTH_AHEAD: usize = 8;
