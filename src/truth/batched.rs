@@ -180,6 +180,9 @@ impl<'t> BatchedRecorder<'t> {
 /// passes [`BatchedRecorder::flush`] describes.
 pub(super) fn record_held(table: &mut FlowTable, held: &[Held]) {
     for chunk in held.chunks(BATCH) {
+        for h in chunk {
+            table.prefetch_slot(h.hash);
+        }
         let mut located = [None; BATCH];
         for (at, h) in located.iter_mut().zip(chunk) {
             *at = table.locate(h.hash);

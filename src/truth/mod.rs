@@ -26,11 +26,11 @@ use crate::class::ClassId;
 use crate::dissect::FlowKey;
 use crate::hash::FlowHasher;
 use crate::ingest::Timestamp;
-use hashbrown::HashTable;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 mod batched;
+mod index;
 mod threaded;
 pub use batched::{BATCH, BatchedRecorder};
 pub use threaded::{SEND_BATCH, record_on_own_thread};
@@ -75,18 +75,11 @@ impl FlowStats {
     }
 }
 
-/// Where a flow's entry is: its hash (so the index can grow without
-/// reading any entry) and its position in the entry vector.
-#[derive(Clone, Copy, Debug)]
-struct Slot {
-    hash: u64,
-    entry: usize,
-}
-
 /// The exact flow table.
 ///
 /// The entries are kept dense, in the order the flows first appeared,
-/// behind a hash index of 16-byte slots. Why not the entries in the hash
+/// behind a hash index of 16-byte slots ([`index::FlowIndex`], whose slots
+/// hold the hashes, so the index grows without reading any entry). Why not the entries in the hash
 /// table itself: a hash table grows by allocating a table twice the size
 /// and moving every entry, so with 112-byte entries 100 k flows touch
 /// about 29 MB of fresh pages (every size the table passed through), and
@@ -97,7 +90,7 @@ struct Slot {
 /// the size) is rebuilt, and from the hashes in its slots alone.
 #[derive(Clone, Debug, Default)]
 pub struct FlowTable {
-    index: HashTable<Slot>,
+    index: index::FlowIndex,
     entries: Vec<FlowEntry>,
     /// The hash the pipeline uses (keyed or not), for [`FlowTable::get`].
     hasher: FlowHasher,
@@ -107,7 +100,7 @@ impl FlowTable {
     /// A table with room for `flows` flows before it grows.
     pub fn with_capacity(flows: usize) -> FlowTable {
         FlowTable {
-            index: HashTable::with_capacity(flows),
+            index: index::FlowIndex::with_capacity(flows),
             entries: Vec::with_capacity(flows),
             hasher: FlowHasher::default(),
         }
@@ -116,7 +109,7 @@ impl FlowTable {
     /// An empty table for flows hashed by `hasher` (a keyed run's).
     pub fn with_hasher(hasher: FlowHasher) -> FlowTable {
         FlowTable {
-            index: HashTable::new(),
+            index: index::FlowIndex::default(),
             entries: Vec::new(),
             hasher,
         }
@@ -128,11 +121,9 @@ impl FlowTable {
     #[inline]
     fn find(&self, key: &FlowKey, hash: u64) -> Option<usize> {
         let entries = &self.entries;
-        self.index
-            .find(hash, |s| {
-                s.hash == hash && entries.get(s.entry).is_some_and(|e| e.key == *key)
-            })
-            .map(|s| s.entry)
+        self.index.find(hash, |entry| {
+            entries.get(entry).is_some_and(|e| e.key == *key)
+        })
     }
 
     /// Counts one packet of `key` (whose hash under the table's
@@ -161,26 +152,33 @@ impl FlowTable {
         };
         let entry = self.entries.len();
         self.entries.push(FlowEntry { key, hash, stats });
-        self.index
-            .insert_unique(hash, Slot { hash, entry }, |s| s.hash);
+        self.index.insert(hash, entry);
         true
     }
 
     /// The position of the first entry whose stored hash is `hash`, if any,
     /// with a prefetch of that entry's first and last line (an entry is 112
     /// bytes: the key compare touches the first, the update the last). It
-    /// reads only the index (for 100 k flows 128 KiB of control bytes and
-    /// 2 MiB of slots), never an entry. Entries never move within the
+    /// reads only the index (for 100 k flows 2 MiB of slots), never an
+    /// entry. Entries never move within the
     /// vector, so the position stays good while more flows are inserted.
     /// [`BatchedRecorder::flush`] locates a whole batch this way before it
     /// records any of it, which lets the batch's misses overlap (see there).
     #[inline]
     pub(crate) fn locate(&self, hash: u64) -> Option<usize> {
-        let slot = self.index.find(hash, |s| s.hash == hash)?;
-        let first = self.entries.as_ptr().wrapping_add(slot.entry).cast::<u8>();
+        let entry = self.index.find(hash, |_| true)?;
+        let first = self.entries.as_ptr().wrapping_add(entry).cast::<u8>();
         crate::prefetch::prefetch(first);
         crate::prefetch::prefetch(first.wrapping_add(std::mem::size_of::<FlowEntry>() - 1));
-        Some(slot.entry)
+        Some(entry)
+    }
+
+    /// Asks the CPU to fetch the index slot where a lookup of `hash`
+    /// starts; reads nothing ([`BatchedRecorder::flush`] does it for a
+    /// whole batch before [`FlowTable::locate`]).
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, hash: u64) {
+        self.index.prefetch(hash);
     }
 
     /// Counts one packet into the entry at `position` (from
