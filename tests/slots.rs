@@ -1,10 +1,11 @@
-//! The new-flow stage's exact last-seen map (`pipeline::FlowSlots`): after
-//! any sequence of lookups, insertions and clears it holds exactly what a
-//! `HashMap` given the same sequence holds, including hashes that share
-//! their first slot (and so probe past each other) and the hash 0, across
-//! every growth of the table.
+//! The open-addressing table of exact per-flow state (`truth::FlowSlots`):
+//! as a map, after any sequence of lookups, insertions and clears it holds
+//! exactly what a `HashMap` given the same sequence holds; as a multi-map
+//! (the exact table's index), every value added under a hash is found by
+//! its predicate. Both with hashes that share their first slot (and so
+//! probe past each other), the hash 0 and all ones, across every growth.
 
-use flowsieve::pipeline::FlowSlots;
+use flowsieve::truth::FlowSlots;
 use proptest::prelude::*;
 use std::collections::HashMap;
 
@@ -66,6 +67,32 @@ proptest! {
             prop_assert_eq!(slots.get(*h), Some(v));
         }
         prop_assert_eq!(slots.is_empty(), reference.is_empty());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// As the exact table's index uses it: values added under hashes that
+    /// repeat, each then found by its own predicate, whatever was added
+    /// after it and however often the table grew.
+    #[test]
+    fn every_value_added_under_a_hash_is_found(
+        hashes in prop::collection::vec(hash(), 0..2000),
+        presized in 0usize..64,
+    ) {
+        let mut t: FlowSlots<usize> = FlowSlots::with_capacity(presized);
+        for (i, &h) in hashes.iter().enumerate() {
+            t.insert_new(h, i);
+            prop_assert_eq!(t.len(), i + 1);
+        }
+        for (i, &h) in hashes.iter().enumerate() {
+            prop_assert_eq!(t.find(h, |&v| v == i), Some(&i));
+            // The first value under the hash is one that was added under it.
+            let first = t.get(h).copied();
+            prop_assert!(first.is_some_and(|v| hashes.get(v) == Some(&h)));
+        }
+        prop_assert_eq!(t.find(0x5555, |&v| v == usize::MAX), None);
     }
 }
 

@@ -40,12 +40,17 @@ pub type HashSet = hashbrown::HashSet<u64, BuildHasherDefault<PassThrough>>;
 /// a stage takes over its values come out bit for bit the same), that can
 /// also prefetch the entry of a hash a few records before it is looked up.
 ///
-/// Why: a stage's exact per-flow state (the heavy stage's window counts,
-/// the new-flow stage's last-seen times) is a lookup a packet, and on a
-/// trace of many flows the tables outgrow the caches; a [`HashMap`] lookup
-/// is a load, whose miss holds up every instruction behind it, where a
-/// prefetch retires at once. On 2 M one-packet flows the new-flow stage
-/// took 15 % less per batch (BENCHMARKS.md, seventh round).
+/// Why: a stage's exact per-flow state (the heavy stage's window counts)
+/// is a lookup a packet, and on a trace of many flows the tables outgrow
+/// the caches; a [`HashMap`] lookup is a load, whose miss holds up every
+/// instruction behind it, where a prefetch retires at once. On 2 M
+/// one-packet flows the new-flow stage took 15 % less per batch with it
+/// (BENCHMARKS.md, seventh round). The prefetch still has to load the
+/// control bytes to find the entry, so a stage that never folds values in
+/// the table's order does better with [`crate::truth::FlowSlots`], whose
+/// slot address needs no load (the new-flow stage moved there in the ninth
+/// round); the heavy stage sums model terms in this table's order, so it
+/// stays.
 #[derive(Clone, Debug)]
 pub struct FlowMap<V> {
     table: hashbrown::HashTable<(u64, V)>,

@@ -42,7 +42,6 @@ pub mod new_flows;
 mod rate;
 mod record;
 pub mod selective;
-mod slots;
 mod source;
 pub mod stage;
 mod window;
@@ -69,7 +68,6 @@ pub use selective::{
     DirectoryKind, QueryUnit, SelectiveConfig, SelectiveParseError, SelectiveStage, SelectiveTally,
     SweepParam, SweepSpec, Sweeps, Variant,
 };
-pub use slots::FlowSlots;
 pub use source::{FileSource, KeyedPacket, PreloadError, Preloaded, Source};
 pub use stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 pub use window::{PeriodCursor, WindowParseError, WindowSpec, parse_duration_ns};

@@ -20,13 +20,13 @@ use super::deferred::Deferred;
 use super::event::{Event, EventKind, NewFlowEvent};
 use super::rate::{binomial_se, opt_ratio};
 use super::record::{PacketRecord, RecordBatch};
-use super::slots::FlowSlots;
 use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use crate::dissect::FlowKey;
 use crate::filter::{MAX_K, RecyclePolicy, RecyclingBloomFilter};
 use crate::ingest::Timestamp;
 use crate::model::recycling::{self, Hashing};
 use crate::report::{NewFlowConfigInfo, NewFlowNote, NewFlowRates, NewFlowReport};
+use crate::truth::FlowSlots;
 
 /// How a recycling filter decides to recycle, before it is resolved for a
 /// number of shards.

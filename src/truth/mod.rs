@@ -28,11 +28,13 @@ use crate::hash::FlowHasher;
 use crate::ingest::Timestamp;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::num::NonZeroUsize;
 
 mod batched;
-mod index;
+mod slots;
 mod threaded;
 pub use batched::{BATCH, BatchedRecorder};
+pub use slots::FlowSlots;
 pub use threaded::{SEND_BATCH, record_on_own_thread};
 
 /// Exact statistics of one flow.
@@ -78,8 +80,9 @@ impl FlowStats {
 /// The exact flow table.
 ///
 /// The entries are kept dense, in the order the flows first appeared,
-/// behind a hash index of 16-byte slots ([`index::FlowIndex`], whose slots
-/// hold the hashes, so the index grows without reading any entry). Why not the entries in the hash
+/// behind a hash index of 16-byte slots ([`FlowSlots`] of positions, whose
+/// slots hold the hashes, so the index grows without reading any entry).
+/// Why not the entries in the hash
 /// table itself: a hash table grows by allocating a table twice the size
 /// and moving every entry, so with 112-byte entries 100 k flows touch
 /// about 29 MB of fresh pages (every size the table passed through), and
@@ -90,7 +93,9 @@ impl FlowStats {
 /// the size) is rebuilt, and from the hashes in its slots alone.
 #[derive(Clone, Debug, Default)]
 pub struct FlowTable {
-    index: index::FlowIndex,
+    /// Flow hash to entry position plus one (non-zero, so that a slot is
+    /// 16 bytes).
+    index: FlowSlots<NonZeroUsize>,
     entries: Vec<FlowEntry>,
     /// The hash the pipeline uses (keyed or not), for [`FlowTable::get`].
     hasher: FlowHasher,
@@ -100,7 +105,7 @@ impl FlowTable {
     /// A table with room for `flows` flows before it grows.
     pub fn with_capacity(flows: usize) -> FlowTable {
         FlowTable {
-            index: index::FlowIndex::with_capacity(flows),
+            index: FlowSlots::with_capacity(flows),
             entries: Vec::with_capacity(flows),
             hasher: FlowHasher::default(),
         }
@@ -109,7 +114,7 @@ impl FlowTable {
     /// An empty table for flows hashed by `hasher` (a keyed run's).
     pub fn with_hasher(hasher: FlowHasher) -> FlowTable {
         FlowTable {
-            index: index::FlowIndex::default(),
+            index: FlowSlots::default(),
             entries: Vec::new(),
             hasher,
         }
@@ -121,9 +126,11 @@ impl FlowTable {
     #[inline]
     fn find(&self, key: &FlowKey, hash: u64) -> Option<usize> {
         let entries = &self.entries;
-        self.index.find(hash, |entry| {
-            entries.get(entry).is_some_and(|e| e.key == *key)
-        })
+        self.index
+            .find(hash, |&at| {
+                entries.get(position(at)).is_some_and(|e| e.key == *key)
+            })
+            .map(|&at| position(at))
     }
 
     /// Counts one packet of `key` (whose hash under the table's
@@ -152,7 +159,8 @@ impl FlowTable {
         };
         let entry = self.entries.len();
         self.entries.push(FlowEntry { key, hash, stats });
-        self.index.insert(hash, entry);
+        self.index
+            .insert_new(hash, NonZeroUsize::MIN.saturating_add(entry));
         true
     }
 
@@ -166,7 +174,7 @@ impl FlowTable {
     /// records any of it, which lets the batch's misses overlap (see there).
     #[inline]
     pub(crate) fn locate(&self, hash: u64) -> Option<usize> {
-        let entry = self.index.find(hash, |_| true)?;
+        let entry = position(*self.index.get(hash)?);
         let first = self.entries.as_ptr().wrapping_add(entry).cast::<u8>();
         crate::prefetch::prefetch(first);
         crate::prefetch::prefetch(first.wrapping_add(std::mem::size_of::<FlowEntry>() - 1));
@@ -249,6 +257,13 @@ impl FlowTable {
         }
         best.into_sorted_vec().into_iter().map(|r| *r.0).collect()
     }
+}
+
+/// The entry position an index value stands for (the value is the position
+/// plus one).
+#[inline]
+fn position(at: NonZeroUsize) -> usize {
+    at.get() - 1
 }
 
 /// The order of [`FlowTable::top`]: more packets first, then more bytes,

@@ -1,0 +1,204 @@
+//! A table keyed by flow hashes whose slot for a hash is known before any
+//! load, so that its user can have it fetched ahead.
+
+use crate::prefetch::prefetch;
+
+/// The fewest slots a non-empty [`FlowSlots`] has.
+const MIN_SLOTS: usize = 16;
+
+/// A table holds at most `MAX_LOAD_NUM / MAX_LOAD_DEN` of its slots.
+const MAX_LOAD_NUM: usize = 3;
+const MAX_LOAD_DEN: usize = 4;
+
+/// A table from 64-bit flow hashes to `V`: open addressing with linear
+/// probing over a power-of-two number of slots, at most three-quarters
+/// full, with no deletion. The exact state of flows that is looked up once
+/// a packet lives in it: the exact table's index (hash to entry position,
+/// [`super::FlowTable`]) and the new-flow stage's last-seen times.
+///
+/// Why not hashbrown's table, which both used before: a hashbrown lookup
+/// loads the hash's control group, and only then the slot it points to,
+/// two dependent misses on a table larger than the caches, and neither
+/// can be started ahead of time, because only the first load says where
+/// the second is. Here the first slot of hash `h` is `h mod slots`, an
+/// address computed without reading anything, so [`FlowSlots::prefetch`]
+/// is a true prefetch. At the load kept here a lookup of a present hash
+/// finds it within two or three slots on average (Knuth's
+/// 1/2 (1 + 1/(1 - a)) at a = 3/4), mostly in the line fetched. Memory is
+/// about hashbrown's: a slot is `Option<(u64, V)>` (16 bytes for the
+/// index's non-zero positions, 24 for the last-seen times), at 3/8 to 3/4
+/// load.
+///
+/// The price is the order: [`FlowSlots`] has no iteration, and a stage
+/// whose figures fold floating-point values in a table's iteration order
+/// keeps hashbrown's (the heavy stage's window map does).
+///
+/// As a map, [`FlowSlots::get_or_insert_with`] keeps one value per hash.
+/// As a multi-map, [`FlowSlots::insert_new`] adds a value beside those
+/// already under the hash (the exact table's index: two flows whose 64-bit
+/// hashes collide) and [`FlowSlots::find`] picks one by a predicate. The
+/// flow hash is already a strong mix, and the pipeline's shard is chosen
+/// from a second mix of it, so the low bits used here are uniform within a
+/// shard.
+///
+/// ```
+/// use flowsieve::truth::FlowSlots;
+/// let mut m: FlowSlots<u32> = FlowSlots::default();
+/// let (v, new) = m.get_or_insert_with(7, || 1);
+/// assert!(new);
+/// *v += 1;
+/// assert_eq!(m.get_or_insert_with(7, || 0), (&mut 2, false));
+/// assert_eq!((m.len(), m.get(8)), (1, None));
+/// m.insert_new(7, 10); // a second value under the same hash
+/// assert_eq!(m.find(7, |&v| v > 5), Some(&10));
+/// ```
+#[derive(Clone, Debug)]
+pub struct FlowSlots<V> {
+    slots: Vec<Option<(u64, V)>>,
+    len: usize,
+}
+
+impl<V> Default for FlowSlots<V> {
+    fn default() -> FlowSlots<V> {
+        FlowSlots {
+            slots: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<V> FlowSlots<V> {
+    /// A table with room for `n` values before it grows.
+    pub fn with_capacity(n: usize) -> FlowSlots<V> {
+        let mut t = FlowSlots::default();
+        if n > 0 {
+            t.resize(slots_for(n));
+        }
+        t
+    }
+
+    /// The first slot `h` may occupy (the table is non-empty).
+    #[inline]
+    fn home(&self, h: u64) -> usize {
+        (h as usize) & (self.slots.len() - 1)
+    }
+
+    /// The first slot from `h`'s first slot on that is empty or holds `h`
+    /// with a value `matches` accepts (the table is non-empty).
+    #[inline]
+    fn probe(&self, h: u64, mut matches: impl FnMut(&V) -> bool) -> usize {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(h);
+        // Terminates: at most three-quarters of the slots are taken, so the
+        // walk reaches an empty one, one slot a step.
+        loop {
+            match self.slots.get(i) {
+                Some(Some((k, v))) if *k != h || !matches(v) => i = (i + 1) & mask,
+                _ => return i,
+            }
+        }
+    }
+
+    /// Grows the table if one more value would pass the load bound.
+    #[inline]
+    fn reserve_one(&mut self) {
+        if (self.len + 1) * MAX_LOAD_DEN > self.slots.len() * MAX_LOAD_NUM {
+            self.resize(slots_for(self.len + 1).max(self.slots.len() * 2));
+        }
+    }
+
+    /// The value of `h`, inserting `make()` first if there is none; true
+    /// when it was inserted.
+    #[inline]
+    pub fn get_or_insert_with(&mut self, h: u64, make: impl FnOnce() -> V) -> (&mut V, bool) {
+        self.reserve_one();
+        let i = self.probe(h, |_| true);
+        // `probe` returns an index below the length, and the table is not
+        // empty after `reserve_one`.
+        let slot = &mut self.slots[i];
+        let inserted = slot.is_none();
+        self.len += usize::from(inserted);
+        let (_, v) = slot.get_or_insert_with(|| (h, make()));
+        (v, inserted)
+    }
+
+    /// Adds `value` under `h`, beside any values already under it.
+    pub fn insert_new(&mut self, h: u64, value: V) {
+        self.reserve_one();
+        self.place(h, value);
+        self.len += 1;
+    }
+
+    /// The first value under `h` (in probe order), if any.
+    #[inline]
+    pub fn get(&self, h: u64) -> Option<&V> {
+        self.find(h, |_| true)
+    }
+
+    /// The first value under `h` (in probe order) that `matches` accepts.
+    #[inline]
+    pub fn find(&self, h: u64, matches: impl FnMut(&V) -> bool) -> Option<&V> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        match self.slots.get(self.probe(h, matches)) {
+            Some(Some((_, v))) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Asks the CPU to fetch the first slot of `h`. Reads nothing, changes
+    /// nothing.
+    #[inline]
+    pub fn prefetch(&self, h: u64) {
+        if !self.slots.is_empty() {
+            prefetch(self.slots.as_ptr().wrapping_add(self.home(h)).cast::<u8>());
+        }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Removes everything, keeping the memory.
+    pub fn clear(&mut self) {
+        self.slots.iter_mut().for_each(|s| *s = None);
+        self.len = 0;
+    }
+
+    /// Puts `value` in the first empty slot from `h`'s first slot on.
+    fn place(&mut self, h: u64, value: V) {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(h);
+        while let Some(slot) = self.slots.get_mut(i) {
+            if slot.is_none() {
+                *slot = Some((h, value));
+                return;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Moves every value into a fresh array of `size` slots (a power of
+    /// two above the load bound), in the old slots' order.
+    #[cold]
+    fn resize(&mut self, size: usize) {
+        let old = std::mem::replace(&mut self.slots, (0..size).map(|_| None).collect());
+        for (h, v) in old.into_iter().flatten() {
+            self.place(h, v);
+        }
+    }
+}
+
+/// The slots for `n` values within the load bound: a power of two.
+fn slots_for(n: usize) -> usize {
+    (n.saturating_mul(MAX_LOAD_DEN) / MAX_LOAD_NUM + 1)
+        .next_power_of_two()
+        .max(MIN_SLOTS)
+}
