@@ -53,6 +53,82 @@ pub struct BenchReport {
     pub tcpdump_note: Option<String>,
     /// Why there are no preloaded rows, when there are none.
     pub preload_note: Option<String>,
+    /// The machine's random-access latency at each of
+    /// [`LATENCY_WORKING_SETS`], the median over the rounds.
+    pub memory_latency: Vec<MemoryLatency>,
+}
+
+/// The latency of one random access within a working set, as the stages'
+/// filters see it.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct MemoryLatency {
+    /// Bytes of the working set.
+    pub bytes: usize,
+    /// Nanoseconds per access (median over the rounds).
+    pub ns: f64,
+}
+
+/// The working sets `bench` measures a random access in: within L2, the
+/// default filters' share of a worker, the whole default filter memory and
+/// beyond, and past any L3.
+pub const LATENCY_WORKING_SETS: [usize; 5] = [256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20];
+
+/// Steps of one latency measurement: at about 150 ns an access past the
+/// caches, 20 ms.
+const LATENCY_STEPS: usize = 1 << 17;
+
+/// A buffer of `bytes` whose 64-byte lines form one random cycle: word 0 of
+/// each line holds the index (in words) of the next line's word 0.
+///
+/// Sattolo's algorithm gives a single cycle through every line, so a chase
+/// visits each line once per lap and no prefetcher can guess the next.
+fn chase_cycle(bytes: usize) -> Vec<usize> {
+    use rand::{Rng, SeedableRng};
+    const WORDS_PER_LINE: usize = 64 / std::mem::size_of::<usize>();
+    let lines = (bytes / 64).max(2);
+    let mut order: Vec<usize> = (0..lines).collect();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x5eed);
+    for i in (1..lines).rev() {
+        let j = rng.random_range(0..i);
+        order.swap(i, j);
+    }
+    let mut words = vec![0usize; lines * WORDS_PER_LINE];
+    for (i, &line) in order.iter().enumerate() {
+        let next = order.get(i + 1).copied().unwrap_or(order[0]);
+        if let Some(w) = words.get_mut(line * WORDS_PER_LINE) {
+            *w = next * WORDS_PER_LINE;
+        }
+    }
+    words
+}
+
+/// Nanoseconds per step of a chase of `steps` steps through a
+/// [`chase_cycle`]: each load's address is the load before's value, so
+/// every step waits for the one before, and the time per step is the
+/// latency of a random access in that working set.
+pub fn random_access_ns(cycle: &[usize], steps: usize) -> f64 {
+    let mut at = 0usize;
+    let t0 = Instant::now();
+    for _ in 0..steps {
+        at = cycle.get(at).copied().unwrap_or(0);
+    }
+    let ns = t0.elapsed().as_secs_f64() * 1e9 / steps.max(1) as f64;
+    std::hint::black_box(at);
+    ns
+}
+
+/// [`random_access_ns`] for a working set of `bytes`, the cycle built here.
+///
+/// ```
+/// let near = flowsieve::bench::memory_latency_ns(32 << 10, 1 << 16);
+/// let far = flowsieve::bench::memory_latency_ns(64 << 20, 1 << 16);
+/// assert!(near > 0.0 && far > near);
+/// ```
+pub fn memory_latency_ns(bytes: usize, steps: usize) -> f64 {
+    let cycle = chase_cycle(bytes);
+    // One lap first, so that the pages are mapped before timing.
+    random_access_ns(&cycle, cycle.len() / 8);
+    random_access_ns(&cycle, steps)
 }
 
 /// The most keyed packets `bench` holds in memory for its preloaded rows
@@ -143,6 +219,16 @@ pub fn bench_until(
         Err(e @ PreloadError::TooMany { .. }) => (None, Some(e.to_string())),
         Err(PreloadError::Input(e)) => return Err(BenchError::Input(e)),
     };
+    // Built once, chased once a round beside the runs, so that the
+    // latency figures sample the same hour as the throughput ones.
+    let cycles: Vec<Vec<usize>> = LATENCY_WORKING_SETS
+        .iter()
+        .map(|&b| chase_cycle(b))
+        .collect();
+    for c in &cycles {
+        random_access_ns(c, c.len() / 8);
+    }
+    let mut latency = vec![Vec::new(); cycles.len()];
     let t = threads.len();
     // (wall, cpu) per round: the dissect+hash row, one per thread count
     // from the files, then one per thread count preloaded.
@@ -174,6 +260,9 @@ pub fn bench_until(
                 wall[t + i + 1].push(r.throughput.packets_per_sec / 1e6);
                 cpu[t + i + 1].push(r.throughput.packets_per_cpu_sec / 1e6);
             }
+        }
+        for (c, l) in cycles.iter().zip(latency.iter_mut()) {
+            l.push(random_access_ns(c, LATENCY_STEPS));
         }
         on_round(round + 1);
     }
@@ -218,6 +307,14 @@ pub fn bench_until(
         tcpdump: None,
         tcpdump_note: None,
         preload_note,
+        memory_latency: LATENCY_WORKING_SETS
+            .iter()
+            .zip(&latency)
+            .map(|(&bytes, ns)| MemoryLatency {
+                bytes,
+                ns: median(ns),
+            })
+            .collect(),
     })
 }
 
@@ -260,6 +357,18 @@ impl fmt::Display for BenchReport {
         if let Some(note) = &self.preload_note {
             writeln!(f, "no preloaded rows: {note}")?;
         }
+        if !self.memory_latency.is_empty() {
+            let each: Vec<String> = self
+                .memory_latency
+                .iter()
+                .map(|m| format!("{:.1} ns at {}", m.ns, working_set(m.bytes)))
+                .collect();
+            writeln!(
+                f,
+                "memory: a random access takes {} (the stages follow these on a shared host)",
+                each.join(", ")
+            )?;
+        }
         if let Some(c) = &self.tcpdump {
             write!(f, "{c}")?;
         }
@@ -267,6 +376,15 @@ impl fmt::Display for BenchReport {
             writeln!(f, "no tcpdump comparison: {note}")?;
         }
         Ok(())
+    }
+}
+
+/// `256 KiB`, `4 MiB`: a working set as the memory line names it.
+fn working_set(bytes: usize) -> String {
+    if bytes >= 1 << 20 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
     }
 }
 

@@ -1020,6 +1020,22 @@ fn bench_compares_whole_processes_with_tcpdump() {
     );
     assert_eq!(v["results"][2]["scaling_vs_1_thread"].as_f64(), Some(1.0));
     assert!(v["preload_note"].is_null());
+    // The machine's random-access latency beside the throughput: one figure
+    // per working set, and past any cache (64 MiB) slower than within L2.
+    let latency = v["memory_latency"].as_array().unwrap();
+    let sets: Vec<u64> = latency
+        .iter()
+        .map(|m| m["bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sets, [256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]);
+    let ns: Vec<f64> = latency.iter().map(|m| m["ns"].as_f64().unwrap()).collect();
+    assert!(ns.iter().all(|&n| n.is_finite() && n > 0.0), "{ns:?}");
+    assert!(ns[4] > ns[0], "64 MiB no slower than 256 KiB: {ns:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("memory: a random access takes") && text.contains("ns at 64 MiB"),
+        "{text}"
+    );
     let has_tcpdump = Command::new("tcpdump").arg("--version").output().is_ok();
     if !has_tcpdump {
         assert!(
