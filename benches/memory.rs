@@ -4,7 +4,9 @@
 //! pointers through a buffer of the given size, one 64-byte line per step,
 //! so every load waits for the one before: the time per step is the
 //! latency of a random access at that size, which is what the filters pay
-//! per counter or bit they touch beyond the core's caches.
+//! per counter or bit they touch beyond the core's caches. The cycle and
+//! the chase are `flowsieve::bench`'s, which `flowsieve bench` runs once a
+//! round for its `memory:` line.
 //!
 //! Why it is here: the stages' per-packet figures follow this latency more
 //! than they follow the code. On the same 2-vCPU guest the latency at
@@ -16,56 +18,25 @@
 //! busier host.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use rand::SeedableRng;
-use rand::seq::SliceRandom;
-use std::hint::black_box;
+use flowsieve::bench::{chase_cycle, random_access_ns};
 use std::time::Duration;
-
-/// One cache line: the chase's next index, padded to 64 bytes so that each
-/// step touches a line of its own.
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Line {
-    next: usize,
-    _pad: [usize; 7],
-}
 
 /// Steps per iteration.
 const STEPS: usize = 1 << 16;
-
-/// A buffer of `bytes` in one random cycle through all its lines.
-fn cycle(bytes: usize) -> Vec<Line> {
-    let lines = (bytes / std::mem::size_of::<Line>()).max(2);
-    let mut order: Vec<usize> = (0..lines).collect();
-    order.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(7));
-    let mut buf = vec![
-        Line {
-            next: 0,
-            _pad: [0; 7]
-        };
-        lines
-    ];
-    for (i, &at) in order.iter().enumerate() {
-        buf[at].next = order[(i + 1) % lines];
-    }
-    buf
-}
 
 fn latency(c: &mut Criterion) {
     let mut g = c.benchmark_group("memory_latency");
     g.throughput(Throughput::Elements(STEPS as u64));
     g.measurement_time(Duration::from_secs(2));
     for kib in [32usize, 256, 1024, 2048, 4096, 8192, 65536] {
-        let buf = cycle(kib << 10);
-        g.bench_with_input(BenchmarkId::new("random_chase_kib", kib), &buf, |b, buf| {
-            let mut at = 0usize;
-            b.iter(|| {
-                for _ in 0..STEPS {
-                    at = buf[at].next;
-                }
-                black_box(at)
-            });
-        });
+        let cycle = chase_cycle(kib << 10);
+        // Carried across iterations, so that they go round the whole cycle.
+        let mut at = 0;
+        g.bench_with_input(
+            BenchmarkId::new("random_chase_kib", kib),
+            &cycle,
+            |b, cycle| b.iter(|| random_access_ns(cycle, &mut at, STEPS)),
+        );
     }
     g.finish();
 }

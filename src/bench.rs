@@ -78,11 +78,12 @@ pub const LATENCY_WORKING_SETS: [usize; 5] = [256 << 10, 1 << 20, 4 << 20, 16 <<
 const LATENCY_STEPS: usize = 1 << 17;
 
 /// A buffer of `bytes` whose 64-byte lines form one random cycle: word 0 of
-/// each line holds the index (in words) of the next line's word 0.
+/// each line holds the index (in words) of the next line's word 0, for
+/// [`random_access_ns`] (and `benches/memory.rs`).
 ///
 /// Sattolo's algorithm gives a single cycle through every line, so a chase
 /// visits each line once per lap and no prefetcher can guess the next.
-fn chase_cycle(bytes: usize) -> Vec<usize> {
+pub fn chase_cycle(bytes: usize) -> Vec<usize> {
     use rand::{Rng, SeedableRng};
     const WORDS_PER_LINE: usize = 64 / std::mem::size_of::<usize>();
     let lines = (bytes / 64).max(2);
@@ -103,17 +104,23 @@ fn chase_cycle(bytes: usize) -> Vec<usize> {
 }
 
 /// Nanoseconds per step of a chase of `steps` steps through a
-/// [`chase_cycle`]: each load's address is the load before's value, so
-/// every step waits for the one before, and the time per step is the
-/// latency of a random access in that working set.
-pub fn random_access_ns(cycle: &[usize], steps: usize) -> f64 {
-    let mut at = 0usize;
+/// [`chase_cycle`], from `*at` on (and `*at` left where it ended): each
+/// load's address is the load before's value, so every step waits for the
+/// one before, and the time per step is the latency of a random access in
+/// that working set.
+///
+/// Why the position is kept: a chase that restarted at the same line each
+/// time would walk the same `steps` lines again and again, a working set
+/// of `steps` lines however large the buffer, which the caches would hold.
+/// Carried on, successive chases go round the whole cycle.
+pub fn random_access_ns(cycle: &[usize], at: &mut usize, steps: usize) -> f64 {
+    let mut i = *at;
     let t0 = Instant::now();
     for _ in 0..steps {
-        at = cycle.get(at).copied().unwrap_or(0);
+        i = cycle.get(i).copied().unwrap_or(0);
     }
     let ns = t0.elapsed().as_secs_f64() * 1e9 / steps.max(1) as f64;
-    std::hint::black_box(at);
+    *at = std::hint::black_box(i);
     ns
 }
 
@@ -126,9 +133,10 @@ pub fn random_access_ns(cycle: &[usize], steps: usize) -> f64 {
 /// ```
 pub fn memory_latency_ns(bytes: usize, steps: usize) -> f64 {
     let cycle = chase_cycle(bytes);
+    let mut at = 0;
     // One lap first, so that the pages are mapped before timing.
-    random_access_ns(&cycle, cycle.len() / 8);
-    random_access_ns(&cycle, steps)
+    random_access_ns(&cycle, &mut at, cycle.len() / 8);
+    random_access_ns(&cycle, &mut at, steps)
 }
 
 /// The most keyed packets `bench` holds in memory for its preloaded rows
@@ -225,8 +233,9 @@ pub fn bench_until(
         .iter()
         .map(|&b| chase_cycle(b))
         .collect();
-    for c in &cycles {
-        random_access_ns(c, c.len() / 8);
+    let mut chase_at = vec![0usize; cycles.len()];
+    for (c, at) in cycles.iter().zip(chase_at.iter_mut()) {
+        random_access_ns(c, at, c.len() / 8);
     }
     let mut latency = vec![Vec::new(); cycles.len()];
     let t = threads.len();
@@ -261,8 +270,17 @@ pub fn bench_until(
                 cpu[t + i + 1].push(r.throughput.packets_per_cpu_sec / 1e6);
             }
         }
-        for (c, l) in cycles.iter().zip(latency.iter_mut()) {
-            l.push(random_access_ns(c, LATENCY_STEPS));
+        for ((c, at), l) in cycles
+            .iter()
+            .zip(chase_at.iter_mut())
+            .zip(latency.iter_mut())
+        {
+            // The runs just evicted the buffer: a lap first (at most four
+            // timed chases' worth), so that a working set the caches can
+            // hold is timed in them, not on its way back, as
+            // `benches/memory.rs` times it.
+            random_access_ns(c, at, (c.len() / 8).min(4 * LATENCY_STEPS));
+            l.push(random_access_ns(c, at, LATENCY_STEPS));
         }
         on_round(round + 1);
     }

@@ -16,6 +16,7 @@
 
 mod common;
 
+mod bench;
 mod capped;
 mod class;
 mod cli;
