@@ -113,6 +113,16 @@ pub fn chase_cycle(bytes: usize) -> Vec<usize> {
 /// time would walk the same `steps` lines again and again, a working set
 /// of `steps` lines however large the buffer, which the caches would hold.
 /// Carried on, successive chases go round the whole cycle.
+///
+/// ```
+/// use flowsieve::bench::{chase_cycle, random_access_ns};
+/// let (near, far) = (chase_cycle(32 << 10), chase_cycle(64 << 20));
+/// let (mut a, mut b) = (0, 0);
+/// random_access_ns(&near, &mut a, 1 << 12); // in cache from here on
+/// let near_ns = random_access_ns(&near, &mut a, 1 << 16);
+/// let far_ns = random_access_ns(&far, &mut b, 1 << 16);
+/// assert!(near_ns > 0.0 && far_ns > near_ns);
+/// ```
 pub fn random_access_ns(cycle: &[usize], at: &mut usize, steps: usize) -> f64 {
     let mut i = *at;
     let t0 = Instant::now();
@@ -122,21 +132,6 @@ pub fn random_access_ns(cycle: &[usize], at: &mut usize, steps: usize) -> f64 {
     let ns = t0.elapsed().as_secs_f64() * 1e9 / steps.max(1) as f64;
     *at = std::hint::black_box(i);
     ns
-}
-
-/// [`random_access_ns`] for a working set of `bytes`, the cycle built here.
-///
-/// ```
-/// let near = flowsieve::bench::memory_latency_ns(32 << 10, 1 << 16);
-/// let far = flowsieve::bench::memory_latency_ns(64 << 20, 1 << 16);
-/// assert!(near > 0.0 && far > near);
-/// ```
-pub fn memory_latency_ns(bytes: usize, steps: usize) -> f64 {
-    let cycle = chase_cycle(bytes);
-    let mut at = 0;
-    // One lap first, so that the pages are mapped before timing.
-    random_access_ns(&cycle, &mut at, cycle.len() / 8);
-    random_access_ns(&cycle, &mut at, steps)
 }
 
 /// The most keyed packets `bench` holds in memory for its preloaded rows
@@ -227,16 +222,14 @@ pub fn bench_until(
         Err(e @ PreloadError::TooMany { .. }) => (None, Some(e.to_string())),
         Err(PreloadError::Input(e)) => return Err(BenchError::Input(e)),
     };
-    // Built once, chased once a round beside the runs, so that the
-    // latency figures sample the same hour as the throughput ones.
+    // Built once (which maps every page: each line is written), chased
+    // once a round beside the runs, so that the latency figures sample the
+    // same hour as the throughput ones.
     let cycles: Vec<Vec<usize>> = LATENCY_WORKING_SETS
         .iter()
         .map(|&b| chase_cycle(b))
         .collect();
     let mut chase_at = vec![0usize; cycles.len()];
-    for (c, at) in cycles.iter().zip(chase_at.iter_mut()) {
-        random_access_ns(c, at, c.len() / 8);
-    }
     let mut latency = vec![Vec::new(); cycles.len()];
     let t = threads.len();
     // (wall, cpu) per round: the dissect+hash row, one per thread count
