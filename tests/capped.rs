@@ -48,7 +48,7 @@ proptest! {
             .copied()
             .filter(|&h| admitted_at(h, level))
             .collect();
-        let got: BTreeSet<u64> = s.iter().map(|(&h, _)| h).collect();
+        let got: BTreeSet<u64> = s.iter().map(|(h, _)| h).collect();
         prop_assert_eq!(&got, &expected);
         // The level is the least that fits: one lower would not have.
         if level > 0 {

@@ -24,6 +24,7 @@ mod cli_property;
 mod corpora;
 mod dissect;
 mod filter;
+mod flow_set;
 mod hash;
 mod ingest;
 mod manifest;

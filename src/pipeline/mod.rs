@@ -34,6 +34,7 @@ mod deferred;
 mod engine;
 mod event;
 pub mod export;
+mod flow_set;
 pub mod gauges;
 pub mod heavy;
 mod keyed;
@@ -59,6 +60,7 @@ pub use event::{
     WindowEndEvent,
 };
 pub use export::{Candidate, ShardWindow, WindowDigestSink, WindowExport};
+pub use flow_set::FlowSet;
 pub use gauges::Gauges;
 pub use heavy::{HeavyConfig, HeavyStage, HeavyTally};
 pub use latency::Latency;

@@ -58,6 +58,7 @@
 use super::capped::{Admission, CappedFlowSet};
 use super::config::{ConfigError, defaults, in_range};
 use super::event::Event;
+use super::flow_set::FlowSet;
 use super::rate::ratio;
 use super::record::{PacketRecord, RecordBatch};
 use super::stage::{Broadcast, Coordinator};
@@ -714,17 +715,18 @@ impl SelectiveStage {
     }
 
     /// The most memory the stage can take over `shards` shards, in bytes:
-    /// the capped flow sets (a hash table of at most `max_flows / shards`
-    /// entries each, at hashbrown's worst load: the next power of two above
-    /// 8/7 of the cap; 17 bytes a bucket for the cache map, 9 for the query
-    /// set), the coordinator's two sample sets, and every directory built
-    /// over a full set (bits per element times the cap; a counting
-    /// directory one byte a counter). A bound, not a measurement: a normal
-    /// trace's windows take far less.
+    /// the capped flow sets of each shard (at most `max_flows / shards`
+    /// members each: [`FlowSet::bytes_for`], 10 bytes a slot for the cache
+    /// set's hash and class, 8 for the query set's hash), the
+    /// coordinator's two sample sets (`max_flows` each, 8 bytes a slot),
+    /// and every directory built over a full set (bits per element times
+    /// the cap; a counting directory one byte a counter). A bound, not a
+    /// measurement: a normal trace's windows take far less.
     pub fn memory_bytes(&self, shards: usize) -> u64 {
-        let buckets = |cap: u64| (cap.saturating_mul(8) / 7 + 1).next_power_of_two();
-        let per_shard = (self.cfg.max_flows / shards.max(1)).max(1) as u64;
-        let sets = buckets(per_shard).saturating_mul(17 + 9);
+        let per_shard = (self.cfg.max_flows / shards.max(1)).max(1);
+        let sets = FlowSet::<ClassId>::bytes_for(per_shard)
+            .saturating_add(FlowSet::<()>::bytes_for(per_shard));
+        let per_shard = per_shard as u64;
         let directories: u64 = self
             .plan
             .shapes
@@ -736,7 +738,7 @@ impl SelectiveStage {
                     .saturating_add(if d.counting { cells } else { 0 })
             })
             .fold(0u64, u64::saturating_add);
-        let coordinator = buckets(self.cfg.max_flows as u64).saturating_mul(9 * 2);
+        let coordinator = FlowSet::<()>::bytes_for(self.cfg.max_flows).saturating_mul(2);
         sets.saturating_add(directories)
             .saturating_mul(shards as u64)
             .saturating_add(coordinator)
@@ -1162,7 +1164,7 @@ impl SelectiveShard {
             let mut counting = shape
                 .counting
                 .then(|| SelectiveCountingFilter::new(m, k, CounterWidth::W8, defaults::ALPHA));
-            for (&h, &class) in self.cache.iter() {
+            for (h, &class) in self.cache.iter() {
                 query.insert(h, 1.0);
                 if let Some(c) = counting.as_mut() {
                     c.insert(h);
@@ -1252,12 +1254,26 @@ impl SelectiveShard {
     }
 }
 
+/// How many records ahead the selective stage prefetches a record's slots
+/// in its flow sets.
+const PREFETCH_AHEAD: usize = 4;
+
 impl ShardStage for SelectiveShard {
     type Tally = SelectiveTally;
 
     #[inline]
     fn process(&mut self, batch: RecordBatch<'_>, _events: &mut Vec<Event>) {
-        for r in batch.records() {
+        let records = batch.records();
+        for (i, r) in records.iter().enumerate() {
+            if let Some(next) = records.get(i + PREFETCH_AHEAD) {
+                // Both sets: a record of the cache window inserts into the
+                // cache set, one of the query window looks it up there and
+                // (per-flow queries) inserts into the query set; which
+                // window the record falls in is not known until it is
+                // handled, and a needless prefetch costs only its issue.
+                self.cache.prefetch(next.hash);
+                self.queried.prefetch(next.hash);
+            }
             self.handle(r);
         }
         if let Some(live) = self.live.as_mut() {
