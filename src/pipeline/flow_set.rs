@@ -259,8 +259,8 @@ impl<V: Copy + Default> FlowSet<V> {
     /// above the load bound).
     #[cold]
     fn resize(&mut self, size: usize) {
-        let hashes = std::mem::replace(&mut self.hashes, vec![EMPTY; size]);
-        let values = std::mem::replace(&mut self.values, vec![V::default(); size]);
+        let hashes = std::mem::replace(&mut self.hashes, huge_vec(size, EMPTY));
+        let values = std::mem::replace(&mut self.values, huge_vec(size, V::default()));
         self.in_slots = 0;
         for (h, v) in hashes.into_iter().zip(values) {
             if h != EMPTY {
@@ -268,6 +268,15 @@ impl<V: Copy + Default> FlowSet<V> {
             }
         }
     }
+}
+
+/// `n` copies of `x` in memory advised as huge pages first (see
+/// `crate::pages`).
+fn huge_vec<T: Copy>(n: usize, x: T) -> Vec<T> {
+    let mut v = Vec::with_capacity(n);
+    crate::pages::advise_huge_spare(&mut v);
+    v.resize(n, x);
+    v
 }
 
 /// The slots for `n` members within the load bound: a power of two.

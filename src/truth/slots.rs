@@ -205,7 +205,10 @@ impl<V> FlowSlots<V> {
     /// two above the load bound), in the old slots' order.
     #[cold]
     fn resize(&mut self, size: usize) {
-        let old = std::mem::replace(&mut self.slots, (0..size).map(|_| None).collect());
+        let mut slots = Vec::with_capacity(size);
+        crate::pages::advise_huge_spare(&mut slots);
+        slots.extend((0..size).map(|_| None));
+        let old = std::mem::replace(&mut self.slots, slots);
         for (h, v) in old.into_iter().flatten() {
             self.place(h, v);
         }

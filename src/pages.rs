@@ -1,0 +1,44 @@
+//! A hint that a large table's memory be backed by huge pages.
+
+/// The size of a transparent huge page on x86_64 Linux.
+pub(crate) const HUGE_PAGE: usize = 2 << 20;
+
+/// Asks the kernel to back the whole huge pages inside `bytes` bytes from
+/// `start` with transparent huge pages (`MADV_HUGEPAGE`), where the system
+/// leaves that to the program (`/sys/kernel/mm/transparent_hugepage/enabled`
+/// set to `madvise`, the common default). Changes no byte; a kernel or
+/// system that declines leaves 4 KiB pages, as without the call. A range
+/// without a whole aligned huge page inside is left alone.
+///
+/// Why: the exact per-flow tables are looked up at a random slot a packet,
+/// and past a few MiB each lookup also misses the TLB, whose 4 KiB entries
+/// cover only a few MiB; a page walk then comes before the cache miss, and
+/// a software prefetch waits on it as well. With 2 MiB pages one TLB entry
+/// covers what 512 did.
+fn advise_huge(start: *const u8, bytes: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        let begin = (start as usize).next_multiple_of(HUGE_PAGE);
+        let end = (start as usize).saturating_add(bytes) / HUGE_PAGE * HUGE_PAGE;
+        if end <= begin {
+            return;
+        }
+        // SAFETY: `begin..end` lies inside the caller's allocation of
+        // `bytes` bytes from `start`, rounded inwards to whole huge pages.
+        // MADV_HUGEPAGE only sets a flag on the mapping that says how to
+        // back it; it reads and writes no byte of it, and a failure (an
+        // old kernel, THP disabled) changes nothing.
+        let _ =
+            unsafe { libc::madvise(begin as *mut libc::c_void, end - begin, libc::MADV_HUGEPAGE) };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (start, bytes);
+}
+
+/// [`advise_huge`] over the capacity of `v` beyond its length (a vector
+/// just made with `Vec::with_capacity`, before it is filled: the kernel
+/// picks the page size when a page is first touched).
+pub(crate) fn advise_huge_spare<T>(v: &mut Vec<T>) {
+    let spare = v.spare_capacity_mut();
+    advise_huge(spare.as_ptr().cast::<u8>(), std::mem::size_of_val(spare));
+}
