@@ -1,6 +1,9 @@
 //! A cache prefetch hint, shared by the sources (the next bytes of a mapped
 //! trace) and the filters (the counters of a record a few places ahead).
 
+/// The bytes of a cache line on the machines flowsieve is built for.
+pub(crate) const CACHE_LINE: usize = 64;
+
 /// Hints the CPU to bring the cache line holding `p` into L1. It never
 /// faults, even for an address outside any allocation (the pointer is only
 /// formed with `wrapping_add`, never dereferenced).

@@ -621,14 +621,15 @@ fn huge_sizes_are_refused_before_allocation() {
         v.memory().heavy + v.memory().new_flows + v.memory().selective + v.memory().batches
     );
     // The selective stage's bound: 8 shards of 2^16 flows at most, each
-    // set a table of 2^17 buckets (17 + 9 bytes), its directory of 10 bits
-    // per element (twice, with selective insertion), and the coordinator's
-    // two sets of 2^20 buckets (9 bytes each).
+    // set 2^17 slots at three-quarters (a hash and a class, 10 bytes, and
+    // a hash, 8), its directory of 10 bits per element (twice, with
+    // selective insertion), and the coordinator's two sets of 2^19 flows,
+    // 2^20 slots of 8 bytes each.
     let per_shard = (1u64 << 19) / 8;
     let directory = (10 * per_shard * 2).div_ceil(8);
     assert_eq!(
         v.memory().selective,
-        8 * ((1 << 17) * 26 + directory) + (1 << 20) * 18
+        8 * ((1 << 17) * (10 + 8) + directory) + (1 << 20) * 8 * 2
     );
     // A stage that does not run is not sized (nor solved for).
     let mut c = base();

@@ -1,21 +1,12 @@
 //! A set of flow hashes, each with a small value, whose hashes sit in an
 //! array of their own so that a lookup walks 8 of them a cache line.
 
-use crate::prefetch::prefetch;
+use crate::prefetch::{CACHE_LINE, prefetch};
+use crate::truth::{over_load, slots_for};
 use std::mem::size_of;
 
 /// The hash an empty slot holds. Hash 0 itself is kept beside the arrays.
 const EMPTY: u64 = 0;
-
-/// The fewest slots a non-empty [`FlowSet`] has.
-const MIN_SLOTS: usize = 16;
-
-/// A set holds at most `MAX_LOAD_NUM / MAX_LOAD_DEN` of its slots.
-const MAX_LOAD_NUM: usize = 3;
-const MAX_LOAD_DEN: usize = 4;
-
-/// The bytes of a cache line on the machines flowsieve is built for.
-const CACHE_LINE: usize = 64;
 
 /// A set of 64-bit flow hashes with a value of type `V` each: open
 /// addressing with linear probing over a power-of-two number of slots, at
@@ -140,7 +131,7 @@ impl<V: Copy + Default> FlowSet<V> {
         if self.contains(h) {
             return false;
         }
-        if (self.in_slots + 1) * MAX_LOAD_DEN > self.hashes.len() * MAX_LOAD_NUM {
+        if over_load(self.in_slots + 1, self.hashes.len()) {
             self.resize(slots_for(self.in_slots + 1).max(self.hashes.len() * 2));
         }
         self.place(h, value);
@@ -277,12 +268,4 @@ fn huge_vec<T: Copy>(n: usize, x: T) -> Vec<T> {
     crate::pages::advise_huge_spare(&mut v);
     v.resize(n, x);
     v
-}
-
-/// The slots for `n` members within the load bound: a power of two.
-fn slots_for(n: usize) -> usize {
-    n.saturating_mul(MAX_LOAD_DEN)
-        .div_ceil(MAX_LOAD_NUM)
-        .next_power_of_two()
-        .max(MIN_SLOTS)
 }

@@ -35,6 +35,7 @@ mod slots;
 mod threaded;
 pub use batched::{BATCH, BatchedRecorder};
 pub use slots::FlowSlots;
+pub(crate) use slots::{over_load, slots_for};
 pub use threaded::{SEND_BATCH, record_on_own_thread};
 
 /// Exact statistics of one flow.

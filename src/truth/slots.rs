@@ -1,12 +1,10 @@
 //! A table keyed by flow hashes whose slot for a hash is known before any
 //! load, so that its user can have it fetched ahead.
 
-use crate::prefetch::prefetch;
+use crate::prefetch::{CACHE_LINE, prefetch};
 
-/// The bytes of a cache line on the machines flowsieve is built for.
-const CACHE_LINE: usize = 64;
-
-/// The fewest slots a non-empty [`FlowSlots`] has.
+/// The fewest slots a non-empty table has (this one and
+/// [`crate::pipeline::FlowSet`], which shares its load rule).
 const MIN_SLOTS: usize = 16;
 
 /// A table holds at most `MAX_LOAD_NUM / MAX_LOAD_DEN` of its slots.
@@ -105,7 +103,7 @@ impl<V> FlowSlots<V> {
     /// Grows the table if one more value would pass the load bound.
     #[inline]
     fn reserve_one(&mut self) {
-        if (self.len + 1) * MAX_LOAD_DEN > self.slots.len() * MAX_LOAD_NUM {
+        if over_load(self.len + 1, self.slots.len()) {
             self.resize(slots_for(self.len + 1).max(self.slots.len() * 2));
         }
     }
@@ -215,9 +213,18 @@ impl<V> FlowSlots<V> {
     }
 }
 
-/// The slots for `n` values within the load bound: a power of two.
-fn slots_for(n: usize) -> usize {
-    (n.saturating_mul(MAX_LOAD_DEN) / MAX_LOAD_NUM + 1)
+/// True when `n` values are more than an open-addressing table of
+/// `slots` slots may hold (three-quarters of them).
+#[inline]
+pub(crate) fn over_load(n: usize, slots: usize) -> bool {
+    n.saturating_mul(MAX_LOAD_DEN) > slots.saturating_mul(MAX_LOAD_NUM)
+}
+
+/// The fewest slots, a power of two, that hold `n` values within the load
+/// bound ([`over_load`]).
+pub(crate) fn slots_for(n: usize) -> usize {
+    n.saturating_mul(MAX_LOAD_DEN)
+        .div_ceil(MAX_LOAD_NUM)
         .next_power_of_two()
         .max(MIN_SLOTS)
 }
