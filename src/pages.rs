@@ -35,10 +35,13 @@ fn advise_huge(start: *const u8, bytes: usize) {
     let _ = (start, bytes);
 }
 
-/// [`advise_huge`] over the capacity of `v` beyond its length (a vector
-/// just made with `Vec::with_capacity`, before it is filled: the kernel
-/// picks the page size when a page is first touched).
-pub(crate) fn advise_huge_spare<T>(v: &mut Vec<T>) {
+/// A vector of `n` values made by `make`, in memory advised as huge pages
+/// ([`advise_huge`]) before it is filled: the kernel picks a page's size
+/// when the page is first touched, so the advice has to come first.
+pub(crate) fn huge_vec<T>(n: usize, make: impl FnMut() -> T) -> Vec<T> {
+    let mut v = Vec::with_capacity(n);
     let spare = v.spare_capacity_mut();
     advise_huge(spare.as_ptr().cast::<u8>(), std::mem::size_of_val(spare));
+    v.extend(std::iter::repeat_with(make).take(n));
+    v
 }

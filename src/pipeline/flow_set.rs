@@ -1,6 +1,7 @@
 //! A set of flow hashes, each with a small value, whose hashes sit in an
 //! array of their own so that a lookup walks 8 of them a cache line.
 
+use crate::pages::huge_vec;
 use crate::prefetch::{CACHE_LINE, prefetch};
 use crate::truth::{over_load, slots_for};
 use std::mem::size_of;
@@ -250,8 +251,8 @@ impl<V: Copy + Default> FlowSet<V> {
     /// above the load bound).
     #[cold]
     fn resize(&mut self, size: usize) {
-        let hashes = std::mem::replace(&mut self.hashes, huge_vec(size, EMPTY));
-        let values = std::mem::replace(&mut self.values, huge_vec(size, V::default()));
+        let hashes = std::mem::replace(&mut self.hashes, huge_vec(size, || EMPTY));
+        let values = std::mem::replace(&mut self.values, huge_vec(size, V::default));
         self.in_slots = 0;
         for (h, v) in hashes.into_iter().zip(values) {
             if h != EMPTY {
@@ -259,13 +260,4 @@ impl<V: Copy + Default> FlowSet<V> {
             }
         }
     }
-}
-
-/// `n` copies of `x` in memory advised as huge pages first (see
-/// `crate::pages`).
-fn huge_vec<T: Copy>(n: usize, x: T) -> Vec<T> {
-    let mut v = Vec::with_capacity(n);
-    crate::pages::advise_huge_spare(&mut v);
-    v.resize(n, x);
-    v
 }

@@ -203,10 +203,7 @@ impl<V> FlowSlots<V> {
     /// two above the load bound), in the old slots' order.
     #[cold]
     fn resize(&mut self, size: usize) {
-        let mut slots = Vec::with_capacity(size);
-        crate::pages::advise_huge_spare(&mut slots);
-        slots.extend((0..size).map(|_| None));
-        let old = std::mem::replace(&mut self.slots, slots);
+        let old = std::mem::replace(&mut self.slots, crate::pages::huge_vec(size, || None));
         for (h, v) in old.into_iter().flatten() {
             self.place(h, v);
         }
