@@ -22,7 +22,7 @@ use crate::report::{
     AnomalySummary, ClassSummary, FileSummary, LinkTypeCount, OptionsInfo, ReplaySummary,
     SCHEMA_VERSION, ToolInfo, TopFlow, TraceSummary,
 };
-use crate::truth::{BatchedRecorder, FlowTable, record_on_own_thread};
+use crate::truth::{BatchedRecorder, FlowTable, record_on_own_thread, top_of};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -52,6 +52,13 @@ pub struct ReplayConfig {
     /// has two or more CPUs ([`crate::truth::record_on_own_thread`]); the
     /// table is the same either way. On by default.
     pub truth_thread: bool,
+    /// Let a sink that keeps the exact table itself ([`PacketSink::keeps_truth`]:
+    /// the pipeline's shard workers, each the flows of its own shards) keep
+    /// it, instead of this reader; the summary's truth fields are then the
+    /// sink owner's to fill ([`fill_truth`]), and they come out the same.
+    /// On by default; a sink that keeps no table leaves it to the reader
+    /// whatever this says.
+    pub truth_in_sink: bool,
 }
 
 impl ReplayConfig {
@@ -66,6 +73,7 @@ impl ReplayConfig {
             read_mode: ReadMode::Read,
             hash_key: HashKey::FIXED,
             truth_thread: true,
+            truth_in_sink: true,
         }
     }
 }
@@ -91,8 +99,24 @@ impl ReplayObserver for NoObserver {}
 /// out of these fields (the staged pipeline copies them into compact
 /// records, see [`crate::pipeline`]).
 pub trait PacketSink {
-    /// One keyed packet.
-    fn packet(&mut self, key: &FlowKey, hash: u64, class: ClassId, ts: Timestamp, wire_len: u32);
+    /// One keyed packet: its key, hash and class, its timestamp, and its
+    /// length on the wire and as captured.
+    fn packet(
+        &mut self,
+        key: &FlowKey,
+        hash: u64,
+        class: ClassId,
+        ts: Timestamp,
+        wire_len: u32,
+        captured_len: u32,
+    );
+
+    /// Whether the sink keeps the exact flow table itself, from the packets
+    /// it is handed; with [`ReplayConfig::truth_in_sink`] the replay then
+    /// keeps none and leaves the summary's truth fields empty.
+    fn keeps_truth(&self) -> bool {
+        false
+    }
 
     /// The source's clock reached `ts` with no packet since the last one (a
     /// live source on an idle link): windows that end before `ts` can
@@ -112,7 +136,7 @@ pub trait PacketSink {
 pub struct NoPackets;
 impl PacketSink for NoPackets {
     #[inline]
-    fn packet(&mut self, _: &FlowKey, _: u64, _: ClassId, _: Timestamp, _: u32) {}
+    fn packet(&mut self, _: &FlowKey, _: u64, _: ClassId, _: Timestamp, _: u32, _: u32) {}
 }
 
 /// Totals gathered while reading (by the replay, and by a live source).
@@ -174,9 +198,8 @@ pub fn replay_into<P: PacketSink>(
     let started = Instant::now();
     let dissector = Dissector::new(cfg.bidirectional);
     let mut totals = Totals::new(cfg.classifier.names().len());
-    let mut table = cfg
-        .truth
-        .then(|| FlowTable::with_hasher(FlowHasher::new(cfg.hash_key)));
+    let table_here = cfg.truth && !(cfg.truth_in_sink && sink.keeps_truth());
+    let mut table = table_here.then(|| FlowTable::with_hasher(FlowHasher::new(cfg.hash_key)));
     let totals_ref = &mut totals;
     // One recorder type whichever way the table is fed, so the read loop
     // below has one instance: a second one (a recorder type each) made the
@@ -282,7 +305,6 @@ pub(crate) fn summarize(
     table: Option<&FlowTable>,
     read: Read,
 ) -> ReplaySummary {
-    let n_classes = cfg.classifier.names().len();
     let Read {
         files,
         errors,
@@ -290,35 +312,6 @@ pub(crate) fn summarize(
         could_not_open,
         read_seconds,
     } = read;
-    let flows_top = table
-        .map(|t| {
-            t.top(cfg.top)
-                .into_iter()
-                .map(|e| TopFlow {
-                    src: e.key.src().to_string(),
-                    dst: e.key.dst().to_string(),
-                    sport: e.key.sport(),
-                    dport: e.key.dport(),
-                    proto: e.key.proto(),
-                    packets: e.stats.packets,
-                    bytes: e.stats.wire_bytes,
-                    captured_bytes: e.stats.captured_bytes,
-                    first_ts: e.stats.first_ts.as_secs_f64(),
-                    last_ts: e.stats.last_ts.as_secs_f64(),
-                    class: cfg.classifier.name(e.stats.class).to_string(),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let class_flows = table.map(|t| {
-        let mut flows = vec![0u64; n_classes];
-        for e in t.iter() {
-            if let Some(f) = flows.get_mut(usize::from(e.stats.class)) {
-                *f += 1;
-            }
-        }
-        flows
-    });
     let classes = cfg
         .classifier
         .names()
@@ -326,7 +319,7 @@ pub(crate) fn summarize(
         .enumerate()
         .map(|(i, name)| ClassSummary {
             class: name.clone(),
-            flows: class_flows.as_ref().map(|f| f[i]),
+            flows: None,
             packets: totals.class_packets[i],
             bytes: totals.class_bytes[i],
         })
@@ -339,7 +332,7 @@ pub(crate) fn summarize(
         totals.first_ts.map(|t| t.as_secs_f64()),
         totals.last_ts.map(|t| t.as_secs_f64()),
     );
-    ReplaySummary {
+    let mut summary = ReplaySummary {
         schema_version: SCHEMA_VERSION,
         tool: ToolInfo {
             name: "flowsieve".into(),
@@ -366,7 +359,7 @@ pub(crate) fn summarize(
                 .collect(),
             packets: totals.packets,
             ip_packets: totals.ip_packets,
-            flows: table.map(|t| t.len() as u64),
+            flows: None,
             wire_bytes: totals.wire_bytes,
             captured_bytes: totals.captured_bytes,
             truncated_packets: totals.truncated_packets,
@@ -385,11 +378,51 @@ pub(crate) fn summarize(
                 0.0
             },
         },
-        flows_top,
+        flows_top: Vec::new(),
         classes,
         errors,
         warnings,
         could_not_open,
+    };
+    if let Some(t) = table {
+        fill_truth(&mut summary, cfg, std::slice::from_ref(t));
+    }
+    summary
+}
+
+/// Fills a summary's ground-truth fields (flows, top flows, flows per
+/// class) from the exact tables that together hold every flow of the run,
+/// each flow in one of them: the reader's one table, or the shard workers'
+/// tables when they kept them ([`ReplayConfig::truth_in_sink`]). The
+/// figures are sums and a top list in a total order
+/// ([`crate::truth::top_of`]), so they do not depend on how the flows were
+/// split.
+pub(crate) fn fill_truth(summary: &mut ReplaySummary, cfg: &ReplayConfig, tables: &[FlowTable]) {
+    summary.trace.flows = Some(tables.iter().map(|t| t.len() as u64).sum());
+    summary.flows_top = top_of(tables, cfg.top)
+        .into_iter()
+        .map(|e| TopFlow {
+            src: e.key.src().to_string(),
+            dst: e.key.dst().to_string(),
+            sport: e.key.sport(),
+            dport: e.key.dport(),
+            proto: e.key.proto(),
+            packets: e.stats.packets,
+            bytes: e.stats.wire_bytes,
+            captured_bytes: e.stats.captured_bytes,
+            first_ts: e.stats.first_ts.as_secs_f64(),
+            last_ts: e.stats.last_ts.as_secs_f64(),
+            class: cfg.classifier.name(e.stats.class).to_string(),
+        })
+        .collect();
+    let mut flows = vec![0u64; summary.classes.len()];
+    for e in tables.iter().flat_map(FlowTable::iter) {
+        if let Some(f) = flows.get_mut(usize::from(e.stats.class)) {
+            *f += 1;
+        }
+    }
+    for (c, f) in summary.classes.iter_mut().zip(flows) {
+        c.flows = Some(f);
     }
 }
 
@@ -472,7 +505,7 @@ fn replay_file<P: PacketSink>(
                 if let Some(t) = truth.as_deref_mut() {
                     t.record(d.key, hash, class, packet.ts, packet.wire_len, captured);
                 }
-                sink.packet(&d.key, hash, class, packet.ts, packet.wire_len);
+                sink.packet(&d.key, hash, class, packet.ts, packet.wire_len, captured);
             }
             Err(reason) => totals.skips.add(reason),
         }

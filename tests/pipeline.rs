@@ -117,6 +117,117 @@ fn report_is_identical_for_1_2_and_4_threads() {
     );
 }
 
+/// One run's report, timing aside, with the exact table kept by the shard
+/// workers (`in_workers`) or by the reader on the source thread.
+fn report_with_truth_in(paths: &[PathBuf], cfg: &PipelineConfig, in_workers: bool) -> Value {
+    use flowsieve::pipeline::Source;
+    let validated = cfg.validate().unwrap();
+    let mut replay = validated.config().replay.clone();
+    replay.truth_thread = false;
+    replay.truth_in_sink = in_workers;
+    let source = FileSource::with_replay(paths.to_vec(), replay);
+    assert_eq!(source.truth_in_sink(), in_workers && cfg.replay.truth);
+    without_timing(&run(source, &validated, &mut NoObserver, &mut NoEvents).unwrap())
+}
+
+/// The exact table kept by the shard workers, each the flows of its own
+/// shards, gives the report the table kept on the source thread gives:
+/// the whole JSON, timing aside (flows, the top list with its first and
+/// last times, per-class flows, and every stage figure). Checked for one,
+/// two and three workers, directional and bidirectional keys, a top list
+/// of 1000 full of ties, on three synthetic files cut short by a packet
+/// limit, the bundled trace, and the captures of `../shared/traces`, each
+/// alone and all in one run.
+#[test]
+fn truth_kept_by_the_workers_changes_no_figure() {
+    use flowsieve::synth::SizeModel;
+    let dir = tempfile::tempdir().unwrap();
+    let mut synthetic = Vec::new();
+    for seed in 0..3 {
+        let path = dir.path().join(format!("part{seed}.pcap"));
+        let cfg = SynthConfig {
+            flows: 20_000,
+            packets: 60_000,
+            sizes: SizeModel::Uniform { min: 64, max: 128 },
+            seed,
+            ..SynthConfig::default()
+        };
+        generate(
+            &cfg,
+            std::io::BufWriter::new(std::fs::File::create(&path).unwrap()),
+        )
+        .unwrap();
+        synthetic.push(path);
+    }
+    let mut configs = Vec::new();
+    let mut two = PipelineConfig::new(Classifier::ports());
+    two.threads = 2;
+    configs.push(two.clone());
+    let mut one = two.clone();
+    one.threads = 1;
+    one.replay.bidirectional = true;
+    configs.push(one);
+    let mut three = two.clone();
+    three.threads = 3;
+    three.shards = 5;
+    three.batch = 100;
+    three.replay.top = 1000;
+    three.replay.max_packets = Some(150_000);
+    configs.push(three);
+    for cfg in &configs {
+        for paths in [synthetic.clone(), vec![default_trace()]] {
+            let workers = report_with_truth_in(&paths, cfg, true);
+            assert!(
+                workers["trace"]["flows"].as_u64().unwrap() >= 12_000,
+                "the workers' tables were counted"
+            );
+            assert!(!workers["flows_top"].as_array().unwrap().is_empty());
+            assert!(
+                workers["classes"][0]["flows"].is_u64(),
+                "per-class flows are filled"
+            );
+            assert_eq!(
+                workers,
+                report_with_truth_in(&paths, cfg, false),
+                "{} threads, {:?}",
+                cfg.threads,
+                paths
+            );
+        }
+    }
+    // With truth off neither side keeps a table, and the summary says so.
+    let mut off = two.clone();
+    off.replay.truth = false;
+    let v = report_with_truth_in(&synthetic, &off, true);
+    assert!(v["trace"]["flows"].is_null());
+    assert_eq!(v, report_with_truth_in(&synthetic, &off, false));
+    let Some(shared) = common::shared_traces("truth_kept_by_the_workers_changes_no_figure") else {
+        return;
+    };
+    let captures: Vec<PathBuf> = common::manifest(&shared)
+        .iter()
+        .map(|e| shared.join(&e.file))
+        .collect();
+    assert!(captures.len() > 100, "the manifest lists the captures");
+    for c in &captures {
+        let one = std::slice::from_ref(c);
+        assert_eq!(
+            report_with_truth_in(one, &two, true),
+            report_with_truth_in(one, &two, false),
+            "{}",
+            c.display()
+        );
+    }
+    for cfg in &configs {
+        assert_eq!(
+            report_with_truth_in(&captures, cfg, true),
+            report_with_truth_in(&captures, cfg, false),
+            "all captures, {} threads",
+            cfg.threads
+        );
+    }
+}
+
 /// Stage 1 against 003 eq. (2): every packet its own flow, so each
 /// insertion is a distinct element and the model's assumptions hold.
 #[test]
@@ -449,7 +560,7 @@ fn every_event_names_the_key_of_its_own_packet() {
         times: Vec<i128>,
     }
     impl PacketSink for Keys {
-        fn packet(&mut self, key: &FlowKey, _: u64, _: ClassId, ts: Timestamp, _: u32) {
+        fn packet(&mut self, key: &FlowKey, _: u64, _: ClassId, ts: Timestamp, _: u32, _: u32) {
             self.keys.push(*key);
             self.times.push(ts.as_nanos());
         }
@@ -773,6 +884,7 @@ impl flowsieve::pipeline::Source for KnownPriors {
                 flowsieve::hash::flow_hash(&k),
                 classifier.classify(&k),
                 at(ns),
+                100,
                 100,
             );
         };

@@ -104,14 +104,14 @@ impl Source for Ticking {
     fn run<P: PacketSink>(self, _obs: &mut dyn ReplayObserver, sink: &mut P) -> ReplaySummary {
         let t = |s: i64| Timestamp::new(1_700_000_000 + s, 0).unwrap();
         for (i, k) in self.keys.iter().enumerate() {
-            sink.packet(k, flow_hash(k), 0, t(i as i64 % 2), 100);
+            sink.packet(k, flow_hash(k), 0, t(i as i64 % 2), 100, 100);
         }
         if self.ticks {
             sink.clock(t(30)); // 30 s without a packet
             sink.clock(t(20)); // a clock behind the stream is ignored
         }
         for k in &self.keys {
-            sink.packet(k, flow_hash(k), 0, t(31), 100);
+            sink.packet(k, flow_hash(k), 0, t(31), 100, 100);
         }
         let cfg = flowsieve::replay::ReplayConfig::new(Classifier::ports());
         flowsieve::replay::replay(&[], &cfg, &mut NoObserver)
@@ -207,6 +207,7 @@ fn many_ticks_with_tiny_queues_never_block_the_engine() {
                     flow_hash(&k),
                     0,
                     Timestamp::new(1_700_000_000 + 2 * i, 0).unwrap(),
+                    60,
                     60,
                 );
                 sink.clock(Timestamp::new(1_700_000_001 + 2 * i, 0).unwrap());

@@ -296,3 +296,30 @@ fn recording_on_its_own_thread_changes_no_figure() {
         replay_json(&captures, true, None)
     );
 }
+
+proptest! {
+    /// The top list of tables that split the flows between them is the
+    /// top list of one table holding them all, whatever the split and
+    /// however many ties (few distinct packet and byte counts).
+    #[test]
+    fn top_of_split_tables_is_the_top_of_the_whole(
+        flows in proptest::collection::vec((any::<u16>(), 1u8..4, 0u8..3, 0u8..4), 1..300),
+        n in 0usize..40,
+    ) {
+        use flowsieve::truth::top_of;
+        let mut whole = FlowTable::default();
+        let mut parts = vec![FlowTable::default(), FlowTable::default(), FlowTable::default(), FlowTable::default()];
+        for &(port, packets, size, part) in &flows {
+            let k = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], port, 80, 6);
+            if whole.get(&k).is_some() {
+                continue; // a flow lives in one part only
+            }
+            for _ in 0..packets {
+                let len = 60 + u32::from(size);
+                whole.record(k, flow_hash(&k), 0, Timestamp::ZERO, len, len);
+                parts[usize::from(part)].record(k, flow_hash(&k), 0, Timestamp::ZERO, len, len);
+            }
+        }
+        prop_assert_eq!(top_of(&parts, n), whole.top(n));
+    }
+}

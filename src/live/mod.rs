@@ -408,7 +408,7 @@ impl Source for LiveCapture<'_> {
                                         .clamp(i64::MIN as i128 + 1, i64::MAX as i128);
                                 counters.first_keyed_ns.store(ns as i64, Ordering::Relaxed);
                             }
-                            sink.packet(&k.key, k.hash, k.class, f.ts, f.wire_len);
+                            sink.packet(&k.key, k.hash, k.class, f.ts, f.wire_len, f.captured);
                         }
                         Err(reason) => totals.skips.add(reason),
                     }

@@ -397,8 +397,17 @@ impl PipelineConfig {
 /// pending batch per shard, and the pool of emptied buffers. Each record is
 /// counted with a flow key beside it: whether a run carries keys
 /// ([`super::ShardContext::keyed`]) depends on the events its sink wants,
-/// which validation does not know, and this figure is a bound.
+/// which validation does not know, and this figure is a bound. With truth
+/// on, each record is also counted with the packet the shard workers
+/// record into their exact tables (`truth::Held`), for the same reason:
+/// whether the workers keep the table depends on the source and the
+/// machine's cores.
 fn batch_bytes(cfg: &PipelineConfig) -> Result<u64, ConfigError> {
+    let truth = if cfg.replay.truth {
+        std::mem::size_of::<crate::truth::Held>()
+    } else {
+        0
+    };
     let threads = cfg.threads.min(cfg.shards) as u64;
     let buffers = threads
         .checked_mul(cfg.queue_batches as u64)
@@ -409,7 +418,8 @@ fn batch_bytes(cfg: &PipelineConfig) -> Result<u64, ConfigError> {
         .checked_mul(cfg.batch as u64)
         .and_then(|r| {
             r.checked_mul(
-                (std::mem::size_of::<PacketRecord>() + std::mem::size_of::<FlowKey>()) as u64,
+                (std::mem::size_of::<PacketRecord>() + std::mem::size_of::<FlowKey>() + truth)
+                    as u64,
             )
         })
         .ok_or(ConfigError::MemoryOverflow)

@@ -11,10 +11,11 @@ use super::stage::{Broadcast, DynCoordinator, DynShard, ReportContext, ShardCont
 use super::window::{PeriodCursor, WindowSpec};
 use crate::class::ClassId;
 use crate::dissect::FlowKey;
-use crate::hash::shard_of;
+use crate::hash::{FlowHasher, shard_of};
 use crate::ingest::Timestamp;
-use crate::replay::{PacketSink, ReplayObserver};
+use crate::replay::{PacketSink, ReplayObserver, fill_truth};
 use crate::report::{PipelineInfo, PipelineReport, StageSection, Throughput};
+use crate::truth::{FlowTable, Held, record_held};
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use std::any::Any;
 use std::time::Instant;
@@ -57,6 +58,9 @@ struct Batch {
     /// The records' flow keys, in a keyed run ([`ShardContext::keyed`]);
     /// empty otherwise.
     keys: Vec<FlowKey>,
+    /// The records' packets as the exact table counts them, when the
+    /// workers keep it ([`Source::truth_in_sink`]); empty otherwise.
+    held: Vec<Held>,
     sent: Instant,
     /// `(time_ns, seq)` the stream reached, for a tick (no records), and
     /// the tick's number, which the worker acknowledges.
@@ -66,8 +70,9 @@ struct Batch {
     update: Option<(usize, Broadcast)>,
 }
 
-/// A batch's record and key buffers, handed back by a worker for reuse.
-type BatchBuffers = (Vec<PacketRecord>, Vec<FlowKey>);
+/// A batch's record, key and truth buffers, handed back by a worker for
+/// reuse.
+type BatchBuffers = (Vec<PacketRecord>, Vec<FlowKey>, Vec<Held>);
 
 /// One shard's stages on a worker.
 struct WorkerShard {
@@ -142,10 +147,12 @@ impl WindowEnds {
     }
 }
 
-/// What a worker gives back: each of its shards' tallies, one per stage.
+/// What a worker gives back: each of its shards' tallies, one per stage,
+/// and the exact table of its shards' flows when it kept one.
 struct WorkerResult {
     tallies: Vec<(usize, Vec<Box<dyn Any + Send>>)>,
     latency: Latency,
+    table: Option<FlowTable>,
 }
 
 /// The source side: turns keyed packets into records and per-shard batches.
@@ -158,6 +165,11 @@ struct Dispatcher<'a> {
     pending_keys: Vec<Vec<FlowKey>>,
     /// Whether batches carry keys ([`ShardContext::keyed`]).
     keyed: bool,
+    /// The pending records' packets for the exact table, when the workers
+    /// keep it.
+    pending_held: Vec<Vec<Held>>,
+    /// Whether the workers keep the exact table ([`Source::truth_in_sink`]).
+    truth: bool,
     filling_since: Vec<Option<Instant>>,
     to_workers: Vec<Sender<Batch>>,
     free: Receiver<BatchBuffers>,
@@ -189,6 +201,7 @@ impl Dispatcher<'_> {
                 shard: w,
                 records: Vec::new(),
                 keys: Vec::new(),
+                held: Vec::new(),
                 sent: Instant::now(),
                 tick: None,
                 update: Some((stage, update.clone())),
@@ -200,14 +213,16 @@ impl Dispatcher<'_> {
     }
 
     fn send(&mut self, shard: usize) {
-        let (fresh, fresh_keys) = self.free.try_recv().unwrap_or_else(|_| {
+        let (fresh, fresh_keys, fresh_held) = self.free.try_recv().unwrap_or_else(|_| {
             (
                 Vec::with_capacity(self.batch),
                 Vec::with_capacity(if self.keyed { self.batch } else { 0 }),
+                Vec::with_capacity(if self.truth { self.batch } else { 0 }),
             )
         });
         let records = std::mem::replace(&mut self.pending[shard], fresh);
         let keys = std::mem::replace(&mut self.pending_keys[shard], fresh_keys);
+        let held = std::mem::replace(&mut self.pending_held[shard], fresh_held);
         if let Some(t) = self.filling_since[shard].take() {
             self.latency.record(0, t.elapsed().as_nanos() as u64);
         }
@@ -215,6 +230,7 @@ impl Dispatcher<'_> {
             shard,
             records,
             keys,
+            held,
             sent: Instant::now(),
             tick: None,
             update: None,
@@ -273,6 +289,7 @@ impl Dispatcher<'_> {
                 shard: w,
                 records: Vec::new(),
                 keys: Vec::new(),
+                held: Vec::new(),
                 sent: Instant::now(),
                 tick: Some((self.time_ns, self.seq, self.ticks)),
                 update: None,
@@ -333,7 +350,15 @@ impl Dispatcher<'_> {
 
 impl PacketSink for Dispatcher<'_> {
     #[inline]
-    fn packet(&mut self, key: &FlowKey, hash: u64, class: ClassId, ts: Timestamp, wire_len: u32) {
+    fn packet(
+        &mut self,
+        key: &FlowKey,
+        hash: u64,
+        class: ClassId,
+        ts: Timestamp,
+        wire_len: u32,
+        captured_len: u32,
+    ) {
         // Trace time since the first keyed packet, held monotone so every
         // shard agrees on window boundaries.
         let ns = ts.as_nanos();
@@ -376,6 +401,16 @@ impl PacketSink for Dispatcher<'_> {
         if self.keyed {
             self.pending_keys[shard].push(*key);
         }
+        if self.truth {
+            self.pending_held[shard].push(Held {
+                key: *key,
+                hash,
+                ts,
+                wire_len,
+                captured_len,
+                class,
+            });
+        }
         self.seq = seq + 1;
         if self.pending[shard].len() >= self.batch {
             self.send(shard);
@@ -401,6 +436,10 @@ impl PacketSink for Dispatcher<'_> {
     #[inline]
     fn stopped(&self) -> bool {
         self.sink_error.is_some() || self.workers_gone
+    }
+
+    fn keeps_truth(&self) -> bool {
+        self.truth
     }
 }
 
@@ -430,6 +469,7 @@ fn worker(
     events: Sender<(usize, WorkerMessage)>,
     mut latency: Latency,
     gauges: Option<&super::gauges::LatencyGauges>,
+    mut table: Option<FlowTable>,
 ) -> WorkerResult {
     let mut buffer: Vec<Event> = Vec::new();
     let mut budget = PREFAULT_BUDGET_BYTES;
@@ -475,6 +515,11 @@ fn worker(
                 );
                 latency.record(2 + i, t.elapsed().as_nanos() as u64);
             }
+            // After the stages, so that the table's misses do not delay
+            // the batch's stage work (or its latency figures).
+            if let Some(t) = table.as_mut() {
+                record_held(t, &batch.held);
+            }
         }
         if !buffer.is_empty() {
             // The source may be gone (a failed sink); the events are then
@@ -493,9 +538,11 @@ fn worker(
         if batch.records.capacity() > 0 {
             batch.records.clear();
             batch.keys.clear();
+            batch.held.clear();
             let _ = free.try_send((
                 std::mem::take(&mut batch.records),
                 std::mem::take(&mut batch.keys),
+                std::mem::take(&mut batch.held),
             ));
         }
     }
@@ -508,7 +555,11 @@ fn worker(
             )
         })
         .collect();
-    WorkerResult { tallies, latency }
+    WorkerResult {
+        tallies,
+        latency,
+        table,
+    }
 }
 
 /// Runs the pipeline: `source` feeds the dispatcher on the calling thread,
@@ -569,6 +620,7 @@ pub fn run_with_gauges<S: Source>(
         export: c.export.clone(),
     };
     let keyed = ctx_for(0).keyed();
+    let truth_in_workers = source.truth_in_sink();
     let latency_gauges = gauges.as_ref().map(|g| {
         g.latency
             .get_or_init(|| super::gauges::LatencyGauges::new(threads, Latency::new(&names).rows()))
@@ -591,58 +643,68 @@ pub fn run_with_gauges<S: Source>(
     let (free_tx, free_rx) = bounded::<BatchBuffers>(threads * queue * 2);
     let (event_tx, event_rx) = unbounded::<(usize, WorkerMessage)>();
     let mut results = Vec::with_capacity(threads);
-    let (summary, source_latency, packets, coordinated, first_at) = std::thread::scope(|scope| {
-        let mut to_workers = Vec::with_capacity(threads);
-        let mut handles = Vec::with_capacity(threads);
-        for (index, shards) in per_worker.drain(..).enumerate() {
-            let (tx, rx) = bounded::<Batch>(queue);
-            to_workers.push(tx);
-            let (free, events, latency) = (free_tx.clone(), event_tx.clone(), Latency::new(&names));
-            let handle = std::thread::Builder::new()
-                .name("flowsieve-shard".into())
-                .spawn_scoped(scope, move || {
-                    worker(
-                        threads,
-                        shards,
-                        rx,
-                        free,
-                        index,
-                        events,
-                        latency,
-                        latency_gauges,
-                    )
-                })
-                .map_err(PipelineError::Spawn)?;
-            handles.push(handle);
-        }
-        drop(event_tx);
-        drop(free_tx);
-        let mut dispatcher = Dispatcher {
-            shards: c.shards,
-            threads,
-            batch,
-            pending: (0..c.shards).map(|_| Vec::with_capacity(batch)).collect(),
-            pending_keys: (0..c.shards)
-                .map(|_| Vec::with_capacity(if keyed { batch } else { 0 }))
-                .collect(),
-            keyed,
-            filling_since: vec![None; c.shards],
-            to_workers,
-            free: free_rx,
-            events: event_rx,
-            sink,
-            sink_error: None,
-            // Epoch-aligned windows measure time from 1970, so that every
-            // probe of a network closes window w at the same instant.
-            first_ns: c.epoch_windows.then_some(0),
-            first_at: None,
-            time_ns: 0,
-            seq: 0,
-            latency: Latency::new(&names),
-            workers_gone: false,
-            coordinators,
-            ticks: 0,
-            windows: (c.stages.contains(StageName::Heavy) && wants.contains(&EventKind::WindowEnd))
+    let (mut summary, source_latency, packets, coordinated, first_at) =
+        std::thread::scope(|scope| {
+            let mut to_workers = Vec::with_capacity(threads);
+            let mut handles = Vec::with_capacity(threads);
+            for (index, shards) in per_worker.drain(..).enumerate() {
+                let (tx, rx) = bounded::<Batch>(queue);
+                to_workers.push(tx);
+                let (free, events, latency) =
+                    (free_tx.clone(), event_tx.clone(), Latency::new(&names));
+                let table = truth_in_workers
+                    .then(|| FlowTable::with_hasher(FlowHasher::new(c.replay.hash_key)));
+                let handle = std::thread::Builder::new()
+                    .name("flowsieve-shard".into())
+                    .spawn_scoped(scope, move || {
+                        worker(
+                            threads,
+                            shards,
+                            rx,
+                            free,
+                            index,
+                            events,
+                            latency,
+                            latency_gauges,
+                            table,
+                        )
+                    })
+                    .map_err(PipelineError::Spawn)?;
+                handles.push(handle);
+            }
+            drop(event_tx);
+            drop(free_tx);
+            let mut dispatcher = Dispatcher {
+                shards: c.shards,
+                threads,
+                batch,
+                pending: (0..c.shards).map(|_| Vec::with_capacity(batch)).collect(),
+                pending_keys: (0..c.shards)
+                    .map(|_| Vec::with_capacity(if keyed { batch } else { 0 }))
+                    .collect(),
+                keyed,
+                pending_held: (0..c.shards)
+                    .map(|_| Vec::with_capacity(if truth_in_workers { batch } else { 0 }))
+                    .collect(),
+                truth: truth_in_workers,
+                filling_since: vec![None; c.shards],
+                to_workers,
+                free: free_rx,
+                events: event_rx,
+                sink,
+                sink_error: None,
+                // Epoch-aligned windows measure time from 1970, so that every
+                // probe of a network closes window w at the same instant.
+                first_ns: c.epoch_windows.then_some(0),
+                first_at: None,
+                time_ns: 0,
+                seq: 0,
+                latency: Latency::new(&names),
+                workers_gone: false,
+                coordinators,
+                ticks: 0,
+                windows: (c.stages.contains(StageName::Heavy)
+                    && wants.contains(&EventKind::WindowEnd))
                 .then(|| WindowEnds {
                     spec: c.heavy.window,
                     cursor: PeriodCursor::new(c.heavy.window.span()),
@@ -652,51 +714,56 @@ pub fn run_with_gauges<S: Source>(
                     heavy: Default::default(),
                     acked: vec![0; threads],
                 }),
-        };
-        let summary = source.run(observer, &mut dispatcher);
-        if !dispatcher.stopped() {
-            dispatcher.flush();
-        }
-        dispatcher.to_workers.clear();
-        let mut panicked = false;
-        for h in handles {
-            match h.join() {
-                Ok(r) => results.push(r),
-                Err(_) => panicked = true,
+            };
+            let summary = source.run(observer, &mut dispatcher);
+            if !dispatcher.stopped() {
+                dispatcher.flush();
             }
-        }
-        while let Ok((worker, m)) = dispatcher.events.recv() {
-            dispatcher.deliver(worker, m);
-        }
-        if !panicked && !dispatcher.workers_gone {
-            dispatcher.close_last_window();
-        }
-        if panicked || dispatcher.workers_gone {
-            return Err(PipelineError::Worker("a shard worker panicked".into()));
-        }
-        if let Some(e) = dispatcher.sink_error.take() {
-            return Err(PipelineError::Sink(e));
-        }
-        let coordinated: Vec<(usize, Box<dyn Any + Send>)> = dispatcher
-            .coordinators
-            .drain(..)
-            .map(|(i, c)| (i, c.finish()))
-            .collect();
-        Ok((
-            summary,
-            dispatcher.latency,
-            dispatcher.seq,
-            coordinated,
-            dispatcher.first_at,
-        ))
-    })?;
+            dispatcher.to_workers.clear();
+            let mut panicked = false;
+            for h in handles {
+                match h.join() {
+                    Ok(r) => results.push(r),
+                    Err(_) => panicked = true,
+                }
+            }
+            while let Ok((worker, m)) = dispatcher.events.recv() {
+                dispatcher.deliver(worker, m);
+            }
+            if !panicked && !dispatcher.workers_gone {
+                dispatcher.close_last_window();
+            }
+            if panicked || dispatcher.workers_gone {
+                return Err(PipelineError::Worker("a shard worker panicked".into()));
+            }
+            if let Some(e) = dispatcher.sink_error.take() {
+                return Err(PipelineError::Sink(e));
+            }
+            let coordinated: Vec<(usize, Box<dyn Any + Send>)> = dispatcher
+                .coordinators
+                .drain(..)
+                .map(|(i, c)| (i, c.finish()))
+                .collect();
+            Ok((
+                summary,
+                dispatcher.latency,
+                dispatcher.seq,
+                coordinated,
+                dispatcher.first_at,
+            ))
+        })?;
     // Tallies per stage, merged in shard order so that the report does not
     // depend on which worker ran which shard.
     let mut latency = source_latency;
     let mut by_shard: Vec<(usize, Vec<Box<dyn Any + Send>>)> = Vec::with_capacity(c.shards);
+    let mut tables = Vec::new();
     for r in results {
         latency.merge(&r.latency);
         by_shard.extend(r.tallies);
+        tables.extend(r.table);
+    }
+    if truth_in_workers {
+        fill_truth(&mut summary, &c.replay, &tables);
     }
     by_shard.sort_by_key(|s| s.0);
     let mut per_stage: Vec<Vec<Box<dyn Any + Send>>> = stages.iter().map(|_| Vec::new()).collect();

@@ -55,7 +55,7 @@ struct Distinct {
 }
 
 impl PacketSink for Distinct {
-    fn packet(&mut self, _: &FlowKey, hash: u64, class: ClassId, _: Timestamp, _: u32) {
+    fn packet(&mut self, _: &FlowKey, hash: u64, class: ClassId, _: Timestamp, _: u32, _: u32) {
         if self.flows.len() < self.limit && self.seen.insert(hash) {
             self.flows.push((hash, class));
         }

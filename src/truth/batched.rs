@@ -29,15 +29,16 @@ use crossbeam_channel::{Receiver, Sender};
 /// about 5 KB, well inside L1; 16 and 256 measured the same.
 pub const BATCH: usize = 64;
 
-/// One packet waiting to be recorded.
-#[derive(Clone, Copy)]
-pub(super) struct Held {
-    pub(super) key: FlowKey,
-    pub(super) hash: u64,
-    pub(super) ts: Timestamp,
-    pub(super) wire_len: u32,
-    pub(super) captured_len: u32,
-    pub(super) class: ClassId,
+/// One packet waiting to be recorded (here, or in the pipeline's shard
+/// workers when they keep the table: [`crate::pipeline`]'s engine).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Held {
+    pub(crate) key: FlowKey,
+    pub(crate) hash: u64,
+    pub(crate) ts: Timestamp,
+    pub(crate) wire_len: u32,
+    pub(crate) captured_len: u32,
+    pub(crate) class: ClassId,
 }
 
 /// Records packets into a [`FlowTable`], [`BATCH`] at a time, in the order
@@ -178,7 +179,7 @@ impl<'t> BatchedRecorder<'t> {
 
 /// Records `held` into `table` in order, [`BATCH`] at a time, in the two
 /// passes [`BatchedRecorder::flush`] describes.
-pub(super) fn record_held(table: &mut FlowTable, held: &[Held]) {
+pub(crate) fn record_held(table: &mut FlowTable, held: &[Held]) {
     for chunk in held.chunks(BATCH) {
         for h in chunk {
             table.prefetch_slot(h.hash);

@@ -34,6 +34,7 @@ mod batched;
 mod slots;
 mod threaded;
 pub use batched::{BATCH, BatchedRecorder};
+pub(crate) use batched::{Held, record_held};
 pub use slots::FlowSlots;
 pub(crate) use slots::{over_load, slots_for};
 pub use threaded::{SEND_BATCH, record_on_own_thread};
@@ -258,6 +259,36 @@ impl FlowTable {
         }
         best.into_sorted_vec().into_iter().map(|r| *r.0).collect()
     }
+}
+
+/// The `n` largest flows of several tables that hold disjoint sets of
+/// flows (the pipeline's shard workers each keep the flows of their own
+/// shards), in [`FlowTable::top`]'s order. It is the answer `top` gives on
+/// one table holding all of them: that order is total, so the best `n` of
+/// the union are among the best `n` of each part, and sorting those picks
+/// the same ones in the same order whatever the parts were.
+///
+/// ```
+/// use flowsieve::dissect::FlowKey;
+/// use flowsieve::hash::flow_hash;
+/// use flowsieve::ingest::Timestamp;
+/// use flowsieve::truth::{FlowTable, top_of};
+/// let (mut a, mut b, mut all) = (FlowTable::default(), FlowTable::default(), FlowTable::default());
+/// for (port, packets) in [(1u16, 3), (2, 5), (3, 4), (4, 1)] {
+///     let k = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], port, 80, 6);
+///     let part = if port % 2 == 0 { &mut a } else { &mut b };
+///     for _ in 0..packets {
+///         part.record(k, flow_hash(&k), 0, Timestamp::ZERO, 100, 100);
+///         all.record(k, flow_hash(&k), 0, Timestamp::ZERO, 100, 100);
+///     }
+/// }
+/// assert_eq!(top_of(&[a, b], 3), all.top(3));
+/// ```
+pub fn top_of(tables: &[FlowTable], n: usize) -> Vec<FlowEntry> {
+    let mut best: Vec<FlowEntry> = tables.iter().flat_map(|t| t.top(n)).collect();
+    best.sort_by(rank);
+    best.truncate(n);
+    best
 }
 
 /// The entry position an index value stands for (the value is the position

@@ -1,0 +1,37 @@
+#!/bin/bash
+# Whether two flowsieve builds give the same report, timing aside.
+#
+#   bash benches/same_report.sh OLD NEW "TRACE..." [FLAGS...]
+#
+# Runs `BUILD -q FLAGS --json F TRACE...` with each build and compares the
+# JSON with `throughput`, `stages`, `capture`, `trace.read_seconds` and
+# `trace.packets_per_sec` set aside (the only fields an optimisation may
+# change), and the exit codes. Prints SAME or DIFF, the flows and the
+# length of the top list. TRACE may be several files in one quoted word.
+set -u
+old=$1 new=$2 traces=$3
+shift 3
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+# shellcheck disable=SC2086 # the trace list is split on purpose
+"$old" -q "$@" --json "$dir/old.json" $traces > /dev/null 2>&1
+a=$?
+# shellcheck disable=SC2086
+"$new" -q "$@" --json "$dir/new.json" $traces > /dev/null 2>&1
+b=$?
+python3 - "$dir" "$a" "$b" "$*" <<'PY'
+import json, sys
+d, a, b, flags = sys.argv[1:5]
+def strip(v):
+    for k in ["throughput", "stages", "capture"]:
+        v.pop(k, None)
+    for k in ["read_seconds", "packets_per_sec"]:
+        v.get("trace", {}).pop(k, None)
+    return v
+x = strip(json.load(open(f"{d}/old.json")))
+y = strip(json.load(open(f"{d}/new.json")))
+same = x == y and a == b
+print("SAME" if same else "DIFF", "exit", a, b, "flows", y["trace"].get("flows"),
+      "top", len(y.get("flows_top", [])), "flags:", flags)
+sys.exit(0 if same else 1)
+PY
