@@ -30,7 +30,17 @@ pub mod defaults {
     /// Records per batch sent to a worker.
     pub const BATCH: usize = 512;
     /// Batches a worker's queue holds before the source waits.
-    pub const QUEUE_BATCHES: usize = 16;
+    ///
+    /// Why this many: the source waits whenever one worker's queue is
+    /// full, even while the other worker has nothing to do, and on a
+    /// skewed trace one worker's shards hold the largest flows. On two
+    /// cores with 16 the source thread went to sleep on a full queue about
+    /// 280 times in a default job on the throughput trace while a fifth of
+    /// the two cores stayed idle; 64 took 10 % off that job's wall time
+    /// and 4 % off the all-stages run with truth off, and 128 did no
+    /// better (BENCHMARKS.md, eleventh round). A queue of 64 batches of
+    /// 512 records is 2-10 MiB a worker, within the stated batch memory.
+    pub const QUEUE_BATCHES: usize = 64;
     /// Heavy-flow window: one second of trace time.
     pub const HEAVY_WINDOW_NS: u64 = 1_000_000_000;
     /// Heavy-flow count threshold.
@@ -393,8 +403,12 @@ impl PipelineConfig {
     }
 }
 
-/// Bytes of the records in flight: every worker's queue, the source's
-/// pending batch per shard, and the pool of emptied buffers. Each record is
+/// Bytes of the records in flight: every worker's queue, the batch each
+/// worker holds, and the source's pending batch per shard. The pool of
+/// emptied buffers adds nothing: the source allocates a buffer only when
+/// that pool is empty, so at every allocation each buffer that exists is
+/// pending, queued or held by a worker, and there are at most
+/// `shards + threads * (queue + 1) + 1` of them. Each record is
 /// counted with a flow key beside it: whether a run carries keys
 /// ([`super::ShardContext::keyed`]) depends on the events its sink wants,
 /// which validation does not know, and this figure is a bound. With truth
@@ -409,10 +423,10 @@ fn batch_bytes(cfg: &PipelineConfig) -> Result<u64, ConfigError> {
         0
     };
     let threads = cfg.threads.min(cfg.shards) as u64;
-    let buffers = threads
-        .checked_mul(cfg.queue_batches as u64)
-        .and_then(|q| q.checked_mul(3))
-        .and_then(|q| q.checked_add(cfg.shards as u64))
+    let buffers = (cfg.queue_batches as u64)
+        .checked_add(1)
+        .and_then(|q| q.checked_mul(threads))
+        .and_then(|q| q.checked_add(cfg.shards as u64 + 1))
         .ok_or(ConfigError::MemoryOverflow)?;
     buffers
         .checked_mul(cfg.batch as u64)
