@@ -34,11 +34,12 @@ pub mod defaults {
     /// Why this many: the source waits whenever one worker's queue is
     /// full, even while the other worker has nothing to do, and on a
     /// skewed trace one worker's shards hold the largest flows. On two
-    /// cores with 16 the source thread went to sleep on a full queue about
-    /// 280 times in a default job on the throughput trace while a fifth of
-    /// the two cores stayed idle; 64 took 10 % off that job's wall time
-    /// and 4 % off the all-stages run with truth off, and 128 did no
-    /// better (BENCHMARKS.md, eleventh round). A queue of 64 batches of
+    /// cores with 16, and the exact table in the workers, the source
+    /// thread went to sleep on a full queue about 280 times in a default
+    /// job on the throughput trace while a fifth of the two cores stayed
+    /// idle; 64 took 7-10 % off that job's wall time and 4 % off the
+    /// all-stages run with truth off, and 128 did no better (BENCHMARKS.md,
+    /// eleventh round). A queue of 64 batches of
     /// 512 records is 2-10 MiB a worker, within the stated batch memory.
     pub const QUEUE_BATCHES: usize = 64;
     /// Heavy-flow window: one second of trace time.

@@ -54,9 +54,12 @@ impl FileSource {
     /// records the packets of its own shards into a table of its own, after
     /// its stages have run on the batch, so the source thread, the
     /// pipeline's critical path, only copies each packet's key out once.
-    /// The default job took 2-5 % less wall time and 7-10 % less CPU time
-    /// on two cores (BENCHMARKS.md, eleventh round: the work moves to the
-    /// workers, which share the same two cores). Nothing reported changes: a
+    /// With the workers' queues deep enough to absorb their imbalance
+    /// ([`super::defaults::QUEUE_BATCHES`]) the default job took 3-12 %
+    /// less wall time and 6-9 % less CPU time on two cores; with shallow
+    /// queues it gained little, since the work moves to workers that share
+    /// the same two cores (BENCHMARKS.md, eleventh round). Nothing reported
+    /// changes: a
     /// flow's packets all go to one shard, and the summary's truth fields
     /// are sums and a top list in a total order ([`crate::truth::top_of`]).
     pub fn new(paths: Vec<PathBuf>, cfg: &ValidatedConfig) -> FileSource {
