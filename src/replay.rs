@@ -55,7 +55,8 @@ pub struct ReplayConfig {
     /// Let a sink that keeps the exact table itself ([`PacketSink::keeps_truth`]:
     /// the pipeline's shard workers, each the flows of its own shards) keep
     /// it, instead of this reader; the summary's truth fields are then the
-    /// sink owner's to fill ([`fill_truth`]), and they come out the same.
+    /// sink owner's to fill (the pipeline engine fills them from its
+    /// workers' tables), and they come out the same.
     /// On by default; a sink that keeps no table leaves it to the reader
     /// whatever this says.
     pub truth_in_sink: bool,
