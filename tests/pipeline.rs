@@ -140,25 +140,8 @@ fn report_with_truth_in(paths: &[PathBuf], cfg: &PipelineConfig, in_workers: boo
 /// alone and all in one run.
 #[test]
 fn truth_kept_by_the_workers_changes_no_figure() {
-    use flowsieve::synth::SizeModel;
     let dir = tempfile::tempdir().unwrap();
-    let mut synthetic = Vec::new();
-    for seed in 0..3 {
-        let path = dir.path().join(format!("part{seed}.pcap"));
-        let cfg = SynthConfig {
-            flows: 20_000,
-            packets: 60_000,
-            sizes: SizeModel::Uniform { min: 64, max: 128 },
-            seed,
-            ..SynthConfig::default()
-        };
-        generate(
-            &cfg,
-            std::io::BufWriter::new(std::fs::File::create(&path).unwrap()),
-        )
-        .unwrap();
-        synthetic.push(path);
-    }
+    let synthetic = common::three_synthetic_parts(dir.path());
     let mut configs = Vec::new();
     let mut two = PipelineConfig::new(Classifier::ports());
     two.threads = 2;
@@ -204,11 +187,7 @@ fn truth_kept_by_the_workers_changes_no_figure() {
     let Some(shared) = common::shared_traces("truth_kept_by_the_workers_changes_no_figure") else {
         return;
     };
-    let captures: Vec<PathBuf> = common::manifest(&shared)
-        .iter()
-        .map(|e| shared.join(&e.file))
-        .collect();
-    assert!(captures.len() > 100, "the manifest lists the captures");
+    let captures = common::manifest_paths(&shared);
     for c in &captures {
         let one = std::slice::from_ref(c);
         assert_eq!(

@@ -246,22 +246,8 @@ fn replay_json(
 /// files cut short by a packet limit.
 #[test]
 fn recording_on_its_own_thread_changes_no_figure() {
-    use flowsieve::synth::{SizeModel, SynthConfig, generate};
     let dir = tempfile::tempdir().expect("temporary folder");
-    let mut synthetic = Vec::new();
-    for seed in 0..3 {
-        let path = dir.path().join(format!("part{seed}.pcap"));
-        let cfg = SynthConfig {
-            flows: 20_000,
-            packets: 60_000,
-            sizes: SizeModel::Uniform { min: 64, max: 128 },
-            seed,
-            ..SynthConfig::default()
-        };
-        let f = std::io::BufWriter::new(std::fs::File::create(&path).expect("create"));
-        generate(&cfg, f).expect("generate");
-        synthetic.push(path);
-    }
+    let synthetic = crate::common::three_synthetic_parts(dir.path());
     let whole = replay_json(&synthetic, false, None);
     assert!(
         whole["trace"]["flows"].as_u64().unwrap() > 20_000,
@@ -277,11 +263,7 @@ fn recording_on_its_own_thread_changes_no_figure() {
     else {
         return;
     };
-    let captures: Vec<std::path::PathBuf> = crate::common::manifest(&shared)
-        .iter()
-        .map(|e| shared.join(&e.file))
-        .collect();
-    assert!(captures.len() > 100, "the manifest lists the captures");
+    let captures = crate::common::manifest_paths(&shared);
     for c in &captures {
         let one = std::slice::from_ref(c);
         assert_eq!(

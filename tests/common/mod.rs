@@ -205,3 +205,33 @@ pub fn scrape_in_netns(ns: &str, port: u16) -> String {
     );
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// Three synthetic pcap files in `dir` (seeds 0, 1, 2; 20 k flows and 60 k
+/// packets of 64-128 bytes each): a trace split across files, for tests
+/// that compare two ways of running over several files.
+pub fn three_synthetic_parts(dir: &Path) -> Vec<PathBuf> {
+    use flowsieve::synth::{SizeModel, SynthConfig, generate};
+    (0..3)
+        .map(|seed| {
+            let path = dir.join(format!("part{seed}.pcap"));
+            let cfg = SynthConfig {
+                flows: 20_000,
+                packets: 60_000,
+                sizes: SizeModel::Uniform { min: 64, max: 128 },
+                seed,
+                ..SynthConfig::default()
+            };
+            let f = std::io::BufWriter::new(std::fs::File::create(&path).expect("create"));
+            generate(&cfg, f).expect("generate");
+            path
+        })
+        .collect()
+}
+
+/// Every file the shared folder's manifest lists (damaged and compressed
+/// ones included), as paths; there are more than a hundred.
+pub fn manifest_paths(dir: &Path) -> Vec<PathBuf> {
+    let paths: Vec<PathBuf> = manifest(dir).iter().map(|e| dir.join(&e.file)).collect();
+    assert!(paths.len() > 100, "the manifest lists the captures");
+    paths
+}
