@@ -386,7 +386,7 @@ pub(crate) fn summarize(
         could_not_open,
     };
     if let Some(t) = table {
-        fill_truth(&mut summary, cfg, std::slice::from_ref(t));
+        fill_truth(&mut summary, std::slice::from_ref(t));
     }
     summary
 }
@@ -397,10 +397,18 @@ pub(crate) fn summarize(
 /// tables when they kept them ([`ReplayConfig::truth_in_sink`]). The
 /// figures are sums and a top list in a total order
 /// ([`crate::truth::top_of`]), so they do not depend on how the flows were
-/// split.
-pub(crate) fn fill_truth(summary: &mut ReplaySummary, cfg: &ReplayConfig, tables: &[FlowTable]) {
+/// split. The list's length and the class names are the summary's own
+/// (`options.top`, `classes`), so they are the reader's settings whoever
+/// fills them.
+pub(crate) fn fill_truth(summary: &mut ReplaySummary, tables: &[FlowTable]) {
     summary.trace.flows = Some(tables.iter().map(|t| t.len() as u64).sum());
-    summary.flows_top = top_of(tables, cfg.top)
+    let classes = &summary.classes;
+    let class_name = |id: ClassId| {
+        classes
+            .get(usize::from(id))
+            .map_or_else(|| "?".to_string(), |c| c.class.clone())
+    };
+    summary.flows_top = top_of(tables, summary.options.top)
         .into_iter()
         .map(|e| TopFlow {
             src: e.key.src().to_string(),
@@ -413,7 +421,7 @@ pub(crate) fn fill_truth(summary: &mut ReplaySummary, cfg: &ReplayConfig, tables
             captured_bytes: e.stats.captured_bytes,
             first_ts: e.stats.first_ts.as_secs_f64(),
             last_ts: e.stats.last_ts.as_secs_f64(),
-            class: cfg.classifier.name(e.stats.class).to_string(),
+            class: class_name(e.stats.class),
         })
         .collect();
     let mut flows = vec![0u64; summary.classes.len()];

@@ -39,8 +39,8 @@ pub mod defaults {
     /// job on the throughput trace while a fifth of the two cores stayed
     /// idle; 64 took 7-10 % off that job's wall time and 4 % off the
     /// all-stages run with truth off, and 128 did no better (BENCHMARKS.md,
-    /// eleventh round). A queue of 64 batches of
-    /// 512 records is 2-10 MiB a worker, within the stated batch memory.
+    /// eleventh round). A queue of 64 batches of 512 records is 2-10 MiB a
+    /// worker, within the stated batch memory.
     pub const QUEUE_BATCHES: usize = 64;
     /// Heavy-flow window: one second of trace time.
     pub const HEAVY_WINDOW_NS: u64 = 1_000_000_000;

@@ -643,68 +643,65 @@ pub fn run_with_gauges<S: Source>(
     let (free_tx, free_rx) = bounded::<BatchBuffers>(threads * queue * 2);
     let (event_tx, event_rx) = unbounded::<(usize, WorkerMessage)>();
     let mut results = Vec::with_capacity(threads);
-    let (mut summary, source_latency, packets, coordinated, first_at) =
-        std::thread::scope(|scope| {
-            let mut to_workers = Vec::with_capacity(threads);
-            let mut handles = Vec::with_capacity(threads);
-            for (index, shards) in per_worker.drain(..).enumerate() {
-                let (tx, rx) = bounded::<Batch>(queue);
-                to_workers.push(tx);
-                let (free, events, latency) =
-                    (free_tx.clone(), event_tx.clone(), Latency::new(&names));
-                let table = truth_in_workers
-                    .then(|| FlowTable::with_hasher(FlowHasher::new(c.replay.hash_key)));
-                let handle = std::thread::Builder::new()
-                    .name("flowsieve-shard".into())
-                    .spawn_scoped(scope, move || {
-                        worker(
-                            threads,
-                            shards,
-                            rx,
-                            free,
-                            index,
-                            events,
-                            latency,
-                            latency_gauges,
-                            table,
-                        )
-                    })
-                    .map_err(PipelineError::Spawn)?;
-                handles.push(handle);
-            }
-            drop(event_tx);
-            drop(free_tx);
-            let mut dispatcher = Dispatcher {
-                shards: c.shards,
-                threads,
-                batch,
-                pending: (0..c.shards).map(|_| Vec::with_capacity(batch)).collect(),
-                pending_keys: (0..c.shards)
-                    .map(|_| Vec::with_capacity(if keyed { batch } else { 0 }))
-                    .collect(),
-                keyed,
-                pending_held: (0..c.shards)
-                    .map(|_| Vec::with_capacity(if truth_in_workers { batch } else { 0 }))
-                    .collect(),
-                truth: truth_in_workers,
-                filling_since: vec![None; c.shards],
-                to_workers,
-                free: free_rx,
-                events: event_rx,
-                sink,
-                sink_error: None,
-                // Epoch-aligned windows measure time from 1970, so that every
-                // probe of a network closes window w at the same instant.
-                first_ns: c.epoch_windows.then_some(0),
-                first_at: None,
-                time_ns: 0,
-                seq: 0,
-                latency: Latency::new(&names),
-                workers_gone: false,
-                coordinators,
-                ticks: 0,
-                windows: (c.stages.contains(StageName::Heavy)
-                    && wants.contains(&EventKind::WindowEnd))
+    let (summary, source_latency, packets, coordinated, first_at) = std::thread::scope(|scope| {
+        let mut to_workers = Vec::with_capacity(threads);
+        let mut handles = Vec::with_capacity(threads);
+        for (index, shards) in per_worker.drain(..).enumerate() {
+            let (tx, rx) = bounded::<Batch>(queue);
+            to_workers.push(tx);
+            let (free, events, latency) = (free_tx.clone(), event_tx.clone(), Latency::new(&names));
+            let table = truth_in_workers
+                .then(|| FlowTable::with_hasher(FlowHasher::new(c.replay.hash_key)));
+            let handle = std::thread::Builder::new()
+                .name("flowsieve-shard".into())
+                .spawn_scoped(scope, move || {
+                    worker(
+                        threads,
+                        shards,
+                        rx,
+                        free,
+                        index,
+                        events,
+                        latency,
+                        latency_gauges,
+                        table,
+                    )
+                })
+                .map_err(PipelineError::Spawn)?;
+            handles.push(handle);
+        }
+        drop(event_tx);
+        drop(free_tx);
+        let mut dispatcher = Dispatcher {
+            shards: c.shards,
+            threads,
+            batch,
+            pending: (0..c.shards).map(|_| Vec::with_capacity(batch)).collect(),
+            pending_keys: (0..c.shards)
+                .map(|_| Vec::with_capacity(if keyed { batch } else { 0 }))
+                .collect(),
+            keyed,
+            pending_held: (0..c.shards)
+                .map(|_| Vec::with_capacity(if truth_in_workers { batch } else { 0 }))
+                .collect(),
+            truth: truth_in_workers,
+            filling_since: vec![None; c.shards],
+            to_workers,
+            free: free_rx,
+            events: event_rx,
+            sink,
+            sink_error: None,
+            // Epoch-aligned windows measure time from 1970, so that every
+            // probe of a network closes window w at the same instant.
+            first_ns: c.epoch_windows.then_some(0),
+            first_at: None,
+            time_ns: 0,
+            seq: 0,
+            latency: Latency::new(&names),
+            workers_gone: false,
+            coordinators,
+            ticks: 0,
+            windows: (c.stages.contains(StageName::Heavy) && wants.contains(&EventKind::WindowEnd))
                 .then(|| WindowEnds {
                     spec: c.heavy.window,
                     cursor: PeriodCursor::new(c.heavy.window.span()),
@@ -714,44 +711,44 @@ pub fn run_with_gauges<S: Source>(
                     heavy: Default::default(),
                     acked: vec![0; threads],
                 }),
-            };
-            let summary = source.run(observer, &mut dispatcher);
-            if !dispatcher.stopped() {
-                dispatcher.flush();
+        };
+        let summary = source.run(observer, &mut dispatcher);
+        if !dispatcher.stopped() {
+            dispatcher.flush();
+        }
+        dispatcher.to_workers.clear();
+        let mut panicked = false;
+        for h in handles {
+            match h.join() {
+                Ok(r) => results.push(r),
+                Err(_) => panicked = true,
             }
-            dispatcher.to_workers.clear();
-            let mut panicked = false;
-            for h in handles {
-                match h.join() {
-                    Ok(r) => results.push(r),
-                    Err(_) => panicked = true,
-                }
-            }
-            while let Ok((worker, m)) = dispatcher.events.recv() {
-                dispatcher.deliver(worker, m);
-            }
-            if !panicked && !dispatcher.workers_gone {
-                dispatcher.close_last_window();
-            }
-            if panicked || dispatcher.workers_gone {
-                return Err(PipelineError::Worker("a shard worker panicked".into()));
-            }
-            if let Some(e) = dispatcher.sink_error.take() {
-                return Err(PipelineError::Sink(e));
-            }
-            let coordinated: Vec<(usize, Box<dyn Any + Send>)> = dispatcher
-                .coordinators
-                .drain(..)
-                .map(|(i, c)| (i, c.finish()))
-                .collect();
-            Ok((
-                summary,
-                dispatcher.latency,
-                dispatcher.seq,
-                coordinated,
-                dispatcher.first_at,
-            ))
-        })?;
+        }
+        while let Ok((worker, m)) = dispatcher.events.recv() {
+            dispatcher.deliver(worker, m);
+        }
+        if !panicked && !dispatcher.workers_gone {
+            dispatcher.close_last_window();
+        }
+        if panicked || dispatcher.workers_gone {
+            return Err(PipelineError::Worker("a shard worker panicked".into()));
+        }
+        if let Some(e) = dispatcher.sink_error.take() {
+            return Err(PipelineError::Sink(e));
+        }
+        let coordinated: Vec<(usize, Box<dyn Any + Send>)> = dispatcher
+            .coordinators
+            .drain(..)
+            .map(|(i, c)| (i, c.finish()))
+            .collect();
+        Ok((
+            summary,
+            dispatcher.latency,
+            dispatcher.seq,
+            coordinated,
+            dispatcher.first_at,
+        ))
+    })?;
     // Tallies per stage, merged in shard order so that the report does not
     // depend on which worker ran which shard.
     let mut latency = source_latency;
@@ -762,8 +759,9 @@ pub fn run_with_gauges<S: Source>(
         by_shard.extend(r.tallies);
         tables.extend(r.table);
     }
+    let mut summary = summary;
     if truth_in_workers {
-        fill_truth(&mut summary, &c.replay, &tables);
+        fill_truth(&mut summary, &tables);
     }
     by_shard.sort_by_key(|s| s.0);
     let mut per_stage: Vec<Vec<Box<dyn Any + Send>>> = stages.iter().map(|_| Vec::new()).collect();

@@ -59,9 +59,9 @@ impl FileSource {
     /// less wall time and 6-9 % less CPU time on two cores; with shallow
     /// queues it gained little, since the work moves to workers that share
     /// the same two cores (BENCHMARKS.md, eleventh round). Nothing reported
-    /// changes: a
-    /// flow's packets all go to one shard, and the summary's truth fields
-    /// are sums and a top list in a total order ([`crate::truth::top_of`]).
+    /// changes: a flow's packets all go to one shard, and the summary's
+    /// truth fields are sums and a top list in a total order
+    /// ([`crate::truth::top_of`]).
     pub fn new(paths: Vec<PathBuf>, cfg: &ValidatedConfig) -> FileSource {
         let mut replay = cfg.config().replay.clone();
         let own_core = truth_thread_has_a_core(cfg);
