@@ -978,6 +978,51 @@ fn a_trace_truncated_while_it_is_read_ends_in_an_error() {
 }
 
 proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// A compressed trace, decompressed ahead in chunks, gives the same
+    /// records, byte for byte, as its plain bytes held whole in memory,
+    /// wherever the chunks' ends cut the records: records of up to 200 KiB
+    /// (longer than the room a chunk keeps for the previous chunk's tail,
+    /// so that both ways of joining two chunks happen) among small ones,
+    /// through gzip and zstd, whose reads end at different places.
+    #[test]
+    fn read_ahead_chunks_join_records_exactly(
+        sizes in proptest::collection::vec(
+            proptest::prop_oneof![3 => 20usize..1600, 1 => 60_000usize..200_000],
+            8..40,
+        ),
+        fill in 0u8..255,
+    ) {
+        let mut bytes = pcap_header(false, MAGIC_US, 262_144, 101);
+        for (i, &n) in sizes.iter().enumerate() {
+            let data: Vec<u8> = (0..n).map(|j| (j as u8) ^ fill ^ ((j >> 9) as u8) ^ (i as u8)).collect();
+            pcap_record(&mut bytes, false, i as u32, 0, n as u32, n as u32, &data);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&bytes).unwrap();
+        let gz_path = dir.path().join("chunks.pcap.gz");
+        std::fs::write(&gz_path, gz.finish().unwrap()).unwrap();
+        let zst_path = dir.path().join("chunks.pcap.zst");
+        std::fs::write(&zst_path, zstd::encode_all(&bytes[..], 1).unwrap()).unwrap();
+        let (whole, err, _) = read_all(bytes);
+        proptest::prop_assert!(err.is_none());
+        for path in [&gz_path, &zst_path] {
+            let mut r = TraceReader::open(path).unwrap();
+            let mut n = 0;
+            while let Some(p) = r.next_packet().unwrap() {
+                proptest::prop_assert!(n < whole.len());
+                proptest::prop_assert_eq!(p.ts, whole[n].0);
+                proptest::prop_assert_eq!(p.data, &whole[n].3[..]);
+                n += 1;
+            }
+            proptest::prop_assert_eq!(n, sizes.len());
+        }
+    }
+}
+
+proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
 
     /// Arbitrary bytes behind every magic number (and behind a valid pcap or

@@ -27,6 +27,7 @@ mod link_type;
 pub mod live;
 pub mod pcap;
 pub mod pcapng;
+mod read_ahead;
 mod source;
 mod timestamp;
 
@@ -226,7 +227,11 @@ impl TraceReader {
         })?;
         if head.starts_with(&GZIP_MAGIC) {
             let decoder = flate2::read::MultiGzDecoder::new(reader);
-            Self::with_source(path, Source::stream(Box::new(decoder)), Compression::Gzip)
+            Self::with_source(
+                path,
+                Source::read_ahead(Box::new(decoder)),
+                Compression::Gzip,
+            )
         } else if head.starts_with(&ZSTD_MAGIC) {
             let decoder = zstd::stream::read::Decoder::with_buffer(reader).map_err(|source| {
                 IngestError::Read {
@@ -235,7 +240,11 @@ impl TraceReader {
                     source,
                 }
             })?;
-            Self::with_source(path, Source::stream(Box::new(decoder)), Compression::Zstd)
+            Self::with_source(
+                path,
+                Source::read_ahead(Box::new(decoder)),
+                Compression::Zstd,
+            )
         } else {
             let mut r =
                 Self::with_source(path, Source::stream(Box::new(reader)), Compression::None)?;
@@ -260,7 +269,11 @@ impl TraceReader {
         let head = whole.bytes();
         if head.starts_with(&GZIP_MAGIC) {
             let decoder = flate2::read::MultiGzDecoder::new(WholeReader { whole, pos: 0 });
-            Self::with_source(path, Source::stream(Box::new(decoder)), Compression::Gzip)
+            Self::with_source(
+                path,
+                Source::read_ahead(Box::new(decoder)),
+                Compression::Gzip,
+            )
         } else if head.starts_with(&ZSTD_MAGIC) {
             let decoder = zstd::stream::read::Decoder::new(WholeReader { whole, pos: 0 }).map_err(
                 |source| IngestError::Read {
@@ -269,7 +282,11 @@ impl TraceReader {
                     source,
                 },
             )?;
-            Self::with_source(path, Source::stream(Box::new(decoder)), Compression::Zstd)
+            Self::with_source(
+                path,
+                Source::read_ahead(Box::new(decoder)),
+                Compression::Zstd,
+            )
         } else {
             Self::with_source(path, Source::whole(whole), Compression::None)
         }

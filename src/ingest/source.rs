@@ -1,6 +1,7 @@
 //! Byte sources for the framers: a whole file memory-mapped (or held in
 //! memory), or a decompressing stream read through a reusable buffer.
 
+use super::read_ahead::{FRONT, ReadAhead};
 use memmap2::Mmap;
 use std::io::{self, Read};
 
@@ -45,7 +46,7 @@ pub(crate) enum Source {
     },
     /// A stream with a sliding buffer: `buf[start..end]` is unread.
     Stream {
-        reader: Box<dyn Read + Send>,
+        reader: StreamReader,
         buf: Vec<u8>,
         start: usize,
         end: usize,
@@ -64,7 +65,22 @@ impl Source {
         }
     }
 
+    /// A stream read in place: `read` calls on the framer's thread.
     pub(crate) fn stream(reader: Box<dyn Read + Send>) -> Source {
+        Self::stream_from(StreamReader::InPlace(reader))
+    }
+
+    /// A stream read ahead on a thread of its own ([`ReadAhead`]), or in
+    /// place when no thread can be started. For decompressors, whose work
+    /// is worth a thread; see `read_ahead` for why plain files are not.
+    pub(crate) fn read_ahead(reader: Box<dyn Read + Send>) -> Source {
+        Self::stream_from(match ReadAhead::spawn(reader) {
+            Ok(ahead) => StreamReader::Ahead(ahead),
+            Err(reader) => StreamReader::InPlace(reader),
+        })
+    }
+
+    fn stream_from(reader: StreamReader) -> Source {
         Source::Stream {
             reader,
             buf: Vec::new(),
@@ -202,27 +218,69 @@ impl Source {
         if *end - *start >= needed || *eof {
             return Ok(());
         }
-        // Slide the unread bytes to the front, then grow to fit.
-        buf.copy_within(*start..*end, 0);
-        *end -= *start;
-        *start = 0;
-        let want = needed.max(STREAM_CHUNK);
-        if buf.len() < want {
-            buf.resize(want, 0);
-        }
-        while *end < needed {
-            match reader.read(&mut buf[*end..]) {
-                Ok(0) => {
-                    *eof = true;
-                    break;
+        match reader {
+            StreamReader::Ahead(ahead) => {
+                while *end - *start < needed {
+                    let Some((mut chunk, data_end)) = ahead.next_chunk()? else {
+                        *eof = true;
+                        break;
+                    };
+                    let tail = *end - *start;
+                    if tail <= FRONT {
+                        // The usual case: the unread tail moves into the
+                        // chunk's free front, and the chunk becomes the
+                        // buffer.
+                        chunk[FRONT - tail..FRONT].copy_from_slice(&buf[*start..*end]);
+                        let done = std::mem::replace(buf, chunk);
+                        *start = FRONT - tail;
+                        *end = data_end;
+                        if done.capacity() > 0 {
+                            ahead.recycle(done);
+                        }
+                    } else {
+                        // A record longer than the front, cut by the
+                        // chunk's end: join the two.
+                        buf.copy_within(*start..*end, 0);
+                        buf.truncate(tail);
+                        buf.extend_from_slice(&chunk[FRONT..data_end]);
+                        *start = 0;
+                        *end = buf.len();
+                        ahead.recycle(chunk);
+                    }
                 }
-                Ok(n) => *end += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+            }
+            StreamReader::InPlace(reader) => {
+                // Slide the unread bytes to the front, then grow to fit.
+                buf.copy_within(*start..*end, 0);
+                *end -= *start;
+                *start = 0;
+                let want = needed.max(STREAM_CHUNK);
+                if buf.len() < want {
+                    buf.resize(want, 0);
+                }
+                while *end < needed {
+                    match reader.read(&mut buf[*end..]) {
+                        Ok(0) => {
+                            *eof = true;
+                            break;
+                        }
+                        Ok(n) => *end += n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
             }
         }
         Ok(())
     }
+}
+
+/// Where a stream's bytes come from.
+pub(crate) enum StreamReader {
+    /// Chunks read ahead by a thread of their own.
+    Ahead(ReadAhead),
+    /// `read` calls on the framer's own thread, into the buffer.
+    InPlace(Box<dyn Read + Send>),
 }
 
 /// Hints the CPU to fetch the bytes [`PREFETCH_AHEAD`] past `pos`.
