@@ -23,8 +23,8 @@
 use crossbeam_channel::{Receiver, Sender, bounded};
 use std::io::{self, Read};
 
-/// Bytes of stream data a chunk holds at most. One `read(2)` of a plain
-/// file fills it.
+/// Bytes of stream data a chunk holds at most: what each read asks the
+/// decompressor for (gzip and zstd often give less).
 pub(crate) const CHUNK: usize = 1 << 20;
 
 /// Room kept free at the front of every chunk for the unread tail of the

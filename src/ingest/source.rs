@@ -1,5 +1,6 @@
 //! Byte sources for the framers: a whole file memory-mapped (or held in
-//! memory), or a decompressing stream read through a reusable buffer.
+//! memory), or a stream through a sliding buffer: a plain file or standard
+//! input read in place, a decompressor read ahead on a thread of its own.
 
 use super::read_ahead::{FRONT, ReadAhead};
 use memmap2::Mmap;
