@@ -21,7 +21,7 @@ const RELEASE_STEP: usize = 8 << 20;
 /// per refill. The kernel copies them into the buffer and the framer reads
 /// them right after: at 256 KiB they are still in L2 when it does. 1 MiB
 /// measured 1-3 % slower in wall time and 1-4 % in CPU time (BENCHMARKS.md,
-/// twelfth round). The extra `read` calls cost little: about 900 for a
+/// twelfth round). The extra `read` calls cost little: about 850 for a
 /// 222 MB trace. Decompressors, which want larger calls, are read ahead in
 /// chunks of their own (`read_ahead::CHUNK`).
 const STREAM_CHUNK: usize = 256 << 10;
