@@ -282,12 +282,15 @@ struct ReplayArgs {
     /// Write heavy-flow and new-flow events as JSON lines to FILE.
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
-    /// Memory-map plain trace files instead of reading them through a
-    /// buffer: no copy, but only for files nobody truncates or rewrites
-    /// while flowsieve reads them (a truncation then kills the process with
-    /// SIGBUS).
-    #[arg(long)]
+    /// Memory-map plain trace files (the default): packets are lent from
+    /// the map, with no copy. A file truncated while it is read ends in a
+    /// one-line error, as with --no-mmap.
+    #[arg(long, overrides_with = "no_mmap")]
     mmap: bool,
+    /// Read plain trace files through a buffer instead of mapping them
+    /// (one copy by the kernel; for filesystems where mapping is slow).
+    #[arg(long)]
+    no_mmap: bool,
 }
 
 /// What `replay` and `live` share: keys, classes, truth, the pipeline and
@@ -609,8 +612,8 @@ fn traces_or_default(traces: &[PathBuf]) -> Vec<PathBuf> {
 
 fn run_replay(args: ReplayArgs) -> u8 {
     let cfg = match args.run.configure(|c| {
-        if args.mmap {
-            c.replay.read_mode = ReadMode::Mmap;
+        if args.no_mmap && !args.mmap {
+            c.replay.read_mode = ReadMode::Read;
         }
         // The default job (no trace given) also sweeps bits per element and
         // alpha, so a new user sees where selective querying pays.
@@ -755,9 +758,12 @@ struct BenchArgs {
     /// Write the figures as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Memory-map plain trace files (as replay's --mmap).
-    #[arg(long)]
+    /// Memory-map plain trace files (the default, as replay's --mmap).
+    #[arg(long, overrides_with = "no_mmap")]
     mmap: bool,
+    /// Read plain trace files through a buffer (as replay's --no-mmap).
+    #[arg(long)]
+    no_mmap: bool,
     /// Skip the whole-process comparison with `tcpdump -r FILE -w /dev/null`.
     #[arg(long)]
     no_tcpdump: bool,
@@ -797,8 +803,8 @@ fn forwarded_pipeline_flags(traces: &[PathBuf]) -> Vec<String> {
 fn run_bench(args: BenchArgs) -> u8 {
     let cfg = match configure(&args.classes, &args.pipeline, |c| {
         c.replay.truth = false;
-        if args.mmap {
-            c.replay.read_mode = ReadMode::Mmap;
+        if args.no_mmap && !args.mmap {
+            c.replay.read_mode = ReadMode::Read;
         }
     }) {
         Ok(c) => c,

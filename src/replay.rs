@@ -43,7 +43,8 @@ pub struct ReplayConfig {
     pub top: usize,
     /// The flow classifier.
     pub classifier: Classifier,
-    /// How plain files are read (buffered by default; mapped by opt-in).
+    /// How plain files are read (mapped and guarded by default; through a
+    /// buffer on request).
     pub read_mode: ReadMode,
     /// The flow hash's key ([`HashKey::FIXED`]: the unkeyed, reproducible
     /// hash).
@@ -71,7 +72,7 @@ impl ReplayConfig {
             max_packets: None,
             top: 10,
             classifier,
-            read_mode: ReadMode::Read,
+            read_mode: ReadMode::default(),
             hash_key: HashKey::FIXED,
             truth_thread: true,
             truth_in_sink: true,

@@ -269,6 +269,39 @@ fn bad_pipeline_flags_exit_2_with_one_line() {
     }
 }
 
+/// Mapped (the default, `--mmap`) and buffered (`--no-mmap`) reads give the
+/// same report, timing aside, and the two flags may be given together (the
+/// last wins), as `replay` and `bench` document.
+#[test]
+fn mapped_and_buffered_reads_give_the_same_report() {
+    let d = default_trace();
+    let strip = |mut v: serde_json::Value| {
+        for k in ["throughput", "stages", "capture"] {
+            v.as_object_mut().unwrap().remove(k);
+        }
+        for k in ["read_seconds", "packets_per_sec"] {
+            v["trace"].as_object_mut().unwrap().remove(k);
+        }
+        v
+    };
+    let (out, base) = json_of(&["replay", &d]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(base["trace"]["packets"], 40000);
+    let base = strip(base);
+    for flags in [
+        &["--mmap"][..],
+        &["--no-mmap"],
+        &["--mmap", "--no-mmap"],
+        &["--no-mmap", "--mmap"],
+    ] {
+        let mut args = vec!["replay", d.as_str()];
+        args.extend_from_slice(flags);
+        let (out, v) = json_of(&args);
+        assert!(out.status.success(), "{flags:?}: {out:?}");
+        assert_eq!(strip(v), base, "{flags:?}");
+    }
+}
+
 #[test]
 fn count_top_bidirectional_no_truth_and_classes_flags() {
     let d = default_trace();

@@ -896,7 +896,7 @@ fn fast_path_and_general_path_agree_across_release_steps() {
         }
         v
     };
-    let a = digest(TraceReader::open(&mapped).unwrap());
+    let a = digest(TraceReader::open_with(&mapped, ReadMode::Read).unwrap());
     let b = digest(TraceReader::from_bytes("mem.pcap", plain.clone()).unwrap());
     let c = digest(TraceReader::open(&zipped).unwrap());
     let d = digest(TraceReader::open_with(&mapped, ReadMode::Mmap).unwrap());
@@ -907,9 +907,11 @@ fn fast_path_and_general_path_agree_across_release_steps() {
 }
 
 /// Defect: a trace truncated while it is read killed the process (SIGBUS
-/// on the map). Read through a buffer (the default), a truncation is a
-/// clean error naming the file and the offset: mid-record, the record is
-/// cut short; at a record boundary, the file "shrank while it was read".
+/// on the map). Read through a buffer or through the guarded map (the
+/// default), a truncation is a clean error naming the file and the offset:
+/// mid-record, the record is cut short; at a record boundary, the file
+/// "shrank while it was read". Both modes deliver the same packets before
+/// the error, and the same error.
 #[test]
 fn a_trace_truncated_while_it_is_read_ends_in_an_error() {
     let cfg = SynthConfig {
@@ -921,60 +923,195 @@ fn a_trace_truncated_while_it_is_read_ends_in_an_error() {
     let mut plain = Vec::new();
     generate(&cfg, &mut plain).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    for cut_mid_record in [true, false] {
-        let path = dir.path().join(format!("shrinking-{cut_mid_record}.pcap"));
-        std::fs::write(&path, &plain).unwrap();
-        let mut r = TraceReader::open(&path).unwrap();
-        for _ in 0..10_000 {
-            r.next_packet().unwrap().unwrap();
-        }
-        // Cut well past what the reader has buffered, at a record boundary
-        // or 5 bytes into the next record.
-        let at = r.offset() + (4 << 20);
-        let mut boundary = 24u64;
-        while boundary < at {
-            let caplen = u32::from_le_bytes(
-                plain[boundary as usize + 8..boundary as usize + 12]
-                    .try_into()
-                    .unwrap(),
+    for mode in [ReadMode::Read, ReadMode::Mmap] {
+        for cut_mid_record in [true, false] {
+            let path = dir
+                .path()
+                .join(format!("shrinking-{mode:?}-{cut_mid_record}.pcap"));
+            std::fs::write(&path, &plain).unwrap();
+            let mut r = TraceReader::open_with(&path, mode).unwrap();
+            for _ in 0..10_000 {
+                r.next_packet().unwrap().unwrap();
+            }
+            // Cut well past what the reader has buffered (or touched), at a
+            // record boundary or 5 bytes into the next record.
+            let at = r.offset() + (4 << 20);
+            let boundary = record_boundary_from(&plain, at);
+            let cut = if cut_mid_record {
+                boundary + 5
+            } else {
+                boundary
+            };
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(cut)
+                .unwrap();
+            let mut delivered = 10_000u64;
+            let err = loop {
+                match r.next_packet() {
+                    Ok(Some(_)) => delivered += 1,
+                    Ok(None) => panic!("{mode:?} cut {cut}: a shrunken file read as complete"),
+                    Err(e) => break e,
+                }
+            };
+            assert_eq!(
+                delivered,
+                records_before(&plain, boundary),
+                "{mode:?}: every record before the cut, and none after"
             );
-            boundary += 16 + u64::from(caplen);
+            let msg = err.to_string();
+            assert!(msg.starts_with(&path.display().to_string()), "{msg}");
+            if cut_mid_record {
+                assert!(matches!(err, IngestError::Pcap { .. }), "{mode:?}: {msg}");
+                assert!(msg.contains(&format!("byte offset {boundary}")), "{msg}");
+            } else {
+                assert!(
+                    matches!(err, IngestError::Shrunk { offset, .. } if offset == cut),
+                    "{mode:?}: {msg}"
+                );
+                assert!(msg.contains("shrank while it was read"), "{msg}");
+            }
+            assert!(
+                r.next_packet().unwrap().is_none(),
+                "nothing after the error"
+            );
         }
-        let cut = if cut_mid_record {
-            boundary + 5
-        } else {
-            boundary
+    }
+}
+
+/// The first record boundary of the synthetic pcap `plain` at or after
+/// byte `at`.
+fn record_boundary_from(plain: &[u8], at: u64) -> u64 {
+    let mut boundary = 24u64;
+    while boundary < at {
+        let caplen = u32::from_le_bytes(
+            plain[boundary as usize + 8..boundary as usize + 12]
+                .try_into()
+                .unwrap(),
+        );
+        boundary += 16 + u64::from(caplen);
+    }
+    boundary
+}
+
+/// The records of the synthetic pcap `plain` that end at or before the
+/// boundary `end`.
+fn records_before(plain: &[u8], end: u64) -> u64 {
+    let (mut at, mut n) = (24u64, 0);
+    while at < end {
+        let caplen =
+            u32::from_le_bytes(plain[at as usize + 8..at as usize + 12].try_into().unwrap());
+        at += 16 + u64::from(caplen);
+        n += 1;
+    }
+    n
+}
+
+/// A mapped trace cut behind the reader's cursor (the bytes it is about to
+/// lend are gone): the next call reports the shrink at the cursor, nothing
+/// past the cut is lent, and the process is not killed by SIGBUS. Each of
+/// the two readers open at once has its own guard.
+#[test]
+fn a_mapped_trace_cut_behind_the_cursor_ends_in_the_shrink_error() {
+    let cfg = SynthConfig {
+        flows: 500,
+        packets: 40_000,
+        seed: 5,
+        ..SynthConfig::default()
+    };
+    let mut plain = Vec::new();
+    generate(&cfg, &mut plain).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cut_path = dir.path().join("cut.pcap");
+    let whole_path = dir.path().join("whole.pcap");
+    std::fs::write(&cut_path, &plain).unwrap();
+    std::fs::write(&whole_path, &plain).unwrap();
+    let mut cut = TraceReader::open_with(&cut_path, ReadMode::Mmap).unwrap();
+    let mut whole = TraceReader::open_with(&whole_path, ReadMode::Mmap).unwrap();
+    for _ in 0..20_000 {
+        cut.next_packet().unwrap().unwrap();
+        whole.next_packet().unwrap().unwrap();
+    }
+    let cursor = cut.offset();
+    assert!(cursor > 8192, "the reader has gone past the first pages");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&cut_path)
+        .unwrap()
+        .set_len(4096)
+        .unwrap();
+    let err = cut.next_packet().unwrap_err();
+    assert!(
+        matches!(err, IngestError::Shrunk { offset, size, .. }
+            if offset == cursor && size == plain.len() as u64),
+        "{err}"
+    );
+    assert!(cut.next_packet().unwrap().is_none());
+    let mut rest = 20_000u64;
+    while whole.next_packet().unwrap().is_some() {
+        rest += 1;
+    }
+    assert_eq!(rest, 40_000, "the other map was not touched by the cut");
+}
+
+/// The guard passes on a SIGBUS that is not in a guarded map: a plain
+/// memmap2 map of a truncated file still kills the process with SIGBUS
+/// (through Rust's own handler, then the default action), as it would
+/// without flowsieve's handler. Runs itself in a child process.
+#[test]
+fn a_fault_outside_the_guarded_maps_still_kills_with_sigbus() {
+    const CHILD: &str = "FLOWSIEVE_SIGBUS_CHILD";
+    let dir = tempfile::tempdir().unwrap();
+    if let Some(dir) = std::env::var_os(CHILD) {
+        let dir = std::path::PathBuf::from(dir);
+        let guarded = dir.join("guarded.pcap");
+        let mut bytes = Vec::new();
+        let small = SynthConfig {
+            flows: 10,
+            packets: 100,
+            ..SynthConfig::default()
         };
+        generate(&small, &mut bytes).unwrap();
+        std::fs::write(&guarded, &bytes).unwrap();
+        // The handler is installed by the first guarded map.
+        let mut r = TraceReader::open_with(&guarded, ReadMode::Mmap).unwrap();
+        r.next_packet().unwrap().unwrap();
+        let plain = dir.join("plain.bin");
+        std::fs::write(&plain, vec![7u8; 1 << 20]).unwrap();
+        let file = std::fs::File::open(&plain).unwrap();
+        // SAFETY: the test wants the fault; the process dies of it.
+        let map = unsafe { memmap2::Mmap::map(&file).unwrap() };
         std::fs::OpenOptions::new()
             .write(true)
-            .open(&path)
+            .open(&plain)
             .unwrap()
-            .set_len(cut)
+            .set_len(0)
             .unwrap();
-        let err = loop {
-            match r.next_packet() {
-                Ok(Some(_)) => continue,
-                Ok(None) => panic!("cut {cut}: a shrunken file read as complete"),
-                Err(e) => break e,
-            }
-        };
-        let msg = err.to_string();
-        assert!(msg.starts_with(&path.display().to_string()), "{msg}");
-        if cut_mid_record {
-            assert!(matches!(err, IngestError::Pcap { .. }), "{msg}");
-            assert!(msg.contains(&format!("byte offset {boundary}")), "{msg}");
-        } else {
-            assert!(
-                matches!(err, IngestError::Shrunk { offset, .. } if offset == cut),
-                "{msg}"
-            );
-            assert!(msg.contains("shrank while it was read"), "{msg}");
-        }
-        assert!(
-            r.next_packet().unwrap().is_none(),
-            "nothing after the error"
-        );
+        let b = std::hint::black_box(&map[512 << 10]);
+        println!("read {b} from a truncated map and lived");
+        std::process::exit(0);
     }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "ingest::a_fault_outside_the_guarded_maps_still_kills_with_sigbus",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(CHILD, dir.path())
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGBUS),
+        "status {:?}, stdout {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 proptest::proptest! {

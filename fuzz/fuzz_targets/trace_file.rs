@@ -1,5 +1,6 @@
-//! Classic pcap and pcapng from a file, through the buffered reader (the
-//! default) and the memory map (`--mmap`): the same packets either way.
+//! Classic pcap and pcapng from a file, through the buffered reader
+//! (`--no-mmap`) and the guarded memory map (the default): the same packets
+//! either way.
 #![no_main]
 use flowsieve::ingest::{ReadMode, TraceReader};
 use libfuzzer_sys::fuzz_target;

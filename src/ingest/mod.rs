@@ -25,6 +25,7 @@ mod frame;
 mod link_type;
 #[cfg(target_os = "linux")]
 pub mod live;
+mod map_guard;
 pub mod pcap;
 pub mod pcapng;
 mod read_ahead;
@@ -39,9 +40,10 @@ pub use pcap::PcapVariant;
 pub use timestamp::{DurationError, DurationNs, Timestamp};
 
 use frame::Framed;
+use map_guard::GuardedMap;
 use pcap::PcapFramer;
 use pcapng::PcapNgFramer;
-use source::{Source, Whole};
+use source::{MapFault, Source, Whole};
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -121,15 +123,17 @@ enum Framer {
 /// How a plain trace file's bytes reach the framers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ReadMode {
-    /// `read` into a reusable buffer (one copy, by the kernel). Safe
-    /// whatever another process does to the file: a truncation is an early
-    /// end of file, reported as damage with its offset. The default.
-    #[default]
+    /// `read` into a reusable buffer (one copy, by the kernel). A
+    /// truncation is an early end of file, reported as damage with its
+    /// offset.
     Read,
     /// Memory-map the file and lend packets straight from the map (no
-    /// copy). Only for files nobody modifies or truncates while they are
-    /// read: a truncation then raises SIGBUS, as in any program that maps a
-    /// file.
+    /// copy). The default. The map is guarded (`map_guard`): a file
+    /// truncated while it is read ends in the same one-line error as with
+    /// [`ReadMode::Read`], never in SIGBUS. A compressed file, a file that
+    /// cannot be mapped, or a map beyond the guard's slots is read as with
+    /// [`ReadMode::Read`] instead, with the same results.
+    #[default]
     Mmap,
 }
 
@@ -152,12 +156,13 @@ pub struct TraceReader {
 }
 
 impl TraceReader {
-    /// Opens a trace with [`ReadMode::Read`]: plain and compressed files
-    /// alike are read through a reusable buffer, so a file that another
-    /// process truncates or rewrites while it is read ends in an error (or
-    /// in odd records the framers report), never in a crash.
+    /// Opens a trace with the default [`ReadMode`]: a plain file mapped
+    /// and guarded, a compressed one streamed through a decompressor. A
+    /// file that another process truncates or rewrites while it is read
+    /// ends in an error (or in odd records the framers report), never in a
+    /// crash.
     pub fn open(path: impl AsRef<Path>) -> Result<TraceReader, IngestError> {
-        Self::open_with(path, ReadMode::Read)
+        Self::open_with(path, ReadMode::default())
     }
 
     /// Opens a trace in the given mode.
@@ -190,25 +195,28 @@ impl TraceReader {
         if len == 0 {
             return Err(IngestError::Empty { path });
         }
-        match mode {
-            ReadMode::Read => {
-                let reader = std::io::BufReader::with_capacity(1 << 16, file);
-                Self::from_stream(path, reader, Some(len))
-            }
-            ReadMode::Mmap => {
-                // SAFETY: the map is read-only and private to this reader.
-                // memmap2 documents a concurrent modification of the mapped
-                // file as undefined behaviour and a truncation as SIGBUS:
-                // this mode is only sound for a file nobody modifies while it
-                // is read, which is why it is an opt-in (`ReadMode::Mmap`,
-                // the command line's `--mmap`) and the default mode copies
-                // through a buffer instead.
-                let map = unsafe { memmap2::Mmap::map(&file) }.map_err(open_err)?;
-                #[cfg(unix)]
-                let _ = map.advise(memmap2::Advice::Sequential);
-                Self::from_whole(path, Whole::Mapped(map))
+        if mode == ReadMode::Mmap {
+            // A map that cannot be had is read through a buffer below.
+            if let Ok(map) = GuardedMap::map(&file) {
+                // A compressed file is streamed: the decompressor copies
+                // its input anyway, and it reads on a thread of its own,
+                // where a fault would not be checked.
+                let head = map.bytes();
+                if !head.starts_with(&GZIP_MAGIC) && !head.starts_with(&ZSTD_MAGIC) {
+                    #[cfg(unix)]
+                    let _ = map.mmap().advise(memmap2::Advice::Sequential);
+                    let mut r = Self::with_source(
+                        path,
+                        Source::whole(Whole::Mapped(map)),
+                        Compression::None,
+                    )?;
+                    r.opened_len = Some(len);
+                    return Ok(r);
+                }
             }
         }
+        let reader = std::io::BufReader::with_capacity(1 << 16, file);
+        Self::from_stream(path, reader, Some(len))
     }
 
     /// Reads a trace from a buffered stream: peeks at the magic without
@@ -343,12 +351,23 @@ impl TraceReader {
         // the bytes at hand (mapped or buffered). Anything unusual (end of
         // the bytes at hand, damage, an anomaly, a page range to release)
         // goes to the general path, which reports it.
+        // A guarded map is touched ahead and checked for a fault first
+        // (`map_guard`, in `fast_view`); a fault goes to the general path,
+        // which settles it. Other sources are always sound.
         let fast = match (&mut self.framer, self.source.fast_view()) {
             (Framer::Pcap(f), Some((bytes, pos))) if !self.failed => f
                 .fast_record(bytes.get(pos..).unwrap_or(&[]))
                 .map(|r| (r, pos + r.data_start, f.link_type())),
             _ => None,
         };
+        // Checked again once the record is framed, in case its own bytes
+        // faulted (a cut behind the touches); a record longer than the
+        // touches ahead (rare: over 512 KiB) has its pages touched first.
+        if let Some((r, start, _)) = fast
+            && !self.source.map_sound_to(start + r.caplen)
+        {
+            return self.map_fault_at((start - r.data_start) as u64);
+        }
         match fast {
             Some((r, start, link_type)) => {
                 self.source.consume(r.total);
@@ -373,6 +392,18 @@ impl TraceReader {
         if self.failed {
             return Ok(None);
         }
+        match self.source.settle_map_fault() {
+            // The source now ends where the file does; framing goes on.
+            None | Some(MapFault::Shrunk) => {}
+            Some(MapFault::Unreadable { offset, source }) => {
+                self.failed = true;
+                return Err(IngestError::Read {
+                    path: self.path.clone(),
+                    offset,
+                    source,
+                });
+            }
+        }
         self.source.release_consumed();
         let found = loop {
             let (window, offset, eof) = self.source.window();
@@ -383,6 +414,9 @@ impl TraceReader {
             match step {
                 Ok(Framed::Packet(p)) => {
                     let start = self.source.cursor() + p.data_start;
+                    if !self.source.map_sound_to(start + p.caplen) {
+                        return self.map_fault_at(offset);
+                    }
                     self.source.consume(p.consumed);
                     break Some((p, start));
                 }
@@ -430,6 +464,27 @@ impl TraceReader {
                 interface_name,
             }
         }))
+    }
+
+    /// A guarded map faulted inside a record already framed, at `offset`
+    /// (a truncation racing the reader, or an I/O error): the reader stops
+    /// there with the error a buffered read gives, [`IngestError::Shrunk`]
+    /// (or [`IngestError::Read`] when the file did not shrink).
+    #[cold]
+    fn map_fault_at(&mut self, offset: u64) -> Result<Option<Packet<'_>>, IngestError> {
+        self.failed = true;
+        Err(match self.source.settle_map_fault() {
+            Some(MapFault::Unreadable { source, .. }) => IngestError::Read {
+                path: self.path.clone(),
+                offset,
+                source,
+            },
+            _ => IngestError::Shrunk {
+                path: self.path.clone(),
+                offset,
+                size: self.opened_len.unwrap_or(0),
+            },
+        })
     }
 
     /// The file this reader reads.

@@ -2,9 +2,10 @@
 //! memory), or a stream through a sliding buffer: a plain file or standard
 //! input read in place, a decompressor read ahead on a thread of its own.
 
+use super::map_guard::{GuardedMap, NO_FAULT, TOUCH_AHEAD};
 use super::read_ahead::{FRONT, ReadAhead};
-use memmap2::Mmap;
 use std::io::{self, Read};
+use std::sync::atomic::{AtomicUsize, Ordering, compiler_fence};
 
 /// How far ahead of the cursor a mapped source asks the CPU to prefetch (one
 /// page). Records are walked strictly in order, but the map's pages are
@@ -28,27 +29,46 @@ const STREAM_CHUNK: usize = 256 << 10;
 
 /// A whole file's bytes.
 pub(crate) enum Whole {
-    Mapped(Mmap),
+    Mapped(GuardedMap),
     Owned(Vec<u8>),
 }
 
 impl Whole {
+    #[inline]
     pub(crate) fn bytes(&self) -> &[u8] {
         match self {
-            Whole::Mapped(m) => m,
+            Whole::Mapped(m) => m.bytes(),
             Whole::Owned(v) => v,
         }
     }
 }
 
+/// What a guarded map's reader learns from a fault (`map_guard`).
+pub(crate) enum MapFault {
+    /// The file shrank to this many bytes: the source now ends there (or
+    /// at its cursor, if that is further), and the framer reports the
+    /// shrink as it does for a buffered read.
+    Shrunk,
+    /// The file did not shrink: the page at this offset could not be read.
+    Unreadable { offset: u64, source: io::Error },
+}
+
 /// Where a reader's bytes come from.
 pub(crate) enum Source {
-    /// All bytes available at once; `pos` is the next unread byte and
-    /// `released` the end of the prefix handed back to the kernel.
+    /// All bytes available at once; `pos` is the next unread byte,
+    /// `released` the end of the prefix handed back to the kernel and
+    /// `touched` where a guarded map's next touch starts.
     Whole {
         whole: Whole,
         pos: usize,
         released: usize,
+        /// Where a guarded map's next touch starts (`usize::MAX` for bytes
+        /// held in memory, which are never touched).
+        touched: usize,
+        /// The map's fault note (`map_guard`), or one that never changes
+        /// for bytes held in memory: one load tells whether the bytes are
+        /// sound, with no match on the kind of source.
+        fault: &'static AtomicUsize,
     },
     /// A stream with a sliding buffer: `buf[start..end]` is unread.
     Stream {
@@ -64,10 +84,72 @@ pub(crate) enum Source {
 
 impl Source {
     pub(crate) fn whole(whole: Whole) -> Source {
+        let (touched, fault) = match &whole {
+            Whole::Mapped(m) => (0, m.fault_note()),
+            Whole::Owned(_) => (usize::MAX, &NEVER_FAULTS),
+        };
         Source::Whole {
             whole,
             pos: 0,
             released: 0,
+            touched,
+            fault,
+        }
+    }
+
+    /// For a guarded map: touches its pages up to `end` if they are not
+    /// yet, and says whether the map is sound (no fault noted since the
+    /// last [`Source::settle_map_fault`]); the reader checks it before
+    /// lending a record that ends at `end`. Every other source is sound.
+    #[inline(always)]
+    pub(crate) fn map_sound_to(&mut self, end: usize) -> bool {
+        match self {
+            Source::Whole {
+                whole,
+                touched,
+                fault,
+                ..
+            } => {
+                if end > *touched {
+                    *touched = touch(whole, *touched, end);
+                }
+                sound(fault)
+            }
+            Source::Stream { .. } => true,
+        }
+    }
+
+    /// Takes a guarded map's noted fault, if any, and settles it: asks the
+    /// file for its size, and if it shrank, ends the source there (or at
+    /// the cursor, if that is further), so that framing goes on up to the
+    /// new end and reports the shrink as a buffered read does.
+    pub(crate) fn settle_map_fault(&mut self) -> Option<MapFault> {
+        let Source::Whole {
+            whole: Whole::Mapped(m),
+            pos,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let at = m.take_fault()?;
+        match m.file_len() {
+            Ok(now) if now < m.bytes().len() as u64 => {
+                // `now` is below a length that fits in usize.
+                m.cut((now as usize).max(*pos));
+                Some(MapFault::Shrunk)
+            }
+            Ok(_) => Some(MapFault::Unreadable {
+                offset: at as u64,
+                source: io::Error::other(
+                    "the mapped file could not be read there, though it did not shrink \
+                     (SIGBUS: an I/O error on the device)",
+                ),
+            }),
+            Err(source) => Some(MapFault::Unreadable {
+                offset: at as u64,
+                source,
+            }),
         }
     }
 
@@ -142,14 +224,27 @@ impl Source {
     /// path; `None` when a consumed range of a whole source is due for
     /// [`Source::release_consumed`] (the fast path leaves that to the
     /// general path).
+    ///
+    /// A guarded map is first touched [`TOUCH_AHEAD`] past the cursor, so
+    /// that a cut of the file ahead faults before the cursor gets there,
+    /// and a fault noted also sends the reader to the general path, which
+    /// settles it.
     #[inline]
-    pub(crate) fn fast_view(&self) -> Option<(&[u8], usize)> {
+    pub(crate) fn fast_view(&mut self) -> Option<(&[u8], usize)> {
         match self {
             Source::Whole {
                 whole,
                 pos,
                 released,
-            } => (*pos < *released + RELEASE_STEP).then(|| (whole.bytes(), *pos)),
+                touched,
+                fault,
+            } => {
+                let ahead = *pos + TOUCH_AHEAD;
+                if ahead > *touched {
+                    *touched = touch(whole, *touched, ahead);
+                }
+                (*pos < *released + RELEASE_STEP && sound(fault)).then(|| (whole.bytes(), *pos))
+            }
             Source::Stream {
                 buf, start, end, ..
             } => Some((&buf[..*end], *start)),
@@ -166,6 +261,7 @@ impl Source {
             whole,
             pos,
             released,
+            ..
         } = self
         else {
             return;
@@ -175,7 +271,8 @@ impl Source {
             return;
         }
         #[cfg(unix)]
-        if let Whole::Mapped(map) = whole {
+        if let Whole::Mapped(guarded) = whole {
+            let map = guarded.mmap();
             // SAFETY: the map is private and read-only and nothing ever
             // writes to it, so MADV_DONTNEED only drops page-table entries: a
             // later read of the range faults the same file bytes back in. No
@@ -287,6 +384,29 @@ pub(crate) enum StreamReader {
     Ahead(ReadAhead),
     /// `read` calls on the framer's own thread, into the buffer.
     InPlace(Box<dyn Read + Send>),
+}
+
+/// A fault note that never changes, for bytes held in memory.
+static NEVER_FAULTS: AtomicUsize = AtomicUsize::new(NO_FAULT);
+
+/// True while `fault` notes no fault. The handler's store happens during
+/// one of this thread's own loads; the fence keeps the compiler from moving
+/// this load before those loads.
+#[inline(always)]
+fn sound(fault: &AtomicUsize) -> bool {
+    compiler_fence(Ordering::SeqCst);
+    fault.load(Ordering::Relaxed) == NO_FAULT
+}
+
+/// Touches a guarded map's pages from `from` to `to`; where the next touch
+/// starts. Bytes held in memory are never touched.
+#[cold]
+#[inline(never)]
+fn touch(whole: &Whole, from: usize, to: usize) -> usize {
+    match whole {
+        Whole::Mapped(m) => m.touch(from, to),
+        Whole::Owned(_) => usize::MAX,
+    }
 }
 
 /// Hints the CPU to fetch the bytes [`PREFETCH_AHEAD`] past `pos`.
