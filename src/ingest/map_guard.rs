@@ -57,6 +57,11 @@ pub(crate) const SLOTS: usize = 64;
 /// entries ahead is nothing beside the trace.
 pub(crate) const TOUCH_AHEAD: usize = 512 << 10;
 
+/// How much of the map one `MADV_POPULATE_READ` call maps in, from the
+/// touch frontier on: 1 MiB is 256 pages, where reading the pages would
+/// take about 16 faults of 64 KiB fault-around each.
+const POPULATE_STEP: usize = 1 << 20;
+
 /// The step of the touches: every page is touched on any page size that is
 /// a multiple of it (4 KiB, 16 KiB, 64 KiB).
 const TOUCH_STEP: usize = 4096;
@@ -303,6 +308,41 @@ impl GuardedMap {
     pub(crate) fn touch(&self, from: usize, to: usize) -> usize {
         let bytes = self.bytes();
         let to = to.min(bytes.len());
+        if from >= to {
+            return from;
+        }
+        // First choice: have the kernel map a whole step of pages in one
+        // call (`MADV_POPULATE_READ`, Linux 5.14) instead of taking one
+        // page fault per 64 KiB of fault-around.
+        let upto = (from + POPULATE_STEP).max(to).min(bytes.len());
+        // SAFETY: `from..upto` lies inside the map (`from` is a multiple of
+        // 4 KiB from its page-aligned start; the kernel rounds the length
+        // up to the page, still inside the map's last page). POPULATE_READ
+        // only maps the pages in and changes no byte.
+        let populated = unsafe {
+            libc::madvise(
+                bytes.as_ptr().add(from) as *mut libc::c_void,
+                upto - from,
+                libc::MADV_POPULATE_READ,
+            )
+        };
+        if populated == 0 {
+            return upto;
+        }
+        if io::Error::last_os_error().raw_os_error() == Some(libc::EFAULT) {
+            // What a touch would have raised SIGBUS for (a page past a new
+            // end of the file, or one that cannot be read): noted as the
+            // handler notes a fault, with no signal.
+            let _ = self.slot.fault.compare_exchange(
+                NO_FAULT,
+                from,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
+            return upto;
+        }
+        // Any other answer (an older kernel's EINVAL, a page size the
+        // steps do not align to): touch page by page.
         let mut at = from;
         while at < to {
             // SAFETY: `at < bytes.len()`, so the read stays in the map.
