@@ -2,9 +2,9 @@
 //! are read.
 //!
 //! Why this exists: lending packets straight from a map saves the kernel's
-//! copy of every page into a buffer, 5-9 % of the default job's wall time
-//! and 9 % of its CPU time on the benchmark trace (BENCHMARKS.md,
-//! thirteenth round). But a page of a mapped file that lies wholly past the
+//! copy of every page into a buffer: about 5 % of the default job's CPU
+//! time on the benchmark trace, and 13 % of the wall time of all stages
+//! with truth off (BENCHMARKS.md, thirteenth round). But a page of a mapped file that lies wholly past the
 //! file's end raises SIGBUS when it is touched, and the default action of
 //! SIGBUS kills the process. So a trace truncated under a plain map (a
 //! rotating capture, a user's `truncate`) crashed the run, where a read
@@ -25,10 +25,13 @@
 //! before (Rust's stack-overflow handler, or the default action), exactly
 //! as if this one did not exist.
 //!
-//! To be told of a cut before it lends the bytes past it, the reader
-//! touches the map's pages [`TOUCH_AHEAD`] bytes ahead of its cursor
-//! ([`GuardedMap::touch`]): the first page wholly past a new end faults
-//! there, while the cursor is still before that end. What remains is a
+//! To be told of a cut before it lends the bytes past it, the reader makes
+//! the map's pages resident up to [`TOUCH_AHEAD`] bytes ahead of its cursor
+//! ([`GuardedMap::touch`]), a step of [`POPULATE_STEP`] at a time with
+//! `MADV_POPULATE_READ`, which answers `EFAULT` for a page past a new end
+//! (noted as a fault, with no signal), or page by page where the kernel
+//! lacks it (the page past the new end then faults): either way the cut is
+//! seen while the cursor is still before the new end. What remains is a
 //! race no reader can close: a cut that lands between the check and the
 //! consumer's reading of a packet already lent makes that packet read
 //! zeros, and the next call reports the shrink. A buffered read has the
@@ -301,9 +304,9 @@ impl GuardedMap {
         &self.map
     }
 
-    /// Reads one byte of every page from `from` (a multiple of 4 KiB, or
-    /// the map's length) up to `to`, so that a page past a new end of the
-    /// file faults now; returns where the next touch starts.
+    /// Makes the pages from `from` (a multiple of 4 KiB, or the map's
+    /// length) up to at least `to` resident, so that a page past a new end
+    /// of the file is noted now; returns where the next touch starts.
     #[inline(never)]
     pub(crate) fn touch(&self, from: usize, to: usize) -> usize {
         let bytes = self.bytes();
