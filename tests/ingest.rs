@@ -1054,6 +1054,74 @@ fn mapped_records_longer_than_the_touches_ahead_are_read_whole() {
     }
 }
 
+/// A cut near records longer than the guard's touches ahead: inside a
+/// 3 MiB record, both modes deliver the records before it and stop at its
+/// offset; just past it, both deliver it whole (its pages lie before the
+/// new end) and stop at the next record, with the same error.
+#[test]
+fn a_cut_near_a_long_mapped_record_stops_where_a_buffered_read_does() {
+    let sizes = [60usize, 600 << 10, 90, 3 << 20, 70, 600 << 10, 50];
+    let mut bytes = pcap_header(false, 0xa1b2_c3d4, 64 << 20, 101);
+    let mut starts = Vec::new();
+    for (i, &n) in sizes.iter().enumerate() {
+        starts.push(bytes.len() as u64);
+        let data: Vec<u8> = (0..n).map(|j| (j * 3 + i) as u8).collect();
+        pcap_record(&mut bytes, false, i as u32, 0, n as u32, n as u32, &data);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // (where the file is cut, the packets delivered, the offset named):
+    // two named cases, then a cut every 96 KiB, where the buffered read
+    // says what is right.
+    let mut cases = vec![
+        (starts[3] + 16 + (1 << 20), 3, starts[3]),
+        (starts[4] + 16 + 30, 4, starts[4]),
+    ];
+    let mut cut = starts[2] + (96 << 10);
+    while cut < bytes.len() as u64 {
+        let i = starts.iter().rposition(|&s| s <= cut).unwrap();
+        cases.push((cut, i, starts[i]));
+        cut += 96 << 10;
+    }
+    for (case, (cut, delivered, named)) in cases.into_iter().enumerate() {
+        let mut outcomes = Vec::new();
+        for mode in [ReadMode::Read, ReadMode::Mmap] {
+            let path = dir.path().join(format!("long-cut-{cut}-{mode:?}.pcap"));
+            std::fs::write(&path, &bytes).unwrap();
+            let mut r = TraceReader::open_with(&path, mode).unwrap();
+            let mut lens = Vec::new();
+            for _ in 0..2 {
+                lens.push(r.next_packet().unwrap().unwrap().data.len());
+            }
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(cut)
+                .unwrap();
+            let err = loop {
+                match r.next_packet() {
+                    Ok(Some(p)) => lens.push(p.data.len()),
+                    Ok(None) => panic!("{mode:?} cut {cut}: read as complete"),
+                    Err(e) => break e,
+                }
+            };
+            assert_eq!(lens, sizes[..delivered], "{mode:?} cut {cut}");
+            let msg = err.to_string();
+            assert!(msg.starts_with(&path.display().to_string()), "{msg}");
+            assert!(
+                msg.contains(&format!("byte offset {named}")),
+                "{mode:?}: {msg}"
+            );
+            outcomes.push(matches!(err, IngestError::Pcap { .. }));
+        }
+        if case == 1 {
+            // Cut in a short record: the map reads up to the new end and
+            // the framer reports the record cut short, as the buffer does.
+            assert_eq!(outcomes, [true, true], "cut {cut}");
+        }
+    }
+}
+
 /// A mapped trace cut behind the reader's cursor (the bytes it is about to
 /// lend are gone): the next call reports the shrink at the cursor, nothing
 /// past the cut is lent, and the process is not killed by SIGBUS. Each of

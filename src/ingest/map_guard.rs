@@ -31,11 +31,24 @@
 //! `MADV_POPULATE_READ`, which answers `EFAULT` for a page past a new end
 //! (noted as a fault, with no signal), or page by page where the kernel
 //! lacks it (the page past the new end then faults): either way the cut is
-//! seen while the cursor is still before the new end. What remains is a
-//! race no reader can close: a cut that lands between the check and the
-//! consumer's reading of a packet already lent makes that packet read
-//! zeros, and the next call reports the shrink. A buffered read has the
-//! same race with a file rewritten in place.
+//! seen while the cursor is still before the new end. Before lending a
+//! record the reader also makes resident the pages past its end, because a
+//! cut inside a record's last page faults nowhere in that page: the kernel
+//! reads the page's tail past the new end as zeros.
+//!
+//! What remains are races no reader of a changing file can close:
+//! - a cut that lands between the check and the consumer's reading of a
+//!   packet already lent makes that packet read zeros, and the next call
+//!   reports the shrink;
+//! - a cut behind pages already made resident is seen when the reader
+//!   first reads a page wholly past the new end; the tail of the page
+//!   holding the new end reads as zeros without a fault, so up to a page
+//!   of zeros may be framed first (as damaged or empty records, counted
+//!   by reason like any other).
+//!
+//! A buffered read has the same kind of race: in the second case it lends
+//! the old bytes it had already copied, and a file rewritten in place
+//! gives it a mix of old and new bytes.
 //!
 //! When no slot is free, or the handler cannot be installed, mapping fails
 //! with an error and the caller reads the file through a buffer instead.

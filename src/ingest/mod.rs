@@ -366,7 +366,7 @@ impl TraceReader {
         if let Some((r, start, _)) = fast
             && !self.source.map_sound_to(start + r.caplen)
         {
-            return self.map_fault_at((start - r.data_start) as u64);
+            self.fault_spares((start - r.data_start) as u64, start + r.caplen)?;
         }
         match fast {
             Some((r, start, link_type)) => {
@@ -415,7 +415,7 @@ impl TraceReader {
                 Ok(Framed::Packet(p)) => {
                     let start = self.source.cursor() + p.data_start;
                     if !self.source.map_sound_to(start + p.caplen) {
-                        return self.map_fault_at(offset);
+                        self.fault_spares(offset, start + p.caplen)?;
                     }
                     self.source.consume(p.consumed);
                     break Some((p, start));
@@ -466,14 +466,19 @@ impl TraceReader {
         }))
     }
 
-    /// A guarded map faulted inside a record already framed, at `offset`
-    /// (a truncation racing the reader, or an I/O error): the reader stops
-    /// there with the error a buffered read gives, [`IngestError::Shrunk`]
-    /// (or [`IngestError::Read`] when the file did not shrink).
+    /// A guarded map noted a fault while the record at `offset`, whose
+    /// bytes end at `end`, was framed (its pages made resident, or its
+    /// header read): a cut of the file, or an I/O error. Settles it. A
+    /// record that lies wholly before the file's new end is intact (only
+    /// pages past the end fault) and may be lent; otherwise the reader
+    /// stops at the record with [`IngestError::Shrunk`] (or
+    /// [`IngestError::Read`] when the file did not shrink). A buffered
+    /// read would name the same offset, as a record cut short.
     #[cold]
-    fn map_fault_at(&mut self, offset: u64) -> Result<Option<Packet<'_>>, IngestError> {
-        self.failed = true;
-        Err(match self.source.settle_map_fault() {
+    #[inline(never)]
+    fn fault_spares(&mut self, offset: u64, end: usize) -> Result<(), IngestError> {
+        let err = match self.source.settle_map_fault() {
+            None | Some(MapFault::Shrunk) if end <= self.source.whole_len() => return Ok(()),
             Some(MapFault::Unreadable { source, .. }) => IngestError::Read {
                 path: self.path.clone(),
                 offset,
@@ -484,7 +489,9 @@ impl TraceReader {
                 offset,
                 size: self.opened_len.unwrap_or(0),
             },
-        })
+        };
+        self.failed = true;
+        Err(err)
     }
 
     /// The file this reader reads.

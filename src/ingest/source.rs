@@ -97,10 +97,17 @@ impl Source {
         }
     }
 
-    /// For a guarded map: touches its pages up to `end` if they are not
-    /// yet, and says whether the map is sound (no fault noted since the
-    /// last [`Source::settle_map_fault`]); the reader checks it before
+    /// For a guarded map: makes its pages resident past `end` if they are
+    /// not yet, and says whether the map is sound (no fault noted since
+    /// the last [`Source::settle_map_fault`]); the reader checks it before
     /// lending a record that ends at `end`. Every other source is sound.
+    ///
+    /// Why past `end`, by [`PAST_RECORD`] at least: a file cut inside the
+    /// record's last page faults nowhere in that page (the kernel reads its
+    /// tail past the new end as zeros); only the pages wholly past the new
+    /// end fault. So the page after the record's last one must be made
+    /// resident too, for a cut inside the record to be noted before the
+    /// record is lent.
     #[inline(always)]
     pub(crate) fn map_sound_to(&mut self, end: usize) -> bool {
         match self {
@@ -110,12 +117,20 @@ impl Source {
                 fault,
                 ..
             } => {
-                if end > *touched {
-                    *touched = touch(whole, *touched, end);
+                if end + PAST_RECORD > *touched {
+                    *touched = touch(whole, *touched, end + TOUCH_AHEAD);
                 }
                 sound(fault)
             }
             Source::Stream { .. } => true,
+        }
+    }
+
+    /// The bytes a whole source lends (`usize::MAX` for a stream).
+    pub(crate) fn whole_len(&self) -> usize {
+        match self {
+            Source::Whole { whole, .. } => whole.bytes().len(),
+            Source::Stream { .. } => usize::MAX,
         }
     }
 
@@ -385,6 +400,11 @@ pub(crate) enum StreamReader {
     /// `read` calls on the framer's own thread, into the buffer.
     InPlace(Box<dyn Read + Send>),
 }
+
+/// How far past a record's end a guarded map's pages must be resident
+/// before the record is lent ([`Source::map_sound_to`]): one page of any
+/// size up to 64 KiB.
+const PAST_RECORD: usize = 64 << 10;
 
 /// A fault note that never changes, for bytes held in memory.
 static NEVER_FAULTS: AtomicUsize = AtomicUsize::new(NO_FAULT);
