@@ -361,8 +361,9 @@ impl TraceReader {
             _ => None,
         };
         // Checked again once the record is framed, in case its own bytes
-        // faulted (a cut behind the touches); a record longer than the
-        // touches ahead (rare: over 512 KiB) has its pages touched first.
+        // faulted (a cut behind the touches); a record that reaches within
+        // 64 KiB of the touches' frontier (rare: over 448 KiB) first has
+        // the pages past its end made resident.
         if let Some((r, start, _)) = fast
             && !self.source.map_sound_to(start + r.caplen)
         {
