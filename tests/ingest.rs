@@ -906,6 +906,30 @@ fn fast_path_and_general_path_agree_across_release_steps() {
     assert_eq!(a, d);
 }
 
+/// A synthetic classic pcap of `packets` packets in `flows` flows.
+fn synth_trace(flows: u64, packets: u64, seed: u64) -> Vec<u8> {
+    let cfg = SynthConfig {
+        flows,
+        packets,
+        seed,
+        ..SynthConfig::default()
+    };
+    let mut bytes = Vec::new();
+    generate(&cfg, &mut bytes).unwrap();
+    bytes
+}
+
+/// Truncates the file at `path` to `len` bytes, as another process would
+/// while flowsieve reads it.
+fn cut_file(path: &std::path::Path, len: u64) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
 /// Defect: a trace truncated while it is read killed the process (SIGBUS
 /// on the map). Read through a buffer or through the guarded map (the
 /// default), a truncation is a clean error naming the file and the offset:
@@ -914,14 +938,7 @@ fn fast_path_and_general_path_agree_across_release_steps() {
 /// the error, and the same error.
 #[test]
 fn a_trace_truncated_while_it_is_read_ends_in_an_error() {
-    let cfg = SynthConfig {
-        flows: 1000,
-        packets: 60_000,
-        seed: 9,
-        ..SynthConfig::default()
-    };
-    let mut plain = Vec::new();
-    generate(&cfg, &mut plain).unwrap();
+    let plain = synth_trace(1000, 60_000, 9);
     let dir = tempfile::tempdir().unwrap();
     for mode in [ReadMode::Read, ReadMode::Mmap] {
         for cut_mid_record in [true, false] {
@@ -942,12 +959,7 @@ fn a_trace_truncated_while_it_is_read_ends_in_an_error() {
             } else {
                 boundary
             };
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .unwrap()
-                .set_len(cut)
-                .unwrap();
+            cut_file(&path, cut);
             let mut delivered = 10_000u64;
             let err = loop {
                 match r.next_packet() {
@@ -1092,12 +1104,7 @@ fn a_cut_near_a_long_mapped_record_stops_where_a_buffered_read_does() {
             for _ in 0..2 {
                 lens.push(r.next_packet().unwrap().unwrap().data.len());
             }
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .unwrap()
-                .set_len(cut)
-                .unwrap();
+            cut_file(&path, cut);
             let err = loop {
                 match r.next_packet() {
                     Ok(Some(p)) => lens.push(p.data.len()),
@@ -1128,14 +1135,7 @@ fn a_cut_near_a_long_mapped_record_stops_where_a_buffered_read_does() {
 /// the two readers open at once has its own guard.
 #[test]
 fn a_mapped_trace_cut_behind_the_cursor_ends_in_the_shrink_error() {
-    let cfg = SynthConfig {
-        flows: 500,
-        packets: 40_000,
-        seed: 5,
-        ..SynthConfig::default()
-    };
-    let mut plain = Vec::new();
-    generate(&cfg, &mut plain).unwrap();
+    let plain = synth_trace(500, 40_000, 5);
     let dir = tempfile::tempdir().unwrap();
     let cut_path = dir.path().join("cut.pcap");
     let whole_path = dir.path().join("whole.pcap");
@@ -1149,12 +1149,7 @@ fn a_mapped_trace_cut_behind_the_cursor_ends_in_the_shrink_error() {
     }
     let cursor = cut.offset();
     assert!(cursor > 8192, "the reader has gone past the first pages");
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&cut_path)
-        .unwrap()
-        .set_len(4096)
-        .unwrap();
+    cut_file(&cut_path, 4096);
     let err = cut.next_packet().unwrap_err();
     assert!(
         matches!(err, IngestError::Shrunk { offset, size, .. }
@@ -1196,12 +1191,7 @@ fn a_fault_outside_the_guarded_maps_still_kills_with_sigbus() {
         let file = std::fs::File::open(&plain).unwrap();
         // SAFETY: the test wants the fault; the process dies of it.
         let map = unsafe { memmap2::Mmap::map(&file).unwrap() };
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&plain)
-            .unwrap()
-            .set_len(0)
-            .unwrap();
+        cut_file(&plain, 0);
         let b = std::hint::black_box(&map[512 << 10]);
         println!("read {b} from a truncated map and lived");
         std::process::exit(0);
