@@ -1,7 +1,15 @@
-//! A hint that a large table's memory be backed by huge pages.
+//! Page sizes, and a hint that a large table's memory be backed by huge
+//! pages.
 
 /// The size of a transparent huge page on x86_64 Linux.
 pub(crate) const HUGE_PAGE: usize = 2 << 20;
+
+/// The system's base page size, if it reports a power of two.
+pub(crate) fn page_size() -> Option<usize> {
+    // SAFETY: sysconf takes no pointers; it only reads a system constant.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(page).ok().filter(|p| p.is_power_of_two())
+}
 
 /// Asks the kernel to back the whole huge pages inside `bytes` bytes from
 /// `start` with transparent huge pages (`MADV_HUGEPAGE`), where the system

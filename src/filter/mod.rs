@@ -84,10 +84,8 @@ pub(crate) fn prefault_words(words: &mut [u64], budget: &mut usize) -> bool {
 /// own value from Rust.
 #[cfg(target_os = "linux")]
 fn populate_writable(words: &mut [u64]) {
-    // SAFETY: sysconf takes no pointers; it only reads a system constant.
-    let page = match usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }) {
-        Ok(p) if p.is_power_of_two() => p,
-        _ => return,
+    let Some(page) = crate::pages::page_size() else {
+        return;
     };
     let start = words.as_mut_ptr() as usize;
     let end = start + std::mem::size_of_val(words);

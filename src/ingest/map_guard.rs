@@ -118,10 +118,8 @@ static PAGE: AtomicUsize = AtomicUsize::new(TOUCH_STEP);
 fn install() -> bool {
     static INSTALLED: OnceLock<bool> = OnceLock::new();
     *INSTALLED.get_or_init(|| {
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        match usize::try_from(page) {
-            Ok(p) if p.is_power_of_two() && p >= TOUCH_STEP => PAGE.store(p, Ordering::SeqCst),
+        match crate::pages::page_size() {
+            Some(p) if p >= TOUCH_STEP => PAGE.store(p, Ordering::SeqCst),
             _ => return false,
         }
         // SAFETY: both sigaction structures are fully initialised (zeroed
