@@ -78,6 +78,10 @@ pub(crate) const TOUCH_AHEAD: usize = 512 << 10;
 /// take about 16 faults of 64 KiB fault-around each.
 const POPULATE_STEP: usize = 1 << 20;
 
+/// Set once `MADV_POPULATE_READ` was refused (a kernel before 5.14):
+/// every later touch reads the pages instead.
+static POPULATE_UNSUPPORTED: AtomicBool = AtomicBool::new(false);
+
 /// The step of the touches: every page is touched on any page size that is
 /// a multiple of it (4 KiB, 16 KiB, 64 KiB).
 const TOUCH_STEP: usize = 4096;
@@ -329,6 +333,20 @@ impl GuardedMap {
         // call (`MADV_POPULATE_READ`, Linux 5.14) instead of taking one
         // page fault per 64 KiB of fault-around.
         let upto = (from + POPULATE_STEP).max(to).min(bytes.len());
+        if !POPULATE_UNSUPPORTED.load(Ordering::Relaxed) {
+            return self.populate(from, upto).unwrap_or_else(|| {
+                POPULATE_UNSUPPORTED.store(true, Ordering::Relaxed);
+                self.touch_pages(from, to)
+            });
+        }
+        self.touch_pages(from, to)
+    }
+
+    /// Maps `from..upto` in with `MADV_POPULATE_READ`; `Some(upto)` when
+    /// done or when a page past a new end was met (noted as a fault),
+    /// `None` when the kernel does not do it.
+    fn populate(&self, from: usize, upto: usize) -> Option<usize> {
+        let bytes = self.bytes();
         // SAFETY: `from..upto` lies inside the map (`from` is a multiple of
         // 4 KiB from its page-aligned start; the kernel rounds the length
         // up to the page, still inside the map's last page). POPULATE_READ
@@ -341,7 +359,7 @@ impl GuardedMap {
             )
         };
         if populated == 0 {
-            return upto;
+            return Some(upto);
         }
         if io::Error::last_os_error().raw_os_error() == Some(libc::EFAULT) {
             // What a touch would have raised SIGBUS for (a page past a new
@@ -353,10 +371,18 @@ impl GuardedMap {
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             );
-            return upto;
+            return Some(upto);
         }
         // Any other answer (an older kernel's EINVAL, a page size the
-        // steps do not align to): touch page by page.
+        // steps do not align to): the process touches page by page from
+        // then on, instead of asking again at every touch.
+        None
+    }
+
+    /// Reads one byte of every page from `from` up to `to`, so that a page
+    /// past a new end of the file faults now; where the next touch starts.
+    fn touch_pages(&self, from: usize, to: usize) -> usize {
+        let bytes = self.bytes();
         let mut at = from;
         while at < to {
             // SAFETY: `at < bytes.len()`, so the read stays in the map.

@@ -45,9 +45,9 @@ impl Whole {
 
 /// What a guarded map's reader learns from a fault (`map_guard`).
 pub(crate) enum MapFault {
-    /// The file shrank to this many bytes: the source now ends there (or
-    /// at its cursor, if that is further), and the framer reports the
-    /// shrink as it does for a buffered read.
+    /// The file shrank: the source now ends at its new size (or at the
+    /// cursor, if that is further), and the framer reports the shrink as
+    /// it does for a buffered read.
     Shrunk,
     /// The file did not shrink: the page at this offset could not be read.
     Unreadable { offset: u64, source: io::Error },
@@ -55,9 +55,8 @@ pub(crate) enum MapFault {
 
 /// Where a reader's bytes come from.
 pub(crate) enum Source {
-    /// All bytes available at once; `pos` is the next unread byte,
-    /// `released` the end of the prefix handed back to the kernel and
-    /// `touched` where a guarded map's next touch starts.
+    /// All bytes available at once; `pos` is the next unread byte and
+    /// `released` the end of the prefix handed back to the kernel.
     Whole {
         whole: Whole,
         pos: usize,
