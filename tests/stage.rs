@@ -5,6 +5,8 @@
 
 #[path = "stages/packet_count.rs"]
 mod packet_count;
+#[path = "stages/panicking.rs"]
+mod panicking;
 
 use flowsieve::class::Classifier;
 use flowsieve::dissect::FlowKey;
@@ -188,6 +190,39 @@ fn a_failing_sink_stops_the_run() {
             "expected the sink's error, got {:?}",
             other.map(|r| r.pipeline)
         ),
+    }
+}
+
+/// A stage that panics in one shard ends the run with the worker error, at
+/// any thread count, instead of hanging: the shard's state dies with its
+/// worker, so the scheduler must stop the other workers and the source,
+/// which would otherwise wait for that shard's batches to come back.
+#[test]
+fn a_panicking_stage_ends_the_run_with_an_error() {
+    for threads in [1, 2, 3] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut cfg = PipelineConfig::new(Classifier::ports());
+            cfg.threads = threads;
+            cfg.shards = 8;
+            cfg.batch = 64;
+            cfg.queue_batches = 2;
+            let cfg = cfg.validate().unwrap().with_stage(panicking::PanicIn {
+                shard: 3,
+                after: 500,
+            });
+            let source = FileSource::new(vec![default_trace()], &cfg);
+            let outcome = match run(source, &cfg, &mut NoObserver, &mut NoEvents) {
+                Err(PipelineError::Worker(_)) => Ok(()),
+                other => Err(format!("{:?}", other.map(|r| r.pipeline))),
+            };
+            let _ = tx.send(outcome);
+        });
+        match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(Ok(())) => {}
+            Ok(Err(other)) => panic!("{threads} threads: expected the worker error, got {other}"),
+            Err(_) => panic!("{threads} threads: the run hung after a worker panicked"),
+        }
     }
 }
 

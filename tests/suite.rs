@@ -33,6 +33,7 @@ mod network_merge;
 mod pipeline;
 mod reliability;
 mod reproduce;
+mod schedule;
 mod slots;
 mod stage;
 mod synth;

@@ -29,11 +29,16 @@ pub mod defaults {
     pub const SHARDS: usize = 8;
     /// Records per batch sent to a worker.
     pub const BATCH: usize = 512;
-    /// Batches a worker's queue holds before the source waits.
+    /// Batches queued per worker thread before the source waits: the
+    /// source makes at most `shards + threads * (QUEUE_BATCHES + 1) + 1`
+    /// batch buffers, and waits for one to come back when they are all
+    /// out, whichever shards' queues hold them.
     ///
-    /// Why this many: the source waits whenever one worker's queue is
-    /// full, even while the other worker has nothing to do, and on a
-    /// skewed trace one worker's shards hold the largest flows. On two
+    /// Why this many (measured when each worker had a queue of its own,
+    /// which the shard scheduler replaced in the fourteenth round): the
+    /// source waited whenever one worker's queue was full, even while the
+    /// other worker had nothing to do, and on a skewed trace one worker's
+    /// shards held the largest flows. On two
     /// cores with 16, and the exact table in the workers, the source
     /// thread went to sleep on a full queue about 280 times in a default
     /// job on the throughput trace while a fifth of the two cores stayed
@@ -114,7 +119,7 @@ pub const MAX_SHARDS: usize = 4096;
 pub const MAX_THREADS: usize = 1024;
 /// The most records per batch.
 pub const MAX_BATCH: usize = 1 << 16;
-/// The most batches a worker's queue holds.
+/// The most batches queued per worker thread.
 pub const MAX_QUEUE_BATCHES: usize = 1024;
 
 /// The worker threads used when none are configured: the machine's cores.
@@ -302,7 +307,8 @@ pub struct PipelineConfig {
     pub shards: usize,
     /// Records per batch.
     pub batch: usize,
-    /// Batches a worker's queue holds before the source waits.
+    /// Batches queued per worker thread before the source waits
+    /// ([`defaults::QUEUE_BATCHES`]).
     pub queue_batches: usize,
     /// The built-in stages that run.
     pub stages: StageList,
@@ -404,7 +410,8 @@ impl PipelineConfig {
     }
 }
 
-/// Bytes of the records in flight: every worker's queue, the batch each
+/// Bytes of the records in flight: the batches queued for the shards
+/// (`queue` per worker thread, [`defaults::QUEUE_BATCHES`]), the batch each
 /// worker holds, and the source's pending batch per shard. The pool of
 /// emptied buffers adds nothing: the source allocates a buffer only when
 /// that pool is empty, so at every allocation each buffer that exists is

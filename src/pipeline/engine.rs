@@ -1,11 +1,13 @@
 //! The engine: a source on the calling thread, a dispatcher that batches
-//! records per shard, and worker threads that run every registered stage
-//! on their shards' batches.
+//! records per shard, and worker threads that take the turns of shards
+//! with work ([`super::schedule`]) and run every registered stage on their
+//! batches.
 
 use super::config::{StageName, ValidatedConfig};
 use super::event::{Event, EventKind, PipelineSink, WindowEndEvent};
 use super::latency::Latency;
 use super::record::{PacketRecord, RecordBatch};
+use super::schedule::{FAILURE_POLL, FailOnPanic, Next, Scheduler};
 use super::source::Source;
 use super::stage::{Broadcast, DynCoordinator, DynShard, ReportContext, ShardContext};
 use super::window::{PeriodCursor, WindowSpec};
@@ -50,10 +52,32 @@ pub enum PipelineError {
     Spawn(std::io::Error),
 }
 
-/// A batch of one shard's records on its way to that shard's worker, or a
-/// clock tick for every shard of the worker.
+/// One item of a shard's queue, handled in order during the shard's turns
+/// ([`super::schedule`]).
+enum Work {
+    /// A batch of the shard's records.
+    Records(Batch),
+    /// The stream reached `(time_ns, seq)`: close the windows it passed,
+    /// and acknowledge tick number `tick`.
+    Tick {
+        time_ns: u64,
+        seq: u64,
+        tick: u64,
+        sent: Instant,
+    },
+    /// A coordinator's update for the shard's stage `stage`.
+    Update {
+        stage: usize,
+        update: Broadcast,
+        sent: Instant,
+    },
+    /// The stream ended: finish the shard's stages.
+    Finish,
+}
+
+/// A batch of one shard's records on its way to whichever worker takes the
+/// shard's turn.
 struct Batch {
-    shard: usize,
     records: Vec<PacketRecord>,
     /// The records' flow keys, in a keyed run ([`ShardContext::keyed`]);
     /// empty otherwise.
@@ -62,26 +86,25 @@ struct Batch {
     /// workers keep it ([`Source::truth_in_sink`]); empty otherwise.
     held: Vec<Held>,
     sent: Instant,
-    /// `(time_ns, seq)` the stream reached, for a tick (no records), and
-    /// the tick's number, which the worker acknowledges.
-    tick: Option<(u64, u64, u64)>,
-    /// An update for every shard of stage `.0`, for a broadcast (no
-    /// records).
-    update: Option<(usize, Broadcast)>,
 }
 
 /// A batch's record, key and truth buffers, handed back by a worker for
 /// reuse.
 type BatchBuffers = (Vec<PacketRecord>, Vec<FlowKey>, Vec<Held>);
 
-/// One shard's stages on a worker.
-struct WorkerShard {
+/// One shard: its stages and, when the workers keep the exact table, the
+/// table of its flows. It moves between workers with the shard's turns.
+struct ShardState {
     shard: usize,
     stages: Vec<Box<dyn DynShard>>,
+    table: Option<FlowTable>,
 }
 
-/// What a worker sends back while it runs: events, in the order its
-/// shards produced them, then (after a tick) the tick's number, so that
+/// The scheduler of this engine's shards.
+type Shards = Scheduler<ShardState, Work>;
+
+/// What a worker sends back, tagged with the shard it ran: the shard's
+/// events, in order, then (after a tick) the tick's number, so that
 /// everything the tick closed precedes the acknowledgement.
 struct WorkerMessage {
     events: Vec<Event>,
@@ -103,7 +126,7 @@ struct WindowEnds {
     waiting: std::collections::VecDeque<(u64, WindowEndEvent)>,
     /// Heavy events seen per window, not yet handed out.
     heavy: std::collections::BTreeMap<u64, u64>,
-    /// Each worker's last acknowledged tick.
+    /// Each shard's last acknowledged tick.
     acked: Vec<u64>,
 }
 
@@ -127,7 +150,7 @@ impl WindowEnds {
         self.packets = 0;
     }
 
-    /// The window events every worker has got past, with their heavy
+    /// The window events every shard has got past, with their heavy
     /// counts.
     fn ready(&mut self) -> Vec<WindowEndEvent> {
         let done = self.acked.iter().copied().min().unwrap_or(0);
@@ -147,18 +170,23 @@ impl WindowEnds {
     }
 }
 
-/// What a worker gives back: each of its shards' tallies, one per stage,
-/// and the exact table of its shards' flows when it kept one.
+/// What a worker gives back: the tallies (one per stage) and exact table of
+/// each shard it finished, and its latency figures.
 struct WorkerResult {
-    tallies: Vec<(usize, Vec<Box<dyn Any + Send>>)>,
+    finished: Vec<FinishedShard>,
     latency: Latency,
+}
+
+/// A finished shard: its number, its stages' tallies and its exact table.
+struct FinishedShard {
+    shard: usize,
+    tallies: Vec<Box<dyn Any + Send>>,
     table: Option<FlowTable>,
 }
 
 /// The source side: turns keyed packets into records and per-shard batches.
 struct Dispatcher<'a> {
     shards: usize,
-    threads: usize,
     batch: usize,
     pending: Vec<Vec<PacketRecord>>,
     /// The pending records' keys, in a keyed run.
@@ -171,7 +199,11 @@ struct Dispatcher<'a> {
     /// Whether the workers keep the exact table ([`Source::truth_in_sink`]).
     truth: bool,
     filling_since: Vec<Option<Instant>>,
-    to_workers: Vec<Sender<Batch>>,
+    /// The shards' queues, and which worker runs which shard.
+    scheduler: &'a Shards,
+    /// Batch buffers the source may still make before it must wait for
+    /// one to come back through `free`.
+    buffers_left: usize,
     free: Receiver<BatchBuffers>,
     events: Receiver<(usize, WorkerMessage)>,
     sink: &'a mut dyn PipelineSink,
@@ -196,30 +228,29 @@ impl Dispatcher<'_> {
     /// dispatched so far.
     fn broadcast(&mut self, stage: usize, update: Broadcast) {
         self.flush();
-        for w in 0..self.threads {
-            let b = Batch {
-                shard: w,
-                records: Vec::new(),
-                keys: Vec::new(),
-                held: Vec::new(),
+        for shard in 0..self.shards {
+            let update = Work::Update {
+                stage,
+                update: update.clone(),
                 sent: Instant::now(),
-                tick: None,
-                update: Some((stage, update.clone())),
             };
-            if self.to_workers[w].send(b).is_err() {
-                self.workers_gone = true;
-            }
+            self.push(shard, update);
+        }
+    }
+
+    /// Queues `work` for `shard`. A worker only dies early if it panicked;
+    /// the run then stops and reports the failure.
+    fn push(&mut self, shard: usize, work: Work) {
+        if self.workers_gone {
+            return;
+        }
+        if self.scheduler.push(shard, work).is_err() {
+            self.workers_gone = true;
         }
     }
 
     fn send(&mut self, shard: usize) {
-        let (fresh, fresh_keys, fresh_held) = self.free.try_recv().unwrap_or_else(|_| {
-            (
-                Vec::with_capacity(self.batch),
-                Vec::with_capacity(if self.keyed { self.batch } else { 0 }),
-                Vec::with_capacity(if self.truth { self.batch } else { 0 }),
-            )
-        });
+        let (fresh, fresh_keys, fresh_held) = self.fresh_buffers();
         let records = std::mem::replace(&mut self.pending[shard], fresh);
         let keys = std::mem::replace(&mut self.pending_keys[shard], fresh_keys);
         let held = std::mem::replace(&mut self.pending_held[shard], fresh_held);
@@ -227,29 +258,47 @@ impl Dispatcher<'_> {
             self.latency.record(0, t.elapsed().as_nanos() as u64);
         }
         let batch = Batch {
-            shard,
             records,
             keys,
             held,
             sent: Instant::now(),
-            tick: None,
-            update: None,
         };
-        // A worker only goes away early if it panicked; the run then stops
-        // and reports the failure.
-        if self.to_workers[shard % self.threads].send(batch).is_err() {
-            self.workers_gone = true;
-        }
+        self.push(shard, Work::Records(batch));
         self.drain_events();
     }
 
-    fn drain_events(&mut self) {
-        while let Ok((worker, m)) = self.events.try_recv() {
-            self.deliver(worker, m);
+    /// Emptied buffers for a shard's next batch: handed back by a worker,
+    /// or new while the budget lasts; otherwise it waits for a worker to
+    /// hand some back (the records in flight are at their bound).
+    fn fresh_buffers(&mut self) -> BatchBuffers {
+        loop {
+            if let Ok(b) = self.free.try_recv() {
+                return b;
+            }
+            if self.buffers_left > 0 || self.workers_gone {
+                self.buffers_left = self.buffers_left.saturating_sub(1);
+                return (
+                    Vec::with_capacity(self.batch),
+                    Vec::with_capacity(if self.keyed { self.batch } else { 0 }),
+                    Vec::with_capacity(if self.truth { self.batch } else { 0 }),
+                );
+            }
+            match self.free.recv_timeout(FAILURE_POLL) {
+                Ok(b) => return b,
+                // A failed worker never hands its batch back: the run stops.
+                Err(_) if self.scheduler.has_failed() => self.workers_gone = true,
+                Err(_) => {}
+            }
         }
     }
 
-    fn deliver(&mut self, worker: usize, m: WorkerMessage) {
+    fn drain_events(&mut self) {
+        while let Ok((shard, m)) = self.events.try_recv() {
+            self.deliver(shard, m);
+        }
+    }
+
+    fn deliver(&mut self, shard: usize, m: WorkerMessage) {
         if let Some(w) = self.windows.as_mut() {
             for e in &m.events {
                 if let Event::Heavy(h) = e {
@@ -259,7 +308,7 @@ impl Dispatcher<'_> {
         }
         self.emit(&m.events);
         if let (Some(t), Some(w)) = (m.tick_done, self.windows.as_mut()) {
-            if let Some(a) = w.acked.get_mut(worker) {
+            if let Some(a) = w.acked.get_mut(shard) {
                 *a = t;
             }
             let ready: Vec<Event> = w.ready().into_iter().map(Event::WindowEnd).collect();
@@ -279,26 +328,29 @@ impl Dispatcher<'_> {
         }
     }
 
-    /// Sends every worker a tick at the stream's position, after every
+    /// Sends every shard a tick at the stream's position, after every
     /// record dispatched so far.
     fn tick(&mut self) {
         self.flush();
         self.ticks += 1;
-        for w in 0..self.threads {
-            let tick = Batch {
-                shard: w,
-                records: Vec::new(),
-                keys: Vec::new(),
-                held: Vec::new(),
+        for shard in 0..self.shards {
+            let tick = Work::Tick {
+                time_ns: self.time_ns,
+                seq: self.seq,
+                tick: self.ticks,
                 sent: Instant::now(),
-                tick: Some((self.time_ns, self.seq, self.ticks)),
-                update: None,
             };
-            if self.to_workers[w].send(tick).is_err() {
-                self.workers_gone = true;
-            }
+            self.push(shard, tick);
         }
         self.drain_events();
+    }
+
+    /// Sends every shard the end of the stream, after every record
+    /// dispatched so far.
+    fn finish(&mut self) {
+        for shard in 0..self.shards {
+            self.push(shard, Work::Finish);
+        }
     }
 
     /// Closes the heavy windows the stream has moved past (a packet at
@@ -457,108 +509,150 @@ const LATENCY_PUBLISH_EVERY: u64 = 64;
 /// flags).
 const PREFAULT_BUDGET_BYTES: usize = 8 << 20;
 
-/// A worker: runs every stage of a batch's shard over the batch, stage by
-/// stage, then finishes its shards into tallies.
-#[allow(clippy::too_many_arguments)]
+/// A worker: takes the turns of shards with work, runs every stage of each
+/// batch's shard over the batch, stage by stage, and finishes each shard
+/// whose stream ended into tallies.
 fn worker(
-    threads: usize,
-    mut shards: Vec<WorkerShard>,
-    batches: Receiver<Batch>,
+    scheduler: &Shards,
+    first_shards: impl Iterator<Item = usize>,
     free: Sender<BatchBuffers>,
     index: usize,
     events: Sender<(usize, WorkerMessage)>,
     mut latency: Latency,
     gauges: Option<&super::gauges::LatencyGauges>,
-    mut table: Option<FlowTable>,
 ) -> WorkerResult {
-    let mut buffer: Vec<Event> = Vec::new();
+    // A panic below loses the state of the shard this worker holds; the
+    // guard then stops the run instead of leaving it waiting on that shard.
+    let _guard = FailOnPanic(scheduler);
     let mut budget = PREFAULT_BUDGET_BYTES;
-    for shard in shards.iter_mut() {
-        for stage in shard.stages.iter_mut() {
-            stage.prefault(&mut budget);
+    for shard in first_shards {
+        if let Some(mut state) = scheduler.borrow_parked(shard) {
+            for stage in state.stages.iter_mut() {
+                stage.prefault(&mut budget);
+            }
+            scheduler.give_back(shard, state);
         }
     }
-    for (handled, mut batch) in (1u64..).zip(batches) {
-        if let Some(q) = gauges
-            .filter(|_| handled % LATENCY_PUBLISH_EVERY == 0)
-            .and_then(|g| g.quantiles.get(index))
-        {
-            latency.publish(q);
-        }
-        latency.record(1, batch.sent.elapsed().as_nanos() as u64);
-        if let Some((stage, update)) = &batch.update {
-            for shard in shards.iter_mut() {
-                if let Some(s) = shard.stages.get_mut(*stage) {
-                    s.apply(&**update);
+    let mut buffer: Vec<Event> = Vec::new();
+    let mut finished = Vec::new();
+    let mut handled_total = 0u64;
+    while let Next::Shard(shard) = scheduler.next(index) {
+        let Some(mut state) = scheduler.claim(shard) else {
+            break;
+        };
+        let due = scheduler.due(shard);
+        let mut handled = 0;
+        let mut ended = false;
+        while handled < due {
+            let Some(work) = scheduler.take(shard) else {
+                break;
+            };
+            handled += 1;
+            handled_total += 1;
+            if let Some(q) = gauges
+                .filter(|_| handled_total.is_multiple_of(LATENCY_PUBLISH_EVERY))
+                .and_then(|g| g.quantiles.get(index))
+            {
+                latency.publish(q);
+            }
+            match work {
+                Work::Records(batch) => {
+                    latency.record(1, batch.sent.elapsed().as_nanos() as u64);
+                    run_batch(&mut state, &batch, &mut latency, &mut buffer);
+                    recycle(&free, batch);
                 }
-            }
-        } else if let Some((time_ns, seq, tick)) = batch.tick {
-            for shard in shards.iter_mut() {
-                for stage in shard.stages.iter_mut() {
-                    stage.close_window(time_ns, seq, &mut buffer);
+                Work::Tick {
+                    time_ns,
+                    seq,
+                    tick,
+                    sent,
+                } => {
+                    latency.record(1, sent.elapsed().as_nanos() as u64);
+                    for stage in state.stages.iter_mut() {
+                        stage.close_window(time_ns, seq, &mut buffer);
+                    }
+                    // The source may be gone (a failed sink); then nobody
+                    // waits.
+                    let _ = events.send((
+                        shard,
+                        WorkerMessage {
+                            events: std::mem::take(&mut buffer),
+                            tick_done: Some(tick),
+                        },
+                    ));
                 }
+                Work::Update {
+                    stage,
+                    update,
+                    sent,
+                } => {
+                    latency.record(1, sent.elapsed().as_nanos() as u64);
+                    if let Some(s) = state.stages.get_mut(stage) {
+                        s.apply(&*update);
+                    }
+                }
+                Work::Finish => ended = true,
             }
-            // The source may be gone (a failed sink); then nobody waits.
-            let _ = events.send((
-                index,
-                WorkerMessage {
-                    events: std::mem::take(&mut buffer),
-                    tick_done: Some(tick),
-                },
-            ));
-        } else if let Some(shard) = shards.get_mut(batch.shard / threads) {
-            for (i, stage) in shard.stages.iter_mut().enumerate() {
-                let t = Instant::now();
-                stage.process(
-                    RecordBatch::with_keys(&batch.records, &batch.keys),
-                    &mut buffer,
-                );
-                latency.record(2 + i, t.elapsed().as_nanos() as u64);
+            if !buffer.is_empty() {
+                // The source may be gone (a failed sink); the events are
+                // then dropped with the run.
+                let _ = events.send((
+                    shard,
+                    WorkerMessage {
+                        events: std::mem::take(&mut buffer),
+                        tick_done: None,
+                    },
+                ));
             }
-            // After the stages, so that the table's misses do not delay
-            // the batch's stage work (or its latency figures).
-            if let Some(t) = table.as_mut() {
-                record_held(t, &batch.held);
+            if ended {
+                break;
             }
         }
-        if !buffer.is_empty() {
-            // The source may be gone (a failed sink); the events are then
-            // dropped with the run.
-            let _ = events.send((
-                index,
-                WorkerMessage {
-                    events: std::mem::take(&mut buffer),
-                    tick_done: None,
-                },
-            ));
-        }
-        // Hand the buffer back for reuse, never waiting: a full pool (or a
-        // source that is gone) drops it instead. A worker blocked here would
-        // stop draining its queue while the source waits on that queue.
-        if batch.records.capacity() > 0 {
-            batch.records.clear();
-            batch.keys.clear();
-            batch.held.clear();
-            let _ = free.try_send((
-                std::mem::take(&mut batch.records),
-                std::mem::take(&mut batch.keys),
-                std::mem::take(&mut batch.held),
-            ));
+        if ended {
+            // Finish is the last item the source pushes to a shard: no turn
+            // of it follows, and its state is done with.
+            finished.push(FinishedShard {
+                shard: state.shard,
+                tallies: state.stages.into_iter().map(|st| st.finish()).collect(),
+                table: state.table,
+            });
+            scheduler.retire();
+        } else {
+            scheduler.end_turn(shard, state, handled);
         }
     }
-    let tallies = shards
-        .into_iter()
-        .map(|s| {
-            (
-                s.shard,
-                s.stages.into_iter().map(|st| st.finish()).collect(),
-            )
-        })
-        .collect();
-    WorkerResult {
-        tallies,
-        latency,
-        table,
+    WorkerResult { finished, latency }
+}
+
+/// Runs every stage of `state`'s shard over `batch`, then records the
+/// batch's packets into the shard's exact table if it keeps one.
+fn run_batch(
+    state: &mut ShardState,
+    batch: &Batch,
+    latency: &mut Latency,
+    events: &mut Vec<Event>,
+) {
+    for (i, stage) in state.stages.iter_mut().enumerate() {
+        let t = Instant::now();
+        stage.process(RecordBatch::with_keys(&batch.records, &batch.keys), events);
+        latency.record(2 + i, t.elapsed().as_nanos() as u64);
+    }
+    // After the stages, so that the table's misses do not delay the batch's
+    // stage work (or its latency figures).
+    if let Some(t) = state.table.as_mut() {
+        record_held(t, &batch.held);
+    }
+}
+
+/// Hands a batch's buffers back for reuse, never waiting: a full pool (or a
+/// source that is gone) drops them instead. A worker blocked here would stop
+/// draining the queues while the source waits on one of them.
+fn recycle(free: &Sender<BatchBuffers>, mut batch: Batch) {
+    if batch.records.capacity() > 0 {
+        batch.records.clear();
+        batch.keys.clear();
+        batch.held.clear();
+        let _ = free.try_send((batch.records, batch.keys, batch.held));
     }
 }
 
@@ -631,50 +725,63 @@ pub fn run_with_gauges<S: Source>(
         .enumerate()
         .filter_map(|(i, s)| s.coordinator(&ctx_for(0)).map(|c| (i, c)))
         .collect();
-    let mut per_worker: Vec<Vec<WorkerShard>> = (0..threads).map(|_| Vec::new()).collect();
-    for shard in 0..c.shards {
-        let ctx = ctx_for(shard);
-        per_worker[shard % threads].push(WorkerShard {
-            shard,
-            stages: stages.iter().map(|s| s.shard(&ctx)).collect(),
-        });
-    }
+    let states = (0..c.shards)
+        .map(|shard| {
+            let ctx = ctx_for(shard);
+            ShardState {
+                shard,
+                stages: stages.iter().map(|s| s.shard(&ctx)).collect(),
+                table: truth_in_workers
+                    .then(|| FlowTable::with_hasher(FlowHasher::new(c.replay.hash_key))),
+            }
+        })
+        .collect();
     let queue = c.queue_batches.max(1);
-    let (free_tx, free_rx) = bounded::<BatchBuffers>(threads * queue * 2);
+    let scheduler = Scheduler::new(states, threads);
+    // The batch buffers in all: one pending per shard, and `queue` queued
+    // plus one being handled per worker, as `config::batch_bytes` counts
+    // them. The source waits for one to come back before it makes more, so
+    // this bounds the records in flight, whichever shards they are for.
+    let buffers = c.shards + threads * (queue + 1) + 1;
+    let (free_tx, free_rx) = bounded::<BatchBuffers>(buffers);
     let (event_tx, event_rx) = unbounded::<(usize, WorkerMessage)>();
     let mut results = Vec::with_capacity(threads);
     let (summary, source_latency, packets, coordinated, first_at) = std::thread::scope(|scope| {
-        let mut to_workers = Vec::with_capacity(threads);
         let mut handles = Vec::with_capacity(threads);
-        for (index, shards) in per_worker.drain(..).enumerate() {
-            let (tx, rx) = bounded::<Batch>(queue);
-            to_workers.push(tx);
+        let scheduler = &scheduler;
+        for index in 0..threads {
             let (free, events, latency) = (free_tx.clone(), event_tx.clone(), Latency::new(&names));
-            let table = truth_in_workers
-                .then(|| FlowTable::with_hasher(FlowHasher::new(c.replay.hash_key)));
-            let handle = std::thread::Builder::new()
+            // Each worker prepares the memory of the shards a fixed
+            // assignment would give it; after that any worker runs any
+            // shard.
+            let first_shards = (index..c.shards).step_by(threads);
+            let spawned = std::thread::Builder::new()
                 .name("flowsieve-shard".into())
                 .spawn_scoped(scope, move || {
                     worker(
-                        threads,
-                        shards,
-                        rx,
+                        scheduler,
+                        first_shards,
                         free,
                         index,
                         events,
                         latency,
                         latency_gauges,
-                        table,
                     )
-                })
-                .map_err(PipelineError::Spawn)?;
-            handles.push(handle);
+                });
+            match spawned {
+                Ok(handle) => handles.push(handle),
+                Err(e) => {
+                    // The workers already started wait for turns: stop them
+                    // before the scope joins them.
+                    scheduler.fail();
+                    return Err(PipelineError::Spawn(e));
+                }
+            }
         }
         drop(event_tx);
         drop(free_tx);
         let mut dispatcher = Dispatcher {
             shards: c.shards,
-            threads,
             batch,
             pending: (0..c.shards).map(|_| Vec::with_capacity(batch)).collect(),
             pending_keys: (0..c.shards)
@@ -686,8 +793,9 @@ pub fn run_with_gauges<S: Source>(
                 .collect(),
             truth: truth_in_workers,
             filling_since: vec![None; c.shards],
-            to_workers,
+            scheduler,
             free: free_rx,
+            buffers_left: buffers - c.shards,
             events: event_rx,
             sink,
             sink_error: None,
@@ -709,14 +817,16 @@ pub fn run_with_gauges<S: Source>(
                     packets: 0,
                     waiting: Default::default(),
                     heavy: Default::default(),
-                    acked: vec![0; threads],
+                    acked: vec![0; c.shards],
                 }),
         };
         let summary = source.run(observer, &mut dispatcher);
         if !dispatcher.stopped() {
             dispatcher.flush();
         }
-        dispatcher.to_workers.clear();
+        // Pushed even after a failed sink: the workers handle what is
+        // queued, then finish, as when the stream ends.
+        dispatcher.finish();
         let mut panicked = false;
         for h in handles {
             match h.join() {
@@ -724,8 +834,8 @@ pub fn run_with_gauges<S: Source>(
                 Err(_) => panicked = true,
             }
         }
-        while let Ok((worker, m)) = dispatcher.events.recv() {
-            dispatcher.deliver(worker, m);
+        while let Ok((shard, m)) = dispatcher.events.recv() {
+            dispatcher.deliver(shard, m);
         }
         if !panicked && !dispatcher.workers_gone {
             dispatcher.close_last_window();
@@ -756,8 +866,10 @@ pub fn run_with_gauges<S: Source>(
     let mut tables = Vec::new();
     for r in results {
         latency.merge(&r.latency);
-        by_shard.extend(r.tallies);
-        tables.extend(r.table);
+        for f in r.finished {
+            by_shard.push((f.shard, f.tallies));
+            tables.extend(f.table);
+        }
     }
     let mut summary = summary;
     if truth_in_workers {

@@ -5,14 +5,16 @@
 //!   on the calling thread. Only what the stages need crosses a thread: a
 //!   compact [`PacketRecord`] (key, hash, class, time, sequence, length).
 //! - The dispatcher batches records per shard ([`PipelineConfig::batch`]
-//!   records) and sends each batch to the shard's worker (shard `s` lives
-//!   on worker `s % threads`) over a bounded crossbeam channel, so a slow
-//!   worker holds the source back instead of growing a queue; emptied
-//!   buffers travel back and are reused.
-//! - Each worker runs every registered [`Stage`] on a batch, stage by
-//!   stage. A shard is owned by one thread, so its filters need no lock and
-//!   no atomic read-modify-write. At the end each worker finishes its own
-//!   shards and sends back only their [`Tally`]s.
+//!   records) and queues each batch for its shard; emptied buffers travel
+//!   back and are reused, and a bounded number of them holds the source
+//!   back when the workers fall behind instead of growing the queues.
+//! - The [`schedule`]r gives a shard with work to one worker at a time,
+//!   its home worker first and an idle one when that is busy. The worker
+//!   runs every registered [`Stage`] on each of the shard's batches, stage
+//!   by stage, in the order they were queued. A shard's state is held by
+//!   one thread at a time, so its filters need no lock and no atomic
+//!   read-modify-write. At the end each shard is finished where its last
+//!   turn runs, and only its [`Tally`]s come back.
 //! - The tallies are merged in shard order and each stage writes its own
 //!   section of the [`crate::report::PipelineReport`]. Nothing in the report depends on
 //!   which thread ran which shard, so for a given configuration (and shard
@@ -42,6 +44,7 @@ mod latency;
 pub mod new_flows;
 mod rate;
 mod record;
+pub mod schedule;
 pub mod selective;
 mod source;
 pub mod stage;

@@ -51,9 +51,9 @@ impl FileSource {
     ///
     /// Where the table's thread would have no core, the table is kept by
     /// the shard workers instead ([`ReplayConfig::truth_in_sink`]): each
-    /// records the packets of its own shards into a table of its own, after
-    /// its stages have run on the batch, so the source thread, the
-    /// pipeline's critical path, only copies each packet's key out once.
+    /// records a batch's packets into the table of the batch's shard, after
+    /// the stages have run on it, so the source thread, the pipeline's
+    /// critical path, only copies each packet's key out once.
     /// With the workers' queues deep enough to absorb their imbalance
     /// ([`super::defaults::QUEUE_BATCHES`]) the default job took 3-12 %
     /// less wall time and 6-9 % less CPU time on two cores; with shallow

@@ -1,0 +1,273 @@
+//! The shard scheduler (`pipeline::schedule`): every item reaches its
+//! shard, in the order it was pushed, on real threads with random delays;
+//! a busy worker's turns are taken by an idle one; and a failed run stops
+//! instead of hanging.
+
+use flowsieve::pipeline::schedule::{FailOnPanic, Next, Scheduler};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A shard's state in these tests: the items it handled, in order, and
+/// which workers ran its turns.
+#[derive(Default)]
+struct Log {
+    items: Vec<u64>,
+    workers: Vec<usize>,
+}
+
+/// An item: a number, or the end of the shard's stream.
+type Item = Option<u64>;
+
+/// Runs `f` on a thread of its own and fails the test if it takes longer
+/// than `limit` (a lost turn would otherwise hang the test).
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .expect("the scheduler lost a turn or a wake-up: the run did not end")
+}
+
+/// The engine's worker loop, with a random pause of up to `pause_us` before
+/// each item (a worker descheduled in the middle of a turn).
+fn work(
+    scheduler: &Scheduler<Log, Item>,
+    me: usize,
+    seed: u64,
+    pause_us: u64,
+) -> Vec<(usize, Log)> {
+    let _guard = FailOnPanic(scheduler);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut finished = Vec::new();
+    while let Next::Shard(shard) = scheduler.next(me) {
+        let Some(mut log) = scheduler.claim(shard) else {
+            break;
+        };
+        log.workers.push(me);
+        let due = scheduler.due(shard);
+        assert!(due >= 1, "a turn without work");
+        let mut handled = 0;
+        let mut ended = false;
+        while handled < due && !ended {
+            if pause_us > 0 && rng.random_bool(0.05) {
+                std::thread::sleep(Duration::from_micros(rng.random_range(0..pause_us)));
+            }
+            let item = scheduler
+                .take(shard)
+                .expect("an item counted is in the queue");
+            handled += 1;
+            match item {
+                Some(n) => log.items.push(n),
+                None => ended = true,
+            }
+        }
+        if ended {
+            finished.push((shard, log));
+            scheduler.retire();
+        } else {
+            scheduler.end_turn(shard, log, handled);
+        }
+    }
+    finished
+}
+
+/// Pushes `items` numbered items spread over the shards by a random choice
+/// (skewed towards shard 0, as a heavy flow skews a shard), then the ends;
+/// returns what each shard should have seen.
+fn produce(scheduler: &Scheduler<Log, Item>, items: u64, seed: u64) -> Vec<Vec<u64>> {
+    let shards = scheduler.shards();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut expected = vec![Vec::new(); shards];
+    for n in 0..items {
+        let shard = if rng.random_bool(0.4) {
+            0
+        } else {
+            rng.random_range(0..shards)
+        };
+        scheduler.push(shard, Some(n)).unwrap();
+        expected[shard].push(n);
+        if rng.random_bool(0.001) {
+            // The producer pausing too: the workers run dry and sleep.
+            std::thread::sleep(Duration::from_micros(rng.random_range(0..500)));
+        }
+    }
+    for shard in 0..shards {
+        scheduler.push(shard, None).unwrap();
+    }
+    expected
+}
+
+fn run(shards: usize, workers: usize, items: u64, seed: u64, pause_us: u64) -> Vec<(usize, Log)> {
+    let scheduler: Scheduler<Log, Item> =
+        Scheduler::new((0..shards).map(|_| Log::default()).collect(), workers);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|me| {
+                let scheduler = &scheduler;
+                scope.spawn(move || work(scheduler, me, seed ^ me as u64, pause_us))
+            })
+            .collect();
+        let expected = produce(&scheduler, items, seed);
+        let mut finished: Vec<(usize, Log)> = handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect();
+        finished.sort_by_key(|f| f.0);
+        assert_eq!(finished.len(), shards, "every shard finished once");
+        for ((shard, log), want) in finished.iter().zip(&expected) {
+            assert_eq!(
+                &log.items, want,
+                "shard {shard} saw its items out of order or lost some"
+            );
+        }
+        finished
+    })
+}
+
+#[test]
+fn every_item_reaches_its_shard_in_order_on_real_threads() {
+    for (seed, (shards, workers, pause_us)) in
+        [(8, 2, 0), (8, 3, 50), (5, 4, 200), (1, 3, 20), (16, 2, 5)]
+            .into_iter()
+            .enumerate()
+    {
+        within(Duration::from_secs(120), move || {
+            run(shards, workers, 60_000, seed as u64, pause_us)
+        });
+    }
+}
+
+#[test]
+fn a_busy_workers_shards_are_run_by_another() {
+    // Two workers. Worker 0 holds a turn of shard 0 and will not end it
+    // until shard 2 (whose home is also worker 0) has been handled. Only a
+    // worker that takes another's turns can do that; a fixed assignment
+    // would wait forever, and `within` fails the test.
+    let handled_2 = within(Duration::from_secs(30), || {
+        let scheduler: Scheduler<Log, Item> =
+            Scheduler::new((0..3).map(|_| Log::default()).collect(), 2);
+        let shard_2_done = AtomicBool::new(false);
+        let turns = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            let scheduler = &scheduler;
+            let (done, turns) = (&shard_2_done, &turns);
+            let busy = scope.spawn(move || {
+                let Next::Shard(0) = scheduler.next(0) else {
+                    panic!("worker 0's first turn is shard 0's");
+                };
+                let log = scheduler.claim(0).unwrap();
+                let due = scheduler.due(0);
+                for _ in 0..due {
+                    scheduler.take(0).unwrap();
+                }
+                while !done.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                scheduler.end_turn(0, log, due);
+            });
+            scheduler.push(0, Some(0)).unwrap();
+            // Worker 0 is now inside shard 0's turn (or about to be).
+            std::thread::sleep(Duration::from_millis(20));
+            let idle = scope.spawn(move || {
+                let mut by = Vec::new();
+                while let Next::Shard(shard) = scheduler.next(1) {
+                    let log = scheduler.claim(shard).unwrap();
+                    let due = scheduler.due(shard);
+                    for _ in 0..due {
+                        scheduler.take(shard).unwrap();
+                    }
+                    turns.fetch_add(1, Ordering::Relaxed);
+                    by.push(shard);
+                    scheduler.end_turn(shard, log, due);
+                    if shard == 2 {
+                        done.store(true, Ordering::Release);
+                        break;
+                    }
+                }
+                by
+            });
+            // Worker 1 is asleep on its own (empty) queue when this arrives.
+            std::thread::sleep(Duration::from_millis(20));
+            scheduler.push(2, Some(1)).unwrap();
+            busy.join().unwrap();
+            idle.join().unwrap()
+        })
+    });
+    assert_eq!(handled_2, vec![2]);
+}
+
+#[test]
+fn shards_spread_over_the_workers() {
+    // With a pause now and then, no worker can keep every turn: each one
+    // ran turns, and some shard ran on more than one worker.
+    let finished = within(Duration::from_secs(120), || run(8, 2, 60_000, 7, 100));
+    let mut per_worker = [0usize; 2];
+    for (_, log) in &finished {
+        for &w in &log.workers {
+            per_worker[w] += 1;
+        }
+    }
+    assert!(
+        per_worker.iter().all(|&n| n > 0),
+        "turns per worker {per_worker:?}"
+    );
+    assert!(
+        finished
+            .iter()
+            .any(|(_, log)| log.workers.iter().any(|&w| w != log.workers[0])),
+        "no shard moved between workers"
+    );
+}
+
+#[test]
+fn a_failed_run_stops_the_workers_and_the_producer() {
+    let scheduler: Scheduler<Log, Item> =
+        Scheduler::new((0..4).map(|_| Log::default()).collect(), 3);
+    let outcome = within(Duration::from_secs(30), move || {
+        std::thread::scope(|scope| {
+            let scheduler = &scheduler;
+            let workers: Vec<_> = (0..3)
+                .map(|me| {
+                    scope.spawn(move || {
+                        // A worker that dies holding shard 1's state.
+                        let _guard = FailOnPanic(scheduler);
+                        while let Next::Shard(shard) = scheduler.next(me) {
+                            let log = scheduler.claim(shard)?;
+                            if shard == 1 {
+                                panic!("a stage panicked");
+                            }
+                            let due = scheduler.due(shard);
+                            for _ in 0..due {
+                                scheduler.take(shard);
+                            }
+                            scheduler.end_turn(shard, log, due);
+                        }
+                        Some(())
+                    })
+                })
+                .collect();
+            for n in 0..100 {
+                if scheduler.push(n % 4, Some(n as u64)).is_err() {
+                    break;
+                }
+            }
+            let panicked = workers
+                .into_iter()
+                .map(|w| w.join())
+                .filter(Result::is_err)
+                .count();
+            (
+                panicked,
+                scheduler.has_failed(),
+                scheduler.push(0, Some(0)).is_err(),
+                scheduler.claim(1).is_none(),
+            )
+        })
+    });
+    // One worker died; the others stopped; pushing and claiming give up.
+    assert_eq!(outcome, (1, true, true, true));
+}
