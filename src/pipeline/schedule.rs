@@ -114,7 +114,9 @@ pub const FAILURE_POLL: Duration = Duration::from_millis(20);
 /// The most items a turn handles before the shard goes to the back of its
 /// ready queue. A turn of 16 batches of 512 records keeps a shard's filters
 /// warm in one core's caches for up to 8 k packets, yet lets the other
-/// shards in between on a busy run.
+/// shards in between on a busy run. 4 measured 1-2 % slower on the default
+/// job; 64 and 256 the same as 16 within noise (BENCHMARKS.md, fourteenth
+/// round).
 pub const TURN_ITEMS: usize = 16;
 
 /// What a worker is to do next ([`Scheduler::next`]).
