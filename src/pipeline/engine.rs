@@ -644,9 +644,11 @@ fn run_batch(
     }
 }
 
-/// Hands a batch's buffers back for reuse, never waiting: a full pool (or a
-/// source that is gone) drops them instead. A worker blocked here would stop
-/// draining the queues while the source waits on one of them.
+/// Hands a batch's buffers back for reuse, never waiting. The pool holds
+/// every buffer the source may make, so it is never full: the send fails
+/// only when the source is gone, and the buffers are then dropped. (A
+/// dropped buffer while the source runs would be a lost credit: the source
+/// counts the buffers it made and waits for one to come back.)
 fn recycle(free: &Sender<BatchBuffers>, mut batch: Batch) {
     if batch.records.capacity() > 0 {
         batch.records.clear();
