@@ -202,8 +202,10 @@ fn a_busy_workers_shards_are_run_by_another() {
 
 #[test]
 fn shards_spread_over_the_workers() {
-    // With a pause now and then, no worker can keep every turn: each one
-    // ran turns, and some shard ran on more than one worker.
+    // With a pause now and then, a worker finds its own queue empty while
+    // the other's holds turns, and takes them: some shard ran on more than
+    // one worker (this fails when a worker only looks at its own queue).
+    // Each worker also ran turns at all.
     let finished = within(Duration::from_secs(120), || run(8, 2, 60_000, 7, 100));
     let mut per_worker = [0usize; 2];
     for (_, log) in &finished {

@@ -4,11 +4,12 @@
 //! Why this exists: lending packets straight from a map saves the kernel's
 //! copy of every page into a buffer: about 5 % of the default job's CPU
 //! time on the benchmark trace, and 13 % of the wall time of all stages
-//! with truth off (BENCHMARKS.md, thirteenth round). But a page of a mapped file that lies wholly past the
-//! file's end raises SIGBUS when it is touched, and the default action of
-//! SIGBUS kills the process. So a trace truncated under a plain map (a
-//! rotating capture, a user's `truncate`) crashed the run, where a read
-//! through a buffer ends in a one-line error.
+//! with truth off (BENCHMARKS.md, thirteenth round). But a page of a
+//! mapped file that lies wholly past the file's end raises SIGBUS when it
+//! is touched, and the default action of SIGBUS kills the process. So a
+//! trace truncated under a plain map (a rotating capture, a user's
+//! `truncate`) crashed the run, where a read through a buffer ends in a
+//! one-line error.
 //!
 //! This module makes the map as safe as the buffer. A process-wide SIGBUS
 //! handler knows the address ranges of the guarded maps (a fixed registry

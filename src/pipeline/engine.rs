@@ -75,6 +75,17 @@ enum Work {
     Finish,
 }
 
+impl Work {
+    /// When the source queued it, for the queue's latency figure.
+    fn sent(&self) -> Option<Instant> {
+        match self {
+            Work::Records(batch) => Some(batch.sent),
+            Work::Tick { sent, .. } | Work::Update { sent, .. } => Some(*sent),
+            Work::Finish => None,
+        }
+    }
+}
+
 /// A batch of one shard's records on its way to whichever worker takes the
 /// shard's turn.
 struct Batch {
@@ -555,52 +566,39 @@ fn worker(
             {
                 latency.publish(q);
             }
+            if let Some(sent) = work.sent() {
+                latency.record(1, sent.elapsed().as_nanos() as u64);
+            }
+            let mut tick_done = None;
             match work {
                 Work::Records(batch) => {
-                    latency.record(1, batch.sent.elapsed().as_nanos() as u64);
                     run_batch(&mut state, &batch, &mut latency, &mut buffer);
                     recycle(&free, batch);
                 }
                 Work::Tick {
-                    time_ns,
-                    seq,
-                    tick,
-                    sent,
+                    time_ns, seq, tick, ..
                 } => {
-                    latency.record(1, sent.elapsed().as_nanos() as u64);
                     for stage in state.stages.iter_mut() {
                         stage.close_window(time_ns, seq, &mut buffer);
                     }
-                    // The source may be gone (a failed sink); then nobody
-                    // waits.
-                    let _ = events.send((
-                        shard,
-                        WorkerMessage {
-                            events: std::mem::take(&mut buffer),
-                            tick_done: Some(tick),
-                        },
-                    ));
+                    tick_done = Some(tick);
                 }
-                Work::Update {
-                    stage,
-                    update,
-                    sent,
-                } => {
-                    latency.record(1, sent.elapsed().as_nanos() as u64);
+                Work::Update { stage, update, .. } => {
                     if let Some(s) = state.stages.get_mut(stage) {
                         s.apply(&*update);
                     }
                 }
                 Work::Finish => ended = true,
             }
-            if !buffer.is_empty() {
-                // The source may be gone (a failed sink); the events are
-                // then dropped with the run.
+            // Events first, then the tick's acknowledgement after them, in
+            // one message. The source may be gone (a failed sink); then
+            // nobody waits, and the events are dropped with the run.
+            if !buffer.is_empty() || tick_done.is_some() {
                 let _ = events.send((
                     shard,
                     WorkerMessage {
                         events: std::mem::take(&mut buffer),
-                        tick_done: None,
+                        tick_done,
                     },
                 ));
             }
