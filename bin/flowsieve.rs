@@ -280,6 +280,7 @@ struct ReplayArgs {
     #[command(flatten)]
     run: RunArgs,
     /// Write heavy-flow and new-flow events as JSON lines to FILE.
+    /// Refused if FILE is an input trace or holds a capture.
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
     /// Memory-map plain trace files (the default): packets are lent from
@@ -320,6 +321,7 @@ struct RunArgs {
     #[command(flatten)]
     pipeline: PipelineArgs,
     /// Write the report as JSON (schema_version 2) to FILE (`-` for stdout).
+    /// Refused if FILE is an input trace or holds a capture.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Write one CSV per table into DIR.
@@ -610,7 +612,30 @@ fn traces_or_default(traces: &[PathBuf]) -> Vec<PathBuf> {
     }
 }
 
+/// Refuses, with exit 2 and one line before any work starts, a report
+/// output that is one of the run's `inputs` or already holds a capture
+/// ([`flowsieve::report::check_output_target`]).
+fn check_outputs(outputs: &[(Option<&Path>, &'static str)], inputs: &[PathBuf]) -> Result<(), u8> {
+    for (path, what) in outputs {
+        if let Some(path) = path {
+            flowsieve::report::check_output_target(path, what, inputs)
+                .map_err(|e| fail(exit::USAGE, e))?;
+        }
+    }
+    Ok(())
+}
+
 fn run_replay(args: ReplayArgs) -> u8 {
+    let traces = traces_or_default(&args.traces);
+    if let Err(code) = check_outputs(
+        &[
+            (args.run.json.as_deref(), "JSON report"),
+            (args.events.as_deref(), "events"),
+        ],
+        &traces,
+    ) {
+        return code;
+    }
     let cfg = match args.run.configure(|c| {
         if args.no_mmap && !args.mmap {
             c.replay.read_mode = ReadMode::Read;
@@ -633,7 +658,7 @@ fn run_replay(args: ReplayArgs) -> u8 {
         Some(w) => w,
         None => &mut NoEvents,
     };
-    let source = FileSource::new(traces_or_default(&args.traces), &cfg);
+    let source = FileSource::new(traces, &cfg);
     let report = match run(source, &cfg, &mut Progress { bar: None }, sink) {
         Ok(r) => r,
         Err(e) => return fail(exit::FAILURE, e),
@@ -821,6 +846,9 @@ fn run_bench(args: BenchArgs) -> u8 {
         );
     }
     let traces = traces_or_default(&args.traces);
+    if let Err(code) = check_outputs(&[(args.json.as_deref(), "bench figures")], &traces) {
+        return code;
+    }
     let stop = interrupt_flag();
     let bar = progress_bar(args.rounds as u64, "rounds");
     let measured = flowsieve::bench::bench_until(

@@ -291,6 +291,15 @@ mod linux {
 
     pub fn run_live(a: LiveArgs) -> u8 {
         // Every flag is checked before any socket opens.
+        if let Err(code) = super::super::check_outputs(
+            &[
+                (a.run.json.as_deref(), "JSON report"),
+                (a.json_lines.as_deref(), "JSON lines"),
+            ],
+            &[],
+        ) {
+            return code;
+        }
         let (exporter, cfg) = match a.export.is_probe() {
             // A live probe drops a digest rather than wait for the
             // exporter: the capture never waits on the network.

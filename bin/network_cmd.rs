@@ -328,6 +328,16 @@ pub(crate) fn finish_export(exporter: Exporter, x: &ExportArgs, quiet: bool, cod
 }
 
 pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
+    let traces = traces_or_default(&args.traces);
+    if let Err(code) = super::check_outputs(
+        &[
+            (args.run.json.as_deref(), "JSON report"),
+            (args.events.as_deref(), "events"),
+        ],
+        &traces,
+    ) {
+        return code;
+    }
     let (exporter, cfg) = match start_export(&args.export, &args.run, true) {
         Ok(x) => x,
         Err(code) => return code,
@@ -340,7 +350,7 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
         Some(w) => w,
         None => &mut NoEvents,
     };
-    let source = FileSource::new(traces_or_default(&args.traces), &cfg);
+    let source = FileSource::new(traces, &cfg);
     let mut sink = exporter.sink(inner);
     let report = match run(source, &cfg, &mut Progress { bar: None }, &mut sink) {
         Ok(r) => r,
@@ -424,6 +434,9 @@ pub(crate) fn run_collect(args: CollectArgs) -> u8 {
 }
 
 pub(crate) fn run_results(args: ResultsArgs) -> u8 {
+    if let Err(code) = super::check_outputs(&[(args.json.as_deref(), "JSON report")], &[]) {
+        return code;
+    }
     let rt = match runtime() {
         Ok(r) => r,
         Err(code) => return code,

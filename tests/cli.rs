@@ -1108,3 +1108,61 @@ fn bench_compares_whole_processes_with_tcpdump() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("vs tcpdump"), "{text}");
 }
+
+/// A report is never written over a trace: not over one of the run's
+/// inputs (by any path, a link included), and not over a file that holds a
+/// capture, the case of `--json big.pcap` with the trace argument
+/// forgotten. Each refusal is exit 2 with one line, before any work, and
+/// leaves the file as it was; an old report, a new file and `/dev/null`
+/// are written as before.
+#[test]
+fn a_report_is_never_written_over_a_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.pcap");
+    std::fs::copy(default_trace(), &trace).unwrap();
+    let original = std::fs::read(&trace).unwrap();
+    let link = dir.path().join("link.pcap");
+    std::os::unix::fs::symlink(&trace, &link).unwrap();
+    let gz = dir.path().join("t.pcap.gz");
+    std::fs::write(&gz, [0x1f, 0x8b, 8, 0, 0, 0, 0, 0]).unwrap();
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let (t, l, g) = (s(&trace), s(&link), s(&gz));
+    let refused: [(&[&str], &str); 7] = [
+        (&["-q", "--json", &t], "already holds a pcap file"),
+        (&["-q", "--json", &t, &t], "is also an input trace"),
+        (&["-q", "--events", &l, &t], "is also an input trace"),
+        (&["-q", "--json", &g, &t], "already holds a gzip file"),
+        (
+            &["bench", "--rounds", "1", "--no-tcpdump", "--json", &t, &t],
+            "is also an input trace",
+        ),
+        (&["probe", "--json", &t, &t], "is also an input trace"),
+        // Before any socket opens: the interface does not exist.
+        (
+            &["live", "-i", "flowsieve-none0", "--json-lines", &l],
+            "already holds a pcap file",
+        ),
+    ];
+    for (args, says) in refused {
+        let out = flowsieve(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: work started");
+        assert_eq!(std::fs::read(&trace).unwrap(), original, "{args:?}");
+    }
+    assert_eq!(std::fs::read(&gz).unwrap()[..2], [0x1f, 0x8b]);
+    let report = dir.path().join("r.json");
+    let r = s(&report);
+    for _ in 0..2 {
+        // New, then old: both written.
+        let out = flowsieve(&["-q", "--json", &r, &t]);
+        assert_eq!(out.status.code(), Some(0));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        assert_eq!(v["trace"]["packets"], 40000);
+    }
+    let out = flowsieve(&["-q", "--json", "/dev/null", &t]);
+    assert_eq!(out.status.code(), Some(0));
+}

@@ -1344,3 +1344,41 @@ fn pcapng_interface_names_come_with_each_packet() {
     let mut r = TraceReader::from_bytes("plain.pcap", bytes).unwrap();
     assert_eq!(r.next_packet().unwrap().unwrap().interface_name, None);
 }
+
+/// `container_magic`, which keeps reports from being written over traces,
+/// names what the manifest's independent parser found in each shared
+/// capture: pcap (any variant) or pcapng, and nothing for the text files
+/// whose magic it did not know.
+#[test]
+fn container_magic_agrees_with_the_manifest() {
+    let Some(dir) = shared_traces("container_magic_agrees_with_the_manifest") else {
+        return;
+    };
+    let mut seen = std::collections::BTreeMap::<&str, usize>::new();
+    let entries = common::manifest(&dir);
+    for e in &entries {
+        let mut head = Vec::new();
+        use std::io::Read;
+        std::fs::File::open(dir.join(&e.file))
+            .unwrap_or_else(|err| panic!("{}: {err}", e.file))
+            .take(4)
+            .read_to_end(&mut head)
+            .unwrap();
+        let expected = match e.format() {
+            "pcapng" => Some("pcapng"),
+            f if f.starts_with("pcap") => Some("pcap"),
+            f if f.starts_with("unknown magic") => None,
+            f => panic!("{}: manifest format {f:?} not expected here", e.file),
+        };
+        assert_eq!(
+            flowsieve::ingest::container_magic(&head),
+            expected,
+            "{}: manifest says {}",
+            e.file,
+            e.format()
+        );
+        *seen.entry(expected.unwrap_or("none")).or_default() += 1;
+    }
+    // Each kind is there, so each branch was compared at least once.
+    assert!(seen.len() == 3 && seen.values().all(|&n| n > 0), "{seen:?}");
+}

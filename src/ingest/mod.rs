@@ -115,6 +115,36 @@ const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 
+/// What the first bytes of a file say it holds, when they are a trace
+/// container or a compression this reader opens: `"pcap"`, `"pcapng"`,
+/// `"gzip"` or `"zstd"`; `None` for anything else, or for fewer bytes than
+/// the magic needs.
+///
+/// The outputs use it to refuse writing a report over a capture
+/// ([`crate::report::check_output_target`]).
+///
+/// ```
+/// use flowsieve::ingest::container_magic;
+/// assert_eq!(container_magic(&[0xd4, 0xc3, 0xb2, 0xa1, 2, 0]), Some("pcap"));
+/// assert_eq!(container_magic(&[0x0a, 0x0d, 0x0d, 0x0a]), Some("pcapng"));
+/// assert_eq!(container_magic(&[0x1f, 0x8b, 8]), Some("gzip"));
+/// assert_eq!(container_magic(b"{\n  \"schema"), None);
+/// assert_eq!(container_magic(&[0xd4, 0xc3]), None);
+/// ```
+pub fn container_magic(first: &[u8]) -> Option<&'static str> {
+    if first.starts_with(&GZIP_MAGIC) {
+        return Some("gzip");
+    }
+    let magic: [u8; 4] = first.get(..4)?.try_into().ok()?;
+    if magic == PCAPNG_MAGIC {
+        Some("pcapng")
+    } else if magic == ZSTD_MAGIC {
+        Some("zstd")
+    } else {
+        PcapVariant::from_magic(magic).map(|_| "pcap")
+    }
+}
+
 enum Framer {
     Pcap(PcapFramer),
     PcapNg(PcapNgFramer),

@@ -5,6 +5,7 @@
 mod atomic;
 mod csv;
 mod figure;
+mod output_target;
 mod pipeline;
 mod pipeline_text;
 mod plot;
@@ -14,6 +15,7 @@ mod text;
 
 pub use atomic::{write_atomically, write_atomically_to_path, write_atomically_with};
 pub use figure::{Figure, Series, SeriesStyle};
+pub use output_target::{OutputTargetError, check_output_target};
 pub use pipeline::*;
 pub use table::{Cell, Column, Row, Table};
 
