@@ -615,12 +615,30 @@ fn traces_or_default(traces: &[PathBuf]) -> Vec<PathBuf> {
 /// Refuses, with exit 2 and one line before any work starts, a report
 /// output that is one of the run's `inputs` or already holds a capture
 /// ([`flowsieve::report::check_output_target`]).
+/// Two outputs given the same path (`-` aside) are refused the same way:
+/// the second written would replace the first.
 fn check_outputs(outputs: &[(Option<&Path>, &'static str)], inputs: &[PathBuf]) -> Result<(), u8> {
+    let mut seen: Vec<(PathBuf, &'static str)> = Vec::new();
     for (path, what) in outputs {
-        if let Some(path) = path {
-            flowsieve::report::check_output_target(path, what, inputs)
-                .map_err(|e| fail(exit::USAGE, e))?;
+        let Some(path) = path else {
+            continue;
+        };
+        flowsieve::report::check_output_target(path, what, inputs)
+            .map_err(|e| fail(exit::USAGE, e))?;
+        if path.as_os_str() == "-" {
+            continue;
         }
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        if let Some((_, first)) = seen.iter().find(|(p, _)| *p == absolute) {
+            return Err(fail(
+                exit::USAGE,
+                format!(
+                    "{}: given for both the {first} and the {what}; one would replace the other",
+                    path.display()
+                ),
+            ));
+        }
+        seen.push((absolute, what));
     }
     Ok(())
 }

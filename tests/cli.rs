@@ -1112,9 +1112,9 @@ fn bench_compares_whole_processes_with_tcpdump() {
 /// A report is never written over a trace: not over one of the run's
 /// inputs (by any path, a link included), and not over a file that holds a
 /// capture, the case of `--json big.pcap` with the trace argument
-/// forgotten. Each refusal is exit 2 with one line, before any work, and
-/// leaves the file as it was; an old report, a new file and `/dev/null`
-/// are written as before.
+/// forgotten; nor are two outputs given one path. Each refusal is exit 2
+/// with one line, before any work, and leaves the file as it was; an old
+/// report, a new file and `/dev/null` are written as before.
 #[test]
 fn a_report_is_never_written_over_a_trace() {
     let dir = tempfile::tempdir().unwrap();
@@ -1127,7 +1127,12 @@ fn a_report_is_never_written_over_a_trace() {
     std::fs::write(&gz, [0x1f, 0x8b, 8, 0, 0, 0, 0, 0]).unwrap();
     let s = |p: &Path| p.to_str().unwrap().to_string();
     let (t, l, g) = (s(&trace), s(&link), s(&gz));
-    let refused: [(&[&str], &str); 7] = [
+    let both = s(&dir.path().join("both.json"));
+    let refused: [(&[&str], &str); 8] = [
+        (
+            &["-q", "--json", &both, "--events", &both, &t],
+            "given for both the JSON report and the events",
+        ),
         (&["-q", "--json", &t], "already holds a pcap file"),
         (&["-q", "--json", &t, &t], "is also an input trace"),
         (&["-q", "--events", &l, &t], "is also an input trace"),
@@ -1151,6 +1156,7 @@ fn a_report_is_never_written_over_a_trace() {
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?}: work started");
         assert_eq!(std::fs::read(&trace).unwrap(), original, "{args:?}");
+        assert!(!Path::new(&both).exists(), "{args:?}");
     }
     assert_eq!(std::fs::read(&gz).unwrap()[..2], [0x1f, 0x8b]);
     let report = dir.path().join("r.json");
