@@ -615,8 +615,9 @@ fn traces_or_default(traces: &[PathBuf]) -> Vec<PathBuf> {
 /// Refuses, with exit 2 and one line before any work starts, a report
 /// output that is one of the run's `inputs` or already holds a capture
 /// ([`flowsieve::report::check_output_target`]).
-/// Two outputs given the same path (`-` aside) are refused the same way:
-/// the second written would replace the first.
+///
+/// One path given to two outputs (`-` aside) is refused the same way: the
+/// second written would replace the first.
 fn check_outputs(outputs: &[(Option<&Path>, &'static str)], inputs: &[PathBuf]) -> Result<(), u8> {
     let mut seen: Vec<(PathBuf, &'static str)> = Vec::new();
     for (path, what) in outputs {

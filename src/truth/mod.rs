@@ -174,14 +174,15 @@ impl FlowTable {
     /// this way before it records any of it, which lets the batch's misses
     /// overlap (see there).
     ///
-    /// Why three prefetches: an entry is 112 bytes, so entries start 0, 48,
-    /// 32 and 16 bytes into a line in turn, and those starting at 48 and 32
-    /// cover three lines. Prefetching only the first and the last line left
-    /// the middle one, which the key compare reads, to a plain miss for
-    /// half the flows (a third of the flush's samples sat on one key load).
-    /// With it the default job took 5 % less CPU on the benchmark trace;
-    /// 64-byte-aligned entries (128 bytes, two lines each) measured slower,
-    /// with 14 % more memory to miss in (BENCHMARKS.md, fifteenth round).
+    /// Why three prefetches: an entry is 112 bytes (64 + 48), so
+    /// consecutive entries start at each of a line's four 16-byte offsets
+    /// in turn, and those starting 32 or 48 bytes in cover three lines.
+    /// Prefetching only the first and the last line left the middle one,
+    /// which the key compare reads, to a plain miss for half the flows (a
+    /// third of the flush's samples sat on one key load). With it the
+    /// default job took 5 % less CPU on the benchmark trace; 64-byte-aligned
+    /// entries (128 bytes, two lines each) measured slower, with 14 % more
+    /// memory to miss in (BENCHMARKS.md, fifteenth round).
     #[inline]
     pub(crate) fn locate(&self, hash: u64) -> Option<usize> {
         let entry = position(*self.index.get(hash)?);
