@@ -273,3 +273,44 @@ fn a_failed_run_stops_the_workers_and_the_producer() {
     // One worker died; the others stopped; pushing and claiming give up.
     assert_eq!(outcome, (1, true, true, true));
 }
+
+/// Every worker stops once every shard retired, whichever queue its Stop
+/// was taken from. A worker looks at the other workers' queues when its
+/// own is empty, and once took the Stop it found there: on a loaded CI
+/// machine the thief stopped, the Stop's owner slept on its empty queue
+/// for good, and `pipeline::report_is_identical_for_1_2_and_4_threads`
+/// hung. Here the order that loses a Stop is played on one thread: worker
+/// 1 asks twice (its own Stop, then, without the fix, worker 2's), worker
+/// 2 then takes worker 0's, and worker 0 would sleep forever.
+#[test]
+fn every_worker_stops_whichever_queue_its_stop_was_taken_from() {
+    let scheduler: Scheduler<Log, Item> =
+        Scheduler::new((0..3).map(|_| Log::default()).collect(), 3);
+    for _ in 0..3 {
+        scheduler.retire();
+    }
+    assert_eq!(scheduler.next(1), Next::Stop);
+    assert_eq!(scheduler.next(1), Next::Stop);
+    assert_eq!(scheduler.next(2), Next::Stop);
+    let scheduler = std::sync::Arc::new(scheduler);
+    let last = std::sync::Arc::clone(&scheduler);
+    assert_eq!(
+        within(Duration::from_secs(10), move || last.next(0)),
+        Next::Stop
+    );
+}
+
+/// The same on real threads: thousands of short runs, each ending while
+/// the workers are in every state (busy, looking at each other's queues,
+/// asleep), must all end. One shard more than workers, or fewer, and one
+/// item each, so that the Stops go out while the workers look.
+#[test]
+fn many_short_runs_all_end() {
+    within(Duration::from_secs(120), || {
+        for seed in 0..3_000u64 {
+            let workers = 2 + (seed % 3) as usize;
+            let shards = 1 + (seed % 5) as usize;
+            run(shards, workers, 1 + seed % 4, seed, 0);
+        }
+    });
+}

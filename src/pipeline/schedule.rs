@@ -161,6 +161,10 @@ pub struct Scheduler<S, W> {
     /// Shards whose state was retired (finished for good).
     retired: AtomicUsize,
     failed: AtomicBool,
+    /// Set, before any worker is sent its [`Ready::Stop`], once every shard
+    /// retired or the run failed: from then on [`Scheduler::next`] answers
+    /// [`Next::Stop`] to every call.
+    stopped: AtomicBool,
 }
 
 impl<S, W> Scheduler<S, W> {
@@ -200,6 +204,7 @@ impl<S, W> Scheduler<S, W> {
                 .collect(),
             retired: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
         }
     }
 
@@ -261,16 +266,27 @@ impl<S, W> Scheduler<S, W> {
 
     /// The next turn for worker `worker`, waiting for one: a turn of one of
     /// its home shards if there is one, else one waiting for a busy worker.
+    /// Once the run stopped (every shard retired, or a failure), every call
+    /// answers [`Next::Stop`].
     pub fn next(&self, worker: usize) -> Next {
         let me = worker % self.ready.len();
         loop {
+            if self.stopped.load(Ordering::Acquire) {
+                return Next::Stop;
+            }
             if let Some(next) = self.look(me) {
                 return next;
             }
             // About to sleep: say so, then look once more, so that a turn
             // made ready meanwhile is seen either here or by `make_ready`.
+            // A stop set before this look is seen by it; one set after
+            // sends this worker its Stop, which wakes the `recv` below.
             self.idle[me].store(true, Ordering::Relaxed);
             fence(Ordering::SeqCst);
+            if self.stopped.load(Ordering::Acquire) {
+                self.idle[me].store(false, Ordering::Relaxed);
+                return Next::Stop;
+            }
             let next = match self.look(me) {
                 Some(next) => Some(next),
                 None => match self.ready[me].1.recv() {
@@ -290,13 +306,22 @@ impl<S, W> Scheduler<S, W> {
     fn look(&self, me: usize) -> Option<Next> {
         let workers = self.ready.len();
         for w in (0..workers).map(|d| (me + d) % workers) {
-            // A wake-up to look is what this is doing. A stolen Stop is
-            // fine: each worker has one, and a worker whose Stop was taken
-            // takes the thief's in turn.
+            // A wake-up to look is what this is doing.
             while let Ok(ready) = self.ready[w].1.try_recv() {
                 match ready {
                     Ready::Shard(shard) => return Some(Next::Shard(shard)),
-                    Ready::Stop => return Some(Next::Stop),
+                    Ready::Stop => {
+                        // Another worker's Stop goes back to its queue: that
+                        // worker may be asleep on it, and nothing else would
+                        // wake it. (Taking it, as this once did, left a
+                        // sleeping worker waiting for good while the thief
+                        // stopped, and the run never ended.) The run has
+                        // stopped, so this worker stops too.
+                        if w != me {
+                            let _ = self.ready[w].0.send(Ready::Stop);
+                        }
+                        return Some(Next::Stop);
+                    }
                     Ready::Look => {}
                 }
             }
@@ -377,7 +402,12 @@ impl<S, W> Scheduler<S, W> {
         self.failed.load(Ordering::Acquire)
     }
 
+    /// Sets the stop, then wakes every worker with its [`Ready::Stop`].
     fn stop_workers(&self) {
+        self.stopped.store(true, Ordering::Release);
+        // Pairs with the fence in `next`: a worker about to sleep either
+        // sees the stop or is already idle on its queue, which this sends to.
+        fence(Ordering::SeqCst);
         for (ready, _) in &self.ready {
             let _ = ready.send(Ready::Stop);
         }
