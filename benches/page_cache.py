@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How a trace sits in the page cache, for fair timings against tcpdump.
 
-    python3 benches/page_cache.py state FILE...   # MB cached, MB in 2 MiB mappings
+    python3 benches/page_cache.py state FILE...   # MiB cached, MiB in 2 MiB mappings
     python3 benches/page_cache.py evict FILE...   # drop FILE's cached pages
     python3 benches/page_cache.py huge FILE...    # evict, then read back in 2 MiB folios
 
@@ -71,7 +71,7 @@ def main():
         touch(m, what == "huge")
         rss, pmd = smaps_of(path)
         m.close()
-        print(f"{path}: {rss / 1024:.1f} MB cached, {pmd / 1024:.1f} MB of it in 2 MiB mappings")
+        print(f"{path}: {rss / 1024:.1f} MiB cached, {pmd / 1024:.1f} MiB of it in 2 MiB mappings")
 
 
 if __name__ == "__main__":

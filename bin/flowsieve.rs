@@ -868,6 +868,21 @@ fn run_bench(args: BenchArgs) -> u8 {
     if let Err(code) = check_outputs(&[(args.json.as_deref(), "bench figures")], &traces) {
         return code;
     }
+    // Each round reads every trace again, which a stream cannot give; and
+    // opening a FIFO would wait for a writer before any check.
+    for t in &traces {
+        let stream = t.as_os_str() == "-" || std::fs::metadata(t).is_ok_and(|m| !m.is_file());
+        if stream {
+            return fail(
+                exit::USAGE,
+                format!(
+                    "{}: bench reads each trace once per round, so it needs a regular file \
+                     (not standard input, a FIFO or a device)",
+                    t.display()
+                ),
+            );
+        }
+    }
     let stop = interrupt_flag();
     let bar = progress_bar(args.rounds as u64, "rounds");
     let measured = flowsieve::bench::bench_until(

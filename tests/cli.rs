@@ -1105,8 +1105,20 @@ fn bench_compares_whole_processes_with_tcpdump() {
         !all_stages.contains("--rounds") && !all_stages.contains("--json"),
         "{all_stages}"
     );
+    // The trace's page-cache state beside the comparison: the whole file
+    // cached after the runs read it, whatever the page size.
+    let cache = &v["tcpdump"]["page_cache"];
+    let file_bytes = std::fs::metadata(&trace).unwrap().len();
+    assert_eq!(cache["file_bytes"].as_u64(), Some(file_bytes), "{cache}");
+    assert_eq!(
+        cache["cached_bytes"].as_u64(),
+        Some(file_bytes.next_multiple_of(4096)),
+        "{cache}"
+    );
+    assert!(cache["huge_mapped_bytes"].as_u64().unwrap() <= file_bytes.next_multiple_of(4096));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("vs tcpdump"), "{text}");
+    assert!(text.contains("page cache: "), "{text}");
 }
 
 /// A report is never written over a trace: not over one of the run's

@@ -1382,3 +1382,42 @@ fn container_magic_agrees_with_the_manifest() {
     // Each kind is there, so each branch was compared at least once.
     assert!(seen.len() == 3 && seen.values().all(|&n| n > 0), "{seen:?}");
 }
+
+/// `page_cache_state` reads a file in through a map and reports it whole:
+/// every page cached (the length rounded up to whole pages), the 2 MiB
+/// part a whole number of 2 MiB entries within it. An empty file is
+/// reported as nothing cached; a missing file and a directory are errors,
+/// not a panic or a wait.
+#[test]
+fn page_cache_state_reports_a_file_read_in_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bytes.bin");
+    let len: u64 = 5 * 1024 * 1024 + 123;
+    std::fs::write(&path, vec![0x5a; len as usize]).unwrap();
+    let s = match flowsieve::ingest::page_cache_state(&path) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+        Err(e) => panic!("{}: {e}", path.display()),
+    };
+    assert_eq!(s.file_bytes, len);
+    assert_eq!(s.cached_bytes, len.next_multiple_of(4096), "{s:?}");
+    assert!(s.huge_mapped_bytes <= s.cached_bytes, "{s:?}");
+    assert_eq!(s.huge_mapped_bytes % (2 << 20), 0, "{s:?}");
+
+    let empty = dir.path().join("empty.bin");
+    std::fs::write(&empty, b"").unwrap();
+    let e = flowsieve::ingest::page_cache_state(&empty).unwrap();
+    assert_eq!(
+        (e.file_bytes, e.cached_bytes, e.huge_mapped_bytes),
+        (0, 0, 0)
+    );
+
+    let missing = flowsieve::ingest::page_cache_state(&dir.path().join("absent")).unwrap_err();
+    assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
+    // A directory (and so a FIFO or a device) is refused, not opened.
+    let not_file = flowsieve::ingest::page_cache_state(dir.path()).unwrap_err();
+    assert_eq!(not_file.kind(), std::io::ErrorKind::Unsupported);
+}

@@ -536,6 +536,29 @@ fn standard_input_and_fifos_are_read_as_streams() {
         .one_line_error("empty");
 }
 
+/// `bench` reads each trace once per round, which a stream cannot give:
+/// standard input and a FIFO are refused with exit 2 and one line, before
+/// anything is opened (a FIFO without a writer would otherwise hold the
+/// open, and with it the process, until a second signal).
+#[test]
+fn bench_refuses_streams_before_opening_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("trace.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let fifo = fifo.to_str().unwrap();
+    for args in [
+        &["bench", "--rounds", "1", fifo][..],
+        &["bench", "--rounds", "1", "-"][..],
+        &["bench", "--rounds", "1", &default_trace(), fifo][..],
+    ] {
+        run_with(args, Stdio::piped(), Duration::from_secs(10))
+            .expect(2)
+            .one_line_error("needs a regular file");
+    }
+}
+
 #[test]
 fn a_directory_is_not_a_trace() {
     let dir = tempfile::tempdir().unwrap();

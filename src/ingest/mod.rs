@@ -26,6 +26,7 @@ mod link_type;
 #[cfg(target_os = "linux")]
 pub mod live;
 mod map_guard;
+mod page_cache;
 pub mod pcap;
 pub mod pcapng;
 mod read_ahead;
@@ -36,6 +37,7 @@ pub use anomaly::{AnomalyEntry, AnomalyLog};
 // `ReadMode` is defined below, beside the reader that uses it.
 pub use error::{Anomaly, AnomalyKind, IngestError, PcapError, PcapNgError, Position};
 pub use link_type::LinkType;
+pub use page_cache::{PageCacheState, page_cache_state};
 pub use pcap::PcapVariant;
 pub use timestamp::{DurationError, DurationNs, Timestamp};
 
