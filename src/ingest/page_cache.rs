@@ -119,10 +119,12 @@ fn mapped_state(_file: &File, _file_bytes: u64) -> io::Result<PageCacheState> {
 /// of the two fields is missing. A field `FilePmdMapped` absent from a
 /// kernel without file huge pages reads as 0.
 ///
-/// Each mapping is a header line `start-end perms offset dev inode path`,
-/// then `Name: value kB` lines until the next header.
+/// Each mapping is a header line `start-end perms offset dev inode path`
+/// (addresses in lowercase hex of at least 8 digits, as the kernel prints
+/// them with `%08lx`), then `Name: value kB` lines until the next header.
+#[cfg(target_os = "linux")]
 fn smaps_entry(smaps: &str, start: usize) -> Option<(u64, u64)> {
-    let head = format!("{start:x}-");
+    let head = format!("{start:08x}-");
     let mut lines = smaps.lines();
     lines.by_ref().find(|l| l.starts_with(&head))?;
     let (mut rss, mut pmd) = (None, None);
