@@ -869,9 +869,11 @@ fn run_bench(args: BenchArgs) -> u8 {
         return code;
     }
     // Each round reads every trace again, which a stream cannot give; and
-    // opening a FIFO would wait for a writer before any check.
+    // opening a FIFO would wait for a writer before any check. (A directory
+    // or a missing file is left to the reader's own one-line error.)
     for t in &traces {
-        let stream = t.as_os_str() == "-" || std::fs::metadata(t).is_ok_and(|m| !m.is_file());
+        let stream = t.as_os_str() == flowsieve::ingest::STDIN_PATH
+            || std::fs::metadata(t).is_ok_and(|m| !m.is_file() && !m.is_dir());
         if stream {
             return fail(
                 exit::USAGE,

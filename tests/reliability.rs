@@ -557,6 +557,11 @@ fn bench_refuses_streams_before_opening_them() {
             .expect(2)
             .one_line_error("needs a regular file");
     }
+    // A directory keeps the reader's own, more precise error.
+    let d = dir.path().to_str().unwrap();
+    run(&["bench", "--rounds", "1", "--no-tcpdump", d])
+        .expect(1)
+        .one_line_error("cannot read a trace from a directory");
 }
 
 #[test]
