@@ -53,6 +53,26 @@ impl BitArray {
         self.words.fill(0);
     }
 
+    /// Sets to 0 the whole word holding each of `positions` (ignoring
+    /// positions beyond the end): a clear of an array whose set bits all
+    /// lie in those words, at a word a position instead of all of them.
+    ///
+    /// ```
+    /// use flowsieve::filter::BitArray;
+    /// let mut a = BitArray::new(1000);
+    /// a.set(3);
+    /// a.set(700);
+    /// a.clear_words_at(&[60, 700, 5000]);
+    /// assert_eq!(a, BitArray::new(1000));
+    /// ```
+    pub fn clear_words_at(&mut self, positions: &[usize]) {
+        for &p in positions {
+            if let Some(w) = self.words.get_mut(p / 64) {
+                *w = 0;
+            }
+        }
+    }
+
     /// Faults the array's memory pages in as writable now, if the array
     /// fits in `*budget` bytes (which it then takes from the budget);
     /// returns whether it fitted. Changes no bit: it only moves the first

@@ -177,6 +177,29 @@ impl BlockedCountingFilter {
         self.blocks.fill(Block::default());
     }
 
+    /// Sets to 0 the block of each of `hashes`: one cache line a hash.
+    ///
+    /// When every insertion since the filter was last all-zero is among
+    /// `hashes` (a complete [`super::InsertionLog`]), this leaves the
+    /// filter exactly as [`BlockedCountingFilter::clear`] does. The
+    /// saturation count is kept.
+    ///
+    /// ```
+    /// use flowsieve::filter::{BlockedCountingFilter, CounterWidth};
+    /// let mut f = BlockedCountingFilter::new(1 << 12, 4, CounterWidth::W4);
+    /// let empty = f.clone();
+    /// for h in [1, 2, 1] { f.insert(h); }
+    /// f.clear_inserted(&[1, 2]);
+    /// assert_eq!(f, empty);
+    /// ```
+    pub fn clear_inserted(&mut self, hashes: &[u64]) {
+        for &h in hashes {
+            if let Some(b) = self.blocks.get_mut(self.indexer.block(h)) {
+                *b = Block::default();
+            }
+        }
+    }
+
     /// Counters that reached saturation, over the filter's life.
     pub fn saturation_events(&self) -> u64 {
         self.saturated

@@ -232,6 +232,35 @@ impl CountingBloomFilter {
         self.words.fill(0);
     }
 
+    /// Sets to 0 every word that holds a counter of one of `hashes`.
+    ///
+    /// When every insertion since the filter was last all-zero is among
+    /// `hashes` (an [`super::InsertionLog`] that is complete), every
+    /// non-zero counter lies in such a word, so this leaves the filter
+    /// exactly as [`CountingBloomFilter::clear`] does while writing `k`
+    /// words a hash instead of all of them. Other counters in those words
+    /// are zeroed too, which is what a clear wants. The saturation count is
+    /// kept, as by `clear`.
+    ///
+    /// ```
+    /// use flowsieve::filter::{CounterWidth, CountingBloomFilter};
+    /// let mut f = CountingBloomFilter::new(1 << 12, 4, CounterWidth::W8);
+    /// let empty = f.clone();
+    /// for h in [3, 5, 3, 8] { f.insert(h); }
+    /// f.clear_inserted(&[3, 5, 8]);
+    /// assert_eq!(f, empty);
+    /// ```
+    pub fn clear_inserted(&mut self, hashes: &[u64]) {
+        let (words, width) = (&mut self.words, self.width);
+        for &h in hashes {
+            self.indexer.for_each(h, |i| {
+                if let Some(w) = words.get_mut(width.locate(i).0) {
+                    *w = 0;
+                }
+            });
+        }
+    }
+
     /// Faults the counters' memory pages in as writable now, if they fit in
     /// `*budget` bytes (see [`super::BitArray::prefault`]); changes no
     /// counter.

@@ -13,6 +13,8 @@
 //!   membership probability (the Bloom paradox, 000).
 //! - [`BhCountingFilter`]: fixed plus B_h variable increments, Theorem 5's
 //!   sharper posterior (000 §VI).
+//! - [`InsertionLog`]: the hashes a filter took since it was clear, so a
+//!   sparse filter is cleared by what it holds, not by a sweep.
 //! - [`compress_bloom`] / [`decompress_bloom`] and deltas: arithmetic-coded
 //!   snapshots near `m H(p)` bits (002).
 
@@ -26,6 +28,7 @@ mod compressed_counting;
 mod counter_layout;
 mod counter_width;
 mod counting;
+mod insertion_log;
 mod prior;
 mod recycling;
 mod selective;
@@ -44,6 +47,7 @@ pub use compressed_counting::{ESCAPE as COUNTER_ESCAPE, compress_counting, decom
 pub use counter_layout::{CounterLayout, CounterLayoutError};
 pub use counter_width::{CounterWidth, CounterWidthError};
 pub use counting::CountingBloomFilter;
+pub use insertion_log::{InsertionLog, SCATTERED_LINE_COST};
 pub use prior::{PriorEstimate, PriorSampler, RoundPriors};
 pub use recycling::{MAX_K, RecyclePolicy, RecyclingBloomFilter, RecyclingStats};
 pub use selective::{SelectiveAnswer, SelectiveBloomFilter, SelectiveCountingFilter, Selectivity};

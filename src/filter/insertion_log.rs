@@ -1,0 +1,109 @@
+//! A bounded log of the hashes a filter took since it was last all-zero, so
+//! that a filter that took few can be cleared by the words those hashes
+//! touched instead of by a sweep of its whole memory.
+//!
+//! Why: the heavy stage clears its counting filter at every window's end
+//! and the new-flow stage clears a recycling filter's half at every
+//! recycle. On a dense trace a window fills much of the filter and a sweep
+//! (a `memset`, streaming whole cache lines) is the cheapest clear. On a
+//! sparse one (a link at tens of packets a second, one-second windows) a
+//! window holds a few dozen insertions, and sweeping 512 KiB to undo them
+//! was most of the run: 56 % of a one-hour, 28-packet-a-second trace's
+//! samples were `memset` (BENCHMARKS.md, seventeenth round). Writing only
+//! the words a window's hashes touched costs what the window held.
+//!
+//! The log stops growing past its limit and then reports itself
+//! incomplete ([`InsertionLog::complete`] is `None`): the filter is then
+//! cleared by a sweep, as before. The limit is where the two clears cost
+//! the same ([`InsertionLog::for_filter`]), so the log never makes a clear
+//! slower than the sweep by more than a bounded constant.
+//!
+//! ```
+//! use flowsieve::filter::InsertionLog;
+//! let mut log = InsertionLog::new(2);
+//! log.record(7);
+//! log.record(9);
+//! assert_eq!(log.complete(), Some(&[7, 9][..]));
+//! log.record(11);
+//! assert_eq!(log.complete(), None); // past the limit: sweep instead
+//! log.reset();
+//! assert_eq!(log.complete(), Some(&[][..]));
+//! ```
+
+/// Cache lines a streaming clear writes in the time a clear by hash writes
+/// one: a scattered store is a read-for-ownership miss, a sweep's stores
+/// are sequential and prefetched.
+///
+/// Measured, not guessed: with the heavy stage alone on the 1.5 M-packet
+/// benchmark trace (512 KiB shards, `k = 11`), clearing by hash was faster
+/// than the sweep at 200 insertions a shard-window and slower at 400 and
+/// 700, which puts one scattered line at about three streamed ones
+/// (BENCHMARKS.md, seventeenth round).
+pub const SCATTERED_LINE_COST: usize = 3;
+
+/// Bytes in a cache line, for [`InsertionLog::for_filter`].
+const LINE_BYTES: usize = 64;
+
+/// The hashes inserted since a filter was last all-zero, up to a limit.
+///
+/// The default log has a limit of 0 and owns no memory: it is complete
+/// only while empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InsertionLog {
+    /// At most `limit + 1` entries: the one past the limit marks the log
+    /// incomplete.
+    hashes: Vec<u64>,
+    limit: usize,
+}
+
+impl InsertionLog {
+    /// A log of at most `limit` hashes, its memory allocated now so that a
+    /// [`InsertionLog::record`] never allocates.
+    pub fn new(limit: usize) -> InsertionLog {
+        InsertionLog {
+            hashes: Vec::with_capacity(limit.saturating_add(1)),
+            limit,
+        }
+    }
+
+    /// The log for a filter of `bytes` bytes whose insertion writes
+    /// `lines_per_hash` cache lines: its limit is where clearing by the
+    /// logged hashes writes as much as a sweep would, at
+    /// [`SCATTERED_LINE_COST`] streamed lines a scattered one.
+    ///
+    /// ```
+    /// use flowsieve::filter::InsertionLog;
+    /// // The heavy stage's default shard: 512 KiB of counters, k = 11.
+    /// assert_eq!(InsertionLog::for_filter(512 << 10, 11).limit(), 248);
+    /// // A new-flow half of 1 Mbit, k = 4.
+    /// assert_eq!(InsertionLog::for_filter(1 << 17, 4).limit(), 170);
+    /// ```
+    pub fn for_filter(bytes: usize, lines_per_hash: usize) -> InsertionLog {
+        let lines = bytes / LINE_BYTES;
+        InsertionLog::new(lines / SCATTERED_LINE_COST.saturating_mul(lines_per_hash.max(1)))
+    }
+
+    /// The most hashes the log keeps.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Logs an insertion of `h` (nothing once the log is past its limit).
+    #[inline]
+    pub fn record(&mut self, h: u64) {
+        if self.hashes.len() <= self.limit {
+            self.hashes.push(h);
+        }
+    }
+
+    /// Every hash logged since the last [`InsertionLog::reset`], or `None`
+    /// when there were more than the limit.
+    pub fn complete(&self) -> Option<&[u64]> {
+        (self.hashes.len() <= self.limit).then_some(self.hashes.as_slice())
+    }
+
+    /// Empties the log (the filter was cleared).
+    pub fn reset(&mut self) {
+        self.hashes.clear();
+    }
+}
