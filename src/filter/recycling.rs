@@ -42,7 +42,7 @@
 //! assert_eq!(f.stats().recycles, 0);
 //! ```
 
-use super::BitArray;
+use super::{BitArray, InsertionLog};
 use crate::hash::fmix64;
 use crate::ingest::Timestamp;
 use crate::model::recycling::Hashing;
@@ -105,6 +105,13 @@ pub struct RecyclingBloomFilter {
     /// The exact front cache, when enabled (see
     /// [`RecyclingBloomFilter::with_front_cache`]).
     cache: Vec<CachedMessage>,
+    /// The messages that set bits in the active half since it was clear,
+    /// and likewise for the frozen half: a recycle clears a half by its
+    /// log's positions while the log is complete, and by a sweep
+    /// otherwise (see [`InsertionLog`]). A message that set no bit needs
+    /// no entry: every bit it has was set by a logged one.
+    active_log: InsertionLog,
+    frozen_log: InsertionLog,
 }
 
 /// A message known to be in the active half: its hash, and the recycle
@@ -128,6 +135,8 @@ impl RecyclingBloomFilter {
     ) -> RecyclingBloomFilter {
         let m = m.max(1);
         let k = k.clamp(1, MAX_K.min(m));
+        // A message's positions are `k` scattered words of one half.
+        let log = InsertionLog::for_filter(m.div_ceil(64) * 8, k);
         RecyclingBloomFilter {
             m,
             k,
@@ -141,6 +150,8 @@ impl RecyclingBloomFilter {
             cycle_start: None,
             stats: RecyclingStats::default(),
             cache: Vec::new(),
+            frozen_log: log.clone(),
+            active_log: log,
         }
     }
 
@@ -323,6 +334,7 @@ impl RecyclingBloomFilter {
         self.stats.bits_set += set;
         if set > 0 {
             self.insertions += 1;
+            self.active_log.record(h);
         }
         if let RecyclePolicy::Insertions(n) = self.policy
             && self.insertions >= n
@@ -336,17 +348,54 @@ impl RecyclingBloomFilter {
     }
 
     /// Clears (one phase) or clears the frozen half and swaps (two phase).
+    ///
+    /// The half is cleared by the words of its logged messages' positions
+    /// when its log is complete, else by a sweep; either way it is all
+    /// zero after.
     pub fn recycle(&mut self) {
-        match &mut self.frozen {
-            Some(frozen) => {
-                frozen.clear();
-                std::mem::swap(frozen, &mut self.active);
+        let k = self.k;
+        let log_of_cleared = if self.frozen.is_some() {
+            &mut self.frozen_log
+        } else {
+            &mut self.active_log
+        };
+        let mut log = std::mem::take(log_of_cleared);
+        match log.complete() {
+            Some(hashes) => {
+                let mut pos = [0usize; MAX_K];
+                for &h in hashes {
+                    self.positions(h, &mut pos);
+                    self.half_to_clear().clear_words_at(&pos[..k]);
+                }
             }
-            None => self.active.clear(),
+            None => self.half_to_clear().clear(),
+        }
+        log.reset();
+        match self.frozen.as_mut() {
+            Some(frozen) => {
+                // The cleared half becomes the active one, with the empty
+                // log; the old active half is frozen with its log.
+                std::mem::swap(frozen, &mut self.active);
+                self.frozen_log = std::mem::replace(&mut self.active_log, log);
+            }
+            None => self.active_log = log,
         }
         self.active_ones = 0;
         self.insertions = 0;
         self.stats.recycles += 1;
+    }
+
+    /// The half a recycle clears: the frozen one, or the only one.
+    fn half_to_clear(&mut self) -> &mut BitArray {
+        match self.frozen.as_mut() {
+            Some(frozen) => frozen,
+            None => &mut self.active,
+        }
+    }
+
+    /// The active half and, for a two-phase filter, the frozen one.
+    pub fn halves(&self) -> (&BitArray, Option<&BitArray>) {
+        (&self.active, self.frozen.as_ref())
     }
 
     /// Faults the halves' memory pages in as writable now, each while it
