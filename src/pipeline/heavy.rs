@@ -26,7 +26,7 @@ use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use super::window::{PeriodCursor, WindowSpec};
 use crate::dissect::FlowKey;
 use crate::filter::{
-    BlockedCountingFilter, CounterLayout, CounterWidth, CountingBloomFilter, MAX_K,
+    BlockedCountingFilter, CounterLayout, CounterWidth, CountingBloomFilter, InsertionLog, MAX_K,
 };
 use crate::model::{blocked, threshold};
 use crate::report::{HeavyConfigInfo, HeavyNote, HeavyRates, HeavyReport};
@@ -427,6 +427,55 @@ pub struct HeavyShard {
     /// An empty memory of the online model's per-load terms with this run's
     /// bound: the template of this thread's memory ([`THREAD_TERMS`]).
     online_terms: threshold::OnlineTerms,
+    /// The window's insertions, while few enough that clearing the filter
+    /// by them is cheaper than a sweep (see [`InsertionLog`]).
+    log: InsertionLog,
+    /// The compound model's answers by window flow-size histogram.
+    compound: CompoundMemo,
+}
+
+/// The compound model's answers ([`threshold::fpr_compound_online`]),
+/// remembered by the window's flow-size histogram.
+///
+/// Why: the model costs `O(32 θ²)` a shard-window however few flows the
+/// window held, and on a sparse trace (one-second windows, tens of packets
+/// each) that was 14 % of a run with truth. The answer is a pure function
+/// of the histogram for a shard's fixed `θ`, `k` and `m`, so a remembered
+/// answer is the same, bit for bit, as a fresh one; and sparse windows
+/// repeat few histograms (a handful of flows of one or two packets).
+///
+/// The memory holds at most [`CompoundMemo::NUMBERS`] numbers, keys and
+/// answers together; an answer that would pass it empties the memory
+/// first, so the last answer is always kept.
+#[derive(Debug, Default)]
+struct CompoundMemo {
+    answers: hashbrown::HashMap<Vec<u64>, Option<Vec<f64>>>,
+    numbers: usize,
+}
+
+impl CompoundMemo {
+    /// The most numbers (histogram counts and answers) remembered.
+    const NUMBERS: usize = 4096;
+
+    /// The model's answer for the histogram `sizes`, from memory or from
+    /// `compute`.
+    fn answer(
+        &mut self,
+        sizes: Vec<u64>,
+        compute: impl FnOnce(&[u64]) -> Option<Vec<f64>>,
+    ) -> Option<&[f64]> {
+        if !self.answers.contains_key(&sizes) {
+            let answer = compute(&sizes);
+            let cost = sizes.len() + answer.as_ref().map_or(0, Vec::len);
+            if self.numbers + cost > Self::NUMBERS {
+                self.answers.clear();
+                self.numbers = 0;
+            }
+            self.numbers += cost;
+            self.answers.insert(sizes.clone(), answer);
+        }
+        self.answers.get(&sizes)?.as_deref()
+    }
 }
 
 /// What fixes a heavy filter's online-model terms: the layout, theta, `k`,
@@ -468,6 +517,7 @@ impl HeavyShard {
         events: bool,
     ) -> HeavyShard {
         let filter = HeavyFilter::new(cfg, counters, k);
+        let log = filter.insertion_log();
         HeavyShard {
             cfg: *cfg,
             filter,
@@ -483,6 +533,8 @@ impl HeavyShard {
             gauges: None,
             export: None,
             online_terms: threshold::OnlineTerms::new(),
+            log,
+            compound: CompoundMemo::default(),
         }
     }
 
@@ -503,6 +555,7 @@ impl HeavyShard {
             *c += 1;
         }
         let estimate = self.filter.insert(r.hash);
+        self.log.record(r.hash);
         if let Some(x) = self.export.as_mut() {
             x.observe(r, key, estimate);
         }
@@ -625,9 +678,9 @@ impl HeavyShard {
                 self.tally.repeated_insertions += self.window_packets - flows.len() as u64;
                 // The compound model is derived for the partitioned layout.
                 let compound = match self.filter {
-                    HeavyFilter::Partitioned(_) => {
-                        threshold::fpr_compound_online(theta, k, m, &sizes)
-                    }
+                    HeavyFilter::Partitioned(_) => self
+                        .compound
+                        .answer(sizes, |s| threshold::fpr_compound_online(theta, k, m, s)),
                     HeavyFilter::Blocked(_) => None,
                 };
                 if compound.is_none() && matches!(self.filter, HeavyFilter::Partitioned(_)) {
@@ -650,7 +703,7 @@ impl HeavyShard {
                         t.false_positives += u64::from(f.reported);
                         t.model_sum += p_distinct;
                         t.model_weight += 1.0;
-                        if let Some(cp) = compound.as_ref() {
+                        if let Some(cp) = compound {
                             t.compound_sum += cp[f.packets as usize];
                             t.compound_weight += 1.0;
                         }
@@ -664,7 +717,11 @@ impl HeavyShard {
         {
             x.close(w, self.window_packets, &self.window_class_packets, f);
         }
-        self.filter.clear();
+        match self.log.complete() {
+            Some(hashes) => self.filter.clear_inserted(hashes),
+            None => self.filter.clear(),
+        }
+        self.log.reset();
         self.reported.clear();
         self.saturation_at_start = self.filter.saturation_events();
         self.window_packets = 0;
@@ -767,6 +824,32 @@ impl HeavyFilter {
         match self {
             HeavyFilter::Partitioned(f) => f.clear(),
             HeavyFilter::Blocked(f) => f.clear(),
+        }
+    }
+
+    /// Clears by the window's logged insertions (see [`InsertionLog`]).
+    fn clear_inserted(&mut self, hashes: &[u64]) {
+        match self {
+            HeavyFilter::Partitioned(f) => f.clear_inserted(hashes),
+            HeavyFilter::Blocked(f) => f.clear_inserted(hashes),
+        }
+    }
+
+    /// An empty log bounded for this filter: `k` lines an insertion in the
+    /// partitioned layout, one in the blocked.
+    fn insertion_log(&self) -> InsertionLog {
+        let bytes = self.m() * self.width().bits() as usize / 8;
+        let lines = match self {
+            HeavyFilter::Partitioned(f) => f.k(),
+            HeavyFilter::Blocked(_) => 1,
+        };
+        InsertionLog::for_filter(bytes, lines)
+    }
+
+    fn width(&self) -> CounterWidth {
+        match self {
+            HeavyFilter::Partitioned(f) => f.width(),
+            HeavyFilter::Blocked(f) => f.width(),
         }
     }
 
