@@ -1275,3 +1275,106 @@ fn prefault_makes_a_fresh_array_resident() {
     );
     assert_eq!(a.count_ones(), 0);
 }
+
+// ---------- clearing by the logged insertions ----------
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(120))]
+    /// A counting filter cleared by the hashes it took (in any order, with
+    /// repeats) is the filter a whole clear leaves: both layouts, the three
+    /// counter widths, plain and conservative update, saturating counters.
+    /// A log that leaves one inserted hash out is not enough, and the test
+    /// says so whenever that hash's counters are not shared with another's.
+    #[test]
+    fn clearing_by_the_inserted_hashes_is_a_whole_clear(
+        bits in proptest::sample::select(vec![4u32, 8, 16]),
+        blocked: bool,
+        conservative: bool,
+        m in 64usize..5_000,
+        k in 1usize..12,
+        keys in proptest::collection::vec(0u64..40, 1..600),
+        order_seed: u64,
+    ) {
+        use flowsieve::filter::{BlockedCountingFilter, CounterWidth, CountingBloomFilter};
+        use rand::seq::SliceRandom;
+        let width = CounterWidth::from_bits(bits).unwrap();
+        let hashes: Vec<u64> = keys.iter().map(|&x| flowsieve::hash::fmix64(x + 1)).collect();
+        // The log: every inserted hash, shuffled, some of them twice.
+        let mut log = hashes.clone();
+        log.extend(hashes.iter().step_by(3));
+        log.shuffle(&mut rng(order_seed));
+        if blocked {
+            let mut f = BlockedCountingFilter::new(m, k, width);
+            if conservative { f = f.conservative(); }
+            for &h in &hashes { f.insert(h); }
+            let mut swept = f.clone();
+            swept.clear();
+            f.clear_inserted(&log);
+            proptest::prop_assert_eq!(&f, &swept);
+            proptest::prop_assert_eq!(f.nonzero_counters(), 0);
+        } else {
+            let mut f = CountingBloomFilter::new(m, k, width);
+            if conservative { f = f.conservative(); }
+            for &h in &hashes { f.insert(h); }
+            let mut swept = f.clone();
+            swept.clear();
+            let mut partial = f.clone();
+            f.clear_inserted(&log);
+            proptest::prop_assert_eq!(&f, &swept);
+            proptest::prop_assert_eq!(f.nonzero_counters(), 0);
+            // Without the last key's hash, its counters stay unless some
+            // other logged hash shares their words.
+            let last = *hashes.last().unwrap();
+            let rest: Vec<u64> = log.iter().copied().filter(|&h| h != last).collect();
+            partial.clear_inserted(&rest);
+            let words_of = |h: u64| -> Vec<usize> {
+                (0..partial.k()).map(|j| width.locate(partial.counter_index(h, j)).0).collect()
+            };
+            let shared = words_of(last).iter().all(|w| rest.iter().any(|&o| words_of(o).contains(w)));
+            proptest::prop_assert_eq!(partial.nonzero_counters() == 0, shared);
+        }
+    }
+
+    /// However a recycle clears its half (by the logged messages or by a
+    /// sweep), the half is empty after it, a two-phase filter's frozen
+    /// half is the old active one, and the active bit count always matches
+    /// the active half's bits. Half sizes reach 256 Kbit so that the log's
+    /// limit (up to 170 messages) is both met and passed between recycles.
+    #[test]
+    fn a_recycle_clears_its_half_however_it_clears(
+        m_log2 in 10u32..19,
+        k in 1usize..8,
+        policy in 0u8..3,
+        limit in 1u64..400,
+        two_phase: bool,
+        retaining: bool,
+        keys in 1u64..2_000,
+        seed: u64,
+    ) {
+        let m = 1usize << m_log2;
+        let policy = match policy {
+            0 => RecyclePolicy::Sigma(limit * 4),
+            1 => RecyclePolicy::Insertions(limit),
+            _ => RecyclePolicy::Time(limit * 1_000),
+        };
+        let mut f = RecyclingBloomFilter::new(m, k, policy, Hashing::Colliding, retaining, two_phase);
+        let mut r = rng(seed);
+        let mut now = 0u64;
+        for step in 0..2_000 {
+            let h = flowsieve::hash::fmix64(r.random_range(0..keys) + 1);
+            now += r.random_range(0..20);
+            f.test_and_insert_at(h, Timestamp::from_units(now, 1_000_000_000));
+            proptest::prop_assert_eq!(f.active_bits(), f.halves().0.count_ones());
+            if step % 97 == 0 {
+                let before = f.halves().0.clone();
+                f.recycle();
+                let (active, frozen) = f.halves();
+                proptest::prop_assert_eq!(active.count_ones(), 0);
+                proptest::prop_assert_eq!(f.active_bits(), 0);
+                if let Some(frozen) = frozen {
+                    proptest::prop_assert_eq!(frozen, &before);
+                }
+            }
+        }
+    }
+}

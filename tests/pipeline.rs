@@ -1186,3 +1186,52 @@ fn a_preloaded_run_is_the_file_run() {
         PreloadError::TooMany { limit: 39_999 }
     );
 }
+
+/// A heavy window starts from an empty filter, however the last one was
+/// cleared: by its logged insertions (a sparse window) or by a sweep (a
+/// window past the log's limit). The filter is so large that a collision
+/// is all but impossible, so every flow reported in a window must have
+/// reached theta in that window: a counter left over from the window
+/// before would report a flow heavy in one second again in the next.
+#[test]
+fn every_heavy_window_starts_from_an_empty_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    // A few flows over a long span: about 10 packets a one-second window,
+    // the large flows in most windows.
+    let path = dir.path().join("sparse.pcap");
+    let synth = SynthConfig {
+        flows: 40,
+        packets: 20_000,
+        span_secs: 2_000.0,
+        seed: 11,
+        snaplen: 64,
+        ..SynthConfig::default()
+    };
+    generate(&synth, std::fs::File::create(&path).unwrap()).unwrap();
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    cfg.stages = only(StageName::Heavy);
+    cfg.shards = 2;
+    cfg.heavy.theta = 3;
+    cfg.heavy.k = Some(3);
+    cfg.heavy.counters = 1 << 21;
+    cfg.heavy.width = CounterWidth::W16;
+    for (window, what) in [
+        (WindowSpec::Time(1_000_000_000), "sparse one-second windows"),
+        // 2^20 16-bit counters a shard, k = 3: a log of 2^21 / 64 / 9 =
+        // 3640 hashes, which 8000-packet windows pass in each shard.
+        (WindowSpec::Packets(16_000), "windows past the log's limit"),
+    ] {
+        cfg.heavy.window = window;
+        let r = run_cfg(std::slice::from_ref(&path), &cfg);
+        let h = r.heavy().unwrap();
+        assert!(
+            h.shard_windows > 2,
+            "{what}: {} shard-windows",
+            h.shard_windows
+        );
+        assert_eq!(h.overall.false_positives, Some(0), "{what}");
+        assert_eq!(h.overall.false_negatives, Some(0), "{what}");
+        assert_eq!(h.overall.reported, h.overall.flows_above.unwrap(), "{what}");
+        assert!(h.overall.reported > 0, "{what}: some flow is heavy");
+    }
+}
