@@ -2,8 +2,8 @@
 //! equal m and k, for arrays from L1-resident to far beyond the last-level
 //! cache: single and batched insert/query of the partitioned Bloom filter,
 //! counting-filter insert and threshold query per counter width, recycling
-//! filter test-and-insert, and the many-writer counting filter on 1 and 2
-//! threads.
+//! filter test-and-insert, the many-writer counting filter on 1 and 2
+//! threads, and a window's clear by a sweep against by its logged hashes.
 //!
 //! `cargo bench --bench filters`; figures in BENCHMARKS.md.
 
@@ -261,11 +261,52 @@ fn many_writers(c: &mut Criterion) {
     g.finish();
 }
 
+/// A heavy window's end: `n` insertions into a shard's filter at the
+/// default shape (2^19 8-bit counters, 512 KiB, k = 11), then a clear by
+/// a sweep or by the `n` logged hashes. Eight filters in turn, as a worker
+/// runs eight shards, so the sweep is not of a filter alone in the cache.
+/// Where the two cross is the insertion log's bound
+/// (`filter::SCATTERED_LINE_COST`).
+fn window_clear(c: &mut Criterion) {
+    let mut g = c.benchmark_group("window_clear_512KiB_k11");
+    g.sample_size(10);
+    g.warm_up_time(Duration::from_millis(300));
+    g.measurement_time(Duration::from_secs(1));
+    let mut filters: Vec<CountingBloomFilter> = (0..8)
+        .map(|_| CountingBloomFilter::new(1 << 19, 11, CounterWidth::W8))
+        .collect();
+    for n in [50usize, 100, 200, 250, 400, 700] {
+        g.throughput(Throughput::Elements(n as u64));
+        let probe = hashes(6, n * 64);
+        for by_log in [false, true] {
+            let name = if by_log { "by_log" } else { "sweep" };
+            let (mut at, mut shard) = (0usize, 0usize);
+            g.bench_with_input(BenchmarkId::new(name, n), &n, |b, &n| {
+                b.iter(|| {
+                    at = (at + n) % (n * 64);
+                    shard = (shard + 1) % filters.len();
+                    let f = &mut filters[shard];
+                    let window = &probe[at..at + n];
+                    for &h in window {
+                        black_box(f.insert(h));
+                    }
+                    if by_log {
+                        f.clear_inserted(window);
+                    } else {
+                        f.clear();
+                    }
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = filters;
     // No plots: criterion's plotting backend needs system fonts that a
     // fresh machine does not have, and panics without them.
     config = Criterion::default().without_plots();
-    targets = bloom, counting, counting_layouts, recycling, many_writers
+    targets = bloom, counting, counting_layouts, recycling, many_writers, window_clear
 }
 criterion_main!(filters);

@@ -1339,7 +1339,7 @@ proptest::proptest! {
     /// sweep), the half is empty after it, a two-phase filter's frozen
     /// half is the old active one, and the active bit count always matches
     /// the active half's bits. Half sizes reach 256 Kbit so that the log's
-    /// limit (up to 170 messages) is both met and passed between recycles.
+    /// limit (up to 256 messages) is both met and passed between recycles.
     #[test]
     fn a_recycle_clears_its_half_however_it_clears(
         m_log2 in 10u32..19,

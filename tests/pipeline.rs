@@ -1217,8 +1217,9 @@ fn every_heavy_window_starts_from_an_empty_filter() {
     cfg.heavy.width = CounterWidth::W16;
     for (window, what) in [
         (WindowSpec::Time(1_000_000_000), "sparse one-second windows"),
-        // 2^20 16-bit counters a shard, k = 3: a log of 2^21 / 64 / 9 =
-        // 3640 hashes, which 8000-packet windows pass in each shard.
+        // 2^20 16-bit counters a shard (2 MiB), k = 3: a log of
+        // 2^21 / 64 / (2 x 3) = 5461 hashes, which 8000-packet windows
+        // pass in each shard.
         (WindowSpec::Packets(16_000), "windows past the log's limit"),
     ] {
         cfg.heavy.window = window;

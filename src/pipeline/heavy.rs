@@ -439,7 +439,9 @@ pub struct HeavyShard {
 ///
 /// Why: the model costs `O(32 θ²)` a shard-window however few flows the
 /// window held, and on a sparse trace (one-second windows, tens of packets
-/// each) that was 14 % of a run with truth. The answer is a pure function
+/// each) that was a fifth of a run with truth (`perf`: 18.6 % in
+/// `fpr_compound_online`, 3.7 % in its `powi`; BENCHMARKS.md, seventeenth
+/// round). The answer is a pure function
 /// of the histogram for a shard's fixed `θ`, `k` and `m`, so a remembered
 /// answer is the same, bit for bit, as a fresh one; and sparse windows
 /// repeat few histograms (a handful of flows of one or two packets).
