@@ -1236,3 +1236,37 @@ fn every_heavy_window_starts_from_an_empty_filter() {
         assert!(h.overall.reported > 0, "{what}: some flow is heavy");
     }
 }
+
+proptest::proptest! {
+    /// A latency row grows as it records, and reads exactly as a row
+    /// allocated for an hour would: the same count, p50, p99 and max for
+    /// any times from 0 to past an hour, recorded in any order, merged
+    /// from two workers' rows.
+    #[test]
+    fn latency_rows_read_as_histograms_bounded_at_an_hour(
+        first in proptest::collection::vec(0u64..(1 << 43), 1..200),
+        second in proptest::collection::vec(0u64..(1 << 22), 0..200),
+    ) {
+        use flowsieve::pipeline::Latency;
+        const MAX_NS: u64 = Latency::MAX_NS;
+        let mut reference = hdrhistogram::Histogram::<u64>::new_with_bounds(1, MAX_NS, 3).unwrap();
+        let (mut a, mut b) = (Latency::new(&["heavy"]), Latency::new(&["heavy"]));
+        for &ns in &first {
+            a.record(2, ns);
+            reference.record(ns.clamp(1, MAX_NS)).unwrap();
+        }
+        for &ns in &second {
+            b.record(2, ns);
+            reference.record(ns.clamp(1, MAX_NS)).unwrap();
+        }
+        a.merge(&b);
+        let rows = a.summary();
+        proptest::prop_assert_eq!(rows.len(), 1);
+        let row = &rows[0];
+        proptest::prop_assert_eq!(row.name.as_str(), "heavy");
+        proptest::prop_assert_eq!(row.batches, reference.len());
+        proptest::prop_assert_eq!(row.p50_ns, reference.value_at_quantile(0.5));
+        proptest::prop_assert_eq!(row.p99_ns, reference.value_at_quantile(0.99));
+        proptest::prop_assert_eq!(row.max_ns, reference.max());
+    }
+}
