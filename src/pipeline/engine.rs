@@ -239,11 +239,14 @@ impl Dispatcher<'_> {
     /// dispatched so far.
     fn broadcast(&mut self, stage: usize, update: Broadcast) {
         self.flush();
+        // One clock read for all shards: the queue figure is a wait, and
+        // the loop takes nanoseconds.
+        let sent = Instant::now();
         for shard in 0..self.shards {
             let update = Work::Update {
                 stage,
                 update: update.clone(),
-                sent: Instant::now(),
+                sent,
             };
             self.push(shard, update);
         }
@@ -265,14 +268,17 @@ impl Dispatcher<'_> {
         let records = std::mem::replace(&mut self.pending[shard], fresh);
         let keys = std::mem::replace(&mut self.pending_keys[shard], fresh_keys);
         let held = std::mem::replace(&mut self.pending_held[shard], fresh_held);
+        // One clock read ends the batch's filling and starts its wait.
+        let sent = Instant::now();
         if let Some(t) = self.filling_since[shard].take() {
-            self.latency.record(0, t.elapsed().as_nanos() as u64);
+            self.latency
+                .record(0, sent.saturating_duration_since(t).as_nanos() as u64);
         }
         let batch = Batch {
             records,
             keys,
             held,
-            sent: Instant::now(),
+            sent,
         };
         self.push(shard, Work::Records(batch));
         self.drain_events();
@@ -344,12 +350,13 @@ impl Dispatcher<'_> {
     fn tick(&mut self) {
         self.flush();
         self.ticks += 1;
+        let sent = Instant::now();
         for shard in 0..self.shards {
             let tick = Work::Tick {
                 time_ns: self.time_ns,
                 seq: self.seq,
                 tick: self.ticks,
-                sent: Instant::now(),
+                sent,
             };
             self.push(shard, tick);
         }
@@ -566,13 +573,19 @@ fn worker(
             {
                 latency.publish(q);
             }
+            // One clock read ends the item's wait and starts its first
+            // stage.
+            let received = Instant::now();
             if let Some(sent) = work.sent() {
-                latency.record(1, sent.elapsed().as_nanos() as u64);
+                latency.record(
+                    1,
+                    received.saturating_duration_since(sent).as_nanos() as u64,
+                );
             }
             let mut tick_done = None;
             match work {
                 Work::Records(batch) => {
-                    run_batch(&mut state, &batch, &mut latency, &mut buffer);
+                    run_batch(&mut state, &batch, received, &mut latency, &mut buffer);
                     recycle(&free, batch);
                 }
                 Work::Tick {
@@ -623,17 +636,25 @@ fn worker(
 }
 
 /// Runs every stage of `state`'s shard over `batch`, then records the
-/// batch's packets into the shard's exact table if it keeps one.
+/// batch's packets into the shard's exact table if it keeps one. `start`
+/// is when the worker took the batch: each stage's time runs from the
+/// previous stage's end, so a batch reads the clock once a stage.
 fn run_batch(
     state: &mut ShardState,
     batch: &Batch,
+    start: Instant,
     latency: &mut Latency,
     events: &mut Vec<Event>,
 ) {
+    let mut start = start;
     for (i, stage) in state.stages.iter_mut().enumerate() {
-        let t = Instant::now();
         stage.process(RecordBatch::with_keys(&batch.records, &batch.keys), events);
-        latency.record(2 + i, t.elapsed().as_nanos() as u64);
+        let end = Instant::now();
+        latency.record(
+            2 + i,
+            end.saturating_duration_since(start).as_nanos() as u64,
+        );
+        start = end;
     }
     // After the stages, so that the table's misses do not delay the batch's
     // stage work (or its latency figures).
