@@ -441,10 +441,10 @@ pub struct HeavyShard {
 /// window held, and on a sparse trace (one-second windows, tens of packets
 /// each) that was a fifth of a run with truth (`perf`: 18.6 % in
 /// `fpr_compound_online`, 3.7 % in its `powi`; BENCHMARKS.md, seventeenth
-/// round). The answer is a pure function
-/// of the histogram for a shard's fixed `θ`, `k` and `m`, so a remembered
-/// answer is the same, bit for bit, as a fresh one; and sparse windows
-/// repeat few histograms (a handful of flows of one or two packets).
+/// round). The answer is a pure function of the histogram for a shard's
+/// fixed `θ`, `k` and `m`, so a remembered answer is the same, bit for
+/// bit, as a fresh one; and sparse windows repeat few histograms (a
+/// handful of flows of one or two packets).
 ///
 /// The memory holds at most [`CompoundMemo::NUMBERS`] numbers, keys and
 /// answers together; an answer that would pass it empties the memory
