@@ -65,12 +65,6 @@ enum Work {
         tick: u64,
         sent: Instant,
     },
-    /// A coordinator's update for the shard's stage `stage`.
-    Update {
-        stage: usize,
-        update: Broadcast,
-        sent: Instant,
-    },
     /// The stream ended: finish the shard's stages.
     Finish,
 }
@@ -80,7 +74,7 @@ impl Work {
     fn sent(&self) -> Option<Instant> {
         match self {
             Work::Records(batch) => Some(batch.sent),
-            Work::Tick { sent, .. } | Work::Update { sent, .. } => Some(*sent),
+            Work::Tick { sent, .. } => Some(*sent),
             Work::Finish => None,
         }
     }
@@ -96,12 +90,45 @@ struct Batch {
     /// The records' packets as the exact table counts them, when the
     /// workers keep it ([`Source::truth_in_sink`]); empty otherwise.
     held: Vec<Held>,
+    /// Coordinators' updates, each in its place among the records.
+    updates: Vec<StagedUpdate>,
     sent: Instant,
 }
 
-/// A batch's record, key and truth buffers, handed back by a worker for
-/// reuse.
-type BatchBuffers = (Vec<PacketRecord>, Vec<FlowKey>, Vec<Held>);
+/// A coordinator's update for one stage of a shard, in its place in the
+/// shard's batch: its stage applies it after the batch's records before
+/// `at` and before those from `at` on.
+///
+/// Why inside the batch and not as a queue item of its own: an update
+/// must reach every shard between the records that came before it in the
+/// stream and those after, and as an item of its own it had to cut every
+/// shard's pending batch there. On a sparse trace the selective stage's
+/// coordinator sends one at nearly every packet (a new round or phase),
+/// so every batch held one record, and each update cost every shard a
+/// queue item and a worker's turn: `Dispatcher::broadcast` and what it
+/// caused were most of a one-day trace's run (BENCHMARKS.md, seventeenth
+/// round). In its place in the batch, each stage sees the same records
+/// and updates in the same order as before, so no figure can change.
+struct StagedUpdate {
+    at: usize,
+    stage: usize,
+    update: Broadcast,
+}
+
+/// The most updates a shard's pending batch holds: one more sends the
+/// batch, however few records it has, so that a shard without traffic
+/// never piles updates up (each is a pointer to a payload all shards
+/// share).
+const MAX_STAGED_UPDATES: usize = 64;
+
+/// A batch's record, key, truth and update buffers, handed back by a
+/// worker for reuse.
+type BatchBuffers = (
+    Vec<PacketRecord>,
+    Vec<FlowKey>,
+    Vec<Held>,
+    Vec<StagedUpdate>,
+);
 
 /// One shard: its stages and, when the workers keep the exact table, the
 /// table of its flows. It moves between workers with the shard's turns.
@@ -207,6 +234,8 @@ struct Dispatcher<'a> {
     /// The pending records' packets for the exact table, when the workers
     /// keep it.
     pending_held: Vec<Vec<Held>>,
+    /// Coordinators' updates waiting in each shard's pending batch.
+    pending_updates: Vec<Vec<StagedUpdate>>,
     /// Whether the workers keep the exact table ([`Source::truth_in_sink`]).
     truth: bool,
     filling_since: Vec<Option<Instant>>,
@@ -235,20 +264,20 @@ struct Dispatcher<'a> {
 }
 
 impl Dispatcher<'_> {
-    /// Sends a coordinator's update to every worker, after every record
-    /// dispatched so far.
+    /// Sends a coordinator's update to every shard, after every record
+    /// dispatched so far: into each shard's pending batch, after its
+    /// records (see [`StagedUpdate`]).
     fn broadcast(&mut self, stage: usize, update: Broadcast) {
-        self.flush();
-        // One clock read for all shards: the queue figure is a wait, and
-        // the loop takes nanoseconds.
-        let sent = Instant::now();
         for shard in 0..self.shards {
-            let update = Work::Update {
+            let at = self.pending[shard].len();
+            self.pending_updates[shard].push(StagedUpdate {
+                at,
                 stage,
                 update: update.clone(),
-                sent,
-            };
-            self.push(shard, update);
+            });
+            if self.pending_updates[shard].len() >= MAX_STAGED_UPDATES {
+                self.send(shard);
+            }
         }
     }
 
@@ -264,10 +293,11 @@ impl Dispatcher<'_> {
     }
 
     fn send(&mut self, shard: usize) {
-        let (fresh, fresh_keys, fresh_held) = self.fresh_buffers();
+        let (fresh, fresh_keys, fresh_held, fresh_updates) = self.fresh_buffers();
         let records = std::mem::replace(&mut self.pending[shard], fresh);
         let keys = std::mem::replace(&mut self.pending_keys[shard], fresh_keys);
         let held = std::mem::replace(&mut self.pending_held[shard], fresh_held);
+        let updates = std::mem::replace(&mut self.pending_updates[shard], fresh_updates);
         // One clock read ends the batch's filling and starts its wait.
         let sent = Instant::now();
         if let Some(t) = self.filling_since[shard].take() {
@@ -278,6 +308,7 @@ impl Dispatcher<'_> {
             records,
             keys,
             held,
+            updates,
             sent,
         };
         self.push(shard, Work::Records(batch));
@@ -298,6 +329,7 @@ impl Dispatcher<'_> {
                     Vec::with_capacity(self.batch),
                     Vec::with_capacity(if self.keyed { self.batch } else { 0 }),
                     Vec::with_capacity(if self.truth { self.batch } else { 0 }),
+                    Vec::new(),
                 );
             }
             match self.free.recv_timeout(FAILURE_POLL) {
@@ -411,7 +443,7 @@ impl Dispatcher<'_> {
 
     fn flush(&mut self) {
         for s in 0..self.shards {
-            if !self.pending[s].is_empty() {
+            if !self.pending[s].is_empty() || !self.pending_updates[s].is_empty() {
                 self.send(s);
             }
         }
@@ -596,11 +628,6 @@ fn worker(
                     }
                     tick_done = Some(tick);
                 }
-                Work::Update { stage, update, .. } => {
-                    if let Some(s) = state.stages.get_mut(stage) {
-                        s.apply(&*update);
-                    }
-                }
                 Work::Finish => ended = true,
             }
             // Events first, then the tick's acknowledgement after them, in
@@ -647,8 +674,22 @@ fn run_batch(
     events: &mut Vec<Event>,
 ) {
     let mut start = start;
+    let (records, keys) = (&batch.records[..], &batch.keys[..]);
     for (i, stage) in state.stages.iter_mut().enumerate() {
-        stage.process(RecordBatch::with_keys(&batch.records, &batch.keys), events);
+        // The records between this stage's updates, each update in its
+        // place; a batch without updates is one piece.
+        let mut from = 0;
+        for u in batch.updates.iter().filter(|u| u.stage == i) {
+            let to = u.at.min(records.len());
+            if to > from {
+                stage.process(piece(records, keys, from, to), events);
+            }
+            stage.apply(&*u.update);
+            from = from.max(to);
+        }
+        if from < records.len() {
+            stage.process(piece(records, keys, from, records.len()), events);
+        }
         let end = Instant::now();
         latency.record(
             2 + i,
@@ -663,6 +704,17 @@ fn run_batch(
     }
 }
 
+/// Records `from..to` of a batch, with their keys when it has them.
+fn piece<'a>(
+    records: &'a [PacketRecord],
+    keys: &'a [FlowKey],
+    from: usize,
+    to: usize,
+) -> RecordBatch<'a> {
+    let records = records.get(from..to).unwrap_or(&[]);
+    RecordBatch::with_keys(records, keys.get(from..to).unwrap_or(&[]))
+}
+
 /// Hands a batch's buffers back for reuse, never waiting. The pool holds
 /// every buffer the source may make, so it is never full: the send fails
 /// only when the source is gone, and the buffers are then dropped. (A
@@ -673,7 +725,8 @@ fn recycle(free: &Sender<BatchBuffers>, mut batch: Batch) {
         batch.records.clear();
         batch.keys.clear();
         batch.held.clear();
-        let _ = free.try_send((batch.records, batch.keys, batch.held));
+        batch.updates.clear();
+        let _ = free.try_send((batch.records, batch.keys, batch.held, batch.updates));
     }
 }
 
@@ -812,6 +865,7 @@ pub fn run_with_gauges<S: Source>(
             pending_held: (0..c.shards)
                 .map(|_| Vec::with_capacity(if truth_in_workers { batch } else { 0 }))
                 .collect(),
+            pending_updates: (0..c.shards).map(|_| Vec::new()).collect(),
             truth: truth_in_workers,
             filling_since: vec![None; c.shards],
             scheduler,
