@@ -373,3 +373,150 @@ fn window_events_change_no_report_figure() {
         assert_eq!(report(true), report(false), "{window} {stages}");
     }
 }
+
+/// A stage whose coordinator sends an update before every record whose
+/// place in the stream is a multiple of 5 or 7, carrying that place; each
+/// shard checks that every record it sees comes after exactly the updates
+/// sent before it. Updates ride in the shards' batches, each in its place
+/// among the records; one applied early or late, or lost, shows here.
+mod update_order {
+    use flowsieve::pipeline::stage::{Broadcast, Coordinator};
+    use flowsieve::pipeline::{
+        Event, RecordBatch, ReportContext, ShardContext, ShardStage, Stage, Tally,
+    };
+    use serde::Serialize;
+    use std::sync::Arc;
+
+    pub struct UpdateOrder;
+
+    pub fn sends_before(seq: u64) -> bool {
+        seq.is_multiple_of(5) || seq.is_multiple_of(7)
+    }
+
+    #[derive(Default)]
+    pub struct OrderTally {
+        pub records: u64,
+        pub misplaced: u64,
+        pub applied: u64,
+        pub sent: u64,
+    }
+
+    impl Tally for OrderTally {
+        fn merge(&mut self, o: OrderTally) {
+            self.records += o.records;
+            self.misplaced += o.misplaced;
+            self.applied += o.applied;
+            self.sent += o.sent;
+        }
+    }
+
+    pub struct OrderShard {
+        last: Option<u64>,
+        tally: OrderTally,
+    }
+
+    impl ShardStage for OrderShard {
+        type Tally = OrderTally;
+        fn process(&mut self, batch: RecordBatch<'_>, _events: &mut Vec<Event>) {
+            for r in batch.records() {
+                // The last update before this record: the largest place at
+                // or before it that sends one.
+                let want = (0..=r.seq).rev().find(|&s| sends_before(s));
+                self.tally.records += 1;
+                self.tally.misplaced += u64::from(self.last != want);
+            }
+        }
+        fn apply(&mut self, update: &(dyn std::any::Any + Send + Sync)) {
+            if let Some(&seq) = update.downcast_ref::<u64>() {
+                self.last = Some(seq);
+                self.tally.applied += 1;
+            }
+        }
+        fn finish(self) -> OrderTally {
+            self.tally
+        }
+    }
+
+    struct OrderCoordinator {
+        sent: u64,
+    }
+
+    impl Coordinator<OrderTally> for OrderCoordinator {
+        fn observe(&mut self, r: &flowsieve::pipeline::PacketRecord) -> Option<Broadcast> {
+            sends_before(r.seq).then(|| {
+                self.sent += 1;
+                Arc::new(r.seq) as Broadcast
+            })
+        }
+        fn finish(self: Box<Self>) -> OrderTally {
+            OrderTally {
+                sent: self.sent,
+                ..OrderTally::default()
+            }
+        }
+    }
+
+    #[derive(Debug, Serialize)]
+    pub struct OrderSection {
+        pub records: u64,
+        pub misplaced: u64,
+        pub applied: u64,
+        pub sent: u64,
+    }
+
+    impl flowsieve::report::Section for OrderSection {
+        fn heading(&self) -> String {
+            "update order".into()
+        }
+        fn tables(&self) -> Vec<flowsieve::report::Table> {
+            Vec::new()
+        }
+    }
+
+    impl Stage for UpdateOrder {
+        const NAME: &'static str = "update_order";
+        type Shard = OrderShard;
+        type Section = OrderSection;
+        fn shard(&self, _ctx: &ShardContext) -> OrderShard {
+            OrderShard {
+                last: None,
+                tally: OrderTally::default(),
+            }
+        }
+        fn coordinator(&self, _ctx: &ShardContext) -> Option<Box<dyn Coordinator<OrderTally>>> {
+            Some(Box::new(OrderCoordinator { sent: 0 }))
+        }
+        fn report(&self, t: OrderTally, _ctx: &ReportContext) -> OrderSection {
+            OrderSection {
+                records: t.records,
+                misplaced: t.misplaced,
+                applied: t.applied,
+                sent: t.sent,
+            }
+        }
+    }
+}
+
+#[test]
+fn every_update_reaches_every_shard_in_its_place_among_the_records() {
+    use update_order::{OrderSection, UpdateOrder, sends_before};
+    let sent = (0..40_000u64).filter(|&s| sends_before(s)).count() as u64;
+    // Batches of one record, of a few, and the default, at which a shard's
+    // pending batch gathers more updates than it may hold and is sent
+    // early.
+    for (batch, threads, shards) in [(1, 2, 3), (7, 2, 8), (512, 1, 5), (512, 2, 8)] {
+        let mut cfg = PipelineConfig::new(Classifier::ports());
+        cfg.batch = batch;
+        cfg.threads = threads;
+        cfg.shards = shards;
+        cfg.stages = StageList::none();
+        let validated = cfg.validate().unwrap().with_stage(UpdateOrder);
+        let r = replay_with(&validated);
+        let s = r.section::<OrderSection>("update_order").unwrap();
+        let what = format!("batch {batch}, {threads} threads, {shards} shards");
+        assert_eq!(s.records, 40_000, "{what}");
+        assert_eq!(s.sent, sent, "{what}");
+        assert_eq!(s.applied, sent * shards as u64, "{what}");
+        assert_eq!(s.misplaced, 0, "{what}");
+    }
+}
