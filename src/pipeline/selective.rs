@@ -1368,8 +1368,8 @@ struct PriorCoordinator {
 /// class's samples in the round reach 32, 64, 128, ...: a first round is
 /// then answered with what its own earlier queries showed, as 000 §IV-D's
 /// running estimate would, instead of the uninformed default throughout.
-/// Doubling keeps the broadcasts (each flushes every shard's batch) to a
-/// few per class and round. The update is sent before the record that
+/// Doubling keeps the broadcasts (each an entry in every shard's pending
+/// batch) to a few per class and round. The update is sent before the record that
 /// would cross the mark is dispatched, so a query never sees its own
 /// membership.
 const FIRST_UPDATE_SAMPLES: u64 = 32;
