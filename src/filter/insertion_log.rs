@@ -8,9 +8,10 @@
 //! (a `memset`, streaming whole cache lines) is the cheapest clear. On a
 //! sparse one (a link at tens of packets a second, one-second windows) a
 //! window holds a few dozen insertions, and sweeping 512 KiB to undo them
-//! was most of the run: on a one-hour trace of 28 packets a second, the
-//! default job took 0.33 s against 0.08 s with the log (BENCHMARKS.md, seventeenth round). Writing only
-//! the words a window's hashes touched costs what the window held.
+//! was the largest part of the run: on a one-hour trace of 28 packets a
+//! second, 43 % of the default job's samples were the sweeps' `memset`
+//! (`perf`; BENCHMARKS.md, seventeenth round). Writing only the words a
+//! window's hashes touched costs what the window held.
 //!
 //! The log stops growing past its limit and then reports itself
 //! incomplete ([`InsertionLog::complete`] is `None`): the filter is then
