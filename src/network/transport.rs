@@ -127,6 +127,23 @@ pub struct Nats {
     pub js: jetstream::Context,
 }
 
+/// How long the client waits before its `attempts`-th try to connect
+/// (async-nats numbers the first try 1): none before the first, so that
+/// a reachable server answers at once, then 100 ms more per failed try,
+/// up to a second.
+///
+/// ```
+/// use flowsieve::network::transport::reconnect_delay;
+/// use std::time::Duration;
+/// assert_eq!(reconnect_delay(1), Duration::ZERO);
+/// assert_eq!(reconnect_delay(3), Duration::from_millis(200));
+/// assert_eq!(reconnect_delay(usize::MAX), Duration::from_secs(1));
+/// ```
+pub fn reconnect_delay(attempts: usize) -> Duration {
+    let failures = attempts.saturating_sub(1) as u64;
+    Duration::from_millis(failures.saturating_mul(100).min(1000))
+}
+
 /// Connects to `url`. With `retry`, returns at once and keeps trying in
 /// the background (a probe starts monitoring whether or not the server is
 /// up); without, fails after `timeout`.
@@ -140,9 +157,10 @@ pub async fn connect(
         .name(name)
         .connection_timeout(timeout)
         .request_timeout(Some(timeout))
-        .reconnect_delay_callback(|attempts| {
-            Duration::from_millis((100 * attempts as u64).min(1000))
-        });
+        // async-nats counts the first try as attempt 1 and sleeps this
+        // long before every try, the first included: no wait before the
+        // first, then 100 ms more per failure up to a second.
+        .reconnect_delay_callback(reconnect_delay);
     if retry {
         opts = opts.retry_on_initial_connect();
     }
