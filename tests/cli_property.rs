@@ -288,6 +288,18 @@ fn run_bounded(args: &[String], bound: Duration) -> Outcome {
 /// switch).
 type Case = Vec<(Flag, Option<String>)>;
 
+/// A value for `--nats` becomes the port (or the rest) of a loopback URL:
+/// a bare value such as `1` or `x` names a host, and the client would send
+/// to 0.0.0.1 or ask DNS for `x`. The tests send to no address but
+/// 127.0.0.1, and the URL's port and path still get every value.
+fn on_loopback(f: &Flag, v: &str) -> String {
+    if f.name == "--nats" {
+        format!("nats://127.0.0.1:{v}")
+    } else {
+        v.to_string()
+    }
+}
+
 /// Runs one case; returns a description of a failure.
 fn check(case: &Case, dir: &Path, tiny: &Path) -> Option<String> {
     let command = case[0].0.command.clone();
@@ -295,10 +307,11 @@ fn check(case: &Case, dir: &Path, tiny: &Path) -> Option<String> {
     let mut args: Vec<String> = command.iter().map(|s| s.to_string()).collect();
     let mut flags = Vec::new();
     for (f, value) in case {
+        let value = value.as_deref().map(|v| on_loopback(f, v));
         // `--flag=value`, so that values starting with '-' are values.
         match value {
             Some(v) if f.name.starts_with("--") => flags.push(format!("{}={v}", f.name)),
-            Some(v) => flags.extend([f.name.clone(), v.clone()]),
+            Some(v) => flags.extend([f.name.clone(), v]),
             None => flags.push(f.name.clone()),
         }
     }
