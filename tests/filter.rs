@@ -1192,6 +1192,45 @@ mod compressed_counting {
         }
     }
 
+    /// The wire format does not move: these filters' snapshots hash to
+    /// the values the per-counter encoder of `4b12617` gave (the coder now
+    /// reads whole words and checksums in the same pass), and the checksum
+    /// field is the documented chain, recomputed here from `counter(i)`.
+    #[test]
+    fn counter_snapshots_keep_their_bytes() {
+        use flowsieve::hash::fmix64;
+        let pinned: [(usize, usize, CounterWidth, usize, u64); 5] = [
+            (1 << 16, 4, CounterWidth::W8, 2_000, PIN[0]),
+            (1 << 16, 4, CounterWidth::W8, 16_000, PIN[1]),
+            (1 << 18, 8, CounterWidth::W4, 40_000, PIN[2]),
+            (3 * 1000 + 3, 3, CounterWidth::W16, 12_000, PIN[3]),
+            (1 << 20, 11, CounterWidth::W8, 100_000, PIN[4]),
+        ];
+        for (m, k, width, n, pin) in pinned {
+            let f = filled(m, k, width, n, 8, m as u64 ^ n as u64);
+            let bytes = compress_counting(&f);
+            let digest = bytes.chunks(8).fold(bytes.len() as u64, |h, c| {
+                let mut w = [0u8; 8];
+                w[..c.len()].copy_from_slice(c);
+                fmix64(h ^ u64::from_le_bytes(w))
+            });
+            eprintln!("m={m} k={k} {width:?} n={n}: {digest:#018x}");
+            let mut sum = fmix64(0x1319_8a2e_0370_7345 ^ k as u64 ^ (u64::from(width.bits()) << 8));
+            for i in 0..f.m() {
+                sum = fmix64(sum ^ f.counter(i)).wrapping_add(i as u64);
+            }
+            assert_eq!(bytes[16..24], sum.to_le_bytes(), "m={m} k={k} {width:?}");
+            assert_eq!(digest, pin, "m={m} k={k} {width:?} n={n}");
+        }
+    }
+    const PIN: [u64; 5] = [
+        0xb874_c6df_a793_6804,
+        0x8e07_fb07_b923_00ac,
+        0x07ba_f54e_a7b9_c795,
+        0x1035_8aa8_8afb_2e27,
+        0xf08a_7acc_5b53_d4b5,
+    ];
+
     /// The declared size is checked against the caller's limit before any
     /// decoding.
     #[test]

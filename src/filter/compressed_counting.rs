@@ -49,7 +49,7 @@
 use super::compressed::{
     PROB_BITS, RangeDecoder, RangeEncoder, check_preamble, le_u64, sized_payload,
 };
-use super::{CompressedError, CounterWidth, Counters, CountingBloomFilter};
+use super::{CompressedError, CounterWidth, CountingBloomFilter};
 use crate::hash::fmix64;
 
 const MAGIC: &[u8; 4] = b"FSCC";
@@ -64,12 +64,61 @@ const H_PAYLOAD_LEN: usize = 24;
 const H_HISTOGRAM: usize = 32;
 const HEADER_LEN: usize = H_HISTOGRAM + 8 * (ESCAPE + 1);
 
-fn checksum(f: &CountingBloomFilter) -> u64 {
-    let mut acc = fmix64(0x1319_8a2e_0370_7345 ^ f.k() as u64 ^ (u64::from(f.width().bits()) << 8));
-    for i in 0..f.m() {
-        acc = fmix64(acc ^ f.counter(i)).wrapping_add(i as u64);
+/// The checksum of the counters, the width and `k`: a chain of `fmix64`
+/// over the counters in order, fed one counter at a time so that the coder
+/// can compute it in the same pass as it codes or decodes. Its chain and
+/// the range coder's are independent, and the CPU runs them side by side;
+/// as a separate pass it cost as much as the coding itself.
+struct CounterChecksum(u64);
+
+impl CounterChecksum {
+    fn new(k: usize, width: CounterWidth) -> CounterChecksum {
+        CounterChecksum(fmix64(
+            0x1319_8a2e_0370_7345 ^ k as u64 ^ (u64::from(width.bits()) << 8),
+        ))
     }
-    acc
+
+    #[inline(always)]
+    fn push(&mut self, i: usize, v: u64) {
+        self.0 = fmix64(self.0 ^ v).wrapping_add(i as u64);
+    }
+}
+
+/// How many counters hold each value below [`ESCAPE`], then how many hold
+/// [`ESCAPE`] or more. Most words of a window's filter are zero and count
+/// whole.
+fn histogram_of(f: &CountingBloomFilter) -> Vec<u64> {
+    let (m, width) = (f.m(), f.width());
+    let (per, bits, max) = (width.per_word(), width.bits(), width.max());
+    let mut histogram = vec![0u64; ESCAPE + 1];
+    for (n, &w) in f.words().iter().enumerate() {
+        let counters = per.min(m - n * per);
+        if w == 0 {
+            histogram[0] += counters as u64;
+            continue;
+        }
+        for j in 0..counters {
+            let v = (w >> (j as u32 * bits)) & max;
+            histogram[(v as usize).min(ESCAPE)] += 1;
+        }
+    }
+    histogram
+}
+
+/// Calls `each(i, v)` for every counter in order, straight from the words
+/// (a shift and a mask a counter, no index arithmetic).
+#[inline(always)]
+fn for_each_counter(f: &CountingBloomFilter, mut each: impl FnMut(usize, u64)) {
+    let (m, width) = (f.m(), f.width());
+    let (per, bits, max) = (width.per_word(), width.bits(), width.max());
+    let mut i = 0;
+    for &w in f.words() {
+        let n = per.min(m - i);
+        for j in 0..n {
+            each(i + j, (w >> (j as u32 * bits)) & max);
+        }
+        i += n;
+    }
 }
 
 /// `P(v == j | v >= j)` in units of 2^-16, clamped to the coder's range:
@@ -94,18 +143,16 @@ fn tails(histogram: &[u64]) -> Vec<u64> {
 /// Encodes a counting filter's counters.
 pub fn compress_counting(f: &CountingBloomFilter) -> Vec<u8> {
     let m = f.m();
-    let mut histogram = vec![0u64; ESCAPE + 1];
-    for i in 0..m {
-        histogram[(f.counter(i) as usize).min(ESCAPE)] += 1;
-    }
+    let histogram = histogram_of(f);
     let tails = tails(&histogram);
     let probs: Vec<u32> = (0..ESCAPE)
         .map(|j| stop_prob(&histogram, &tails, j))
         .collect();
     let bits = f.width().bits();
     let mut enc = RangeEncoder::new();
-    for i in 0..m {
-        let v = f.counter(i);
+    let mut sum = CounterChecksum::new(f.k(), f.width());
+    for_each_counter(f, |i, v| {
+        sum.push(i, v);
         let mut j = 0usize;
         // The unary run: "stop here" is a 0 (probability probs[j]).
         while j < ESCAPE {
@@ -122,13 +169,13 @@ pub fn compress_counting(f: &CountingBloomFilter) -> Vec<u8> {
                 enc.encode((rest >> b) & 1 == 1, 1 << (PROB_BITS - 1));
             }
         }
-    }
+    });
     let payload = enc.finish();
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[VERSION, bits as u8, f.k().min(255) as u8, 0]);
     out.extend_from_slice(&(m as u64).to_le_bytes());
-    out.extend_from_slice(&checksum(f).to_le_bytes());
+    out.extend_from_slice(&sum.0.to_le_bytes());
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     for h in &histogram {
         out.extend_from_slice(&h.to_le_bytes());
@@ -192,17 +239,18 @@ pub fn decompress_counting(
         return Err(CompressedError::BadSizes { m, ones: 0, k });
     }
     let mut seen = vec![0u64; ESCAPE + 1];
+    let mut sum = CounterChecksum::new(f.k(), width);
     for i in 0..m {
-        let ended = CompressedError::PayloadEnded { bit: i, m };
+        let ended = || CompressedError::PayloadEnded { bit: i, m };
         let mut j = 0usize;
-        while j < ESCAPE && dec.decode(probs[j]).ok_or(ended.clone())? {
+        while j < ESCAPE && dec.decode(probs[j]).ok_or_else(ended)? {
             j += 1;
         }
         let mut v = j as u64;
         if j == ESCAPE {
             let mut rest = 0u64;
             for _ in 0..bits {
-                let bit = dec.decode(1 << (PROB_BITS - 1)).ok_or(ended.clone())?;
+                let bit = dec.decode(1 << (PROB_BITS - 1)).ok_or_else(ended)?;
                 rest = (rest << 1) | u64::from(bit);
             }
             v = v.saturating_add(rest);
@@ -214,9 +262,13 @@ pub fn decompress_counting(
             });
         }
         seen[j] += 1;
-        f.set_counter(i as usize, v);
+        sum.push(i as usize, v);
+        // The filter starts at zero: only the others are written.
+        if v != 0 {
+            f.set_counter(i as usize, v);
+        }
     }
-    if seen != histogram || checksum(&f) != le_u64(bytes, H_CHECKSUM) {
+    if seen != histogram || sum.0 != le_u64(bytes, H_CHECKSUM) {
         return Err(CompressedError::Corrupt {
             decoded: m - seen[0],
             declared: m - histogram[0],
