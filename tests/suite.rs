@@ -1,13 +1,14 @@
 //! Every integration test that can share a process, as modules of one test
 //! binary.
 //!
-//! Why one binary: with the release profile's thin LTO, each test binary
-//! re-optimises the whole crate graph when it links (12 to 58 s each on
-//! the 2-core CI machine), so eighteen separate binaries cost more build
-//! time than all their tests take to run. Each module is still its own
-//! file, `tests/<module>.rs`, testing one module of the library, and a
-//! module's tests run alone with `cargo test --release --test suite
-//! <module>::`.
+//! Why one binary: each test binary links the whole crate graph, and with
+//! the release profile's thin LTO re-optimises it (12 to 58 s each on the
+//! 2-core CI machine), so eighteen separate binaries cost more build time
+//! than all their tests take to run. The `test-release` profile the README
+//! gives drops the LTO, but linking eighteen binaries would still repeat.
+//! Each module is still its own file, `tests/<module>.rs`, testing one
+//! module of the library, and a module's tests run alone with `cargo test
+//! --profile test-release --test suite <module>::`.
 //!
 //! Three stay binaries of their own (see `Cargo.toml`): `live` and
 //! `network`, which capture on veth pairs and run NATS clusters, and whose
