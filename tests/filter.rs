@@ -1173,6 +1173,23 @@ mod compressed_counting {
             prop_assert!(same(&decompress_counting(&bytes, 1 << 20).unwrap(), &f));
         }
 
+        /// The word-skipping walk a collector merges with visits exactly
+        /// the non-zero counters, in order, with their values, whatever the
+        /// width, including a last word the counters only partly fill.
+        #[test]
+        fn nonzero_counters_are_visited_in_order_and_only_they(parts in 1usize..300, k in 1usize..12, bits in prop::sample::select(vec![4u32, 8, 16]), n in 0usize..3000, heavy in 0usize..4, seed in any::<u64>()) {
+            let width = CounterWidth::from_bits(bits).unwrap();
+            let f = filled(parts * k, k, width, n, heavy, seed);
+            let want: Vec<(usize, u64)> = (0..f.m())
+                .map(|i| (i, f.counter(i)))
+                .filter(|&(_, v)| v != 0)
+                .collect();
+            let mut got = Vec::new();
+            f.for_each_nonzero(|i, v| got.push((i, v)));
+            prop_assert_eq!(&got, &want);
+            prop_assert_eq!(f.nonzero_counters(), want.len() as u64);
+        }
+
         #[test]
         fn damaged_counter_snapshots_are_errors(cut in 0usize..600, flip in 0usize..600, val in 1u8..=255, junk in prop::collection::vec(any::<u8>(), 0..400)) {
             let f = filled(4 * 256, 4, CounterWidth::W8, 900, 3, 5);

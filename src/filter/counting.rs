@@ -287,9 +287,42 @@ impl CountingBloomFilter {
             .count() as u64
     }
 
+    /// Calls `each(i, v)` for every counter `i` whose value `v` is not
+    /// zero, in increasing `i`. Zero words are skipped whole, so a sparse
+    /// window's filter costs its non-zero words, not all `m` counters (a
+    /// collector adds each probe's digest this way).
+    ///
+    /// ```
+    /// use flowsieve::filter::{CounterWidth, Counters, CountingBloomFilter};
+    /// let mut f = CountingBloomFilter::new(1 << 12, 4, CounterWidth::W4);
+    /// f.insert(7);
+    /// f.insert(7);
+    /// let mut seen = Vec::new();
+    /// f.for_each_nonzero(|i, v| seen.push((i, v)));
+    /// assert_eq!(seen.len(), 4);
+    /// assert!(seen.iter().all(|&(i, v)| v == 2 && f.counter(i) == 2));
+    /// ```
+    pub fn for_each_nonzero(&self, mut each: impl FnMut(usize, u64)) {
+        let (per, bits, max) = (self.width.per_word(), self.width.bits(), self.width.max());
+        for (n, &w) in self.words.iter().enumerate() {
+            if w == 0 {
+                continue;
+            }
+            for j in 0..per {
+                let v = (w >> (j as u32 * bits)) & max;
+                // Bits past the last counter are always zero.
+                if v != 0 {
+                    each(n * per + j, v);
+                }
+            }
+        }
+    }
+
     /// Counters that are non-zero.
     pub fn nonzero_counters(&self) -> u64 {
-        (0..self.m()).filter(|&i| self.counter(i) > 0).count() as u64
+        let mut n = 0;
+        self.for_each_nonzero(|_, _| n += 1);
+        n
     }
 }
 

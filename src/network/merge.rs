@@ -20,7 +20,7 @@ use super::config::NetworkConfig;
 use super::digest::Digest;
 use crate::dissect::FlowKey;
 use crate::filter::CounterWidth;
-use crate::filter::{BloomFilter, Counters, compress_bloom, decompress_bloom_within};
+use crate::filter::{BloomFilter, compress_bloom, decompress_bloom_within};
 use crate::hash::{PartitionedIndexer, fmix64};
 use crate::pipeline::Candidate;
 use serde::{Deserialize, Serialize};
@@ -294,11 +294,15 @@ impl ShardWindowMerge {
             self.layout = Some((PartitionedIndexer::new(m, self.k), d.counters.width()));
         }
         let max = d.counters.width().max();
-        for (i, (cell, sat)) in self.cells.iter_mut().zip(&mut self.saturated).enumerate() {
-            let v = d.counters.counter(i);
-            *cell = cell.saturating_add(v as u32);
-            *sat |= v == max;
-        }
+        // Zero counters add nothing and saturate nothing: only the
+        // non-zero ones are visited (most of a window's words are zero).
+        let (cells, saturated) = (&mut self.cells, &mut self.saturated);
+        d.counters.for_each_nonzero(|i, v| {
+            if let (Some(cell), Some(sat)) = (cells.get_mut(i), saturated.get_mut(i)) {
+                *cell = cell.saturating_add(v as u32);
+                *sat |= v == max;
+            }
+        });
         match self.presence.as_mut() {
             Some(p) => {
                 // Same shape, checked above.
