@@ -85,23 +85,17 @@ impl CounterChecksum {
 }
 
 /// How many counters hold each value below [`ESCAPE`], then how many hold
-/// [`ESCAPE`] or more. Most words of a window's filter are zero and count
-/// whole.
+/// [`ESCAPE`] or more. The zeros are what the non-zero walk
+/// ([`CountingBloomFilter::for_each_nonzero`], which skips zero words
+/// whole) did not visit.
 fn histogram_of(f: &CountingBloomFilter) -> Vec<u64> {
-    let (m, width) = (f.m(), f.width());
-    let (per, bits, max) = (width.per_word(), width.bits(), width.max());
     let mut histogram = vec![0u64; ESCAPE + 1];
-    for (n, &w) in f.words().iter().enumerate() {
-        let counters = per.min(m - n * per);
-        if w == 0 {
-            histogram[0] += counters as u64;
-            continue;
-        }
-        for j in 0..counters {
-            let v = (w >> (j as u32 * bits)) & max;
-            histogram[(v as usize).min(ESCAPE)] += 1;
-        }
-    }
+    let mut nonzero = 0u64;
+    f.for_each_nonzero(|_, v| {
+        histogram[(v as usize).min(ESCAPE)] += 1;
+        nonzero += 1;
+    });
+    histogram[0] = f.m() as u64 - nonzero;
     histogram
 }
 

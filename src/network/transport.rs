@@ -157,9 +157,7 @@ pub async fn connect(
         .name(name)
         .connection_timeout(timeout)
         .request_timeout(Some(timeout))
-        // async-nats counts the first try as attempt 1 and sleeps this
-        // long before every try, the first included: no wait before the
-        // first, then 100 ms more per failure up to a second.
+        // Called before every try, the first included (see the function).
         .reconnect_delay_callback(reconnect_delay);
     if retry {
         opts = opts.retry_on_initial_connect();
