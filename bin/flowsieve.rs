@@ -811,6 +811,10 @@ struct BenchArgs {
     /// Skip the whole-process comparison with `tcpdump -r FILE -w /dev/null`.
     #[arg(long)]
     no_tcpdump: bool,
+    /// Skip the memory line (a random access timed in five working sets,
+    /// about 0.4 s whatever the trace).
+    #[arg(long)]
+    no_memory: bool,
 }
 
 /// The command line after `bench`, without bench's own options and the
@@ -822,7 +826,7 @@ fn forwarded_pipeline_flags(traces: &[PathBuf]) -> Vec<String> {
         .position(|a| a == "bench")
         .map_or(argv.len(), |i| i + 1);
     let with_value = ["--threads-list", "--rounds", "--json"];
-    let alone = ["--no-tcpdump"];
+    let alone = ["--no-tcpdump", "--no-memory"];
     let mut out = Vec::new();
     let mut skip_next = false;
     for a in &argv[start..] {
@@ -892,6 +896,11 @@ fn run_bench(args: BenchArgs) -> u8 {
         &cfg,
         &args.threads_list,
         args.rounds,
+        if args.no_memory {
+            &[]
+        } else {
+            &flowsieve::bench::LATENCY_WORKING_SETS
+        },
         &stop,
         &mut |done| bar.set_position(done as u64),
     );

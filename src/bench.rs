@@ -53,8 +53,9 @@ pub struct BenchReport {
     pub tcpdump_note: Option<String>,
     /// Why there are no preloaded rows, when there are none.
     pub preload_note: Option<String>,
-    /// The machine's random-access latency at each of
-    /// [`LATENCY_WORKING_SETS`], the median over the rounds.
+    /// The machine's random-access latency at each working set asked for
+    /// ([`LATENCY_WORKING_SETS`] by default, none with `bench
+    /// --no-memory`), the median over the rounds.
     pub memory_latency: Vec<MemoryLatency>,
 }
 
@@ -171,7 +172,8 @@ fn median(v: &[f64]) -> f64 {
 }
 
 /// Runs the protocol over `paths` with `cfg` (whose ground truth should be
-/// off) at each of `threads`, for `rounds` rounds.
+/// off) at each of `threads`, for `rounds` rounds, with the memory line
+/// over [`LATENCY_WORKING_SETS`].
 pub fn bench(
     paths: &[PathBuf],
     cfg: &ValidatedConfig,
@@ -183,19 +185,27 @@ pub fn bench(
         cfg,
         threads,
         rounds,
+        &LATENCY_WORKING_SETS,
         &AtomicBool::new(false),
         &mut |_| {},
     )
 }
 
-/// [`bench()`], stopping with [`BenchError::Interrupted`] at the next run
-/// once `stop` is set (a Ctrl-C handler sets it), and calling `on_round`
-/// with the number of rounds done after each.
+/// [`bench()`], timing a random access in each of `latency_sets` (bytes;
+/// none, and no memory line, when it is empty), stopping with
+/// [`BenchError::Interrupted`] at the next run once `stop` is set (a
+/// Ctrl-C handler sets it), and calling `on_round` with the number of
+/// rounds done after each.
+///
+/// Why the memory line can be left out: building its buffers and chasing
+/// them takes about 0.4 s whatever the trace, which is most of a bench
+/// of a small capture.
 pub fn bench_until(
     paths: &[PathBuf],
     cfg: &ValidatedConfig,
     threads: &[usize],
     rounds: usize,
+    latency_sets: &[usize],
     stop: &AtomicBool,
     on_round: &mut dyn FnMut(usize),
 ) -> Result<BenchReport, BenchError> {
@@ -225,10 +235,7 @@ pub fn bench_until(
     // Built once (which maps every page: each line is written), chased
     // once a round beside the runs, so that the latency figures sample the
     // same hour as the throughput ones.
-    let cycles: Vec<Vec<usize>> = LATENCY_WORKING_SETS
-        .iter()
-        .map(|&b| chase_cycle(b))
-        .collect();
+    let cycles: Vec<Vec<usize>> = latency_sets.iter().map(|&b| chase_cycle(b)).collect();
     let mut chase_at = vec![0usize; cycles.len()];
     let mut latency = vec![Vec::new(); cycles.len()];
     let t = threads.len();
@@ -318,7 +325,7 @@ pub fn bench_until(
         tcpdump: None,
         tcpdump_note: None,
         preload_note,
-        memory_latency: LATENCY_WORKING_SETS
+        memory_latency: latency_sets
             .iter()
             .zip(&latency)
             .map(|(&bytes, ns)| MemoryLatency {

@@ -1121,6 +1121,60 @@ fn bench_compares_whole_processes_with_tcpdump() {
     assert!(text.contains("page cache: "), "{text}");
 }
 
+/// `bench --no-memory` leaves out the memory line and its JSON figures,
+/// and nothing else: the rows are those of a bench with the line, and the
+/// flag is not forwarded to the whole-process runs (their commands would
+/// refuse it).
+#[test]
+fn bench_without_the_memory_line_keeps_every_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let trace = default_trace();
+    let out = flowsieve(&[
+        "bench",
+        "--rounds",
+        "1",
+        "--threads-list",
+        "1,2",
+        "--no-memory",
+        "--json",
+        json.to_str().unwrap(),
+        &trace,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("memory:"), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["memory_latency"].as_array().map(Vec::len), Some(0));
+    let paths: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "dissect+hash",
+            "pipeline, 1 thread",
+            "pipeline, 2 threads",
+            "preloaded, 1 thread",
+            "preloaded, 2 threads"
+        ]
+    );
+    if let Some(rows) = v["tcpdump"]["rows"].as_array() {
+        for r in rows {
+            let c = r["command"].as_str().unwrap();
+            assert!(!c.contains("--no-memory"), "{c}");
+        }
+    }
+}
+
 /// A report is never written over a trace: not over one of the run's
 /// inputs (by any path, a link included), and not over a file that holds a
 /// capture, the case of `--json big.pcap` with the trace argument

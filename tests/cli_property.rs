@@ -174,7 +174,15 @@ fn base(command: &[&'static str], fuzzed: &[&Flag], dir: &Path, tiny: &Path) -> 
     let mut args = match command {
         ["replay"] => s(&["-q", &t]),
         ["gen-trace"] => s(&["-o", &out, "--flows", "10", "--packets", "20"]),
-        ["bench"] => s(&["--rounds", "1", "--no-tcpdump", "--threads-list", "1", &t]),
+        ["bench"] => s(&[
+            "--rounds",
+            "1",
+            "--no-tcpdump",
+            "--no-memory",
+            "--threads-list",
+            "1",
+            &t,
+        ]),
         ["model", "bloom"] => s(&["--k", "3", "--m-over-n", "10"]),
         ["model", "threshold"] => s(&["--theta", "5", "--m-over-n", "10"]),
         ["model", "paradox"] => s(&["--alpha", "1", "--m-over-n", "10"]),
