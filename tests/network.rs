@@ -407,8 +407,15 @@ fn four_probes_and_two_collectors_on_a_three_node_cluster_survive_faults() {
     let ids = ["r0", "r1", "r2", "r3"];
     let mut a = collector(&url, "0-3", 3);
     let b = collector(&url, "4-7", 3);
-    for (id, s) in ids[..3].iter().zip(&splits) {
-        finish(probe(&url, id, s, 4, 3), id, Duration::from_secs(120));
+    // The three at once, as probes start in a deployment: each creates or
+    // joins the stream and the bucket beside the others.
+    let first: Vec<Child> = ids[..3]
+        .iter()
+        .zip(&splits)
+        .map(|(id, s)| probe(&url, id, s, 4, 3))
+        .collect();
+    for (c, id) in first.into_iter().zip(ids) {
+        finish(c, id, Duration::from_secs(120));
     }
     let start = Instant::now();
     loop {
@@ -464,12 +471,13 @@ fn four_probes_and_two_collectors_on_a_three_node_cluster_survive_faults() {
 fn two_probes_then_a_resend(url: &str, extra: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let splits = split(dir.path(), 2);
-    for (id, s) in ["r0", "r1"].iter().zip(&splits) {
-        finish(
-            probe_with(url, id, s, 2, 1, extra),
-            id,
-            Duration::from_secs(120),
-        );
+    let both: Vec<Child> = ["r0", "r1"]
+        .iter()
+        .zip(&splits)
+        .map(|(id, s)| probe_with(url, id, s, 2, 1, extra))
+        .collect();
+    for (c, id) in both.into_iter().zip(["r0", "r1"]) {
+        finish(c, id, Duration::from_secs(120));
     }
     let first = finish(
         collector(url, "0-7", 1),
