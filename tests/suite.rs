@@ -13,7 +13,8 @@
 //! Three stay binaries of their own (see `Cargo.toml`): `live` and
 //! `network`, which capture on veth pairs and run NATS clusters, and whose
 //! timing should not compete with this binary's CPU-bound tests in one
-//! process; and `loom`, which only builds under `--cfg flowsieve_loom`.
+//! process; and `loom`, which compiles the lock-free filter's source again
+//! against loom's atomics (see its header).
 
 mod common;
 

@@ -21,19 +21,11 @@
 //! No mutex or read-write lock anywhere.
 
 use super::{CounterWidth, Counters};
+// The atomics and Arc come from the parent's `sync`: std's here, loom's
+// where tests/loom.rs compiles this file again under a root of its own,
+// so that loom explores every interleaving of this very source.
+use super::sync::{Arc, AtomicU64, Relaxed};
 use crate::hash::PartitionedIndexer;
-// Under `--cfg flowsieve_loom` the atomics and Arc are loom's, so tests/loom.rs can
-// explore every interleaving of the writers and readers below.
-#[cfg(flowsieve_loom)]
-use loom::sync::{
-    Arc,
-    atomic::{AtomicU64, Ordering::Relaxed},
-};
-#[cfg(not(flowsieve_loom))]
-use std::sync::{
-    Arc,
-    atomic::{AtomicU64, Ordering::Relaxed},
-};
 
 /// The shared counters.
 #[derive(Debug)]

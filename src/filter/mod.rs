@@ -19,6 +19,16 @@
 //!   snapshots near `m H(p)` bits (002).
 
 mod atomic_counting;
+/// The atomics [`AtomicCountingBloomFilter`] is built on. tests/loom.rs
+/// compiles `atomic_counting.rs` again beside a `sync` of its own that
+/// holds loom's types, so the model checker runs the filter's own source
+/// within the normal test build, not in a build of every crate of its own.
+mod sync {
+    pub(super) use std::sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering::Relaxed},
+    };
+}
 mod bh_counting;
 mod bit_array;
 mod blocked_counting;
