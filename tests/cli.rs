@@ -1013,42 +1013,45 @@ fn reproduce_command() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-/// `flowsieve bench` times whole processes against `tcpdump -r FILE -w
-/// /dev/null` by itself, forwarding the pipeline flags (and only those) to
-/// its own runs; without tcpdump it says how to install it.
-#[test]
-fn bench_compares_whole_processes_with_tcpdump() {
+/// One round of `bench` on the bundled trace with `flags`, which must
+/// succeed: its standard output and its JSON figures.
+fn bench_once(flags: &[&str]) -> (String, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("bench.json");
     let trace = default_trace();
-    let out = flowsieve(&[
-        "bench",
-        "--rounds",
-        "1",
-        "--threads-list",
-        "1",
-        "--recycle",
-        "sigma:0.5",
-        "--json",
-        json.to_str().unwrap(),
-        &trace,
-    ]);
+    let mut args = vec!["bench", "--rounds", "1"];
+    args.extend_from_slice(flags);
+    args.extend(["--json", json.to_str().unwrap(), &trace]);
+    let out = flowsieve(&args);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    // The preloaded row beside the file row, each with its own scaling base.
-    let paths: Vec<&str> = v["results"]
+    let v = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), v)
+}
+
+/// The `path` of each of a bench's rows, in order.
+fn row_paths(v: &serde_json::Value) -> Vec<&str> {
+    v["results"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| r["path"].as_str().unwrap())
-        .collect();
+        .collect()
+}
+
+/// `flowsieve bench` times whole processes against `tcpdump -r FILE -w
+/// /dev/null` by itself, forwarding the pipeline flags (and only those) to
+/// its own runs; without tcpdump it says how to install it.
+#[test]
+fn bench_compares_whole_processes_with_tcpdump() {
+    let trace = default_trace();
+    let (text, v) = bench_once(&["--threads-list", "1", "--recycle", "sigma:0.5"]);
+    // The preloaded row beside the file row, each with its own scaling base.
     assert_eq!(
-        paths,
+        row_paths(&v),
         ["dissect+hash", "pipeline, 1 thread", "preloaded, 1 thread"]
     );
     assert_eq!(v["results"][2]["scaling_vs_1_thread"].as_f64(), Some(1.0));
@@ -1064,7 +1067,6 @@ fn bench_compares_whole_processes_with_tcpdump() {
     let ns: Vec<f64> = latency.iter().map(|m| m["ns"].as_f64().unwrap()).collect();
     assert!(ns.iter().all(|&n| n.is_finite() && n > 0.0), "{ns:?}");
     assert!(ns[4] > ns[0], "64 MiB no slower than 256 KiB: {ns:?}");
-    let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("memory: a random access takes") && text.contains("ns at 64 MiB"),
         "{text}"
@@ -1116,7 +1118,6 @@ fn bench_compares_whole_processes_with_tcpdump() {
         "{cache}"
     );
     assert!(cache["huge_mapped_bytes"].as_u64().unwrap() <= file_bytes.next_multiple_of(4096));
-    let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("vs tcpdump"), "{text}");
     assert!(text.contains("page cache: "), "{text}");
 }
@@ -1127,38 +1128,11 @@ fn bench_compares_whole_processes_with_tcpdump() {
 /// refuse it).
 #[test]
 fn bench_without_the_memory_line_keeps_every_row() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("bench.json");
-    let trace = default_trace();
-    let out = flowsieve(&[
-        "bench",
-        "--rounds",
-        "1",
-        "--threads-list",
-        "1,2",
-        "--no-memory",
-        "--json",
-        json.to_str().unwrap(),
-        &trace,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (text, v) = bench_once(&["--threads-list", "1,2", "--no-memory"]);
     assert!(!text.contains("memory:"), "{text}");
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["memory_latency"].as_array().map(Vec::len), Some(0));
-    let paths: Vec<&str> = v["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["path"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        paths,
+        row_paths(&v),
         [
             "dissect+hash",
             "pipeline, 1 thread",
