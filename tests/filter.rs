@@ -886,10 +886,48 @@ fn every_counting_filter_answers_counter_queries_alike() {
         assert!(if want.contains(&0) {
             got == f64::NEG_INFINITY
         } else {
-            (got - ln).abs() < 1e-9
+            got.to_bits() == ln.to_bits()
         });
         assert_eq!(shared.count_at_least(h, 4), want.iter().all(|&c| c >= 4));
     }
+}
+
+/// The log-product is bit for bit the sum of `f64::ln` of the counters in
+/// partition order, for counters below 256 (where a table answers) and
+/// above (where the logarithm is computed): the selective stage's
+/// posteriors and decisions rest on it.
+#[test]
+fn the_log_product_is_the_sum_of_the_counters_logarithms_bit_for_bit() {
+    use flowsieve::filter::{CounterWidth, CountingBloomFilter};
+    let mut f = CountingBloomFilter::new(2048, 3, CounterWidth::W16);
+    // Counts from 1 to 1200 on one key each, so that the counters take
+    // values on both sides of 256 (and collide into sums).
+    for key in 0..40u64 {
+        for _ in 0..(1 + key * 30) {
+            f.insert(flowsieve::hash::fmix64(key));
+        }
+    }
+    let (mut below, mut above) = (0, 0);
+    for key in 0..400u64 {
+        let h = flowsieve::hash::fmix64(key);
+        let counters = f.counters(h);
+        let got = f.ln_counter_product(h);
+        if counters.contains(&0) {
+            assert_eq!(got, f64::NEG_INFINITY);
+            continue;
+        }
+        let mut want = 0.0f64;
+        for &c in &counters {
+            want += (c as f64).ln();
+        }
+        assert_eq!(got.to_bits(), want.to_bits(), "counters {counters:?}");
+        below += counters.iter().filter(|&&c| c < 256).count();
+        above += counters.iter().filter(|&&c| c >= 256).count();
+    }
+    assert!(
+        below > 0 && above > 0,
+        "{below} counters below 256, {above} above"
+    );
 }
 
 proptest::proptest! {
