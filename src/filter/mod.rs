@@ -19,16 +19,6 @@
 //!   snapshots near `m H(p)` bits (002).
 
 mod atomic_counting;
-/// The atomics [`AtomicCountingBloomFilter`] is built on. tests/loom.rs
-/// compiles `atomic_counting.rs` again beside a `sync` of its own that
-/// holds loom's types, so the model checker runs the filter's own source
-/// within the normal test build, not in a build of every crate of its own.
-mod sync {
-    pub(super) use std::sync::{
-        Arc,
-        atomic::{AtomicU64, Ordering::Relaxed},
-    };
-}
 mod bh_counting;
 mod bit_array;
 mod blocked_counting;
@@ -43,6 +33,17 @@ mod prior;
 mod recycling;
 mod selective;
 mod traits;
+
+/// The atomics [`AtomicCountingBloomFilter`] is built on. tests/loom.rs
+/// compiles `atomic_counting.rs` again beside a `sync` of its own that
+/// holds loom's types, so the model checker runs the filter's own source
+/// within the normal test build, not in a build of every crate of its own.
+mod sync {
+    pub(super) use std::sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering::Relaxed},
+    };
+}
 
 pub use atomic_counting::{AtomicCountingBloomFilter, CbfReader, CbfWriter};
 pub use bh_counting::{BhCountingFilter, BhSequence, BhSequenceError};

@@ -266,7 +266,33 @@ impl<F: Counters + Membership> SelectiveCountingFilter<F> {
     /// The fixed counter-product rule from a [`Self::ln_counter_product`]:
     /// positive iff the product reaches `min_product`.
     pub fn product_reaches(ln_product: f64, min_product: f64) -> bool {
-        ln_product.is_finite() && ln_product >= min_product.ln() - 1e-9
+        Self::reaches_ln_bound(ln_product, Self::ln_product_bound(min_product))
+    }
+
+    /// The bound in log space that [`Self::product_reaches`] compares a
+    /// log-product with for `min_product` (with a `1e-9` allowance for the
+    /// rounding of the sum of logarithms). A caller that asks about one
+    /// threshold many times computes it once: the same number, so the
+    /// same answers, without a logarithm per query.
+    pub fn ln_product_bound(min_product: f64) -> f64 {
+        min_product.ln() - 1e-9
+    }
+
+    /// [`Self::product_reaches`] against a bound from
+    /// [`Self::ln_product_bound`].
+    ///
+    /// ```
+    /// use flowsieve::filter::{CountingBloomFilter, SelectiveCountingFilter};
+    /// type F = SelectiveCountingFilter<CountingBloomFilter>;
+    /// let bound = F::ln_product_bound(12.0);
+    /// for ln in [f64::NEG_INFINITY, 2.0, 12f64.ln(), 3.0] {
+    ///     assert_eq!(F::reaches_ln_bound(ln, bound), F::product_reaches(ln, 12.0));
+    /// }
+    /// assert!(F::reaches_ln_bound(12f64.ln(), bound));
+    /// assert!(!F::reaches_ln_bound(11f64.ln(), bound));
+    /// ```
+    pub fn reaches_ln_bound(ln_product: f64, bound: f64) -> bool {
+        ln_product.is_finite() && ln_product >= bound
     }
 
     /// The Theorem 4 decision: positive iff the posterior reaches

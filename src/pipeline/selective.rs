@@ -1013,6 +1013,10 @@ pub struct SelectiveShard {
     thresholds: Vec<Vec<f64>>,
     /// The priors in force this round, from the coordinator.
     priors: Vec<f64>,
+    /// Per evaluator: the log-space bound of a product evaluator's
+    /// threshold (`ln_product_bound` of its value; unused by the others),
+    /// taken once here instead of a logarithm per query.
+    product_bounds: Vec<f64>,
     tally: SelectiveTally,
     probes: Vec<Probe>,
     /// In a live run: the gauges, and what this shard published so far
@@ -1074,6 +1078,11 @@ impl SelectiveShard {
                 ..SelectiveTally::default()
             },
             thresholds: vec![vec![0.0; classes]; evaluators],
+            product_bounds: plan
+                .evaluators
+                .iter()
+                .map(|e| SelectiveCountingFilter::<CountingBloomFilter>::ln_product_bound(e.value))
+                .collect(),
             probes: Vec::with_capacity(plan.shapes.len()),
             plan,
             cfg: cfg.clone(),
@@ -1239,9 +1248,9 @@ impl SelectiveShard {
                     (decided, false)
                 }
                 Variant::Product => (
-                    SelectiveCountingFilter::<CountingBloomFilter>::product_reaches(
+                    SelectiveCountingFilter::<CountingBloomFilter>::reaches_ln_bound(
                         p.ln_product,
-                        spec.value,
+                        self.product_bounds[e],
                     ),
                     false,
                 ),
