@@ -167,6 +167,38 @@ proptest! {
 use flowsieve::model::paradox::{self, ElementClass, QueryTarget, SelectiveVariant};
 use flowsieve::reproduce::PARADOX_TABLE_2;
 
+proptest! {
+    /// The posterior from a prior's logarithms taken once is bit for bit
+    /// Theorem 2's expression evaluated afresh (the selective stage takes
+    /// them once per prior update, and its reported decisions rest on
+    /// them), at the edges of the prior's range as well.
+    #[test]
+    fn the_posterior_from_prior_logs_is_the_posterior_bit_for_bit(
+        ln_product in -5.0f64..40.0,
+        k in 1u32..12,
+        prior in prop::sample::select(vec![0.0f64, 1e-9, 0.001, 0.2, 0.5, 0.999, 1.0, 1.5]),
+        m in 16u64..1_000_000,
+        n in 1u64..100_000,
+    ) {
+        let want = if prior <= 0.0 {
+            0.0
+        } else if prior >= 1.0 {
+            1.0
+        } else {
+            let k_f = f64::from(k);
+            let ln_odds = k_f * (m as f64).ln() + ln_product + prior.ln()
+                - k_f * (n as f64 * k_f).ln()
+                - (-prior).ln_1p();
+            1.0 / (1.0 + (-ln_odds).exp())
+        };
+        let logs = paradox::PriorLogs::new(prior);
+        let got = paradox::posterior_with_prior_logs(ln_product, k, logs, m, n);
+        prop_assert_eq!(got.to_bits(), want.to_bits());
+        let direct = paradox::posterior_from_ln_product(ln_product, k, prior, m, n);
+        prop_assert_eq!(direct.to_bits(), want.to_bits());
+    }
+}
+
 #[test]
 fn theorem_1_and_its_inverse_match_the_text() {
     // 000 §IV-B: alpha = 1, prior 10^-6 -> at least 28.7 bits per element.

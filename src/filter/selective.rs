@@ -244,10 +244,16 @@ impl<F: Counters + Membership> SelectiveCountingFilter<F> {
     /// an element with a zero counter), so that one probe serves several
     /// priors and cost ratios.
     pub fn posterior_from_ln_product(&self, ln_product: f64, prior: f64) -> f64 {
+        self.posterior_with_prior_logs(ln_product, paradox::PriorLogs::new(prior))
+    }
+
+    /// [`Self::posterior_from_ln_product`] with the prior's logarithms
+    /// taken before ([`paradox::PriorLogs`]): the same number.
+    pub fn posterior_with_prior_logs(&self, ln_product: f64, prior: paradox::PriorLogs) -> f64 {
         if !ln_product.is_finite() {
             return 0.0;
         }
-        paradox::posterior_from_ln_product(
+        paradox::posterior_with_prior_logs(
             ln_product,
             self.filter.k() as u32,
             prior,
@@ -259,8 +265,18 @@ impl<F: Counters + Membership> SelectiveCountingFilter<F> {
     /// The Theorem 4 decision for another cost ratio, from a
     /// [`Self::ln_counter_product`].
     pub fn decide_for(&self, ln_product: f64, prior: f64, alpha: f64) -> bool {
+        self.decide_with_prior_logs(ln_product, paradox::PriorLogs::new(prior), alpha)
+    }
+
+    /// [`Self::decide_for`] with the prior's logarithms taken before.
+    pub fn decide_with_prior_logs(
+        &self,
+        ln_product: f64,
+        prior: paradox::PriorLogs,
+        alpha: f64,
+    ) -> bool {
         ln_product.is_finite()
-            && paradox::decide(self.posterior_from_ln_product(ln_product, prior), alpha)
+            && paradox::decide(self.posterior_with_prior_logs(ln_product, prior), alpha)
     }
 
     /// The fixed counter-product rule from a [`Self::ln_counter_product`]:

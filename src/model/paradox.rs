@@ -70,17 +70,62 @@ pub fn cbf_posterior(counters: &[u64], prior: f64, m: u64, n: u64) -> f64 {
 /// Theorem 2 (and Theorem 5 with `ln delta`) as a function of the log of
 /// the counter product.
 pub fn posterior_from_ln_product(ln_product: f64, k: u32, prior: f64, m: u64, n: u64) -> f64 {
-    if prior <= 0.0 {
+    posterior_with_prior_logs(ln_product, k, PriorLogs::new(prior), m, n)
+}
+
+/// A class prior `P` with the two logarithms of it that Theorem 2 (000)
+/// takes, `ln P` and `ln(1 - P)`.
+///
+/// Why: the selective stage asks for a posterior at every query, and a
+/// class's prior changes only when the coordinator sends new ones. Taken
+/// once per prior, the logarithms are the same numbers as taken at each
+/// query, so the posterior is the same, bit for bit.
+///
+/// ```
+/// use flowsieve::model::paradox::{PriorLogs, posterior_from_ln_product, posterior_with_prior_logs};
+/// let p = PriorLogs::new(0.2);
+/// assert_eq!(p.prior(), 0.2);
+/// let a = posterior_with_prior_logs(3.5, 4, p, 1 << 16, 5000);
+/// let b = posterior_from_ln_product(3.5, 4, 0.2, 1 << 16, 5000);
+/// assert_eq!(a.to_bits(), b.to_bits());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PriorLogs {
+    prior: f64,
+    ln_prior: f64,
+    ln_complement: f64,
+}
+
+impl PriorLogs {
+    /// The prior and its logarithms (`-inf` or NaN outside `(0, 1)`,
+    /// where [`posterior_with_prior_logs`] does not use them).
+    pub fn new(prior: f64) -> PriorLogs {
+        PriorLogs {
+            prior,
+            ln_prior: prior.ln(),
+            ln_complement: (-prior).ln_1p(),
+        }
+    }
+
+    /// The prior itself.
+    pub fn prior(&self) -> f64 {
+        self.prior
+    }
+}
+
+/// [`posterior_from_ln_product`] with the prior's logarithms taken before.
+pub fn posterior_with_prior_logs(ln_product: f64, k: u32, prior: PriorLogs, m: u64, n: u64) -> f64 {
+    if prior.prior <= 0.0 {
         return 0.0;
     }
-    if prior >= 1.0 {
+    if prior.prior >= 1.0 {
         return 1.0;
     }
     let k_f = f64::from(k);
     // ln odds = k ln m + ln prod + ln P - k ln(nk) - ln(1 - P)
-    let ln_odds = k_f * (m as f64).ln() + ln_product + prior.ln()
+    let ln_odds = k_f * (m as f64).ln() + ln_product + prior.ln_prior
         - k_f * (n as f64 * k_f).ln()
-        - (-prior).ln_1p();
+        - prior.ln_complement;
     1.0 / (1.0 + (-ln_odds).exp())
 }
 

@@ -1013,6 +1013,9 @@ pub struct SelectiveShard {
     thresholds: Vec<Vec<f64>>,
     /// The priors in force this round, from the coordinator.
     priors: Vec<f64>,
+    /// The same priors with their logarithms for the posterior (000
+    /// Theorem 2), taken when the priors change rather than at each query.
+    prior_logs: Vec<paradox::PriorLogs>,
     /// Per evaluator: the log-space bound of a product evaluator's
     /// threshold (`ln_product_bound` of its value; unused by the others),
     /// taken once here instead of a logarithm per query.
@@ -1072,6 +1075,7 @@ impl SelectiveShard {
         SelectiveShard {
             rounds: PeriodCursor::new(stage.period),
             priors: vec![cfg.prior_default; classes],
+            prior_logs: vec![paradox::PriorLogs::new(cfg.prior_default); classes],
             tally: SelectiveTally {
                 classes: vec![QueryClassTally::default(); classes],
                 errors: vec![vec![ErrorTally::default(); classes]; evaluators],
@@ -1212,6 +1216,11 @@ impl SelectiveShard {
         }
         let member = self.cache.contains(h);
         let prior = self.priors.get(c).copied().unwrap_or(1.0);
+        let prior_logs = self
+            .prior_logs
+            .get(c)
+            .copied()
+            .unwrap_or_else(|| paradox::PriorLogs::new(prior));
         let t = &mut self.tally.classes[c];
         t.queries += 1;
         t.members += u64::from(member);
@@ -1244,7 +1253,7 @@ impl SelectiveShard {
                     let decided = d
                         .counting
                         .as_ref()
-                        .is_some_and(|f| f.decide_for(p.ln_product, prior, alpha));
+                        .is_some_and(|f| f.decide_with_prior_logs(p.ln_product, prior_logs, alpha));
                     (decided, false)
                 }
                 Variant::Product => (
@@ -1292,8 +1301,14 @@ impl ShardStage for SelectiveShard {
 
     fn apply(&mut self, update: &(dyn std::any::Any + Send + Sync)) {
         if let Some(u) = update.downcast_ref::<PriorUpdate>() {
-            for (p, &v) in self.priors.iter_mut().zip(&u.priors) {
+            for ((p, logs), &v) in self
+                .priors
+                .iter_mut()
+                .zip(&mut self.prior_logs)
+                .zip(&u.priors)
+            {
                 *p = v;
+                *logs = paradox::PriorLogs::new(v);
             }
         }
     }
