@@ -330,6 +330,8 @@ pub fn fpr_compound_online(theta: u64, k: u32, m: u64, sizes: &[u64]) -> Option<
     }
     let mut out = vec![0.0; t];
     let mut g = vec![0.0; t];
+    // Every point overwrites all of it, so one buffer serves them all.
+    let mut cdf = vec![0.0; t];
     for point in 0..COMPOUND_POINTS {
         let u = (point as f64 + 0.5) / COMPOUND_POINTS as f64;
         let lambda = u * flows as f64 / per;
@@ -344,7 +346,6 @@ pub fn fpr_compound_online(theta: u64, k: u32, m: u64, sizes: &[u64]) -> Option<
         }
         // P(X <= x) prefix sums; FP(c) = (1 - P(X <= theta - c - 1))^k.
         let mut below = 0.0;
-        let mut cdf = vec![0.0; t];
         for (s, gs) in g.iter().enumerate() {
             below += gs;
             cdf[s] = below.min(1.0);
