@@ -99,6 +99,12 @@ pub struct PriorLogs {
 impl PriorLogs {
     /// The prior and its logarithms (`-inf` or NaN outside `(0, 1)`,
     /// where [`posterior_with_prior_logs`] does not use them).
+    ///
+    /// Never inlined: the logarithms are pure, so once inlined into a
+    /// loop over evaluators the compiler may hoist them out of the branch
+    /// that needs them and take them at every query, which is the cost
+    /// this type exists to avoid.
+    #[inline(never)]
     pub fn new(prior: f64) -> PriorLogs {
         PriorLogs {
             prior,

@@ -1014,7 +1014,10 @@ pub struct SelectiveShard {
     /// The priors in force this round, from the coordinator.
     priors: Vec<f64>,
     /// The same priors with their logarithms for the posterior (000
-    /// Theorem 2), taken when the priors change rather than at each query.
+    /// Theorem 2), taken when the priors change rather than at each query;
+    /// kept only when the plan has a posterior evaluator (empty
+    /// otherwise), since on a sparse trace the priors change often against
+    /// the queries.
     prior_logs: Vec<paradox::PriorLogs>,
     /// Per evaluator: the log-space bound of a product evaluator's
     /// threshold (`ln_product_bound` of its value; unused by the others),
@@ -1075,7 +1078,15 @@ impl SelectiveShard {
         SelectiveShard {
             rounds: PeriodCursor::new(stage.period),
             priors: vec![cfg.prior_default; classes],
-            prior_logs: vec![paradox::PriorLogs::new(cfg.prior_default); classes],
+            prior_logs: if plan
+                .evaluators
+                .iter()
+                .any(|e| e.variant == Variant::Posterior)
+            {
+                vec![paradox::PriorLogs::new(cfg.prior_default); classes]
+            } else {
+                Vec::new()
+            },
             tally: SelectiveTally {
                 classes: vec![QueryClassTally::default(); classes],
                 errors: vec![vec![ErrorTally::default(); classes]; evaluators],
@@ -1216,11 +1227,6 @@ impl SelectiveShard {
         }
         let member = self.cache.contains(h);
         let prior = self.priors.get(c).copied().unwrap_or(1.0);
-        let prior_logs = self
-            .prior_logs
-            .get(c)
-            .copied()
-            .unwrap_or_else(|| paradox::PriorLogs::new(prior));
         let t = &mut self.tally.classes[c];
         t.queries += 1;
         t.members += u64::from(member);
@@ -1250,10 +1256,18 @@ impl SelectiveShard {
                 Variant::Both => (p.insertion && !skips, skips),
                 Variant::Posterior => {
                     let alpha = spec.alpha.unwrap_or_else(|| self.cfg.alpha_of(c));
+                    // The logs kept for this class's prior, or (never in
+                    // a plan with a posterior evaluator, which keeps them
+                    // current) taken afresh: the answer never rests on
+                    // the cache being current.
+                    let logs = match self.prior_logs.get(c) {
+                        Some(&l) if l.prior().to_bits() == prior.to_bits() => l,
+                        _ => paradox::PriorLogs::new(prior),
+                    };
                     let decided = d
                         .counting
                         .as_ref()
-                        .is_some_and(|f| f.decide_with_prior_logs(p.ln_product, prior_logs, alpha));
+                        .is_some_and(|f| f.decide_with_prior_logs(p.ln_product, logs, alpha));
                     (decided, false)
                 }
                 Variant::Product => (
@@ -1301,13 +1315,11 @@ impl ShardStage for SelectiveShard {
 
     fn apply(&mut self, update: &(dyn std::any::Any + Send + Sync)) {
         if let Some(u) = update.downcast_ref::<PriorUpdate>() {
-            for ((p, logs), &v) in self
-                .priors
-                .iter_mut()
-                .zip(&mut self.prior_logs)
-                .zip(&u.priors)
-            {
+            for (p, &v) in self.priors.iter_mut().zip(&u.priors) {
                 *p = v;
+            }
+            // Empty unless a posterior evaluator will read them.
+            for (logs, &v) in self.prior_logs.iter_mut().zip(&u.priors) {
                 *logs = paradox::PriorLogs::new(v);
             }
         }
