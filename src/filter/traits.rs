@@ -84,10 +84,11 @@ pub trait Counters {
 
 /// `ln(c)` of a counter value, bit for bit `(c as f64).ln()`.
 ///
-/// Why a table: the selective stage takes this product at every positive
-/// query, `k` logarithms each (0.5-0.7 % of the default job's samples on
-/// the 1.5 M-packet benchmark trace, `perf`; BENCHMARKS.md, twentieth
-/// round), and counters are small integers. The table holds the values
+/// Why a table: with a counting directory (`--directory cbf`) the
+/// selective stage takes this product at every positive query, `k`
+/// logarithms each (0.41 % of the instructions of such a run on a
+/// 150 k-packet trace, callgrind; BENCHMARKS.md, twentieth round), and
+/// counters are small integers. The table holds the values
 /// `f64::ln` itself returned for 0..256, so a lookup is the same number
 /// as computing it, and the sum above is taken in the same order: the
 /// reported products, posteriors and decisions do not move.
