@@ -162,6 +162,69 @@ proptest! {
     }
 }
 
+/// The compound model as it was first written, point by point: `j f_j`
+/// formed inside Panjer's recursion at every point (the reference for
+/// `the_compound_model_is_the_per_point_recursion_bit_for_bit`).
+fn compound_per_point(theta: u64, k: u32, m: u64, sizes: &[u64]) -> Vec<f64> {
+    const POINTS: usize = 32;
+    let t = theta as usize;
+    let flows: u64 = sizes.iter().skip(1).sum();
+    let per = (m / u64::from(k)) as f64;
+    let mut f = vec![0.0; t];
+    if flows > 0 {
+        for (j, fj) in f.iter_mut().enumerate().skip(1) {
+            *fj = sizes.get(j).copied().unwrap_or(0) as f64 / flows as f64;
+        }
+    }
+    let mut out = vec![0.0; t];
+    for point in 0..POINTS {
+        let u = (point as f64 + 0.5) / POINTS as f64;
+        let lambda = u * flows as f64 / per;
+        let mut g = vec![0.0; t];
+        g[0] = (-lambda).exp();
+        for s in 1..t {
+            let mut acc = 0.0;
+            for j in 1..=s {
+                acc += j as f64 * f[j] * g[s - j];
+            }
+            g[s] = lambda / s as f64 * acc;
+        }
+        let mut cdf = vec![0.0; t];
+        let mut below = 0.0;
+        for (s, gs) in g.iter().enumerate() {
+            below += gs;
+            cdf[s] = below.min(1.0);
+        }
+        for (c, o) in out.iter_mut().enumerate() {
+            *o += (1.0 - cdf[t - c - 1]).max(0.0).powi(k as i32);
+        }
+    }
+    for o in &mut out {
+        *o /= POINTS as f64;
+    }
+    out
+}
+
+proptest! {
+    /// The compound model's rates, which the heavy stage reports per
+    /// class, are bit for bit those of the recursion evaluated point by
+    /// point (the library takes Panjer's `j f_j` once for all points).
+    #[test]
+    fn the_compound_model_is_the_per_point_recursion_bit_for_bit(
+        theta in 1u64..80,
+        k in 1u32..16,
+        m in 16u64..4_000_000,
+        sizes in prop::collection::vec(0u64..5_000, 0..90),
+    ) {
+        let got = threshold::fpr_compound_online(theta, k, m.max(u64::from(k)), &sizes).unwrap();
+        let want = compound_per_point(theta, k, m.max(u64::from(k)), &sizes);
+        prop_assert_eq!(got.len(), want.len());
+        for (c, (g, w)) in got.iter().zip(&want).enumerate() {
+            prop_assert_eq!(g.to_bits(), w.to_bits(), "c = {}: {} vs {}", c, g, w);
+        }
+    }
+}
+
 // ---------- the Bloom paradox (000) ----------
 
 use flowsieve::model::paradox::{self, ElementClass, QueryTarget, SelectiveVariant};

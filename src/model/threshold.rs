@@ -322,10 +322,16 @@ pub fn fpr_compound_online(theta: u64, k: u32, m: u64, sizes: &[u64]) -> Option<
     let per = (m / u64::from(k)) as f64;
     // Jump distribution f_j = P(size = j) for j < theta; larger jumps only
     // matter as "reached theta", which the prefix sums below never count.
-    let mut f = vec![0.0; t];
+    // Panjer's terms need only the products j f_j, the same at every
+    // point, so they are taken once here: `j as f64 * f[j] * g` is
+    // `(j as f64 * f[j]) * g`, so the recursion's values do not change by a
+    // bit (the `model` tests check it against the per-point form), and the
+    // innermost loop loses a conversion and a multiplication per term.
+    let mut jf = vec![0.0; t];
     if flows > 0 {
-        for (j, fj) in f.iter_mut().enumerate().skip(1) {
-            *fj = sizes.get(j).copied().unwrap_or(0) as f64 / flows as f64;
+        for (j, jfj) in jf.iter_mut().enumerate().skip(1) {
+            let fj = sizes.get(j).copied().unwrap_or(0) as f64 / flows as f64;
+            *jfj = j as f64 * fj;
         }
     }
     let mut out = vec![0.0; t];
@@ -339,8 +345,9 @@ pub fn fpr_compound_online(theta: u64, k: u32, m: u64, sizes: &[u64]) -> Option<
         g[0] = (-lambda).exp();
         for s in 1..t {
             let mut acc = 0.0;
-            for j in 1..=s {
-                acc += j as f64 * f[j] * g[s - j];
+            // j = 1..=s against g_{s-1} down to g_0, in that order.
+            for (jfj, gsj) in jf[1..=s].iter().zip(g[..s].iter().rev()) {
+                acc += jfj * gsj;
             }
             g[s] = lambda / s as f64 * acc;
         }
