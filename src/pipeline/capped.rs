@@ -84,16 +84,32 @@ impl<V: Copy + Default> CappedFlowSet<V> {
         if self.map.contains(h) {
             return Admission::Present;
         }
+        if self.map.len() >= self.cap && !self.make_room_for(h) {
+            return Admission::Shed;
+        }
+        self.map.insert(h, value);
+        Admission::Inserted
+    }
+
+    /// Raises the level until the set is below its cap, shedding the
+    /// members that no longer qualify; false if `h` itself no longer
+    /// qualifies. Apart from [`CappedFlowSet::insert`]: it runs only in a
+    /// flood, and kept inline its loop made `insert` too large to inline,
+    /// so every insertion on a normal trace paid a call (the selective
+    /// stage's prior coordinator inserts most packets on the source
+    /// thread; BENCHMARKS.md, twenty-first round).
+    #[cold]
+    #[inline(never)]
+    fn make_room_for(&mut self, h: u64) -> bool {
         while self.map.len() >= self.cap {
             self.level += 1;
             let level = self.level;
             self.evicted += self.map.retain(|k, _| admitted_at(k, level)) as u64;
             if !admitted_at(h, level) {
-                return Admission::Shed;
+                return false;
             }
         }
-        self.map.insert(h, value);
-        Admission::Inserted
+        true
     }
 
     /// True when `h` is a member.
