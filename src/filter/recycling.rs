@@ -260,16 +260,19 @@ impl RecyclingBloomFilter {
 
     /// Reports whether the message with this hash is new, and remembers it.
     /// Time-bounded filters need [`RecyclingBloomFilter::test_and_insert_at`].
+    #[inline]
     pub fn test_and_insert(&mut self, h: u64) -> bool {
         self.test_and_insert_inner(h, None)
     }
 
     /// As [`RecyclingBloomFilter::test_and_insert`], at a time (for
     /// [`RecyclePolicy::Time`]).
+    #[inline]
     pub fn test_and_insert_at(&mut self, h: u64, now: Timestamp) -> bool {
         self.test_and_insert_inner(h, Some(now))
     }
 
+    #[inline]
     fn test_and_insert_inner(&mut self, h: u64, now: Option<Timestamp>) -> bool {
         if let (RecyclePolicy::Time(span), Some(now)) = (self.policy, now) {
             match self.cycle_start {
@@ -290,6 +293,15 @@ impl RecyclingBloomFilter {
             self.stats.seen_messages += 1;
             return false;
         }
+        self.test_and_insert_uncached(h)
+    }
+
+    /// The rest of [`RecyclingBloomFilter::test_and_insert_inner`], for a
+    /// message the front cache did not answer. Apart so that the cache's
+    /// answer inlines into the caller: whole, the function was a call for
+    /// every packet, hits included (BENCHMARKS.md, twenty-first round).
+    #[inline(never)]
+    fn test_and_insert_uncached(&mut self, h: u64) -> bool {
         let mut pos = [0usize; MAX_K];
         self.positions(h, &mut pos);
         let pos = &pos[..self.k];
