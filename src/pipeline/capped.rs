@@ -76,7 +76,10 @@ impl<V: Copy + Default> CappedFlowSet<V> {
 
     /// Inserts `h` (with `value` if new), raising the level first when the
     /// set is full.
-    #[inline]
+    // Always inlined: the prior coordinator calls it for most packets of a
+    // cache window, and as a call it was 45 instructions a time on the
+    // source thread (BENCHMARKS.md, twenty-first round).
+    #[inline(always)]
     pub fn insert(&mut self, h: u64, value: V) -> Admission {
         if !self.admits(h) {
             return Admission::Shed;
