@@ -130,7 +130,10 @@ impl CountingBloomFilter {
 
     /// Adds one occurrence of a hash. Returns the new estimate (the minimum
     /// counter).
-    #[inline]
+    // Always inlined (the heavy stage calls it for every packet): as a
+    // call it was about 45 instructions a packet more (callgrind;
+    // BENCHMARKS.md, twenty-first round).
+    #[inline(always)]
     pub fn insert(&mut self, h: u64) -> u64 {
         if !self.conservative {
             // One pass: read, bump unless saturated, write. The width is
@@ -141,6 +144,14 @@ impl CountingBloomFilter {
                 CounterWidth::W16 => self.insert_plain::<16>(h),
             };
         }
+        self.insert_conservative(h)
+    }
+
+    /// [`CountingBloomFilter::insert`] under conservative update. Apart,
+    /// so that inlining `insert` brings only the plain paths into its
+    /// callers, not this one's index array and its zeroing.
+    #[inline(never)]
+    fn insert_conservative(&mut self, h: u64) -> u64 {
         let max = self.width.max();
         let k = self.k();
         let mut est = u64::MAX;
