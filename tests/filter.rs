@@ -382,6 +382,26 @@ fn counting_delete_union_and_widths() {
     );
 }
 
+/// The plain insert's three cases, at every width: a counter below
+/// `max - 1` steps up, the step to `max` counts one saturation event, and a
+/// saturated counter stays where it is. One key into a fresh filter, so
+/// its `k` counters move together: insert `j` returns `min(j, max)`, and
+/// the events are 0 before insert `max` and `k` from then on.
+#[test]
+fn plain_insert_steps_saturates_once_and_stays() {
+    for width in [CounterWidth::W4, CounterWidth::W8, CounterWidth::W16] {
+        let k = 5;
+        let mut f = CountingBloomFilter::new(1000, k, width);
+        let max = width.max();
+        for j in 1..=max + 3 {
+            assert_eq!(f.insert(77), j.min(max), "insert {j} at {width:?}");
+            let events = if j >= max { k as u64 } else { 0 };
+            assert_eq!(f.saturation_events(), events, "insert {j} at {width:?}");
+        }
+        assert_eq!(f.counters(77), vec![max; k]);
+    }
+}
+
 #[test]
 fn many_writers_lose_no_increment_and_saturate_exactly() {
     // 4 threads hammer a small 4-bit filter (heavy contention, saturation),
