@@ -99,7 +99,7 @@ pub struct LiveCounters {
     /// priors, the selective stage's errors and cost, batch latency).
     pub stages: std::sync::Arc<crate::pipeline::Gauges>,
     /// A live probe's export figures, once its exporter runs.
-    pub export: std::sync::OnceLock<std::sync::Arc<crate::network::probe::ExportStats>>,
+    pub export: std::sync::OnceLock<std::sync::Arc<crate::network::ExportStats>>,
 }
 
 impl LiveCounters {

@@ -123,7 +123,7 @@ pub fn render(c: &LiveCounters) -> String {
 }
 
 /// A live probe's export figures (`flowsieve_export_*`).
-fn render_export(r: &mut Registry, x: &crate::network::probe::ExportSnapshot) {
+fn render_export(r: &mut Registry, x: &crate::network::ExportSnapshot) {
     let counter = |r: &mut Registry, name: &str, help: &str, v: u64| {
         let c = Counter::<u64>::default();
         c.inc_by(v);

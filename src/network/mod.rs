@@ -15,8 +15,16 @@
 //! - [`book`]: the collector's bookkeeping (which windows are complete,
 //!   which are late, what was merged), also pure, so that exactly-once
 //!   is tested without a server.
-//! - [`transport`], [`probe`], [`collector`], [`results`]: the NATS side,
-//!   on a small tokio runtime of their own; the packet path never sees it.
+//! - [`results`]: the network-wide report assembled from merged
+//!   shard-windows, also pure.
+//! - `transport`, `probe`, `collector`: the NATS side, on a small tokio
+//!   runtime of their own; the packet path never sees it. They are the
+//!   only users of the NATS client (async-nats, and under it rustls, ring
+//!   and tokio), and compile only with the `network` feature, which is on
+//!   by default. A program that embeds the library for its filters and
+//!   pipeline can leave the feature off, and with it about 70 crates.
+//! - [`export_stats`]: the exporter's figures, which live capture reports
+//!   with or without the feature.
 //!
 //! Subjects and buckets (the message key is the shard, so that another
 //! log such as Kafka could carry the same messages partitioned the same
@@ -33,17 +41,22 @@
 //! capacity figures.
 
 pub mod book;
+#[cfg(feature = "network")]
 pub mod collector;
 pub mod config;
 pub mod digest;
+pub mod export_stats;
 pub mod merge;
+#[cfg(feature = "network")]
 pub mod probe;
 pub mod results;
+#[cfg(feature = "network")]
 pub mod transport;
 
 pub use book::{Book, ProbeState, Verdict};
 pub use config::{CONFIG_KEY, ConfigDifference, MAX_PROBES, NetworkConfig};
 pub use digest::{Digest, DigestError, MAX_DIGEST_CELLS, MAX_PROBE_ID};
+pub use export_stats::{ExportSnapshot, ExportStats};
 pub use merge::{
     HeavyFlow, MergeError, ShardWindowMerge, ShardWindowResult, cardinality_estimate,
     cells_checksum,

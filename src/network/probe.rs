@@ -23,13 +23,14 @@
 use super::book::ProbeState;
 use super::config::NetworkConfig;
 use super::digest::Digest;
+pub use super::export_stats::{ExportSnapshot, ExportStats};
 use super::transport::{self, Nats, NetError, PROBES_BUCKET, digest_msg_id, digest_subject};
 use crate::pipeline::{
     Event, EventKind, PipelineSink, ShardWindow, WindowDigestSink, WindowExport,
 };
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded, unbounded};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -55,78 +56,6 @@ pub struct ProbeOptions {
     /// Digests larger than this many bytes go to the object store (the
     /// limit is also never above the server's; `None`: the server's).
     pub max_message: Option<usize>,
-}
-
-/// Export figures, updated by the exporter thread as it goes.
-#[derive(Debug, Default)]
-pub struct ExportStats {
-    /// Digests acknowledged by the stream.
-    pub published: AtomicU64,
-    /// Bytes of those digests.
-    pub published_bytes: AtomicU64,
-    /// Of those, digests sent through the object store (over the message
-    /// limit).
-    pub objects: AtomicU64,
-    /// Digests waiting in the queue.
-    pub queued: AtomicU64,
-    /// Publish attempts that failed (each is retried with the same id).
-    pub failed_attempts: AtomicU64,
-    /// Digests dropped (full channel or full buffer).
-    pub dropped: AtomicU64,
-    /// Windows recorded as lost.
-    pub lost_windows: AtomicU64,
-    /// Nanoseconds the exporter spent encoding digests.
-    pub encode_ns: AtomicU64,
-    /// Whether the last server request succeeded.
-    pub connected: AtomicBool,
-    /// The watermark last written.
-    pub watermark: AtomicU64,
-}
-
-/// The export figures at one moment (a live probe's interval line,
-/// JSON-lines intervals and Prometheus metrics).
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct ExportSnapshot {
-    /// Digests acknowledged by the stream so far.
-    pub published: u64,
-    /// Their bytes.
-    pub published_bytes: u64,
-    /// Of those, digests sent through the object store.
-    pub objects: u64,
-    /// Digests waiting in the queue.
-    pub queued: u64,
-    /// Publish attempts that failed (each retried with the same id).
-    pub failed_attempts: u64,
-    /// Digests dropped (full hand-off or full buffer).
-    pub dropped: u64,
-    /// Windows recorded as lost.
-    pub lost_windows: u64,
-    /// The watermark last written.
-    pub watermark: u64,
-    /// Whether the last server request succeeded.
-    pub server_up: bool,
-    /// CPU seconds spent encoding digests.
-    pub encode_seconds: f64,
-}
-
-impl ExportStats {
-    /// The figures now (each read on its own: a snapshot taken while the
-    /// exporter runs may be between two of its updates).
-    pub fn snapshot(&self) -> ExportSnapshot {
-        let o = Ordering::Relaxed;
-        ExportSnapshot {
-            published: self.published.load(o),
-            published_bytes: self.published_bytes.load(o),
-            objects: self.objects.load(o),
-            queued: self.queued.load(o),
-            failed_attempts: self.failed_attempts.load(o),
-            dropped: self.dropped.load(o),
-            lost_windows: self.lost_windows.load(o),
-            watermark: self.watermark.load(o),
-            server_up: self.connected.load(o),
-            encode_seconds: self.encode_ns.load(o) as f64 * 1e-9,
-        }
-    }
 }
 
 /// What the exporter did, when it stopped.
