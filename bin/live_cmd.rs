@@ -221,7 +221,7 @@ mod linux {
         text: bool,
         out: Option<Shared>,
         /// A live probe's export figures.
-        export: Option<Arc<flowsieve::network::probe::ExportStats>>,
+        export: Option<Arc<flowsieve::network::ExportStats>>,
     }
 
     impl LiveObserver for Printer {

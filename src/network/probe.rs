@@ -23,7 +23,7 @@
 use super::book::ProbeState;
 use super::config::NetworkConfig;
 use super::digest::Digest;
-pub use super::export_stats::{ExportSnapshot, ExportStats};
+use super::export_stats::ExportStats;
 use super::transport::{self, Nats, NetError, PROBES_BUCKET, digest_msg_id, digest_subject};
 use crate::pipeline::{
     Event, EventKind, PipelineSink, ShardWindow, WindowDigestSink, WindowExport,
