@@ -70,7 +70,8 @@ pub(crate) struct ExportArgs {
     #[arg(long, default_value_t = 4, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=32), help_heading = "Network")]
     presence_k: u32,
     /// Windows of digests kept while the server is unreachable; older ones
-    /// are dropped and their windows reported as partial.
+    /// are dropped and their windows reported as partial. (A replay with
+    /// the server answering waits at this bound instead of dropping.)
     #[arg(long, default_value_t = 64, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000), help_heading = "Network")]
     buffer_windows: u64,
     /// How long to keep trying to deliver after the input ended.
@@ -140,7 +141,8 @@ pub(crate) struct CollectArgs {
 pub(crate) struct ResultsArgs {
     #[command(flatten)]
     nats: NatsArgs,
-    /// Only this window (its index from the Unix epoch).
+    /// Only this window (its index from the Unix epoch). Reads only its
+    /// results and the window before it's (for its new flows).
     #[arg(long, value_name = "W")]
     window: Option<u64>,
     /// Write the report as JSON to FILE (`-` for stdout).
@@ -447,7 +449,10 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
         let Some(cfg) = n.shared_config().await? else {
             return Ok::<_, NetError>((None, Vec::new()));
         };
-        let results = n.results().await?;
+        let results = match args.window {
+            Some(w) => n.results_near(w).await?,
+            None => n.results().await?,
+        };
         Ok((Some(cfg), results))
     });
     let (cfg, results) = match got {

@@ -607,6 +607,76 @@ fn a_probe_delivers_after_the_server_comes_up() {
     assert_matches_whole_trace(&url, &["late"]);
 }
 
+/// A replay hands its windows over far faster than the exporter encodes
+/// them. With the server up, no window is dropped however small the
+/// queue's bound: the replay waits for the exporter instead. (The
+/// exporter used to take digests from the hand-off until the input ended
+/// before publishing any, and its bound then dropped every window but the
+/// last `--buffer-windows`: with a bound of 1, 58 of the bundled trace's
+/// 60 windows.)
+#[test]
+fn a_replay_delivers_every_window_whatever_the_buffer_bound() {
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let servers = Servers::start(&bin, 1, None);
+    let url = servers.url();
+    let dir = tempfile::tempdir().unwrap();
+    let splits = split(dir.path(), 2);
+    let both: Vec<Child> = ["r0", "r1"]
+        .iter()
+        .zip(&splits)
+        .map(|(id, s)| probe_with(&url, id, s, 2, 1, &["--buffer-windows", "1"]))
+        .collect();
+    for (c, id) in both.into_iter().zip(["r0", "r1"]) {
+        // Quiet, a probe prints its summary only when it lost a window.
+        let log = finish(c, id, Duration::from_secs(120));
+        assert!(!log.contains("lost windows"), "{log}");
+    }
+    let log = finish(
+        collector(&url, "0-7", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    assert!(log.contains("(0 partial)"), "{log}");
+    assert!(count_before(&log, "shard-windows written") >= 400, "{log}");
+    assert_matches_whole_trace(&url, &["r0", "r1"]);
+    // `results --window W` reads only W and the window before it (for
+    // W's new flows), and reports W exactly as the whole report does:
+    // the first window (nothing before it), one in the middle, the last.
+    let whole = results_json(&url, &[]);
+    let windows = whole["windows"].as_array().unwrap();
+    assert!(windows.len() >= 50, "{whole}");
+    assert!(windows[0]["new_flows_estimate"].is_null());
+    for pick in [0, windows.len() / 2, windows.len() - 1] {
+        let w = windows[pick]["window"].as_u64().unwrap();
+        if pick > 0 {
+            assert!(windows[pick]["new_flows_estimate"].is_number());
+        }
+        let one = results_json(&url, &["--window", &w.to_string()]);
+        assert_eq!(
+            one["windows"],
+            serde_json::json!([windows[pick]]),
+            "window {w}"
+        );
+    }
+}
+
+/// `flowsieve results --json -` with `extra` flags, parsed.
+fn results_json(url: &str, extra: &[&str]) -> serde_json::Value {
+    let out = Command::new(BIN)
+        .args(["results", "--nats", url, "--json", "-", "-q"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 #[test]
 fn a_probe_with_another_shape_refuses_to_start() {
     let Some(bin) = nats_server() else {

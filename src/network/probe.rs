@@ -14,7 +14,10 @@
 //! - While the server is unreachable the queue holds at most
 //!   `buffer_windows` windows; past that the oldest window is dropped and
 //!   recorded as lost. The counts are in [`ExportStats`], which the probe
-//!   prints in its interval line and final report.
+//!   prints in its interval line and final report. A replay
+//!   ([`ProbeOptions::blocking`]) with the server answering drops
+//!   nothing: the queue stops taking digests at that bound until they are
+//!   published, and the replay waits on the hand-off meanwhile.
 //! - After every digest of the windows below `W` is acknowledged, the
 //!   probe raises its watermark to `W` in the probes bucket; collectors
 //!   close a window only when every expected probe's watermark passed it
@@ -50,8 +53,11 @@ pub struct ProbeOptions {
     /// Timeout of one server request.
     pub request_timeout: Duration,
     /// Wait for the exporter when its hand-off is full (a replay: nothing
-    /// is lost by waiting, and the wait is for encoding, never for the
-    /// network) instead of dropping the digest (a live capture).
+    /// is lost by waiting) instead of dropping the digest (a live
+    /// capture). The wait is for encoding, and, while the server answers,
+    /// for publishing the queue once it holds `buffer_windows` windows;
+    /// never for a server that does not answer (beyond the first
+    /// connection's request timeout, once).
     pub blocking: bool,
     /// Digests larger than this many bytes go to the object store (the
     /// limit is also never above the server's; `None`: the server's).
@@ -295,13 +301,59 @@ async fn export_loop(
     let mut nats: Option<Nats> = None;
     let mut agreed = false;
     let mut next_try = Instant::now();
+    // Whether the last round with the server went through (none yet
+    // counts as going through): see `hold` below.
+    let mut last_round_ok = true;
+    // Window ends and the finish, each with the number of digests that
+    // must have been taken from the hand-off before it may count.
+    let mut pending: VecDeque<(u64, Control)> = VecDeque::new();
+    let mut taken = 0u64;
     loop {
-        // Window ends first, then the digests: every digest of a window
-        // was handed over before its end was, so after this drain the
-        // queue holds all of them (see the module's comment).
-        let controls: Vec<Control> = control_rx.try_iter().collect();
-        let mut idle = controls.is_empty();
-        while let Ok(w) = rx.try_recv() {
+        // Window ends first, then the digests. Every digest of a window
+        // was handed over before its end was, so when a window end is
+        // read, all its digests are already in the hand-off, whose
+        // order is first in, first out: once as many more digests as it
+        // held then have been taken, they are all in the queue. Only then
+        // may the end raise the watermark (or the finish mark the probe
+        // finished); until then it waits in `pending`. The probe's first
+        // window claims nothing about delivery and is taken at once.
+        let mut idle = true;
+        for c in control_rx.try_iter() {
+            idle = false;
+            if let Control::WindowEnd { first, .. } = c {
+                state.from_window = state.from_window.min(first);
+            }
+            pending.push_back((taken + rx.len() as u64, c));
+        }
+        // The connection as the last round left it, so the hand-off keeps
+        // draining while the server is away (a disconnected client is
+        // skipped without waiting).
+        let reachable = nats.as_ref().is_none_or(|n| {
+            n.client.connection_state() == async_nats::connection::State::Connected
+        });
+        // A replay waits for the exporter rather than lose a digest
+        // (`blocking`). While the server answers, the queue therefore
+        // stops taking digests at its bound, and this round publishes
+        // them, instead of dropping the oldest window: otherwise a
+        // replay, which hands windows over far faster than they are
+        // encoded, would keep this loop draining to the end of its input
+        // and publish only its last `buffer_windows` windows. Before the
+        // probe is registered (its first window end not yet read)
+        // nothing can be published, so the queue keeps taking digests
+        // then; and with the server away, the bound drops the oldest
+        // window as in a live capture, so that a replay never waits for
+        // the network.
+        let answering = opts.blocking && reachable && last_round_ok && fatal.is_none();
+        let hold = answering && state.from_window != u64::MAX;
+        let bound = opts.buffer_windows.max(1);
+        loop {
+            if hold && distinct_windows(&queue) >= bound {
+                break;
+            }
+            let Ok(w) = rx.try_recv() else {
+                break;
+            };
+            taken += 1;
             idle = false;
             let t = Instant::now();
             let w = *w;
@@ -326,7 +378,8 @@ async fn export_loop(
                 bytes: bytes.into(),
             });
             // Bound the queue by windows: drop the oldest.
-            if distinct_windows(&queue) > opts.buffer_windows.max(1)
+            if !answering
+                && distinct_windows(&queue) > bound
                 && let Some(oldest) = queue.iter().map(|o| o.window).min()
             {
                 let before = queue.len();
@@ -337,10 +390,14 @@ async fn export_loop(
                 lose(&mut state, &stats, oldest);
             }
         }
-        for c in controls {
+        while let Some(&(due, _)) = pending.front()
+            && due <= taken
+        {
+            let Some((_, c)) = pending.pop_front() else {
+                break;
+            };
             match c {
-                Control::WindowEnd { first, last } => {
-                    state.from_window = state.from_window.min(first);
+                Control::WindowEnd { last, .. } => {
                     end_target = end_target.max(last.saturating_add(1));
                 }
                 Control::Finish => {
@@ -352,11 +409,6 @@ async fn export_loop(
             lose(&mut state, &stats, w);
         }
         stats.queued.store(queue.len() as u64, Ordering::Relaxed);
-        // A disconnected client is skipped without waiting, so the
-        // hand-off keeps draining while the server is away.
-        let reachable = nats.as_ref().is_none_or(|n| {
-            n.client.connection_state() == async_nats::connection::State::Connected
-        });
         if !reachable {
             stats.connected.store(false, Ordering::Relaxed);
         }
@@ -375,7 +427,10 @@ async fn export_loop(
             )
             .await
             {
-                Ok(()) => stats.connected.store(true, Ordering::Relaxed),
+                Ok(()) => {
+                    last_round_ok = true;
+                    stats.connected.store(true, Ordering::Relaxed);
+                }
                 Err(NetError::Config(e)) => {
                     let msg = format!("export stopped: the shared configuration differs: {e}");
                     if let Ok(mut g) = error.lock() {
@@ -384,6 +439,7 @@ async fn export_loop(
                     fatal = Some(msg);
                 }
                 Err(_) => {
+                    last_round_ok = false;
                     stats.connected.store(false, Ordering::Relaxed);
                     stats.failed_attempts.fetch_add(1, Ordering::Relaxed);
                     next_try = Instant::now() + Duration::from_millis(250);
@@ -451,15 +507,29 @@ async fn step(
     stats: &ExportStats,
 ) -> Result<(), NetError> {
     if nats.is_none() {
-        *nats = Some(
-            transport::connect(
-                &opts.url,
-                &format!("flowsieve-probe-{}", opts.probe),
-                true,
-                opts.request_timeout,
-            )
-            .await?,
-        );
+        let n = transport::connect(
+            &opts.url,
+            &format!("flowsieve-probe-{}", opts.probe),
+            true,
+            opts.request_timeout,
+        )
+        .await?;
+        // A client that retries its first connection comes back at once,
+        // still connecting. A replay gives it up to the request timeout to
+        // come up: otherwise the first round fails only for being early,
+        // and the replay, whose windows pile up meanwhile, drops all but
+        // the last `buffer_windows` of them before the next round (see
+        // `hold` in `export_loop`); a server that is down costs this wait
+        // once. A live capture does not wait here: the hand-off would
+        // drop its windows meanwhile, while the queue keeps them.
+        let until = Instant::now() + opts.request_timeout;
+        while opts.blocking
+            && n.client.connection_state() == async_nats::connection::State::Pending
+            && Instant::now() < until
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        *nats = Some(n);
     }
     let Some(n) = nats.as_ref() else {
         return Ok(());

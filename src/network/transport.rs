@@ -125,6 +125,9 @@ pub struct Nats {
     pub client: async_nats::Client,
     /// JetStream.
     pub js: jetstream::Context,
+    /// Timeout of one server request (also the longest wait for the next
+    /// message of a bucket read).
+    timeout: Duration,
 }
 
 /// How long the client waits before its `attempts`-th try to connect
@@ -175,7 +178,11 @@ pub async fn connect(
     .map_err(|e| nats_err("connect")(&e))?;
     let mut js = jetstream::new(client.clone());
     js.set_timeout(timeout);
-    Ok(Nats { client, js })
+    Ok(Nats {
+        client,
+        js,
+        timeout,
+    })
 }
 
 impl Nats {
@@ -409,28 +416,126 @@ impl Nats {
 
     /// Every written shard-window result, by window then shard.
     pub async fn results(&self) -> Result<Vec<ShardWindowResult>, NetError> {
-        let store = self.bucket(RESULTS_BUCKET).await?;
-        let mut keys = keys(&store).await?;
-        keys.sort();
-        let mut out = Vec::with_capacity(keys.len());
-        for key in keys {
-            let Some(v) = store
-                .get(key.as_str())
-                .await
-                .map_err(|e| nats_err("read result")(&e))?
-            else {
-                continue;
-            };
-            let r: ShardWindowResult =
-                serde_json::from_slice(&v).map_err(|e| NetError::Stored {
-                    what: "result",
-                    key: key.clone(),
-                    detail: e.to_string(),
-                })?;
-            out.push(r);
+        self.results_under(&[">".to_string()]).await
+    }
+
+    /// The written results of window `window` and of the window before
+    /// it, by window then shard: all that the report of one window reads
+    /// (its new flows are counted against the window before).
+    pub async fn results_near(&self, window: u64) -> Result<Vec<ShardWindowResult>, NetError> {
+        let mut tails = vec![window_keys(window)];
+        if let Some(before) = window.checked_sub(1) {
+            tails.insert(0, window_keys(before));
         }
+        self.results_under(&tails).await
+    }
+
+    /// The results under the key patterns `tails`, by window then shard.
+    async fn results_under(&self, tails: &[String]) -> Result<Vec<ShardWindowResult>, NetError> {
+        let store = self.bucket(RESULTS_BUCKET).await?;
+        let mut out = Vec::new();
+        for tail in tails {
+            for (key, v) in self.latest_values(&store, tail).await? {
+                let r: ShardWindowResult =
+                    serde_json::from_slice(&v).map_err(|e| NetError::Stored {
+                        what: "result",
+                        key,
+                        detail: e.to_string(),
+                    })?;
+                out.push(r);
+            }
+        }
+        out.sort_by_key(|r| (r.window, r.shard));
         Ok(out)
     }
+
+    /// The latest value of every key of `store` that matches `tail` (a
+    /// key, or a pattern such as `>`), deleted and purged keys left out.
+    ///
+    /// One pass of an ordered consumer that delivers the last message of
+    /// each subject, where listing the keys and then a `get` a key took a
+    /// round trip each (BENCHMARKS.md, "Network mode: a replay's windows,
+    /// a collector's backlog and the results read"). Like [`keys`], it
+    /// tries again a few times while a cluster that has just lost a node
+    /// cannot create the consumer.
+    async fn latest_values(
+        &self,
+        store: &kv::Store,
+        tail: &str,
+    ) -> Result<Vec<(String, bytes::Bytes)>, NetError> {
+        let mut attempt = 0;
+        loop {
+            match self.latest_values_once(store, tail).await {
+                Ok(v) => return Ok(v),
+                Err(e) if attempt >= KEY_LIST_TRIES => return Err(e),
+                Err(_) => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+    }
+
+    async fn latest_values_once(
+        &self,
+        store: &kv::Store,
+        tail: &str,
+    ) -> Result<Vec<(String, bytes::Bytes)>, NetError> {
+        let consumer = store
+            .stream
+            .create_consumer(jetstream::consumer::push::OrderedConfig {
+                deliver_subject: self.client.new_inbox(),
+                description: Some("flowsieve bucket read".into()),
+                filter_subject: format!("{}{tail}", store.prefix),
+                replay_policy: jetstream::consumer::ReplayPolicy::Instant,
+                deliver_policy: jetstream::consumer::DeliverPolicy::LastPerSubject,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| nats_err("read bucket")(&e))?;
+        let mut out = Vec::new();
+        // Nothing to deliver: the consumer would only wait for new writes.
+        if consumer.cached_info().num_pending == 0 {
+            return Ok(out);
+        }
+        let mut messages = consumer
+            .messages()
+            .await
+            .map_err(|e| nats_err("read bucket")(&e))?;
+        let ended = || NetError::Nats {
+            what: "read bucket",
+            detail: format!(
+                "the read of {}{tail} ended before its last key",
+                store.prefix
+            ),
+        };
+        loop {
+            let next = tokio::time::timeout(self.timeout, messages.next())
+                .await
+                .map_err(|_| ended())?;
+            let m = next
+                .ok_or_else(ended)?
+                .map_err(|e| nats_err("read bucket")(&e))?;
+            let pending = m.info().map_err(|e| nats_err("read bucket")(&*e))?.pending;
+            let removed = m.headers.as_ref().is_some_and(|h| {
+                h.get("KV-Operation")
+                    .is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"))
+                    || h.get("Nats-Marker-Reason").is_some()
+            });
+            if !removed && let Some(key) = m.subject.strip_prefix(store.prefix.as_str()) {
+                out.push((key.to_string(), m.payload.clone()));
+            }
+            // The last message there was when the consumer was made.
+            if pending == 0 {
+                return Ok(out);
+            }
+        }
+    }
+}
+
+/// The key pattern of one window's results (see [`result_key`]).
+fn window_keys(window: u64) -> String {
+    format!("w{window:020}.>")
 }
 
 /// Every key of a bucket (none for an empty bucket). Listing reads the
