@@ -304,6 +304,8 @@ async fn export_loop(
     // Whether the last round with the server went through (none yet
     // counts as going through): see `hold` below.
     let mut last_round_ok = true;
+    // When the client was made (see `step`).
+    let mut connecting_since = Instant::now();
     // Window ends and the finish, each with the number of digests that
     // must have been taken from the hand-off before it may count.
     let mut pending: VecDeque<(u64, Control)> = VecDeque::new();
@@ -327,10 +329,18 @@ async fn export_loop(
         }
         // The connection as the last round left it, so the hand-off keeps
         // draining while the server is away (a disconnected client is
-        // skipped without waiting).
-        let reachable = nats.as_ref().is_none_or(|n| {
-            n.client.connection_state() == async_nats::connection::State::Connected
-        });
+        // skipped without waiting). A client still making its first
+        // connection counts as reachable for the request timeout (see
+        // `step`).
+        let reachable = nats
+            .as_ref()
+            .is_none_or(|n| match n.client.connection_state() {
+                async_nats::connection::State::Connected => true,
+                async_nats::connection::State::Pending => {
+                    connecting_since.elapsed() < opts.request_timeout
+                }
+                async_nats::connection::State::Disconnected => false,
+            });
         // A replay waits for the exporter rather than lose a digest
         // (`blocking`). While the server answers, the queue therefore
         // stops taking digests at its bound, and this round publishes
@@ -424,13 +434,16 @@ async fn export_loop(
                 end_target,
                 deadline.is_some(),
                 &stats,
+                &mut connecting_since,
             )
             .await
             {
-                Ok(()) => {
+                Ok(true) => {
                     last_round_ok = true;
                     stats.connected.store(true, Ordering::Relaxed);
                 }
+                // Still connecting: neither up nor failed yet.
+                Ok(false) => {}
                 Err(NetError::Config(e)) => {
                     let msg = format!("export stopped: the shared configuration differs: {e}");
                     if let Ok(mut g) = error.lock() {
@@ -492,7 +505,8 @@ fn distinct_windows(q: &VecDeque<Outgoing>) -> usize {
 }
 
 /// One round of talking to the server: connect and agree if not yet,
-/// register, publish the queue in order, raise the watermark.
+/// register, publish the queue in order, raise the watermark. `false`:
+/// the client is still making its first connection, nothing was done.
 #[allow(clippy::too_many_arguments)]
 async fn step(
     cfg: &NetworkConfig,
@@ -505,7 +519,8 @@ async fn step(
     end_target: u64,
     finishing: bool,
     stats: &ExportStats,
-) -> Result<(), NetError> {
+    connecting_since: &mut Instant,
+) -> Result<bool, NetError> {
     if nats.is_none() {
         let n = transport::connect(
             &opts.url,
@@ -514,31 +529,32 @@ async fn step(
             opts.request_timeout,
         )
         .await?;
-        // A client that retries its first connection comes back at once,
-        // still connecting. A replay gives it up to the request timeout to
-        // come up: otherwise the first round fails only for being early,
-        // and the replay, whose windows pile up meanwhile, drops all but
-        // the last `buffer_windows` of them before the next round (see
-        // `hold` in `export_loop`); a server that is down costs this wait
-        // once. A live capture does not wait here: the hand-off would
-        // drop its windows meanwhile, while the queue keeps them.
-        let until = Instant::now() + opts.request_timeout;
-        while opts.blocking
-            && n.client.connection_state() == async_nats::connection::State::Pending
-            && Instant::now() < until
-        {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
         *nats = Some(n);
+        *connecting_since = Instant::now();
     }
     let Some(n) = nats.as_ref() else {
-        return Ok(());
+        return Ok(false);
     };
-    if n.client.connection_state() != async_nats::connection::State::Connected {
-        return Err(NetError::Nats {
-            what: "connect",
-            detail: format!("{} does not answer", opts.url),
-        });
+    match n.client.connection_state() {
+        async_nats::connection::State::Connected => {}
+        // A client that retries its first connection comes back at once,
+        // still connecting: for up to the request timeout that is not yet
+        // a failure. Counted as one, the first round of every probe
+        // failed, and a replay, whose windows pile up meanwhile, dropped
+        // all but the last `buffer_windows` of them before the next round
+        // (see `hold` in `export_loop`). Not waited for here either: the
+        // loop goes on taking digests, and ends at the flush deadline.
+        async_nats::connection::State::Pending
+            if connecting_since.elapsed() < opts.request_timeout =>
+        {
+            return Ok(false);
+        }
+        _ => {
+            return Err(NetError::Nats {
+                what: "connect",
+                detail: format!("{} does not answer", opts.url),
+            });
+        }
     }
     if !*agreed {
         n.ensure(opts.replicas).await?;
@@ -548,7 +564,7 @@ async fn step(
     // Nothing is published before the probe is registered with its first
     // window, so no collector waits on a probe it does not know.
     if state.from_window == u64::MAX {
-        return Ok(());
+        return Ok(true);
     }
     let probes = n.bucket(PROBES_BUCKET).await?;
     if written.is_none() {
@@ -625,7 +641,7 @@ async fn step(
         stats.watermark.store(next.watermark, Ordering::Relaxed);
         *written = Some(next);
     }
-    Ok(())
+    Ok(true)
 }
 
 async fn put_state(
