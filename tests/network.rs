@@ -612,8 +612,8 @@ fn a_probe_delivers_after_the_server_comes_up() {
 /// queue's bound: the replay waits for the exporter instead. (The
 /// exporter used to take digests from the hand-off until the input ended
 /// before publishing any, and its bound then dropped every window but the
-/// last `--buffer-windows`: with a bound of 1, 58 of the bundled trace's
-/// 60 windows.)
+/// last `--buffer-windows`: with a bound of 1, each probe published 8 of
+/// its 480 digests, the last window's.)
 #[test]
 fn a_replay_delivers_every_window_whatever_the_buffer_bound() {
     let Some(bin) = nats_server() else {
