@@ -82,8 +82,9 @@ const DRAIN_BUDGET: Duration = Duration::from_secs(1);
 
 /// Digests one fetch asks for. The last of a batch waits for the others
 /// to be decoded before it is held (and so acknowledged as in progress):
-/// 64 at the slowest decode measured, about 50 ms a sparse shard-window,
-/// take 3 s, well inside [`ACK_WAIT`].
+/// 64 at 5-11 ms each (decode and merge of a 2^19-counter shard-window,
+/// BENCHMARKS.md, network mode) take under a second, far inside
+/// [`ACK_WAIT`]; 256 took up to 3 s.
 const FETCH_BATCH: usize = 64;
 
 /// Tells the server that the collector is still working on every digest
