@@ -371,17 +371,10 @@ impl Nats {
     pub async fn probe_states(&self) -> Result<Vec<ProbeState>, NetError> {
         let store = self.bucket(PROBES_BUCKET).await?;
         let mut out = Vec::new();
-        for key in keys(&store).await? {
-            let Some(v) = store
-                .get(key.as_str())
-                .await
-                .map_err(|e| nats_err("read probe state")(&e))?
-            else {
-                continue;
-            };
+        for (key, v) in self.latest_values(&store, ">").await? {
             let s: ProbeState = serde_json::from_slice(&v).map_err(|e| NetError::Stored {
                 what: "probe state",
-                key: key.clone(),
+                key,
                 detail: e.to_string(),
             })?;
             out.push(s);
@@ -455,8 +448,8 @@ impl Nats {
     /// One pass of an ordered consumer that delivers the last message of
     /// each subject, where listing the keys and then a `get` a key took a
     /// round trip each (BENCHMARKS.md, "Network mode: a replay's windows,
-    /// a collector's backlog and the results read"). Like [`keys`], it
-    /// tries again a few times while a cluster that has just lost a node
+    /// a collector's backlog and the results read"). It tries again a few
+    /// times ([`KEY_LIST_TRIES`]) while a cluster that has just lost a node
     /// cannot create the consumer.
     async fn latest_values(
         &self,
@@ -538,34 +531,7 @@ fn window_keys(window: u64) -> String {
     format!("w{window:020}.>")
 }
 
-/// Every key of a bucket (none for an empty bucket). Listing reads the
-/// bucket's stream through a temporary consumer, which a cluster that has
-/// just lost a node may fail to create for a few seconds: a few tries.
-async fn keys(store: &kv::Store) -> Result<Vec<String>, NetError> {
-    let mut attempt = 0;
-    loop {
-        match keys_once(store).await {
-            Ok(k) => return Ok(k),
-            Err(e) if attempt >= KEY_LIST_TRIES => return Err(e),
-            Err(_) => {
-                attempt += 1;
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        }
-    }
-}
-
-/// Tries of [`keys`].
+/// Tries of [`Nats::latest_values`]: the temporary consumer a bucket read
+/// goes through may fail to be created for a few seconds after a cluster
+/// lost a node.
 const KEY_LIST_TRIES: u32 = 10;
-
-async fn keys_once(store: &kv::Store) -> Result<Vec<String>, NetError> {
-    let mut keys = match store.keys().await {
-        Ok(k) => k,
-        Err(e) => return Err(nats_err("list keys")(&e)),
-    };
-    let mut out = Vec::new();
-    while let Some(k) = keys.next().await {
-        out.push(k.map_err(|e| nats_err("list keys")(&e))?);
-    }
-    Ok(out)
-}
