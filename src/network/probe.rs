@@ -360,6 +360,16 @@ async fn export_loop(
             if hold && distinct_windows(&queue) >= bound {
                 break;
             }
+            // A window end waits to be read: go read it. A replay refills
+            // the hand-off as fast as this loop encodes, so without this
+            // the loop ran to the end of the input before the first
+            // window end was read. Until then the probe was not
+            // registered, so the queue did not stop at its bound (the
+            // whole replay sat encoded in memory) and the watermark rose
+            // once, at the end.
+            if !control_rx.is_empty() {
+                break;
+            }
             let Ok(w) = rx.try_recv() else {
                 break;
             };
