@@ -403,6 +403,7 @@ pub(crate) fn run_collect(args: CollectArgs) -> u8 {
         Ok(s) => s,
         Err(e) => return fail(exit::USAGE, e),
     };
+    flowsieve::network::collector::release_merges_eagerly();
     let stop = super::on_interrupt(true);
     let rt = match runtime() {
         Ok(r) => r,

@@ -626,6 +626,40 @@ fn a_replay_delivers_every_window_whatever_the_buffer_bound() {
     let log = two_probes_then_a_resend(&url, &["--buffer-windows", "1"]);
     assert!(log.contains("(0 partial)"), "{log}");
     assert!(count_before(&log, "shard-windows written") >= 400, "{log}");
+    // Every digest in the stream is at or below the sequence its probe's
+    // state names for its window (what lets a collector write the front
+    // of a backlog before draining the rest), and for r0, which raised its
+    // watermark once a window, the front windows are bounded well before
+    // the stream's end.
+    let (states, digests, last) = with_server(&url, |n| async move {
+        use flowsieve::network::transport::STREAM;
+        let mut stream = n.js.get_stream(STREAM).await.unwrap();
+        let last = stream.info().await.unwrap().state.last_sequence;
+        let mut digests = Vec::new();
+        for seq in 1..=last {
+            let m = stream.get_raw_message(seq).await.unwrap();
+            // flowsieve.v1.digest.<shard>.<window>.<probe>
+            let parts: Vec<&str> = m.subject.split('.').collect();
+            digests.push((seq, parts[4].parse::<u64>().unwrap(), parts[5].to_string()));
+        }
+        (n.probe_states().await.unwrap(), digests, last)
+    });
+    assert!(digests.len() >= 400, "{digests:?}");
+    for (seq, window, probe) in &digests {
+        let p = states.iter().find(|p| &p.probe == probe).unwrap();
+        let bound = p.stored_through(*window);
+        assert!(
+            bound.is_some_and(|b| b >= *seq),
+            "{probe}'s digest of window {window} at {seq}, its state says {bound:?}: {p:?}"
+        );
+    }
+    let r0 = states.iter().find(|p| p.probe == "r0").unwrap();
+    assert!(r0.stored.len() >= 10, "{r0:?}");
+    let first = digests.iter().map(|d| d.1).min().unwrap();
+    assert!(
+        r0.stored_through(first).is_some_and(|b| b < last / 4),
+        "{r0:?}"
+    );
     // `results --window W` reads only W and the window before it (for
     // W's new flows), and reports W exactly as the whole report does:
     // the first window (nothing before it), one in the middle, the last.

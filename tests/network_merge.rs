@@ -7,6 +7,7 @@
 use flowsieve::class::Classifier;
 use flowsieve::dissect::FlowKey;
 use flowsieve::filter::{BloomFilter, CounterWidth, Counters, CountingBloomFilter};
+use flowsieve::network::book::{ConsumerView, STORED_SPANS_MAX, shard_waits};
 use flowsieve::network::{
     Book, Digest, DigestError, NetworkConfig, ProbeState, ShardWindowMerge, Verdict,
 };
@@ -176,11 +177,14 @@ fn a_probe_merged_once_is_never_merged_twice() {
     // After the write: a re-send is a duplicate, a newcomer is late; both
     // are acknowledged at once and neither is merged.
     assert_eq!(
-        book.offer(&d, 3, 30, Some(r)),
+        book.offer(&d, 3, 30, Some(&r.probes)),
         (Verdict::Duplicate { held: false }, Some(3))
     );
     let other = digest(&net, "c", w);
-    assert_eq!(book.offer(&other, 4, 30, Some(r)), (Verdict::Late, Some(4)));
+    assert_eq!(
+        book.offer(&other, 4, 30, Some(&r.probes)),
+        (Verdict::Late, Some(4))
+    );
     assert_eq!(book.pending(), 0);
 }
 
@@ -269,6 +273,130 @@ fn a_blocked_shard_completes_nothing_until_its_digests_are_back() {
     assert_eq!(book.pending(), 0);
 }
 
+/// A backlog: a collector that starts after the probes have published
+/// everything reads watermarks past every window, so the stream's last
+/// sequence bounds them all, and it used to hold the whole backlog before
+/// writing one window. With the probes' spans, a window waits only until
+/// the consumer has delivered through the sequence its own digests are at
+/// or below; a window of a probe without spans (or a partial one) still
+/// waits for the stream's end.
+#[test]
+fn a_window_waits_only_for_the_sequence_its_own_digests_are_at() {
+    let cfg = base_config(false);
+    let net = net_config(&cfg, 2);
+    let runs = probe_run(&cfg, &net, &[PathBuf::from(TRACE)]);
+    // Two windows of one shard.
+    let early = &runs[0];
+    let late = runs
+        .iter()
+        .find(|r| r.shard == early.shard && r.window > early.window)
+        .unwrap();
+    let shard = early.shard as u32;
+    let (e, l) = (early.window, late.window);
+    let mut book: Book<u32> = Book::new(net.clone(), vec![shard]);
+    book.offer(&digest(&net, "a", early), 1, 0, None);
+    book.offer(&digest(&net, "b", early), 2, 0, None);
+    book.offer(&digest(&net, "a", late), 3, 0, None);
+    let mut a = state("a", l + 1, true);
+    a.record_stored(0, e + 1, 10);
+    a.record_stored(e + 1, l + 1, 50);
+    let mut b = state("b", l + 1, true);
+    b.record_stored(0, l + 1, 30);
+    let probes = vec![a.clone(), b.clone()];
+    assert_eq!(Book::<u32>::stored_bound(e, &probes), Some(30));
+    assert_eq!(Book::<u32>::stored_bound(l, &probes), Some(50));
+    // The consumer, as a collector sees it after a drain that stopped at
+    // sequence `through`, with the stream's end at 400.
+    let view = |through: u64| ConsumerView {
+        ack_pending: 3,
+        undelivered: 100,
+        delivered_through: through,
+    };
+    let covered = Some(400);
+    let ready = |book: &mut Book<u32>, probes: &[ProbeState], through: u64| {
+        book.ready_unless(probes, 0, 1_000, |_, _, bound| {
+            shard_waits(view(through), 3, bound.or(covered))
+        })
+        .into_iter()
+        .map(|(r, tokens)| (r.window, tokens))
+        .collect::<Vec<_>>()
+    };
+    // Delivered through 29: neither window is covered.
+    assert!(ready(&mut book, &probes, 29).is_empty());
+    // Through 30: the early window (both probes' digests of it are at or
+    // below 30), not the late one (a's digests of it reach 50).
+    assert_eq!(ready(&mut book, &probes, 30), vec![(e, vec![1, 2])]);
+    assert!(ready(&mut book, &probes, 49).is_empty());
+    assert_eq!(ready(&mut book, &probes, 50), vec![(l, vec![3])]);
+    assert_eq!(book.pending(), 0);
+    // Without b's spans, the early window waits for the stream's end.
+    let mut book: Book<u32> = Book::new(net.clone(), vec![shard]);
+    book.offer(&digest(&net, "a", early), 1, 0, None);
+    let old_b = state("b", l + 1, true);
+    let probes = vec![a, old_b];
+    assert_eq!(Book::<u32>::stored_bound(e, &probes), None);
+    assert!(ready(&mut book, &probes, 399).is_empty());
+    assert_eq!(ready(&mut book, &probes, 400).len(), 1);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A probe's spans, however many raises it records, stay at most
+    /// STORED_SPANS_MAX, contiguous from its first window to its
+    /// watermark, and never bound a window below the sequence its digests
+    /// were acknowledged at.
+    #[test]
+    fn stored_spans_stay_few_contiguous_and_true(
+        raises in proptest::collection::vec((1u64..20, 0u64..1000), 1..1200),
+        start in 0u64..1_000_000,
+    ) {
+        let mut p = state("a", start, false);
+        // (window, sequence of its last digest) as a probe stores them.
+        let mut truth = Vec::new();
+        let (mut wm, mut seq) = (start, 0u64);
+        let widest_raise = raises.iter().map(|r| r.1).max().unwrap_or(0);
+        for &(windows, stored) in &raises {
+            for w in wm..wm + windows {
+                // Each window's digests are stored before its raise.
+                truth.push((w, seq + stored / (windows - (w - wm))));
+            }
+            seq += stored;
+            p.record_stored(wm, wm + windows, seq);
+            wm += windows;
+        }
+        prop_assert!(p.stored.len() <= STORED_SPANS_MAX);
+        prop_assert_eq!(p.stored.first().map(|s| s.from), Some(start));
+        prop_assert_eq!(p.stored.last().map(|s| s.to), Some(wm));
+        for pair in p.stored.windows(2) {
+            prop_assert_eq!(pair[0].to, pair[1].from);
+            prop_assert!(pair[0].sequence <= pair[1].sequence);
+        }
+        // Even in sequence: a merge takes the cheapest of the adjacent
+        // pairs, whose costs add up to at most twice the whole range, so
+        // no span covers more than one raise did or 2/(MAX - 1) of the
+        // range.
+        let mut below = 0;
+        for sp in &p.stored {
+            let range = sp.sequence - below;
+            prop_assert!(
+                range <= widest_raise || range * (STORED_SPANS_MAX as u64 - 1) <= 2 * seq,
+                "{:?}",
+                p.stored
+            );
+            below = sp.sequence;
+        }
+        for &(w, s) in &truth {
+            let bound = p.stored_through(w);
+            prop_assert!(bound.is_some_and(|b| b >= s), "window {} at {}: {:?}", w, s, bound);
+        }
+        prop_assert_eq!(p.stored_through(wm), None);
+        prop_assert_eq!(p.stored_through(start.wrapping_sub(1)), None);
+        // The state stays small enough for a key-value entry.
+        prop_assert!(serde_json::to_vec(&p).unwrap().len() < 20 * 1024);
+    }
+}
+
 /// A probe's state: registered from window 0.
 fn state(probe: &str, watermark: u64, finished: bool) -> ProbeState {
     ProbeState {
@@ -277,6 +405,7 @@ fn state(probe: &str, watermark: u64, finished: bool) -> ProbeState {
         watermark,
         finished,
         lost_windows: vec![],
+        stored: vec![],
     }
 }
 

@@ -27,6 +27,11 @@
 //! delivered: a fetch can expire with digests still in the stream. A shard
 //! whose consumer has not delivered through the stream's last sequence,
 //! read after the watermarks, completes nothing either ([`shard_waits`]).
+//! That bound is the end of the whole backlog when a collector starts
+//! after a long replay, so each probe also records, with each watermark
+//! raise, the sequence its digests of the windows it covers are at or
+//! below ([`StoredSpan`]); a window waits only for its own digests
+//! ([`Book::stored_bound`]).
 //!
 //! # Exactly once
 //!
@@ -59,12 +64,113 @@ pub struct ProbeState {
     /// Windows whose digests the probe had to drop (its buffer was full);
     /// they are partial.
     pub lost_windows: Vec<u64>,
+    /// Where the stream held this probe's digests when its watermark rose:
+    /// one span per raise, oldest first, at most [`STORED_SPANS_MAX`].
+    /// Empty in a state written by a probe that predates the field; then
+    /// every window waits for the stream's last sequence, as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stored: Vec<StoredSpan>,
 }
+
+/// Windows `from..to` of one probe: every digest of theirs that the probe
+/// published is at a stream sequence at or below `sequence`.
+///
+/// The probe raises its watermark from `from` to `to` only after the
+/// stream acknowledged each of those digests, and `sequence` is the
+/// largest sequence any acknowledgement gave it up to then, or the
+/// stream's last sequence when the probe started, whichever is larger
+/// (that covers digests of these windows an earlier run of the same probe
+/// stored). A collector whose consumer has delivered through `sequence`
+/// therefore holds every digest of those windows and may write them
+/// without waiting for the rest of a backlog ([`Book::stored_bound`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredSpan {
+    /// The first window covered.
+    pub from: u64,
+    /// The first window not covered.
+    pub to: u64,
+    /// No digest of these windows is past this stream sequence.
+    pub sequence: u64,
+}
+
+/// How many [`StoredSpan`]s a probe state keeps. A long replay raises its
+/// watermark once a round; past this many spans, the adjacent pair that
+/// covers the fewest stream sequences merges (a merged span keeps the
+/// larger sequence, so it stays true and only gets coarser), and the
+/// state stays under 20 KB.
+pub const STORED_SPANS_MAX: usize = 256;
 
 impl ProbeState {
     /// Whether this probe is expected to report window `w`.
     pub fn expected_for(&self, w: u64) -> bool {
         self.from_window <= w && !(self.finished && self.watermark <= w)
+    }
+
+    /// The stream sequence at or below which all this probe's digests of
+    /// window `w` are, if a span says so.
+    ///
+    /// ```
+    /// use flowsieve::network::book::{ProbeState, StoredSpan};
+    /// let mut p = ProbeState {
+    ///     probe: "a".into(), from_window: 10, watermark: 10,
+    ///     finished: false, lost_windows: vec![], stored: vec![],
+    /// };
+    /// p.record_stored(10, 12, 40);
+    /// p.record_stored(12, 15, 90);
+    /// assert_eq!(p.stored_through(11), Some(40));
+    /// assert_eq!(p.stored_through(14), Some(90));
+    /// assert_eq!(p.stored_through(15), None);
+    /// assert_eq!(p.stored_through(9), None);
+    /// ```
+    pub fn stored_through(&self, w: u64) -> Option<u64> {
+        self.stored
+            .iter()
+            .find(|s| s.from <= w && w < s.to)
+            .map(|s| s.sequence)
+    }
+
+    /// Records that windows `from..to` are stored at or below `sequence`
+    /// (a watermark raise), merging spans past [`STORED_SPANS_MAX`].
+    pub fn record_stored(&mut self, from: u64, to: u64, sequence: u64) {
+        if from >= to {
+            return;
+        }
+        match self.stored.last_mut() {
+            // Nothing new stored since the last raise: one span says both.
+            Some(last) if last.to == from && last.sequence == sequence => last.to = to,
+            _ => self.stored.push(StoredSpan { from, to, sequence }),
+        }
+        while self.stored.len() > STORED_SPANS_MAX {
+            // Merge the adjacent pair whose merged span covers the fewest
+            // sequences, so the spans stay even in stream sequence, which
+            // is what a collector holds in memory while it waits for a
+            // span's end. (Halving every pair instead left the oldest span
+            // covering most of a long replay: 2,236 of 3,600 windows.)
+            let mut best: Option<(u64, usize)> = None;
+            for i in 0..self.stored.len() - 1 {
+                let below = match i.checked_sub(1).and_then(|j| self.stored.get(j)) {
+                    Some(p) => p.sequence,
+                    None => 0,
+                };
+                let Some(b) = self.stored.get(i + 1) else {
+                    break;
+                };
+                let cost = b.sequence.saturating_sub(below);
+                if best.is_none_or(|(c, _)| cost < c) {
+                    best = Some((cost, i));
+                }
+            }
+            let Some((_, i)) = best else {
+                break;
+            };
+            let b = self.stored.remove(i + 1);
+            if let Some(a) = self.stored.get_mut(i) {
+                // Spans of one probe run are adjacent; a gap (never made
+                // by one run) is covered too, which only loosens it.
+                a.to = a.to.max(b.to);
+                a.sequence = a.sequence.max(b.sequence);
+            }
+        }
     }
 }
 
@@ -123,8 +229,10 @@ impl<T> Book<T> {
         self.pending.contains_key(&(window, shard))
     }
 
-    /// One digest, delivered with `token`. `existing` is the shard-window's
-    /// written result, if it has one. A token comes back from
+    /// One digest, delivered with `token`. `written` is the probes merged
+    /// into the shard-window's written result, if it has one (only they
+    /// are kept of a written window: a result's presence filter and heavy
+    /// list would hold a long run's every window in memory). A token comes back from
     /// [`Book::ready`] when the verdict holds it; otherwise the caller
     /// acknowledges (or, for [`Verdict::Rejected`], terminates) it now.
     pub fn offer(
@@ -132,13 +240,13 @@ impl<T> Book<T> {
         d: &Digest,
         token: T,
         now_ms: u64,
-        existing: Option<&ShardWindowResult>,
+        written: Option<&[String]>,
     ) -> (Verdict, Option<T>) {
         if !self.shards.contains(&d.shard) {
             return (Verdict::NotMine, Some(token));
         }
-        if let Some(r) = existing {
-            return if r.probes.contains(&d.probe) {
+        if let Some(probes) = written {
+            return if probes.contains(&d.probe) {
                 (Verdict::Duplicate { held: false }, Some(token))
             } else {
                 (Verdict::Late, Some(token))
@@ -221,13 +329,35 @@ impl<T> Book<T> {
         lateness_ms: u64,
         blocked: &[u32],
     ) -> Vec<(ShardWindowResult, Vec<T>)> {
+        self.ready_unless(probes, now_ms, lateness_ms, |_, s, _| blocked.contains(&s))
+    }
+
+    /// [`Book::ready`], leaving alone each shard-window `(w, s)` for which
+    /// `waits(w, s, bound)` says so. `bound` is [`Book::stored_bound`] of
+    /// `w`: the collector passes it to [`shard_waits`] with the shard's
+    /// consumer, so a window whose digests the consumer has delivered is
+    /// written while later ones of a backlog are still in the stream.
+    pub fn ready_unless(
+        &mut self,
+        probes: &[ProbeState],
+        now_ms: u64,
+        lateness_ms: u64,
+        mut waits: impl FnMut(u64, u32, Option<u64>) -> bool,
+    ) -> Vec<(ShardWindowResult, Vec<T>)> {
         let done: Vec<((u64, u32), Vec<String>)> = self
             .pending
             .iter()
-            .filter(|((_, s), _)| !blocked.contains(s))
             .filter_map(|(&key, p)| {
                 self.missing_if_done(key.0, p.since_ms, probes, now_ms, lateness_ms)
                     .map(|missing| (key, missing))
+            })
+            .filter(|((w, s), missing)| {
+                let bound = if missing.is_empty() {
+                    Self::stored_bound(*w, probes)
+                } else {
+                    None
+                };
+                !waits(*w, *s, bound)
             })
             .collect();
         let mut out = Vec::with_capacity(done.len());
@@ -237,6 +367,25 @@ impl<T> Book<T> {
             }
         }
         out
+    }
+
+    /// The stream sequence at or below which every digest of window `w`
+    /// is, by the [`StoredSpan`]s of the probes expected for it; `None`
+    /// when one of them has no span for `w` (or none is expected).
+    ///
+    /// Why: the watermarks alone say that a window's digests were stored
+    /// before the watermarks were read, so at or below the stream's last
+    /// sequence then. After a long replay that is the end of the whole
+    /// backlog, and a collector held every digest of it in memory (9.9 GB
+    /// for an hour's 26,595) before it could write the first window. The
+    /// spans bound each window by where its own digests are.
+    pub fn stored_bound(w: u64, probes: &[ProbeState]) -> Option<u64> {
+        let mut bound = None;
+        for p in probes.iter().filter(|p| p.expected_for(w)) {
+            let s = p.stored_through(w)?;
+            bound = Some(bound.map_or(s, |b: u64| b.max(s)));
+        }
+        bound
     }
 
     /// The shards with a window [`Book::ready`] would hand out now.
@@ -304,9 +453,10 @@ pub struct ConsumerView {
 ///
 /// `held` is how many of the shard's digests this collector holds;
 /// `covered` is the stream's last sequence, read after the probes'
-/// watermarks (`None`: it could not be read). Every digest a watermark
-/// covers was stored before the watermark was written, so at or below
-/// `covered`. The shard waits when
+/// watermarks (`None`: it could not be read), or for one window, tighter,
+/// its [`Book::stored_bound`]. Every digest a watermark covers was stored
+/// before the watermark was written, so at or below `covered`. The shard
+/// (or the window) waits when
 ///
 /// - `covered` is unknown (nothing proves the consumer drained);
 /// - digests are undelivered and the consumer has not delivered through

@@ -7,7 +7,7 @@
 //! collectors can split the shards, and a collector that restarts resumes
 //! from what it had not acknowledged: the digests of every window it had
 //! not written come again (within [`ACK_WAIT`]; until they have, their
-//! shard writes nothing, see [`Book::ready_except`]) and merge to the
+//! shard writes nothing, see [`Book::ready_unless`]) and merge to the
 //! identical result, and the
 //! digests of a window it had written but not yet acknowledged are found
 //! in the results bucket and acknowledged without merging (see
@@ -15,7 +15,6 @@
 
 use super::book::{Book, ConsumerView, Verdict, shard_waits};
 use super::digest::Digest;
-use super::merge::ShardWindowResult;
 use super::transport::{
     self, Nats, NetError, RESULTS_BUCKET, STREAM, result_key, result_subject, shard_filter,
 };
@@ -79,6 +78,40 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(3);
 /// How long one round drains one shard's consumer before it turns to the
 /// next shard and to writing what is complete.
 const DRAIN_BUDGET: Duration = Duration::from_secs(1);
+
+/// Makes the allocator hand each merge's buffers back to the system when
+/// its window is written (glibc; elsewhere it does nothing). Call it once,
+/// before a collector starts.
+///
+/// Why: a merge allocates 2 MiB of cells and 512 KiB of saturation flags,
+/// and glibc, after the first such block is freed, raises its threshold
+/// for serving blocks from their own mapping above that size. From then on
+/// the merges come from its heaps, which fragment and keep what is freed:
+/// a collector draining an hour's backlog (26,595 digests) peaked at
+/// 3.4 GB of resident memory, with about a hundred digests held at a time.
+/// With the threshold fixed at glibc's initial 128 KiB it peaked at 396 MB,
+/// for about 21 s more system time (page faults on the fresh mappings)
+/// against 160 s of decoding and merging (BENCHMARKS.md, "A collector's
+/// memory on a backlog").
+pub fn release_merges_eagerly() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets a parameter of glibc's allocator, under
+    // the allocator's own lock; no memory is touched.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
+}
+
+/// How many digests of one shard a round's drain stops at, when the last
+/// round wrote some of that shard's windows (else the drain goes on to
+/// [`DRAIN_BUDGET`], so that a window waiting for digests further on
+/// always gets them). A held digest costs about 3 MB here (the merge's
+/// 2^19 cells, their saturation flags and the message), and a drain for
+/// the whole budget takes in about 170 digests a shard (the decoding rate
+/// on the reference machine), over a thousand a round on 8 shards, though
+/// the probes' spans let most windows be written a few dozen digests
+/// further on (see `Book::stored_bound`).
+const DRAIN_HELD_MAX: usize = 64;
 
 /// Digests one fetch asks for. The last of a batch waits for the others
 /// to be decoded before it is held (and so acknowledged as in progress):
@@ -195,12 +228,18 @@ pub async fn collect(
         }
     };
     let mut book: Book<Message> = Book::new(cfg.clone(), opts.shards.clone());
-    let mut written: HashMap<(u64, u32), ShardWindowResult> = HashMap::new();
+    // Of each written shard-window, only its probes (what tells a
+    // duplicate from a late digest): not the whole result, whose presence
+    // filter alone is 11 KB in base64.
+    let mut written: HashMap<(u64, u32), Vec<String>> = HashMap::new();
     let mut summary = CollectSummary::default();
     let start = Instant::now();
     let mut last_message = Instant::now();
     let mut last_progress = Instant::now();
     let mut warned_elsewhere: Vec<u32> = Vec::new();
+    // Shards that held DRAIN_HELD_MAX digests or more after a round that
+    // wrote none of their windows: their next drain is not capped.
+    let mut stalled: Vec<u32> = Vec::new();
     loop {
         // Watermarks first, then drain: see super::book.
         // After a node is lost, requests time out until the cluster has
@@ -225,9 +264,12 @@ pub async fn collect(
         // drain could always end at an empty or failed fetch, and
         // `shard_waits` keeps a shard's windows from being written while
         // its consumer may still hold digests the watermarks promise.
-        for c in &consumers {
+        for (c, &shard) in consumers.iter().zip(&opts.shards) {
             let drain_until = Instant::now() + DRAIN_BUDGET;
             loop {
+                if book.held(shard) >= DRAIN_HELD_MAX && !stalled.contains(&shard) {
+                    break;
+                }
                 let mut batch = match c
                     .fetch()
                     .max_messages(FETCH_BATCH)
@@ -281,7 +323,6 @@ pub async fn collect(
         // collector sends no requests.
         let now = now_ms(start);
         let lateness = opts.lateness.as_millis() as u64;
-        let mut blocked = Vec::new();
         let ready = book.shards_ready(&probes, now, lateness);
         // The drain above stops at the first empty or failed fetch, which
         // does not prove the consumer empty: see shard_waits for what
@@ -289,20 +330,18 @@ pub async fn collect(
         let covered = if ready.is_empty() {
             None
         } else {
-            match nats.js.get_stream(STREAM).await {
-                Ok(mut stream) => match stream.info().await {
-                    Ok(info) => Some(info.state.last_sequence),
-                    Err(e) => {
-                        transient(&transport::nats_err("stream info")(&e), opts);
-                        None
-                    }
-                },
+            match nats.stream_last_sequence().await {
+                Ok(last) => Some(last),
                 Err(e) => {
-                    transient(&transport::nats_err("open stream")(&e), opts);
+                    transient(&e, opts);
                     None
                 }
             }
         };
+        // Each ready shard's consumer, as the server sees it, and what is
+        // held here; a shard missing from this map (its consumer could
+        // not be asked) writes nothing this round.
+        let mut views: HashMap<u32, (ConsumerView, u64)> = HashMap::new();
         for s in ready {
             let Some(c) = opts
                 .shards
@@ -314,35 +353,52 @@ pub async fn collect(
             };
             let held = book.held(s);
             match c.get_info().await {
-                Ok(info)
-                    if shard_waits(
-                        ConsumerView {
-                            ack_pending: info.num_ack_pending as u64,
-                            undelivered: info.num_pending,
-                            delivered_through: info.delivered.stream_sequence,
-                        },
-                        held as u64,
-                        covered,
-                    ) =>
-                {
-                    if info.num_ack_pending > held && !warned_elsewhere.contains(&s) {
-                        eprintln!(
-                            "collect: shard {s}: {} digests delivered but not acknowledged are not here (a crashed collector's, redelivered within {:?}; or another collector owns this shard too); its windows wait for them",
-                            info.num_ack_pending - held,
-                            ACK_WAIT
-                        );
-                        warned_elsewhere.push(s);
+                Ok(info) => {
+                    if info.num_ack_pending > held {
+                        if !warned_elsewhere.contains(&s) {
+                            eprintln!(
+                                "collect: shard {s}: {} digests delivered but not acknowledged are not here (a crashed collector's, redelivered within {:?}; or another collector owns this shard too); its windows wait for them",
+                                info.num_ack_pending - held,
+                                ACK_WAIT
+                            );
+                            warned_elsewhere.push(s);
+                        }
+                    } else {
+                        warned_elsewhere.retain(|&w| w != s);
                     }
-                    blocked.push(s);
+                    let view = ConsumerView {
+                        ack_pending: info.num_ack_pending as u64,
+                        undelivered: info.num_pending,
+                        delivered_through: info.delivered.stream_sequence,
+                    };
+                    views.insert(s, (view, held as u64));
                 }
-                Ok(_) => warned_elsewhere.retain(|&w| w != s),
-                Err(e) => {
-                    transient(&transport::nats_err("consumer info")(&e), opts);
-                    blocked.push(s);
-                }
+                Err(e) => transient(&transport::nats_err("consumer info")(&e), opts),
             }
         }
-        for (r, tokens) in book.ready_except(&probes, now, lateness, &blocked) {
+        // A window waits for the stream's last sequence unless its probes'
+        // spans bound its digests tighter (see Book::stored_bound): after
+        // a long replay the front windows are written as the drain reaches
+        // them, not after the whole backlog.
+        let waits = |_w: u64, s: u32, bound: Option<u64>| {
+            let Some(&(view, held)) = views.get(&s) else {
+                return true;
+            };
+            let through = match (bound, covered) {
+                (Some(b), Some(c)) => Some(b.min(c)),
+                (Some(b), None) => Some(b),
+                (None, c) => c,
+            };
+            shard_waits(view, held, through)
+        };
+        let ready = book.ready_unless(&probes, now, lateness, waits);
+        stalled = opts
+            .shards
+            .iter()
+            .copied()
+            .filter(|&s| book.held(s) >= DRAIN_HELD_MAX && !ready.iter().any(|(r, _)| r.shard == s))
+            .collect();
+        for (r, tokens) in ready {
             let key = result_key(r.window, r.shard);
             let bytes =
                 serde_json::to_vec(&r).map_err(|e| transport::nats_err("encode result")(&e))?;
@@ -379,7 +435,7 @@ pub async fn collect(
                     if r.partial { " (partial)" } else { "" }
                 );
             }
-            written.insert((r.window, r.shard), r);
+            written.insert((r.window, r.shard), r.probes);
         }
         if stop() {
             return Ok(summary);
@@ -399,7 +455,7 @@ pub async fn collect(
 async fn offer(
     nats: &Nats,
     book: &mut Book<Message>,
-    written: &mut HashMap<(u64, u32), ShardWindowResult>,
+    written: &mut HashMap<(u64, u32), Vec<String>>,
     summary: &mut CollectSummary,
     m: Message,
     now: u64,
@@ -454,7 +510,7 @@ async fn offer(
     while !written.contains_key(&key) && !book.is_pending(d.window, d.shard) {
         match nats.result(d.window, d.shard).await {
             Ok(Some(r)) => {
-                written.insert(key, r);
+                written.insert(key, r.probes);
             }
             Ok(None) => break,
             Err(e) => {
@@ -463,7 +519,7 @@ async fn offer(
             }
         }
     }
-    let (verdict, back) = book.offer(&d, m, now, written.get(&key));
+    let (verdict, back) = book.offer(&d, m, now, written.get(&key).map(Vec::as_slice));
     match &verdict {
         Verdict::Merged => summary.merged += 1,
         Verdict::Duplicate { .. } => summary.duplicates += 1,

@@ -293,8 +293,12 @@ async fn export_loop(
         watermark: 0,
         finished: false,
         lost_windows: Vec::new(),
+        stored: Vec::new(),
     };
     let mut written: Option<ProbeState> = None;
+    // The largest stream sequence this probe's digests are at (see
+    // `StoredSpan`); set when the probe registers.
+    let mut stored_through = 0u64;
     let mut end_target = 0u64;
     let mut deadline: Option<Instant> = None;
     let mut fatal: Option<String> = None;
@@ -366,7 +370,8 @@ async fn export_loop(
             // window end was read. Until then the probe was not
             // registered, so the queue did not stop at its bound (the
             // whole replay sat encoded in memory) and the watermark rose
-            // once, at the end.
+            // once, at the end (one span for the whole run: see
+            // StoredSpan).
             if !control_rx.is_empty() {
                 break;
             }
@@ -441,6 +446,7 @@ async fn export_loop(
                 &mut queue,
                 &mut state,
                 &mut written,
+                &mut stored_through,
                 end_target,
                 deadline.is_some(),
                 &stats,
@@ -526,6 +532,7 @@ async fn step(
     queue: &mut VecDeque<Outgoing>,
     state: &mut ProbeState,
     written: &mut Option<ProbeState>,
+    stored_through: &mut u64,
     end_target: u64,
     finishing: bool,
     stats: &ExportStats,
@@ -578,6 +585,9 @@ async fn step(
     }
     let probes = n.bucket(PROBES_BUCKET).await?;
     if written.is_none() {
+        // Digests of these windows that an earlier run of this probe
+        // stored are at or below the stream's end now.
+        *stored_through = (*stored_through).max(n.stream_last_sequence().await?);
         let mut first = state.clone();
         first.watermark = first.from_window;
         put_state(&probes, &first, opts.request_timeout).await?;
@@ -619,7 +629,10 @@ async fn step(
         })
         .await;
         match ack {
-            Ok(Ok(_)) => {
+            Ok(Ok(ack)) => {
+                // A duplicate's acknowledgement gives the sequence of the
+                // copy stored first, which is where that digest is.
+                *stored_through = (*stored_through).max(ack.sequence);
                 stats.published.fetch_add(1, Ordering::Relaxed);
                 stats
                     .objects
@@ -644,7 +657,16 @@ async fn step(
         .min()
         .map_or(end_target, |w| w.min(end_target));
     let mut next = state.clone();
-    next.watermark = watermark.max(written.as_ref().map_or(0, |w| w.watermark));
+    let before = written.as_ref().map_or(0, |w| w.watermark);
+    next.watermark = watermark.max(before);
+    // Every digest of the windows the watermark passes now was
+    // acknowledged: say where the stream holds them (StoredSpan), so that
+    // a collector draining a backlog writes them without the rest.
+    next.stored = written
+        .as_ref()
+        .map(|w| w.stored.clone())
+        .unwrap_or_default();
+    next.record_stored(before, next.watermark, *stored_through);
     next.finished = finishing && queue.is_empty();
     if written.as_ref() != Some(&next) {
         put_state(&probes, &next, opts.request_timeout).await?;

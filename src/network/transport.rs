@@ -367,6 +367,21 @@ impl Nats {
             })
     }
 
+    /// The digest stream's last sequence: every digest stored so far is at
+    /// or below it.
+    pub async fn stream_last_sequence(&self) -> Result<u64, NetError> {
+        let mut stream = self
+            .js
+            .get_stream(STREAM)
+            .await
+            .map_err(|e| nats_err("open stream")(&e))?;
+        let info = stream
+            .info()
+            .await
+            .map_err(|e| nats_err("stream info")(&e))?;
+        Ok(info.state.last_sequence)
+    }
+
     /// Every registered probe's state, sorted by probe id.
     pub async fn probe_states(&self) -> Result<Vec<ProbeState>, NetError> {
         let store = self.bucket(PROBES_BUCKET).await?;
