@@ -88,8 +88,8 @@ const DRAIN_BUDGET: Duration = Duration::from_secs(1);
 /// for serving blocks from their own mapping above that size. From then on
 /// the merges come from its heaps, which fragment and keep what is freed:
 /// a collector draining an hour's backlog (26,595 digests) peaked at
-/// 3.4 GB of resident memory, with about a hundred digests held at a time.
-/// With the threshold fixed at glibc's initial 128 KiB it peaked at 396 MB,
+/// 3.4 GB of resident memory. With the threshold fixed at glibc's initial
+/// 128 KiB, the same collector peaked at 396 MB,
 /// for about 21 s more system time (page faults on the fresh mappings)
 /// against 160 s of decoding and merging (BENCHMARKS.md, "A collector's
 /// memory on a backlog").
