@@ -633,8 +633,8 @@ fn a_replay_delivers_every_window_whatever_the_buffer_bound() {
     // the stream's end.
     let (states, digests, last) = with_server(&url, |n| async move {
         use flowsieve::network::transport::STREAM;
-        let mut stream = n.js.get_stream(STREAM).await.unwrap();
-        let last = stream.info().await.unwrap().state.last_sequence;
+        let stream = n.js.get_stream(STREAM).await.unwrap();
+        let last = n.stream_last_sequence().await.unwrap();
         let mut digests = Vec::new();
         for seq in 1..=last {
             let m = stream.get_raw_message(seq).await.unwrap();

@@ -314,7 +314,7 @@ fn a_window_waits_only_for_the_sequence_its_own_digests_are_at() {
     };
     let covered = Some(400);
     let ready = |book: &mut Book<u32>, probes: &[ProbeState], through: u64| {
-        book.ready_unless(probes, 0, 1_000, |_, _, bound| {
+        book.ready_unless(probes, 0, 1_000, |_, bound| {
             shard_waits(view(through), 3, bound.or(covered))
         })
         .into_iter()

@@ -329,11 +329,11 @@ impl<T> Book<T> {
         lateness_ms: u64,
         blocked: &[u32],
     ) -> Vec<(ShardWindowResult, Vec<T>)> {
-        self.ready_unless(probes, now_ms, lateness_ms, |_, s, _| blocked.contains(&s))
+        self.ready_unless(probes, now_ms, lateness_ms, |s, _| blocked.contains(&s))
     }
 
     /// [`Book::ready`], leaving alone each shard-window `(w, s)` for which
-    /// `waits(w, s, bound)` says so. `bound` is [`Book::stored_bound`] of
+    /// `waits(s, bound)` says so. `bound` is [`Book::stored_bound`] of
     /// `w`: the collector passes it to [`shard_waits`] with the shard's
     /// consumer, so a window whose digests the consumer has delivered is
     /// written while later ones of a backlog are still in the stream.
@@ -342,7 +342,7 @@ impl<T> Book<T> {
         probes: &[ProbeState],
         now_ms: u64,
         lateness_ms: u64,
-        mut waits: impl FnMut(u64, u32, Option<u64>) -> bool,
+        mut waits: impl FnMut(u32, Option<u64>) -> bool,
     ) -> Vec<(ShardWindowResult, Vec<T>)> {
         let done: Vec<((u64, u32), Vec<String>)> = self
             .pending
@@ -357,7 +357,7 @@ impl<T> Book<T> {
                 } else {
                     None
                 };
-                !waits(*w, *s, bound)
+                !waits(*s, bound)
             })
             .collect();
         let mut out = Vec::with_capacity(done.len());

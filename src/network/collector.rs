@@ -105,8 +105,9 @@ pub fn release_merges_eagerly() {
 /// How many digests of one shard a round's drain stops at, when the last
 /// round wrote some of that shard's windows (else the drain goes on to
 /// [`DRAIN_BUDGET`], so that a window waiting for digests further on
-/// always gets them). A held digest costs about 3 MB here (the merge's
-/// 2^19 cells, their saturation flags and the message), and a drain for
+/// always gets them). A held digest costs at least 2.5 MiB here (the
+/// merge's 2^19 four-byte cells and their saturation flags, besides the
+/// message), and a drain for
 /// the whole budget takes in about 170 digests a shard (the decoding rate
 /// on the reference machine), over a thousand a round on 8 shards, though
 /// the probes' spans let most windows be written a few dozen digests
@@ -380,7 +381,7 @@ pub async fn collect(
         // spans bound its digests tighter (see Book::stored_bound): after
         // a long replay the front windows are written as the drain reaches
         // them, not after the whole backlog.
-        let waits = |_w: u64, s: u32, bound: Option<u64>| {
+        let waits = |s: u32, bound: Option<u64>| {
             let Some(&(view, held)) = views.get(&s) else {
                 return true;
             };
