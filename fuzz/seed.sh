@@ -35,4 +35,9 @@ printf 'default = "rest"\n[[class]]\nname = "dns"\ndport = [53]\niface = ["eth0"
 for s in 1s 250ms 50000p sigma:0.5 n:1000 time:2s target:0.01 bpe=4,8,16 alpha=1,2 2G 64K heavy,new_flows none 4-200 realistic 0.8,0.17,0.03 pcapng blocked 8 000102030405060708090a0b0c0d0e0f; do
   printf '%s' "$s" > "$c/cli_specs/$(printf '%s' "$s" | tr -c 'a-zA-Z0-9' '_')"
 done
+# snapshot: the version 1 snapshots the tests keep (tests/fixtures), as
+# bytes, so that mutation starts from valid headers and payloads.
+for f in "$here"/../tests/fixtures/snapshot-v1-*.hex; do
+  printf '%b' "$(tr -d '\n' < "$f" | sed 's/../\\x&/g')" > "$c/snapshot/$(basename "$f" .hex)"
+done
 echo "seeded: $(find "$c" -type f | wc -l) files in $c"

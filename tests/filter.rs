@@ -738,6 +738,8 @@ fn compressed_size_is_within_2_percent_of_m_h_p() {
         (1 << 18, 4, 20_000),
         (1 << 16, 6, 8_000),
         (100_000, 3, 50_000),
+        (1 << 20, 4, 10),
+        (1 << 17, 4, 500),
     ] {
         let f = random_filter(m, k, n, m as u64 + n as u64);
         let bytes = compress_bloom(&f);
@@ -791,6 +793,93 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Any set of one bits round-trips, clustered or spread, from none to
+    /// all, including runs far longer than the gap model expects (a
+    /// quotient that runs on), the first bit and the last.
+    #[test]
+    fn any_bits_round_trip(m in 1usize..6000, k in 1usize..5, spread in prop::collection::vec(any::<u16>(), 0..300), runs in prop::collection::vec((any::<u16>(), 1usize..400), 0..4), first in any::<bool>(), last in any::<bool>()) {
+        let mut bits = flowsieve::filter::BitArray::new(m);
+        for s in spread {
+            bits.set(usize::from(s) % m);
+        }
+        for (at, len) in runs {
+            for i in usize::from(at) % m..(usize::from(at) % m + len).min(m) {
+                bits.set(i);
+            }
+        }
+        if first {
+            bits.set(0);
+        }
+        if last {
+            bits.set(m - 1);
+        }
+        let f = BloomFilter::from_bits(bits, k.min(m));
+        let bytes = compress_bloom(&f);
+        prop_assert_eq!(bytes[4], 2);
+        prop_assert_eq!(&decompress_bloom(&bytes).unwrap(), &f);
+    }
+}
+
+#[test]
+fn empty_full_and_nearly_empty_snapshots_round_trip_and_stay_small() {
+    let m = 1usize << 20;
+    let empty = BloomFilter::new(m, 4);
+    let mut full = flowsieve::filter::BitArray::new(m);
+    for i in 0..m {
+        full.set(i);
+    }
+    let full = BloomFilter::from_bits(full, 4);
+    let mut last = flowsieve::filter::BitArray::new(m);
+    last.set(m - 1);
+    let last = BloomFilter::from_bits(last, 4);
+    for f in [empty, full, last] {
+        let bytes = compress_bloom(&f);
+        // 40 header bytes and the coder's 5, and what the model leaves: a
+        // single bit's place is log2(2^20) = 20 bits; a full filter's 2^20
+        // certain gaps cost 23 bits at the coder's least probability of
+        // 2^-16, and up to 1/256 of the range lost to rounding a decision,
+        // 16 bytes as measured.
+        assert!(
+            bytes.len() <= 40 + 5 + 24,
+            "{} ones: {} bytes",
+            f.count_ones(),
+            bytes.len()
+        );
+        assert_eq!(decompress_bloom(&bytes).unwrap(), f);
+    }
+}
+
+/// The bytes of a fixture written as hexadecimal text.
+fn hex_bytes(text: &str) -> Vec<u8> {
+    let text = text.trim();
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// Snapshots written in version 1 (every bit coded), as `c859b77` wrote
+/// them (tests/fixtures, also the fuzz target's seeds), still decode to the
+/// filter they were made from: stored results carry such snapshots.
+#[test]
+fn version_1_bloom_snapshots_still_decode() {
+    let bytes = hex_bytes(include_str!("fixtures/snapshot-v1-bloom.hex"));
+    assert_eq!(bytes[4], 1, "the fixture is a version 1 snapshot");
+    let mut f = BloomFilter::new(2048, 3);
+    for i in 0..150u64 {
+        f.insert(flowsieve::hash::fmix64(i + 7));
+    }
+    assert_eq!(decompress_bloom(&bytes).unwrap(), f);
+    // And it is refused when damaged, as a version 2 snapshot is.
+    let mut bad = bytes.clone();
+    let at = bad.len() - 3;
+    bad[at] ^= 0x10;
+    assert!(decompress_bloom(&bad).is_err());
+}
+
 #[test]
 fn snapshot_errors_say_what_is_wrong() {
     let f = random_filter(1000, 2, 50, 3);
@@ -810,6 +899,10 @@ fn snapshot_errors_say_what_is_wrong() {
     assert_eq!(
         decompress_bloom(&bad),
         Err(CompressedError::UnsupportedVersion(9))
+    );
+    assert_eq!(
+        CompressedError::UnsupportedVersion(9).to_string(),
+        "unsupported snapshot version 9 (this build reads versions 1 and 2)"
     );
     let mut bad = good.clone();
     bad[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
@@ -1201,6 +1294,8 @@ mod compressed_counting {
             (1 << 18, 8, CounterWidth::W4, 40_000),
             (1 << 16, 11, CounterWidth::W16, 12_000),
             (1 << 20, 11, CounterWidth::W8, 100_000),
+            (1 << 19, 11, CounterWidth::W8, 4),
+            (1 << 19, 11, CounterWidth::W8, 1_000),
         ] {
             let f = filled(m, k, width, n, 8, m as u64 ^ n as u64);
             let bytes = compress_counting(&f);
@@ -1267,10 +1362,10 @@ mod compressed_counting {
         }
     }
 
-    /// The wire format does not move: these filters' snapshots hash to
-    /// the values the per-counter encoder of `4b12617` gave (the coder now
-    /// reads whole words and checksums in the same pass), and the checksum
-    /// field is the documented chain, recomputed here from `counter(i)`.
+    /// The wire format does not move unnoticed: these filters' version 2
+    /// snapshots hash to the values the gap coder gave when it was written,
+    /// and the checksum field is the documented chain over the non-zero
+    /// counters, recomputed here from `counter(i)`.
     #[test]
     fn counter_snapshots_keep_their_bytes() {
         use flowsieve::hash::fmix64;
@@ -1281,6 +1376,7 @@ mod compressed_counting {
             (3 * 1000 + 3, 3, CounterWidth::W16, 12_000, PIN[3]),
             (1 << 20, 11, CounterWidth::W8, 100_000, PIN[4]),
         ];
+        let mut got = Vec::new();
         for (m, k, width, n, pin) in pinned {
             let f = filled(m, k, width, n, 8, m as u64 ^ n as u64);
             let bytes = compress_counting(&f);
@@ -1291,20 +1387,55 @@ mod compressed_counting {
             });
             eprintln!("m={m} k={k} {width:?} n={n}: {digest:#018x}");
             let mut sum = fmix64(0x1319_8a2e_0370_7345 ^ k as u64 ^ (u64::from(width.bits()) << 8));
-            for i in 0..f.m() {
+            for i in (0..f.m()).filter(|&i| f.counter(i) != 0) {
                 sum = fmix64(sum ^ f.counter(i)).wrapping_add(i as u64);
             }
+            assert_eq!(bytes[4], 2, "version");
             assert_eq!(bytes[16..24], sum.to_le_bytes(), "m={m} k={k} {width:?}");
-            assert_eq!(digest, pin, "m={m} k={k} {width:?} n={n}");
+            got.push((digest, pin));
         }
+        let (digests, pins): (Vec<u64>, Vec<u64>) = got.into_iter().unzip();
+        assert_eq!(digests, pins);
     }
     const PIN: [u64; 5] = [
-        0xb874_c6df_a793_6804,
-        0x8e07_fb07_b923_00ac,
-        0x07ba_f54e_a7b9_c795,
-        0x1035_8aa8_8afb_2e27,
-        0xf08a_7acc_5b53_d4b5,
+        0xdeca_27a2_89e5_b95d,
+        0xf563_ad1b_9292_1612,
+        0xe00b_1a7f_1077_8476,
+        0xd440_57af_dbf4_4e4e,
+        0xc225_83f1_60ff_c361,
     ];
+
+    /// Snapshots written in version 1 (every counter's run coded), as
+    /// `c859b77` wrote them, still decode exactly: digests of probes not yet
+    /// upgraded stay mergeable. Counters up to 120, past the escape.
+    #[test]
+    fn version_1_counter_snapshots_still_decode() {
+        use flowsieve::hash::fmix64;
+        let bytes = super::hex_bytes(include_str!("fixtures/snapshot-v1-counting.hex"));
+        assert_eq!(bytes[4], 1, "the fixture is a version 1 snapshot");
+        let mut f = CountingBloomFilter::new(512, 4, CounterWidth::W8);
+        for i in 0..300u64 {
+            f.insert(fmix64(i + 1));
+        }
+        for h in 1..=3u64 {
+            for _ in 0..(40 * h) {
+                f.insert(fmix64(1000 + h));
+            }
+        }
+        let g = decompress_counting(&bytes, 1 << 20).unwrap();
+        assert!(same(&g, &f));
+        // The fixture holds counters past the escape (120 packets of one
+        // flow, 122 where another shares the cell).
+        assert_eq!((0..f.m()).map(|i| f.counter(i)).max(), Some(122));
+        // Re-encoded, it is version 2 and decodes to the same counters.
+        let again = compress_counting(&g);
+        assert_eq!(again[4], 2);
+        assert!(same(&decompress_counting(&again, 1 << 20).unwrap(), &f));
+        let mut bad = bytes.clone();
+        let at = bad.len() - 3;
+        bad[at] ^= 0x10;
+        assert!(decompress_counting(&bad, 1 << 20).is_err());
+    }
 
     /// The declared size is checked against the caller's limit before any
     /// decoding.

@@ -1,8 +1,12 @@
-//! Compressed Bloom snapshots and XOR deltas: decoding any bytes is an
-//! error or a filter, never a panic, and a decoded snapshot re-encodes to
-//! the same bytes.
+//! Compressed Bloom snapshots, XOR deltas and counting-filter snapshots
+//! (both versions each): decoding any bytes is an error or a filter, never
+//! a panic, and a decoded snapshot re-encodes and decodes to the same
+//! filter.
 #![no_main]
-use flowsieve::filter::{apply_delta, compress_bloom, decompress_bloom_within, BloomFilter};
+use flowsieve::filter::{
+    apply_delta, compress_bloom, compress_counting, decompress_bloom_within, decompress_counting,
+    BloomFilter, Counters,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -18,4 +22,8 @@ fuzz_target!(|data: &[u8]| {
         base.insert(i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     }
     let _ = apply_delta(&base, data);
+    if let Ok(f) = decompress_counting(data, 1 << 16) {
+        let g = decompress_counting(&compress_counting(&f), 1 << 16).unwrap();
+        assert!((0..f.m()).all(|i| f.counter(i) == g.counter(i)));
+    }
 });

@@ -8,12 +8,16 @@
 //! to 16 bits. For independent bits this is within a fraction of a percent
 //! of the entropy.
 //!
-//! # Format (version 1, little-endian)
+//! Version 2 (written) codes the runs of zeros before each one bit as
+//! geometric gaps under that model (`gap_coding.rs`): the same size, and
+//! work in proportion to the ones. Version 1 (still read) coded each bit.
+//!
+//! # Format (versions 1 and 2, little-endian)
 //!
 //! | bytes | field |
 //! |---|---|
 //! | 4 | magic `FSCB` |
-//! | 1 | version (1) |
+//! | 1 | version (2; 1 is read too) |
 //! | 1 | kind: 0 filter snapshot, 1 delta |
 //! | 1 | `k` (hash functions) |
 //! | 1 | reserved (0) |
@@ -21,7 +25,7 @@
 //! | 8 | one bits |
 //! | 8 | checksum of the bit words and `k` |
 //! | 8 | payload length |
-//! | ... | range-coded bits |
+//! | ... | range-coded: version 2, the gap before each one bit; version 1, every bit |
 //!
 //! Damaged input (short, wrong magic or version, impossible sizes, a
 //! payload that ends early, a checksum or count that does not match) is a
@@ -36,11 +40,15 @@
 //! assert_eq!(decompress_bloom(&bytes).unwrap(), f);
 //! ```
 
+use super::gap_coding::GapModel;
 use super::{BitArray, BloomFilter, ShapeMismatch};
 use crate::hash::fmix64;
 
 const MAGIC: &[u8; 4] = b"FSCB";
-const VERSION: u8 = 1;
+/// The version written.
+const VERSION: u8 = 2;
+/// Version 1 coded every bit; it is still read.
+const VERSION_EACH_BIT: u8 = 1;
 const KIND_FILTER: u8 = 0;
 const KIND_DELTA: u8 = 1;
 const HEADER_LEN: usize = 40;
@@ -81,7 +89,7 @@ pub enum CompressedError {
     #[error("not a flowsieve filter snapshot (magic {0:02x?})")]
     /// Not a snapshot.
     BadMagic([u8; 4]),
-    #[error("unsupported snapshot version {0} (this build reads version 1)")]
+    #[error("unsupported snapshot version {0} (this build reads versions 1 and 2)")]
     /// A format version this build does not read.
     UnsupportedVersion(u8),
     #[error("reserved header byte is {0:#04x}, not 0")]
@@ -294,10 +302,18 @@ fn checksum(words: &[u64], k: u8) -> u64 {
 fn encode_bits(bits: &BitArray, kind: u8, k: u8) -> Vec<u8> {
     let m = bits.len() as u64;
     let ones = bits.count_ones();
-    let p0 = prob0(m, ones);
+    let gaps = GapModel::new(m, ones);
     let mut enc = RangeEncoder::new();
-    for i in 0..bits.len() {
-        enc.encode(bits.get(i), p0);
+    // The next bit a gap starts from.
+    let mut from = 0u64;
+    for (n, &w) in bits.words().iter().enumerate() {
+        let mut w = w;
+        while w != 0 {
+            let at = n as u64 * 64 + u64::from(w.trailing_zeros());
+            gaps.encode(&mut enc, at - from);
+            from = at + 1;
+            w &= w - 1;
+        }
     }
     let payload = enc.finish();
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
@@ -330,14 +346,14 @@ fn least_payload_bytes(m: u64, ones: u64, p0: u32) -> u64 {
 }
 
 /// The preamble every snapshot format here shares: at least `header_len`
-/// bytes, the format's 4-byte magic, its version at byte 4, and a reserved
-/// zero at byte 7.
+/// bytes, the format's 4-byte magic, one of its `versions` at byte 4 (the
+/// one found is returned), and a reserved zero at byte 7.
 pub(super) fn check_preamble(
     bytes: &[u8],
     magic: &[u8; 4],
-    version: u8,
+    versions: &[u8],
     header_len: usize,
-) -> Result<(), CompressedError> {
+) -> Result<u8, CompressedError> {
     if bytes.len() < header_len {
         return Err(CompressedError::ShortHeader {
             have: bytes.len(),
@@ -349,13 +365,14 @@ pub(super) fn check_preamble(
             bytes[0], bytes[1], bytes[2], bytes[3],
         ]));
     }
-    if bytes[H_VERSION] != version {
-        return Err(CompressedError::UnsupportedVersion(bytes[H_VERSION]));
+    let version = bytes[H_VERSION];
+    if !versions.contains(&version) {
+        return Err(CompressedError::UnsupportedVersion(version));
     }
     if bytes[H_RESERVED] != 0 {
         return Err(CompressedError::Reserved(bytes[H_RESERVED]));
     }
-    Ok(())
+    Ok(version)
 }
 
 /// The payload after a `header_len`-byte header whose declared cell count
@@ -382,7 +399,7 @@ pub(super) fn sized_payload(
 }
 
 fn decode_bits(bytes: &[u8], kind: u8, max_bits: u64) -> Result<(BitArray, u8), CompressedError> {
-    check_preamble(bytes, MAGIC, VERSION, HEADER_LEN)?;
+    let version = check_preamble(bytes, MAGIC, &[VERSION_EACH_BIT, VERSION], HEADER_LEN)?;
     if bytes[H_KIND] != kind {
         return Err(CompressedError::WrongKind {
             found: bytes[H_KIND],
@@ -398,7 +415,14 @@ fn decode_bits(bytes: &[u8], kind: u8, max_bits: u64) -> Result<(BitArray, u8), 
         return Err(CompressedError::BadSizes { m, ones, k });
     }
     let payload = sized_payload(bytes, (HEADER_LEN, H_PAYLOAD_LEN), m, max_bits)?;
-    let need = least_payload_bytes(m, ones, prob0(m, ones));
+    let gaps = GapModel::new(m, ones);
+    // The payload must be long enough for the declared sizes before any
+    // decoding (a few bytes that declare many ones cost nothing).
+    let need = if version == VERSION {
+        ((ones as f64 * gaps.least_bits() * 0.999 / 8.0) as u64).saturating_sub(8)
+    } else {
+        least_payload_bytes(m, ones, prob0(m, ones))
+    };
     if (payload.len() as u64) < need {
         return Err(CompressedError::TooShortForSizes {
             m,
@@ -414,14 +438,34 @@ fn decode_bits(bytes: &[u8], kind: u8, max_bits: u64) -> Result<(BitArray, u8), 
         });
     }
     let mut dec = RangeDecoder::new(payload).ok_or(CompressedError::PayloadEnded { bit: 0, m })?;
-    let p0 = prob0(m, ones);
     let mut bits = BitArray::new(m as usize);
-    for i in 0..m {
-        if dec
-            .decode(p0)
-            .ok_or(CompressedError::PayloadEnded { bit: i, m })?
-        {
-            bits.set(i as usize);
+    if version == VERSION {
+        // The next bit a gap starts from.
+        let mut from = 0u64;
+        for decoded in 0..ones {
+            let room = (m - 1).checked_sub(from);
+            let gap = match room.map(|room| gaps.decode(&mut dec, room)) {
+                Some(Ok(Some(gap))) => gap,
+                Some(Ok(None)) => return Err(CompressedError::PayloadEnded { bit: from, m }),
+                None | Some(Err(())) => {
+                    return Err(CompressedError::Corrupt {
+                        decoded,
+                        declared: ones,
+                    });
+                }
+            };
+            bits.set((from + gap) as usize);
+            from += gap + 1;
+        }
+    } else {
+        let p0 = prob0(m, ones);
+        for i in 0..m {
+            if dec
+                .decode(p0)
+                .ok_or(CompressedError::PayloadEnded { bit: i, m })?
+            {
+                bits.set(i as usize);
+            }
         }
     }
     let decoded = bits.count_ones();

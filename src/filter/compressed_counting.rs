@@ -14,12 +14,18 @@
 //! rest, `v - ESCAPE`, in the counter width's raw bits, so that a
 //! saturated 16-bit counter costs 16 bits, not 65,535 decisions.
 //!
-//! # Format (version 1, little-endian)
+//! Version 2 (written) codes the first decision, "is it above 0?", as the
+//! geometric gap before each non-zero counter (`gap_coding.rs`), then that
+//! counter's run from `j = 1`: the same decisions' information, so the same
+//! size, but work in proportion to the non-zero counters instead of all
+//! `m`. Version 1 (still read) coded every counter's run.
+//!
+//! # Format (versions 1 and 2, little-endian)
 //!
 //! | bytes | field |
 //! |---|---|
 //! | 4 | magic `FSCC` |
-//! | 1 | version (1) |
+//! | 1 | version (2; 1 is read too) |
 //! | 1 | counter bits (4, 8 or 16) |
 //! | 1 | `k` |
 //! | 1 | reserved (0) |
@@ -27,7 +33,10 @@
 //! | 8 | checksum of the counters, the width and `k` |
 //! | 8 | payload length |
 //! | 8 x (ESCAPE + 1) | histogram: counters equal to 0 .. ESCAPE-1, then those >= ESCAPE |
-//! | ... | range-coded counters |
+//! | ... | range-coded: version 2, each non-zero counter's gap then its run from 1; version 1, every counter's run |
+//!
+//! The checksum chains `fmix64` over the counters in order: in version 2
+//! over the non-zero ones (with their indices), in version 1 over all.
 //!
 //! As for Bloom snapshots, the declared size is checked against the
 //! caller's limit, and the payload against the shortest coding the
@@ -49,11 +58,15 @@
 use super::compressed::{
     PROB_BITS, RangeDecoder, RangeEncoder, check_preamble, le_u64, sized_payload,
 };
+use super::gap_coding::GapModel;
 use super::{CompressedError, CounterWidth, CountingBloomFilter};
 use crate::hash::fmix64;
 
 const MAGIC: &[u8; 4] = b"FSCC";
-const VERSION: u8 = 1;
+/// The version written.
+const VERSION: u8 = 2;
+/// Version 1 coded every counter's run; it is still read.
+const VERSION_EACH_COUNTER: u8 = 1;
 /// Counters at or above this end their unary run and carry the rest raw.
 pub const ESCAPE: usize = 32;
 const H_BITS: usize = 5;
@@ -99,22 +112,6 @@ fn histogram_of(f: &CountingBloomFilter) -> Vec<u64> {
     histogram
 }
 
-/// Calls `each(i, v)` for every counter in order, straight from the words
-/// (a shift and a mask a counter, no index arithmetic).
-#[inline(always)]
-fn for_each_counter(f: &CountingBloomFilter, mut each: impl FnMut(usize, u64)) {
-    let (m, width) = (f.m(), f.width());
-    let (per, bits, max) = (width.per_word(), width.bits(), width.max());
-    let mut i = 0;
-    for &w in f.words() {
-        let n = per.min(m - i);
-        for j in 0..n {
-            each(i + j, (w >> (j as u32 * bits)) & max);
-        }
-        i += n;
-    }
-}
-
 /// `P(v == j | v >= j)` in units of 2^-16, clamped to the coder's range:
 /// the probability of stopping the unary run at `j`.
 fn stop_prob(histogram: &[u64], tails: &[u64], j: usize) -> u32 {
@@ -143,12 +140,18 @@ pub fn compress_counting(f: &CountingBloomFilter) -> Vec<u8> {
         .map(|j| stop_prob(&histogram, &tails, j))
         .collect();
     let bits = f.width().bits();
+    let gaps = GapModel::new(m as u64, m as u64 - histogram[0]);
     let mut enc = RangeEncoder::new();
     let mut sum = CounterChecksum::new(f.k(), f.width());
-    for_each_counter(f, |i, v| {
+    // The next counter a gap starts from.
+    let mut from = 0usize;
+    f.for_each_nonzero(|i, v| {
         sum.push(i, v);
-        let mut j = 0usize;
-        // The unary run: "stop here" is a 0 (probability probs[j]).
+        gaps.encode(&mut enc, (i - from) as u64);
+        from = i + 1;
+        // The rest of the unary run ("above 0" is the gap's): "stop here"
+        // is a 0 (probability probs[j]).
+        let mut j = 1usize;
         while j < ESCAPE {
             let more = v > j as u64;
             enc.encode(more, probs[j]);
@@ -180,11 +183,26 @@ pub fn compress_counting(f: &CountingBloomFilter) -> Vec<u8> {
 
 /// The fewest payload bytes that can code the histogram's counters: each
 /// decision costs `-log2` of its probability (as for Bloom snapshots, 8
-/// bytes and 0.1 % allowed for the coder's tail and rounding).
-fn least_payload_bytes(histogram: &[u64], tails: &[u64], probs: &[u32], bits: u32) -> u64 {
+/// bytes and 0.1 % allowed for the coder's tail and rounding). Version 1
+/// makes the decision at `j = 0` for every counter; version 2 replaces it
+/// with a gap per non-zero counter, of at least `gap_bits` bits each.
+fn least_payload_bytes(
+    histogram: &[u64],
+    tails: &[u64],
+    probs: &[u32],
+    bits: u32,
+    gap_bits: Option<f64>,
+) -> u64 {
     let scale = f64::from(1u32 << PROB_BITS);
     let mut total = 0.0;
-    for j in 0..ESCAPE {
+    let first = match gap_bits {
+        Some(gap_bits) => {
+            total += tails[1] as f64 * gap_bits;
+            1
+        }
+        None => 0,
+    };
+    for j in first..ESCAPE {
         let stop = f64::from(probs[j]) / scale;
         // Counters equal to j stop here; those above continue.
         total += histogram[j] as f64 * -stop.log2();
@@ -200,7 +218,7 @@ pub fn decompress_counting(
     bytes: &[u8],
     max_counters: u64,
 ) -> Result<CountingBloomFilter, CompressedError> {
-    check_preamble(bytes, MAGIC, VERSION, HEADER_LEN)?;
+    let version = check_preamble(bytes, MAGIC, &[VERSION_EACH_COUNTER, VERSION], HEADER_LEN)?;
     let (k, m) = (bytes[H_K], le_u64(bytes, H_M));
     let width = CounterWidth::from_bits(u32::from(bytes[H_BITS]));
     let histogram: Vec<u64> = (0..=ESCAPE)
@@ -218,7 +236,10 @@ pub fn decompress_counting(
         .map(|j| stop_prob(&histogram, &tails, j))
         .collect();
     let bits = width.bits();
-    let need = least_payload_bytes(&histogram, &tails, &probs, bits);
+    let nonzero = m - histogram[0];
+    let gaps = GapModel::new(m, nonzero);
+    let gap_bits = (version == VERSION).then(|| gaps.least_bits());
+    let need = least_payload_bytes(&histogram, &tails, &probs, bits, gap_bits);
     if (payload.len() as u64) < need {
         return Err(CompressedError::TooShortForSizes {
             m,
@@ -234,9 +255,11 @@ pub fn decompress_counting(
     }
     let mut seen = vec![0u64; ESCAPE + 1];
     let mut sum = CounterChecksum::new(f.k(), width);
-    for i in 0..m {
+    // The rest of counter `i`'s unary run from `first`, and its escaped
+    // bits: the value, or why it could not be decoded.
+    let mut run = |dec: &mut RangeDecoder, i: u64, first: usize| {
         let ended = || CompressedError::PayloadEnded { bit: i, m };
-        let mut j = 0usize;
+        let mut j = first;
         while j < ESCAPE && dec.decode(probs[j]).ok_or_else(ended)? {
             j += 1;
         }
@@ -256,10 +279,38 @@ pub fn decompress_counting(
             });
         }
         seen[j] += 1;
-        sum.push(i as usize, v);
-        // The filter starts at zero: only the others are written.
-        if v != 0 {
+        Ok(v)
+    };
+    if version == VERSION {
+        // The next counter a gap starts from.
+        let mut from = 0u64;
+        for decoded in 0..nonzero {
+            let room = (m - 1).checked_sub(from);
+            let gap = match room.map(|room| gaps.decode(&mut dec, room)) {
+                Some(Ok(Some(gap))) => gap,
+                Some(Ok(None)) => return Err(CompressedError::PayloadEnded { bit: from, m }),
+                None | Some(Err(())) => {
+                    return Err(CompressedError::Corrupt {
+                        decoded,
+                        declared: nonzero,
+                    });
+                }
+            };
+            let i = from + gap;
+            let v = run(&mut dec, i, 1)?;
+            sum.push(i as usize, v);
             f.set_counter(i as usize, v);
+            from = i + 1;
+        }
+        seen[0] = m - nonzero;
+    } else {
+        for i in 0..m {
+            let v = run(&mut dec, i, 0)?;
+            sum.push(i as usize, v);
+            // The filter starts at zero: only the others are written.
+            if v != 0 {
+                f.set_counter(i as usize, v);
+            }
         }
     }
     if seen != histogram || sum.0 != le_u64(bytes, H_CHECKSUM) {

@@ -119,13 +119,6 @@ impl CountingBloomFilter {
         self.conservative
     }
 
-    /// The counter words, counter `i` at bits `(i % per_word) * bits` of
-    /// word `i / per_word` ([`CounterWidth::locate`]); the last word's
-    /// bits past counter `m - 1` are zero.
-    pub(super) fn words(&self) -> &[u64] {
-        &self.words
-    }
-
     #[inline]
     pub(super) fn set_counter(&mut self, i: usize, v: u64) {
         let (w, s) = self.width.locate(i);

@@ -28,6 +28,7 @@ mod compressed_counting;
 mod counter_layout;
 mod counter_width;
 mod counting;
+mod gap_coding;
 mod insertion_log;
 mod prior;
 mod recycling;

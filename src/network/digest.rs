@@ -16,7 +16,7 @@
 //! | 2 + n | probe id: length, then UTF-8 |
 //! | 4 + 8c | class packet counts: count `c`, then each |
 //! | 8 + a | counters: length `a`, then an `FSCC` snapshot |
-//! | 8 + b | presence: length `b`, then an `FSBF` snapshot |
+//! | 8 + b | presence: length `b`, then an `FSCB` snapshot |
 //! | 4 + 56d | candidates: count `d`, then each as IP version (1), source and destination (16 each), ports (2 each), protocol (1), class (2), hash (8) and local estimate (8): 56 bytes |
 //! | 8 | checksum of everything before it |
 //!
