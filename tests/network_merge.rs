@@ -767,3 +767,110 @@ fn network_results_render_as_tables_like_a_replay() {
         "the class table is CSV only"
     );
 }
+
+/// The reference a merge is checked against: every cell's sum over the
+/// digests and whether any digest's counter was saturated there.
+fn summed(digests: &[Digest]) -> (Vec<u32>, Vec<bool>) {
+    let m = digests[0].counters.m();
+    let mut sums = vec![0u32; m];
+    let mut saturated = vec![false; m];
+    for d in digests {
+        let max = d.counters.width().max();
+        for (i, (s, sat)) in sums.iter_mut().zip(saturated.iter_mut()).enumerate() {
+            let v = d.counters.counter(i);
+            *s = s.saturating_add(v as u32);
+            *sat |= v == max;
+        }
+    }
+    (sums, saturated)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A merge's cells are the digests' counters summed, its saturated
+    /// cells those saturated in some digest, its checksum that of the sums
+    /// and its estimates their minimum over a flow's cells: from windows of
+    /// a few packets (held as a map) to full ones (a dense array), and
+    /// across the move from one to the other (past m / 32 non-zero cells).
+    #[test]
+    fn merged_cells_are_the_digests_sums_in_either_form(
+        loads in prop::collection::vec(prop_oneof![0usize..6, 0usize..1200], 1..5),
+        (k, parts, width) in (2usize..6, 8usize..40, 0usize..3),
+        heavy in 0usize..3,
+        seed in any::<u64>(),
+    ) {
+        let width = [CounterWidth::W4, CounterWidth::W8, CounterWidth::W16][width];
+        let m = k * parts * 16;
+        let cfg = NetworkConfig {
+            version: 1,
+            shards: 1,
+            window_ns: 1_000_000_000,
+            theta: 4,
+            counters: m as u64,
+            counter_bits: width.bits(),
+            k: k as u32,
+            conservative: false,
+            presence_bits: 1024,
+            presence_k: 2,
+            hash_key: "0".into(),
+            probes: loads.len() as u32,
+            classes: vec!["all".into()],
+        };
+        let digests: Vec<Digest> = loads
+            .iter()
+            .enumerate()
+            .map(|(p, &n)| {
+                let mut counters = CountingBloomFilter::new(m, k, width);
+                let mut presence = BloomFilter::new(1024, 2);
+                let mut h = seed ^ p as u64;
+                for _ in 0..n {
+                    h = flowsieve::hash::fmix64(h.wrapping_add(0x9e37_79b9_7f4a_7c15));
+                    counters.insert(h);
+                    presence.insert(h);
+                }
+                // Flows past a 4-bit counter's 15: saturated cells.
+                for f in 0..heavy as u64 {
+                    for _ in 0..20 {
+                        counters.insert(f + 1);
+                    }
+                }
+                Digest {
+                    fingerprint: cfg.fingerprint(),
+                    probe: format!("p{p}"),
+                    shard: 0,
+                    window: 7,
+                    packets: n as u64,
+                    class_packets: vec![n as u64],
+                    counters,
+                    presence,
+                    candidates: vec![],
+                }
+            })
+            .collect();
+        let mut merge = ShardWindowMerge::new(&cfg, 0, 7);
+        for d in &digests {
+            prop_assert!(merge.add(d).unwrap());
+        }
+        let (sums, saturated) = summed(&digests);
+        for (i, &s) in sums.iter().enumerate() {
+            prop_assert_eq!(merge.cell(i), s, "cell {}", i);
+        }
+        prop_assert_eq!(merge.cell(m), 0);
+        let result = merge.finish(vec![]);
+        prop_assert_eq!(
+            result.saturated_cells,
+            saturated.iter().filter(|&&s| s).count() as u64
+        );
+        prop_assert_eq!(
+            &result.counters_checksum,
+            &format!("{:016x}", flowsieve::network::cells_checksum(&sums))
+        );
+        let indexer = flowsieve::hash::PartitionedIndexer::new(m, k);
+        for q in 0..64u64 {
+            let h = flowsieve::hash::fmix64(q ^ seed);
+            let want = (0..k).map(|j| u64::from(sums[indexer.index(h, j)])).min().unwrap();
+            prop_assert_eq!(merge.estimate(h), want);
+        }
+    }
+}

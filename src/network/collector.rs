@@ -83,7 +83,8 @@ const DRAIN_BUDGET: Duration = Duration::from_secs(1);
 /// its window is written (glibc; elsewhere it does nothing). Call it once,
 /// before a collector starts.
 ///
-/// Why: a merge allocates 2 MiB of cells and 512 KiB of saturation flags,
+/// Why: a dense merge (a window with more than 1/32 of its cells
+/// non-zero) allocates 2 MiB of cells and 512 KiB of saturation flags,
 /// and glibc, after the first such block is freed, raises its threshold
 /// for serving blocks from their own mapping above that size. From then on
 /// the merges come from its heaps, which fragment and keep what is freed:
@@ -92,7 +93,7 @@ const DRAIN_BUDGET: Duration = Duration::from_secs(1);
 /// 128 KiB, the same collector peaked at 396 MB,
 /// for about 21 s more system time (page faults on the fresh mappings)
 /// against 160 s of decoding and merging (BENCHMARKS.md, "A collector's
-/// memory on a backlog").
+/// memory on a backlog"; every merge was dense then).
 pub fn release_merges_eagerly() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets a parameter of glibc's allocator, under
@@ -105,20 +106,20 @@ pub fn release_merges_eagerly() {
 /// How many digests of one shard a round's drain stops at, when the last
 /// round wrote some of that shard's windows (else the drain goes on to
 /// [`DRAIN_BUDGET`], so that a window waiting for digests further on
-/// always gets them). A held digest costs at least 2.5 MiB here (the
-/// merge's 2^19 four-byte cells and their saturation flags, besides the
-/// message), and a drain for
-/// the whole budget takes in about 170 digests a shard (the decoding rate
-/// on the reference machine), over a thousand a round on 8 shards, though
-/// the probes' spans let most windows be written a few dozen digests
-/// further on (see `Book::stored_bound`).
+/// always gets them). A held window's merge costs up to 2.5 MiB here (the
+/// merge's 2^19 four-byte cells and their saturation flags, once more than
+/// 1/32 of them are non-zero; a few bytes a non-zero cell below that), and
+/// a drain for the whole budget can take in hundreds of digests a shard,
+/// though the probes' spans let most windows be written a few dozen
+/// digests further on (see `Book::stored_bound`).
 const DRAIN_HELD_MAX: usize = 64;
 
 /// Digests one fetch asks for. The last of a batch waits for the others
 /// to be decoded before it is held (and so acknowledged as in progress):
-/// 64 at 5-11 ms each (decode and merge of a 2^19-counter shard-window,
-/// BENCHMARKS.md, network mode) take under a second, far inside
-/// [`ACK_WAIT`]; 256 took up to 3 s.
+/// 64 at up to 10-13 ms each (decode and merge of a full 2^19-counter
+/// shard-window, BENCHMARKS.md, network mode; 0.5 ms for a nearly empty
+/// one) take under a second, far inside [`ACK_WAIT`]; 256 took up to 3 s
+/// when every digest cost 5-11 ms.
 const FETCH_BATCH: usize = 64;
 
 /// Tells the server that the collector is still working on every digest
@@ -458,7 +459,7 @@ async fn offer(
     book: &mut Book<Message>,
     written: &mut HashMap<(u64, u32), Vec<String>>,
     summary: &mut CollectSummary,
-    m: Message,
+    mut m: Message,
     now: u64,
     opts: &CollectOptions,
 ) -> Result<(), NetError> {
@@ -505,6 +506,11 @@ async fn offer(
             return Ok(());
         }
     };
+    // The message is kept only to be acknowledged once its window is
+    // written. Its payload is a slice of the client's read buffer
+    // (async-nats splits it off, sharing the allocation), and keeping the
+    // slice would keep that whole buffer for as long as the window waits.
+    m.message.payload = Default::default();
     let key = (d.window, d.shard);
     // A window in progress here has no result yet: only the first digest
     // of a window (or one after a restart) asks the bucket.

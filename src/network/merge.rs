@@ -18,6 +18,7 @@
 
 use super::config::NetworkConfig;
 use super::digest::Digest;
+use super::merged_cells::MergedCells;
 use crate::dissect::FlowKey;
 use crate::filter::CounterWidth;
 use crate::filter::{BloomFilter, compress_bloom, decompress_bloom_within};
@@ -160,7 +161,7 @@ pub struct ShardWindowResult {
     pub presence_bits: u64,
     /// Distinct flows, estimated from the merged presence filter.
     pub flows_estimate: f64,
-    /// The merged presence filter as an `FSBF` snapshot in base64 (empty
+    /// The merged presence filter as an `FSCB` snapshot in base64 (empty
     /// when no digest had one), so that `results` can tell which flows are
     /// new since the previous window.
     #[serde(default)]
@@ -189,11 +190,10 @@ pub struct ShardWindowMerge {
     fingerprint: u64,
     theta: u64,
     k: usize,
-    cells: Vec<u32>,
+    cells: MergedCells,
     /// The first digest's counter indexing and width (every later digest
     /// must match them).
     layout: Option<(PartitionedIndexer, CounterWidth)>,
-    saturated: Vec<bool>,
     presence: Option<BloomFilter>,
     candidates: BTreeMap<u64, Candidate>,
     class_packets: Vec<u64>,
@@ -210,9 +210,8 @@ impl ShardWindowMerge {
             fingerprint: cfg.fingerprint(),
             theta: cfg.theta,
             k: cfg.k as usize,
-            cells: Vec::new(),
+            cells: MergedCells::new(0),
             layout: None,
-            saturated: Vec::new(),
             presence: None,
             candidates: BTreeMap::new(),
             class_packets: vec![0; cfg.classes.len()],
@@ -287,8 +286,7 @@ impl ShardWindowMerge {
         }
         let m = d.counters.m();
         if self.layout.is_none() {
-            self.cells = vec![0; m];
-            self.saturated = vec![false; m];
+            self.cells = MergedCells::new(m);
             // The same indexing as the digest's filter (which has exactly
             // `m` counters in `k` partitions).
             self.layout = Some((PartitionedIndexer::new(m, self.k), d.counters.width()));
@@ -296,13 +294,9 @@ impl ShardWindowMerge {
         let max = d.counters.width().max();
         // Zero counters add nothing and saturate nothing: only the
         // non-zero ones are visited (most of a window's words are zero).
-        let (cells, saturated) = (&mut self.cells, &mut self.saturated);
-        d.counters.for_each_nonzero(|i, v| {
-            if let (Some(cell), Some(sat)) = (cells.get_mut(i), saturated.get_mut(i)) {
-                *cell = cell.saturating_add(v as u32);
-                *sat |= v == max;
-            }
-        });
+        let cells = &mut self.cells;
+        d.counters
+            .for_each_nonzero(|i, v| cells.add(i, v as u32, v == max));
         match self.presence.as_mut() {
             Some(p) => {
                 // Same shape, checked above.
@@ -327,14 +321,14 @@ impl ShardWindowMerge {
             return 0;
         };
         (0..l.k())
-            .map(|j| u64::from(self.cells.get(l.index(h, j)).copied().unwrap_or(0)))
+            .map(|j| u64::from(self.cells.get(l.index(h, j))))
             .min()
             .unwrap_or(0)
     }
 
     /// The merged counter `i`.
     pub fn cell(&self, i: usize) -> u32 {
-        self.cells.get(i).copied().unwrap_or(0)
+        self.cells.get(i)
     }
 
     /// The merged presence filter.
@@ -378,8 +372,8 @@ impl ShardWindowMerge {
             class_packets: self.class_packets.clone(),
             candidates: self.candidates.len() as u64,
             heavy,
-            saturated_cells: self.saturated.iter().filter(|&&s| s).count() as u64,
-            counters_checksum: format!("{:016x}", cells_checksum(&self.cells)),
+            saturated_cells: self.cells.saturated(),
+            counters_checksum: format!("{:016x}", self.cells.checksum()),
             presence_ones: ones,
             presence_bits: bits,
             flows_estimate: flows,
@@ -393,12 +387,20 @@ impl ShardWindowMerge {
 pub fn cells_checksum<T: Copy + Into<u64>>(cells: &[T]) -> u64 {
     let mut h = cells.len() as u64;
     for (i, &c) in cells.iter().enumerate() {
-        let v: u64 = c.into();
-        if v != 0 {
-            h ^= fmix64((i as u64) << 32 ^ v).wrapping_add(v);
-        }
+        h = checksum_cell(h, i, c.into());
     }
     fmix64(h)
+}
+
+/// Cell `i` of value `v`'s part of [`cells_checksum`]: zero cells add
+/// nothing and the others are combined by XOR, so the cells may come in
+/// any order and the zero ones may be left out.
+pub(super) fn checksum_cell(h: u64, i: usize, v: u64) -> u64 {
+    if v == 0 {
+        h
+    } else {
+        h ^ fmix64((i as u64) << 32 ^ v).wrapping_add(v)
+    }
 }
 
 /// Distinct elements in a Bloom filter of `m` bits, `k` hashes and `ones`

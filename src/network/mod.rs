@@ -8,7 +8,7 @@
 //!   count, θ, window, declared probes) every participant compares with
 //!   its own before it starts.
 //! - [`digest`]: the binary digest of one probe's shard-window (counters
-//!   coded as `FSCC`, presence bits as `FSBF`, candidate heavy flows,
+//!   coded as `FSCC`, presence bits as `FSCB`, candidate heavy flows,
 //!   class tallies), versioned and checksummed.
 //! - [`merge`]: adding counters, OR-ing bits and querying candidates, per
 //!   shard-window, at most once per probe. Pure: no I/O.
@@ -47,6 +47,7 @@ pub mod config;
 pub mod digest;
 pub mod export_stats;
 pub mod merge;
+mod merged_cells;
 #[cfg(feature = "network")]
 pub mod probe;
 pub mod results;
