@@ -295,6 +295,7 @@ impl ShardWindowMerge {
         // Zero counters add nothing and saturate nothing: only the
         // non-zero ones are visited (most of a window's words are zero).
         let cells = &mut self.cells;
+        cells.expect(d.counters.nonzero_counters() as usize);
         d.counters
             .for_each_nonzero(|i, v| cells.add(i, v as u32, v == max));
         match self.presence.as_mut() {

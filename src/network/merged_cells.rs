@@ -86,6 +86,17 @@ impl MergedCells {
         }
     }
 
+    /// Makes room for `n` more non-zero cells: moves to the dense form
+    /// first when the map would pass its share, rather than filling the
+    /// map only to copy it.
+    pub(super) fn expect(&mut self, n: usize) {
+        if let Form::Sparse(map) = &self.form
+            && map.len() + n > self.m / SPARSE_SHARE
+        {
+            self.densify();
+        }
+    }
+
     fn densify(&mut self) {
         let Form::Sparse(map) = &self.form else {
             return;
