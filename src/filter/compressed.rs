@@ -443,19 +443,8 @@ fn decode_bits(bytes: &[u8], kind: u8, max_bits: u64) -> Result<(BitArray, u8), 
         // The next bit a gap starts from.
         let mut from = 0u64;
         for decoded in 0..ones {
-            let room = (m - 1).checked_sub(from);
-            let gap = match room.map(|room| gaps.decode(&mut dec, room)) {
-                Some(Ok(Some(gap))) => gap,
-                Some(Ok(None)) => return Err(CompressedError::PayloadEnded { bit: from, m }),
-                None | Some(Err(())) => {
-                    return Err(CompressedError::Corrupt {
-                        decoded,
-                        declared: ones,
-                    });
-                }
-            };
-            bits.set((from + gap) as usize);
-            from += gap + 1;
+            let at = gaps.next_marked(&mut dec, &mut from, m, (decoded, ones))?;
+            bits.set(at as usize);
         }
     } else {
         let p0 = prob0(m, ones);

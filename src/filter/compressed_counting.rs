@@ -285,22 +285,10 @@ pub fn decompress_counting(
         // The next counter a gap starts from.
         let mut from = 0u64;
         for decoded in 0..nonzero {
-            let room = (m - 1).checked_sub(from);
-            let gap = match room.map(|room| gaps.decode(&mut dec, room)) {
-                Some(Ok(Some(gap))) => gap,
-                Some(Ok(None)) => return Err(CompressedError::PayloadEnded { bit: from, m }),
-                None | Some(Err(())) => {
-                    return Err(CompressedError::Corrupt {
-                        decoded,
-                        declared: nonzero,
-                    });
-                }
-            };
-            let i = from + gap;
+            let i = gaps.next_marked(&mut dec, &mut from, m, (decoded, nonzero))?;
             let v = run(&mut dec, i, 1)?;
             sum.push(i as usize, v);
             f.set_counter(i as usize, v);
-            from = i + 1;
         }
         seen[0] = m - nonzero;
     } else {

@@ -39,6 +39,7 @@
 //! A decoded gap that would pass the last cell is refused as soon as its
 //! quotient does, so damaged input cannot make the decoder loop past `m`.
 
+use super::CompressedError;
 use super::compressed::{PROB_BITS, RangeDecoder, RangeEncoder};
 
 /// The most remainder bits: `M = 2^b` never needs more for `m <= 2^63`.
@@ -101,7 +102,7 @@ impl GapModel {
     /// Decodes one gap of at most `room` cells: `Ok(None)` when the payload
     /// ended, `Err(())` when the coded gap is longer than `room`.
     #[inline]
-    pub(super) fn decode(&self, dec: &mut RangeDecoder, room: u64) -> Result<Option<u64>, ()> {
+    fn decode(&self, dec: &mut RangeDecoder, room: u64) -> Result<Option<u64>, ()> {
         let b = self.remainder_bits;
         let most_quotient = room >> b;
         let mut quotient = 0u64;
@@ -122,6 +123,29 @@ impl GapModel {
         }
         let gap = (quotient << b) | remainder;
         if gap > room { Err(()) } else { Ok(Some(gap)) }
+    }
+
+    /// The next marked cell of `m`: decodes the gap from `*from` and moves
+    /// `*from` past the cell. `decoded` and `declared` (marked cells
+    /// decoded so far, and declared) go into the error of a gap that
+    /// passes the last cell.
+    pub(super) fn next_marked(
+        &self,
+        dec: &mut RangeDecoder,
+        from: &mut u64,
+        m: u64,
+        (decoded, declared): (u64, u64),
+    ) -> Result<u64, CompressedError> {
+        let room = (m - 1).checked_sub(*from);
+        match room.map(|room| self.decode(dec, room)) {
+            Some(Ok(Some(gap))) => {
+                let at = *from + gap;
+                *from = at + 1;
+                Ok(at)
+            }
+            Some(Ok(None)) => Err(CompressedError::PayloadEnded { bit: *from, m }),
+            None | Some(Err(())) => Err(CompressedError::Corrupt { decoded, declared }),
+        }
     }
 
     /// The fewest bits any one gap can cost under this model: the
