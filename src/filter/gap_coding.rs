@@ -6,8 +6,10 @@
 //!
 //! Version 1 coded every cell, one range-coder decision each, however few
 //! were marked. A probe's heavy-stage filter has 2^19 counters a shard at
-//! the default sizes, so a shard-window that held four packets cost as
-//! much to encode (about 3.3 ms) and to decode (about 6 ms) as a full one.
+//! the default sizes, so a shard-window that held ten packets cost nearly
+//! as much to encode (3.2-3.6 ms) and to decode and merge (4.2 ms) as one
+//! that held a thousand (`cargo bench --bench network`, BENCHMARKS.md,
+//! twenty-sixth round).
 //! On a sparse link, or a replay of a long quiet trace, that walk was
 //! nearly all of a probe's and a collector's CPU.
 //!

@@ -116,9 +116,9 @@ const DRAIN_HELD_MAX: usize = 64;
 
 /// Digests one fetch asks for. The last of a batch waits for the others
 /// to be decoded before it is held (and so acknowledged as in progress):
-/// 64 at up to 10-13 ms each (decode and merge of a full 2^19-counter
-/// shard-window, BENCHMARKS.md, network mode; 0.5 ms for a nearly empty
-/// one) take under a second, far inside [`ACK_WAIT`]; 256 took up to 3 s
+/// 64 at up to 11-16 ms each (decode and merge of a full 2^19-counter
+/// shard-window, BENCHMARKS.md, twenty-sixth round; 0.2 ms for a nearly
+/// empty one) take under a second, far inside [`ACK_WAIT`]; 256 took up to 3 s
 /// when every digest cost 5-11 ms.
 const FETCH_BATCH: usize = 64;
 
