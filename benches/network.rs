@@ -8,7 +8,9 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use flowsieve::dissect::FlowKey;
-use flowsieve::filter::{BloomFilter, CounterWidth, CountingBloomFilter};
+use flowsieve::filter::{
+    BloomFilter, CounterSnapshot, CounterWidth, CountingBloomFilter, InsertionLog,
+};
 use flowsieve::hash::fmix64;
 use flowsieve::network::{Digest, NetworkConfig, ShardWindowMerge};
 use flowsieve::pipeline::{Candidate, defaults};
@@ -45,9 +47,13 @@ fn digest(cfg: &NetworkConfig, probe: &str, packets: u64, flows: u64) -> Digest 
         cfg.presence_k as usize,
     );
     let mut candidates = Vec::new();
+    // The heavy shard's insertion log: a window it held whole goes out as
+    // the cells its hashes set, as a probe sends it.
+    let mut log = InsertionLog::for_filter(per_shard, cfg.k as usize);
     for i in 0..packets {
         // Zipf-like: flow i % flows, with the low flows repeated.
         let f = fmix64((i * i) % flows.max(1) + 1);
+        log.record(f);
         let e = counters.insert(f);
         presence.insert(f);
         if e == cfg.candidate_theta() {
@@ -67,7 +73,10 @@ fn digest(cfg: &NetworkConfig, probe: &str, packets: u64, flows: u64) -> Digest 
         window: 1,
         packets,
         class_packets: vec![packets],
-        counters,
+        counters: match log.complete().and_then(|h| counters.nonzero_of(h)) {
+            Some(cells) => CounterSnapshot::Sparse(cells),
+            None => CounterSnapshot::Dense(counters),
+        },
         presence,
         candidates,
     }

@@ -1227,8 +1227,8 @@ proptest::proptest! {
 mod compressed_counting {
     use super::rng;
     use flowsieve::filter::{
-        COUNTER_ESCAPE, CompressedError, CounterWidth, Counters, CountingBloomFilter,
-        compress_counting, decompress_counting,
+        COUNTER_ESCAPE, CompressedError, CounterSnapshot, CounterWidth, Counters,
+        CountingBloomFilter, compress_counting, decompress_counter_snapshot, decompress_counting,
     };
     use proptest::prelude::*;
     use rand::Rng;
@@ -1343,6 +1343,52 @@ mod compressed_counting {
             prop_assert_eq!(f.nonzero_counters(), want.len() as u64);
         }
 
+        /// The cells found from a window's insertions are the filter's
+        /// non-zero counters, with or without conservative update, from one
+        /// insertion to past saturation; they code to the filter's own
+        /// bytes; and the bytes decode back as cells exactly when at most
+        /// one counter in 32 is set, equal to the filter either way.
+        #[test]
+        fn cells_found_from_the_insertions_are_the_filters_own(parts in 1usize..400, k in 1usize..12, bits in prop::sample::select(vec![4u32, 8, 16]), conservative in any::<bool>(), flows in 1u64..60, picks in prop::collection::vec(any::<prop::sample::Index>(), 0..400), seed in any::<u64>()) {
+            let width = CounterWidth::from_bits(bits).unwrap();
+            let mut f = CountingBloomFilter::new(parts * k, k, width);
+            if conservative {
+                f = f.conservative();
+            }
+            // Repeated flows, so that counters grow past the escape and, for
+            // 4-bit counters, saturate.
+            let hashes: Vec<u64> = picks
+                .iter()
+                .map(|i| flowsieve::hash::fmix64(seed ^ i.index(flows as usize) as u64))
+                .collect();
+            for &h in &hashes {
+                f.insert(h);
+            }
+            let cells = f.nonzero_of(&hashes).unwrap();
+            let mut want = Vec::new();
+            f.for_each_nonzero(|i, v| want.push((i, v)));
+            let mut got = Vec::new();
+            cells.for_each_nonzero(|i, v| got.push((i, v)));
+            prop_assert_eq!(&got, &want);
+            prop_assert_eq!(cells.nonzero_counters(), f.nonzero_counters());
+            prop_assert!((0..f.m() + 3).all(|i| cells.counter(i) == f.counter(i)));
+            let sparse = CounterSnapshot::Sparse(cells);
+            let bytes = compress_counting(&f);
+            prop_assert_eq!(&compress_counting(&sparse), &bytes);
+            let back = decompress_counter_snapshot(&bytes, 1 << 20).unwrap();
+            prop_assert_eq!(
+                matches!(back, CounterSnapshot::Sparse(_)),
+                f.nonzero_counters() <= f.m() as u64 / 32
+            );
+            prop_assert!(back == sparse);
+            prop_assert!(back == CounterSnapshot::from(f.clone()));
+            prop_assert!((0..f.m()).all(|i| back.counter(i) == f.counter(i)));
+            for &h in hashes.iter().take(8) {
+                prop_assert_eq!(back.estimate(h), f.estimate(h));
+            }
+            prop_assert!(same(&back.into_dense(), &f));
+        }
+
         #[test]
         fn damaged_counter_snapshots_are_errors(cut in 0usize..600, flip in 0usize..600, val in 1u8..=255, junk in prop::collection::vec(any::<u8>(), 0..400)) {
             let f = filled(4 * 256, 4, CounterWidth::W8, 900, 3, 5);
@@ -1355,6 +1401,22 @@ mod compressed_counting {
                 bad[flip] ^= val;
                 prop_assert!(decompress_counting(&bad, 1 << 20).is_err(), "byte {} flipped decoded cleanly", flip);
             }
+            // A nearly empty filter, whose snapshot decodes as cells.
+            let mut few = CountingBloomFilter::new(4 * 1024, 4, CounterWidth::W8);
+            for h in 0..20u64 {
+                few.insert(flowsieve::hash::fmix64(h % 7));
+            }
+            let good = compress_counting(&few);
+            prop_assert!(matches!(decompress_counter_snapshot(&good, 1 << 20), Ok(CounterSnapshot::Sparse(_))));
+            if cut < good.len() {
+                prop_assert!(decompress_counter_snapshot(&good[..cut], 1 << 20).is_err());
+            }
+            if flip < good.len() {
+                let mut bad = good.clone();
+                bad[flip] ^= val;
+                prop_assert!(decompress_counter_snapshot(&bad, 1 << 20).is_err(), "byte {} flipped decoded cleanly as cells", flip);
+            }
+            let _ = decompress_counter_snapshot(&junk, 1 << 20);
             let _ = decompress_counting(&junk, 1 << 20);
             let mut framed = good[..good.len().min(296)].to_vec();
             framed.extend_from_slice(&junk);

@@ -656,9 +656,13 @@ fn a_replay_delivers_every_window_whatever_the_buffer_bound() {
     let r0 = states.iter().find(|p| p.probe == "r0").unwrap();
     assert!(r0.stored.len() >= 10, "{r0:?}");
     let first = digests.iter().map(|d| d.1).min().unwrap();
+    // The first span holds what the probe queued while it connected, which
+    // depends on how fast it encodes: since a nearly empty window's
+    // counters go out as cells, 57 to 351 of 960 digests in five runs
+    // (a quarter, the bound here before, failed one of them).
     assert!(
-        r0.stored_through(first).is_some_and(|b| b < last / 4),
-        "{r0:?}"
+        r0.stored_through(first).is_some_and(|b| b < last / 2),
+        "last {last}: {r0:?}"
     );
     // `results --window W` reads only W and the window before it (for
     // W's new flows), and reports W exactly as the whole report does:

@@ -100,6 +100,47 @@ fn four_probes_merge_to_the_whole_trace() {
     );
 }
 
+/// A shard-window's counters hold `k` counts a packet (plain update; none
+/// of these windows saturates), each candidate's estimate is read back
+/// from them, and they code to the bytes of the whole array, whether the
+/// shard handed them out as the cells its logged insertions set or as a
+/// copy of the array. The trace has windows of both kinds.
+#[test]
+fn window_counters_hold_every_packet_as_cells_or_whole() {
+    use flowsieve::filter::{CounterSnapshot, compress_counting};
+    let cfg = base_config(false);
+    let net = net_config(&cfg, 1);
+    let windows = probe_run(&cfg, &net, &[PathBuf::from(TRACE)]);
+    let (mut cells, mut whole) = (0, 0);
+    for w in &windows {
+        let (mut sum, mut saturated) = (0u64, false);
+        let max = w.counters.width().max();
+        w.counters.for_each_nonzero(|_, v| {
+            sum += v;
+            saturated |= v == max;
+        });
+        assert!(!saturated, "window {} shard {}", w.window, w.shard);
+        assert_eq!(
+            sum,
+            w.packets * u64::from(net.k),
+            "window {} shard {}: {} packets",
+            w.window,
+            w.shard,
+            w.packets
+        );
+        for c in &w.candidates {
+            assert_eq!(w.counters.estimate(c.hash), c.estimate);
+        }
+        let dense = CounterSnapshot::Dense(w.counters.clone().into_dense());
+        assert_eq!(compress_counting(&w.counters), compress_counting(&dense));
+        match w.counters {
+            CounterSnapshot::Sparse(_) => cells += 1,
+            CounterSnapshot::Dense(_) => whole += 1,
+        }
+    }
+    assert!(cells > 0 && whole > 0, "{cells} as cells, {whole} whole");
+}
+
 #[test]
 fn with_conservative_update_merged_estimates_are_never_lower() {
     let dir = tempfile::tempdir().unwrap();
@@ -445,7 +486,7 @@ fn arb_digest() -> impl Strategy<Value = Digest> {
                 window: fp >> 8,
                 packets: hashes.len() as u64,
                 class_packets: vec![hashes.len() as u64, 3, 0],
-                counters,
+                counters: counters.into(),
                 presence,
                 candidates,
             }
@@ -842,7 +883,7 @@ proptest! {
                     window: 7,
                     packets: n as u64,
                     class_packets: vec![n as u64],
-                    counters,
+                    counters: counters.into(),
                     presence,
                     candidates: vec![],
                 }

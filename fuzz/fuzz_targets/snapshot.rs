@@ -1,11 +1,12 @@
 //! Compressed Bloom snapshots, XOR deltas and counting-filter snapshots
 //! (both versions each): decoding any bytes is an error or a filter, never
 //! a panic, and a decoded snapshot re-encodes and decodes to the same
-//! filter.
+//! filter. A counting snapshot decoded as cells is the same filter as
+//! decoded whole, and codes to the same bytes.
 #![no_main]
 use flowsieve::filter::{
-    apply_delta, compress_bloom, compress_counting, decompress_bloom_within, decompress_counting,
-    BloomFilter, Counters,
+    apply_delta, compress_bloom, compress_counting, decompress_bloom_within,
+    decompress_counter_snapshot, decompress_counting, BloomFilter, CounterSnapshot, Counters,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -25,5 +26,10 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(f) = decompress_counting(data, 1 << 16) {
         let g = decompress_counting(&compress_counting(&f), 1 << 16).unwrap();
         assert!((0..f.m()).all(|i| f.counter(i) == g.counter(i)));
+        let s = decompress_counter_snapshot(data, 1 << 16).unwrap();
+        assert_eq!(compress_counting(&s), compress_counting(&f));
+        assert!(s == CounterSnapshot::from(f));
+    } else {
+        assert!(decompress_counter_snapshot(data, 1 << 16).is_err());
     }
 });

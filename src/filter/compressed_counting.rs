@@ -59,7 +59,10 @@ use super::compressed::{
     PROB_BITS, RangeDecoder, RangeEncoder, check_preamble, le_u64, sized_payload,
 };
 use super::gap_coding::GapModel;
-use super::{CompressedError, CounterWidth, CountingBloomFilter};
+use super::{
+    CompressedError, CounterCells, CounterSnapshot, CounterWidth, CountingBloomFilter,
+    SparseCounters,
+};
 use crate::hash::fmix64;
 
 const MAGIC: &[u8; 4] = b"FSCC";
@@ -101,7 +104,7 @@ impl CounterChecksum {
 /// [`ESCAPE`] or more. The zeros are what the non-zero walk
 /// ([`CountingBloomFilter::for_each_nonzero`], which skips zero words
 /// whole) did not visit.
-fn histogram_of(f: &CountingBloomFilter) -> Vec<u64> {
+fn histogram_of<C: CounterCells + ?Sized>(f: &C) -> Vec<u64> {
     let mut histogram = vec![0u64; ESCAPE + 1];
     let mut nonzero = 0u64;
     f.for_each_nonzero(|_, v| {
@@ -131,8 +134,11 @@ fn tails(histogram: &[u64]) -> Vec<u64> {
     t
 }
 
-/// Encodes a counting filter's counters.
-pub fn compress_counting(f: &CountingBloomFilter) -> Vec<u8> {
+/// Encodes a counting filter's counters: a whole filter, or its non-zero
+/// cells ([`super::SparseCounters`], [`super::CounterSnapshot`]), to the
+/// same bytes for the same counters. The work is in proportion to the
+/// non-zero counters, plus, for a whole filter, a walk over its words.
+pub fn compress_counting<C: CounterCells + ?Sized>(f: &C) -> Vec<u8> {
     let m = f.m();
     let histogram = histogram_of(f);
     let tails = tails(&histogram);
@@ -218,6 +224,50 @@ pub fn decompress_counting(
     bytes: &[u8],
     max_counters: u64,
 ) -> Result<CountingBloomFilter, CompressedError> {
+    decode(bytes, max_counters, false).map(CounterSnapshot::into_dense)
+}
+
+/// A snapshot with at most one non-zero counter in this many is decoded as
+/// cells ([`decompress_counter_snapshot`]). Past that share a whole array
+/// is smaller than the cells (8 bytes each against at most 2 a counter)
+/// and is what a merge of it ends up as anyway.
+pub const SPARSE_SHARE: u64 = 32;
+
+/// Decodes a counting-filter snapshot as [`decompress_counting`] does,
+/// into its non-zero cells when at most one counter in [`SPARSE_SHARE`] is
+/// set, else into a whole filter: a nearly empty window then costs what it
+/// holds, not an allocation and a walk of `m` counters.
+///
+/// ```
+/// use flowsieve::filter::{
+///     CounterSnapshot, CounterWidth, CountingBloomFilter, compress_counting,
+///     decompress_counter_snapshot,
+/// };
+/// let mut f = CountingBloomFilter::new(1 << 16, 4, CounterWidth::W8);
+/// f.insert(42);
+/// let back = decompress_counter_snapshot(&compress_counting(&f), 1 << 16).unwrap();
+/// assert!(matches!(back, CounterSnapshot::Sparse(_)));
+/// assert_eq!(back, CounterSnapshot::from(f));
+/// ```
+pub fn decompress_counter_snapshot(
+    bytes: &[u8],
+    max_counters: u64,
+) -> Result<CounterSnapshot, CompressedError> {
+    decode(bytes, max_counters, true)
+}
+
+/// Where a decoder puts the counters it decodes.
+enum Decoded {
+    Dense(CountingBloomFilter),
+    Sparse(Vec<(u32, u16)>),
+}
+
+/// The snapshot's counters, as cells when `sparse_if_few` and few are set.
+fn decode(
+    bytes: &[u8],
+    max_counters: u64,
+    sparse_if_few: bool,
+) -> Result<CounterSnapshot, CompressedError> {
     let version = check_preamble(bytes, MAGIC, &[VERSION_EACH_COUNTER, VERSION], HEADER_LEN)?;
     let (k, m) = (bytes[H_K], le_u64(bytes, H_M));
     let width = CounterWidth::from_bits(u32::from(bytes[H_BITS]));
@@ -249,12 +299,32 @@ pub fn decompress_counting(
         });
     }
     let mut dec = RangeDecoder::new(payload).ok_or(CompressedError::PayloadEnded { bit: 0, m })?;
-    let mut f = CountingBloomFilter::new(m as usize, usize::from(k), width);
-    if f.m() as u64 != m || f.k() != usize::from(k) {
+    // A filter of this shape exists: `m` splits into `k` partitions (checked
+    // above) and `k` is one a filter takes.
+    if usize::from(k) > super::MAX_K {
         return Err(CompressedError::BadSizes { m, ones: 0, k });
     }
+    let k = usize::from(k);
+    // Cells when asked for and few; their indices are 32-bit.
+    let cells = sparse_if_few
+        && version == VERSION
+        && nonzero <= m / SPARSE_SHARE
+        && u32::try_from(m).is_ok();
+    let mut out = if cells {
+        Decoded::Sparse(Vec::with_capacity(nonzero as usize))
+    } else {
+        let f = CountingBloomFilter::new(m as usize, k, width);
+        if f.m() as u64 != m || f.k() != k {
+            return Err(CompressedError::BadSizes {
+                m,
+                ones: 0,
+                k: k as u8,
+            });
+        }
+        Decoded::Dense(f)
+    };
     let mut seen = vec![0u64; ESCAPE + 1];
-    let mut sum = CounterChecksum::new(f.k(), width);
+    let mut sum = CounterChecksum::new(k, width);
     // The rest of counter `i`'s unary run from `first`, and its escaped
     // bits: the value, or why it could not be decoded.
     let mut run = |dec: &mut RangeDecoder, i: u64, first: usize| {
@@ -288,7 +358,11 @@ pub fn decompress_counting(
             let i = gaps.next_marked(&mut dec, &mut from, m, (decoded, nonzero))?;
             let v = run(&mut dec, i, 1)?;
             sum.push(i as usize, v);
-            f.set_counter(i as usize, v);
+            match &mut out {
+                Decoded::Dense(f) => f.set_counter(i as usize, v),
+                // Below m, which fits 32 bits; v fits the width, at most 16.
+                Decoded::Sparse(c) => c.push((i as u32, v as u16)),
+            }
         }
         seen[0] = m - nonzero;
     } else {
@@ -296,7 +370,10 @@ pub fn decompress_counting(
             let v = run(&mut dec, i, 0)?;
             sum.push(i as usize, v);
             // The filter starts at zero: only the others are written.
-            if v != 0 {
+            // (Version 1 always decodes whole.)
+            if v != 0
+                && let Decoded::Dense(f) = &mut out
+            {
                 f.set_counter(i as usize, v);
             }
         }
@@ -307,5 +384,10 @@ pub fn decompress_counting(
             declared: m - histogram[0],
         });
     }
-    Ok(f)
+    Ok(match out {
+        Decoded::Dense(f) => CounterSnapshot::Dense(f),
+        Decoded::Sparse(c) => {
+            CounterSnapshot::Sparse(SparseCounters::from_sorted(m as usize, k, width, c))
+        }
+    })
 }

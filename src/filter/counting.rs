@@ -338,6 +338,46 @@ impl CountingBloomFilter {
         }
     }
 
+    /// The non-zero counters as cells, found from `hashes`: every hash the
+    /// filter took since it was last all-zero (the window's
+    /// [`super::InsertionLog`]). Costs `O(k n log(k n))` for `n` hashes
+    /// instead of a walk over all `m` counters. A counter set by a hash not
+    /// in `hashes` is left out, so the list must be whole. `None` when the
+    /// filter has more counters than 32-bit indices reach.
+    ///
+    /// ```
+    /// use flowsieve::filter::{CounterWidth, CountingBloomFilter};
+    /// let mut f = CountingBloomFilter::new(1 << 12, 4, CounterWidth::W8);
+    /// f.insert(7);
+    /// f.insert(7);
+    /// let cells = f.nonzero_of(&[7, 7]).unwrap();
+    /// assert_eq!(cells.nonzero_counters(), 4);
+    /// ```
+    pub fn nonzero_of(&self, hashes: &[u64]) -> Option<super::SparseCounters> {
+        u32::try_from(self.m()).ok()?;
+        let mut at: Vec<u32> = Vec::with_capacity(hashes.len() * self.k());
+        for &h in hashes {
+            // Below m, which fits 32 bits (checked above).
+            self.indexer.for_each(h, |i| at.push(i as u32));
+        }
+        at.sort_unstable();
+        at.dedup();
+        let cells = at
+            .into_iter()
+            .filter_map(|i| {
+                let v = super::Counters::counter(self, i as usize);
+                // A counter is at most 16 bits wide.
+                (v != 0).then_some((i, v as u16))
+            })
+            .collect();
+        Some(super::SparseCounters::from_sorted(
+            self.m(),
+            self.k(),
+            self.width,
+            cells,
+        ))
+    }
+
     /// Counters that are non-zero.
     pub fn nonzero_counters(&self) -> u64 {
         let mut n = 0;

@@ -15,6 +15,8 @@
 //!   sharper posterior (000 §VI).
 //! - [`InsertionLog`]: the hashes a filter took since it was clear, so a
 //!   sparse filter is cleared by what it holds, not by a sweep.
+//! - [`CounterSnapshot`]: a counting filter's counters whole, or as its
+//!   non-zero cells ([`SparseCounters`]) when a window took few.
 //! - [`compress_bloom`] / [`decompress_bloom`] and deltas: arithmetic-coded
 //!   snapshots near `m H(p)` bits (002).
 
@@ -26,6 +28,7 @@ mod bloom;
 mod compressed;
 mod compressed_counting;
 mod counter_layout;
+mod counter_snapshot;
 mod counter_width;
 mod counting;
 mod gap_coding;
@@ -33,6 +36,7 @@ mod insertion_log;
 mod prior;
 mod recycling;
 mod selective;
+mod sparse_counters;
 mod traits;
 
 /// The atomics [`AtomicCountingBloomFilter`] is built on. tests/loom.rs
@@ -55,15 +59,19 @@ pub use compressed::{
     CompressedError, DEFAULT_DECODE_MAX_BITS, MAX_SNAPSHOT_BITS, apply_delta, compress_bloom,
     compress_delta, decompress_bloom, decompress_bloom_within,
 };
-pub use compressed_counting::{ESCAPE as COUNTER_ESCAPE, compress_counting, decompress_counting};
+pub use compressed_counting::{
+    ESCAPE as COUNTER_ESCAPE, compress_counting, decompress_counter_snapshot, decompress_counting,
+};
 pub use counter_layout::{CounterLayout, CounterLayoutError};
+pub use counter_snapshot::CounterSnapshot;
 pub use counter_width::{CounterWidth, CounterWidthError};
 pub use counting::CountingBloomFilter;
 pub use insertion_log::{InsertionLog, SCATTERED_LINE_COST};
 pub use prior::{PriorEstimate, PriorSampler, RoundPriors};
 pub use recycling::{MAX_K, RecyclePolicy, RecyclingBloomFilter, RecyclingStats};
 pub use selective::{SelectiveAnswer, SelectiveBloomFilter, SelectiveCountingFilter, Selectivity};
-pub use traits::{Counters, Membership};
+pub use sparse_counters::SparseCounters;
+pub use traits::{CounterCells, Counters, Membership};
 
 /// Faults in every memory page of `words` as writable, changing no value,
 /// if the whole slice fits in `*budget` bytes, and takes its size from the

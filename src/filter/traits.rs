@@ -101,3 +101,42 @@ fn ln_count(c: u64) -> f64 {
         None => (c as f64).ln(),
     }
 }
+
+/// A counting filter's shape and its non-zero counters in index order:
+/// what a counter snapshot codes ([`super::compress_counting`]), whether
+/// the counters are a whole filter or its non-zero cells alone.
+pub trait CounterCells {
+    /// Counters of the filter.
+    fn m(&self) -> usize;
+    /// Hash functions.
+    fn k(&self) -> usize;
+    /// Counter width.
+    fn width(&self) -> super::CounterWidth;
+    /// Calls `each(i, v)` for every non-zero counter, in increasing `i`.
+    fn for_each_nonzero(&self, each: impl FnMut(usize, u64));
+}
+
+macro_rules! counter_cells_by_inherent {
+    ($($t:ty),*) => {$(
+        impl CounterCells for $t {
+            fn m(&self) -> usize {
+                <$t>::m(self)
+            }
+            fn k(&self) -> usize {
+                <$t>::k(self)
+            }
+            fn width(&self) -> super::CounterWidth {
+                <$t>::width(self)
+            }
+            fn for_each_nonzero(&self, each: impl FnMut(usize, u64)) {
+                <$t>::for_each_nonzero(self, each)
+            }
+        }
+    )*};
+}
+
+counter_cells_by_inherent!(
+    super::CountingBloomFilter,
+    super::SparseCounters,
+    super::CounterSnapshot
+);

@@ -27,8 +27,8 @@
 
 use crate::dissect::FlowKey;
 use crate::filter::{
-    BloomFilter, CompressedError, CountingBloomFilter, compress_bloom, compress_counting,
-    decompress_bloom_within, decompress_counting,
+    BloomFilter, CompressedError, CounterSnapshot, compress_bloom, compress_counting,
+    decompress_bloom_within, decompress_counter_snapshot,
 };
 use crate::hash::fmix64;
 use crate::pipeline::Candidate;
@@ -56,8 +56,9 @@ pub struct Digest {
     pub packets: u64,
     /// Packets per class id.
     pub class_packets: Vec<u64>,
-    /// The counting filter at the window's close.
-    pub counters: CountingBloomFilter,
+    /// The counting filter at the window's close (decoded as its non-zero
+    /// cells when few are set).
+    pub counters: CounterSnapshot,
     /// The flows seen.
     pub presence: BloomFilter,
     /// Flows whose local estimate reached `⌈θ/P⌉`.
@@ -237,12 +238,13 @@ impl Digest {
         if stored != computed {
             return Err(DigestError::Checksum { stored, computed });
         }
-        let counters = decompress_counting(counters_bytes, MAX_DIGEST_CELLS).map_err(|source| {
-            DigestError::Filter {
-                part: "counters",
-                source,
-            }
-        })?;
+        let counters =
+            decompress_counter_snapshot(counters_bytes, MAX_DIGEST_CELLS).map_err(|source| {
+                DigestError::Filter {
+                    part: "counters",
+                    source,
+                }
+            })?;
         let presence =
             decompress_bloom_within(presence_bytes, MAX_DIGEST_CELLS).map_err(|source| {
                 DigestError::Filter {

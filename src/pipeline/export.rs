@@ -20,7 +20,7 @@
 use super::keyed::HashMap;
 use super::record::PacketRecord;
 use crate::dissect::FlowKey;
-use crate::filter::{BloomFilter, CountingBloomFilter};
+use crate::filter::{BloomFilter, CounterSnapshot, CountingBloomFilter};
 use std::fmt;
 use std::sync::Arc;
 
@@ -50,8 +50,9 @@ pub struct ShardWindow {
     pub packets: u64,
     /// Packets per class id.
     pub class_packets: Vec<u64>,
-    /// The counting filter at the window's close.
-    pub counters: CountingBloomFilter,
+    /// The counting filter at the window's close: its non-zero cells when
+    /// the window's insertions were few enough to be logged, else a copy.
+    pub counters: CounterSnapshot,
     /// The flows seen in the window.
     pub presence: BloomFilter,
     /// The flows whose local estimate reached the candidate threshold, in
@@ -146,12 +147,17 @@ impl ShardExporter {
     }
 
     /// Hands out the window's digest parts and starts the next window.
+    /// `logged` is every hash the counters took in the window, when the
+    /// shard's [`crate::filter::InsertionLog`] held them all: the counters
+    /// then go out as the cells those hashes set, not as a copy of the
+    /// whole array (on a quiet link, a few cells of 2^19).
     pub(crate) fn close(
         &mut self,
         window: u64,
         packets: u64,
         class_packets: &[u64],
         counters: &CountingBloomFilter,
+        logged: Option<&[u64]>,
     ) {
         let mut candidates = Vec::with_capacity(self.order.len());
         for h in self.order.drain(..) {
@@ -168,7 +174,10 @@ impl ShardExporter {
             window,
             packets,
             class_packets: class_packets.to_vec(),
-            counters: counters.clone(),
+            counters: match logged.and_then(|h| counters.nonzero_of(h)) {
+                Some(cells) => CounterSnapshot::Sparse(cells),
+                None => CounterSnapshot::Dense(counters.clone()),
+            },
             presence,
             candidates,
         });

@@ -717,7 +717,13 @@ impl HeavyShard {
         if let (Some(x), HeavyFilter::Partitioned(f), Some(w)) =
             (self.export.as_mut(), &self.filter, self.window)
         {
-            x.close(w, self.window_packets, &self.window_class_packets, f);
+            x.close(
+                w,
+                self.window_packets,
+                &self.window_class_packets,
+                f,
+                self.log.complete(),
+            );
         }
         match self.log.complete() {
             Some(hashes) => self.filter.clear_inserted(hashes),
