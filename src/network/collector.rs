@@ -15,10 +15,11 @@
 
 use super::book::{Book, ConsumerView, Verdict, shard_waits};
 use super::digest::Digest;
+use super::merge::ShardWindowResult;
 use super::transport::{
     self, Nats, NetError, RESULTS_BUCKET, STREAM, result_key, result_subject, shard_filter,
 };
-use async_nats::jetstream::{AckKind, Message, consumer};
+use async_nats::jetstream::{AckKind, Message, consumer, kv};
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -75,8 +76,8 @@ pub const ACK_WAIT: Duration = Duration::from_secs(10);
 /// digests it holds (well inside [`ACK_WAIT`]).
 const PROGRESS_EVERY: Duration = Duration::from_secs(3);
 
-/// How long one round drains one shard's consumer before it turns to the
-/// next shard and to writing what is complete.
+/// How long one round drains the shards' consumers (a wave of fetches, one
+/// a shard, at a time) before it turns to writing what is complete.
 const DRAIN_BUDGET: Duration = Duration::from_secs(1);
 
 /// Makes the allocator hand each merge's buffers back to the system when
@@ -121,6 +122,14 @@ const DRAIN_HELD_MAX: usize = 64;
 /// empty one) take under a second, far inside [`ACK_WAIT`]; 256 took up to 3 s
 /// when every digest cost 5-11 ms.
 const FETCH_BATCH: usize = 64;
+
+/// Requests to the server a collector keeps in flight at once for the
+/// reads of a fetch's new windows, a round's result writes and their
+/// acknowledgements. One at a time, a backlog of nearly empty windows was
+/// paced by the round trips (four a shard-window: 36.5 s of wall time for
+/// 12.9 s of CPU on a one-hour trace; BENCHMARKS.md, twenty-seventh
+/// round).
+const IN_FLIGHT: usize = 64;
 
 /// Tells the server that the collector is still working on every digest
 /// it holds. Fire and forget: one that is lost lets a digest come back,
@@ -256,60 +265,71 @@ pub async fn collect(
             }
         };
         let mut got = 0u64;
-        // Each shard's drain stops after DRAIN_BUDGET, and the held
-        // digests' progress acknowledgements go out as they fall due, also
-        // in the middle of a drain. A drain that ran to the consumer's end
-        // before either used to outlast ACK_WAIT on a backlog (a
-        // collector started after the probes replayed a long trace): the
-        // server then delivered the first digests again while the drain
-        // went on, and the drain never ended. Stopping early is safe: a
-        // drain could always end at an empty or failed fetch, and
-        // `shard_waits` keeps a shard's windows from being written while
-        // its consumer may still hold digests the watermarks promise.
-        for (c, &shard) in consumers.iter().zip(&opts.shards) {
-            let drain_until = Instant::now() + DRAIN_BUDGET;
-            loop {
-                if book.held(shard) >= DRAIN_HELD_MAX && !stalled.contains(&shard) {
-                    break;
+        // The drain stops after DRAIN_BUDGET, and the held digests'
+        // progress acknowledgements go out as they fall due, also in the
+        // middle of a drain. A drain that ran to the consumers' end before
+        // either used to outlast ACK_WAIT on a backlog (a collector started
+        // after the probes replayed a long trace): the server then
+        // delivered the first digests again while the drain went on, and
+        // the drain never ended. Stopping early is safe: a drain could
+        // always end at an empty or failed fetch, and `shard_waits` keeps
+        // a shard's windows from being written while its consumer may
+        // still hold digests the watermarks promise.
+        //
+        // The shards' fetches go out together, a batch a shard a wave, and
+        // a shard leaves the drain at its first empty or failed fetch. A
+        // fetch that finds nothing waits for its expiry, and when the
+        // shards were fetched one after the other the idle shards' waits
+        // paced the busy ones: 7 x 50 ms a round for the 64 digests of the
+        // last shard of a backlog (BENCHMARKS.md, twenty-seventh round).
+        let drain_until = Instant::now() + DRAIN_BUDGET;
+        let mut draining: Vec<usize> = (0..consumers.len()).collect();
+        loop {
+            draining.retain(|&i| {
+                let shard = opts.shards[i];
+                book.held(shard) < DRAIN_HELD_MAX || stalled.contains(&shard)
+            });
+            if draining.is_empty() {
+                break;
+            }
+            let wave = futures_util::future::join_all(
+                draining
+                    .iter()
+                    .map(|&i| fetch_batch(&consumers[i], opts, i)),
+            )
+            .await;
+            let mut decoded = Vec::new();
+            for (i, batch) in wave {
+                let n = batch.as_ref().map_or(0, Vec::len);
+                if n == 0 {
+                    draining.retain(|&d| d != i);
                 }
-                let mut batch = match c
-                    .fetch()
-                    .max_messages(FETCH_BATCH)
-                    .expires(Duration::from_millis(50))
-                    .messages()
-                    .await
-                {
-                    Ok(b) => b,
-                    Err(e) => {
-                        transient(&transport::nats_err("fetch")(&e), opts);
-                        break;
-                    }
-                };
-                let mut n = 0;
-                while let Some(m) = batch.next().await {
-                    let Ok(m) = m else {
-                        continue;
-                    };
-                    n += 1;
-                    offer(
-                        &nats,
-                        &mut book,
-                        &mut written,
-                        &mut summary,
-                        m,
-                        now_ms(start),
-                        opts,
-                    )
-                    .await?;
-                    if last_progress.elapsed() >= PROGRESS_EVERY {
-                        progress(&book).await;
-                        last_progress = Instant::now();
+                got += n as u64;
+                for m in batch.into_iter().flatten() {
+                    if let Some(d) = decode(&nats, &mut summary, m, opts).await {
+                        decoded.push(d);
                     }
                 }
-                got += n;
-                if n == 0 || Instant::now() >= drain_until {
-                    break;
+            }
+            look_up_written(&results, &book, &mut written, &decoded, opts).await;
+            for (d, m) in decoded {
+                offer(
+                    &mut book,
+                    &written,
+                    &mut summary,
+                    &d,
+                    m,
+                    now_ms(start),
+                    opts,
+                )
+                .await;
+                if last_progress.elapsed() >= PROGRESS_EVERY {
+                    progress(&book).await;
+                    last_progress = Instant::now();
                 }
+            }
+            if Instant::now() >= drain_until {
+                break;
             }
         }
         if got > 0 {
@@ -343,18 +363,20 @@ pub async fn collect(
         // Each ready shard's consumer, as the server sees it, and what is
         // held here; a shard missing from this map (its consumer could
         // not be asked) writes nothing this round.
-        let mut views: HashMap<u32, (ConsumerView, u64)> = HashMap::new();
-        for s in ready {
-            let Some(c) = opts
+        // Asked together: one round trip for all, not one a shard.
+        let infos = futures_util::future::join_all(ready.into_iter().filter_map(|s| {
+            let c = opts
                 .shards
                 .iter()
                 .position(|&o| o == s)
-                .and_then(|i| consumers.get(i))
-            else {
-                continue;
-            };
+                .and_then(|i| consumers.get(i))?;
+            Some(async move { (s, c.get_info().await) })
+        }))
+        .await;
+        let mut views: HashMap<u32, (ConsumerView, u64)> = HashMap::new();
+        for (s, info) in infos {
             let held = book.held(s);
-            match c.get_info().await {
+            match info {
                 Ok(info) => {
                     if info.num_ack_pending > held {
                         if !warned_elsewhere.contains(&s) {
@@ -400,44 +422,18 @@ pub async fn collect(
             .copied()
             .filter(|&s| book.held(s) >= DRAIN_HELD_MAX && !ready.iter().any(|(r, _)| r.shard == s))
             .collect();
-        for (r, tokens) in ready {
-            let key = result_key(r.window, r.shard);
-            let bytes =
-                serde_json::to_vec(&r).map_err(|e| transport::nats_err("encode result")(&e))?;
-            while let Err(e) = results.put(key.as_str(), bytes.clone().into()).await {
-                transient(&transport::nats_err("write result")(&e), opts);
-                if stop() {
-                    return Ok(summary);
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            let _ = nats
-                .client
-                .publish(result_subject(r.window, r.shard), bytes.into())
-                .await;
-            // Only now: a crash before this line redelivers the digests,
-            // which merge to the same result (or find it written).
-            for m in tokens {
-                // An acknowledgement that does not arrive leaves the digest
-                // to be redelivered, found written, and acknowledged then.
-                if let Err(e) = m.double_ack().await {
-                    transient(&transport::nats_err("acknowledge")(&e), opts);
-                }
-            }
-            summary.written += 1;
-            summary.partial += u64::from(r.partial);
-            if opts.verbose {
-                eprintln!(
-                    "collect: window {} shard {}: {} probes, {} packets, {} heavy{}",
-                    r.window,
-                    r.shard,
-                    r.probes.len(),
-                    r.packets,
-                    r.heavy.len(),
-                    if r.partial { " (partial)" } else { "" }
-                );
-            }
-            written.insert((r.window, r.shard), r.probes);
+        if !write_results(
+            &nats,
+            &results,
+            ready,
+            &mut written,
+            &mut summary,
+            opts,
+            stop,
+        )
+        .await?
+        {
+            return Ok(summary);
         }
         if stop() {
             return Ok(summary);
@@ -454,15 +450,45 @@ pub async fn collect(
     }
 }
 
-async fn offer(
+/// One fetch of up to [`FETCH_BATCH`] digests from consumer `c` (the
+/// `i`-th), gathered; `None` when the fetch failed (the shard then leaves
+/// this round's drain, as at an empty fetch).
+async fn fetch_batch(
+    c: &consumer::PullConsumer,
+    opts: &CollectOptions,
+    i: usize,
+) -> (usize, Option<Vec<Message>>) {
+    let batch = c
+        .fetch()
+        .max_messages(FETCH_BATCH)
+        .expires(Duration::from_millis(50))
+        .messages()
+        .await;
+    let mut batch = match batch {
+        Ok(b) => b,
+        Err(e) => {
+            transient(&transport::nats_err("fetch")(&e), opts);
+            return (i, None);
+        }
+    };
+    let mut got = Vec::with_capacity(FETCH_BATCH);
+    while let Some(m) = batch.next().await {
+        if let Ok(m) = m {
+            got.push(m);
+        }
+    }
+    (i, Some(got))
+}
+
+/// The digest a message carries (from the object store when the message
+/// names one), or `None` when it was refused: damaged, or its object is
+/// gone. A refused message is terminated so that it never comes back.
+async fn decode(
     nats: &Nats,
-    book: &mut Book<Message>,
-    written: &mut HashMap<(u64, u32), Vec<String>>,
     summary: &mut CollectSummary,
     mut m: Message,
-    now: u64,
     opts: &CollectOptions,
-) -> Result<(), NetError> {
+) -> Option<(Digest, Message)> {
     // A digest over the message limit is in the object store; the message
     // names it.
     let object = m
@@ -488,7 +514,7 @@ async fn offer(
                     );
                     summary.rejected += 1;
                     let _ = m.ack_with(AckKind::Term).await;
-                    return Ok(());
+                    return None;
                 }
                 Err(e) => {
                     transient(&e, opts);
@@ -503,7 +529,7 @@ async fn offer(
             eprintln!("collect: {}: refused: {e}", m.subject);
             summary.rejected += 1;
             let _ = m.ack_with(AckKind::Term).await;
-            return Ok(());
+            return None;
         }
     };
     // The message is kept only to be acknowledged once its window is
@@ -511,22 +537,66 @@ async fn offer(
     // (async-nats splits it off, sharing the allocation), and keeping the
     // slice would keep that whole buffer for as long as the window waits.
     m.message.payload = Default::default();
-    let key = (d.window, d.shard);
-    // A window in progress here has no result yet: only the first digest
-    // of a window (or one after a restart) asks the bucket.
-    while !written.contains_key(&key) && !book.is_pending(d.window, d.shard) {
-        match nats.result(d.window, d.shard).await {
-            Ok(Some(r)) => {
-                written.insert(key, r.probes);
-            }
-            Ok(None) => break,
-            Err(e) => {
-                transient(&e, opts);
-                tokio::time::sleep(Duration::from_millis(500)).await;
+    Some((d, m))
+}
+
+/// Reads from the results bucket whether the windows of `digests` that are
+/// neither in progress here nor known written were written (by a
+/// predecessor, before a restart), and notes those that were in
+/// `written`. Only the first digest of a window asks; the reads of one
+/// fetch go out together, [`IN_FLIGHT`] at a time, so a backlog of
+/// nearly empty windows is not paced by one round trip each. A read that
+/// fails is retried until it answers: a window must not be merged again
+/// over a result it has.
+async fn look_up_written(
+    results: &kv::Store,
+    book: &Book<Message>,
+    written: &mut HashMap<(u64, u32), Vec<String>>,
+    digests: &[(Digest, Message)],
+    opts: &CollectOptions,
+) {
+    let mut keys: Vec<(u64, u32)> = digests
+        .iter()
+        .map(|(d, _)| (d.window, d.shard))
+        .filter(|&(w, s)| !written.contains_key(&(w, s)) && !book.is_pending(w, s))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let found: Vec<_> = futures_util::stream::iter(keys.into_iter().map(|(w, s)| async move {
+        loop {
+            match transport::read_result(results, w, s).await {
+                Ok(r) => return ((w, s), r),
+                Err(e) => {
+                    transient(&e, opts);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
             }
         }
+    }))
+    .buffer_unordered(IN_FLIGHT)
+    .collect()
+    .await;
+    for (key, r) in found {
+        if let Some(r) = r {
+            written.insert(key, r.probes);
+        }
     }
-    let (verdict, back) = book.offer(&d, m, now, written.get(&key).map(Vec::as_slice));
+}
+
+/// Offers a decoded digest to the book (its window's result, if written,
+/// is in `written` already: [`look_up_written`]), and acknowledges at once
+/// a digest the book gives back (a duplicate, a late or a refused one).
+async fn offer(
+    book: &mut Book<Message>,
+    written: &HashMap<(u64, u32), Vec<String>>,
+    summary: &mut CollectSummary,
+    d: &Digest,
+    m: Message,
+    now: u64,
+    opts: &CollectOptions,
+) {
+    let key = (d.window, d.shard);
+    let (verdict, back) = book.offer(d, m, now, written.get(&key).map(Vec::as_slice));
     match &verdict {
         Verdict::Merged => summary.merged += 1,
         Verdict::Duplicate { .. } => summary.duplicates += 1,
@@ -554,7 +624,88 @@ async fn offer(
             transient(&transport::nats_err("acknowledge")(&e), opts);
         }
     }
-    Ok(())
+}
+
+/// Writes the round's finished shard-windows: each result to the bucket,
+/// then to its subject, then its digests' acknowledgements (a crash before
+/// an acknowledgement redelivers the digests, which find the result
+/// written). The writes go out together, [`IN_FLIGHT`] at a time, and so
+/// do the acknowledgements; the subject sees the results in the book's
+/// order. Returns `false` when `stop` said so while a write was failing:
+/// the windows not written are left to be redelivered.
+async fn write_results(
+    nats: &Nats,
+    results: &kv::Store,
+    ready: Vec<(ShardWindowResult, Vec<Message>)>,
+    written: &mut HashMap<(u64, u32), Vec<String>>,
+    summary: &mut CollectSummary,
+    opts: &CollectOptions,
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Result<bool, NetError> {
+    let mut encoded = Vec::with_capacity(ready.len());
+    for (r, tokens) in ready {
+        let bytes: bytes::Bytes = serde_json::to_vec(&r)
+            .map_err(|e| transport::nats_err("encode result")(&e))?
+            .into();
+        encoded.push((r, tokens, bytes));
+    }
+    let stored: Vec<bool> =
+        futures_util::stream::iter(encoded.iter().map(|(r, _, bytes)| async move {
+            let key = result_key(r.window, r.shard);
+            loop {
+                match results.put(key.as_str(), bytes.clone()).await {
+                    Ok(_) => return true,
+                    Err(e) => {
+                        transient(&transport::nats_err("write result")(&e), opts);
+                        if stop() {
+                            return false;
+                        }
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                }
+            }
+        }))
+        .buffered(IN_FLIGHT)
+        .collect()
+        .await;
+    let mut acks = Vec::new();
+    for ((r, tokens, bytes), stored) in encoded.into_iter().zip(&stored) {
+        if !stored {
+            continue;
+        }
+        let _ = nats
+            .client
+            .publish(result_subject(r.window, r.shard), bytes)
+            .await;
+        // Only now: a crash before this line redelivers the digests,
+        // which merge to the same result (or find it written).
+        acks.extend(tokens);
+        summary.written += 1;
+        summary.partial += u64::from(r.partial);
+        if opts.verbose {
+            eprintln!(
+                "collect: window {} shard {}: {} probes, {} packets, {} heavy{}",
+                r.window,
+                r.shard,
+                r.probes.len(),
+                r.packets,
+                r.heavy.len(),
+                if r.partial { " (partial)" } else { "" }
+            );
+        }
+        written.insert((r.window, r.shard), r.probes);
+    }
+    // An acknowledgement that does not arrive leaves the digest to be
+    // redelivered, found written, and acknowledged then.
+    futures_util::stream::iter(acks.into_iter().map(|m| async move {
+        if let Err(e) = m.double_ack().await {
+            transient(&transport::nats_err("acknowledge")(&e), opts);
+        }
+    }))
+    .buffer_unordered(IN_FLIGHT)
+    .collect::<Vec<()>>()
+    .await;
+    Ok(stored.iter().all(|&s| s))
 }
 
 /// A request that failed but will be retried.

@@ -405,21 +405,7 @@ impl Nats {
         shard: u32,
     ) -> Result<Option<ShardWindowResult>, NetError> {
         let store = self.bucket(RESULTS_BUCKET).await?;
-        let key = result_key(window, shard);
-        let Some(v) = store
-            .get(key.as_str())
-            .await
-            .map_err(|e| nats_err("read result")(&e))?
-        else {
-            return Ok(None);
-        };
-        serde_json::from_slice(&v)
-            .map(Some)
-            .map_err(|e| NetError::Stored {
-                what: "result",
-                key,
-                detail: e.to_string(),
-            })
+        read_result(&store, window, shard).await
     }
 
     /// Every written shard-window result, by window then shard.
@@ -550,3 +536,28 @@ fn window_keys(window: u64) -> String {
 /// goes through may fail to be created for a few seconds after a cluster
 /// lost a node.
 const KEY_LIST_TRIES: u32 = 10;
+
+/// The written result of a shard-window in the results bucket `store`, if
+/// there is one: one request, for a caller that holds the bucket open
+/// ([`Nats::result`] opens it first, a second request).
+pub async fn read_result(
+    store: &kv::Store,
+    window: u64,
+    shard: u32,
+) -> Result<Option<ShardWindowResult>, NetError> {
+    let key = result_key(window, shard);
+    let Some(v) = store
+        .get(key.as_str())
+        .await
+        .map_err(|e| nats_err("read result")(&e))?
+    else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&v)
+        .map(Some)
+        .map_err(|e| NetError::Stored {
+            what: "result",
+            key,
+            detail: e.to_string(),
+        })
+}
