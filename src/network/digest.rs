@@ -128,7 +128,13 @@ fn checksum(bytes: &[u8]) -> u64 {
 impl Digest {
     /// The digest's bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let counters = compress_counting(&self.counters);
+        // Coded from the concrete form: through the snapshot's own walk the
+        // dense coding loop ran 35-45 % slower at 125,000 packets a
+        // shard-window (`cargo bench --bench network`).
+        let counters = match &self.counters {
+            CounterSnapshot::Dense(f) => compress_counting(f),
+            CounterSnapshot::Sparse(s) => compress_counting(s),
+        };
         let presence = compress_bloom(&self.presence);
         let probe = self.probe.as_bytes();
         let probe = &probe[..probe.len().min(MAX_PROBE_ID)];

@@ -20,8 +20,8 @@ use super::config::NetworkConfig;
 use super::digest::Digest;
 use super::merged_cells::MergedCells;
 use crate::dissect::FlowKey;
-use crate::filter::CounterWidth;
 use crate::filter::{BloomFilter, compress_bloom, decompress_bloom_within};
+use crate::filter::{CounterSnapshot, CounterWidth};
 use crate::hash::{PartitionedIndexer, fmix64};
 use crate::pipeline::Candidate;
 use serde::{Deserialize, Serialize};
@@ -296,8 +296,13 @@ impl ShardWindowMerge {
         // non-zero ones are visited (most of a window's words are zero).
         let cells = &mut self.cells;
         cells.expect(d.counters.nonzero_counters() as usize);
-        d.counters
-            .for_each_nonzero(|i, v| cells.add(i, v as u32, v == max));
+        let mut add = |i: usize, v: u64| cells.add(i, v as u32, v == max);
+        // Walked in the concrete form, as the digest codes it (see
+        // `Digest::encode`).
+        match &d.counters {
+            CounterSnapshot::Dense(f) => f.for_each_nonzero(&mut add),
+            CounterSnapshot::Sparse(s) => s.for_each_nonzero(&mut add),
+        }
         match self.presence.as_mut() {
             Some(p) => {
                 // Same shape, checked above.
