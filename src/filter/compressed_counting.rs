@@ -135,8 +135,9 @@ fn tails(histogram: &[u64]) -> Vec<u64> {
 }
 
 /// Encodes a counting filter's counters: a whole filter, or its non-zero
-/// cells ([`super::SparseCounters`], [`super::CounterSnapshot`]), to the
-/// same bytes for the same counters. The work is in proportion to the
+/// cells ([`super::SparseCounters`]; a [`super::CounterSnapshot`] codes
+/// either with [`super::CounterSnapshot::compress`]), to the same bytes
+/// for the same counters. The work is in proportion to the
 /// non-zero counters, plus, for a whole filter, a walk over its words.
 pub fn compress_counting<C: CounterCells + ?Sized>(f: &C) -> Vec<u8> {
     let m = f.m();

@@ -2,7 +2,7 @@
 //! carries them: the whole array, or, when few are set, the non-zero cells
 //! alone ([`SparseCounters`]).
 //!
-//! Both forms code to the same bytes ([`super::compress_counting`]) and
+//! Both forms code to the same bytes ([`CounterSnapshot::compress`]) and
 //! compare equal when they hold the same counters, so which one a probe
 //! made or a collector decoded never shows in a result: it only decides
 //! what the window costs.
@@ -17,7 +17,8 @@
 //! let sparse = CounterSnapshot::Sparse(f.nonzero_of(&[3, 5]).unwrap());
 //! let dense = CounterSnapshot::from(f);
 //! assert_eq!(sparse, dense);
-//! assert_eq!(compress_counting(&sparse), compress_counting(&dense));
+//! assert_eq!(sparse.compress(), dense.compress());
+//! assert_eq!(sparse.compress(), compress_counting(&dense.clone().into_dense()));
 //! assert_eq!(sparse.counter(first_of_3), dense.counter(first_of_3));
 //! ```
 
@@ -84,6 +85,15 @@ impl CounterSnapshot {
         match self {
             CounterSnapshot::Dense(f) => f.for_each_nonzero(each),
             CounterSnapshot::Sparse(s) => s.for_each_nonzero(each),
+        }
+    }
+
+    /// The counters' `FSCC` snapshot ([`super::compress_counting`] of the
+    /// concrete form: the same bytes from either).
+    pub fn compress(&self) -> Vec<u8> {
+        match self {
+            CounterSnapshot::Dense(f) => super::compress_counting(f),
+            CounterSnapshot::Sparse(s) => super::compress_counting(s),
         }
     }
 

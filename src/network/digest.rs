@@ -27,8 +27,8 @@
 
 use crate::dissect::FlowKey;
 use crate::filter::{
-    BloomFilter, CompressedError, CounterSnapshot, compress_bloom, compress_counting,
-    decompress_bloom_within, decompress_counter_snapshot,
+    BloomFilter, CompressedError, CounterSnapshot, compress_bloom, decompress_bloom_within,
+    decompress_counter_snapshot,
 };
 use crate::hash::fmix64;
 use crate::pipeline::Candidate;
@@ -128,13 +128,7 @@ fn checksum(bytes: &[u8]) -> u64 {
 impl Digest {
     /// The digest's bytes.
     pub fn encode(&self) -> Vec<u8> {
-        // Coded from the concrete form: through the snapshot's own walk the
-        // dense coding loop ran 35-45 % slower at 125,000 packets a
-        // shard-window (`cargo bench --bench network`).
-        let counters = match &self.counters {
-            CounterSnapshot::Dense(f) => compress_counting(f),
-            CounterSnapshot::Sparse(s) => compress_counting(s),
-        };
+        let counters = self.counters.compress();
         let presence = compress_bloom(&self.presence);
         let probe = self.probe.as_bytes();
         let probe = &probe[..probe.len().min(MAX_PROBE_ID)];

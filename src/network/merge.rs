@@ -297,8 +297,8 @@ impl ShardWindowMerge {
         let cells = &mut self.cells;
         cells.expect(d.counters.nonzero_counters() as usize);
         let mut add = |i: usize, v: u64| cells.add(i, v as u32, v == max);
-        // Walked in the concrete form, as the digest codes it (see
-        // `Digest::encode`).
+        // Walked in the concrete form, as a snapshot codes itself (see
+        // `CounterSnapshot::compress`).
         match &d.counters {
             CounterSnapshot::Dense(f) => f.for_each_nonzero(&mut add),
             CounterSnapshot::Sparse(s) => s.for_each_nonzero(&mut add),
