@@ -351,20 +351,7 @@ impl Nats {
             Err(e) if e.to_string().contains("not found") => return Ok(None),
             Err(e) => return Err(nats_err("open bucket")(&e)),
         };
-        let Some(v) = store
-            .get(CONFIG_KEY)
-            .await
-            .map_err(|e| nats_err("read configuration")(&e))?
-        else {
-            return Ok(None);
-        };
-        serde_json::from_slice(&v)
-            .map(Some)
-            .map_err(|e| NetError::Stored {
-                what: "configuration",
-                key: CONFIG_KEY.into(),
-                detail: e.to_string(),
-            })
+        read_stored(&store, CONFIG_KEY, "configuration", "read configuration").await
     }
 
     /// The digest stream's last sequence: every digest stored so far is at
@@ -545,19 +532,25 @@ pub async fn read_result(
     window: u64,
     shard: u32,
 ) -> Result<Option<ShardWindowResult>, NetError> {
-    let key = result_key(window, shard);
-    let Some(v) = store
-        .get(key.as_str())
-        .await
-        .map_err(|e| nats_err("read result")(&e))?
-    else {
+    read_stored(store, &result_key(window, shard), "result", "read result").await
+}
+
+/// The JSON value stored under `key` in `store`, if there is one; `what`
+/// names the value and `reading` the request in errors.
+async fn read_stored<T: serde::de::DeserializeOwned>(
+    store: &kv::Store,
+    key: &str,
+    what: &'static str,
+    reading: &'static str,
+) -> Result<Option<T>, NetError> {
+    let Some(v) = store.get(key).await.map_err(|e| nats_err(reading)(&e))? else {
         return Ok(None);
     };
     serde_json::from_slice(&v)
         .map(Some)
         .map_err(|e| NetError::Stored {
-            what: "result",
-            key,
+            what,
+            key: key.into(),
             detail: e.to_string(),
         })
 }
