@@ -115,12 +115,15 @@ pub fn release_merges_eagerly() {
 /// digests further on (see `Book::stored_bound`).
 const DRAIN_HELD_MAX: usize = 64;
 
-/// Digests one fetch asks for. The last of a batch waits for the others
-/// to be decoded before it is held (and so acknowledged as in progress):
-/// 64 at up to 11-16 ms each (decode and merge of a full 2^19-counter
-/// shard-window, BENCHMARKS.md, twenty-sixth round; 0.2 ms for a nearly
-/// empty one) take under a second, far inside [`ACK_WAIT`]; 256 took up to 3 s
-/// when every digest cost 5-11 ms.
+/// Digests one wave of fetches asks for, split evenly over the shards
+/// still draining (a wave fetches every such shard at once). The last of
+/// a wave waits for the others to be decoded before it is held (and so
+/// acknowledged as in progress): 64 at up to 11-16 ms each (decode and
+/// merge of a full 2^19-counter shard-window, BENCHMARKS.md, twenty-sixth
+/// round; 0.05 ms for a nearly empty one) take under a second, far inside
+/// [`ACK_WAIT`]; 256 took up to 3 s when every digest cost 5-11 ms. A
+/// wave of 64 digests a shard would hold eight shards' dense digests for
+/// up to 8 s.
 const FETCH_BATCH: usize = 64;
 
 /// Requests to the server a collector keeps in flight at once for the
@@ -276,8 +279,9 @@ pub async fn collect(
         // a shard's windows from being written while its consumer may
         // still hold digests the watermarks promise.
         //
-        // The shards' fetches go out together, a batch a shard a wave, and
-        // a shard leaves the drain at its first empty or failed fetch. A
+        // The shards' fetches go out together, in waves of FETCH_BATCH
+        // digests over the shards still draining, and a shard leaves the
+        // drain at its first empty or failed fetch. A
         // fetch that finds nothing waits for its expiry, and when the
         // shards were fetched one after the other the idle shards' waits
         // paced the busy ones: 7 x 50 ms a round for the 64 digests of the
@@ -292,10 +296,11 @@ pub async fn collect(
             if draining.is_empty() {
                 break;
             }
+            let each = (FETCH_BATCH / draining.len()).max(1);
             let wave = futures_util::future::join_all(
                 draining
                     .iter()
-                    .map(|&i| fetch_batch(&consumers[i], opts, i)),
+                    .map(|&i| fetch_batch(&consumers[i], each, opts, i)),
             )
             .await;
             let mut decoded = Vec::new();
@@ -450,17 +455,18 @@ pub async fn collect(
     }
 }
 
-/// One fetch of up to [`FETCH_BATCH`] digests from consumer `c` (the
-/// `i`-th), gathered; `None` when the fetch failed (the shard then leaves
-/// this round's drain, as at an empty fetch).
+/// One fetch of up to `max` digests from consumer `c` (the `i`-th),
+/// gathered; `None` when the fetch failed (the shard then leaves this
+/// round's drain, as at an empty fetch).
 async fn fetch_batch(
     c: &consumer::PullConsumer,
+    max: usize,
     opts: &CollectOptions,
     i: usize,
 ) -> (usize, Option<Vec<Message>>) {
     let batch = c
         .fetch()
-        .max_messages(FETCH_BATCH)
+        .max_messages(max)
         .expires(Duration::from_millis(50))
         .messages()
         .await;
@@ -471,7 +477,7 @@ async fn fetch_batch(
             return (i, None);
         }
     };
-    let mut got = Vec::with_capacity(FETCH_BATCH);
+    let mut got = Vec::with_capacity(max);
     while let Some(m) = batch.next().await {
         if let Ok(m) = m {
             got.push(m);
