@@ -385,16 +385,6 @@ impl Nats {
         Ok(out)
     }
 
-    /// A written shard-window result.
-    pub async fn result(
-        &self,
-        window: u64,
-        shard: u32,
-    ) -> Result<Option<ShardWindowResult>, NetError> {
-        let store = self.bucket(RESULTS_BUCKET).await?;
-        read_result(&store, window, shard).await
-    }
-
     /// Every written shard-window result, by window then shard.
     pub async fn results(&self) -> Result<Vec<ShardWindowResult>, NetError> {
         self.results_under(&[">".to_string()]).await
@@ -525,8 +515,8 @@ fn window_keys(window: u64) -> String {
 const KEY_LIST_TRIES: u32 = 10;
 
 /// The written result of a shard-window in the results bucket `store`, if
-/// there is one: one request, for a caller that holds the bucket open
-/// ([`Nats::result`] opens it first, a second request).
+/// there is one: one request, on a bucket the caller holds open (opening
+/// it is a request of its own).
 pub async fn read_result(
     store: &kv::Store,
     window: u64,
