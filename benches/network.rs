@@ -118,6 +118,28 @@ fn network(c: &mut Criterion) {
                 })
             },
         );
+        // A window as a collector sees it with the configuration's four
+        // probes: four digests decoded and merged, and one result made
+        // (the row above makes a result for every digest). Throughput in
+        // digests, so the figure is a collector core's digests a second.
+        let four: Vec<Vec<u8>> = (0..cfg.probes)
+            .map(|p| digest(&cfg, &format!("p{p}"), packets, flows).encode())
+            .collect();
+        g.throughput(Throughput::Elements(four.len() as u64));
+        g.bench_with_input(
+            BenchmarkId::new("window_of_4", packets),
+            &four,
+            |b, four| {
+                b.iter(|| {
+                    let mut m = ShardWindowMerge::new(&cfg, 0, 1);
+                    for bytes in four {
+                        let d = Digest::decode(bytes).unwrap();
+                        m.add(&d).unwrap();
+                    }
+                    black_box(m.finish(Vec::new()).heavy.len())
+                })
+            },
+        );
     }
     g.finish();
 }

@@ -919,3 +919,77 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A merge's presence filter is the OR of its digests' filters, and
+    /// the result's snapshot, set bits and estimate are that filter's:
+    /// from windows of a few flows (held as the set bits' positions) to
+    /// full ones (the whole filter), across the move from one to the other
+    /// (past m / 32 set bits), whatever order the loads come in.
+    #[test]
+    fn merged_presence_is_the_digests_or_in_either_form(
+        loads in prop::collection::vec(prop_oneof![0usize..4, 0usize..40, 0usize..600], 1..6),
+        (k, m) in (1usize..5, 64usize..4096),
+        seed in any::<u64>(),
+    ) {
+        let cfg = NetworkConfig {
+            version: 1,
+            shards: 1,
+            window_ns: 1_000_000_000,
+            theta: 4,
+            counters: 64,
+            counter_bits: 8,
+            k: 2,
+            conservative: false,
+            presence_bits: m as u64,
+            presence_k: k as u32,
+            hash_key: "0".into(),
+            probes: loads.len() as u32,
+            classes: vec!["all".into()],
+        };
+        let filters: Vec<BloomFilter> = loads
+            .iter()
+            .enumerate()
+            .map(|(p, &n)| {
+                let mut f = BloomFilter::new(m, k);
+                let mut h = seed ^ (p as u64) << 40;
+                for _ in 0..n {
+                    h = flowsieve::hash::fmix64(h.wrapping_add(0x9e37_79b9_7f4a_7c15));
+                    f.insert(h);
+                }
+                f
+            })
+            .collect();
+        let mut merge = ShardWindowMerge::new(&cfg, 0, 3);
+        let mut or = filters[0].clone();
+        for (p, f) in filters.iter().enumerate() {
+            let d = Digest {
+                fingerprint: cfg.fingerprint(),
+                probe: format!("p{p}"),
+                shard: 0,
+                window: 3,
+                packets: 0,
+                class_packets: vec![0],
+                counters: CountingBloomFilter::new(64, 2, CounterWidth::W8).into(),
+                presence: f.clone(),
+                candidates: vec![],
+            };
+            prop_assert!(merge.add(&d).unwrap());
+            or.union(f).unwrap();
+            let merged = merge.presence().unwrap();
+            prop_assert_eq!(merged.bits().words(), or.bits().words(), "after digest {}", p);
+            prop_assert_eq!((merged.m(), merged.k()), (or.m(), or.k()));
+        }
+        let result = merge.finish(vec![]);
+        prop_assert_eq!(result.presence_ones, or.count_ones());
+        prop_assert_eq!(result.presence_bits, or.m() as u64);
+        let back = result.presence_filter().unwrap();
+        prop_assert_eq!(back.bits().words(), or.bits().words());
+        prop_assert_eq!(
+            result.flows_estimate.to_bits(),
+            flowsieve::network::cardinality_estimate(or.m() as u64, k as u64, or.count_ones()).to_bits()
+        );
+    }
+}

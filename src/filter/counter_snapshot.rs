@@ -80,6 +80,24 @@ impl CounterSnapshot {
         }
     }
 
+    /// Non-zero counters, counted up to `cap`: `min(nonzero_counters(),
+    /// cap)`, with a whole filter's walk stopped once `cap` are found.
+    ///
+    /// ```
+    /// use flowsieve::filter::{CounterSnapshot, CounterWidth, CountingBloomFilter};
+    /// let mut f = CountingBloomFilter::new(1 << 12, 4, CounterWidth::W8);
+    /// f.insert(7);
+    /// let s = CounterSnapshot::from(f);
+    /// assert_eq!(s.nonzero_counters_up_to(100), 4);
+    /// assert_eq!(s.nonzero_counters_up_to(3), 3);
+    /// ```
+    pub fn nonzero_counters_up_to(&self, cap: u64) -> u64 {
+        match self {
+            CounterSnapshot::Dense(f) => f.nonzero_counters_up_to(cap),
+            CounterSnapshot::Sparse(s) => s.nonzero_counters().min(cap),
+        }
+    }
+
     /// Calls `each(i, v)` for every non-zero counter, in increasing `i`.
     pub fn for_each_nonzero(&self, each: impl FnMut(usize, u64)) {
         match self {

@@ -380,9 +380,36 @@ impl CountingBloomFilter {
 
     /// Counters that are non-zero.
     pub fn nonzero_counters(&self) -> u64 {
-        let mut n = 0;
-        self.for_each_nonzero(|_, _| n += 1);
-        n
+        self.nonzero_counters_up_to(u64::MAX)
+    }
+
+    /// Non-zero counters, counted up to `cap`: `min(nonzero_counters(),
+    /// cap)`, the walk stopped at the first word that brings the count to
+    /// `cap`.
+    ///
+    /// ```
+    /// use flowsieve::filter::{CounterWidth, CountingBloomFilter};
+    /// let mut f = CountingBloomFilter::new(1 << 12, 4, CounterWidth::W8);
+    /// f.insert(7);
+    /// assert_eq!(f.nonzero_counters_up_to(u64::MAX), 4);
+    /// assert_eq!(f.nonzero_counters_up_to(2), 2);
+    /// ```
+    pub fn nonzero_counters_up_to(&self, cap: u64) -> u64 {
+        let (per, bits, max) = (self.width.per_word(), self.width.bits(), self.width.max());
+        let mut n = 0u64;
+        for &w in &self.words {
+            if n >= cap {
+                break;
+            }
+            if w == 0 {
+                continue;
+            }
+            for j in 0..per {
+                // Bits past the last counter are always zero.
+                n += u64::from((w >> (j as u32 * bits)) & max != 0);
+            }
+        }
+        n.min(cap)
     }
 }
 

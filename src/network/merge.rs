@@ -19,6 +19,7 @@
 use super::config::NetworkConfig;
 use super::digest::Digest;
 use super::merged_cells::MergedCells;
+use super::merged_presence::MergedPresence;
 use crate::dissect::FlowKey;
 use crate::filter::{BloomFilter, compress_bloom, decompress_bloom_within};
 use crate::filter::{CounterSnapshot, CounterWidth};
@@ -194,7 +195,7 @@ pub struct ShardWindowMerge {
     /// The first digest's counter indexing and width (every later digest
     /// must match them).
     layout: Option<(PartitionedIndexer, CounterWidth)>,
-    presence: Option<BloomFilter>,
+    presence: Option<MergedPresence>,
     candidates: BTreeMap<u64, Candidate>,
     class_packets: Vec<u64>,
     packets: u64,
@@ -295,7 +296,7 @@ impl ShardWindowMerge {
         // Zero counters add nothing and saturate nothing: only the
         // non-zero ones are visited (most of a window's words are zero).
         let cells = &mut self.cells;
-        cells.expect(d.counters.nonzero_counters() as usize);
+        cells.expect(&d.counters);
         let mut add = |i: usize, v: u64| cells.add(i, v as u32, v == max);
         // Walked in the concrete form, as a snapshot codes itself (see
         // `CounterSnapshot::compress`).
@@ -304,11 +305,9 @@ impl ShardWindowMerge {
             CounterSnapshot::Sparse(s) => s.for_each_nonzero(&mut add),
         }
         match self.presence.as_mut() {
-            Some(p) => {
-                // Same shape, checked above.
-                let _ = p.union(&d.presence);
-            }
-            None => self.presence = Some(d.presence.clone()),
+            // Same shape, checked above.
+            Some(p) => p.union(&d.presence),
+            None => self.presence = Some(MergedPresence::new(&d.presence)),
         }
         for c in &d.candidates {
             self.candidates.entry(c.hash).or_insert(*c);
@@ -337,9 +336,10 @@ impl ShardWindowMerge {
         self.cells.get(i)
     }
 
-    /// The merged presence filter.
-    pub fn presence(&self) -> Option<&BloomFilter> {
-        self.presence.as_ref()
+    /// The merged presence filter (built whole: a merge of few flows holds
+    /// only its set bits' positions).
+    pub fn presence(&self) -> Option<BloomFilter> {
+        self.presence.as_ref().map(MergedPresence::to_filter)
     }
 
     /// The result, with `missing` the expected probes that did not report.
@@ -353,11 +353,13 @@ impl ShardWindowMerge {
             })
             .collect();
         heavy.sort_by(|a, b| b.estimate.cmp(&a.estimate).then_with(|| a.cmp(b)));
-        let presence = self.presence.as_ref().map_or_else(String::new, |p| {
+        let merged_presence = self.presence();
+        let presence = merged_presence.as_ref().map_or_else(String::new, |p| {
             use base64::Engine as _;
             base64::engine::general_purpose::STANDARD.encode(compress_bloom(p))
         });
-        let (ones, bits, flows) = match &self.presence {
+        let (checksum, saturated_cells) = self.cells.summary();
+        let (ones, bits, flows) = match &merged_presence {
             Some(p) => {
                 let ones = p.count_ones();
                 (
@@ -378,8 +380,8 @@ impl ShardWindowMerge {
             class_packets: self.class_packets.clone(),
             candidates: self.candidates.len() as u64,
             heavy,
-            saturated_cells: self.cells.saturated(),
-            counters_checksum: format!("{:016x}", self.cells.checksum()),
+            saturated_cells,
+            counters_checksum: format!("{checksum:016x}"),
             presence_ones: ones,
             presence_bits: bits,
             flows_estimate: flows,

@@ -10,14 +10,49 @@
 //! array is smaller, and the merge moves to it.
 
 use super::merge::checksum_cell;
+use crate::filter::CounterSnapshot;
 use crate::hash::fmix64;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// The map holds at most `m / SPARSE_SHARE` cells.
 const SPARSE_SHARE: usize = 32;
 
+/// The map's hasher: a cell index through [`fmix64`], not the standard
+/// library's SipHash.
+///
+/// Why: the map needs no protection from crafted keys (the indices come
+/// from the probes' own filters, and colliding ones would only lengthen a
+/// lookup), and it is on a collector's hot path: with SipHash, and the
+/// table grown from empty as cells came, `perf` put 6 % of a digest's
+/// decode and merge at 1,000 packets in the growth alone, and the two
+/// changes together took `cargo bench --bench network --
+/// decode+merge/1000` from 290-306 µs to 241-260 µs (BENCHMARKS.md,
+/// twenty-eighth round). The result does not depend on the map's order:
+/// [`MergedCells::summary`] combines the cells by XOR and a count.
+#[derive(Default)]
+struct CellIndexHasher(u64);
+
+impl Hasher for CellIndexHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u32` is expected; fold anything else in.
+        for &b in bytes {
+            self.0 = fmix64(self.0 ^ u64::from(b));
+        }
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.0 = fmix64(u64::from(i));
+    }
+}
+
 /// Cells per bit of the dense form's record of the cells it added to:
-/// 1,024 `u32` cells are one 4 KiB page. `checksum` and `saturated` read
+/// 1,024 `u32` cells are one 4 KiB page. [`MergedCells::summary`] reads
 /// only those: reading all 2.5 MiB cost a page fault for each page never
 /// written (the kernel's zero page mapped in).
 const TRACKED_CELLS: usize = 1024;
@@ -33,7 +68,7 @@ pub(super) struct MergedCells {
 #[derive(Clone, Debug)]
 enum Form {
     /// Non-zero cells: index to sum and saturation flag.
-    Sparse(HashMap<u32, (u32, bool)>),
+    Sparse(HashMap<u32, (u32, bool), BuildHasherDefault<CellIndexHasher>>),
     /// Every cell, with one bit per [`TRACKED_CELLS`] cells set where a
     /// digest added.
     Dense {
@@ -48,7 +83,7 @@ impl MergedCells {
     pub(super) fn new(m: usize) -> MergedCells {
         MergedCells {
             m,
-            form: Form::Sparse(HashMap::new()),
+            form: Form::Sparse(HashMap::default()),
         }
     }
 
@@ -86,14 +121,26 @@ impl MergedCells {
         }
     }
 
-    /// Makes room for `n` more non-zero cells: moves to the dense form
-    /// first when the map would pass its share, rather than filling the
-    /// map only to copy it.
-    pub(super) fn expect(&mut self, n: usize) {
-        if let Form::Sparse(map) = &self.form
-            && map.len() + n > self.m / SPARSE_SHARE
-        {
-            self.densify();
+    /// Makes room for the non-zero cells of `counters`, which are about to
+    /// be added: moves to the dense form first when the map would pass its
+    /// share, rather than filling the map only to copy it; otherwise the
+    /// map makes room for them at once, not by doubling (and rehashing) as
+    /// they come.
+    ///
+    /// The cells are counted only while the map holds them, and only as
+    /// far as the decision needs (one past the map's room): a dense merge
+    /// no longer walks every digest's counters once to count them and
+    /// again to add them, and the first dense digest of a window stops
+    /// counting at `m / 32`.
+    pub(super) fn expect(&mut self, counters: &CounterSnapshot) {
+        if let Form::Sparse(map) = &mut self.form {
+            let room = (self.m / SPARSE_SHARE).saturating_sub(map.len());
+            let n = counters.nonzero_counters_up_to(room as u64 + 1) as usize;
+            if n > room {
+                self.densify();
+            } else {
+                map.reserve(n);
+            }
         }
     }
 
@@ -159,17 +206,16 @@ impl MergedCells {
         }
     }
 
-    /// Cells flagged saturated.
-    pub(super) fn saturated(&self) -> u64 {
-        let mut n = 0;
-        self.for_each_touched(|_, _, sat| n += u64::from(sat));
-        n
-    }
-
-    /// [`super::cells_checksum`] of the cells.
-    pub(super) fn checksum(&self) -> u64 {
+    /// [`super::cells_checksum`] of the cells, and how many are flagged
+    /// saturated: one walk for both (each used to walk the touched cells
+    /// on its own).
+    pub(super) fn summary(&self) -> (u64, u64) {
         let mut h = self.m as u64;
-        self.for_each_touched(|i, v, _| h = checksum_cell(h, i, u64::from(v)));
-        fmix64(h)
+        let mut saturated = 0;
+        self.for_each_touched(|i, v, sat| {
+            h = checksum_cell(h, i, u64::from(v));
+            saturated += u64::from(sat);
+        });
+        (fmix64(h), saturated)
     }
 }

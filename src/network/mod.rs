@@ -48,6 +48,7 @@ pub mod digest;
 pub mod export_stats;
 pub mod merge;
 mod merged_cells;
+mod merged_presence;
 #[cfg(feature = "network")]
 pub mod probe;
 pub mod results;
