@@ -114,4 +114,29 @@ impl BitArray {
     pub fn words(&self) -> &[u64] {
         &self.words
     }
+
+    /// The positions of the set bits, increasing: a word at a time, each
+    /// set bit found by its trailing zeros, so the walk costs the words
+    /// plus the set bits, not every bit.
+    ///
+    /// ```
+    /// use flowsieve::filter::BitArray;
+    /// let mut b = BitArray::new(200);
+    /// for i in [130, 3, 64, 199] {
+    ///     b.set(i);
+    /// }
+    /// assert_eq!(b.ones().collect::<Vec<_>>(), [3, 64, 130, 199]);
+    /// ```
+    pub fn ones(&self) -> impl Iterator<Item = usize> + '_ {
+        self.words.iter().enumerate().flat_map(|(n, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                (w != 0).then(|| {
+                    let at = n * 64 + w.trailing_zeros() as usize;
+                    w &= w - 1;
+                    at
+                })
+            })
+        })
+    }
 }

@@ -306,14 +306,10 @@ fn encode_bits(bits: &BitArray, kind: u8, k: u8) -> Vec<u8> {
     let mut enc = RangeEncoder::new();
     // The next bit a gap starts from.
     let mut from = 0u64;
-    for (n, &w) in bits.words().iter().enumerate() {
-        let mut w = w;
-        while w != 0 {
-            let at = n as u64 * 64 + u64::from(w.trailing_zeros());
-            gaps.encode(&mut enc, at - from);
-            from = at + 1;
-            w &= w - 1;
-        }
+    for at in bits.ones() {
+        let at = at as u64;
+        gaps.encode(&mut enc, at - from);
+        from = at + 1;
     }
     let payload = enc.finish();
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len());

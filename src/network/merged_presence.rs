@@ -125,18 +125,8 @@ fn few(ones: u64, m: usize) -> bool {
     u32::try_from(m).is_ok() && ones <= (m / SPARSE_SHARE) as u64
 }
 
-/// The positions of a filter's set bits, increasing.
+/// The positions of a filter's set bits, increasing (below `m`, which
+/// [`few`] checked fits 32 bits).
 fn set_positions(f: &BloomFilter) -> impl Iterator<Item = u32> + '_ {
-    f.bits().words().iter().enumerate().flat_map(|(n, &w)| {
-        let mut w = w;
-        std::iter::from_fn(move || {
-            if w == 0 {
-                return None;
-            }
-            let at = n * 64 + w.trailing_zeros() as usize;
-            w &= w - 1;
-            // Below m, which `few` checked fits 32 bits.
-            Some(at as u32)
-        })
-    })
+    f.bits().ones().map(|at| at as u32)
 }
