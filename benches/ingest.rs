@@ -61,6 +61,24 @@ fn dissect_hash(path: &Path, mode: ReadMode) -> u64 {
     acc
 }
 
+/// [`dissect_hash`] through `read_packets`, the runs the replay reads in.
+fn dissect_hash_runs(path: &Path, mode: ReadMode) -> u64 {
+    let mut r = TraceReader::open_with(path, mode).expect("open");
+    let d = Dissector::default();
+    let mut acc = 0u64;
+    while r
+        .read_packets(256, |p| {
+            if let Ok(x) = d.dissect(p.link_type, p.data) {
+                acc = acc.wrapping_add(flow_hash(&x.key));
+            }
+            true
+        })
+        .expect("read")
+        > 0
+    {}
+    acc
+}
+
 /// The etherparse baseline over a whole trace.
 fn etherparse_sliced_hash(path: &Path) -> u64 {
     let mut r = TraceReader::open(path).expect("open");
@@ -101,6 +119,12 @@ fn benches(c: &mut Criterion) {
     });
     g.bench_function("dissect_hash_mmap", |b| {
         b.iter(|| black_box(dissect_hash(&path, ReadMode::Mmap)))
+    });
+    g.bench_function("dissect_hash_mmap_runs", |b| {
+        b.iter(|| black_box(dissect_hash_runs(&path, ReadMode::Mmap)))
+    });
+    g.bench_function("dissect_hash_runs", |b| {
+        b.iter(|| black_box(dissect_hash_runs(&path, ReadMode::Read)))
     });
     g.bench_function("dissect_hash_mmap_just_written", |b| {
         b.iter(|| black_box(dissect_hash(&written, ReadMode::Mmap)))

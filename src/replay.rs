@@ -30,6 +30,11 @@ use std::time::Instant;
 /// How often (in packets) the observer hears about progress.
 const PROGRESS_EVERY: u64 = 1 << 16;
 
+/// Packets read per [`TraceReader::read_packets`] run: enough that a run's
+/// set-up is nothing per packet, few enough that a sink's stop or the
+/// progress report is never far behind.
+const READ_RUN: usize = 256;
+
 /// What a replay does.
 #[derive(Clone, Debug)]
 pub struct ReplayConfig {
@@ -478,48 +483,61 @@ fn replay_file<P: PacketSink>(
         .unwrap_or(u64::MAX)
         .saturating_sub(totals.packets);
     while summary.packets < budget && !sink.stopped() {
-        let packet = match reader.next_packet() {
-            Ok(Some(p)) => p,
-            Ok(None) => break,
+        let want = usize::try_from(budget - summary.packets)
+            .unwrap_or(usize::MAX)
+            .min(READ_RUN);
+        let before = summary.packets;
+        let read = reader.read_packets(
+            want,
+            #[inline(always)]
+            |packet| {
+                summary.packets += 1;
+                let captured = packet.data.len() as u32;
+                summary.wire_bytes += u64::from(packet.wire_len);
+                summary.captured_bytes += u64::from(captured);
+                truncated += u64::from(captured < packet.wire_len);
+                if packet.timestamped {
+                    first_ts = first_ts.min(packet.ts);
+                    last_ts = last_ts.max(packet.ts);
+                }
+                match &mut run {
+                    Some((lt, n)) if *lt == packet.link_type => *n += 1,
+                    _ => {
+                        if let Some((lt, n)) = run.take() {
+                            *totals.link_types.entry(lt.0).or_insert(0) += n;
+                        }
+                        run = Some((packet.link_type, 1));
+                        if !link_types.contains(&packet.link_type.0) {
+                            link_types.push(packet.link_type.0);
+                        }
+                    }
+                }
+                match dissector.dissect(packet.link_type, packet.data) {
+                    Ok(d) => {
+                        let class = cfg.classifier.classify_on(&d.key, packet.interface_name);
+                        totals.keyed(class, packet.wire_len, d.ports_truncated);
+                        let hash = hasher.hash(&d.key);
+                        if let Some(t) = truth.as_deref_mut() {
+                            t.record(d.key, hash, class, packet.ts, packet.wire_len, captured);
+                        }
+                        sink.packet(&d.key, hash, class, packet.ts, packet.wire_len, captured);
+                    }
+                    Err(reason) => totals.skips.add(reason),
+                }
+                // The sink may stop the replay at any packet (an interrupt, a
+                // live run's end): checked after each, as before runs.
+                !sink.stopped()
+            },
+        );
+        match read {
+            Ok(0) => break,
+            Ok(_) => {}
             Err(e) => {
                 error = Some(e);
                 break;
             }
-        };
-        summary.packets += 1;
-        let captured = packet.data.len() as u32;
-        summary.wire_bytes += u64::from(packet.wire_len);
-        summary.captured_bytes += u64::from(captured);
-        truncated += u64::from(captured < packet.wire_len);
-        if packet.timestamped {
-            first_ts = first_ts.min(packet.ts);
-            last_ts = last_ts.max(packet.ts);
         }
-        match &mut run {
-            Some((lt, n)) if *lt == packet.link_type => *n += 1,
-            _ => {
-                if let Some((lt, n)) = run.take() {
-                    *totals.link_types.entry(lt.0).or_insert(0) += n;
-                }
-                run = Some((packet.link_type, 1));
-                if !link_types.contains(&packet.link_type.0) {
-                    link_types.push(packet.link_type.0);
-                }
-            }
-        }
-        match dissector.dissect(packet.link_type, packet.data) {
-            Ok(d) => {
-                let class = cfg.classifier.classify_on(&d.key, packet.interface_name);
-                totals.keyed(class, packet.wire_len, d.ports_truncated);
-                let hash = hasher.hash(&d.key);
-                if let Some(t) = truth.as_deref_mut() {
-                    t.record(d.key, hash, class, packet.ts, packet.wire_len, captured);
-                }
-                sink.packet(&d.key, hash, class, packet.ts, packet.wire_len, captured);
-            }
-            Err(reason) => totals.skips.add(reason),
-        }
-        if summary.packets.is_multiple_of(PROGRESS_EVERY) {
+        if before / PROGRESS_EVERY != summary.packets / PROGRESS_EVERY {
             observer.progress(summary.packets, reader.offset());
         }
     }

@@ -935,21 +935,22 @@ fn cut_file(path: &std::path::Path, len: u64) {
 /// default), a truncation is a clean error naming the file and the offset:
 /// mid-record, the record is cut short; at a record boundary, the file
 /// "shrank while it was read". Both modes deliver the same packets before
-/// the error, and the same error.
+/// the error, and the same error, read one packet a call or in runs.
 #[test]
 fn a_trace_truncated_while_it_is_read_ends_in_an_error() {
     let plain = synth_trace(1000, 60_000, 9);
     let dir = tempfile::tempdir().unwrap();
-    for mode in [ReadMode::Read, ReadMode::Mmap] {
+    for (mode, how) in [ReadMode::Read, ReadMode::Mmap]
+        .into_iter()
+        .flat_map(|m| [(m, Reading::OneByOne), (m, Reading::Runs(256))])
+    {
         for cut_mid_record in [true, false] {
             let path = dir
                 .path()
-                .join(format!("shrinking-{mode:?}-{cut_mid_record}.pcap"));
+                .join(format!("shrinking-{mode:?}-{how:?}-{cut_mid_record}.pcap"));
             std::fs::write(&path, &plain).unwrap();
             let mut r = TraceReader::open_with(&path, mode).unwrap();
-            for _ in 0..10_000 {
-                r.next_packet().unwrap().unwrap();
-            }
+            assert!(read_upto(&mut r, how, 10_000, |_| ()).unwrap());
             // Cut well past what the reader has buffered (or touched), at a
             // record boundary or 5 bytes into the next record.
             let at = r.offset() + (4 << 20);
@@ -961,17 +962,14 @@ fn a_trace_truncated_while_it_is_read_ends_in_an_error() {
             };
             cut_file(&path, cut);
             let mut delivered = 10_000u64;
-            let err = loop {
-                match r.next_packet() {
-                    Ok(Some(_)) => delivered += 1,
-                    Ok(None) => panic!("{mode:?} cut {cut}: a shrunken file read as complete"),
-                    Err(e) => break e,
-                }
+            let err = match read_upto(&mut r, how, u64::MAX, |_| delivered += 1) {
+                Ok(_) => panic!("{mode:?} {how:?} cut {cut}: a shrunken file read as complete"),
+                Err(e) => e,
             };
             assert_eq!(
                 delivered,
                 records_before(&plain, boundary),
-                "{mode:?}: every record before the cut, and none after"
+                "{mode:?} {how:?}: every record before the cut, and none after"
             );
             let msg = err.to_string();
             assert!(msg.starts_with(&path.display().to_string()), "{msg}");
@@ -986,7 +984,7 @@ fn a_trace_truncated_while_it_is_read_ends_in_an_error() {
                 assert!(msg.contains("shrank while it was read"), "{msg}");
             }
             assert!(
-                r.next_packet().unwrap().is_none(),
+                !read_upto(&mut r, how, 1, |_| ()).unwrap(),
                 "nothing after the error"
             );
         }
@@ -1420,4 +1418,248 @@ fn page_cache_state_reports_a_file_read_in_whole() {
     // A directory (and so a FIFO or a device) is refused, not opened.
     let not_file = flowsieve::ingest::page_cache_state(dir.path()).unwrap_err();
     assert_eq!(not_file.kind(), std::io::ErrorKind::Unsupported);
+}
+
+// ---------- runs (`TraceReader::read_packets`) against one packet a call ----------
+
+/// How a test reads a trace.
+#[derive(Clone, Copy, Debug)]
+enum Reading {
+    /// `next_packet`, one packet a call.
+    OneByOne,
+    /// `read_packets` in runs of up to this many.
+    Runs(usize),
+    /// Runs of up to `.0`, the visitor asking to stop at every `.1`-th packet.
+    RunsStopping(usize, u64),
+}
+
+/// Reads up to `limit` more packets by `how`, handing each to `f`;
+/// `Ok(false)` once the trace ended.
+fn read_upto(
+    r: &mut TraceReader,
+    how: Reading,
+    limit: u64,
+    mut f: impl FnMut(flowsieve::ingest::Packet<'_>),
+) -> Result<bool, IngestError> {
+    let mut n = 0u64;
+    while n < limit {
+        let want = usize::try_from(limit - n).unwrap_or(usize::MAX);
+        let got = match how {
+            Reading::OneByOne => match r.next_packet()? {
+                Some(p) => {
+                    f(p);
+                    1
+                }
+                None => 0,
+            },
+            Reading::Runs(size) => r.read_packets(size.min(want), |p| {
+                f(p);
+                true
+            })?,
+            Reading::RunsStopping(size, every) => {
+                let mut seen = n;
+                r.read_packets(size.min(want), |p| {
+                    f(p);
+                    seen += 1;
+                    !seen.is_multiple_of(every)
+                })?
+            }
+        };
+        if got == 0 {
+            return Ok(false);
+        }
+        n += got as u64;
+    }
+    Ok(true)
+}
+
+/// Everything a reader says about a trace: each packet (time, whether
+/// stamped, link type, wire length, interface, captured bytes' digest), the
+/// error that ended it, the reader's packet count, anomalies and final
+/// offset, and that a call after the end or the error gives nothing.
+type ReadingDigest = (
+    Vec<(Timestamp, bool, LinkType, u32, u32, usize, u64)>,
+    Option<String>,
+    u64,
+    Vec<(String, u64)>,
+    u64,
+);
+
+fn read_whole_by(reader: Result<TraceReader, IngestError>, how: Reading) -> ReadingDigest {
+    let mut r = match reader {
+        Ok(r) => r,
+        Err(e) => return (Vec::new(), Some(e.to_string()), 0, Vec::new(), 0),
+    };
+    let mut packets = Vec::new();
+    let ended = read_upto(&mut r, how, u64::MAX, |p| {
+        packets.push((
+            p.ts,
+            p.timestamped,
+            p.link_type,
+            p.wire_len,
+            p.interface,
+            p.data.len(),
+            p.data.iter().fold(0xcbf2_9ce4_8422_2325u64, |a, &b| {
+                (a ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            }),
+        ))
+    });
+    let error = ended.err().map(|e| e.to_string());
+    let mut after = 0;
+    let _ = read_upto(&mut r, how, 1, |_| after += 1);
+    assert_eq!(after, 0, "{how:?}: a packet after the end or the error");
+    let anomalies = r
+        .anomalies()
+        .entries()
+        .iter()
+        .map(|a| (format!("{:?}", a.first), a.count))
+        .collect();
+    (packets, error, r.packets(), anomalies, r.offset())
+}
+
+const RUNS: [Reading; 4] = [
+    Reading::Runs(1),
+    Reading::Runs(7),
+    Reading::Runs(256),
+    Reading::RunsStopping(256, 5),
+];
+
+/// `read_packets`, the run the replay reads with, delivers exactly what
+/// `next_packet` does, one packet a call: the same packets, bytes, errors,
+/// anomalies and offsets, in runs of 1, 7 and 256 and with the visitor
+/// stopping runs early, on every capture of the shared folder (damaged,
+/// compressed and pcapng ones included), mapped and buffered.
+#[test]
+fn runs_deliver_what_one_packet_a_call_delivers_on_every_shared_capture() {
+    let Some(dir) =
+        shared_traces("runs_deliver_what_one_packet_a_call_delivers_on_every_shared_capture")
+    else {
+        return;
+    };
+    let (mut files, mut packets, mut damaged) = (0, 0, 0);
+    for path in common::manifest_paths(&dir) {
+        for mode in [ReadMode::Mmap, ReadMode::Read] {
+            let want = read_whole_by(TraceReader::open_with(&path, mode), Reading::OneByOne);
+            for how in RUNS {
+                let got = read_whole_by(TraceReader::open_with(&path, mode), how);
+                assert!(
+                    got == want,
+                    "{} {mode:?} {how:?}: {} packets, error {:?}; one a call: {} packets, error {:?}",
+                    path.display(),
+                    got.0.len(),
+                    got.1,
+                    want.0.len(),
+                    want.1
+                );
+            }
+            files += 1;
+            packets += want.0.len();
+            damaged += usize::from(want.1.is_some());
+        }
+    }
+    assert!(
+        files > 200 && packets > 100_000 && damaged > 0,
+        "{files} readings, {packets} packets, {damaged} damaged"
+    );
+}
+
+/// The crafted damage of this file's tests, in both byte orders, the
+/// modified format and nanoseconds: runs agree with one packet a call on
+/// each, held in memory and read through a buffer.
+#[test]
+fn runs_deliver_what_one_packet_a_call_delivers_on_crafted_damage() {
+    let mut files = Vec::new();
+    for (big_endian, magic) in [(false, MAGIC_US), (true, MAGIC_NS), (false, MAGIC_MODIFIED)] {
+        let modified = magic == MAGIC_MODIFIED;
+        let mut v = pcap_header(big_endian, magic, 96, 1);
+        for (i, (caplen, wire, frac)) in [
+            (60u32, 60u32, 5u32),
+            (90, 120, 7),
+            (200, 200, 9),           // above the snaplen: an anomaly, read on
+            (40, 40, 2_000_000_000), // fraction out of range
+            (70, 70, 3),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let data = udp_packet(i as u16 + 1000);
+            let mut data = data.clone();
+            data.resize(caplen as usize, 0xab);
+            pcap_record(&mut v, big_endian, i as u32, frac, caplen, wire, &data);
+            if modified {
+                // The modified format's 8 extra header bytes.
+                let at = v.len() - caplen as usize;
+                v.splice(at..at, [0u8; 8]);
+            }
+        }
+        files.push(v.clone());
+        // Cut in the last record's data, and in its header.
+        files.push(v[..v.len() - 10].to_vec());
+        files.push(v[..v.len() - 70 - 6].to_vec());
+        // A caplen of gigabytes in the middle.
+        let mut huge = v.clone();
+        let second = 24 + 16 + if modified { 8 } else { 0 } + 60 + 8;
+        huge[second..second + 4].copy_from_slice(&if big_endian {
+            0x4000_0000u32.to_be_bytes()
+        } else {
+            0x4000_0000u32.to_le_bytes()
+        });
+        files.push(huge);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (k, bytes) in files.into_iter().enumerate() {
+        let path = dir.path().join(format!("crafted-{k}.pcap"));
+        std::fs::write(&path, &bytes).unwrap();
+        let held = || TraceReader::from_bytes("crafted.pcap", bytes.clone());
+        let want = read_whole_by(held(), Reading::OneByOne);
+        let buffered = read_whole_by(
+            TraceReader::open_with(&path, ReadMode::Read),
+            Reading::OneByOne,
+        );
+        for how in RUNS {
+            assert_eq!(read_whole_by(held(), how), want, "file {k} held, {how:?}");
+            assert_eq!(
+                read_whole_by(TraceReader::open_with(&path, ReadMode::Read), how),
+                buffered,
+                "file {k} buffered, {how:?}"
+            );
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+    /// A synthetic trace with a handful of bytes overwritten anywhere
+    /// (headers, lengths, times, data): runs of any size, stopped or not,
+    /// deliver what one packet a call delivers, held in memory, mapped and
+    /// buffered.
+    #[test]
+    fn runs_agree_with_one_packet_a_call_on_damaged_bytes(
+        seed in 0u64..1000,
+        hits in proptest::collection::vec((0.0f64..1.0, proptest::prelude::any::<u8>()), 0..6),
+        run in 1usize..300,
+        every in 1u64..50,
+    ) {
+        let mut bytes = synth_trace(20, 300, seed);
+        let len = bytes.len();
+        for (at, b) in hits {
+            bytes[((at * len as f64) as usize).min(len - 1)] = b;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hit.pcap");
+        std::fs::write(&path, &bytes).unwrap();
+        let held = || TraceReader::from_bytes("hit.pcap", bytes.clone());
+        let want = read_whole_by(held(), Reading::OneByOne);
+        for how in [Reading::Runs(run), Reading::RunsStopping(run, every)] {
+            proptest::prop_assert_eq!(&read_whole_by(held(), how), &want, "held {:?}", how);
+            for mode in [ReadMode::Mmap, ReadMode::Read] {
+                proptest::prop_assert_eq!(
+                    read_whole_by(TraceReader::open_with(&path, mode), how),
+                    read_whole_by(TraceReader::open_with(&path, mode), Reading::OneByOne),
+                    "{:?} {:?}", mode, how
+                );
+            }
+        }
+    }
 }

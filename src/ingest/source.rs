@@ -265,6 +265,52 @@ impl Source {
         }
     }
 
+    /// What a run of the reader's fast path may frame (see [`RunView`]),
+    /// or `None` when a consumed range of a whole source is due for
+    /// [`Source::release_consumed`] or a fault is noted (both are left to
+    /// the general path, as [`Source::fast_view`] leaves them).
+    ///
+    /// A guarded map is first touched [`TOUCH_AHEAD`] past the cursor, as
+    /// for `fast_view`; the view then ends [`PAST_RECORD`] before the touch
+    /// frontier, so every record framed in it ends where
+    /// [`Source::map_sound_to`] would touch nothing more, and only the
+    /// fault note is left to check before each record is lent.
+    #[inline]
+    pub(crate) fn run_view(&mut self) -> Option<RunView<'_>> {
+        match self {
+            Source::Whole {
+                whole,
+                pos,
+                released,
+                touched,
+                fault,
+            } => {
+                let ahead = *pos + TOUCH_AHEAD;
+                if ahead > *touched {
+                    *touched = touch(whole, *touched, ahead);
+                }
+                let bytes = whole.bytes();
+                let start_before = *released + RELEASE_STEP;
+                (*pos < start_before && sound(fault)).then(|| RunView {
+                    frame_end: bytes.len().min(touched.saturating_sub(PAST_RECORD)),
+                    bytes,
+                    at: *pos,
+                    start_before,
+                    fault,
+                })
+            }
+            Source::Stream {
+                buf, start, end, ..
+            } => Some(RunView {
+                bytes: buf.get(..*end).unwrap_or(&[]),
+                at: *start,
+                frame_end: *end,
+                start_before: usize::MAX,
+                fault: &NEVER_FAULTS,
+            }),
+        }
+    }
+
     /// Drops the page mappings of everything consumed, in whole
     /// [`RELEASE_STEP`]s, so that a replay's resident set does not grow with
     /// the trace. Must only be called while no slice of the source is
@@ -389,6 +435,39 @@ impl Source {
             }
         }
         Ok(())
+    }
+}
+
+/// The bytes a run of the reader's fast path frames records in
+/// ([`Source::run_view`]): records start at `at`, each must start before
+/// `start_before` and end by `frame_end`, and `fault` must note no fault
+/// when a record is lent ([`RunView::sound`]). The run then consumes what
+/// it framed with [`Source::consume`].
+pub(crate) struct RunView<'s> {
+    /// The underlying buffer (indices as [`Source::cursor`]'s).
+    pub(crate) bytes: &'s [u8],
+    /// The first unread byte.
+    pub(crate) at: usize,
+    /// No framed record may end past this.
+    pub(crate) frame_end: usize,
+    /// No record may start at or past this (a whole source's next release).
+    pub(crate) start_before: usize,
+    fault: &'static AtomicUsize,
+}
+
+impl RunView<'_> {
+    /// True while the source's fault note is clear (always, but for a
+    /// guarded map that faulted).
+    #[inline(always)]
+    pub(crate) fn sound(&self) -> bool {
+        sound(self.fault)
+    }
+
+    /// Hints the CPU to fetch the bytes a page past `pos`, as
+    /// [`Source::consume`] does for each record.
+    #[inline(always)]
+    pub(crate) fn prefetch_ahead(&self, pos: usize) {
+        prefetch_ahead(self.bytes, pos);
     }
 }
 
