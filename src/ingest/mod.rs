@@ -405,15 +405,7 @@ impl TraceReader {
             Some((r, start, link_type)) => {
                 self.source.consume(r.total);
                 self.packets += 1;
-                Ok(Some(Packet {
-                    ts: r.ts,
-                    timestamped: true,
-                    link_type,
-                    wire_len: r.wire_len,
-                    data: self.source.slice(start, r.caplen),
-                    interface: 0,
-                    interface_name: None,
-                }))
+                Ok(Some(r.lend(link_type, self.source.slice(start, r.caplen))))
             }
             None => self.next_packet_general(),
         }
@@ -468,26 +460,14 @@ impl TraceReader {
             return Ok(0);
         }
         let (handed, stopped, faulted) = self.fast_run(max, &mut visit);
-        if let Some(r) = faulted {
+        if let Some((r, link_type)) = faulted {
             // The map noted a fault once this record was framed: settle
             // it as `next_packet` does, and lend the record if it is intact.
             let start = self.source.cursor() + r.data_start;
             self.fault_spares(self.source.cursor() as u64, start + r.caplen)?;
             self.source.consume(r.total);
             self.packets += 1;
-            let link_type = match &self.framer {
-                Framer::Pcap(f) => f.link_type(),
-                Framer::PcapNg(_) => LinkType::ETHERNET,
-            };
-            visit(Packet {
-                ts: r.ts,
-                timestamped: true,
-                link_type,
-                wire_len: r.wire_len,
-                data: self.source.slice(start, r.caplen),
-                interface: 0,
-                interface_name: None,
-            });
+            visit(r.lend(link_type, self.source.slice(start, r.caplen)));
             return Ok(handed + 1);
         }
         if handed > 0 || stopped {
@@ -506,13 +486,14 @@ impl TraceReader {
     /// [`PcapFramer::fast_record`] takes, within the source's
     /// [`source::RunView`]. Returns the packets handed, whether `visit`
     /// asked to stop, and a record framed but not lent because the map
-    /// noted a fault meanwhile (its bytes not yet consumed).
+    /// noted a fault meanwhile (its bytes not yet consumed), with the
+    /// file's link type.
     #[inline]
     fn fast_run(
         &mut self,
         max: usize,
         visit: &mut impl FnMut(Packet<'_>) -> bool,
-    ) -> (usize, bool, Option<pcap::FastRecord>) {
+    ) -> (usize, bool, Option<(pcap::FastRecord, LinkType)>) {
         let TraceReader {
             source,
             framer,
@@ -545,7 +526,7 @@ impl TraceReader {
             // The header was read: checked again, as `next_packet` checks
             // once the record is framed.
             if !view.sound() {
-                faulted = Some(r);
+                faulted = Some((r, link_type));
                 break;
             }
             let start = at + r.data_start;
@@ -553,15 +534,7 @@ impl TraceReader {
             view.prefetch_ahead(at);
             handed += 1;
             let data = view.bytes.get(start..start + r.caplen).unwrap_or(&[]);
-            if !visit(Packet {
-                ts: r.ts,
-                timestamped: true,
-                link_type,
-                wire_len: r.wire_len,
-                data,
-                interface: 0,
-                interface_name: None,
-            }) {
+            if !visit(r.lend(link_type, data)) {
                 stopped = true;
                 break;
             }

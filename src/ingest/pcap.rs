@@ -9,7 +9,7 @@
 use super::anomaly::AnomalyLog;
 use super::error::{AnomalyKind, FrameError, PcapError, Position};
 use super::frame::{ByteOrder, Framed, FramedPacket};
-use super::{LinkType, Timestamp};
+use super::{LinkType, Packet, Timestamp};
 
 /// Length of the global file header.
 pub const FILE_HEADER_LEN: usize = 24;
@@ -86,6 +86,23 @@ pub(crate) struct FastRecord {
     pub caplen: usize,
     pub wire_len: u32,
     pub ts: Timestamp,
+}
+
+impl FastRecord {
+    /// The packet this record lends: its captured bytes `data`, on a file
+    /// of link type `link_type`.
+    #[inline(always)]
+    pub(crate) fn lend(self, link_type: LinkType, data: &[u8]) -> Packet<'_> {
+        Packet {
+            ts: self.ts,
+            timestamped: true,
+            link_type,
+            wire_len: self.wire_len,
+            data,
+            interface: 0,
+            interface_name: None,
+        }
+    }
 }
 
 #[derive(Debug)]

@@ -253,10 +253,7 @@ impl Source {
                 touched,
                 fault,
             } => {
-                let ahead = *pos + TOUCH_AHEAD;
-                if ahead > *touched {
-                    *touched = touch(whole, *touched, ahead);
-                }
+                touch_ahead(whole, *pos, touched);
                 (*pos < *released + RELEASE_STEP && sound(fault)).then(|| (whole.bytes(), *pos))
             }
             Source::Stream {
@@ -285,10 +282,7 @@ impl Source {
                 touched,
                 fault,
             } => {
-                let ahead = *pos + TOUCH_AHEAD;
-                if ahead > *touched {
-                    *touched = touch(whole, *touched, ahead);
-                }
+                touch_ahead(whole, *pos, touched);
                 let bytes = whole.bytes();
                 let start_before = *released + RELEASE_STEP;
                 (*pos < start_before && sound(fault)).then(|| RunView {
@@ -504,6 +498,16 @@ fn touch(whole: &Whole, from: usize, to: usize) -> usize {
     match whole {
         Whole::Mapped(m) => m.touch(from, to),
         Whole::Owned(_) => usize::MAX,
+    }
+}
+
+/// Makes a guarded map's pages resident up to [`TOUCH_AHEAD`] past `pos`
+/// if they are not yet, moving the frontier `touched`.
+#[inline(always)]
+fn touch_ahead(whole: &Whole, pos: usize, touched: &mut usize) {
+    let ahead = pos + TOUCH_AHEAD;
+    if ahead > *touched {
+        *touched = touch(whole, *touched, ahead);
     }
 }
 
