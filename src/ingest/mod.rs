@@ -384,12 +384,12 @@ impl TraceReader {
         // the bytes at hand, damage, an anomaly, a page range to release)
         // goes to the general path, which reports it.
         // A guarded map is touched ahead and checked for a fault first
-        // (`map_guard`, in `fast_view`); a fault goes to the general path,
+        // (`map_guard`, in `run_view`); a fault goes to the general path,
         // which settles it. Other sources are always sound.
-        let fast = match (&mut self.framer, self.source.fast_view()) {
-            (Framer::Pcap(f), Some((bytes, pos))) if !self.failed => f
-                .fast_record(bytes.get(pos..).unwrap_or(&[]))
-                .map(|r| (r, pos + r.data_start, f.link_type())),
+        let fast = match (&mut self.framer, self.source.run_view()) {
+            (Framer::Pcap(f), Some(view)) if !self.failed => f
+                .fast_record(view.bytes.get(view.at..).unwrap_or(&[]))
+                .map(|r| (r, view.at + r.data_start, f.link_type())),
             _ => None,
         };
         // Checked again once the record is framed, in case its own bytes

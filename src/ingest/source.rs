@@ -234,44 +234,19 @@ impl Source {
         }
     }
 
-    /// The bytes at hand and the cursor into them, for the reader's fast
-    /// path; `None` when a consumed range of a whole source is due for
-    /// [`Source::release_consumed`] (the fast path leaves that to the
-    /// general path).
+    /// What the reader's fast path may frame: the bytes at hand and the
+    /// cursor into them (see [`RunView`]); `None` when a consumed range of
+    /// a whole source is due for [`Source::release_consumed`] or a fault is
+    /// noted (both are left to the general path, which settles them).
     ///
     /// A guarded map is first touched [`TOUCH_AHEAD`] past the cursor, so
-    /// that a cut of the file ahead faults before the cursor gets there,
-    /// and a fault noted also sends the reader to the general path, which
-    /// settles it.
-    #[inline]
-    pub(crate) fn fast_view(&mut self) -> Option<(&[u8], usize)> {
-        match self {
-            Source::Whole {
-                whole,
-                pos,
-                released,
-                touched,
-                fault,
-            } => {
-                touch_ahead(whole, *pos, touched);
-                (*pos < *released + RELEASE_STEP && sound(fault)).then(|| (whole.bytes(), *pos))
-            }
-            Source::Stream {
-                buf, start, end, ..
-            } => Some((&buf[..*end], *start)),
-        }
-    }
-
-    /// What a run of the reader's fast path may frame (see [`RunView`]),
-    /// or `None` when a consumed range of a whole source is due for
-    /// [`Source::release_consumed`] or a fault is noted (both are left to
-    /// the general path, as [`Source::fast_view`] leaves them).
-    ///
-    /// A guarded map is first touched [`TOUCH_AHEAD`] past the cursor, as
-    /// for `fast_view`; the view then ends [`PAST_RECORD`] before the touch
-    /// frontier, so every record framed in it ends where
-    /// [`Source::map_sound_to`] would touch nothing more, and only the
-    /// fault note is left to check before each record is lent.
+    /// that a cut of the file ahead faults before the cursor gets there.
+    /// The view's `frame_end` lies [`PAST_RECORD`] before the touch
+    /// frontier: a run frames only records that end by it, where
+    /// [`Source::map_sound_to`] would touch nothing more, so only the fault
+    /// note is left to check before each record is lent. One record at a
+    /// time (`next_packet`) frames in all the bytes and calls
+    /// `map_sound_to` itself.
     #[inline]
     pub(crate) fn run_view(&mut self) -> Option<RunView<'_>> {
         match self {
