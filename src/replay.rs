@@ -31,8 +31,9 @@ use std::time::Instant;
 const PROGRESS_EVERY: u64 = 1 << 16;
 
 /// Packets read per [`TraceReader::read_packets`] run: enough that a run's
-/// set-up is nothing per packet, few enough that a sink's stop or the
-/// progress report is never far behind.
+/// set-up is nothing per packet, few enough that the progress report (made
+/// between runs) is never far behind. A sink's stop is still seen after
+/// the very packet that caused it: the visitor checks it every packet.
 const READ_RUN: usize = 256;
 
 /// What a replay does.
