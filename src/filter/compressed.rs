@@ -265,6 +265,25 @@ impl<'a> RangeDecoder<'a> {
         b
     }
 
+    /// True when the input ends exactly where the encoder's would, with
+    /// the code at the bottom of the last interval: every byte read, and
+    /// the code 0.
+    ///
+    /// Why: the encoder's `finish` writes out `low` itself, and the decoder
+    /// reads those bytes into `code` as `stream - low`, so after the last
+    /// symbol a stream from the encoder leaves the code at exactly 0. Any
+    /// value in `[low, low + range)` decodes the same symbols, so without
+    /// this check a change to the low bits of the last bytes (or a byte
+    /// added after them) decoded cleanly, and a snapshot's checksum, which
+    /// covers what was decoded, could not see it (a property test found a
+    /// flipped bit in a counter snapshot's last byte that decoded to the
+    /// same counters). A change anywhere else either changes a symbol or
+    /// leaves a non-zero difference in the code: bits leave the code only
+    /// from the top, where it is always below the range.
+    pub(super) fn ended_where_encoder_did(&self) -> bool {
+        self.code == 0 && self.pos == self.input.len()
+    }
+
     pub(super) fn decode(&mut self, prob0: u32) -> Option<bool> {
         let bound = (self.range >> PROB_BITS) * prob0;
         let bit = if self.code < bound {
@@ -454,7 +473,10 @@ fn decode_bits(bytes: &[u8], kind: u8, max_bits: u64) -> Result<(BitArray, u8), 
         }
     }
     let decoded = bits.count_ones();
-    if decoded != ones || checksum(bits.words(), k) != le_u64(bytes, H_CHECKSUM) {
+    if decoded != ones
+        || checksum(bits.words(), k) != le_u64(bytes, H_CHECKSUM)
+        || !dec.ended_where_encoder_did()
+    {
         return Err(CompressedError::Corrupt {
             decoded,
             declared: ones,

@@ -379,7 +379,7 @@ fn decode(
             }
         }
     }
-    if seen != histogram || sum.0 != le_u64(bytes, H_CHECKSUM) {
+    if seen != histogram || sum.0 != le_u64(bytes, H_CHECKSUM) || !dec.ended_where_encoder_did() {
         return Err(CompressedError::Corrupt {
             decoded: m - seen[0],
             declared: m - histogram[0],
