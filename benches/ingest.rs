@@ -1,7 +1,9 @@
 //! Ingest, dissection and hashing throughput, side by side in one run:
 //! walking records, a plain etherparse `SlicedPacket` path, flowsieve's
-//! dissect + hash, replay with and without the exact flow table, a gzip
-//! stream, and `tcpdump -r FILE -w /dev/null` on the same file.
+//! dissect + hash one packet a call (`next_packet`) and in runs
+//! (`read_packets`, the `_runs` rows, as the replay reads), replay with and
+//! without the exact flow table, a gzip stream, and
+//! `tcpdump -r FILE -w /dev/null` on the same file.
 //!
 //! `cargo bench --bench ingest`. The 1.5M-packet trace (64-200-byte frames,
 //! 100k flows, Zipf 1.1) is generated once into `target/bench-traces/` and
