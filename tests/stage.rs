@@ -210,6 +210,7 @@ fn a_panicking_stage_ends_the_run_with_an_error() {
             let cfg = cfg.validate().unwrap().with_stage(panicking::PanicIn {
                 shard: 3,
                 after: 500,
+                in_coordinator: false,
             });
             let source = FileSource::new(vec![default_trace()], &cfg);
             let outcome = match run(source, &cfg, &mut NoObserver, &mut NoEvents) {
@@ -223,6 +224,45 @@ fn a_panicking_stage_ends_the_run_with_an_error() {
             Ok(Err(other)) => panic!("{threads} threads: expected the worker error, got {other}"),
             Err(_) => panic!("{threads} threads: the run hung after a worker panicked"),
         }
+    }
+}
+
+/// A stage whose coordinator panics (a bug on the source thread) ends the
+/// run with that panic, at any thread count, instead of hanging: the
+/// workers wait for batches that will never come, so the source's unwind
+/// must stop them before the engine's thread scope can join them.
+#[test]
+fn a_panicking_coordinator_ends_the_run_instead_of_hanging() {
+    for threads in [1, 2, 3] {
+        let run_it = std::thread::spawn(move || {
+            let mut cfg = PipelineConfig::new(Classifier::ports());
+            cfg.threads = threads;
+            cfg.shards = 8;
+            cfg.batch = 64;
+            let cfg = cfg.validate().unwrap().with_stage(panicking::PanicIn {
+                shard: 0,
+                after: 500,
+                in_coordinator: true,
+            });
+            let source = FileSource::new(vec![default_trace()], &cfg);
+            run(source, &cfg, &mut NoObserver, &mut NoEvents).map(|_| ())
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !run_it.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(
+            run_it.is_finished(),
+            "{threads} threads: the run hung after its source panicked"
+        );
+        let panic = run_it
+            .join()
+            .expect_err("the coordinator's panic must reach the caller");
+        assert_eq!(
+            panic.downcast_ref::<&str>(),
+            Some(&"the coordinator's bug"),
+            "{threads} threads: the caller must see the coordinator's own panic"
+        );
     }
 }
 

@@ -900,6 +900,11 @@ pub fn run_with_gauges<S: Source>(
                     acked: vec![0; c.shards],
                 }),
         };
+        // A panic on this thread (a coordinator's or a sink's bug) must stop
+        // the workers too: they wait for batches that will never come, and
+        // the scope would wait for them forever instead of passing the panic
+        // on.
+        let _stop_workers = FailOnPanic(scheduler);
         let summary = source.run(observer, &mut dispatcher);
         if !dispatcher.stopped() {
             dispatcher.flush();

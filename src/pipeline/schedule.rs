@@ -47,7 +47,10 @@
 //! by value, through channels. A worker that panics holding a turn loses
 //! that shard's state; [`Scheduler::fail`] (called by [`FailOnPanic`])
 //! then stops every worker, and a producer waiting for the dead shard's
-//! work to come back sees [`Scheduler::has_failed`].
+//! work to come back sees [`Scheduler::has_failed`]. The producer holds a
+//! [`FailOnPanic`] too: if it unwinds, the workers waiting for its work
+//! stop, so that a scope joining them passes the panic on instead of
+//! waiting forever.
 //!
 //! ```
 //! use flowsieve::pipeline::schedule::{FailOnPanic, Next, Scheduler};
@@ -414,9 +417,10 @@ impl<S, W> Scheduler<S, W> {
     }
 }
 
-/// Calls [`Scheduler::fail`] if the worker holding it unwinds: dropped
+/// Calls [`Scheduler::fail`] if the thread holding it unwinds: dropped
 /// during a panic, it stops the run instead of leaving it waiting on a
-/// shard whose state died with the worker.
+/// shard whose state died with a worker, or workers waiting for work from
+/// a producer that died.
 pub struct FailOnPanic<'a, S, W>(pub &'a Scheduler<S, W>);
 
 impl<S, W> Drop for FailOnPanic<'_, S, W> {

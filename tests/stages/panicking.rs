@@ -1,17 +1,40 @@
-//! A stage that panics in one shard after a number of packets: a stage's
-//! bug, as the engine must survive it (the run ends in an error, not a
-//! hang). `tests/stage.rs` registers it.
+//! A stage that panics in one shard, or in its coordinator on the source
+//! thread, after a number of packets: a stage's bug, as the engine must
+//! survive it (the run ends in an error or a panic, not a hang).
+//! `tests/stage.rs` registers it.
 
+use flowsieve::pipeline::stage::{Broadcast, Coordinator};
 use flowsieve::pipeline::{
-    Event, RecordBatch, ReportContext, ShardContext, ShardStage, Stage, Tally,
+    Event, PacketRecord, RecordBatch, ReportContext, ShardContext, ShardStage, Stage, Tally,
 };
 use flowsieve::report::{Section, Table};
 use serde::Serialize;
 
-/// Panics in shard `shard` once it has seen `after` packets.
+/// Panics in shard `shard` once it has seen `after` packets, or, with
+/// `in_coordinator`, in the coordinator at the `after`-th packet.
 pub struct PanicIn {
     pub shard: usize,
     pub after: u64,
+    pub in_coordinator: bool,
+}
+
+/// The coordinator that panics.
+struct PanicInCoordinator {
+    left: u64,
+}
+
+impl Coordinator<NoTally> for PanicInCoordinator {
+    fn observe(&mut self, _r: &PacketRecord) -> Option<Broadcast> {
+        if self.left == 0 {
+            panic!("the coordinator's bug");
+        }
+        self.left -= 1;
+        None
+    }
+
+    fn finish(self: Box<Self>) -> NoTally {
+        NoTally
+    }
 }
 
 /// One shard of it.
@@ -64,9 +87,14 @@ impl Stage for PanicIn {
 
     fn shard(&self, ctx: &ShardContext) -> PanicInShard {
         PanicInShard {
-            armed: ctx.shard == self.shard,
+            armed: !self.in_coordinator && ctx.shard == self.shard,
             left: self.after,
         }
+    }
+
+    fn coordinator(&self, _ctx: &ShardContext) -> Option<Box<dyn Coordinator<NoTally>>> {
+        self.in_coordinator
+            .then(|| Box::new(PanicInCoordinator { left: self.after }) as _)
     }
 
     fn report(&self, _t: NoTally, _ctx: &ReportContext) -> Nothing {
