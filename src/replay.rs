@@ -513,7 +513,8 @@ fn replay_file<P: PacketSink>(
                         }
                     }
                 }
-                match dissector.dissect(packet.link_type, packet.data) {
+                let dissected = dissector.dissect(packet.link_type, packet.data);
+                match &dissected {
                     Ok(d) => {
                         let class = cfg.classifier.classify_on(&d.key, packet.interface_name);
                         totals.keyed(class, packet.wire_len, d.ports_truncated);
@@ -523,7 +524,7 @@ fn replay_file<P: PacketSink>(
                         }
                         sink.packet(&d.key, hash, class, packet.ts, packet.wire_len, captured);
                     }
-                    Err(reason) => totals.skips.add(reason),
+                    Err(reason) => totals.skips.add(*reason),
                 }
                 // The sink may stop the replay at any packet (an interrupt, a
                 // live run's end): checked after each, as before runs.

@@ -427,10 +427,17 @@ mod update_order {
     use serde::Serialize;
     use std::sync::Arc;
 
-    pub struct UpdateOrder;
+    /// `SECOND` makes a second stage of this kind, with a name and a
+    /// schedule of its own, so that two coordinators can send at the same
+    /// record.
+    pub struct UpdateOrder<const SECOND: bool>;
 
-    pub fn sends_before(seq: u64) -> bool {
-        seq.is_multiple_of(5) || seq.is_multiple_of(7)
+    pub fn sends_before(second: bool, seq: u64) -> bool {
+        if second {
+            seq.is_multiple_of(3) || seq.is_multiple_of(11)
+        } else {
+            seq.is_multiple_of(5) || seq.is_multiple_of(7)
+        }
     }
 
     #[derive(Default)]
@@ -451,6 +458,7 @@ mod update_order {
     }
 
     pub struct OrderShard {
+        second: bool,
         last: Option<u64>,
         tally: OrderTally,
     }
@@ -461,7 +469,7 @@ mod update_order {
             for r in batch.records() {
                 // The last update before this record: the largest place at
                 // or before it that sends one.
-                let want = (0..=r.seq).rev().find(|&s| sends_before(s));
+                let want = (0..=r.seq).rev().find(|&s| sends_before(self.second, s));
                 self.tally.records += 1;
                 self.tally.misplaced += u64::from(self.last != want);
             }
@@ -478,12 +486,13 @@ mod update_order {
     }
 
     struct OrderCoordinator {
+        second: bool,
         sent: u64,
     }
 
     impl Coordinator<OrderTally> for OrderCoordinator {
         fn observe(&mut self, r: &flowsieve::pipeline::PacketRecord) -> Option<Broadcast> {
-            sends_before(r.seq).then(|| {
+            sends_before(self.second, r.seq).then(|| {
                 self.sent += 1;
                 Arc::new(r.seq) as Broadcast
             })
@@ -513,18 +522,26 @@ mod update_order {
         }
     }
 
-    impl Stage for UpdateOrder {
-        const NAME: &'static str = "update_order";
+    impl<const SECOND: bool> Stage for UpdateOrder<SECOND> {
+        const NAME: &'static str = if SECOND {
+            "update_order_2"
+        } else {
+            "update_order"
+        };
         type Shard = OrderShard;
         type Section = OrderSection;
         fn shard(&self, _ctx: &ShardContext) -> OrderShard {
             OrderShard {
+                second: SECOND,
                 last: None,
                 tally: OrderTally::default(),
             }
         }
         fn coordinator(&self, _ctx: &ShardContext) -> Option<Box<dyn Coordinator<OrderTally>>> {
-            Some(Box::new(OrderCoordinator { sent: 0 }))
+            Some(Box::new(OrderCoordinator {
+                second: SECOND,
+                sent: 0,
+            }))
         }
         fn report(&self, t: OrderTally, _ctx: &ReportContext) -> OrderSection {
             OrderSection {
@@ -540,23 +557,36 @@ mod update_order {
 #[test]
 fn every_update_reaches_every_shard_in_its_place_among_the_records() {
     use update_order::{OrderSection, UpdateOrder, sends_before};
-    let sent = (0..40_000u64).filter(|&s| sends_before(s)).count() as u64;
+    let sent = |second| (0..40_000u64).filter(|&s| sends_before(second, s)).count() as u64;
     // Batches of one record, of a few, and the default, at which a shard's
     // pending batch gathers more updates than it may hold and is sent
-    // early.
+    // early. With one coordinator, and with two that often send at the same
+    // record: the second's update must still go before that record, even
+    // when the first's filled the record's batch.
     for (batch, threads, shards) in [(1, 2, 3), (7, 2, 8), (512, 1, 5), (512, 2, 8)] {
-        let mut cfg = PipelineConfig::new(Classifier::ports());
-        cfg.batch = batch;
-        cfg.threads = threads;
-        cfg.shards = shards;
-        cfg.stages = StageList::none();
-        let validated = cfg.validate().unwrap().with_stage(UpdateOrder);
-        let r = replay_with(&validated);
-        let s = r.section::<OrderSection>("update_order").unwrap();
-        let what = format!("batch {batch}, {threads} threads, {shards} shards");
-        assert_eq!(s.records, 40_000, "{what}");
-        assert_eq!(s.sent, sent, "{what}");
-        assert_eq!(s.applied, sent * shards as u64, "{what}");
-        assert_eq!(s.misplaced, 0, "{what}");
+        for two in [false, true] {
+            let mut cfg = PipelineConfig::new(Classifier::ports());
+            cfg.batch = batch;
+            cfg.threads = threads;
+            cfg.shards = shards;
+            cfg.stages = StageList::none();
+            let mut validated = cfg.validate().unwrap().with_stage(UpdateOrder::<false>);
+            if two {
+                validated = validated.with_stage(UpdateOrder::<true>);
+            }
+            let r = replay_with(&validated);
+            let mut names = vec![(false, "update_order")];
+            if two {
+                names.push((true, "update_order_2"));
+            }
+            for (second, name) in names {
+                let s = r.section::<OrderSection>(name).unwrap();
+                let what = format!("{name}: batch {batch}, {threads} threads, {shards} shards");
+                assert_eq!(s.records, 40_000, "{what}");
+                assert_eq!(s.sent, sent(second), "{what}");
+                assert_eq!(s.applied, sent(second) * shards as u64, "{what}");
+                assert_eq!(s.misplaced, 0, "{what}");
+            }
+        }
     }
 }

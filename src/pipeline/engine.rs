@@ -267,15 +267,24 @@ impl Dispatcher<'_> {
     /// Sends a coordinator's update to every shard, after every record
     /// dispatched so far: into each shard's pending batch, after its
     /// records (see [`StagedUpdate`]).
-    fn broadcast(&mut self, stage: usize, update: Broadcast) {
+    ///
+    /// `current` is the shard whose pending batch already ends with the
+    /// record the coordinator just observed: there the update goes before
+    /// that record, as if it had not been queued yet, and the batch is not
+    /// sent here (the caller sends it once every coordinator has seen the
+    /// record), so that the update can never arrive after it.
+    fn broadcast(&mut self, stage: usize, update: Broadcast, current: usize) {
         for shard in 0..self.shards {
-            let at = self.pending[shard].len();
+            let mut at = self.pending[shard].len();
+            if shard == current {
+                at -= 1;
+            }
             self.pending_updates[shard].push(StagedUpdate {
                 at,
                 stage,
                 update: update.clone(),
             });
-            if self.pending_updates[shard].len() >= MAX_STAGED_UPDATES {
+            if shard != current && self.pending_updates[shard].len() >= MAX_STAGED_UPDATES {
                 self.send(shard);
             }
         }
@@ -487,24 +496,25 @@ impl PacketSink for Dispatcher<'_> {
             w.packets += 1;
         }
         let shard = shard_of(hash, self.shards);
-        let record = PacketRecord {
+        if self.pending[shard].is_empty() {
+            self.filling_since[shard] = Some(Instant::now());
+        }
+        // The record is written once, straight into its batch, and the
+        // coordinators read it there. Built on the stack for them and then
+        // copied into the batch, it was loaded as two 16-byte values, which
+        // cannot be forwarded from the narrower stores that had just written
+        // it: the source thread's hottest instruction in a profile. An
+        // update a coordinator makes still goes before this record (see
+        // `broadcast`), as when the record was queued after the updates.
+        let at = self.pending[shard].len();
+        self.pending[shard].push(PacketRecord {
             hash,
             time_ns,
             seq,
             wire_len,
             class,
             shard: shard as u16,
-        };
-        for i in 0..self.coordinators.len() {
-            if let Some(update) = self.coordinators[i].1.observe(&record) {
-                let stage = self.coordinators[i].0;
-                self.broadcast(stage, update);
-            }
-        }
-        if self.pending[shard].is_empty() {
-            self.filling_since[shard] = Some(Instant::now());
-        }
-        self.pending[shard].push(record);
+        });
         if self.keyed {
             self.pending_keys[shard].push(*key);
         }
@@ -519,7 +529,16 @@ impl PacketSink for Dispatcher<'_> {
             });
         }
         self.seq = seq + 1;
-        if self.pending[shard].len() >= self.batch {
+        for i in 0..self.coordinators.len() {
+            let record = &self.pending[shard][at];
+            if let Some(update) = self.coordinators[i].1.observe(record) {
+                let stage = self.coordinators[i].0;
+                self.broadcast(stage, update, shard);
+            }
+        }
+        if self.pending[shard].len() >= self.batch
+            || self.pending_updates[shard].len() >= MAX_STAGED_UPDATES
+        {
             self.send(shard);
         }
     }
