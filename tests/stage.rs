@@ -193,6 +193,31 @@ fn a_failing_sink_stops_the_run() {
     }
 }
 
+/// A run with a [`panicking::PanicIn`] stage on its own thread, so that a
+/// hang shows as a deadline passed rather than a test that never ends.
+/// `None` if it has not finished after 60 s; otherwise what joining it
+/// gave: the run's outcome, or the panic that ended it.
+fn panicking_run(
+    threads: usize,
+    stage: panicking::PanicIn,
+) -> Option<std::thread::Result<Result<PipelineReport, PipelineError>>> {
+    let run_it = std::thread::spawn(move || {
+        let mut cfg = PipelineConfig::new(Classifier::ports());
+        cfg.threads = threads;
+        cfg.shards = 8;
+        cfg.batch = 64;
+        cfg.queue_batches = 2;
+        let cfg = cfg.validate().unwrap().with_stage(stage);
+        let source = FileSource::new(vec![default_trace()], &cfg);
+        run(source, &cfg, &mut NoObserver, &mut NoEvents)
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !run_it.is_finished() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    run_it.is_finished().then(|| run_it.join())
+}
+
 /// A stage that panics in one shard ends the run with the worker error, at
 /// any thread count, instead of hanging: the shard's state dies with its
 /// worker, so the scheduler must stop the other workers and the source,
@@ -200,29 +225,19 @@ fn a_failing_sink_stops_the_run() {
 #[test]
 fn a_panicking_stage_ends_the_run_with_an_error() {
     for threads in [1, 2, 3] {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut cfg = PipelineConfig::new(Classifier::ports());
-            cfg.threads = threads;
-            cfg.shards = 8;
-            cfg.batch = 64;
-            cfg.queue_batches = 2;
-            let cfg = cfg.validate().unwrap().with_stage(panicking::PanicIn {
-                shard: 3,
-                after: 500,
-                in_coordinator: false,
-            });
-            let source = FileSource::new(vec![default_trace()], &cfg);
-            let outcome = match run(source, &cfg, &mut NoObserver, &mut NoEvents) {
-                Err(PipelineError::Worker(_)) => Ok(()),
-                other => Err(format!("{:?}", other.map(|r| r.pipeline))),
-            };
-            let _ = tx.send(outcome);
-        });
-        match rx.recv_timeout(std::time::Duration::from_secs(60)) {
-            Ok(Ok(())) => {}
-            Ok(Err(other)) => panic!("{threads} threads: expected the worker error, got {other}"),
-            Err(_) => panic!("{threads} threads: the run hung after a worker panicked"),
+        let stage = panicking::PanicIn {
+            shard: 3,
+            after: 500,
+            in_coordinator: false,
+        };
+        match panicking_run(threads, stage) {
+            Some(Ok(Err(PipelineError::Worker(_)))) => {}
+            Some(Ok(other)) => panic!(
+                "{threads} threads: expected the worker error, got {:?}",
+                other.map(|r| r.pipeline)
+            ),
+            Some(Err(_)) => panic!("{threads} threads: the run panicked"),
+            None => panic!("{threads} threads: the run hung after a worker panicked"),
         }
     }
 }
@@ -234,30 +249,15 @@ fn a_panicking_stage_ends_the_run_with_an_error() {
 #[test]
 fn a_panicking_coordinator_ends_the_run_instead_of_hanging() {
     for threads in [1, 2, 3] {
-        let run_it = std::thread::spawn(move || {
-            let mut cfg = PipelineConfig::new(Classifier::ports());
-            cfg.threads = threads;
-            cfg.shards = 8;
-            cfg.batch = 64;
-            let cfg = cfg.validate().unwrap().with_stage(panicking::PanicIn {
-                shard: 0,
-                after: 500,
-                in_coordinator: true,
-            });
-            let source = FileSource::new(vec![default_trace()], &cfg);
-            run(source, &cfg, &mut NoObserver, &mut NoEvents).map(|_| ())
-        });
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while !run_it.is_finished() && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        assert!(
-            run_it.is_finished(),
-            "{threads} threads: the run hung after its source panicked"
-        );
-        let panic = run_it
-            .join()
-            .expect_err("the coordinator's panic must reach the caller");
+        let stage = panicking::PanicIn {
+            shard: 0,
+            after: 500,
+            in_coordinator: true,
+        };
+        let Some(joined) = panicking_run(threads, stage) else {
+            panic!("{threads} threads: the run hung after its source panicked");
+        };
+        let panic = joined.expect_err("the coordinator's panic must reach the caller");
         assert_eq!(
             panic.downcast_ref::<&str>(),
             Some(&"the coordinator's bug"),
