@@ -412,4 +412,45 @@ proptest! {
         prop_assert_eq!(c.src_bits(), if want_swap { b } else { a });
         prop_assert_eq!(c.sport(), if want_swap { dp } else { sp });
     }
+
+    /// Ports, protocol and version share one word in the key: each reads
+    /// back as it was given, for either version and after a reversal, and
+    /// keys equal exactly when all five parts do.
+    #[test]
+    fn flow_key_ports_protocol_and_version_read_back_from_their_word(
+        a in any::<[u8; 4]>(), b in any::<[u8; 4]>(), sp in any::<u16>(), dp in any::<u16>(),
+        proto in any::<u8>(), v6 in any::<bool>(), other in any::<(u16, u16, u8)>(),
+    ) {
+        let (a6, b6) = (
+            u128::from(u32::from_be_bytes(a)).to_be_bytes(),
+            u128::from(u32::from_be_bytes(b)).to_be_bytes(),
+        );
+        let key = |sp, dp, proto| {
+            if v6 {
+                FlowKey::v6(a6, b6, sp, dp, proto)
+            } else {
+                FlowKey::v4(a, b, sp, dp, proto)
+            }
+        };
+        let version = if v6 { IpVersion::V6 } else { IpVersion::V4 };
+        let k = key(sp, dp, proto);
+        prop_assert_eq!((k.sport(), k.dport(), k.proto(), k.version()), (sp, dp, proto, version));
+        let r = k.reversed();
+        prop_assert_eq!((r.sport(), r.dport(), r.proto(), r.version()), (dp, sp, proto, version));
+        prop_assert_eq!(r.src_bits(), k.dst_bits());
+        prop_assert_eq!(r.reversed(), k);
+        let (sp2, dp2, proto2) = other;
+        prop_assert_eq!(key(sp2, dp2, proto2) == k, (sp2, dp2, proto2) == (sp, dp, proto));
+        // An IPv4 key never equals the IPv6 key of the same numbers.
+        let v4 = FlowKey::v4(a, b, sp, dp, proto);
+        prop_assert_eq!(v4 == k, !v6);
+        prop_assert_eq!(
+            format!("{k:?}"),
+            format!(
+                "FlowKey {{ src: {:?}, dst: {:?}, sport: {sp}, dport: {dp}, proto: {proto}, version: {version:?} }}",
+                [0u64, u64::from(u32::from_be_bytes(a))],
+                [0u64, u64::from(u32::from_be_bytes(b))],
+            )
+        );
+    }
 }

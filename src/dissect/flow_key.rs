@@ -28,7 +28,7 @@ pub enum IpVersion {
 /// assert_eq!(k.to_string(), "10.0.0.1:1234 -> 10.0.0.2:80 proto 6");
 /// assert_eq!(k.reversed().canonical(), k.canonical());
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FlowKey {
     // Addresses as [high, low] 64-bit halves rather than `u128`: a `u128`
     // is 16-byte aligned, which pads the key to 48 bytes and every packet
@@ -37,10 +37,44 @@ pub struct FlowKey {
     // halves order as the 128-bit numbers do.
     src: [u64; 2],
     dst: [u64; 2],
-    sport: u16,
-    dport: u16,
-    proto: u8,
-    version: IpVersion,
+    /// Ports, protocol and version in one word, as the hash encodes them
+    /// (`crate::hash::encode`'s fifth word): `sport << 48 | dport << 32 |
+    /// proto << 8 | version`. As four fields they were written by four
+    /// narrow stores, and the hash read the two ports back as one 4-byte
+    /// load, which the store buffer cannot forward from two 2-byte stores:
+    /// a stall on every packet. One word is written by one store and read
+    /// by one load.
+    tail: u64,
+}
+
+/// Where each part of [`FlowKey`]'s `tail` word sits.
+const SPORT_SHIFT: u32 = 48;
+const DPORT_SHIFT: u32 = 32;
+const PROTO_SHIFT: u32 = 8;
+const VERSION_MASK: u64 = 0xff;
+
+/// The `tail` word of a key.
+#[inline(always)]
+const fn tail(sport: u16, dport: u16, proto: u8, version: IpVersion) -> u64 {
+    ((sport as u64) << SPORT_SHIFT)
+        | ((dport as u64) << DPORT_SHIFT)
+        | ((proto as u64) << PROTO_SHIFT)
+        | version as u64
+}
+
+impl fmt::Debug for FlowKey {
+    // The fields as they were before they shared a word, so that a key
+    // prints as its parts.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FlowKey")
+            .field("src", &self.src)
+            .field("dst", &self.dst)
+            .field("sport", &self.sport())
+            .field("dport", &self.dport())
+            .field("proto", &self.proto())
+            .field("version", &self.version())
+            .finish()
+    }
 }
 
 impl FlowKey {
@@ -49,10 +83,7 @@ impl FlowKey {
         FlowKey {
             src: halves(u128::from(u32::from_be_bytes(src))),
             dst: halves(u128::from(u32::from_be_bytes(dst))),
-            sport,
-            dport,
-            proto,
-            version: IpVersion::V4,
+            tail: tail(sport, dport, proto, IpVersion::V4),
         }
     }
 
@@ -61,10 +92,7 @@ impl FlowKey {
         FlowKey {
             src: halves(u128::from_be_bytes(src)),
             dst: halves(u128::from_be_bytes(dst)),
-            sport,
-            dport,
-            proto,
-            version: IpVersion::V6,
+            tail: tail(sport, dport, proto, IpVersion::V6),
         }
     }
 
@@ -89,7 +117,25 @@ impl FlowKey {
 
     /// The IP version.
     pub fn version(&self) -> IpVersion {
-        self.version
+        // Only the constructors write `tail`, with 4 or 6 here.
+        if self.tail & VERSION_MASK == IpVersion::V6 as u64 {
+            IpVersion::V6
+        } else {
+            IpVersion::V4
+        }
+    }
+
+    /// Ports, protocol and version as one word: `sport << 48 | dport << 32
+    /// | proto << 8 | version` (4 or 6), the hash's fifth encoding word.
+    ///
+    /// ```
+    /// use flowsieve::dissect::FlowKey;
+    /// let k = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 1234, 80, 6);
+    /// assert_eq!(k.tail_word(), 1234 << 48 | 80 << 32 | 6 << 8 | 4);
+    /// ```
+    #[inline]
+    pub fn tail_word(&self) -> u64 {
+        self.tail
     }
 
     /// Source address as a 128-bit number (IPv4 in the low 32 bits).
@@ -104,27 +150,27 @@ impl FlowKey {
 
     /// Source address.
     pub fn src(&self) -> IpAddr {
-        addr(whole(self.src), self.version)
+        addr(whole(self.src), self.version())
     }
 
     /// Destination address.
     pub fn dst(&self) -> IpAddr {
-        addr(whole(self.dst), self.version)
+        addr(whole(self.dst), self.version())
     }
 
     /// Source port (0 where the protocol has none).
     pub fn sport(&self) -> u16 {
-        self.sport
+        (self.tail >> SPORT_SHIFT) as u16
     }
 
     /// Destination port (0 where the protocol has none).
     pub fn dport(&self) -> u16 {
-        self.dport
+        (self.tail >> DPORT_SHIFT) as u16
     }
 
     /// IP protocol number (upper-layer protocol).
     pub fn proto(&self) -> u8 {
-        self.proto
+        (self.tail >> PROTO_SHIFT) as u8
     }
 
     /// The same flow seen in the other direction.
@@ -132,16 +178,14 @@ impl FlowKey {
         FlowKey {
             src: self.dst,
             dst: self.src,
-            sport: self.dport,
-            dport: self.sport,
-            ..*self
+            tail: tail(self.dport(), self.sport(), self.proto(), self.version()),
         }
     }
 
     /// Canonical order for bidirectional keys: the (address, port) pair that
     /// sorts lower becomes the source.
     pub fn canonical(&self) -> FlowKey {
-        match (self.src, self.sport).cmp(&(self.dst, self.dport)) {
+        match (self.src, self.sport()).cmp(&(self.dst, self.dport())) {
             Ordering::Greater => self.reversed(),
             _ => *self,
         }
@@ -169,24 +213,24 @@ fn addr(bits: u128, version: IpVersion) -> IpAddr {
 
 impl fmt::Display for FlowKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.version {
+        match self.version() {
             IpVersion::V4 => write!(
                 f,
                 "{}:{} -> {}:{} proto {}",
                 self.src(),
-                self.sport,
+                self.sport(),
                 self.dst(),
-                self.dport,
-                self.proto
+                self.dport(),
+                self.proto()
             ),
             IpVersion::V6 => write!(
                 f,
                 "[{}]:{} -> [{}]:{} proto {}",
                 self.src(),
-                self.sport,
+                self.sport(),
                 self.dst(),
-                self.dport,
-                self.proto
+                self.dport(),
+                self.proto()
             ),
         }
     }

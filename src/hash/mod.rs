@@ -68,7 +68,7 @@
 //! }
 //! ```
 
-use crate::dissect::{FlowKey, IpVersion};
+use crate::dissect::FlowKey;
 
 const K0: u64 = 0x243f_6a88_85a3_08d3;
 const K1: u64 = 0x1319_8a2e_0370_7345;
@@ -83,19 +83,14 @@ const K6: u64 = 0xc0ac_29b7_c97c_50dd;
 #[inline]
 pub fn encode(key: &FlowKey) -> [u64; 5] {
     let (s, d) = (key.src_bits(), key.dst_bits());
-    let version = match key.version() {
-        IpVersion::V4 => 4u64,
-        IpVersion::V6 => 6u64,
-    };
+    // The key holds its fifth word as it is encoded here (ports, protocol,
+    // version).
     [
         (s >> 64) as u64,
         s as u64,
         (d >> 64) as u64,
         d as u64,
-        (u64::from(key.sport()) << 48)
-            | (u64::from(key.dport()) << 32)
-            | (u64::from(key.proto()) << 8)
-            | version,
+        key.tail_word(),
     ]
 }
 
