@@ -454,3 +454,149 @@ proptest! {
         );
     }
 }
+
+// ---------- the common frames' straight path against the general path ----------
+
+/// Every packet of every shared capture, with directional and canonical
+/// keys: `dissect` (the straight path where it applies) answers exactly
+/// what `dissect_general` answers, keys and skip reasons alike.
+#[test]
+fn dissect_answers_as_the_general_path_on_every_shared_capture() {
+    let Some(dir) = shared_traces("dissect_answers_as_the_general_path_on_every_shared_capture")
+    else {
+        return;
+    };
+    let dissectors = [Dissector::new(false), Dissector::new(true)];
+    let (mut packets, mut keyed, mut skipped) = (0u64, 0u64, 0u64);
+    for path in common::manifest_paths(&dir) {
+        let Ok(mut reader) = flowsieve::ingest::TraceReader::open(&path) else {
+            continue;
+        };
+        let mut n = 0u64;
+        while let Ok(Some(p)) = reader.next_packet() {
+            n += 1;
+            for d in &dissectors {
+                let general = d.dissect_general(p.link_type, p.data);
+                assert_eq!(
+                    d.dissect(p.link_type, p.data),
+                    general,
+                    "{}: packet {n}, link {}, bidirectional {}",
+                    path.display(),
+                    p.link_type,
+                    d.bidirectional
+                );
+            }
+            match dissectors[0].dissect_general(p.link_type, p.data) {
+                Ok(_) => keyed += 1,
+                Err(_) => skipped += 1,
+            }
+        }
+        packets += n;
+    }
+    // Most of the captures' packets are keyed, and some are skipped: both
+    // answers were compared, not just one kind.
+    assert!(packets > 100_000, "{packets} packets read");
+    assert!(
+        keyed > packets / 2 && skipped > 0,
+        "{keyed} keyed, {skipped} skipped"
+    );
+}
+
+/// The frame the property test below builds: a link type, then (Ethernet)
+/// an ether type and VLAN tags, then an IP header whose first byte,
+/// protocol or next header, and remaining bytes vary, cut anywhere.
+fn frames() -> impl Strategy<Value = (LinkType, Vec<u8>)> {
+    let ether_types = prop_oneof![
+        Just(0x0800u16),
+        Just(0x86dd),
+        Just(0x8100),
+        Just(0x88a8),
+        Just(0x9100),
+        Just(0x9200),
+        Just(0x8847),
+        Just(0x8864),
+        any::<u16>(),
+    ];
+    let tags = prop::collection::vec(
+        (
+            any::<u16>(),
+            prop_oneof![Just(0x0800u16), Just(0x86dd), Just(0x8100), any::<u16>()],
+        ),
+        0..3,
+    );
+    let first = prop_oneof![
+        Just(0x45u8),
+        Just(0x46),
+        Just(0x4f),
+        Just(0x44),
+        Just(0x60),
+        Just(0x6f),
+        any::<u8>(),
+    ];
+    let proto = prop_oneof![
+        Just(6u8),
+        Just(17),
+        Just(132),
+        Just(136),
+        Just(1),
+        Just(0),
+        Just(43),
+        Just(44),
+        Just(51),
+        Just(60),
+        Just(135),
+        Just(59),
+        any::<u8>(),
+    ];
+    (
+        prop::sample::select(vec![1u16, 12, 14, 101, 228, 229, 113, 0]),
+        ether_types,
+        tags,
+        first,
+        proto,
+        prop::collection::vec(any::<u8>(), 40..90),
+        any::<prop::sample::Index>(),
+    )
+        .prop_map(|(link, ether, tags, first, proto, mut ip, cut)| {
+            ip[0] = first;
+            match first >> 4 {
+                4 => ip[9] = proto,
+                6 => ip[6] = proto,
+                _ => {}
+            }
+            let mut frame = Vec::new();
+            if link == 1 {
+                frame.extend_from_slice(&ETH_HDR);
+                frame.extend_from_slice(&ether.to_be_bytes());
+                for (tci, inner) in tags {
+                    frame.extend_from_slice(&tci.to_be_bytes());
+                    frame.extend_from_slice(&inner.to_be_bytes());
+                }
+            }
+            frame.extend_from_slice(&ip);
+            let cut = cut.index(frame.len() + 1);
+            frame.truncate(cut);
+            (LinkType(link), frame)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+    /// On built frames, cut anywhere: `dissect` answers exactly what
+    /// `dissect_general` answers, keys and skip reasons, both key kinds.
+    #[test]
+    fn dissect_answers_as_the_general_path_on_built_frames((link, frame) in frames()) {
+        for d in [Dissector::new(false), Dissector::new(true)] {
+            prop_assert_eq!(d.dissect(link, &frame), d.dissect_general(link, &frame));
+        }
+    }
+
+    /// The same on arbitrary bytes, for every link type the general path
+    /// knows and some it does not.
+    #[test]
+    fn dissect_answers_as_the_general_path_on_arbitrary_bytes(link in prop::sample::select(LINKS.to_vec()), bytes in prop::collection::vec(any::<u8>(), 0..120)) {
+        let d = Dissector::new(false);
+        prop_assert_eq!(d.dissect(LinkType(link), &bytes), d.dissect_general(LinkType(link), &bytes));
+    }
+}

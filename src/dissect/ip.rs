@@ -68,8 +68,8 @@ fn has_ports(proto: u8) -> bool {
 }
 
 /// Reads the ports of a first fragment; `(0, 0, truncated)` otherwise.
-#[inline]
-fn ports(proto: u8, first_fragment: bool, l4: &[u8]) -> (u16, u16, bool) {
+#[inline(always)]
+pub(crate) fn ports(proto: u8, first_fragment: bool, l4: &[u8]) -> (u16, u16, bool) {
     if !first_fragment || !has_ports(proto) {
         return (0, 0, false);
     }
