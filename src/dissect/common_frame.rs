@@ -15,8 +15,8 @@
 //! every shared capture and on arbitrary bytes.
 
 use super::FlowKey;
-use super::ip::{IpDissection, ip_proto, ports};
-use super::link::ether_type;
+use super::ip::{IpDissection, is_walked_extension, ports};
+use super::link::{Network, ether_type};
 use crate::ingest::LinkType;
 
 /// The Ethernet II header: two addresses and the ether type.
@@ -50,48 +50,40 @@ const IPV6_SOURCE_AT: usize = 8;
 /// Where the IPv6 header holds the destination address.
 const IPV6_DESTINATION_AT: usize = 24;
 
-/// The IP version an ether type announces, or that a raw-IP frame's first
-/// nibble says.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Version {
-    V4,
-    V6,
-}
-
 /// The key of a frame this path takes, or `None` for any other frame (the
 /// general path then decides).
 #[inline(always)]
 pub(crate) fn dissect(link: LinkType, data: &[u8]) -> Option<IpDissection> {
-    let (version, ip) = match link {
+    let network = match link {
         LinkType::ETHERNET => ethernet(data)?,
         // The link types the general path reads by the version nibble.
         LinkType::RAW_12 | LinkType::RAW_14 | LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => {
             match data.first()? >> 4 {
-                4 => (Version::V4, data),
-                6 => (Version::V6, data),
+                4 => Network::V4(data),
+                6 => Network::V6(data),
                 _ => return None,
             }
         }
         _ => return None,
     };
-    match version {
-        Version::V4 => ipv4(ip),
-        Version::V6 => ipv6(ip),
+    match network {
+        Network::V4(ip) => ipv4(ip),
+        Network::V6(ip) => ipv6(ip),
     }
 }
 
-/// The IP header behind an Ethernet II header and any VLAN tags, and the
+/// The IP header behind an Ethernet II header and any VLAN tags, as the
 /// version its ether type announces.
 #[inline(always)]
-fn ethernet(data: &[u8]) -> Option<(Version, &[u8])> {
+fn ethernet(data: &[u8]) -> Option<Network<'_>> {
     // No panic: the ether type is read from the 14 bytes checked here.
     let header: &[u8; ETHERNET_HEADER_LEN] = data.first_chunk()?;
     let mut ether = u16::from_be_bytes([header[ETHER_TYPE_AT], header[ETHER_TYPE_AT + 1]]);
     let mut rest = &data[ETHERNET_HEADER_LEN..];
     loop {
         match ether {
-            ether_type::IPV4 => return Some((Version::V4, rest)),
-            ether_type::IPV6 => return Some((Version::V6, rest)),
+            ether_type::IPV4 => return Some(Network::V4(rest)),
+            ether_type::IPV6 => return Some(Network::V6(rest)),
             ether_type::VLAN_8021Q
             | ether_type::VLAN_8021AD
             | ether_type::VLAN_QINQ_9100
@@ -146,17 +138,7 @@ fn ipv6(ip: &[u8]) -> Option<IpDissection> {
     // No panic: every field below is read from the 40 bytes checked here.
     let fixed: &[u8; IPV6_HEADER_LEN] = ip.first_chunk()?;
     let next = fixed[IPV6_NEXT_HEADER_AT];
-    if fixed[0] >> 4 != 6
-        || matches!(
-            next,
-            ip_proto::HOP_BY_HOP
-                | ip_proto::ROUTING
-                | ip_proto::FRAGMENT
-                | ip_proto::AUTH
-                | ip_proto::DEST_OPTIONS
-                | ip_proto::MOBILITY
-        )
-    {
+    if fixed[0] >> 4 != 6 || is_walked_extension(next) {
         return None;
     }
     let (sport, dport, ports_truncated) = ports(next, true, &ip[IPV6_HEADER_LEN..]);

@@ -67,6 +67,22 @@ fn has_ports(proto: u8) -> bool {
     )
 }
 
+/// The next-header values the IPv6 walk ([`ipv6`]) follows as extension
+/// headers: its allow-list. The common frames' straight path leaves a
+/// packet with one of these to that walk.
+#[inline(always)]
+pub(crate) fn is_walked_extension(next: u8) -> bool {
+    matches!(
+        next,
+        ip_proto::HOP_BY_HOP
+            | ip_proto::ROUTING
+            | ip_proto::FRAGMENT
+            | ip_proto::AUTH
+            | ip_proto::DEST_OPTIONS
+            | ip_proto::MOBILITY
+    )
+}
+
 /// Reads the ports of a first fragment; `(0, 0, truncated)` otherwise.
 #[inline(always)]
 pub(crate) fn ports(proto: u8, first_fragment: bool, l4: &[u8]) -> (u16, u16, bool) {
