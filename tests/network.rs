@@ -654,7 +654,19 @@ fn a_replay_delivers_every_window_whatever_the_buffer_bound() {
         );
     }
     let r0 = states.iter().find(|p| p.probe == "r0").unwrap();
-    assert!(r0.stored.len() >= 10, "{r0:?}");
+    // r0 raised its watermark while it ran, not once at its end: more than
+    // one span, each starting where the one before it ended, in stream
+    // order. How many spans depends on how the stream's acknowledgements
+    // interleave with the replay: a fixed count of 10 failed once in a run
+    // of the whole suite, with 9 spans (the front windows still bounded at
+    // sequence 322 of 960, as checked below).
+    assert!(r0.stored.len() >= 2, "{r0:?}");
+    for pair in r0.stored.windows(2) {
+        assert!(
+            pair[0].to == pair[1].from && pair[0].sequence <= pair[1].sequence,
+            "{r0:?}"
+        );
+    }
     let first = digests.iter().map(|d| d.1).min().unwrap();
     // The first span holds what the probe queued while it connected, which
     // depends on how fast it encodes: since a nearly empty window's
