@@ -485,10 +485,12 @@ fn dissect_answers_as_the_general_path_on_every_shared_capture() {
                     p.link_type,
                     d.bidirectional
                 );
-            }
-            match dissectors[0].dissect_general(p.link_type, p.data) {
-                Ok(_) => keyed += 1,
-                Err(_) => skipped += 1,
+                if !d.bidirectional {
+                    match general {
+                        Ok(_) => keyed += 1,
+                        Err(_) => skipped += 1,
+                    }
+                }
             }
         }
         packets += n;

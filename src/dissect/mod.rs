@@ -54,14 +54,11 @@ impl Dissector {
     /// either way.
     #[inline]
     pub fn dissect(&self, link: LinkType, data: &[u8]) -> Result<IpDissection, SkipReason> {
-        let mut d = match common_frame::dissect(link, data) {
+        let d = match common_frame::dissect(link, data) {
             Some(d) => d,
             None => general(link, data)?,
         };
-        if self.bidirectional {
-            d.key = d.key.canonical();
-        }
-        Ok(d)
+        Ok(self.oriented(d))
     }
 
     /// The flow key of one captured frame by the general path alone: every
@@ -85,11 +82,17 @@ impl Dissector {
     /// assert!(d.dissect(LinkType::ETHERNET, &frame[..30]).is_err());
     /// ```
     pub fn dissect_general(&self, link: LinkType, data: &[u8]) -> Result<IpDissection, SkipReason> {
-        let mut d = general(link, data)?;
+        Ok(self.oriented(general(link, data)?))
+    }
+
+    /// The key as this dissector gives it: canonical for bidirectional
+    /// flows, as read otherwise.
+    #[inline(always)]
+    fn oriented(&self, mut d: IpDissection) -> IpDissection {
         if self.bidirectional {
             d.key = d.key.canonical();
         }
-        Ok(d)
+        d
     }
 }
 
