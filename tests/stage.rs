@@ -225,10 +225,9 @@ fn panicking_run(
 #[test]
 fn a_panicking_stage_ends_the_run_with_an_error() {
     for threads in [1, 2, 3] {
-        let stage = panicking::PanicIn {
+        let stage = panicking::PanicIn::Shard {
             shard: 3,
             after: 500,
-            in_coordinator: false,
         };
         match panicking_run(threads, stage) {
             Some(Ok(Err(PipelineError::Worker(_)))) => {}
@@ -249,11 +248,7 @@ fn a_panicking_stage_ends_the_run_with_an_error() {
 #[test]
 fn a_panicking_coordinator_ends_the_run_instead_of_hanging() {
     for threads in [1, 2, 3] {
-        let stage = panicking::PanicIn {
-            shard: 0,
-            after: 500,
-            in_coordinator: true,
-        };
+        let stage = panicking::PanicIn::Coordinator { after: 500 };
         let Some(joined) = panicking_run(threads, stage) else {
             panic!("{threads} threads: the run hung after its source panicked");
         };

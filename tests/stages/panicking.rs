@@ -10,12 +10,12 @@ use flowsieve::pipeline::{
 use flowsieve::report::{Section, Table};
 use serde::Serialize;
 
-/// Panics in shard `shard` once it has seen `after` packets, or, with
-/// `in_coordinator`, in the coordinator at the `after`-th packet.
-pub struct PanicIn {
-    pub shard: usize,
-    pub after: u64,
-    pub in_coordinator: bool,
+/// Where the stage's bug is.
+pub enum PanicIn {
+    /// In shard `shard`, once it has seen `after` packets.
+    Shard { shard: usize, after: u64 },
+    /// In the coordinator, on the source thread, at the `after`-th packet.
+    Coordinator { after: u64 },
 }
 
 /// The coordinator that panics.
@@ -86,15 +86,23 @@ impl Stage for PanicIn {
     type Section = Nothing;
 
     fn shard(&self, ctx: &ShardContext) -> PanicInShard {
-        PanicInShard {
-            armed: !self.in_coordinator && ctx.shard == self.shard,
-            left: self.after,
+        match *self {
+            PanicIn::Shard { shard, after } => PanicInShard {
+                armed: ctx.shard == shard,
+                left: after,
+            },
+            PanicIn::Coordinator { .. } => PanicInShard {
+                armed: false,
+                left: 0,
+            },
         }
     }
 
     fn coordinator(&self, _ctx: &ShardContext) -> Option<Box<dyn Coordinator<NoTally>>> {
-        self.in_coordinator
-            .then(|| Box::new(PanicInCoordinator { left: self.after }) as _)
+        match *self {
+            PanicIn::Coordinator { after } => Some(Box::new(PanicInCoordinator { left: after })),
+            PanicIn::Shard { .. } => None,
+        }
     }
 
     fn report(&self, _t: NoTally, _ctx: &ReportContext) -> Nothing {
