@@ -421,12 +421,12 @@ impl PipelineConfig {
 /// ([`super::ShardContext::keyed`]) depends on the events its sink wants,
 /// which validation does not know, and this figure is a bound. With truth
 /// on, each record is also counted with the packet the shard workers
-/// record into their exact tables (`truth::Held`), for the same reason:
+/// record into their exact tables ([`crate::truth::RecordTruth`]), for the same reason:
 /// whether the workers keep the table depends on the source and the
 /// machine's cores.
 fn batch_bytes(cfg: &PipelineConfig) -> Result<u64, ConfigError> {
     let truth = if cfg.replay.truth {
-        std::mem::size_of::<crate::truth::Held>()
+        std::mem::size_of::<crate::truth::RecordTruth>()
     } else {
         0
     };

@@ -17,7 +17,7 @@ use crate::hash::{FlowHasher, shard_of};
 use crate::ingest::Timestamp;
 use crate::replay::{PacketSink, ReplayObserver, fill_truth};
 use crate::report::{PipelineInfo, PipelineReport, StageSection, Throughput};
-use crate::truth::{FlowTable, Held, record_held};
+use crate::truth::{BATCH as TRUTH_CHUNK, FlowTable, RecordTruth, TablePacket, record_chunk};
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use std::any::Any;
 use std::time::Instant;
@@ -87,9 +87,9 @@ struct Batch {
     /// The records' flow keys, in a keyed run ([`ShardContext::keyed`]);
     /// empty otherwise.
     keys: Vec<FlowKey>,
-    /// The records' packets as the exact table counts them, when the
-    /// workers keep it ([`Source::truth_in_sink`]); empty otherwise.
-    held: Vec<Held>,
+    /// What the exact table needs of each record beyond the record, when
+    /// the workers keep it ([`Source::truth_in_sink`]); empty otherwise.
+    truth: Vec<RecordTruth>,
     /// Coordinators' updates, each in its place among the records.
     updates: Vec<StagedUpdate>,
     sent: Instant,
@@ -126,7 +126,7 @@ const MAX_STAGED_UPDATES: usize = 64;
 type BatchBuffers = (
     Vec<PacketRecord>,
     Vec<FlowKey>,
-    Vec<Held>,
+    Vec<RecordTruth>,
     Vec<StagedUpdate>,
 );
 
@@ -233,7 +233,7 @@ struct Dispatcher<'a> {
     keyed: bool,
     /// The pending records' packets for the exact table, when the workers
     /// keep it.
-    pending_held: Vec<Vec<Held>>,
+    pending_truth: Vec<Vec<RecordTruth>>,
     /// Coordinators' updates waiting in each shard's pending batch.
     pending_updates: Vec<Vec<StagedUpdate>>,
     /// Whether the workers keep the exact table ([`Source::truth_in_sink`]).
@@ -302,10 +302,10 @@ impl Dispatcher<'_> {
     }
 
     fn send(&mut self, shard: usize) {
-        let (fresh, fresh_keys, fresh_held, fresh_updates) = self.fresh_buffers();
+        let (fresh, fresh_keys, fresh_truth, fresh_updates) = self.fresh_buffers();
         let records = std::mem::replace(&mut self.pending[shard], fresh);
         let keys = std::mem::replace(&mut self.pending_keys[shard], fresh_keys);
-        let held = std::mem::replace(&mut self.pending_held[shard], fresh_held);
+        let truth = std::mem::replace(&mut self.pending_truth[shard], fresh_truth);
         let updates = std::mem::replace(&mut self.pending_updates[shard], fresh_updates);
         // One clock read ends the batch's filling and starts its wait.
         let sent = Instant::now();
@@ -316,7 +316,7 @@ impl Dispatcher<'_> {
         let batch = Batch {
             records,
             keys,
-            held,
+            truth,
             updates,
             sent,
         };
@@ -519,14 +519,7 @@ impl PacketSink for Dispatcher<'_> {
             self.pending_keys[shard].push(*key);
         }
         if self.truth {
-            self.pending_held[shard].push(Held {
-                key: *key,
-                hash,
-                ts,
-                wire_len,
-                captured_len,
-                class,
-            });
+            self.pending_truth[shard].push(RecordTruth::new(*key, ts, captured_len));
         }
         self.seq = seq + 1;
         for i in 0..self.coordinators.len() {
@@ -724,7 +717,48 @@ fn run_batch(
     // After the stages, so that the table's misses do not delay the batch's
     // stage work (or its latency figures).
     if let Some(t) = state.table.as_mut() {
-        record_held(t, &batch.held);
+        // The dispatcher pushes a record's truth with the record, so the
+        // two lists are one length.
+        debug_assert_eq!(records.len(), batch.truth.len());
+        for (records, truth) in records
+            .chunks(TRUTH_CHUNK)
+            .zip(batch.truth.chunks(TRUTH_CHUNK))
+        {
+            let packets = records.iter().zip(truth).map(|(r, t)| InTable(r, t));
+            record_chunk(t, packets);
+        }
+    }
+}
+
+/// A record and what the exact table needs beside it: one packet as the
+/// shard's table counts it.
+#[derive(Clone, Copy)]
+struct InTable<'a>(&'a PacketRecord, &'a RecordTruth);
+
+impl TablePacket for InTable<'_> {
+    #[inline(always)]
+    fn key(&self) -> &FlowKey {
+        self.1.key()
+    }
+    #[inline(always)]
+    fn hash(&self) -> u64 {
+        self.0.hash
+    }
+    #[inline(always)]
+    fn class(&self) -> ClassId {
+        self.0.class
+    }
+    #[inline(always)]
+    fn ts(&self) -> Timestamp {
+        self.1.ts()
+    }
+    #[inline(always)]
+    fn wire_len(&self) -> u32 {
+        self.0.wire_len
+    }
+    #[inline(always)]
+    fn captured_len(&self) -> u32 {
+        self.1.captured_len()
     }
 }
 
@@ -748,9 +782,9 @@ fn recycle(free: &Sender<BatchBuffers>, mut batch: Batch) {
     if batch.records.capacity() > 0 {
         batch.records.clear();
         batch.keys.clear();
-        batch.held.clear();
+        batch.truth.clear();
         batch.updates.clear();
-        let _ = free.try_send((batch.records, batch.keys, batch.held, batch.updates));
+        let _ = free.try_send((batch.records, batch.keys, batch.truth, batch.updates));
     }
 }
 
@@ -886,7 +920,7 @@ pub fn run_with_gauges<S: Source>(
                 .map(|_| Vec::with_capacity(if keyed { batch } else { 0 }))
                 .collect(),
             keyed,
-            pending_held: (0..c.shards)
+            pending_truth: (0..c.shards)
                 .map(|_| Vec::with_capacity(if truth_in_workers { batch } else { 0 }))
                 .collect(),
             pending_updates: (0..c.shards).map(|_| Vec::new()).collect(),

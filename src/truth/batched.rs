@@ -29,8 +29,8 @@ use crossbeam_channel::{Receiver, Sender};
 /// about 5 KB, well inside L1; 16 and 256 measured the same.
 pub const BATCH: usize = 64;
 
-/// One packet waiting to be recorded (here, or in the pipeline's shard
-/// workers when they keep the table: [`crate::pipeline`]'s engine).
+/// One packet waiting to be recorded here, or on the table's own thread
+/// ([`super::record_on_own_thread`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Held {
     pub(crate) key: FlowKey,
@@ -39,6 +39,112 @@ pub(crate) struct Held {
     pub(crate) wire_len: u32,
     pub(crate) captured_len: u32,
     pub(crate) class: ClassId,
+}
+
+/// A packet as the exact table counts it: whatever holds these six
+/// figures can be recorded by [`record_chunk`].
+///
+/// Why a trait and not one struct: the pipeline's shard workers, when
+/// they keep the table, already have each packet's hash, class and wire
+/// length in its `PacketRecord`, and take only the rest beside it
+/// ([`RecordTruth`]); the source thread writes every byte of that, and the
+/// worker reads it back, so the bytes not repeated are bytes neither
+/// thread waits for.
+pub(crate) trait TablePacket {
+    fn key(&self) -> &FlowKey;
+    fn hash(&self) -> u64;
+    fn class(&self) -> ClassId;
+    fn ts(&self) -> Timestamp;
+    fn wire_len(&self) -> u32;
+    fn captured_len(&self) -> u32;
+}
+
+impl TablePacket for &Held {
+    #[inline(always)]
+    fn key(&self) -> &FlowKey {
+        &self.key
+    }
+    #[inline(always)]
+    fn hash(&self) -> u64 {
+        self.hash
+    }
+    #[inline(always)]
+    fn class(&self) -> ClassId {
+        self.class
+    }
+    #[inline(always)]
+    fn ts(&self) -> Timestamp {
+        self.ts
+    }
+    #[inline(always)]
+    fn wire_len(&self) -> u32 {
+        self.wire_len
+    }
+    #[inline(always)]
+    fn captured_len(&self) -> u32 {
+        self.captured_len
+    }
+}
+
+/// What the exact table needs of a packet beyond what its pipeline record
+/// carries (the hash, the class and the wire length): the key, the
+/// timestamp and the captured length. The pipeline's source writes one
+/// beside each record when the shard workers keep the table.
+///
+/// 56 bytes, where the whole packet a [`BatchedRecorder`] holds is 80
+/// (and 32 of those are already in the record): the timestamp is kept as
+/// its two parts, since a [`Timestamp`] field would pad to 16 bytes and
+/// this struct to 64. In the default job on the benchmark trace this cut
+/// the bytes the source writes and a worker reads back by 24 a packet,
+/// and the run's CPU by 1-6 % (BENCHMARKS.md, thirty-second round).
+///
+/// ```
+/// use flowsieve::dissect::FlowKey;
+/// use flowsieve::ingest::Timestamp;
+/// use flowsieve::truth::RecordTruth;
+/// assert_eq!(std::mem::size_of::<RecordTruth>(), 56);
+/// let k = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 17);
+/// let ts = Timestamp::new(-3, 999_999_999).unwrap();
+/// let t = RecordTruth::new(k, ts, 1514);
+/// assert_eq!((*t.key(), t.ts(), t.captured_len()), (k, ts, 1514));
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct RecordTruth {
+    key: FlowKey,
+    secs: i64,
+    nanos: u32,
+    captured_len: u32,
+}
+
+impl RecordTruth {
+    /// The parts of a packet a record lacks.
+    #[inline(always)]
+    pub fn new(key: FlowKey, ts: Timestamp, captured_len: u32) -> RecordTruth {
+        RecordTruth {
+            key,
+            secs: ts.secs(),
+            nanos: ts.subsec_nanos(),
+            captured_len,
+        }
+    }
+
+    /// The flow key.
+    pub fn key(&self) -> &FlowKey {
+        &self.key
+    }
+
+    /// The capture timestamp, as it was given.
+    #[inline(always)]
+    pub fn ts(&self) -> Timestamp {
+        // `nanos` came from a `Timestamp`, so it is below one second.
+        Timestamp::from_checked(self.secs, self.nanos)
+    }
+
+    /// The captured length.
+    #[inline(always)]
+    pub fn captured_len(&self) -> u32 {
+        self.captured_len
+    }
 }
 
 /// Records packets into a [`FlowTable`], [`BATCH`] at a time, in the order
@@ -181,19 +287,40 @@ impl<'t> BatchedRecorder<'t> {
 /// passes [`BatchedRecorder::flush`] describes.
 pub(crate) fn record_held(table: &mut FlowTable, held: &[Held]) {
     for chunk in held.chunks(BATCH) {
-        for h in chunk {
-            table.prefetch_slot(h.hash);
-        }
-        let mut located = [None; BATCH];
-        for (at, h) in located.iter_mut().zip(chunk) {
-            *at = table.locate(h.hash);
-        }
-        for (h, at) in chunk.iter().zip(located) {
-            let counted =
-                at.is_some_and(|p| table.record_at(p, &h.key, h.ts, h.wire_len, h.captured_len));
-            if !counted {
-                table.record(h.key, h.hash, h.class, h.ts, h.wire_len, h.captured_len);
-            }
+        record_chunk(table, chunk.iter());
+    }
+}
+
+/// Records the packets of `chunk` (at most [`BATCH`]; any more are
+/// recorded one at a time after them, still in order) into `table` in
+/// the two passes [`BatchedRecorder::flush`] describes. `chunk` is walked
+/// three times, so it should be a cheap iterator over borrowed packets.
+#[inline]
+pub(crate) fn record_chunk<P: TablePacket>(
+    table: &mut FlowTable,
+    chunk: impl Iterator<Item = P> + Clone,
+) {
+    for p in chunk.clone().take(BATCH) {
+        table.prefetch_slot(p.hash());
+    }
+    let mut located = [None; BATCH];
+    for (at, p) in located.iter_mut().zip(chunk.clone()) {
+        *at = table.locate(p.hash());
+    }
+    let mut located = located.into_iter();
+    for p in chunk {
+        let at = located.next().flatten();
+        let counted = at
+            .is_some_and(|at| table.record_at(at, p.key(), p.ts(), p.wire_len(), p.captured_len()));
+        if !counted {
+            table.record(
+                *p.key(),
+                p.hash(),
+                p.class(),
+                p.ts(),
+                p.wire_len(),
+                p.captured_len(),
+            );
         }
     }
 }
