@@ -1642,6 +1642,57 @@ proptest::proptest! {
         }
     }
 
+    /// The heavy stage logs only the insertions whose estimate after the
+    /// bump is 1 or less, on the claim that these are exactly the
+    /// insertions that found one of their counters at zero, and that
+    /// clearing by them alone is a whole clear. Both checked here, on both
+    /// layouts, the three widths (4-bit counters saturate at 15 within the
+    /// 600 insertions of 40 keys), plain and conservative update, and
+    /// filters small enough that keys share counters. Logging at an
+    /// estimate of 0 alone, or taking the estimate before the bump, fails.
+    #[test]
+    fn clearing_by_the_insertions_that_found_a_zero_is_a_whole_clear(
+        bits in proptest::sample::select(vec![4u32, 8, 16]),
+        blocked: bool,
+        conservative: bool,
+        m in 64usize..5_000,
+        k in 1usize..12,
+        keys in proptest::collection::vec(0u64..40, 1..600),
+    ) {
+        use flowsieve::filter::{BlockedCountingFilter, CounterWidth, Counters, CountingBloomFilter};
+        let width = CounterWidth::from_bits(bits).unwrap();
+        let hashes: Vec<u64> = keys.iter().map(|&x| flowsieve::hash::fmix64(x + 1)).collect();
+        let mut log = Vec::new();
+        if blocked {
+            let mut f = BlockedCountingFilter::new(m, k, width);
+            if conservative { f = f.conservative(); }
+            for &h in &hashes {
+                let found_zero = f.estimate(h) == 0;
+                let after = f.insert(h);
+                proptest::prop_assert_eq!(after <= 1, found_zero);
+                if after <= 1 { log.push(h); }
+            }
+            f.clear_inserted(&log);
+            proptest::prop_assert_eq!(f.nonzero_counters(), 0);
+        } else {
+            let mut f = CountingBloomFilter::new(m, k, width);
+            if conservative { f = f.conservative(); }
+            for &h in &hashes {
+                let found_zero = Counters::estimate(&f, h) == 0;
+                let after = f.insert(h);
+                proptest::prop_assert_eq!(after <= 1, found_zero);
+                if after <= 1 { log.push(h); }
+            }
+            f.clear_inserted(&log);
+            proptest::prop_assert_eq!(f.nonzero_counters(), 0);
+        }
+        // Repeats are left out: the log holds each key at most once.
+        let mut distinct = log.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        proptest::prop_assert_eq!(distinct.len(), log.len());
+    }
+
     /// However a recycle clears its half (by the logged messages or by a
     /// sweep), the half is empty after it, a two-phase filter's frozen
     /// half is the old active one, and the active bit count always matches

@@ -1188,11 +1188,13 @@ fn a_preloaded_run_is_the_file_run() {
 }
 
 /// A heavy window starts from an empty filter, however the last one was
-/// cleared: by its logged insertions (a sparse window) or by a sweep (a
-/// window past the log's limit). The filter is so large that a collision
-/// is all but impossible, so every flow reported in a window must have
-/// reached theta in that window: a counter left over from the window
-/// before would report a flow heavy in one second again in the next.
+/// cleared: by its logged insertions (a sparse window, or a busy window
+/// of few flows, whose repeated packets are not logged) or by a sweep (a
+/// window of more distinct flows than the log's limit). The filter is so
+/// large that a collision is all but impossible, so every flow reported
+/// in a window must have reached theta in that window: a counter left
+/// over from the window before would report a flow heavy in one second
+/// again in the next.
 #[test]
 fn every_heavy_window_starts_from_an_empty_filter() {
     let dir = tempfile::tempdir().unwrap();
@@ -1215,19 +1217,59 @@ fn every_heavy_window_starts_from_an_empty_filter() {
     cfg.heavy.k = Some(3);
     cfg.heavy.counters = 1 << 21;
     cfg.heavy.width = CounterWidth::W16;
-    for (window, what) in [
-        (WindowSpec::Time(1_000_000_000), "sparse one-second windows"),
-        // 2^20 16-bit counters a shard (2 MiB), k = 3: a log of
-        // 2^21 / 64 / (2 x 3) = 5461 hashes, which 8000-packet windows
-        // pass in each shard.
-        (WindowSpec::Packets(16_000), "windows past the log's limit"),
+    // Many flows in a short span: most packets of a window are the first
+    // of their flow in it.
+    let many = dir.path().join("many.pcap");
+    let synth = SynthConfig {
+        flows: 60_000,
+        packets: 120_000,
+        span_secs: 60.0,
+        seed: 12,
+        snaplen: 64,
+        ..SynthConfig::default()
+    };
+    generate(&synth, std::fs::File::create(&many).unwrap()).unwrap();
+    // 2^20 16-bit counters a shard (2 MiB), k = 3: a log of
+    // 2^21 / 64 / (2 x 3) = 5461 hashes.
+    const LOG_LIMIT: u64 = 5461;
+    for (trace, window, past_limit, what) in [
+        (
+            &path,
+            WindowSpec::Time(1_000_000_000),
+            false,
+            "sparse one-second windows",
+        ),
+        // 8000 packets a shard-window, but of 40 flows: only their first
+        // packets in a window are logged.
+        (
+            &path,
+            WindowSpec::Packets(16_000),
+            false,
+            "busy windows of few flows",
+        ),
+        // 20,000 packets a shard-window, most of them of flows new to it.
+        (
+            &many,
+            WindowSpec::Packets(40_000),
+            true,
+            "windows past the log's limit",
+        ),
     ] {
         cfg.heavy.window = window;
-        let r = run_cfg(std::slice::from_ref(&path), &cfg);
+        let r = run_cfg(std::slice::from_ref(trace), &cfg);
         let h = r.heavy().unwrap();
         assert!(
             h.shard_windows > 2,
             "{what}: {} shard-windows",
+            h.shard_windows
+        );
+        // The case is what it says: a shard-window's distinct flows (the
+        // insertions its log keeps) past the log's limit, or within it.
+        let flow_windows = h.overall.flows_below.unwrap() + h.overall.flows_above.unwrap();
+        assert_eq!(
+            flow_windows / h.shard_windows > LOG_LIMIT,
+            past_limit,
+            "{what}: {flow_windows} flow-windows in {} shard-windows",
             h.shard_windows
         );
         assert_eq!(h.overall.false_positives, Some(0), "{what}");

@@ -427,8 +427,9 @@ pub struct HeavyShard {
     /// An empty memory of the online model's per-load terms with this run's
     /// bound: the template of this thread's memory ([`THREAD_TERMS`]).
     online_terms: threshold::OnlineTerms,
-    /// The window's insertions, while few enough that clearing the filter
-    /// by them is cheaper than a sweep (see [`InsertionLog`]).
+    /// The window's insertions that found a counter at zero (in practice
+    /// its distinct flows), while few enough that clearing the filter by
+    /// them is cheaper than a sweep (see [`InsertionLog`]).
     log: InsertionLog,
     /// The compound model's answers by window flow-size histogram.
     compound: CompoundMemo,
@@ -557,7 +558,17 @@ impl HeavyShard {
             *c += 1;
         }
         let estimate = self.filter.insert(r.hash);
-        self.log.record(r.hash);
+        if estimate <= 1 {
+            // Only an insertion that found one of its counters at zero is
+            // logged (see `HeavyFilter::insert`): every counter that is not
+            // zero at the window's close was first bumped by such an
+            // insertion, so clearing by the logged hashes still clears
+            // every one. A flow's later packets, and a packet whose
+            // counters other flows had all bumped already, add nothing to
+            // clear, and left out they no longer push a busy window's log
+            // past its limit into a sweep.
+            self.log.record(r.hash);
+        }
         if let Some(x) = self.export.as_mut() {
             x.observe(r, key, estimate);
         }
@@ -812,6 +823,22 @@ impl HeavyFilter {
         }
     }
 
+    /// Bumps the counters of `h` and returns its estimate after the bump:
+    /// the minimum of its `k` counters.
+    ///
+    /// The estimate is 1 or less exactly when one of those counters was
+    /// zero before the bump, which `HeavyShard::count` relies on to log
+    /// only such insertions. Why: the `k` counters of a hash are distinct
+    /// (one a partition, or one a sub-block of its block in the blocked
+    /// layout), so a zero counter is bumped to exactly 1, and a plain
+    /// insert bumps every other counter to at least 1 while a conservative
+    /// one leaves the others above the old minimum of 0. With no zero
+    /// counter the minimum was at least 1, and a bump takes it to at least
+    /// 2 (the smallest counter maximum, 4 bits, is 15), while a
+    /// conservative insert leaves every other counter above that minimum.
+    /// `tests/stages/heavy.rs` checks the consequence on every layout,
+    /// width and update rule: the window's filter, cleared by the
+    /// insertions logged this way, is all zero.
     #[inline]
     fn insert(&mut self, h: u64) -> u64 {
         match self {
