@@ -15,7 +15,7 @@
 //!
 //! A user logs only the insertions that changed a zero: a recycling
 //! filter's messages that set a bit, the heavy stage's packets whose
-//! estimate after the bump is 1 (one of their counters was zero). Every
+//! estimate after the bump is at most 1 (one of their counters was zero). Every
 //! cell that is not zero was first changed by such an insertion, so
 //! clearing by them still clears it, and a window of few flows and many
 //! packets logs only its flows. The heavy stage logged every packet until

@@ -836,9 +836,13 @@ impl HeavyFilter {
     /// counter the minimum was at least 1, and a bump takes it to at least
     /// 2 (the smallest counter maximum, 4 bits, is 15), while a
     /// conservative insert leaves every other counter above that minimum.
-    /// `tests/stages/heavy.rs` checks the consequence on every layout,
-    /// width and update rule: the window's filter, cleared by the
-    /// insertions logged this way, is all zero.
+    /// `tests/filter.rs`
+    /// (`clearing_by_the_insertions_that_found_a_zero_is_a_whole_clear`)
+    /// checks both the claim and its consequence on every layout, width and
+    /// update rule: a filter cleared by the insertions logged this way is
+    /// all zero. `tests/pipeline.rs`
+    /// (`every_heavy_window_starts_from_an_empty_filter`) checks it in the
+    /// stage, for windows cleared by their log and windows swept.
     #[inline]
     fn insert(&mut self, h: u64) -> u64 {
         match self {
