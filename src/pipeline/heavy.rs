@@ -837,7 +837,7 @@ impl HeavyFilter {
     /// 2 (the smallest counter maximum, 4 bits, is 15), while a
     /// conservative insert leaves every other counter above that minimum.
     /// `tests/filter.rs`
-    /// (`clearing_by_the_insertions_that_found_a_zero_is_a_whole_clear`)
+    /// (`clearing_by_the_inserted_hashes_is_a_whole_clear`)
     /// checks both the claim and its consequence on every layout, width and
     /// update rule: a filter cleared by the insertions logged this way is
     /// all zero. `tests/pipeline.rs`
