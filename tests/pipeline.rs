@@ -1198,18 +1198,25 @@ fn a_preloaded_run_is_the_file_run() {
 #[test]
 fn every_heavy_window_starts_from_an_empty_filter() {
     let dir = tempfile::tempdir().unwrap();
+    let trace = |name: &str, flows: u64, packets: u64, span_secs: f64, seed: u64| {
+        let path = dir.path().join(name);
+        let synth = SynthConfig {
+            flows,
+            packets,
+            span_secs,
+            seed,
+            snaplen: 64,
+            ..SynthConfig::default()
+        };
+        generate(&synth, std::fs::File::create(&path).unwrap()).unwrap();
+        path
+    };
     // A few flows over a long span: about 10 packets a one-second window,
     // the large flows in most windows.
-    let path = dir.path().join("sparse.pcap");
-    let synth = SynthConfig {
-        flows: 40,
-        packets: 20_000,
-        span_secs: 2_000.0,
-        seed: 11,
-        snaplen: 64,
-        ..SynthConfig::default()
-    };
-    generate(&synth, std::fs::File::create(&path).unwrap()).unwrap();
+    let path = trace("sparse.pcap", 40, 20_000, 2_000.0, 11);
+    // Many flows in a short span: most packets of a window are the first
+    // of their flow in it.
+    let many = trace("many.pcap", 60_000, 120_000, 60.0, 12);
     let mut cfg = PipelineConfig::new(Classifier::ports());
     cfg.stages = only(StageName::Heavy);
     cfg.shards = 2;
@@ -1217,18 +1224,6 @@ fn every_heavy_window_starts_from_an_empty_filter() {
     cfg.heavy.k = Some(3);
     cfg.heavy.counters = 1 << 21;
     cfg.heavy.width = CounterWidth::W16;
-    // Many flows in a short span: most packets of a window are the first
-    // of their flow in it.
-    let many = dir.path().join("many.pcap");
-    let synth = SynthConfig {
-        flows: 60_000,
-        packets: 120_000,
-        span_secs: 60.0,
-        seed: 12,
-        snaplen: 64,
-        ..SynthConfig::default()
-    };
-    generate(&synth, std::fs::File::create(&many).unwrap()).unwrap();
     // 2^20 16-bit counters a shard (2 MiB), k = 3: a log of
     // 2^21 / 64 / (2 x 3) = 5461 hashes.
     const LOG_LIMIT: u64 = 5461;
