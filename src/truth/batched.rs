@@ -96,7 +96,7 @@ impl TablePacket for &Held {
 /// its two parts, since a [`Timestamp`] field would pad to 16 bytes and
 /// this struct to 64. In the default job on the benchmark trace this cut
 /// the bytes the source writes and a worker reads back by 24 a packet,
-/// and the run's CPU by 1-6 % (BENCHMARKS.md, thirty-second round).
+/// and the run's CPU by up to 6 % (BENCHMARKS.md, thirty-second round).
 ///
 /// ```
 /// use flowsieve::dissect::FlowKey;
