@@ -908,10 +908,16 @@ fn fast_path_and_general_path_agree_across_release_steps() {
 
 /// A synthetic classic pcap of `packets` packets in `flows` flows.
 fn synth_trace(flows: u64, packets: u64, seed: u64) -> Vec<u8> {
+    synth_trace_as(OutputFormat::Pcap, flows, packets, seed)
+}
+
+/// A synthetic trace of `packets` packets in `flows` flows, in `format`.
+fn synth_trace_as(format: OutputFormat, flows: u64, packets: u64, seed: u64) -> Vec<u8> {
     let cfg = SynthConfig {
         flows,
         packets,
         seed,
+        format,
         ..SynthConfig::default()
     };
     let mut bytes = Vec::new();
@@ -1474,11 +1480,21 @@ fn read_upto(
 }
 
 /// Everything a reader says about a trace: each packet (time, whether
-/// stamped, link type, wire length, interface, captured bytes' digest), the
+/// stamped, link type, wire length, interface and its name, captured
+/// bytes' length and digest), the
 /// error that ended it, the reader's packet count, anomalies and final
 /// offset, and that a call after the end or the error gives nothing.
 type ReadingDigest = (
-    Vec<(Timestamp, bool, LinkType, u32, u32, usize, u64)>,
+    Vec<(
+        Timestamp,
+        bool,
+        LinkType,
+        u32,
+        u32,
+        Option<String>,
+        usize,
+        u64,
+    )>,
     Option<String>,
     u64,
     Vec<(String, u64)>,
@@ -1498,6 +1514,7 @@ fn read_whole_by(reader: Result<TraceReader, IngestError>, how: Reading) -> Read
             p.link_type,
             p.wire_len,
             p.interface,
+            p.interface_name.map(String::from),
             p.data.len(),
             p.data.iter().fold(0xcbf2_9ce4_8422_2325u64, |a, &b| {
                 (a ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
@@ -1627,6 +1644,136 @@ fn runs_deliver_what_one_packet_a_call_delivers_on_crafted_damage() {
     }
 }
 
+/// Compares runs with one packet a call on a crafted trace, held in
+/// memory, mapped and buffered.
+fn assert_runs_agree(name: &str, bytes: &[u8]) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    let held = || TraceReader::from_bytes(name, bytes.to_vec());
+    let want = read_whole_by(held(), Reading::OneByOne);
+    for how in RUNS {
+        assert_eq!(read_whole_by(held(), how), want, "{name} held, {how:?}");
+        for mode in [ReadMode::Mmap, ReadMode::Read] {
+            assert_eq!(
+                read_whole_by(TraceReader::open_with(&path, mode), how),
+                read_whole_by(TraceReader::open_with(&path, mode), Reading::OneByOne),
+                "{name} {mode:?}, {how:?}"
+            );
+        }
+    }
+}
+
+/// An Enhanced Packet Block whose caplen field says `caplen`, whatever the
+/// data holds.
+fn epb_claiming(ng: &mut Ng, iface: u32, caplen: u32, data: &[u8]) {
+    let mut b = ng.u32(iface).to_vec();
+    b.extend_from_slice(&ng.u32(0));
+    b.extend_from_slice(&ng.u32(1_000_000));
+    b.extend_from_slice(&ng.u32(caplen));
+    b.extend_from_slice(&ng.u32(data.len() as u32));
+    b.extend_from_slice(data);
+    ng.block(6, &b);
+}
+
+/// pcapng in runs (`PcapNgFramer::fast_block`) against one packet a call
+/// (the general framer), in both byte orders: interfaces with names, a
+/// snaplen, nanosecond, millisecond and binary clocks and a time offset;
+/// blocks the fast path leaves to the general one (simple, obsolete,
+/// unknown, a new section, a caplen above the snaplen); and damage of each
+/// kind in the middle of packets the fast path takes. The same packets,
+/// times, interfaces and names, anomalies, errors and offsets.
+#[test]
+fn runs_deliver_what_one_packet_a_call_delivers_on_crafted_pcapng() {
+    let p = udp_packet(7);
+    let long: Vec<u8> = (0..200u8).collect();
+    for big in [false, true] {
+        let build = |damage: u32| {
+            let mut ng = Ng::new();
+            let minus_five = if big {
+                (-5i64).to_be_bytes()
+            } else {
+                (-5i64).to_le_bytes()
+            };
+            ng.shb(big)
+                .idb(101, 0, &[(2, b"eth0".to_vec())])
+                .idb(101, 64, &[(9, vec![9]), (14, minus_five.to_vec())])
+                .idb(228, 0, &[(9, vec![0x80 | 20]), (2, b"bin".to_vec())])
+                .idb(101, 0, &[(9, vec![3])]);
+            for i in 0..40u64 {
+                let iface = (i % 4) as u32;
+                match i {
+                    5 => {
+                        ng.spb(28, &p);
+                    }
+                    9 => {
+                        ng.opb(1, 77, &p);
+                    }
+                    13 => {
+                        ng.block(0x0000_0004, &[1, 2, 3, 4]);
+                    }
+                    17 => {
+                        // Above interface 1's snaplen of 64: an anomaly.
+                        ng.epb(1, i << 40 | 12345, 200, &long);
+                    }
+                    21 if damage == 1 => epb_claiming(&mut ng, 0, 400, &p), // caplen past the block
+                    21 if damage == 2 => {
+                        ng.epb(9, 1, 28, &p); // an interface never described
+                    }
+                    21 if damage == 3 => {
+                        ng.epb(0, 1, 28, &p);
+                        let end = ng.bytes.len();
+                        ng.bytes[end - 1] ^= 0x40; // the trailing length differs
+                    }
+                    21 if damage == 4 => {
+                        let at = ng.bytes.len();
+                        ng.epb(0, 1, 28, &p);
+                        let len = ng.u32(49);
+                        ng.bytes[at + 4..at + 8].copy_from_slice(&len); // not a multiple of 4
+                    }
+                    25 => {
+                        // A new section in the other byte order.
+                        ng.shb(!big)
+                            .idb(1, 0, &[(2, b"eth1".to_vec())])
+                            .idb(101, 0, &[]);
+                    }
+                    _ if i > 25 => {
+                        ng.epb((i % 2) as u32, i * 1_000_003, 28 + i as u32, &p);
+                    }
+                    _ => {
+                        ng.epb(iface, i * 999_999_937, 28 + i as u32, &p);
+                    }
+                }
+            }
+            ng.bytes
+        };
+        for damage in 0..5 {
+            let bytes = build(damage);
+            let name = format!("crafted-{big}-{damage}.pcapng");
+            assert_runs_agree(&name, &bytes);
+            // Cut inside the last block, and inside the one before.
+            assert_runs_agree(&name, &bytes[..bytes.len() - 10]);
+            assert_runs_agree(&name, &bytes[..bytes.len() - 70]);
+        }
+        // The undamaged trace reads whole, with its names and anomaly.
+        let (packets, error, count, anomalies, _) = read_whole_by(
+            TraceReader::from_bytes("x.pcapng", build(0)),
+            Reading::Runs(256),
+        );
+        assert_eq!(error, None);
+        assert_eq!((packets.len(), count), (38, 38));
+        assert_eq!(anomalies.len(), 1, "{anomalies:?}");
+        assert_eq!(packets[0].5.as_deref(), Some("eth0"));
+        assert_eq!(packets[2].5.as_deref(), Some("bin"));
+        assert_eq!(
+            packets[36].5.as_deref(),
+            Some("eth1"),
+            "the second section's"
+        );
+        assert_eq!(packets[37].5, None);
+    }
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
 
@@ -1634,14 +1781,54 @@ proptest::proptest! {
     /// (headers, lengths, times, data): runs of any size, stopped or not,
     /// deliver what one packet a call delivers, held in memory, mapped and
     /// buffered.
+    /// Every pcapng clock: decimal and binary `if_tsresol` of any
+    /// exponent, any `if_tsoffset`, any 64-bit time, either byte order, a
+    /// snaplen below or above the caplen. Runs (the fast path, where it
+    /// takes the interface) give each packet the time one packet a call
+    /// (`Timestamp::from_units`) gives it.
+    #[test]
+    fn runs_keep_every_pcapng_clock(
+        big in proptest::prelude::any::<bool>(),
+        tsresol in proptest::prop_oneof![
+            0u8..=20,
+            proptest::strategy::Strategy::prop_map(0u8..=64, |v| 0x80 | v)
+        ],
+        offset in proptest::prelude::any::<i64>(),
+        times in proptest::collection::vec(proptest::prelude::any::<u64>(), 1..20),
+        snaplen in 0u32..40,
+    ) {
+        let p = udp_packet(3);
+        let mut ng = Ng::new();
+        ng.shb(big);
+        let offset = if big { offset.to_be_bytes() } else { offset.to_le_bytes() };
+        ng.idb(101, snaplen, &[(9, vec![tsresol]), (14, offset.to_vec())]);
+        for (i, &t) in times.iter().enumerate() {
+            // Some near the boundaries of a second in common resolutions.
+            let t = match i % 3 {
+                0 => t,
+                1 => t / 1_000_000 * 1_000_000 + 999_999,
+                _ => t / 1_000_000_000 * 1_000_000_000,
+            };
+            ng.epb(0, t, 28, &p);
+        }
+        let held = || TraceReader::from_bytes("clock.pcapng", ng.bytes.clone());
+        let want = read_whole_by(held(), Reading::OneByOne);
+        proptest::prop_assert_eq!(want.0.len(), times.len());
+        for how in RUNS {
+            proptest::prop_assert_eq!(&read_whole_by(held(), how), &want, "{:?}", how);
+        }
+    }
+
     #[test]
     fn runs_agree_with_one_packet_a_call_on_damaged_bytes(
         seed in 0u64..1000,
+        pcapng in proptest::prelude::any::<bool>(),
         hits in proptest::collection::vec((0.0f64..1.0, proptest::prelude::any::<u8>()), 0..6),
         run in 1usize..300,
         every in 1u64..50,
     ) {
-        let mut bytes = synth_trace(20, 300, seed);
+        let format = if pcapng { OutputFormat::PcapNg } else { OutputFormat::Pcap };
+        let mut bytes = synth_trace_as(format, 20, 300, seed);
         let len = bytes.len();
         for (at, b) in hits {
             bytes[((at * len as f64) as usize).min(len - 1)] = b;

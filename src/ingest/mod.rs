@@ -152,6 +152,92 @@ enum Framer {
     PcapNg(PcapNgFramer),
 }
 
+/// A record a framer's fast path took, of either format.
+#[derive(Clone, Copy, Debug)]
+enum FastFramed {
+    /// A classic pcap record, and the file's link type.
+    Pcap(pcap::FastRecord, LinkType),
+    /// A pcapng Enhanced Packet Block.
+    PcapNg(pcapng::FastBlock),
+}
+
+impl FastFramed {
+    /// The record's length, where its data starts, and its caplen.
+    fn extent(&self) -> (usize, usize, usize) {
+        match self {
+            FastFramed::Pcap(r, _) => (r.total, r.data_start, r.caplen),
+            FastFramed::PcapNg(b) => (b.total, pcapng::EPB_DATA_START, b.caplen),
+        }
+    }
+
+    /// The packet the record lends, its captured bytes being `data`.
+    fn lend<'a>(self, framer: &'a Framer, data: &'a [u8]) -> Packet<'a> {
+        match (self, framer) {
+            (FastFramed::PcapNg(b), Framer::PcapNg(f)) => f.lend(b, data),
+            (FastFramed::Pcap(r, link_type), _) => r.lend(link_type, data),
+            // A block is only ever framed by a pcapng framer; lent without
+            // its interface's name were it not.
+            (FastFramed::PcapNg(b), Framer::Pcap(_)) => b.lend(data, None),
+        }
+    }
+}
+
+/// Frames records by `fast` (a framer's fast path) within the source's
+/// [`source::RunView`], handing each to `visit`, up to `max`; consumes what
+/// it framed. `extent` gives a record's length, data offset and caplen,
+/// `lend` its packet. Returns the packets handed, whether `visit` asked to
+/// stop, and a record framed but not lent because the map noted a fault
+/// meanwhile (its bytes not consumed).
+///
+/// Per record it checks only what can change between records: the
+/// record's own header (in `fast`) and the map's fault note.
+#[inline(always)]
+fn run_records<F, R: Copy>(
+    source: &mut Source,
+    framer: &mut F,
+    max: usize,
+    visit: &mut impl FnMut(Packet<'_>) -> bool,
+    mut fast: impl FnMut(&mut F, &[u8]) -> Option<R>,
+    extent: impl Fn(&R) -> (usize, usize, usize),
+    lend: impl for<'a> Fn(&'a F, R, &'a [u8]) -> Packet<'a>,
+) -> (usize, bool, Option<R>) {
+    let Some(view) = source.run_view() else {
+        return (0, false, None);
+    };
+    let mut at = view.at;
+    let mut handed = 0;
+    let mut stopped = false;
+    let mut faulted = None;
+    while handed < max && at < view.start_before && view.sound() {
+        let Some(r) = view
+            .bytes
+            .get(at..view.frame_end)
+            .and_then(|b| fast(framer, b))
+        else {
+            break;
+        };
+        // The header was read: checked again, as `next_packet` checks
+        // once the record is framed.
+        if !view.sound() {
+            faulted = Some(r);
+            break;
+        }
+        let (total, data_start, caplen) = extent(&r);
+        let start = at + data_start;
+        at += total;
+        view.prefetch_ahead(at);
+        handed += 1;
+        let data = view.bytes.get(start..start + caplen).unwrap_or(&[]);
+        if !visit(lend(framer, r, data)) {
+            stopped = true;
+            break;
+        }
+    }
+    let consumed = at - view.at;
+    source.consume(consumed);
+    (handed, stopped, faulted)
+}
+
 /// How a plain trace file's bytes reach the framers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ReadMode {
@@ -424,11 +510,12 @@ impl TraceReader {
     /// release, and returns the packet through a `Result<Option<_>>`, which
     /// callgrind counted at about 150 instructions a record, more than the
     /// dissection and hash after it. A run settles all of that once and
-    /// then frames the records of a classic pcap in one loop, checking per
-    /// record only what can change between records: the record's own
-    /// header and the map's fault note. Anything else (pcapng, the end of
-    /// the bytes at hand, a record the fast path does not take, a release
-    /// due) ends the run, and the next call takes that record through
+    /// then frames the records of a classic pcap, or the Enhanced Packet
+    /// Blocks of a pcapng, in one loop, checking per record only what can
+    /// change between records: the record's own header and the map's
+    /// fault note. Anything else (another pcapng block, the end of the
+    /// bytes at hand, a record the fast path does not take, a release due)
+    /// ends the run, and the next call takes that record through
     /// `next_packet`.
     ///
     /// ```
@@ -460,14 +547,15 @@ impl TraceReader {
             return Ok(0);
         }
         let (handed, stopped, faulted) = self.fast_run(max, &mut visit);
-        if let Some((r, link_type)) = faulted {
+        if let Some(r) = faulted {
             // The map noted a fault once this record was framed: settle
             // it as `next_packet` does, and lend the record if it is intact.
-            let start = self.source.cursor() + r.data_start;
-            self.fault_spares(self.source.cursor() as u64, start + r.caplen)?;
-            self.source.consume(r.total);
+            let (total, data_start, caplen) = r.extent();
+            let start = self.source.cursor() + data_start;
+            self.fault_spares(self.source.cursor() as u64, start + caplen)?;
+            self.source.consume(total);
             self.packets += 1;
-            visit(r.lend(link_type, self.source.slice(start, r.caplen)));
+            visit(r.lend(&self.framer, self.source.slice(start, caplen)));
             return Ok(handed + 1);
         }
         if handed > 0 || stopped {
@@ -482,18 +570,18 @@ impl TraceReader {
         }
     }
 
-    /// The loop of [`TraceReader::read_packets`]: classic pcap records that
-    /// [`PcapFramer::fast_record`] takes, within the source's
+    /// The loop of [`TraceReader::read_packets`]: the records the framer's
+    /// fast path takes ([`PcapFramer::fast_record`] for classic pcap,
+    /// [`PcapNgFramer::fast_block`] for pcapng), within the source's
     /// [`source::RunView`]. Returns the packets handed, whether `visit`
     /// asked to stop, and a record framed but not lent because the map
-    /// noted a fault meanwhile (its bytes not yet consumed), with the
-    /// file's link type.
+    /// noted a fault meanwhile (its bytes not yet consumed).
     #[inline]
     fn fast_run(
         &mut self,
         max: usize,
         visit: &mut impl FnMut(Packet<'_>) -> bool,
-    ) -> (usize, bool, Option<(pcap::FastRecord, LinkType)>) {
+    ) -> (usize, bool, Option<FastFramed>) {
         let TraceReader {
             source,
             framer,
@@ -501,46 +589,41 @@ impl TraceReader {
             failed,
             ..
         } = self;
-        let Framer::Pcap(f) = framer else {
-            return (0, false, None);
-        };
         if *failed {
             return (0, false, None);
         }
-        let Some(view) = source.run_view() else {
-            return (0, false, None);
+        // One loop a format, each with its framer's fast path inlined.
+        let (handed, stopped, faulted) = match framer {
+            Framer::Pcap(f) => {
+                let link_type = f.link_type();
+                let (handed, stopped, faulted) = run_records(
+                    source,
+                    f,
+                    max,
+                    visit,
+                    |f, b| f.fast_record(b),
+                    |r| (r.total, r.data_start, r.caplen),
+                    |_, r, data| r.lend(link_type, data),
+                );
+                (
+                    handed,
+                    stopped,
+                    faulted.map(|r| FastFramed::Pcap(r, link_type)),
+                )
+            }
+            Framer::PcapNg(f) => {
+                let (handed, stopped, faulted) = run_records(
+                    source,
+                    f,
+                    max,
+                    visit,
+                    |f, b| f.fast_block(b),
+                    |b| (b.total, pcapng::EPB_DATA_START, b.caplen),
+                    |f, b, data| f.lend(b, data),
+                );
+                (handed, stopped, faulted.map(FastFramed::PcapNg))
+            }
         };
-        let link_type = f.link_type();
-        let mut at = view.at;
-        let mut handed = 0;
-        let mut stopped = false;
-        let mut faulted = None;
-        while handed < max && at < view.start_before && view.sound() {
-            let Some(r) = view
-                .bytes
-                .get(at..view.frame_end)
-                .and_then(|b| f.fast_record(b))
-            else {
-                break;
-            };
-            // The header was read: checked again, as `next_packet` checks
-            // once the record is framed.
-            if !view.sound() {
-                faulted = Some((r, link_type));
-                break;
-            }
-            let start = at + r.data_start;
-            at += r.total;
-            view.prefetch_ahead(at);
-            handed += 1;
-            let data = view.bytes.get(start..start + r.caplen).unwrap_or(&[]);
-            if !visit(r.lend(link_type, data)) {
-                stopped = true;
-                break;
-            }
-        }
-        let consumed = at - view.at;
-        source.consume(consumed);
         *packets += handed as u64;
         (handed, stopped, faulted)
     }
