@@ -17,7 +17,7 @@ use crate::hash::{FlowHasher, shard_of};
 use crate::ingest::Timestamp;
 use crate::replay::{PacketSink, ReplayObserver, fill_truth};
 use crate::report::{PipelineInfo, PipelineReport, StageSection, Throughput};
-use crate::truth::{BATCH as TRUTH_CHUNK, FlowTable, RecordTruth, TablePacket, record_chunk};
+use crate::truth::{FlowTable, RecordTruth, TablePacket, record_chunk};
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use std::any::Any;
 use std::time::Instant;
@@ -720,13 +720,8 @@ fn run_batch(
         // The dispatcher pushes a record's truth with the record, so the
         // two lists are one length.
         debug_assert_eq!(records.len(), batch.truth.len());
-        for (records, truth) in records
-            .chunks(TRUTH_CHUNK)
-            .zip(batch.truth.chunks(TRUTH_CHUNK))
-        {
-            let packets = records.iter().zip(truth).map(|(r, t)| InTable(r, t));
-            record_chunk(t, packets);
-        }
+        let packets = records.iter().zip(&batch.truth).map(|(r, t)| InTable(r, t));
+        record_chunk(t, packets);
     }
 }
 

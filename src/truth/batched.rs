@@ -286,41 +286,53 @@ impl<'t> BatchedRecorder<'t> {
 /// Records `held` into `table` in order, [`BATCH`] at a time, in the two
 /// passes [`BatchedRecorder::flush`] describes.
 pub(crate) fn record_held(table: &mut FlowTable, held: &[Held]) {
-    for chunk in held.chunks(BATCH) {
-        record_chunk(table, chunk.iter());
-    }
+    record_chunk(table, held.iter());
 }
 
-/// Records the packets of `chunk` (at most [`BATCH`]; any more are
-/// recorded one at a time after them, still in order) into `table` in
-/// the two passes [`BatchedRecorder::flush`] describes. `chunk` is walked
-/// three times, so it should be a cheap iterator over borrowed packets.
+/// Records `packets` into `table` in order, [`BATCH`] at a time, each
+/// [`BATCH`] in the two passes [`BatchedRecorder::flush`] describes: every
+/// packet's index slot fetched, then located, then recorded. `packets` is
+/// walked three times a [`BATCH`] (two clones, then itself), so it should
+/// be a cheap iterator over borrowed packets.
+///
+/// The cutting into [`BATCH`]es is done here, for any length, so that
+/// every packet takes the same path: before, callers cut their packets
+/// and a longer list recorded the rest one at a time by a path no caller
+/// took.
 #[inline]
 pub(crate) fn record_chunk<P: TablePacket>(
     table: &mut FlowTable,
-    chunk: impl Iterator<Item = P> + Clone,
+    mut packets: impl Iterator<Item = P> + Clone,
 ) {
-    for p in chunk.clone().take(BATCH) {
-        table.prefetch_slot(p.hash());
-    }
-    let mut located = [None; BATCH];
-    for (at, p) in located.iter_mut().zip(chunk.clone()) {
-        *at = table.locate(p.hash());
-    }
-    let mut located = located.into_iter();
-    for p in chunk {
-        let at = located.next().flatten();
-        let counted = at
-            .is_some_and(|at| table.record_at(at, p.key(), p.ts(), p.wire_len(), p.captured_len()));
-        if !counted {
-            table.record(
-                *p.key(),
-                p.hash(),
-                p.class(),
-                p.ts(),
-                p.wire_len(),
-                p.captured_len(),
-            );
+    loop {
+        let mut any = false;
+        for p in packets.clone().take(BATCH) {
+            any = true;
+            table.prefetch_slot(p.hash());
+        }
+        if !any {
+            return;
+        }
+        let mut located = [None; BATCH];
+        for (at, p) in located.iter_mut().zip(packets.clone()) {
+            *at = table.locate(p.hash());
+        }
+        // `located` first: the zip then stops after its last entry without
+        // taking a packet of the next batch.
+        for (at, p) in located.into_iter().zip(packets.by_ref()) {
+            let counted = at.is_some_and(|at| {
+                table.record_at(at, p.key(), p.ts(), p.wire_len(), p.captured_len())
+            });
+            if !counted {
+                table.record(
+                    *p.key(),
+                    p.hash(),
+                    p.class(),
+                    p.ts(),
+                    p.wire_len(),
+                    p.captured_len(),
+                );
+            }
         }
     }
 }
