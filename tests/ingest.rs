@@ -1168,6 +1168,46 @@ fn a_mapped_trace_cut_behind_the_cursor_ends_in_the_shrink_error() {
     assert_eq!(rest, 40_000, "the other map was not touched by the cut");
 }
 
+/// As above, but read in runs (`read_packets`, as the replay reads): the
+/// cut pages lie behind the frontier the map was touched to, so the run
+/// frames the next record from a page the cut took, notes the fault only
+/// once it has read the header, and must then settle it rather than lend
+/// what it framed. The same shrink error at the cursor, for classic pcap
+/// and for pcapng, and nothing handed.
+#[test]
+fn a_mapped_trace_cut_behind_the_cursor_ends_runs_in_the_shrink_error() {
+    for format in [OutputFormat::Pcap, OutputFormat::PcapNg] {
+        let plain = synth_trace_as(format, 500, 40_000, 5);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cut.trace");
+        std::fs::write(&path, &plain).unwrap();
+        let mut r = TraceReader::open_with(&path, ReadMode::Mmap).unwrap();
+        let mut read = 0;
+        while read < 20_000 {
+            read += r.read_packets(20_000 - read, |_| true).unwrap();
+        }
+        let cursor = r.offset();
+        assert!(
+            cursor > 8192,
+            "{format:?}: the reader has gone past the first pages"
+        );
+        cut_file(&path, 4096);
+        let mut handed = 0;
+        let err = r.read_packets(256, |_| {
+            handed += 1;
+            true
+        });
+        assert_eq!(handed, 0, "{format:?}: a packet past the cut was lent");
+        let err = err.unwrap_err();
+        assert!(
+            matches!(err, IngestError::Shrunk { offset, size, .. }
+                if offset == cursor && size == plain.len() as u64),
+            "{format:?}: {err}"
+        );
+        assert_eq!(r.read_packets(256, |_| true).unwrap(), 0);
+    }
+}
+
 /// The guard passes on a SIGBUS that is not in a guarded map: a plain
 /// memmap2 map of a truncated file still kills the process with SIGBUS
 /// (through Rust's own handler, then the default action), as it would
