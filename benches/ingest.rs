@@ -1,8 +1,9 @@
 //! Ingest, dissection and hashing throughput, side by side in one run:
 //! walking records, a plain etherparse `SlicedPacket` path, flowsieve's
 //! dissect + hash one packet a call (`next_packet`) and in runs
-//! (`read_packets`, the `_runs` rows, as the replay reads), replay with and
-//! without the exact flow table, a gzip stream, and
+//! (`read_packets`, the `_runs` rows, as the replay reads; one of them on
+//! the same packets as a pcapng), replay with and without the exact flow
+//! table, a gzip stream, and
 //! `tcpdump -r FILE -w /dev/null` on the same file.
 //!
 //! `cargo bench --bench ingest`. The 1.5M-packet trace (64-200-byte frames,
@@ -28,7 +29,8 @@ use std::time::Duration;
 mod bench_trace;
 #[path = "shared/etherparse_baseline.rs"]
 mod etherparse_baseline;
-use bench_trace::{PACKETS, bench_dir, trace, trace_just_written};
+use bench_trace::{PACKETS, bench_dir, trace, trace_as, trace_just_written};
+use flowsieve::synth::OutputFormat;
 
 fn gz_trace(plain: &Path) -> PathBuf {
     let path = bench_dir().join("bench-1500k-64-200.pcap.gz");
@@ -127,6 +129,12 @@ fn benches(c: &mut Criterion) {
     });
     g.bench_function("dissect_hash_runs", |b| {
         b.iter(|| black_box(dissect_hash_runs(&path, ReadMode::Read)))
+    });
+    // The same packets in a pcapng (one interface, nanosecond clock), as
+    // Wireshark and dumpcap write: its blocks are framed in runs too.
+    let pcapng = trace_as(OutputFormat::PcapNg, "bench-1500k-64-200.pcapng");
+    g.bench_function("dissect_hash_mmap_runs_pcapng", |b| {
+        b.iter(|| black_box(dissect_hash_runs(&pcapng, ReadMode::Mmap)))
     });
     g.bench_function("dissect_hash_mmap_just_written", |b| {
         b.iter(|| black_box(dissect_hash(&written, ReadMode::Mmap)))

@@ -15,7 +15,7 @@
 //! copy in 4 KiB pages, for the side-by-side rows of the other state.
 
 use flowsieve::ingest::page_cache_state;
-use flowsieve::synth::{SizeModel, SynthConfig, generate};
+use flowsieve::synth::{OutputFormat, SizeModel, SynthConfig, generate};
 use std::path::{Path, PathBuf};
 
 /// Packets in the benchmark trace.
@@ -31,13 +31,20 @@ pub fn bench_dir() -> PathBuf {
 /// The benchmark trace, generated on first use, cached as a trace read
 /// from disk is (see the module's comment).
 pub fn trace() -> PathBuf {
-    let path = bench_dir().join("bench-1500k-64-200.pcap");
+    trace_as(OutputFormat::Pcap, "bench-1500k-64-200.pcap")
+}
+
+/// The benchmark trace's packets in `format`, in `target/bench-traces/`
+/// under `name`, generated on first use and cached as [`trace`] is.
+pub fn trace_as(format: OutputFormat, name: &str) -> PathBuf {
+    let path = bench_dir().join(name);
     if !path.exists() {
         let cfg = SynthConfig {
             flows: 100_000,
             packets: PACKETS,
             sizes: SizeModel::Uniform { min: 64, max: 200 },
             seed: 42,
+            format,
             ..SynthConfig::default()
         };
         let tmp = path.with_extension("tmp");
