@@ -76,14 +76,15 @@ struct Interface {
     snaplen: u32,
     units_per_sec: u64,
     ts_offset_secs: i64,
-    /// `10^9 / units_per_sec` where that is exact (a decimal resolution of
-    /// a second down to a nanosecond), else 0: the fast path's clock
-    /// (see [`nanos_per_unit`]).
+    /// `10^9 / units_per_sec` where that is exact (decimal resolutions
+    /// down to 10^-9 s, binary ones down to 2^-9 s), else 0: the fast
+    /// path's clock (see [`nanos_per_unit`]).
     nanos_per_unit: u64,
 }
 
 /// The nanoseconds in one unit of `units_per_sec`, where a unit is a whole
-/// number of them; 0 otherwise (binary and sub-nanosecond resolutions).
+/// number of them; 0 otherwise (binary resolutions finer than 2^-9 s,
+/// decimal ones finer than 10^-9 s).
 ///
 /// Why: with `n = 10^9 / units_per_sec` exact, a remainder `r` of units is
 /// `r * n` nanoseconds, which is what [`Timestamp::from_units`] computes as
@@ -338,7 +339,8 @@ impl PcapNgFramer {
     }
 
     /// The common block in one step: an Enhanced Packet Block that lies
-    /// wholly in `buf`, on a known interface with a decimal clock, whose
+    /// wholly in `buf`, on a known interface whose clock ticks in whole
+    /// nanoseconds (`nanos_per_unit` is not 0), whose
     /// lengths pass every check of [`PcapNgFramer::next`] and whose caplen
     /// is within the interface's snaplen. Anything else (another block
     /// type, damage, an anomaly to record, a block that runs past `buf`)
