@@ -504,9 +504,108 @@ fn dissect_answers_as_the_general_path_on_every_shared_capture() {
     );
 }
 
-/// The frame the property test below builds: a link type, then (Ethernet)
-/// an ether type and VLAN tags, then an IP header whose first byte,
-/// protocol or next header, and remaining bytes vary, cut anywhere.
+/// Which frames the straight path takes, not only that its answers are
+/// the general path's (which holds as well when it takes none): every
+/// common frame (Ethernet II with 0-2 VLAN tags, Linux cooked v1 and v2
+/// with an Ethernet or a tun device's ARPHRD type and 0-1 tags, raw IP
+/// under each raw link type; IPv4/UDP and IPv6/TCP) is taken, with the
+/// general path's key in both key kinds; and the frames it leaves have a
+/// key by the general path all the same.
+#[test]
+fn the_straight_path_takes_the_common_frames() {
+    let v4 = ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 53, 4000, 0);
+    let v6 = ipv6(6, &ports(443, 50000));
+    let tag = |ether: u16| [0, 7, (ether >> 8) as u8, ether as u8];
+    let mut taken: Vec<(LinkType, Vec<u8>)> = Vec::new();
+    for (ip, ether) in [(&v4, 0x0800u16), (&v6, 0x86dd)] {
+        for tags in [&[][..], &[0x8100][..], &[0x88a8, 0x8100][..]] {
+            // The ether type after the link header, then each tag with the
+            // ether type of what follows it.
+            let chain: Vec<u16> = tags.iter().copied().chain([ether]).collect();
+            let mut tagged = Vec::new();
+            for next in &chain[1..] {
+                tagged.extend_from_slice(&tag(*next));
+            }
+            tagged.extend_from_slice(ip);
+            let mut eth = ETH_HDR.to_vec();
+            eth.extend_from_slice(&chain[0].to_be_bytes());
+            eth.extend_from_slice(&tagged);
+            taken.push((LinkType::ETHERNET, eth));
+            if tags.len() > 1 {
+                continue;
+            }
+            for arphrd in [1u16, 0xfffe] {
+                let mut sll = vec![0, 0];
+                sll.extend_from_slice(&arphrd.to_be_bytes());
+                sll.extend_from_slice(&[0, 6, 2, 0, 0, 0, 0, 1, 0, 0]);
+                sll.extend_from_slice(&chain[0].to_be_bytes());
+                sll.extend_from_slice(&tagged);
+                taken.push((LinkType::LINUX_SLL, sll));
+                let mut sll2 = chain[0].to_be_bytes().to_vec();
+                sll2.extend_from_slice(&[0, 0, 0, 0, 0, 3]);
+                sll2.extend_from_slice(&arphrd.to_be_bytes());
+                sll2.extend_from_slice(&[0, 6, 2, 0, 0, 0, 0, 1, 0, 0]);
+                sll2.extend_from_slice(&tagged);
+                taken.push((LinkType::LINUX_SLL2, sll2));
+            }
+        }
+        for raw in [
+            LinkType::RAW,
+            LinkType::RAW_12,
+            LinkType::RAW_14,
+            LinkType::IPV4,
+            LinkType::IPV6,
+        ] {
+            taken.push((raw, ip.clone()));
+        }
+    }
+    assert_eq!(taken.len(), 2 * (3 + 2 * 2 * 2 + 5));
+    for (link, frame) in &taken {
+        for dissector in [Dissector::new(false), Dissector::new(true)] {
+            let general = dissector.dissect_general(*link, frame);
+            assert!(general.is_ok(), "{link:?} {frame:02x?}: {general:?}");
+            assert_eq!(
+                dissector
+                    .dissect_straight(*link, frame)
+                    .ok_or(SkipReason::NonIp),
+                general,
+                "{link:?} {frame:02x?}"
+            );
+        }
+    }
+    // Left to the general path, which keys them: a netlink capture is not
+    // one (NonIp) but a cooked re-injected Ethernet frame, MPLS, an IPv6
+    // extension header and PPP are.
+    let mut loopback = vec![0, 0, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0, 0x00, 0x60];
+    loopback.extend_from_slice(&ETH_HDR);
+    loopback.extend_from_slice(&[0x08, 0x00]);
+    loopback.extend_from_slice(&v4);
+    let mut mpls = ETH_HDR.to_vec();
+    mpls.extend_from_slice(&[0x88, 0x47, 0, 0, 0x11, 64]);
+    mpls.extend_from_slice(&v4);
+    let mut ppp = vec![0xff, 0x03, 0x21];
+    ppp.extend_from_slice(&v4);
+    let hop_by_hop = ipv6(0, &[6, 0, 0, 0, 0, 0, 0, 0, 0, 80, 1, 187, 0, 0, 0, 0]);
+    let mut netlink = vec![0, 0, 0x03, 0x38, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00];
+    netlink.extend_from_slice(&v4);
+    for (link, frame, keyed) in [
+        (LinkType::LINUX_SLL, &loopback, true),
+        (LinkType::ETHERNET, &mpls, true),
+        (LinkType::PPP, &ppp, true),
+        (LinkType::RAW, &hop_by_hop, true),
+        (LinkType::LINUX_SLL, &netlink, false),
+    ] {
+        let d = Dissector::default();
+        assert_eq!(d.dissect_straight(link, frame), None, "{link:?}");
+        assert_eq!(d.dissect_general(link, frame).is_ok(), keyed, "{link:?}");
+    }
+}
+
+/// The frame the property test below builds: a link type, then (Ethernet,
+/// Linux cooked v1 and v2) an ether type and VLAN tags, then an IP header
+/// whose first byte, protocol or next header, and remaining bytes vary, cut
+/// anywhere. A cooked header's ARPHRD type is Ethernet, none, netlink (whose
+/// protocol is not an ether type) or any.
 fn frames() -> impl Strategy<Value = (LinkType, Vec<u8>)> {
     let ether_types = prop_oneof![
         Just(0x0800u16),
@@ -517,8 +616,10 @@ fn frames() -> impl Strategy<Value = (LinkType, Vec<u8>)> {
         Just(0x9200),
         Just(0x8847),
         Just(0x8864),
+        Just(0x0060),
         any::<u16>(),
     ];
+    let arphrd = prop_oneof![Just(1u16), Just(0xfffe), Just(824), any::<u16>()];
     let tags = prop::collection::vec(
         (
             any::<u16>(),
@@ -551,15 +652,15 @@ fn frames() -> impl Strategy<Value = (LinkType, Vec<u8>)> {
         any::<u8>(),
     ];
     (
-        prop::sample::select(vec![1u16, 12, 14, 101, 228, 229, 113, 0]),
-        ether_types,
+        prop::sample::select(vec![1u16, 12, 14, 101, 228, 229, 113, 276, 0]),
+        (ether_types, arphrd),
         tags,
         first,
         proto,
         prop::collection::vec(any::<u8>(), 40..90),
         any::<prop::sample::Index>(),
     )
-        .prop_map(|(link, ether, tags, first, proto, mut ip, cut)| {
+        .prop_map(|(link, (ether, arphrd), tags, first, proto, mut ip, cut)| {
             ip[0] = first;
             match first >> 4 {
                 4 => ip[9] = proto,
@@ -567,9 +668,29 @@ fn frames() -> impl Strategy<Value = (LinkType, Vec<u8>)> {
                 _ => {}
             }
             let mut frame = Vec::new();
-            if link == 1 {
-                frame.extend_from_slice(&ETH_HDR);
-                frame.extend_from_slice(&ether.to_be_bytes());
+            match link {
+                1 => {
+                    frame.extend_from_slice(&ETH_HDR);
+                    frame.extend_from_slice(&ether.to_be_bytes());
+                }
+                113 => {
+                    // Packet type, ARPHRD type, address length, address.
+                    frame.extend_from_slice(&[0, 4]);
+                    frame.extend_from_slice(&arphrd.to_be_bytes());
+                    frame.extend_from_slice(&[0, 6, 2, 0, 0, 0, 0, 1, 0, 0]);
+                    frame.extend_from_slice(&ether.to_be_bytes());
+                }
+                276 => {
+                    // Protocol, reserved, interface index, ARPHRD type,
+                    // packet type, address length, address.
+                    frame.extend_from_slice(&ether.to_be_bytes());
+                    frame.extend_from_slice(&[0, 0, 0, 0, 0, 3]);
+                    frame.extend_from_slice(&arphrd.to_be_bytes());
+                    frame.extend_from_slice(&[4, 6, 2, 0, 0, 0, 0, 1, 0, 0]);
+                }
+                _ => {}
+            }
+            if matches!(link, 1 | 113 | 276) {
                 for (tci, inner) in tags {
                     frame.extend_from_slice(&tci.to_be_bytes());
                     frame.extend_from_slice(&inner.to_be_bytes());

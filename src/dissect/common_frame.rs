@@ -1,5 +1,6 @@
-//! The common frame's straight path: Ethernet II (VLAN tags included) or raw
-//! IP, then an IPv4 header, or an IPv6 header with no extension header, each
+//! The common frame's straight path: Ethernet II (VLAN tags included), a
+//! Linux cooked header (v1 or v2, as `tcpdump -i any` writes) or raw IP,
+//! then an IPv4 header, or an IPv6 header with no extension header, each
 //! read from named offsets after one length check.
 //!
 //! Why a second path: nearly every packet of a backbone or data-centre trace
@@ -16,7 +17,10 @@
 
 use super::FlowKey;
 use super::ip::{IpDissection, is_walked_extension, ports};
-use super::link::{Network, ether_type};
+use super::link::{
+    ARPHRD_NETLINK, Network, SLL_ARPHRD, SLL_HEADER_LEN, SLL_PROTO, SLL2_ARPHRD, SLL2_HEADER_LEN,
+    SLL2_PROTO, ether_type,
+};
 use crate::ingest::LinkType;
 
 /// The Ethernet II header: two addresses and the ether type.
@@ -56,6 +60,8 @@ const IPV6_DESTINATION_AT: usize = 24;
 pub(crate) fn dissect(link: LinkType, data: &[u8]) -> Option<IpDissection> {
     let network = match link {
         LinkType::ETHERNET => ethernet(data)?,
+        LinkType::LINUX_SLL => cooked::<SLL_HEADER_LEN>(data, SLL_PROTO, SLL_ARPHRD)?,
+        LinkType::LINUX_SLL2 => cooked::<SLL2_HEADER_LEN>(data, SLL2_PROTO, SLL2_ARPHRD)?,
         // The link types the general path reads by the version nibble.
         LinkType::RAW_12 | LinkType::RAW_14 | LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => {
             match data.first()? >> 4 {
@@ -78,8 +84,30 @@ pub(crate) fn dissect(link: LinkType, data: &[u8]) -> Option<IpDissection> {
 fn ethernet(data: &[u8]) -> Option<Network<'_>> {
     // No panic: the ether type is read from the 14 bytes checked here.
     let header: &[u8; ETHERNET_HEADER_LEN] = data.first_chunk()?;
-    let mut ether = u16::from_be_bytes([header[ETHER_TYPE_AT], header[ETHER_TYPE_AT + 1]]);
-    let mut rest = &data[ETHERNET_HEADER_LEN..];
+    let ether = u16::from_be_bytes([header[ETHER_TYPE_AT], header[ETHER_TYPE_AT + 1]]);
+    tagged(ether, &data[ETHERNET_HEADER_LEN..])
+}
+
+/// The IP header behind a Linux cooked header of `N` bytes (v1 or v2) and
+/// any VLAN tags, as the version its protocol field announces. A netlink
+/// capture, or a protocol that is not an ether type this path follows
+/// (a re-injected Ethernet frame, 802.2, MPLS, ...), gets `None`.
+#[inline(always)]
+fn cooked<const N: usize>(data: &[u8], proto_at: usize, arphrd_at: usize) -> Option<Network<'_>> {
+    // No panic: both fields are read from the `N` bytes checked here, and
+    // `proto_at + 1` and `arphrd_at + 1` are below `N` for both versions.
+    let header: &[u8; N] = data.first_chunk()?;
+    let arphrd = u16::from_be_bytes([header[arphrd_at], header[arphrd_at + 1]]);
+    if arphrd == ARPHRD_NETLINK {
+        return None;
+    }
+    let proto = u16::from_be_bytes([header[proto_at], header[proto_at + 1]]);
+    tagged(proto, &data[N..])
+}
+
+/// The IP header behind an ether type and any VLAN tags that follow it.
+#[inline(always)]
+fn tagged(mut ether: u16, mut rest: &[u8]) -> Option<Network<'_>> {
     loop {
         match ether {
             ether_type::IPV4 => return Some(Network::V4(rest)),

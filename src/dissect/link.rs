@@ -56,17 +56,17 @@ const CHDLC_PROTO: usize = 2;
 
 /// Linux cooked v1: packet type (2), ARPHRD type (2), address length (2),
 /// address (8), protocol (2).
-const SLL_HEADER_LEN: usize = 16;
-const SLL_ARPHRD: usize = 2;
-const SLL_PROTO: usize = 14;
+pub(crate) const SLL_HEADER_LEN: usize = 16;
+pub(crate) const SLL_ARPHRD: usize = 2;
+pub(crate) const SLL_PROTO: usize = 14;
 /// Linux cooked v2: protocol (2), reserved (2), interface index (4), ARPHRD
 /// type (2), packet type (1), address length (1), address (8).
-const SLL2_HEADER_LEN: usize = 20;
-const SLL2_PROTO: usize = 0;
-const SLL2_ARPHRD: usize = 8;
+pub(crate) const SLL2_HEADER_LEN: usize = 20;
+pub(crate) const SLL2_PROTO: usize = 0;
+pub(crate) const SLL2_ARPHRD: usize = 8;
 /// `ARPHRD_NETLINK`: the protocol field is a netlink family, not an
 /// EtherType.
-const ARPHRD_NETLINK: u16 = 824;
+pub(crate) const ARPHRD_NETLINK: u16 = 824;
 
 /// BSD loopback: a 4-byte address family.
 const NULL_HEADER_LEN: usize = 4;

@@ -46,10 +46,11 @@ impl Dissector {
 
     /// The flow key of one captured frame.
     ///
-    /// The common frames (Ethernet II, VLAN tags included, or raw IP, then
-    /// IPv4, or IPv6 with no extension header) take a straight path read
-    /// from named offsets; every other frame, and every frame that path
-    /// does not accept, takes the general path
+    /// The common frames (Ethernet II, VLAN tags included, a Linux cooked
+    /// header, or raw IP, then IPv4, or IPv6 with no extension header) take
+    /// a straight path read from named offsets
+    /// ([`Dissector::dissect_straight`]); every other frame, and every
+    /// frame that path does not accept, takes the general path
     /// ([`Dissector::dissect_general`]). The answer is the general path's
     /// either way.
     #[inline]
@@ -59,6 +60,33 @@ impl Dissector {
             None => general(link, data)?,
         };
         Ok(self.oriented(d))
+    }
+
+    /// The flow key of one captured frame by the straight path alone:
+    /// `Some` for a common frame (Ethernet II, VLAN tags included, a Linux
+    /// cooked header v1 or v2, or raw IP, then IPv4, or IPv6 with no
+    /// extension header), the key [`Dissector::dissect`] gives it; `None`
+    /// for every frame this path leaves to the general one. Public so that
+    /// a test can check which frames it takes, not only that its answers
+    /// are the general path's.
+    ///
+    /// ```
+    /// use flowsieve::dissect::Dissector;
+    /// use flowsieve::ingest::LinkType;
+    /// // Linux cooked v2 (as `tcpdump -i any` writes), IPv4/UDP.
+    /// let mut frame = vec![0x08, 0x00, 0, 0, 0, 0, 0, 3, 0, 1, 4, 6, 2, 0, 0, 0, 0, 1, 0, 0];
+    /// frame.extend_from_slice(&[0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+    /// frame.extend_from_slice(&[0, 53, 0x0f, 0xa0, 0, 8, 0, 0]);
+    /// let d = Dissector::new(false);
+    /// let straight = d.dissect_straight(LinkType::LINUX_SLL2, &frame).unwrap();
+    /// assert_eq!(Ok(straight), d.dissect_general(LinkType::LINUX_SLL2, &frame));
+    /// // A netlink capture (ARPHRD 824) is left to the general path.
+    /// frame[8..10].copy_from_slice(&824u16.to_be_bytes());
+    /// assert_eq!(d.dissect_straight(LinkType::LINUX_SLL2, &frame), None);
+    /// ```
+    #[inline]
+    pub fn dissect_straight(&self, link: LinkType, data: &[u8]) -> Option<IpDissection> {
+        common_frame::dissect(link, data).map(|d| self.oriented(d))
     }
 
     /// The flow key of one captured frame by the general path alone: every
