@@ -1307,3 +1307,233 @@ proptest::proptest! {
         proptest::prop_assert_eq!(row.max_ns, reference.max());
     }
 }
+
+/// A scripted stream for the selective stage's coordinator: each packet is
+/// a flow number and a trace time in nanoseconds after `BASE_NS` (times
+/// may go back; the engine holds trace time monotone).
+struct ScriptedFlows {
+    packets: Vec<(u32, u64)>,
+}
+
+/// The flows' keys: four classes of the port classifier (web, dns,
+/// tcp-other, udp-other), chosen by the flow number.
+fn scripted_key(flow: u32) -> flowsieve::dissect::FlowKey {
+    let (dport, proto) = [(80u16, 6u8), (53, 17), (5000, 6), (5000, 17)][flow as usize % 4];
+    let b = flow.to_be_bytes();
+    flowsieve::dissect::FlowKey::v4([10, b[1], b[2], b[3]], [192, 0, 2, 1], 1024, dport, proto)
+}
+
+const SCRIPT_BASE_NS: u64 = 1_700_000_000_000_000_000;
+
+impl flowsieve::pipeline::Source for ScriptedFlows {
+    fn run<P: flowsieve::replay::PacketSink>(
+        self,
+        _obs: &mut dyn flowsieve::replay::ReplayObserver,
+        sink: &mut P,
+    ) -> flowsieve::report::ReplaySummary {
+        let classifier = Classifier::ports();
+        for &(flow, ns) in &self.packets {
+            let k = scripted_key(flow);
+            let at = flowsieve::ingest::Timestamp::from_units(SCRIPT_BASE_NS + ns, 1_000_000_000);
+            sink.packet(
+                &k,
+                flowsieve::hash::flow_hash(&k),
+                classifier.classify(&k),
+                at,
+                100,
+                100,
+            );
+        }
+        let cfg = flowsieve::replay::ReplayConfig::new(Classifier::ports());
+        flowsieve::replay::replay(&[], &cfg, &mut NoObserver)
+    }
+}
+
+/// What the selective stage's coordinator and its one shard report, per
+/// class, worked out from the stage's rules alone: samples, sampled
+/// members, the pooled prior, queries and the sum of the priors in force
+/// at them. Written as plainly as the rules read (a division per packet,
+/// no remembered phase), as the check of the coordinator's shortcuts.
+#[derive(Debug, PartialEq)]
+struct CoordinatorReference {
+    samples: Vec<u64>,
+    sampled_members: Vec<u64>,
+    prior: Vec<Option<f64>>,
+    queries: Vec<u64>,
+    prior_sum: Vec<f64>,
+}
+
+fn coordinator_reference(
+    packets: &[(u32, u64)],
+    cfg: &flowsieve::pipeline::SelectiveConfig,
+    classes: usize,
+) -> CoordinatorReference {
+    use flowsieve::filter::{PriorSampler, RoundPriors};
+    use flowsieve::pipeline::QueryUnit;
+    use std::collections::HashSet;
+    let classifier = Classifier::ports();
+    let (cache_span, period) = (
+        cfg.cache_window.span(),
+        cfg.cache_window.span() + cfg.query_window.span(),
+    );
+    let mut sampler = PriorSampler::new(classes, cfg.prior_sample, cfg.prior_min_samples);
+    let mut priors = RoundPriors::new(classes, 1.0 - cfg.prior_smoothing);
+    let mut in_force = vec![cfg.prior_default; classes];
+    let mut out = CoordinatorReference {
+        samples: vec![0; classes],
+        sampled_members: vec![0; classes],
+        prior: vec![None; classes],
+        queries: vec![0; classes],
+        prior_sum: vec![0.0; classes],
+    };
+    let (mut round_queries, mut next_update) = (vec![0u64; classes], vec![32u64; classes]);
+    let (mut cache, mut sampled_cache) = (HashSet::new(), HashSet::new());
+    let (mut queried, mut sampled_queried) = (HashSet::new(), HashSet::new());
+    let mut state: Option<(u64, bool)> = None;
+    let mut update_due = false;
+    let mut time = 0u64;
+    let first = packets.first().map_or(0, |p| p.1);
+    for (seq, &(flow, ns)) in packets.iter().enumerate() {
+        time = time.max(ns.saturating_sub(first));
+        let pos = match cfg.cache_window {
+            WindowSpec::Time(_) => time,
+            WindowSpec::Packets(_) => seq as u64,
+        };
+        let (round, query) = (pos / period, pos % period >= cache_span);
+        let k = scripted_key(flow);
+        let (h, c) = (
+            flowsieve::hash::flow_hash(&k),
+            usize::from(classifier.classify(&k)),
+        );
+        let update = |priors: &RoundPriors| {
+            (0..classes)
+                .map(|c| {
+                    priors
+                        .estimate_live(c)
+                        .map_or(cfg.prior_default, |e| e.prior)
+                })
+                .collect::<Vec<f64>>()
+        };
+        if state != Some((round, query)) {
+            if state.map(|s| s.0) != Some(round) {
+                if state.is_some() {
+                    priors.end_round();
+                    sampler.plan(&round_queries);
+                    round_queries.fill(0);
+                }
+                cache.clear();
+                sampled_cache.clear();
+                queried.clear();
+                sampled_queried.clear();
+                next_update.fill(32);
+            }
+            if query {
+                in_force = update(&priors);
+            }
+            update_due = false;
+            state = Some((round, query));
+        } else if update_due {
+            update_due = false;
+            in_force = update(&priors);
+        }
+        let per_packet = cfg.query_unit == QueryUnit::Packet;
+        if !query {
+            cache.insert(h);
+            if sampler.sampled(c, h) {
+                sampled_cache.insert(h);
+            }
+            continue;
+        }
+        round_queries[c] += 1;
+        if sampler.sampled(c, h) && (per_packet || sampled_queried.insert(h)) {
+            let member = sampled_cache.contains(&h);
+            priors.record(c, member);
+            out.samples[c] += 1;
+            out.sampled_members[c] += u64::from(member);
+            if priors.round_samples(c) >= next_update[c] {
+                next_update[c] *= 2;
+                update_due = true;
+            }
+        }
+        if per_packet || queried.insert(h) {
+            out.queries[c] += 1;
+            out.prior_sum[c] += in_force[c];
+        }
+    }
+    priors.end_round();
+    for (c, p) in out.prior.iter_mut().enumerate() {
+        *p = priors.estimate(c).map(|e| e.prior);
+    }
+    out
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// The selective stage's coordinator samples, pools and sends its
+    /// priors exactly as its rules say, on any stream: packets whose times
+    /// stand still, step within a phase, cross one or several rounds at
+    /// once and go back; time and packet windows; per-flow and per-packet
+    /// queries; every query sampled or a planned fraction. The coordinator
+    /// skips its placing work for records in the phase the last one was in
+    /// (`PriorCoordinator::observe`); the reference places every packet
+    /// afresh. Samples, members and queries must agree exactly, and so
+    /// must the pooled prior and the mean prior in force at the queries
+    /// (one shard, so the sum's order is the stream's).
+    #[test]
+    fn the_prior_coordinator_follows_its_rules_on_any_stream(
+        steps in proptest::collection::vec(
+            (0u32..40, proptest::prop_oneof![
+                4 => 0i64..3,
+                4 => 0i64..400,
+                1 => 0i64..5_000,
+                1 => -600i64..0,
+            ]),
+            1..1500,
+        ),
+        packet_windows in proptest::prelude::any::<bool>(),
+        cache_span in 1u64..300,
+        query_extra in 1u64..900,
+        per_packet in proptest::prelude::any::<bool>(),
+        sample in proptest::prop_oneof![proptest::strategy::Just(1.0f64), 0.05f64..1.0, proptest::strategy::Just(0.0f64)],
+        min_samples in 0u64..40,
+        threads in 1usize..3,
+    ) {
+        use flowsieve::pipeline::QueryUnit;
+        let mut ns = 1_000_000u64;
+        let packets: Vec<(u32, u64)> = steps
+            .iter()
+            .map(|&(flow, step)| {
+                ns = ns.saturating_add_signed(step);
+                (flow, ns)
+            })
+            .collect();
+        let mut cfg = PipelineConfig::new(Classifier::ports());
+        cfg.stages = only(StageName::Selective);
+        cfg.threads = threads;
+        cfg.shards = 1;
+        cfg.batch = 16;
+        let window = |n: u64| if packet_windows { WindowSpec::Packets(n) } else { WindowSpec::Time(n) };
+        cfg.selective.cache_window = window(cache_span);
+        cfg.selective.query_window = window(cache_span + query_extra);
+        cfg.selective.query_unit = if per_packet { QueryUnit::Packet } else { QueryUnit::Flow };
+        cfg.selective.prior_sample = sample;
+        cfg.selective.prior_min_samples = min_samples;
+        let v = cfg.validate().unwrap();
+        let r = run(ScriptedFlows { packets: packets.clone() }, &v, &mut NoObserver, &mut NoEvents).unwrap();
+        let s = r.selective().unwrap();
+        let expected = coordinator_reference(&packets, &cfg.selective, s.priors.len());
+        for (c, cp) in s.priors.iter().enumerate() {
+            proptest::prop_assert_eq!(cp.samples, expected.samples[c], "{} samples", cp.class);
+            proptest::prop_assert_eq!(cp.sampled_members, expected.sampled_members[c], "{} members", cp.class);
+            proptest::prop_assert_eq!(cp.prior, expected.prior[c], "{} prior", cp.class);
+            proptest::prop_assert_eq!(cp.queries, expected.queries[c], "{} queries", cp.class);
+            let prior_est = if expected.queries[c] > 0 {
+                expected.prior_sum[c] / expected.queries[c] as f64
+            } else {
+                cfg.selective.prior_default
+            };
+            proptest::prop_assert_eq!(cp.prior_est, prior_est, "{} prior in force", cp.class);
+        }
+    }
+}

@@ -67,6 +67,7 @@ impl WindowSpec {
 /// assert_eq!(c.locate(2999), (2, 999));
 /// assert_eq!(c.locate(3000), (3, 0));
 /// assert_eq!(c.locate(7), (0, 7)); // backwards is answered too
+/// assert_eq!(c.period(), 1000);
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct PeriodCursor {
@@ -87,6 +88,11 @@ impl PeriodCursor {
             start: 0,
             end: 0,
         }
+    }
+
+    /// The period's length (at least 1).
+    pub fn period(&self) -> u64 {
+        self.period
     }
 
     /// `(pos / period, pos % period)`.
