@@ -1537,3 +1537,98 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+
+    /// The heavy stage's compound column is `fpr_compound_online` over
+    /// each shard-window's flow-size histogram, averaged over the flows
+    /// below theta: worked out here from the stream, shard by shard and
+    /// window by window. Windows repeat a few patterns, so most of the
+    /// model's answers come from the memory the shards of a worker thread
+    /// share, and some are computed; a wrong or stale remembered answer
+    /// moves the column.
+    #[test]
+    fn the_compound_column_is_the_model_over_each_shard_windows_histogram(
+        patterns in proptest::collection::vec(proptest::collection::vec(1u64..9, 1..14), 1..5),
+        order in proptest::collection::vec(0usize..5, 1..40),
+        theta in 2u64..7,
+        shards in 1usize..4,
+        threads in 1usize..3,
+    ) {
+        use flowsieve::model::threshold::fpr_compound_online;
+        use std::collections::BTreeMap;
+        const SECOND: u64 = 1_000_000_000;
+        let (k, counters) = (3usize, 3 * 4096 * shards);
+        let classifier = Classifier::ports();
+        // Window w holds pattern order[w]'s flows, numbered from w * 100,
+        // their packets taken in turn.
+        let mut packets: Vec<(u32, u64)> = Vec::new();
+        for (w, &p) in order.iter().enumerate() {
+            let sizes = &patterns[p % patterns.len()];
+            let mut left = sizes.clone();
+            let mut i = 0u64;
+            while left.iter().any(|&n| n > 0) {
+                for (j, n) in left.iter_mut().enumerate() {
+                    if *n > 0 {
+                        *n -= 1;
+                        packets.push(((w * 100 + j) as u32, w as u64 * SECOND + i * 1000));
+                        i += 1;
+                    }
+                }
+            }
+        }
+        let mut cfg = PipelineConfig::new(Classifier::ports());
+        cfg.stages = only(StageName::Heavy);
+        cfg.threads = threads;
+        cfg.shards = shards;
+        cfg.heavy = HeavyConfig {
+            window: WindowSpec::Time(SECOND),
+            theta,
+            counters,
+            width: CounterWidth::W8,
+            k: Some(k),
+            load: None,
+            conservative: false,
+            layout: CounterLayout::Partitioned,
+        };
+        let v = cfg.validate().unwrap();
+        let r = run(ScriptedFlows { packets: packets.clone() }, &v, &mut NoObserver, &mut NoEvents).unwrap();
+        let h = r.heavy().unwrap();
+        // (shard, window) -> flow -> (class, packets)
+        let mut windows: BTreeMap<(usize, u64), BTreeMap<u32, (usize, u64)>> = BTreeMap::new();
+        for &(flow, ns) in &packets {
+            let key = scripted_key(flow);
+            let shard = flowsieve::hash::shard_of(flowsieve::hash::flow_hash(&key), shards);
+            let class = usize::from(classifier.classify(&key));
+            windows.entry((shard, ns / SECOND)).or_default().entry(flow).or_insert((class, 0)).1 += 1;
+        }
+        let m = (counters / shards / k * k) as u64;
+        let mut sum = vec![0.0f64; h.classes.len()];
+        let mut weight = vec![0.0f64; h.classes.len()];
+        for flows in windows.values() {
+            let mut sizes = vec![0u64; theta as usize + 1];
+            for &(_, n) in flows.values() {
+                sizes[(n as usize).min(theta as usize)] += 1;
+            }
+            let cp = fpr_compound_online(theta, k as u32, m, &sizes).unwrap();
+            for &(class, n) in flows.values() {
+                if n < theta {
+                    sum[class] += cp[n as usize];
+                    weight[class] += 1.0;
+                }
+            }
+        }
+        for (c, row) in h.classes.iter().enumerate() {
+            let expected = (weight[c] > 0.0).then(|| sum[c] / weight[c]);
+            match (row.model_fp_rate_compound, expected) {
+                (None, None) => {}
+                (Some(got), Some(want)) => proptest::prop_assert!(
+                    (got - want).abs() <= 1e-12 * want.abs().max(1e-300),
+                    "class {c}: {got:e} against {want:e}"
+                ),
+                (got, want) => proptest::prop_assert!(false, "class {c}: {got:?} against {want:?}"),
+            }
+        }
+    }
+}

@@ -431,8 +431,11 @@ pub struct HeavyShard {
     /// its distinct flows), while few enough that clearing the filter by
     /// them is cheaper than a sweep (see [`InsertionLog`]).
     log: InsertionLog,
-    /// The compound model's answers by window flow-size histogram.
-    compound: CompoundMemo,
+    /// The window's flow-size histogram (kept to be refilled each window).
+    sizes: Vec<u64>,
+    /// The compound model's answer for the window being closed, copied out
+    /// of this thread's memory ([`THREAD_COMPOUND`]).
+    compound: Vec<f64>,
 }
 
 /// The compound model's answers ([`threshold::fpr_compound_online`]),
@@ -442,10 +445,17 @@ pub struct HeavyShard {
 /// window held, and on a sparse trace (one-second windows, tens of packets
 /// each) that was a fifth of a run with truth (`perf`: 18.6 % in
 /// `fpr_compound_online`, 3.7 % in its `powi`; BENCHMARKS.md, seventeenth
-/// round). The answer is a pure function of the histogram for a shard's
-/// fixed `θ`, `k` and `m`, so a remembered answer is the same, bit for
-/// bit, as a fresh one; and sparse windows repeat few histograms (a
-/// handful of flows of one or two packets).
+/// round). The answer is a pure function of `θ`, `k`, `m` and the
+/// histogram, so a remembered answer is the same, bit for bit, as a fresh
+/// one; and sparse windows repeat few histograms (a handful of flows of
+/// one or two packets).
+///
+/// One memory per worker thread ([`THREAD_COMPOUND`]), for every filter
+/// shape its shards have, as the online model's terms are kept
+/// ([`THREAD_TERMS`]): every shard of a run has the same shape, so a memory
+/// per shard computed each histogram once per shard: 804 evaluations on a
+/// sparse hour-long trace, where one thread's eight shards sharing a memory
+/// make 272 (BENCHMARKS.md, thirty-fourth round).
 ///
 /// The memory holds at most [`CompoundMemo::NUMBERS`] numbers, keys and
 /// answers together; an answer that would pass it empties the memory
@@ -458,27 +468,64 @@ struct CompoundMemo {
 
 impl CompoundMemo {
     /// The most numbers (histogram counts and answers) remembered.
-    const NUMBERS: usize = 4096;
+    const NUMBERS: usize = 16384;
 
     /// The model's answer for the histogram `sizes`, from memory or from
-    /// `compute`.
-    fn answer(
+    /// `compute`, appended to `out`; false if the model has none. A
+    /// remembered answer costs one lookup (one hash of the histogram).
+    fn answer_into(
         &mut self,
-        sizes: Vec<u64>,
+        sizes: &[u64],
         compute: impl FnOnce(&[u64]) -> Option<Vec<f64>>,
-    ) -> Option<&[f64]> {
-        if !self.answers.contains_key(&sizes) {
-            let answer = compute(&sizes);
-            let cost = sizes.len() + answer.as_ref().map_or(0, Vec::len);
-            if self.numbers + cost > Self::NUMBERS {
-                self.answers.clear();
-                self.numbers = 0;
-            }
-            self.numbers += cost;
-            self.answers.insert(sizes.clone(), answer);
+        out: &mut Vec<f64>,
+    ) -> bool {
+        if let Some(remembered) = self.answers.get(sizes) {
+            return remembered
+                .as_ref()
+                .map(|a| out.extend_from_slice(a))
+                .is_some();
         }
-        self.answers.get(&sizes)?.as_deref()
+        let answer = compute(sizes);
+        let cost = sizes.len() + answer.as_ref().map_or(0, Vec::len);
+        if self.numbers + cost > Self::NUMBERS {
+            self.answers.clear();
+            self.numbers = 0;
+        }
+        self.numbers += cost;
+        let found = answer.as_ref().map(|a| out.extend_from_slice(a)).is_some();
+        self.answers.insert(sizes.to_vec(), answer);
+        found
     }
+}
+
+/// What fixes the compound model's answers besides the histogram:
+/// `(θ, k, m)`, the arguments of [`threshold::fpr_compound_online`].
+type CompoundShape = (u64, u32, u64);
+
+/// The compound model's answer for `sizes` under `shape`, from this
+/// thread's memory or computed (and remembered), copied into `answer`;
+/// false, with `answer` empty, where the model has none (`θ` past 4096).
+fn compound_answer(shape: CompoundShape, sizes: &[u64], answer: &mut Vec<f64>) -> bool {
+    let (theta, k, m) = shape;
+    let compute = |s: &[u64]| threshold::fpr_compound_online(theta, k, m, s);
+    answer.clear();
+    THREAD_COMPOUND.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut memories) => {
+            let at = match memories.iter().position(|(s, _)| *s == shape) {
+                Some(at) => at,
+                None => {
+                    memories.push((shape, CompoundMemo::default()));
+                    memories.len() - 1
+                }
+            };
+            memories[at].1.answer_into(sizes, compute, answer)
+        }
+        // Never borrowed twice (nothing here calls back), but a model
+        // figure is worth more than a panic: compute without memory.
+        Err(_) => compute(sizes)
+            .map(|a| answer.extend_from_slice(&a))
+            .is_some(),
+    })
 }
 
 /// What fixes a heavy filter's online-model terms: the layout, theta, `k`,
@@ -507,6 +554,11 @@ thread_local! {
     /// with no lock (window closes run on the worker's thread) and the same
     /// values, bit for bit, as evaluating each term afresh.
     static THREAD_TERMS: std::cell::RefCell<Vec<(TermsKey, threshold::OnlineTerms)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+
+    /// The compound model's answers, remembered by each thread for every
+    /// filter shape it has closed windows of (see [`CompoundMemo`]).
+    static THREAD_COMPOUND: std::cell::RefCell<Vec<(CompoundShape, CompoundMemo)>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -537,7 +589,8 @@ impl HeavyShard {
             export: None,
             online_terms: threshold::OnlineTerms::new(),
             log,
-            compound: CompoundMemo::default(),
+            sizes: Vec::new(),
+            compound: Vec::new(),
         }
     }
 
@@ -684,16 +737,19 @@ impl HeavyShard {
             }
             Some(flows) => {
                 let cap = theta.min(COMPOUND_MAX_THETA + 1) as usize;
-                let mut sizes = vec![0u64; cap + 1];
+                let sizes = &mut self.sizes;
+                sizes.clear();
+                sizes.resize(cap + 1, 0);
                 for f in flows.values() {
                     sizes[(f.packets as usize).min(cap)] += 1;
                 }
                 self.tally.repeated_insertions += self.window_packets - flows.len() as u64;
                 // The compound model is derived for the partitioned layout.
                 let compound = match self.filter {
-                    HeavyFilter::Partitioned(_) => self
-                        .compound
-                        .answer(sizes, |s| threshold::fpr_compound_online(theta, k, m, s)),
+                    HeavyFilter::Partitioned(_) => {
+                        compound_answer((theta, k, m), sizes, &mut self.compound)
+                            .then_some(&self.compound[..])
+                    }
                     HeavyFilter::Blocked(_) => None,
                 };
                 if compound.is_none() && matches!(self.filter, HeavyFilter::Partitioned(_)) {
