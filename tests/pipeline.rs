@@ -844,7 +844,6 @@ impl flowsieve::pipeline::Source for KnownPriors {
         sink: &mut P,
     ) -> flowsieve::report::ReplaySummary {
         use flowsieve::dissect::FlowKey;
-        use flowsieve::ingest::Timestamp;
         let classifier = Classifier::ports();
         let key = |r: u64, c: usize, i: u64, fresh: bool| {
             let (dport, proto, _, _) = self.classes[c];
@@ -856,17 +855,7 @@ impl flowsieve::pipeline::Source for KnownPriors {
                 proto,
             )
         };
-        let at = |ns: u64| Timestamp::from_units(1_700_000_000_000_000_000 + ns, 1_000_000_000);
-        let mut emit = |k: FlowKey, ns: u64| {
-            sink.packet(
-                &k,
-                flowsieve::hash::flow_hash(&k),
-                classifier.classify(&k),
-                at(ns),
-                100,
-                100,
-            );
-        };
+        let mut emit = |k: FlowKey, ns: u64| send_scripted(sink, &classifier, &k, ns);
         for r in 0..self.rounds {
             let base = r * 6_000_000_000;
             // Cache window [0, 1 s): every class's members.
@@ -897,9 +886,28 @@ impl flowsieve::pipeline::Source for KnownPriors {
                 emit(k, base + 1_000_000_000 + j as u64 * 4_900_000_000 / n);
             }
         }
-        let cfg = flowsieve::replay::ReplayConfig::new(Classifier::ports());
-        flowsieve::replay::replay(&[], &cfg, &mut NoObserver)
+        empty_summary()
     }
+}
+
+/// Sends one 100-byte packet of `key` at `ns` after [`SCRIPT_BASE_NS`], as
+/// a source does: hashed and classified.
+fn send_scripted<P: flowsieve::replay::PacketSink>(
+    sink: &mut P,
+    classifier: &Classifier,
+    key: &flowsieve::dissect::FlowKey,
+    ns: u64,
+) {
+    let at = flowsieve::ingest::Timestamp::from_units(SCRIPT_BASE_NS + ns, 1_000_000_000);
+    let (hash, class) = (flowsieve::hash::flow_hash(key), classifier.classify(key));
+    sink.packet(key, hash, class, at, 100, 100);
+}
+
+/// The summary a scripted source returns: that of an empty replay (the
+/// tests read the pipeline's report, not the source's).
+fn empty_summary() -> flowsieve::report::ReplaySummary {
+    let cfg = flowsieve::replay::ReplayConfig::new(Classifier::ports());
+    flowsieve::replay::replay(&[], &cfg, &mut NoObserver)
 }
 
 /// Priors pooled over all shards: on a stream with known priors (0.004,
@@ -1333,19 +1341,9 @@ impl flowsieve::pipeline::Source for ScriptedFlows {
     ) -> flowsieve::report::ReplaySummary {
         let classifier = Classifier::ports();
         for &(flow, ns) in &self.packets {
-            let k = scripted_key(flow);
-            let at = flowsieve::ingest::Timestamp::from_units(SCRIPT_BASE_NS + ns, 1_000_000_000);
-            sink.packet(
-                &k,
-                flowsieve::hash::flow_hash(&k),
-                classifier.classify(&k),
-                at,
-                100,
-                100,
-            );
+            send_scripted(sink, &classifier, &scripted_key(flow), ns);
         }
-        let cfg = flowsieve::replay::ReplayConfig::new(Classifier::ports());
-        flowsieve::replay::replay(&[], &cfg, &mut NoObserver)
+        empty_summary()
     }
 }
 
