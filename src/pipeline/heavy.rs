@@ -498,6 +498,25 @@ impl CompoundMemo {
     }
 }
 
+/// A thread's memory for one filter shape among those it keeps
+/// ([`THREAD_TERMS`], [`THREAD_COMPOUND`]): found by its key, or made by
+/// `fresh` and added. A run's shards share one shape, so the list holds
+/// one entry in practice and a linear search is the cheapest.
+fn memory_for<K: PartialEq, V>(
+    memories: &mut Vec<(K, V)>,
+    key: K,
+    fresh: impl FnOnce() -> V,
+) -> &mut V {
+    let at = match memories.iter().position(|(k, _)| *k == key) {
+        Some(at) => at,
+        None => {
+            memories.push((key, fresh()));
+            memories.len() - 1
+        }
+    };
+    &mut memories[at].1
+}
+
 /// What fixes the compound model's answers besides the histogram:
 /// `(θ, k, m)`, the arguments of [`threshold::fpr_compound_online`].
 type CompoundShape = (u64, u32, u64);
@@ -510,16 +529,8 @@ fn compound_answer(shape: CompoundShape, sizes: &[u64], answer: &mut Vec<f64>) -
     let compute = |s: &[u64]| threshold::fpr_compound_online(theta, k, m, s);
     answer.clear();
     THREAD_COMPOUND.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut memories) => {
-            let at = match memories.iter().position(|(s, _)| *s == shape) {
-                Some(at) => at,
-                None => {
-                    memories.push((shape, CompoundMemo::default()));
-                    memories.len() - 1
-                }
-            };
-            memories[at].1.answer_into(sizes, compute, answer)
-        }
+        Ok(mut memories) => memory_for(&mut memories, shape, CompoundMemo::default)
+            .answer_into(sizes, compute, answer),
         // Never borrowed twice (nothing here calls back), but a model
         // figure is worth more than a panic: compute without memory.
         Err(_) => compute(sizes)
@@ -669,14 +680,8 @@ impl HeavyShard {
         let n = self.window_packets;
         THREAD_TERMS.with(|cell| match cell.try_borrow_mut() {
             Ok(mut memories) => {
-                let at = match memories.iter().position(|(k, _)| *k == key) {
-                    Some(at) => at,
-                    None => {
-                        memories.push((key, fresh()));
-                        memories.len() - 1
-                    }
-                };
-                self.filter.online_model(theta, n, &mut memories[at].1)
+                self.filter
+                    .online_model(theta, n, memory_for(&mut memories, key, fresh))
             }
             // Never borrowed twice (nothing here calls back), but a model
             // figure is worth more than a panic: compute without memory.
