@@ -1136,6 +1136,96 @@ proptest::proptest! {
         };
         proptest::prop_assert_eq!(binomial_tail(theta, trials, p).to_bits(), reference().to_bits());
     }
+
+    /// Deep in a tail every term underflows to +0; `binomial_tail` stops
+    /// there instead of adding zeros up to `trials`. It must still give the
+    /// bits of the sum that runs on (the definition: add until a term is
+    /// negligible against the sum, or `trials` is reached), at thetas and
+    /// loads like the heavy stage's online model at `--theta` 90 to 400,
+    /// where that sum is +0 or a few subnormal terms.
+    #[test]
+    fn binomial_tail_stopping_at_underflow_is_bit_identical(
+        theta in 2u64..400,
+        trials in 0u64..20_000,
+        p_exp in 2.0f64..9.0,
+    ) {
+        use flowsieve::model::special::{binomial_tail, ln_binomial};
+        let p = 10f64.powf(-p_exp);
+        let reference = || {
+            if theta > trials {
+                return 0.0;
+            }
+            let (lp, lq) = (p.ln(), (-p).ln_1p());
+            let ln_pmf = |l: u64| ln_binomial(trials, l) + l as f64 * lp + (trials - l) as f64 * lq;
+            if (theta as f64) > trials as f64 * p {
+                let mut sum = 0.0;
+                for l in theta..=trials {
+                    let t = ln_pmf(l).exp();
+                    sum += t;
+                    if t < sum * 1e-17 {
+                        break;
+                    }
+                }
+                f64::min(sum, 1.0)
+            } else {
+                let head: f64 = (0..theta).map(|l| ln_pmf(l).exp()).sum();
+                (1.0 - head).max(0.0)
+            }
+        };
+        proptest::prop_assert_eq!(binomial_tail(theta, trials, p).to_bits(), reference().to_bits());
+    }
+
+    /// As above for `poisson_tail`, whose sum ran 10,000 terms past theta
+    /// when every term underflowed. The reference is that loop.
+    #[test]
+    fn poisson_tail_stopping_at_underflow_is_bit_identical(
+        theta in 1u64..400,
+        mean_exp in -9.0f64..2.5,
+    ) {
+        use flowsieve::model::special::{ln_factorial, poisson_tail};
+        let mean = 10f64.powf(mean_exp);
+        let ln_term = |l: u64| l as f64 * mean.ln() - mean - ln_factorial(l);
+        let reference = if mean < theta as f64 {
+            let mut sum = 0.0;
+            let mut l = theta;
+            loop {
+                let t = ln_term(l).exp();
+                sum += t;
+                if t < sum * 1e-17 || l > theta + 10_000 {
+                    break;
+                }
+                l += 1;
+            }
+            sum.min(1.0)
+        } else {
+            let head: f64 = (0..theta).map(|l| ln_term(l).exp()).sum();
+            (1.0 - head).max(0.0)
+        };
+        proptest::prop_assert_eq!(poisson_tail(theta, mean).to_bits(), reference.to_bits());
+    }
+}
+
+/// The deep tails the two tests above draw at random, at fixed points: the
+/// heavy stage's online model at `--theta 100` at a load of 300 packets
+/// in a 524,288-counter, k = 11 shard (every term below 1e-308, the tail
+/// +0), and, at a load of 3,000, a theta whose tail is subnormal: the
+/// terms right at the underflow are summed, not cut.
+#[test]
+fn the_tails_are_zero_or_subnormal_where_their_terms_underflow() {
+    use flowsieve::model::special::{binomial_tail, poisson_tail};
+    let p = 1.0 / (524_288 / 11) as f64;
+    assert_eq!(binomial_tail(99, 300, p).to_bits(), 0f64.to_bits());
+    assert_eq!(poisson_tail(99, 300.0 * p).to_bits(), 0f64.to_bits());
+    // At 3,000 the tail leaves the normal range further out: a positive
+    // normal number at theta 60, then subnormal, then zero.
+    let normal = binomial_tail(60, 3000, p);
+    assert!(normal.is_normal() && normal > 0.0, "{normal}");
+    let deep = (60..400)
+        .map(|t| binomial_tail(t, 3000, p))
+        .find(|v| *v != 0.0 && !v.is_normal());
+    // Some theta gives a subnormal tail: the terms right at the underflow
+    // are summed, not cut.
+    assert!(deep.is_some_and(|v| v > 0.0));
 }
 
 /// With k = 1 the blocked layout is no layout at all: a Poisson(n/B) block

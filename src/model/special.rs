@@ -58,6 +58,34 @@ pub fn ln_binomial(n: u64, l: u64) -> f64 {
     ln_factorial(n) - ln_factorial(l) - ln_factorial(n - l)
 }
 
+/// A logarithm below which a tail sum's term, and every term after it, is
+/// `+0`, for terms whose logarithms are computed from quantities of size at
+/// most `magnitude` (their absolute sum).
+///
+/// Why the tails need it: [`binomial_tail`] and [`poisson_tail`] add terms
+/// from `theta` on, where they only decrease, and stop when a term is
+/// negligible against the sum so far (`t < sum * 1e-17`). Deep in a tail
+/// every term underflows to `+0`, the sum stays `+0`, and that test never
+/// holds: the loop ran on to `trials` (or 10,000 terms past `theta`), an
+/// `exp` and up to two logarithms a term, for a sum of zeros. The heavy
+/// stage's online model met exactly this at `--theta` 90 and above, where
+/// the tail at a window's small loads is below `1e-308`: a run took ten
+/// times as long as at `--theta` 80 (BENCHMARKS.md, thirty-fifth round).
+///
+/// Why stopping there changes no bit: `exp(x)` is `+0` for every `x` below
+/// `ln(2^-1075)` ≈ −745.13, and adding `+0` to a sum of non-negative terms
+/// leaves it as it was. The exact logarithms decrease from `theta` on; the
+/// computed ones carry a rounding error of at most a few units in the last
+/// place of `magnitude`, so a later computed one can exceed an earlier by
+/// at most twice that. The bound is −800, far below the underflow, less
+/// `1e-12 · magnitude`, far more than twice the rounding: a term whose
+/// logarithm is below it is `+0`, and so is every later one.
+/// `tests/model.rs` checks both tails bit for bit against the sums that
+/// do not stop early, at thetas where the terms underflow.
+fn zero_term_bound(magnitude: f64) -> f64 {
+    -800.0 - 1e-12 * magnitude.abs()
+}
+
 /// `P(X >= theta)` for `X ~ Poisson(mean)`, the regularised lower
 /// incomplete gamma function `P(theta, mean) = 1 - Gamma(theta, mean) /
 /// Gamma(theta)`. Summed from whichever side avoids cancellation.
@@ -71,10 +99,19 @@ pub fn poisson_tail(theta: u64, mean: f64) -> f64 {
     let ln_term = |l: u64| l as f64 * mean.ln() - mean - ln_factorial(l);
     if mean < theta as f64 {
         // Terms decrease from l = theta on: sum the tail directly.
+        // The last term the loop may add is at `theta + 10_001`.
+        let last = theta.saturating_add(10_001);
+        let zero_below = zero_term_bound(last as f64 * mean.ln().abs() + mean + ln_factorial(last));
         let mut sum = 0.0;
         let mut l = theta;
         loop {
-            let t = ln_term(l).exp();
+            let ln = ln_term(l);
+            if ln < zero_below {
+                // This term and every later one are +0 (see
+                // `zero_term_bound`): the sum is what it is.
+                break;
+            }
+            let t = ln.exp();
             sum += t;
             if t < sum * 1e-17 || l > theta + 10_000 {
                 break;
@@ -110,9 +147,16 @@ pub fn binomial_tail(theta: u64, trials: u64, p: f64) -> f64 {
             + (trials - l) as f64 * lq
     };
     if (theta as f64) > trials as f64 * p {
+        let zero_below = zero_term_bound(ln_trials + trials as f64 * (lp.abs() + lq.abs()));
         let mut sum = 0.0;
         for l in theta..=trials {
-            let t = ln_pmf(l).exp();
+            let ln = ln_pmf(l);
+            if ln < zero_below {
+                // This term and every later one are +0 (see
+                // `zero_term_bound`): the sum is what it is.
+                break;
+            }
+            let t = ln.exp();
             sum += t;
             if t < sum * 1e-17 {
                 break;
