@@ -1102,6 +1102,34 @@ fn ln_factorial_table_is_bit_identical_to_the_summation() {
     assert!((ln_factorial(10) - 3_628_800f64.ln()).abs() < 1e-12);
 }
 
+/// `P(Binomial(trials, p) >= theta)` as `binomial_tail` first summed it:
+/// each term from `ln_binomial`, the tail added until a term is negligible
+/// against the sum or `trials` is reached (so a tail of zeros runs to the
+/// end), or one minus the head. The reference both tail tests below hold
+/// the library's bits to.
+fn binomial_tail_reference(theta: u64, trials: u64, p: f64) -> f64 {
+    use flowsieve::model::special::ln_binomial;
+    if theta > trials {
+        return 0.0;
+    }
+    let (lp, lq) = (p.ln(), (-p).ln_1p());
+    let ln_pmf = |l: u64| ln_binomial(trials, l) + l as f64 * lp + (trials - l) as f64 * lq;
+    if (theta as f64) > trials as f64 * p {
+        let mut sum = 0.0;
+        for l in theta..=trials {
+            let t = ln_pmf(l).exp();
+            sum += t;
+            if t < sum * 1e-17 {
+                break;
+            }
+        }
+        f64::min(sum, 1.0)
+    } else {
+        let head: f64 = (0..theta).map(|l| ln_pmf(l).exp()).sum();
+        (1.0 - head).max(0.0)
+    }
+}
+
 proptest::proptest! {
     /// `binomial_tail` hoists `ln(trials!)` out of its sum; it must give
     /// the bits of the term-by-term `ln_binomial` form it replaced, or the
@@ -1112,29 +1140,11 @@ proptest::proptest! {
         trials in 0u64..20_000,
         p in 1e-7f64..0.5,
     ) {
-        use flowsieve::model::special::{binomial_tail, ln_binomial};
-        let reference = || {
-            if theta > trials {
-                return 0.0;
-            }
-            let (lp, lq) = (p.ln(), (-p).ln_1p());
-            let ln_pmf = |l: u64| ln_binomial(trials, l) + l as f64 * lp + (trials - l) as f64 * lq;
-            if (theta as f64) > trials as f64 * p {
-                let mut sum = 0.0;
-                for l in theta..=trials {
-                    let t = ln_pmf(l).exp();
-                    sum += t;
-                    if t < sum * 1e-17 {
-                        break;
-                    }
-                }
-                f64::min(sum, 1.0)
-            } else {
-                let head: f64 = (0..theta).map(|l| ln_pmf(l).exp()).sum();
-                (1.0 - head).max(0.0)
-            }
-        };
-        proptest::prop_assert_eq!(binomial_tail(theta, trials, p).to_bits(), reference().to_bits());
+        use flowsieve::model::special::binomial_tail;
+        proptest::prop_assert_eq!(
+            binomial_tail(theta, trials, p).to_bits(),
+            binomial_tail_reference(theta, trials, p).to_bits()
+        );
     }
 
     /// Deep in a tail every term underflows to +0; `binomial_tail` stops
@@ -1149,30 +1159,12 @@ proptest::proptest! {
         trials in 0u64..20_000,
         p_exp in 2.0f64..9.0,
     ) {
-        use flowsieve::model::special::{binomial_tail, ln_binomial};
+        use flowsieve::model::special::binomial_tail;
         let p = 10f64.powf(-p_exp);
-        let reference = || {
-            if theta > trials {
-                return 0.0;
-            }
-            let (lp, lq) = (p.ln(), (-p).ln_1p());
-            let ln_pmf = |l: u64| ln_binomial(trials, l) + l as f64 * lp + (trials - l) as f64 * lq;
-            if (theta as f64) > trials as f64 * p {
-                let mut sum = 0.0;
-                for l in theta..=trials {
-                    let t = ln_pmf(l).exp();
-                    sum += t;
-                    if t < sum * 1e-17 {
-                        break;
-                    }
-                }
-                f64::min(sum, 1.0)
-            } else {
-                let head: f64 = (0..theta).map(|l| ln_pmf(l).exp()).sum();
-                (1.0 - head).max(0.0)
-            }
-        };
-        proptest::prop_assert_eq!(binomial_tail(theta, trials, p).to_bits(), reference().to_bits());
+        proptest::prop_assert_eq!(
+            binomial_tail(theta, trials, p).to_bits(),
+            binomial_tail_reference(theta, trials, p).to_bits()
+        );
     }
 
     /// As above for `poisson_tail`, whose sum ran 10,000 terms past theta
