@@ -69,8 +69,9 @@ pub fn ln_binomial(n: u64, l: u64) -> f64 {
 /// holds: the loop ran on to `trials` (or 10,000 terms past `theta`), an
 /// `exp` and up to two logarithms a term, for a sum of zeros. The heavy
 /// stage's online model met exactly this at `--theta` 90 and above, where
-/// the tail at a window's small loads is below `1e-308`: a run took ten
-/// times as long as at `--theta` 80 (BENCHMARKS.md, thirty-fifth round).
+/// the tail at a window's small loads is below `1e-308`: a run took four
+/// to five times as long as at `--theta` 80, and ten times the default
+/// job's (BENCHMARKS.md, thirty-fifth round).
 ///
 /// Why stopping there changes no bit: `exp(x)` is `+0` for every `x` below
 /// `ln(2^-1075)` ≈ −745.13, and adding `+0` to a sum of non-negative terms
@@ -99,7 +100,7 @@ pub fn poisson_tail(theta: u64, mean: f64) -> f64 {
     let ln_term = |l: u64| l as f64 * mean.ln() - mean - ln_factorial(l);
     if mean < theta as f64 {
         // Terms decrease from l = theta on: sum the tail directly.
-        // The last term the loop may add is at `theta + 10_001`.
+        // The loop adds at most the terms `theta..=last`.
         let last = theta.saturating_add(10_001);
         let zero_below = zero_term_bound(last as f64 * mean.ln().abs() + mean + ln_factorial(last));
         let mut sum = 0.0;
@@ -113,7 +114,7 @@ pub fn poisson_tail(theta: u64, mean: f64) -> f64 {
             }
             let t = ln.exp();
             sum += t;
-            if t < sum * 1e-17 || l > theta + 10_000 {
+            if t < sum * 1e-17 || l >= last {
                 break;
             }
             l += 1;
