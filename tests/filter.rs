@@ -1222,6 +1222,68 @@ proptest::proptest! {
     }
 }
 
+proptest::proptest! {
+    /// Tests prepared ahead (`prepare`, then `test_and_insert_prepared_at`,
+    /// as the new-flow stage does a few records ahead) answer exactly as
+    /// plain ones and leave the same filter, for every policy, phase count,
+    /// retention, hashing and front cache, whatever the distance, with
+    /// recycles and cache evictions between a preparation and its test, and
+    /// with preparations made for another message (which must be ignored).
+    #[test]
+    fn prepared_tests_answer_exactly_as_plain_ones(
+        m in 16usize..600,
+        k in 1usize..6,
+        policy in 0u8..3,
+        limit in 1u64..400,
+        two_phase: bool,
+        retaining: bool,
+        non_colliding: bool,
+        slots in 0usize..64,
+        keys in 1u64..300,
+        ahead in 0usize..12,
+        seed: u64,
+    ) {
+        use flowsieve::filter::PreparedMessage;
+        let policy = match policy {
+            0 => RecyclePolicy::Sigma(limit.min(m as u64 - 1)),
+            1 => RecyclePolicy::Insertions(limit),
+            _ => RecyclePolicy::Time(limit * 1_000),
+        };
+        let hashing = if non_colliding { Hashing::NonColliding } else { Hashing::Colliding };
+        let make = || {
+            RecyclingBloomFilter::new(m, k, policy, hashing, retaining, two_phase)
+                .with_front_cache(slots)
+        };
+        let (mut plain, mut prepared) = (make(), make());
+        let mut r = rng(seed);
+        let mut now = 0u64;
+        let stream: Vec<(u64, Timestamp)> = (0..3_000)
+            .map(|_| {
+                now += r.random_range(0..50);
+                let h = flowsieve::hash::fmix64(r.random_range(0..keys) + 1);
+                (h, Timestamp::from_units(now, 1_000_000_000))
+            })
+            .collect();
+        let mut ring = [PreparedMessage::default(); 16];
+        for (i, &(h, _)) in stream.iter().enumerate().take(ahead) {
+            prepared.prepare(h, &mut ring[i % 16]);
+        }
+        for (i, &(h, t)) in stream.iter().enumerate() {
+            if let Some(&(next, _)) = stream.get(i + ahead) {
+                // Now and then a preparation for a message that is not the
+                // one tested in this slot.
+                let next = if r.random_range(0..20) == 0 { next ^ 1 } else { next };
+                prepared.prepare(next, &mut ring[(i + ahead) % 16]);
+            }
+            let want = plain.test_and_insert_at(h, t);
+            let got = prepared.test_and_insert_prepared_at(h, t, &ring[i % 16]);
+            proptest::prop_assert_eq!(want, got, "message {}", i);
+            proptest::prop_assert_eq!(plain.stats(), prepared.stats());
+            proptest::prop_assert_eq!(plain.active_bits(), prepared.active_bits());
+        }
+    }
+}
+
 // ---------- compressed counting-filter snapshots ----------
 
 mod compressed_counting {

@@ -34,6 +34,12 @@ impl BitArray {
             .is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
 
+    /// Asks the CPU to fetch the word of bit `i`; reads nothing.
+    #[inline]
+    pub fn prefetch(&self, i: usize) {
+        crate::prefetch::prefetch(self.words.as_ptr().wrapping_add(i / 64).cast::<u8>());
+    }
+
     /// Sets bit `i`; returns true if it was 0. Ignores `i` beyond the end.
     #[inline]
     pub fn set(&mut self, i: usize) -> bool {

@@ -42,7 +42,7 @@
 //! assert_eq!(f.stats().recycles, 0);
 //! ```
 
-use super::{BitArray, InsertionLog};
+use super::{BitArray, InsertionLog, PreparedMessage};
 use crate::hash::fmix64;
 use crate::ingest::Timestamp;
 use crate::model::recycling::Hashing;
@@ -211,6 +211,63 @@ impl RecyclingBloomFilter {
         }
     }
 
+    /// True when the front cache answers `h`: `h` is in its slot, from the
+    /// current epoch.
+    #[inline]
+    fn cache_answers(&self, h: u64) -> bool {
+        (!self.cache.is_empty())
+            .then(|| self.cache.get(self.slot(h)).copied())
+            .flatten()
+            .is_some_and(|c| c.hash == h && c.epoch == self.stats.recycles + 1)
+    }
+
+    /// Prepares `h`'s test a few messages ahead: when the front cache is not
+    /// going to answer it, works out its positions into `into` and asks the
+    /// CPU to fetch the active half's words at them. Changes nothing in the
+    /// filter. [`RecyclingBloomFilter::test_and_insert_prepared`] then takes
+    /// the positions instead of working them out again.
+    ///
+    /// Why: a message the front cache does not know tests `k` bits at
+    /// independent places in the active half, and on a shard's half larger
+    /// than L2 each is a miss that the test waits for (the largest single
+    /// stall of the new-flow stage, 8-10 % of a run's samples). Fetched a
+    /// few messages ahead, the misses overlap the work between. Only
+    /// messages the cache will not answer are prepared, which read the
+    /// cache slot (fetched earlier still by
+    /// [`RecyclingBloomFilter::prefetch`]), so a packet of a known flow
+    /// costs one compare, and the positions are worked out once either way.
+    #[inline]
+    pub fn prepare(&self, h: u64, into: &mut PreparedMessage) {
+        into.hash = h;
+        into.ready = !self.cache_answers(h);
+        if into.ready {
+            self.positions(h, &mut into.positions);
+            for &p in into.positions.iter().take(self.k) {
+                self.active.prefetch(p);
+            }
+        }
+    }
+
+    /// [`RecyclingBloomFilter::test_and_insert`], with the positions that
+    /// [`RecyclingBloomFilter::prepare`] left in `prepared` if they are
+    /// `h`'s: the same answer and the same filter after.
+    #[inline]
+    pub fn test_and_insert_prepared(&mut self, h: u64, prepared: &PreparedMessage) -> bool {
+        self.test_and_insert_inner(h, None, prepared.positions_of(h))
+    }
+
+    /// [`RecyclingBloomFilter::test_and_insert_at`] with prepared positions,
+    /// as [`RecyclingBloomFilter::test_and_insert_prepared`].
+    #[inline]
+    pub fn test_and_insert_prepared_at(
+        &mut self,
+        h: u64,
+        now: Timestamp,
+        prepared: &PreparedMessage,
+    ) -> bool {
+        self.test_and_insert_inner(h, Some(now), prepared.positions_of(h))
+    }
+
     /// Remembers that `h` is in the active half in the current epoch.
     #[inline]
     fn remember(&mut self, h: u64) {
@@ -262,18 +319,25 @@ impl RecyclingBloomFilter {
     /// Time-bounded filters need [`RecyclingBloomFilter::test_and_insert_at`].
     #[inline]
     pub fn test_and_insert(&mut self, h: u64) -> bool {
-        self.test_and_insert_inner(h, None)
+        self.test_and_insert_inner(h, None, None)
     }
 
     /// As [`RecyclingBloomFilter::test_and_insert`], at a time (for
     /// [`RecyclePolicy::Time`]).
     #[inline]
     pub fn test_and_insert_at(&mut self, h: u64, now: Timestamp) -> bool {
-        self.test_and_insert_inner(h, Some(now))
+        self.test_and_insert_inner(h, Some(now), None)
     }
 
+    /// The test and insert, at `now` for a time-bounded filter, with `h`'s
+    /// positions when they were prepared.
     #[inline]
-    fn test_and_insert_inner(&mut self, h: u64, now: Option<Timestamp>) -> bool {
+    fn test_and_insert_inner(
+        &mut self,
+        h: u64,
+        now: Option<Timestamp>,
+        prepared: Option<&[usize; MAX_K]>,
+    ) -> bool {
         if let (RecyclePolicy::Time(span), Some(now)) = (self.policy, now) {
             match self.cycle_start {
                 None => self.cycle_start = Some(now),
@@ -284,16 +348,11 @@ impl RecyclingBloomFilter {
                 _ => {}
             }
         }
-        if let Some(c) = (!self.cache.is_empty())
-            .then(|| self.cache.get(self.slot(h)).copied())
-            .flatten()
-            && c.hash == h
-            && c.epoch == self.stats.recycles + 1
-        {
+        if self.cache_answers(h) {
             self.stats.seen_messages += 1;
             return false;
         }
-        self.test_and_insert_uncached(h)
+        self.test_and_insert_uncached(h, prepared)
     }
 
     /// The rest of [`RecyclingBloomFilter::test_and_insert_inner`], for a
@@ -301,9 +360,15 @@ impl RecyclingBloomFilter {
     /// answer inlines into the caller: whole, the function was a call for
     /// every packet, hits included (BENCHMARKS.md, twenty-first round).
     #[inline(never)]
-    fn test_and_insert_uncached(&mut self, h: u64) -> bool {
-        let mut pos = [0usize; MAX_K];
-        self.positions(h, &mut pos);
+    fn test_and_insert_uncached(&mut self, h: u64, prepared: Option<&[usize; MAX_K]>) -> bool {
+        let mut worked_out = [0usize; MAX_K];
+        let pos = match prepared {
+            Some(p) => p,
+            None => {
+                self.positions(h, &mut worked_out);
+                &worked_out
+            }
+        };
         let pos = &pos[..self.k];
         let in_active = pos.iter().all(|&p| self.active.get(p));
         if in_active {

@@ -22,7 +22,7 @@ use super::rate::{binomial_se, opt_ratio};
 use super::record::{PacketRecord, RecordBatch};
 use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use crate::dissect::FlowKey;
-use crate::filter::{MAX_K, RecyclePolicy, RecyclingBloomFilter};
+use crate::filter::{MAX_K, PreparedMessage, RecyclePolicy, RecyclingBloomFilter};
 use crate::ingest::Timestamp;
 use crate::model::recycling::{self, Hashing};
 use crate::report::{NewFlowConfigInfo, NewFlowNote, NewFlowRates, NewFlowReport};
@@ -454,6 +454,9 @@ pub struct NewFlowShard {
     events: bool,
     /// Live figures and this shard's index, in a live run.
     gauges: Option<(std::sync::Arc<super::gauges::Gauges>, usize)>,
+    /// The next records' prepared tests, record `i` at `i % PREPARED`
+    /// (see [`RecyclingBloomFilter::prepare`]).
+    prepared: Box<[PreparedMessage; PREPARED]>,
 }
 
 impl NewFlowShard {
@@ -478,18 +481,29 @@ impl NewFlowShard {
             },
             events,
             gauges: None,
+            prepared: Box::new([PreparedMessage::default(); PREPARED]),
         }
     }
 
-    /// Classifies and inserts one packet.
+    /// Classifies and inserts one packet, whose test was prepared in slot
+    /// `prepared` (`% PREPARED`) of the ring; a slot prepared for another
+    /// hash is not used ([`RecyclingBloomFilter::test_and_insert_prepared`]).
     #[inline]
-    fn classify(&mut self, r: &PacketRecord, key: Option<&FlowKey>, events: &mut Vec<Event>) {
+    fn classify(
+        &mut self,
+        r: &PacketRecord,
+        key: Option<&FlowKey>,
+        prepared: usize,
+        events: &mut Vec<Event>,
+    ) {
+        let prepared = &self.prepared[prepared % PREPARED];
         // Only a time-bounded filter reads the clock.
         let is_new = if self.timed {
             let now = Timestamp::from_units(r.time_ns, 1_000_000_000);
-            self.filter.test_and_insert_at(r.hash, now)
+            self.filter
+                .test_and_insert_prepared_at(r.hash, now, prepared)
         } else {
-            self.filter.test_and_insert(r.hash)
+            self.filter.test_and_insert_prepared(r.hash, prepared)
         };
         let Some(t) = self.tally.classes.get_mut(usize::from(r.class)) else {
             return;
@@ -549,16 +563,24 @@ impl ShardStage for NewFlowShard {
     #[inline]
     fn process(&mut self, batch: RecordBatch<'_>, events: &mut Vec<Event>) {
         let records = batch.records();
+        for (i, r) in records.iter().enumerate().take(PREPARE_AHEAD) {
+            self.filter
+                .prepare(r.hash, &mut self.prepared[i % PREPARED]);
+        }
         for (i, r) in records.iter().enumerate() {
             if let Some(next) = records.get(i + PREFETCH_AHEAD) {
                 self.filter.prefetch(next.hash);
+            }
+            if let Some(next) = records.get(i + PREPARE_AHEAD) {
+                let slot = (i + PREPARE_AHEAD) % PREPARED;
+                self.filter.prepare(next.hash, &mut self.prepared[slot]);
             }
             if let Some(t) = self.truth.as_ref()
                 && let Some(next) = records.get(i + TRUTH_AHEAD)
             {
                 t.prefetch(next.hash);
             }
-            self.classify(r, batch.key(i), events);
+            self.classify(r, batch.key(i), i, events);
         }
         if let Some((g, shard)) = self.gauges.as_ref()
             && let Some(nf) = g.new_flows.get()
@@ -580,8 +602,27 @@ impl ShardStage for NewFlowShard {
 }
 
 /// How many records ahead the new-flow stage prefetches a record's
-/// front-cache slot (as the heavy stage does its counters).
-const PREFETCH_AHEAD: usize = 2;
+/// front-cache slot: twice [`PREPARE_AHEAD`], so that the preparation,
+/// which reads the slot, finds it fetched.
+const PREFETCH_AHEAD: usize = 16;
+
+/// How many records ahead the new-flow stage prepares a record's test
+/// ([`RecyclingBloomFilter::prepare`]: the positions of a message the
+/// front cache will not answer, their words fetched).
+///
+/// Measured on the benchmark trace (`--threads 1`, the report's per-stage
+/// p50, medians of 5 alternating runs; BENCHMARKS.md, thirty-sixth round).
+/// With the slot 2 ahead and nothing prepared, the stage took 44-47 ns a
+/// packet with ground truth and 24-27 without. Fetching the words 3, 4, 6
+/// and 8 ahead (the slot twice as far), but working the positions out
+/// again at the test, gave 36, 34, 32 and 31 ns with truth; on 2 M
+/// one-packet flows, where every message misses the cache, that cost 6 ns
+/// more than nothing. Prepared 8 ahead and the positions handed over: 28
+/// ns with truth, 20 without, and on the 2 M flows 38 against 43.
+const PREPARE_AHEAD: usize = 8;
+
+/// Prepared tests kept: more than [`PREPARE_AHEAD`], a power of two.
+const PREPARED: usize = 16;
 
 /// How many records ahead the new-flow stage prefetches a record's slot in
 /// the exact last-seen map.
