@@ -1182,16 +1182,53 @@ mod blocked_layout {
     }
 }
 
+/// The recycling filter a proptest's parameters name: `policy` 0, 1 or 2
+/// picks a σ bound (kept below `m`), an insertion count or a time span,
+/// each from `limit`.
+fn recycling_filter(
+    (m, k): (usize, usize),
+    (policy, limit): (u8, u64),
+    two_phase: bool,
+    retaining: bool,
+    non_colliding: bool,
+) -> RecyclingBloomFilter {
+    let policy = match policy {
+        0 => RecyclePolicy::Sigma(limit.min(m as u64 - 1)),
+        1 => RecyclePolicy::Insertions(limit),
+        _ => RecyclePolicy::Time(limit * 1_000),
+    };
+    let hashing = if non_colliding {
+        Hashing::NonColliding
+    } else {
+        Hashing::Colliding
+    };
+    RecyclingBloomFilter::new(m, k, policy, hashing, retaining, two_phase)
+}
+
+/// 3,000 messages for the recycling filter's proptests: flow hashes of
+/// `keys` keys (few, so that they repeat; spread over all 64 bits), at
+/// times that advance by 0-49 ns. Also the generator, for more draws.
+fn recycling_messages(seed: u64, keys: u64) -> (Vec<(u64, Timestamp)>, rand_chacha::ChaCha8Rng) {
+    let mut r = rng(seed);
+    let mut now = 0u64;
+    let messages = (0..3_000)
+        .map(|_| {
+            let h = flowsieve::hash::fmix64(r.random_range(0..keys) + 1);
+            now += r.random_range(0..50);
+            (h, Timestamp::from_units(now, 1_000_000_000))
+        })
+        .collect();
+    (messages, r)
+}
+
 proptest::proptest! {
     /// The recycling filter's front cache changes no answer and no
     /// statistic, for every policy, phase count, retention and hashing, on
     /// streams that repeat keys and cross many recycles.
     #[test]
     fn front_cache_answers_exactly_as_the_filter(
-        m in 16usize..600,
-        k in 1usize..6,
-        policy in 0u8..3,
-        limit in 1u64..400,
+        shape in (16usize..600, 1usize..6),
+        policy in (0u8..3, 1u64..400),
         two_phase: bool,
         retaining: bool,
         non_colliding: bool,
@@ -1199,30 +1236,15 @@ proptest::proptest! {
         keys in 1u64..300,
         seed: u64,
     ) {
-        let policy = match policy {
-            0 => RecyclePolicy::Sigma(limit.min(m as u64 - 1)),
-            1 => RecyclePolicy::Insertions(limit),
-            _ => RecyclePolicy::Time(limit * 1_000),
-        };
-        let hashing = if non_colliding { Hashing::NonColliding } else { Hashing::Colliding };
-        let make = || RecyclingBloomFilter::new(m, k, policy, hashing, retaining, two_phase);
+        let make = || recycling_filter(shape, policy, two_phase, retaining, non_colliding);
         let (mut plain, mut cached) = (make(), make().with_front_cache(slots));
-        let mut r = rng(seed);
-        let mut now = 0u64;
-        for _ in 0..3_000 {
-            // Keys as flow hashes: a few, so that they repeat, spread over
-            // all 64 bits.
-            let h = flowsieve::hash::fmix64(r.random_range(0..keys) + 1);
-            now += r.random_range(0..50);
-            let t = Timestamp::from_units(now, 1_000_000_000);
+        for (h, t) in recycling_messages(seed, keys).0 {
             proptest::prop_assert_eq!(plain.test_and_insert_at(h, t), cached.test_and_insert_at(h, t));
             proptest::prop_assert_eq!(plain.stats(), cached.stats());
             proptest::prop_assert_eq!(plain.active_bits(), cached.active_bits());
         }
     }
-}
 
-proptest::proptest! {
     /// Tests prepared ahead (`prepare`, then `test_and_insert_prepared_at`,
     /// as the new-flow stage does a few records ahead) answer exactly as
     /// plain ones and leave the same filter, for every policy, phase count,
@@ -1231,10 +1253,8 @@ proptest::proptest! {
     /// with preparations made for another message (which must be ignored).
     #[test]
     fn prepared_tests_answer_exactly_as_plain_ones(
-        m in 16usize..600,
-        k in 1usize..6,
-        policy in 0u8..3,
-        limit in 1u64..400,
+        shape in (16usize..600, 1usize..6),
+        policy in (0u8..3, 1u64..400),
         two_phase: bool,
         retaining: bool,
         non_colliding: bool,
@@ -1244,26 +1264,12 @@ proptest::proptest! {
         seed: u64,
     ) {
         use flowsieve::filter::PreparedMessage;
-        let policy = match policy {
-            0 => RecyclePolicy::Sigma(limit.min(m as u64 - 1)),
-            1 => RecyclePolicy::Insertions(limit),
-            _ => RecyclePolicy::Time(limit * 1_000),
-        };
-        let hashing = if non_colliding { Hashing::NonColliding } else { Hashing::Colliding };
         let make = || {
-            RecyclingBloomFilter::new(m, k, policy, hashing, retaining, two_phase)
+            recycling_filter(shape, policy, two_phase, retaining, non_colliding)
                 .with_front_cache(slots)
         };
         let (mut plain, mut prepared) = (make(), make());
-        let mut r = rng(seed);
-        let mut now = 0u64;
-        let stream: Vec<(u64, Timestamp)> = (0..3_000)
-            .map(|_| {
-                now += r.random_range(0..50);
-                let h = flowsieve::hash::fmix64(r.random_range(0..keys) + 1);
-                (h, Timestamp::from_units(now, 1_000_000_000))
-            })
-            .collect();
+        let (stream, mut r) = recycling_messages(seed, keys);
         let mut ring = [PreparedMessage::default(); 16];
         for (i, &(h, _)) in stream.iter().enumerate().take(ahead) {
             prepared.prepare(h, &mut ring[i % 16]);
