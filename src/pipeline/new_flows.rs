@@ -604,14 +604,15 @@ impl ShardStage for NewFlowShard {
 /// How many records ahead the new-flow stage prefetches a record's
 /// front-cache slot: twice [`PREPARE_AHEAD`], so that the preparation,
 /// which reads the slot, finds it fetched.
-const PREFETCH_AHEAD: usize = 16;
+const PREFETCH_AHEAD: usize = 2 * PREPARE_AHEAD;
 
 /// How many records ahead the new-flow stage prepares a record's test
 /// ([`RecyclingBloomFilter::prepare`]: the positions of a message the
 /// front cache will not answer, their words fetched).
 ///
 /// Measured on the benchmark trace (`--threads 1`, the report's per-stage
-/// p50, medians of 5 alternating runs; BENCHMARKS.md, thirty-sixth round).
+/// p50, medians of 5 alternating runs, as `benches/stage_p50.py` takes
+/// them; BENCHMARKS.md, thirty-sixth round).
 /// With the slot 2 ahead and nothing prepared, the stage took 44-47 ns a
 /// packet with ground truth and 24-27 without. Fetching the words 3, 4, 6
 /// and 8 ahead (the slot twice as far), but working the positions out
@@ -621,8 +622,11 @@ const PREFETCH_AHEAD: usize = 16;
 /// ns with truth, 20 without, and on the 2 M flows 38 against 43.
 const PREPARE_AHEAD: usize = 8;
 
-/// Prepared tests kept: more than [`PREPARE_AHEAD`], a power of two.
+/// Prepared tests kept: more than [`PREPARE_AHEAD`], so that a record's
+/// slot is not prepared again before its test, and a power of two, so that
+/// `% PREPARED` is a mask.
 const PREPARED: usize = 16;
+const _: () = assert!(PREPARED > PREPARE_AHEAD && PREPARED.is_power_of_two());
 
 /// How many records ahead the new-flow stage prefetches a record's slot in
 /// the exact last-seen map.
