@@ -8,8 +8,18 @@ hits all of them alike; the figures are medians over the rounds (and the
 fastest wall time). A command may start with VAR=value settings for its
 environment. `side_by_side.py` is the fixed set of the throughput
 issue's commands; this is for any others (BENCHMARKS.md says which).
+
+With two or more commands it also prints each command's CPU and wall time
+against the first's as paired ratios: the median over the rounds of
+(this command's time in round r) / (the first command's in round r), with
+a 95 % bootstrap interval of that median. The host's load drifts by tens
+of percent between minutes, and a drift moves both commands of a round
+alike, so the paired ratio resolves differences of a few percent that
+the two medians apart do not; an interval that holds 1.000 is no
+difference.
 """
 import os
+import random
 import resource
 import shlex
 import statistics
@@ -43,6 +53,26 @@ def main():
             f"{statistics.median(wall[c]) * 1000:8.1f} ms wall (min {min(wall[c]) * 1000:7.1f})"
             f"  {statistics.median(cpu[c]) * 1000:8.1f} ms CPU  {c}"
         )
+    if len(cmds) > 1:
+        print(f"paired against the first command, medians of {rounds} rounds' ratios [95 % interval]:")
+        for c in cmds[1:]:
+            cells = []
+            for name, times in (("CPU", cpu), ("wall", wall)):
+                ratios = [a / b for a, b in zip(times[c], times[cmds[0]]) if b > 0]
+                lo, hi = median_interval(ratios)
+                cells.append(f"{name} {statistics.median(ratios):.3f} [{lo:.3f}, {hi:.3f}]")
+            print(f"  {'  '.join(cells)}  {c}")
+
+
+def median_interval(values, resamples=4000, seed=1):
+    """A 95 % percentile-bootstrap interval of the median of `values`
+    (seeded, so a rerun on the same times prints the same interval)."""
+    rng = random.Random(seed)
+    n = len(values)
+    medians = sorted(
+        statistics.median(rng.choices(values, k=n)) for _ in range(resamples)
+    )
+    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
 
 
 if __name__ == "__main__":
