@@ -3,8 +3,14 @@
 //! visits every line once, and successive chases carry on round it from
 //! where the last one stopped (a chase that restarted at the same line
 //! would time the same few lines again, whatever the buffer's size).
+//!
+//! And the interval of its round-by-round comparison with tcpdump
+//! (`bench::median_interval`): the order statistics whose coverage,
+//! against exact binomial sums worked out here in integers, is the largest
+//! that reaches 95 %.
 
-use flowsieve::bench::{chase_cycle, random_access_ns};
+use flowsieve::bench::{MEDIAN_INTERVAL_COVERAGE, chase_cycle, median_interval, random_access_ns};
+use proptest::prelude::*;
 
 /// Words per 64-byte line.
 const WORDS_PER_LINE: usize = 64 / std::mem::size_of::<usize>();
@@ -41,5 +47,71 @@ fn a_lap_visits_every_line_once_and_chases_carry_on() {
         }
         random_access_ns(&cycle, &mut whole, 3 * (lines / 4));
         assert_eq!(split, whole);
+    }
+}
+
+/// `P(B < k)` for `B ~ Binomial(n, 1/2)`, as an exact fraction over `2^n`
+/// (integers, so independent of the library's floating-point walk).
+fn below(n: u32, k: u32) -> f64 {
+    let mut c: u128 = 1; // C(n, 0)
+    let mut sum: u128 = 0;
+    for i in 0..k {
+        sum += c;
+        c = c * u128::from(n - i) / u128::from(i + 1);
+    }
+    sum as f64 / 2f64.powi(n as i32)
+}
+
+#[test]
+fn the_median_interval_is_the_widest_order_statistic_that_reaches_95_percent() {
+    for n in 1u32..=100 {
+        let values: Vec<f64> = (0..n).map(f64::from).collect();
+        let i = median_interval(&values).unwrap();
+        // The interval is [x_k, x_(n+1-k)] on 0, 1, ..., n-1: low = k - 1.
+        let k = i.low as u32 + 1;
+        assert_eq!(i.high as u32, n - k, "n = {n}: not symmetric");
+        let exact = 1.0 - 2.0 * below(n, k);
+        assert!(
+            (i.coverage - exact).abs() < 1e-9,
+            "n = {n}, k = {k}: coverage {} against {exact}",
+            i.coverage
+        );
+        if n >= 6 {
+            assert!(i.coverage >= MEDIAN_INTERVAL_COVERAGE, "n = {n}");
+            // The next order statistic inwards would fall short.
+            assert!(
+                k + 1 > n.div_ceil(2) || 1.0 - 2.0 * below(n, k + 1) < MEDIAN_INTERVAL_COVERAGE,
+                "n = {n}: k = {k} is not the largest"
+            );
+        } else {
+            // Too few for 95 %: the widest interval there is.
+            assert_eq!(k, 1, "n = {n}");
+            assert!(i.coverage < MEDIAN_INTERVAL_COVERAGE, "n = {n}");
+        }
+        assert_eq!(i.median, f64::from(n / 2), "n = {n}");
+    }
+    // Values the papers' tables would give for the sign test's interval:
+    // 6 rounds 96.9 %, 10 rounds 97.9 % (k = 2), 20 rounds 95.9 % (k = 6).
+    let cov = |n: u32| median_interval(&vec![1.0; n as usize]).unwrap().coverage;
+    assert!((cov(6) - 0.96875).abs() < 1e-12);
+    assert!((cov(10) - (1.0 - 2.0 * 11.0 / 1024.0)).abs() < 1e-12);
+    assert!((cov(20) - 0.958_610_534_667_968_8).abs() < 1e-9);
+    assert!(median_interval(&[]).is_none());
+}
+
+proptest! {
+    #[test]
+    fn the_median_lies_in_its_interval_whatever_the_order(
+        mut values in prop::collection::vec(0.01f64..100.0, 1..60),
+        rotate in 0usize..60,
+    ) {
+        let i = median_interval(&values).unwrap();
+        prop_assert!(i.low <= i.median && i.median <= i.high);
+        for end in [i.low, i.high, i.median] {
+            prop_assert!(values.contains(&end), "{end} is not one of the values");
+        }
+        let len = values.len();
+        values.rotate_left(rotate % len);
+        prop_assert_eq!(median_interval(&values), Some(i));
     }
 }

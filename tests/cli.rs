@@ -1090,6 +1090,25 @@ fn bench_compares_whole_processes_with_tcpdump() {
             .starts_with("tcpdump -r ")
     );
     assert_eq!(rows[0]["vs_tcpdump"].as_f64(), Some(1.0));
+    // tcpdump's own row has no round-by-round comparison; the others have
+    // one whose median lies in its interval, from as many rounds as ran.
+    assert!(rows[0]["vs_tcpdump_paired"].is_null(), "{}", rows[0]);
+    let rounds = v["rounds"].as_u64().unwrap() as usize;
+    for r in &rows[1..] {
+        let p = &r["vs_tcpdump_paired"];
+        let (median, low, high) = (
+            p["median"].as_f64().unwrap(),
+            p["low"].as_f64().unwrap(),
+            p["high"].as_f64().unwrap(),
+        );
+        assert!(low <= median && median <= high && low > 0.0, "{r}");
+        let coverage = p["coverage"].as_f64().unwrap();
+        let expected = flowsieve::bench::median_interval(&vec![1.0; rounds])
+            .unwrap()
+            .coverage;
+        assert_eq!(coverage, expected, "{r}");
+    }
+    assert!(text.contains("round by round [interval]"), "{text}");
     for r in rows {
         let wall = r["wall_seconds"].as_f64().unwrap();
         assert!(wall > 0.0, "{r}");
