@@ -504,7 +504,7 @@ pub fn median_interval(values: &[f64]) -> Option<MedianInterval> {
     }
     let at = |i: usize| sorted.get(i).copied().unwrap_or(f64::NAN);
     Some(MedianInterval {
-        median: at(n / 2),
+        median: median(values),
         low: at(k - 1),
         high: at(n - k),
         coverage,
@@ -608,23 +608,18 @@ pub fn compare_with_tcpdump(
     }
     let medians: Vec<f64> = walls.iter().map(|w| median(w)).collect();
     let tcpdump = medians[0];
-    // Each round's tcpdump time over each row's, taken within the round.
-    let paired: Vec<Option<MedianInterval>> = walls
-        .iter()
-        .enumerate()
-        .map(|(i, w)| {
-            let ratios: Vec<f64> = w
-                .iter()
-                .zip(&walls[0])
-                .map(|(row, tcpdump)| tcpdump / row.max(1e-9))
-                .collect();
-            if i == 0 {
-                None
-            } else {
-                median_interval(&ratios)
-            }
-        })
-        .collect();
+    // Each round's tcpdump time over each row's (none for tcpdump's own).
+    let paired = walls.iter().enumerate().map(|(i, w)| {
+        if i == 0 {
+            return None;
+        }
+        let ratios: Vec<f64> = w
+            .iter()
+            .zip(&walls[0])
+            .map(|(row, tcpdump)| tcpdump / row.max(1e-9))
+            .collect();
+        median_interval(&ratios)
+    });
     let labels = [
         format!("tcpdump -r {} -w /dev/null", trace.display()),
         format!(
