@@ -90,7 +90,7 @@ fn the_median_interval_is_the_widest_order_statistic_that_reaches_95_percent() {
         }
         assert_eq!(i.median, f64::from(n / 2), "n = {n}");
     }
-    // Values the papers' tables would give for the sign test's interval:
+    // The sign test's interval as its tables give it:
     // 6 rounds 96.9 %, 10 rounds 97.9 % (k = 2), 20 rounds 95.9 % (k = 6).
     let cov = |n: u32| median_interval(&vec![1.0; n as usize]).unwrap().coverage;
     assert!((cov(6) - 0.96875).abs() < 1e-12);
