@@ -44,7 +44,7 @@ pub mod ingest;
 pub mod live;
 pub mod model;
 pub mod network;
-mod pages;
+pub mod pages;
 pub mod pipeline;
 mod prefetch;
 pub mod replay;

@@ -32,6 +32,7 @@ mod ingest;
 mod manifest;
 mod model;
 mod network_merge;
+mod pages;
 mod pipeline;
 mod reliability;
 mod reproduce;

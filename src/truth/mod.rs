@@ -26,6 +26,7 @@ use crate::class::ClassId;
 use crate::dissect::FlowKey;
 use crate::hash::FlowHasher;
 use crate::ingest::Timestamp;
+use crate::pages::{TableArena, TableVec};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::num::NonZeroUsize;
@@ -90,17 +91,29 @@ impl FlowStats {
 /// about 29 MB of fresh pages (every size the table passed through), and
 /// on this project's test machines the first touch of a page, zeroing it,
 /// was a tenth of the default job's source thread, all of it spent while
-/// the shard workers waited. A vector grows by `realloc`, which for a large
-/// block moves the pages instead of copying them; only the index (1/7 of
-/// the size) is rebuilt, and from the hashes in its slots alone.
-#[derive(Clone, Debug, Default)]
+/// the shard workers waited. The entries are appended, and only the index
+/// (1/7 of the size) is rebuilt, from the hashes in its slots alone. (An
+/// index whose slots held the entries themselves, 128 bytes each, so that
+/// a packet took one lookup instead of slot then entry, measured no faster
+/// and took twice the memory: BENCHMARKS.md, thirty-eighth round.)
+///
+/// Both the entries and the index live in the exact tables' region
+/// ([`crate::pages::TableArena`]), on huge pages, where the vector's
+/// growth copies its entries once into a block twice the size.
+#[derive(Clone, Debug)]
 pub struct FlowTable {
     /// Flow hash to entry position plus one (non-zero, so that a slot is
     /// 16 bytes).
     index: FlowSlots<NonZeroUsize>,
-    entries: Vec<FlowEntry>,
+    entries: TableVec<FlowEntry>,
     /// The hash the pipeline uses (keyed or not), for [`FlowTable::get`].
     hasher: FlowHasher,
+}
+
+impl Default for FlowTable {
+    fn default() -> FlowTable {
+        FlowTable::with_hasher(FlowHasher::default())
+    }
 }
 
 impl FlowTable {
@@ -108,7 +121,7 @@ impl FlowTable {
     pub fn with_capacity(flows: usize) -> FlowTable {
         FlowTable {
             index: FlowSlots::with_capacity(flows),
-            entries: Vec::with_capacity(flows),
+            entries: TableVec::with_capacity_in(flows, TableArena),
             hasher: FlowHasher::default(),
         }
     }
@@ -117,7 +130,7 @@ impl FlowTable {
     pub fn with_hasher(hasher: FlowHasher) -> FlowTable {
         FlowTable {
             index: FlowSlots::default(),
-            entries: Vec::new(),
+            entries: TableVec::new_in(TableArena),
             hasher,
         }
     }

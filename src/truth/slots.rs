@@ -1,6 +1,7 @@
 //! A table keyed by flow hashes whose slot for a hash is known before any
 //! load, so that its user can have it fetched ahead.
 
+use crate::pages::{TableArena, TableVec, table_vec};
 use crate::prefetch::{CACHE_LINE, prefetch};
 
 /// The fewest slots a non-empty table has (this one and
@@ -28,7 +29,8 @@ const MAX_LOAD_DEN: usize = 4;
 /// 1/2 (1 + 1/(1 - a)) at a = 3/4), mostly in the line fetched. Memory is
 /// about hashbrown's: a slot is `Option<(u64, V)>` (16 bytes for the
 /// index's non-zero positions, 24 for the last-seen times), at 3/8 to 3/4
-/// load.
+/// load. The slots live in the exact tables' region
+/// ([`crate::pages::TableArena`]), on huge pages.
 ///
 /// The price is the order: [`FlowSlots`] has no iteration, and a stage
 /// whose figures fold floating-point values in a table's iteration order
@@ -55,14 +57,14 @@ const MAX_LOAD_DEN: usize = 4;
 /// ```
 #[derive(Clone, Debug)]
 pub struct FlowSlots<V> {
-    slots: Vec<Option<(u64, V)>>,
+    slots: TableVec<Option<(u64, V)>>,
     len: usize,
 }
 
 impl<V> Default for FlowSlots<V> {
     fn default() -> FlowSlots<V> {
         FlowSlots {
-            slots: Vec::new(),
+            slots: TableVec::new_in(TableArena),
             len: 0,
         }
     }
@@ -203,7 +205,7 @@ impl<V> FlowSlots<V> {
     /// two above the load bound), in the old slots' order.
     #[cold]
     fn resize(&mut self, size: usize) {
-        let old = std::mem::replace(&mut self.slots, crate::pages::huge_vec(size, || None));
+        let old = std::mem::replace(&mut self.slots, table_vec(size, || None));
         for (h, v) in old.into_iter().flatten() {
             self.place(h, v);
         }

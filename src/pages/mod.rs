@@ -1,8 +1,15 @@
-//! Page sizes, and a hint that a large table's memory be backed by huge
-//! pages.
+//! Page sizes, a hint that a large table's memory be backed by huge
+//! pages, and the region the exact per-flow tables are allocated in
+//! ([`TableArena`]).
+
+mod table_arena;
+pub use table_arena::{MIN_BLOCK, TableArena};
+
+/// A vector in the exact tables' region ([`TableArena`]).
+pub type TableVec<T> = allocator_api2::vec::Vec<T, TableArena>;
 
 /// The size of a transparent huge page on x86_64 Linux.
-pub(crate) const HUGE_PAGE: usize = 2 << 20;
+pub const HUGE_PAGE: usize = 2 << 20;
 
 /// The system's base page size, if it reports a power of two.
 pub(crate) fn page_size() -> Option<usize> {
@@ -18,11 +25,15 @@ pub(crate) fn page_size() -> Option<usize> {
 /// system that declines leaves 4 KiB pages, as without the call. A range
 /// without a whole aligned huge page inside is left alone.
 ///
-/// Why: the exact per-flow tables are looked up at a random slot a packet,
-/// and past a few MiB each lookup also misses the TLB, whose 4 KiB entries
-/// cover only a few MiB; a page walk then comes before the cache miss, and
-/// a software prefetch waits on it as well. With 2 MiB pages one TLB entry
-/// covers what 512 did.
+/// Why: a table looked up at a random slot a packet (the selective stage's
+/// flow sets, [`crate::pipeline::FlowSet`]) past a few MiB also misses the
+/// TLB on each lookup, whose 4 KiB entries cover only a few MiB; a page
+/// walk then comes before the cache miss, and a software prefetch waits on
+/// it as well. With 2 MiB pages one TLB entry covers what 512 did. Only an
+/// allocation of more than a huge page can hold one, which is why the
+/// exact per-flow tables, each smaller than that on a run of 100 k flows
+/// over 8 shards, are packed into a region of their own instead
+/// ([`TableArena`]).
 fn advise_huge(start: *const u8, bytes: usize) {
     #[cfg(target_os = "linux")]
     {
@@ -50,6 +61,14 @@ pub(crate) fn huge_vec<T>(n: usize, make: impl FnMut() -> T) -> Vec<T> {
     let mut v = Vec::with_capacity(n);
     let spare = v.spare_capacity_mut();
     advise_huge(spare.as_ptr().cast::<u8>(), std::mem::size_of_val(spare));
+    v.extend(std::iter::repeat_with(make).take(n));
+    v
+}
+
+/// A vector of `n` values made by `make`, in the exact tables' region
+/// ([`TableArena`]).
+pub(crate) fn table_vec<T>(n: usize, make: impl FnMut() -> T) -> TableVec<T> {
+    let mut v = TableVec::with_capacity_in(n, TableArena);
     v.extend(std::iter::repeat_with(make).take(n));
     v
 }

@@ -1,0 +1,278 @@
+//! Memory for the exact per-flow tables: one region of the address space,
+//! backed by transparent huge pages, shared by every table of the process.
+//!
+//! Why this exists. With ground truth on, each shard keeps exact tables
+//! that are looked up at a random place once a packet: the exact table's
+//! entries and its index, and the new-flow stage's last-seen times. On the
+//! benchmark trace (100 k flows over 8 shards) each of those is 0.5-2 MiB,
+//! 24 tables and about 24 MiB in all, and each grows by doubling. From the
+//! system allocator every one is a mapping of its own, on 4 KiB pages:
+//! none of them holds a whole aligned 2 MiB page, so advising huge pages
+//! ([`super::huge_vec`]) gave them nothing, every lookup risks a TLB miss,
+//! and every page is faulted in one at a time (about 5 % of the default
+//! job's samples were page faults on the workers, half of them in the
+//! exact table's growth). Packed together in one region advised as huge
+//! pages, the same tables sat on 18 huge pages at the end of the run,
+//! faulted in 2 MiB at a time, and a block freed when a table doubles is
+//! handed to the next table that needs one of its size, instead of being
+//! unmapped and faulted in again. The run's page faults fell from 13.8 k
+//! to 7.6 k, and the default job took about 6 % less CPU on that trace and
+//! 16 % less on a 2 M-flow one (BENCHMARKS.md, thirty-eighth round).
+//!
+//! Why only these tables, and not every large allocation: the filters and
+//! the selective stage's sets are allocated once, zeroed by the kernel on
+//! first touch, and some are touched sparsely; on huge pages each first
+//! touch zeroes 2 MiB instead of 4 KiB, and a run with every large
+//! allocation in such a region took 16 % more CPU with the selective
+//! stage alone (glibc's own huge-page heaps, 20 %). The exact tables are filled as soon as they are made (the
+//! index's slots are written empty; entries are appended), so they touch
+//! every page they have anyway.
+//!
+//! How. The region is reserved once, on first use, as 32 GiB of address
+//! space with `MAP_NORESERVE` (no memory is committed until a page is
+//! touched) and advised `MADV_HUGEPAGE`. A request of at least
+//! [`MIN_BLOCK`] bytes gets a block of the next power of two, carved from
+//! the region's unused end at an alignment of its size (at most 2 MiB), so
+//! blocks of 2 MiB or more start on a huge page, and smaller ones share
+//! them. A freed block goes on the free list of its size and is the first
+//! one handed out for that size again; a freed block of a huge page or
+//! more gives its memory back to the system first (`release`). Smaller
+//! requests, and every request once the region cannot be reserved
+//! (another system, a strict overcommit policy) or is used up, go to the
+//! global allocator; the tables work the same either way. The region's
+//! address space is never returned before the process ends.
+//!
+//! The free lists are behind a lock. That is not on a hot path: a table
+//! takes a block when it doubles, about 17 times in the life of a table of
+//! 100 k flows, never per packet.
+//!
+//! ```
+//! use allocator_api2::alloc::{Allocator, Layout};
+//! use flowsieve::pages::TableArena;
+//! let layout = Layout::from_size_align(100_000, 8).unwrap();
+//! let block = TableArena.allocate_zeroed(layout).unwrap();
+//! // SAFETY (of the example): the block is at least `layout.size()` bytes.
+//! let bytes = unsafe { std::slice::from_raw_parts(block.cast::<u8>().as_ptr(), layout.size()) };
+//! assert!(bytes.iter().all(|&b| b == 0));
+//! // SAFETY (of the example): the block came from this allocator with this layout.
+//! unsafe { TableArena.deallocate(block.cast(), layout) };
+//! ```
+
+use allocator_api2::alloc::{AllocError, Allocator, Global, Layout};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use super::HUGE_PAGE;
+
+/// Requests smaller than this go to the global allocator: a table this
+/// small stays in the caches, and a block of the region would only round
+/// it up.
+pub const MIN_BLOCK: usize = 64 << 10;
+
+/// The address space reserved for the region. Reserving commits nothing;
+/// a run that outgrows it (some hundred million flows with ground truth)
+/// goes on in the global allocator.
+const RESERVE: usize = 32 << 30;
+
+/// One free list per power of two up to the size of the address space.
+const CLASSES: usize = usize::BITS as usize;
+
+/// The exact tables' allocator: a handle to the process's one region
+/// (module documentation). It is a unit value, so a table that holds it
+/// costs nothing, and any two handles are the same region.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableArena;
+
+/// The reserved region: its first byte (2 MiB-aligned) and its length.
+#[derive(Debug)]
+struct Region {
+    base: usize,
+    len: usize,
+}
+
+impl Region {
+    /// True when `addr` lies inside the region.
+    fn holds(&self, addr: usize) -> bool {
+        addr.checked_sub(self.base)
+            .is_some_and(|off| off < self.len)
+    }
+}
+
+/// The region, reserved on first use; `None` where it cannot be.
+fn region() -> Option<&'static Region> {
+    static REGION: OnceLock<Option<Region>> = OnceLock::new();
+    REGION.get_or_init(reserve).as_ref()
+}
+
+/// The offset of the region's first byte never handed out.
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// A freed block: its address, and whether its memory was given back to
+/// the system (so that it reads as zeros).
+#[derive(Clone, Copy, Debug)]
+struct FreeBlock {
+    addr: usize,
+    zero: bool,
+}
+
+/// Freed blocks, by the base-2 logarithm of their size.
+static FREE: [Mutex<Vec<FreeBlock>>; CLASSES] = [const { Mutex::new(Vec::new()) }; CLASSES];
+
+/// Reserves the region: [`RESERVE`] bytes of address space plus room to
+/// align the start to a huge page, advised as huge pages.
+#[cfg(target_os = "linux")]
+fn reserve() -> Option<Region> {
+    let len = RESERVE + HUGE_PAGE;
+    // SAFETY: an anonymous private mapping at an address the kernel picks;
+    // it aliases no existing memory, and the result is checked below.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    let base = (p as usize).next_multiple_of(HUGE_PAGE);
+    // SAFETY: `base..base + RESERVE` lies inside the mapping just made
+    // (it starts less than one huge page in). MADV_HUGEPAGE only sets a
+    // flag on the mapping; a kernel that declines leaves 4 KiB pages.
+    let _ = unsafe { libc::madvise(base as *mut libc::c_void, RESERVE, libc::MADV_HUGEPAGE) };
+    Some(Region { base, len: RESERVE })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn reserve() -> Option<Region> {
+    None
+}
+
+/// Gives the memory of the freed block at `addr` (`block` bytes, whole
+/// huge pages) back to the system, keeping its addresses for the next
+/// block of its size; true when done, after which it reads as zeros.
+///
+/// Why blocks of a huge page or more: when every shard's table doubles,
+/// the blocks they leave are rarely taken again (the tables grow past
+/// them together), and kept they held a run's resident memory at about
+/// twice its tables (the 2 M-flow trace: 420 MB before this region,
+/// 510 MB with every freed block kept, BENCHMARKS.md). Smaller blocks
+/// share huge pages with live ones, so releasing them would split those
+/// pages; they are kept, and they are the ones tables of a few thousand
+/// flows take again.
+#[cfg(target_os = "linux")]
+fn release(addr: usize, block: usize) -> bool {
+    // SAFETY: `addr..addr + block` is a block of the region that its owner
+    // has just given back, so no reference into it is alive; it is private
+    // anonymous memory, which MADV_DONTNEED replaces by zero pages on the
+    // next touch, leaving the mapping (and its huge-page advice) in place.
+    unsafe { libc::madvise(addr as *mut libc::c_void, block, libc::MADV_DONTNEED) == 0 }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn release(_addr: usize, _block: usize) -> bool {
+    false
+}
+
+/// The size of the block that serves `size` bytes, and its free list;
+/// `None` below [`MIN_BLOCK`] or past the largest power of two.
+fn block_for(size: usize) -> Option<(usize, usize)> {
+    if size < MIN_BLOCK {
+        return None;
+    }
+    let block = size.checked_next_power_of_two()?;
+    Some((block, block.trailing_zeros() as usize))
+}
+
+/// A block of `block` bytes from the region, with its address and whether
+/// it may hold earlier contents: a freed one of that size if there is one,
+/// else a fresh one from the unused end.
+fn take(region: &Region, block: usize, class: usize) -> Option<(usize, bool)> {
+    let reused = FREE
+        .get(class)
+        .and_then(|free| free.lock().ok().and_then(|mut f| f.pop()));
+    if let Some(b) = reused {
+        return Some((b.addr, !b.zero));
+    }
+    let align = block.min(HUGE_PAGE);
+    let mut next = NEXT.load(Ordering::Relaxed);
+    loop {
+        let start = next.checked_next_multiple_of(align)?;
+        let end = start.checked_add(block).filter(|&e| e <= region.len)?;
+        match NEXT.compare_exchange_weak(next, end, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return Some((region.base + start, false)),
+            Err(seen) => next = seen,
+        }
+    }
+}
+
+/// A block for `layout` from the region, and whether it may hold earlier
+/// contents; `None` when the global allocator should serve it.
+fn allocate_in_region(layout: Layout) -> Option<(NonNull<[u8]>, bool)> {
+    let (block, class) = block_for(layout.size())?;
+    if layout.align() > block.min(HUGE_PAGE) {
+        return None;
+    }
+    let region = region()?;
+    let (addr, reused) = take(region, block, class)?;
+    let ptr = NonNull::new(addr as *mut u8)?;
+    Some((NonNull::slice_from_raw_parts(ptr, block), reused))
+}
+
+// SAFETY: every block handed out is `block` bytes of the reserved region,
+// readable and writable for the life of the process, aligned to
+// `min(block, 2 MiB)`, which is at least the layout's alignment (checked),
+// and owned by one caller at a time: a fresh block comes from a range the
+// atomic bump of `NEXT` gives to one caller only, and a freed one from a
+// locked free list, onto which only `deallocate` puts it, once its owner
+// gave it back. Requests the region does not serve, and their
+// deallocation, go to `Global`, told apart by address.
+unsafe impl Allocator for TableArena {
+    fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        match allocate_in_region(layout) {
+            Some((block, _)) => Ok(block),
+            None => Global.allocate(layout),
+        }
+    }
+
+    fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        match allocate_in_region(layout) {
+            Some((block, dirty)) => {
+                if dirty {
+                    // SAFETY: the block is at least `layout.size()` writable
+                    // bytes, owned by this caller alone.
+                    unsafe { block.cast::<u8>().as_ptr().write_bytes(0, layout.size()) };
+                }
+                // A fresh block was never written, and a released one was
+                // given back to the system: either reads as zeros.
+                Ok(block)
+            }
+            None => Global.allocate_zeroed(layout),
+        }
+    }
+
+    unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
+        let addr = ptr.as_ptr() as usize;
+        match region() {
+            Some(region) if region.holds(addr) => {
+                // A layout that fits the block rounds up to the block's size:
+                // the block is the next power of two of the requested size,
+                // and the size given back lies between the two.
+                let Some((block, class)) = block_for(layout.size()) else {
+                    return;
+                };
+                let zero = block >= HUGE_PAGE && release(addr, block);
+                if let Some(Ok(mut free)) = FREE.get(class).map(Mutex::lock) {
+                    free.push(FreeBlock { addr, zero });
+                }
+            }
+            // SAFETY: a block outside the region came from `Global` with
+            // this layout (the caller's contract).
+            _ => unsafe { Global.deallocate(ptr, layout) },
+        }
+    }
+}
