@@ -3,7 +3,8 @@
 //!
 //! Why this exists. With ground truth on, each shard keeps exact tables
 //! that are looked up at a random place once a packet: the exact table's
-//! entries and its index, and the new-flow stage's last-seen times. On the
+//! entries and its index, the new-flow stage's last-seen times and the
+//! heavy stage's window counts. On the
 //! benchmark trace (100 k flows over 8 shards) each of those is 0.5-2 MiB,
 //! 24 tables and about 24 MiB in all, and each grows by doubling. From the
 //! system allocator every one is a mapping of its own, on 4 KiB pages:
@@ -16,17 +17,31 @@
 //! faulted in 2 MiB at a time, and a block freed when a table doubles is
 //! handed to the next table that needs one of its size, instead of being
 //! unmapped and faulted in again. The run's page faults fell from 13.8 k
-//! to 7.6 k, and the default job took about 6 % less CPU on that trace and
-//! 16 % less on a 2 M-flow one (BENCHMARKS.md, thirty-eighth round).
+//! to 7.6 k, and the default job took 3-8 % less CPU on that trace (six
+//! sittings, paired) and about 11 % less on a 2 M-flow one, whose faults
+//! fell from 93 k to 9 k (BENCHMARKS.md, thirty-eighth round).
 //!
-//! Why only these tables, and not every large allocation: the filters and
-//! the selective stage's sets are allocated once, zeroed by the kernel on
-//! first touch, and some are touched sparsely; on huge pages each first
-//! touch zeroes 2 MiB instead of 4 KiB, and a run with every large
-//! allocation in such a region took 16 % more CPU with the selective
-//! stage alone (glibc's own huge-page heaps, 20 %). The exact tables are filled as soon as they are made (the
-//! index's slots are written empty; entries are appended), so they touch
-//! every page they have anyway.
+//! The risk, seen on the 2-core test guest: a huge page is zeroed on its
+//! first touch like any page, but on a virtual machine whose host took
+//! back the guest's free memory in 2 MiB blocks, that first touch can cost
+//! far more. On the 2 M-flow trace 5 runs of 14 spent 0.6-1.1 s of
+//! system time instead of 0.1 s, most of it zeroing huge pages (44 % of
+//! one such run's samples), and took up to twice the CPU of a normal
+//! run; in one sitting of 15 rounds that made the median 15 % worse than
+//! before instead of 7-16 % better. The 100 k-flow trace, with about 18
+//! huge pages a run, showed no such runs in 12. Where that
+//! matters, THP set to `never` makes the region's blocks 4 KiB pages
+//! again (and the gain goes with it).
+//!
+//! Why only these tables, and not every large allocation: a scratch
+//! build that put every allocation of 64 KiB or more in such a region took
+//! 16 % more CPU with the selective stage alone (glibc's own huge-page
+//! heaps, which do the same, 20 %). The filters and the selective stage's
+//! sets are allocated once, at their full size, and left to the kernel to
+//! zero on first touch, so they have no growth for the region to save; the
+//! exact tables grow by doubling, are filled as soon as they are made (the
+//! index's slots are written empty; entries are appended), and are the
+//! ones whose growth the profile showed.
 //!
 //! How. The region is reserved once, on first use, as 32 GiB of address
 //! space with `MAP_NORESERVE` (no memory is committed until a page is

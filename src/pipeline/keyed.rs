@@ -6,6 +6,7 @@
 //! happens with probability about `n^2 / 2^65`). The hash is already a
 //! strong mix, so the map uses it as is instead of hashing it again.
 
+use crate::pages::TableArena;
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A [`Hasher`] for keys that are already uniform 64-bit hashes.
@@ -50,16 +51,18 @@ pub type HashSet = hashbrown::HashSet<u64, BuildHasherDefault<PassThrough>>;
 /// the table's order does better with [`crate::truth::FlowSlots`], whose
 /// slot address needs no load (the new-flow stage moved there in the ninth
 /// round); the heavy stage sums model terms in this table's order, so it
-/// stays.
+/// stays. Its buckets live in the exact tables' region
+/// ([`crate::pages::TableArena`]), on huge pages; the allocator does not
+/// change the table's order.
 #[derive(Clone, Debug)]
 pub struct FlowMap<V> {
-    table: hashbrown::HashTable<(u64, V)>,
+    table: hashbrown::HashTable<(u64, V), TableArena>,
 }
 
 impl<V> Default for FlowMap<V> {
     fn default() -> FlowMap<V> {
         FlowMap {
-            table: hashbrown::HashTable::new(),
+            table: hashbrown::HashTable::new_in(TableArena),
         }
     }
 }
