@@ -5,8 +5,8 @@
 //! that are looked up at a random place once a packet: the exact table's
 //! entries and its index, the new-flow stage's last-seen times and the
 //! heavy stage's window counts. On the
-//! benchmark trace (100 k flows over 8 shards) each of those is 0.5-2 MiB,
-//! 24 tables and about 24 MiB in all, and each grows by doubling. From the
+//! benchmark trace (100 k flows over 8 shards) each of the first three is
+//! 0.5-2 MiB (24 tables, about 24 MiB), and each grows by doubling. From the
 //! system allocator every one is a mapping of its own, on 4 KiB pages:
 //! none of them holds a whole aligned 2 MiB page, so advising huge pages
 //! ([`super::huge_vec`]) gave them nothing, every lookup risks a TLB miss,
@@ -58,8 +58,10 @@
 //! address space is never returned before the process ends.
 //!
 //! The free lists are behind a lock. That is not on a hot path: a table
-//! takes a block when it doubles, about 17 times in the life of a table of
-//! 100 k flows, never per packet.
+//! takes a block only when it doubles past [`MIN_BLOCK`] (a shard's flow
+//! table of 12.5 k flows: its entries 5 times, its index 4), so a run on
+//! the benchmark trace takes about a hundred blocks in all, never one per
+//! packet.
 //!
 //! ```
 //! use allocator_api2::alloc::{Allocator, Layout};
@@ -114,10 +116,20 @@ impl Region {
     }
 }
 
+/// The region once the first block was asked of it; `None` inside where
+/// it cannot be reserved.
+static REGION: OnceLock<Option<Region>> = OnceLock::new();
+
 /// The region, reserved on first use; `None` where it cannot be.
 fn region() -> Option<&'static Region> {
-    static REGION: OnceLock<Option<Region>> = OnceLock::new();
     REGION.get_or_init(reserve).as_ref()
+}
+
+/// The region if it was reserved already. Giving a block back asks this,
+/// not [`region`], so that a process whose tables all stayed below
+/// [`MIN_BLOCK`] never reserves it.
+fn reserved() -> Option<&'static Region> {
+    REGION.get().and_then(Option::as_ref)
 }
 
 /// The offset of the region's first byte never handed out.
@@ -272,7 +284,7 @@ unsafe impl Allocator for TableArena {
 
     unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
         let addr = ptr.as_ptr() as usize;
-        match region() {
+        match reserved() {
             Some(region) if region.holds(addr) => {
                 // A layout that fits the block rounds up to the block's size:
                 // the block is the next power of two of the requested size,
