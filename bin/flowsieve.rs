@@ -377,6 +377,12 @@ struct PipelineArgs {
     /// results`).
     #[arg(long, help_heading = "Pipeline")]
     epoch_windows: bool,
+    /// Ask for no transparent huge pages: the exact tables (truth) go to
+    /// the system allocator instead of one region advised as huge pages,
+    /// and no other table is advised either. For virtual machines where a
+    /// huge page's first touch is slow; results are the same either way.
+    #[arg(long, help_heading = "Pipeline")]
+    no_huge_pages: bool,
     #[command(flatten)]
     heavy: HeavyArgs,
     #[command(flatten)]
@@ -599,6 +605,9 @@ fn configure(
     edit: impl FnOnce(&mut PipelineConfig),
 ) -> Result<ValidatedConfig, u8> {
     let classifier = Classifier::from_spec(classes).map_err(|e| fail(exit::FAILURE, e))?;
+    // Process-wide, and before any table is made: blocks are told apart by
+    // address, so this only decides where the run's tables go.
+    flowsieve::pages::set_huge_pages(!pipeline.no_huge_pages);
     let mut cfg = pipeline.config(classifier);
     edit(&mut cfg);
     cfg.validate().map_err(|e| fail(exit::USAGE, e))

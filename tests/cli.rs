@@ -269,21 +269,47 @@ fn bad_pipeline_flags_exit_2_with_one_line() {
     }
 }
 
+/// A JSON report without its timing figures, which differ run to run.
+fn without_timing(mut v: serde_json::Value) -> serde_json::Value {
+    for k in ["throughput", "stages", "capture"] {
+        v.as_object_mut().unwrap().remove(k);
+    }
+    for k in ["read_seconds", "packets_per_sec"] {
+        v["trace"].as_object_mut().unwrap().remove(k);
+    }
+    v
+}
+
+/// `--no-huge-pages` moves the exact tables to the system allocator and
+/// changes no figure: the same report, timing aside, with one worker and
+/// with two, and with truth off (where the tables are not made).
+#[test]
+fn exact_tables_off_huge_pages_give_the_same_report() {
+    let d = default_trace();
+    for flags in [
+        &["--threads", "1"][..],
+        &["--threads", "2"],
+        &["--no-truth"],
+    ] {
+        let mut args = vec!["replay", d.as_str()];
+        args.extend_from_slice(flags);
+        let (out, base) = json_of(&args);
+        assert!(out.status.success(), "{flags:?}: {out:?}");
+        assert_eq!(base["trace"]["packets"], 40000);
+        args.push("--no-huge-pages");
+        let (out, v) = json_of(&args);
+        assert!(out.status.success(), "{flags:?} --no-huge-pages: {out:?}");
+        assert_eq!(without_timing(v), without_timing(base), "{flags:?}");
+    }
+}
+
 /// Mapped (the default, `--mmap`) and buffered (`--no-mmap`) reads give the
 /// same report, timing aside, and the two flags may be given together (the
 /// last wins), as `replay` and `bench` document.
 #[test]
 fn mapped_and_buffered_reads_give_the_same_report() {
     let d = default_trace();
-    let strip = |mut v: serde_json::Value| {
-        for k in ["throughput", "stages", "capture"] {
-            v.as_object_mut().unwrap().remove(k);
-        }
-        for k in ["read_seconds", "packets_per_sec"] {
-            v["trace"].as_object_mut().unwrap().remove(k);
-        }
-        v
-    };
+    let strip = without_timing;
     let (out, base) = json_of(&["replay", &d]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(base["trace"]["packets"], 40000);

@@ -3,13 +3,25 @@
 //! zeroed block is zero even when it is a reused one that was written, a
 //! grown vector keeps its contents, large blocks start on a huge page, and
 //! all of it holds with several threads taking and giving back blocks at
-//! once. Below `MIN_BLOCK` the global allocator serves, and those blocks
-//! must be told apart on the way back.
+//! once. A block grown or shrunk keeps its contents and, within its block,
+//! its place. Below `MIN_BLOCK` the global allocator serves, and those
+//! blocks must be told apart on the way back; with the region switched
+//! off it serves everything.
 
 use allocator_api2::alloc::{Allocator, Layout};
-use flowsieve::pages::{HUGE_PAGE, MIN_BLOCK, TableArena, TableVec};
+use flowsieve::pages::{self, HUGE_PAGE, MIN_BLOCK, TableArena, TableVec};
 use proptest::prelude::*;
 use std::ptr::NonNull;
+use std::sync::{Mutex, MutexGuard};
+
+/// Held by the tests that switch the region off or need it on: the switch
+/// is process-wide, and the suite's tests run in parallel. (Other tests'
+/// tables only change allocator while it is off; their results do not.)
+static SWITCH: Mutex<()> = Mutex::new(());
+
+fn hold_switch() -> MutexGuard<'static, ()> {
+    SWITCH.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A live block: where it starts, its layout and the byte written over it.
 struct Live {
@@ -65,6 +77,55 @@ fn give_back(b: Live) {
     unsafe { TableArena.deallocate(b.ptr, b.layout) };
 }
 
+/// Grows or shrinks a live block to `size` bytes (`grow_zeroed` when
+/// `zeroed`), checks that it kept its contents up to the smaller size, that
+/// a zeroed growth is zero past the old size, and that a region block whose
+/// size still rounds to the same block stayed where it was; then fills it
+/// with `fill`.
+fn resize(b: Live, size: usize, zeroed: bool, fill: u8) -> Live {
+    let old = b.layout.size();
+    let new = Layout::from_size_align(size, b.layout.align()).unwrap();
+    let in_place = TableArena::holds(b.ptr.as_ptr())
+        && size >= MIN_BLOCK
+        && size.next_power_of_two() == old.next_power_of_two();
+    // SAFETY: the block came from `TableArena` with `b.layout`, is given to
+    // `grow` only for a size at least the old one and to `shrink` for one
+    // at most it, and is not used through `b` afterwards.
+    let block = unsafe {
+        match (size >= old, zeroed) {
+            (true, true) => TableArena.grow_zeroed(b.ptr, b.layout, new),
+            (true, false) => TableArena.grow(b.ptr, b.layout, new),
+            (false, _) => TableArena.shrink(b.ptr, b.layout, new),
+        }
+    }
+    .expect("the arena or the global allocator serves every request here");
+    assert!(block.len() >= size, "{} bytes for {size}", block.len());
+    let ptr = block.cast::<u8>();
+    assert_eq!(ptr.as_ptr() as usize % new.align(), 0);
+    if in_place {
+        assert_eq!(ptr, b.ptr, "{old} -> {size} bytes moved within one block");
+    }
+    let live = Live {
+        ptr,
+        layout: new,
+        fill,
+    };
+    let kept = old.min(size);
+    assert!(
+        bytes(&live)[..kept].iter().all(|&x| x == b.fill),
+        "{old} -> {size} bytes lost its contents"
+    );
+    if zeroed && size > old {
+        assert!(
+            bytes(&live)[old..].iter().all(|&x| x == 0),
+            "{old} -> {size} bytes, zeroed, held data past {old}"
+        );
+    }
+    // SAFETY: the block is `size` writable bytes owned by this caller.
+    unsafe { ptr.as_ptr().write_bytes(fill, size) };
+    live
+}
+
 /// No two of `live` share a byte.
 fn assert_disjoint(live: &[Live]) {
     let mut spans: Vec<(usize, usize)> = live
@@ -103,18 +164,21 @@ fn size() -> impl Strategy<Value = usize> {
     ]
 }
 
-/// One step: take a block (size, alignment shift, zeroed) or give back the
-/// live block at an index (modulo the live count).
+/// One step: take a block (size, alignment shift, zeroed), give back the
+/// live block at an index (modulo the live count), or resize it (new size,
+/// zeroed if it grows).
 #[derive(Clone, Debug)]
 enum Op {
     Take(usize, u32, bool),
     GiveBack(usize),
+    Resize(usize, usize, bool),
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (size(), 0u32..7, any::<bool>()).prop_map(|(s, a, z)| Op::Take(s, a, z)),
         2 => any::<usize>().prop_map(Op::GiveBack),
+        2 => (any::<usize>(), size(), any::<bool>()).prop_map(|(i, s, z)| Op::Resize(i, s, z)),
     ]
 }
 
@@ -123,7 +187,9 @@ proptest! {
 
     /// After every step the live blocks are disjoint and each still holds
     /// its own fill; every zeroed block was zero, reused ones included (a
-    /// block given back is always written first).
+    /// block given back is always written first); a resized block kept its
+    /// contents, in the region, on the global allocator or moved between
+    /// the two.
     #[test]
     fn live_blocks_never_overlap_and_keep_their_contents(ops in prop::collection::vec(op(), 1..60)) {
         let mut live: Vec<Live> = Vec::new();
@@ -136,7 +202,11 @@ proptest! {
                     let b = live.swap_remove(i % live.len());
                     give_back(b);
                 }
-                Op::GiveBack(_) => {}
+                Op::Resize(i, size, zeroed) if !live.is_empty() => {
+                    let b = live.swap_remove(i % live.len());
+                    live.push(resize(b, size, zeroed, (n % 251) as u8 + 1));
+                }
+                Op::GiveBack(_) | Op::Resize(..) => {}
             }
             assert_disjoint(&live);
         }
@@ -167,6 +237,7 @@ proptest! {
 #[cfg(target_os = "linux")]
 #[test]
 fn large_blocks_start_on_a_huge_page() {
+    let _switch = hold_switch();
     let blocks: Vec<Live> = (0..4)
         .map(|i| take(HUGE_PAGE + i * 4096, 8, true, 7))
         .collect();
@@ -203,4 +274,42 @@ fn threads_taking_and_giving_back_blocks_never_share_one() {
             });
         }
     });
+}
+
+/// `pages::set_huge_pages(false)` (the command line's `--no-huge-pages`)
+/// sends new blocks to the global allocator, and a block is given back to
+/// where it came from whatever the switch says when it is given back: a
+/// region block freed while the switch is off goes back to the region (to
+/// the global allocator it would be a pointer it never made), and a global
+/// one freed while it is on goes back to the global allocator.
+#[test]
+fn switched_off_the_region_serves_nothing_and_still_takes_its_blocks_back() {
+    let _switch = hold_switch();
+    let before = take(HUGE_PAGE, 8, true, 1);
+    assert!(
+        TableArena::holds(before.ptr.as_ptr()),
+        "on: from the region"
+    );
+    pages::set_huge_pages(false);
+    assert!(!pages::huge_pages());
+    let during: Vec<Live> = [MIN_BLOCK, HUGE_PAGE, 3 * HUGE_PAGE]
+        .into_iter()
+        .map(|size| take(size, 8, true, 2))
+        .collect();
+    for b in &during {
+        assert!(
+            !TableArena::holds(b.ptr.as_ptr()),
+            "off: a {} byte block came from the region",
+            b.layout.size()
+        );
+    }
+    give_back(before);
+    pages::set_huge_pages(true);
+    during.into_iter().for_each(give_back);
+    let after = take(HUGE_PAGE, 8, true, 3);
+    assert!(
+        TableArena::holds(after.ptr.as_ptr()),
+        "on again: from the region"
+    );
+    give_back(after);
 }

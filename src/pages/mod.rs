@@ -1,12 +1,55 @@
 //! Page sizes, a hint that a large table's memory be backed by huge
-//! pages, and the region the exact per-flow tables are allocated in
-//! ([`TableArena`]).
+//! pages, the region the exact per-flow tables are allocated in
+//! ([`TableArena`]), and the switch that turns both off
+//! ([`set_huge_pages`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 mod table_arena;
 pub use table_arena::{MIN_BLOCK, TableArena};
 
 /// A vector in the exact tables' region ([`TableArena`]).
 pub type TableVec<T> = allocator_api2::vec::Vec<T, TableArena>;
+
+/// Whether flowsieve asks for huge pages ([`set_huge_pages`]).
+static HUGE_PAGES: AtomicBool = AtomicBool::new(true);
+
+/// Turns flowsieve's use of transparent huge pages on (`true`, the
+/// default) or off (`false`) for the whole process: off, the exact tables
+/// are allocated by the global allocator instead of in [`TableArena`]'s
+/// region, and no table is advised as huge pages (the selective stage's
+/// flow sets included), so every table is on the pages the system gives
+/// any allocation. Results are the same either way; only time and memory
+/// differ (BENCHMARKS.md, thirty-ninth round).
+///
+/// Why a switch: on a virtual machine whose host takes back the guest's
+/// free memory, a huge page's first touch can cost far more than the page
+/// walks it saves ([`TableArena`]'s documentation has the figures), and
+/// setting THP to `never` would change it for every program on the
+/// machine. The command line's `--no-huge-pages` calls this before any
+/// table is made. Changing it midway is safe: tables already made stay
+/// where they are and are freed to where they came from.
+///
+/// ```
+/// use allocator_api2::alloc::{Allocator, Layout};
+/// use flowsieve::pages::{self, HUGE_PAGE, TableArena};
+/// pages::set_huge_pages(false);
+/// let layout = Layout::from_size_align(HUGE_PAGE, 8).unwrap();
+/// let block = TableArena.allocate(layout).unwrap();
+/// assert!(!TableArena::holds(block.cast::<u8>().as_ptr()));
+/// // SAFETY (of the example): the block came from this allocator with this layout.
+/// unsafe { TableArena.deallocate(block.cast(), layout) };
+/// pages::set_huge_pages(true);
+/// assert!(pages::huge_pages());
+/// ```
+pub fn set_huge_pages(enabled: bool) {
+    HUGE_PAGES.store(enabled, Ordering::Relaxed);
+}
+
+/// Whether flowsieve asks for huge pages ([`set_huge_pages`]).
+pub fn huge_pages() -> bool {
+    HUGE_PAGES.load(Ordering::Relaxed)
+}
 
 /// The size of a transparent huge page on x86_64 Linux.
 pub const HUGE_PAGE: usize = 2 << 20;
@@ -23,7 +66,8 @@ pub(crate) fn page_size() -> Option<usize> {
 /// leaves that to the program (`/sys/kernel/mm/transparent_hugepage/enabled`
 /// set to `madvise`, the common default). Changes no byte; a kernel or
 /// system that declines leaves 4 KiB pages, as without the call. A range
-/// without a whole aligned huge page inside is left alone.
+/// without a whole aligned huge page inside is left alone, and so is every
+/// range once huge pages are turned off ([`set_huge_pages`]).
 ///
 /// Why: a table looked up at a random slot a packet (the selective stage's
 /// flow sets, [`crate::pipeline::FlowSet`]) past a few MiB also misses the
@@ -36,7 +80,7 @@ pub(crate) fn page_size() -> Option<usize> {
 /// ([`TableArena`]).
 fn advise_huge(start: *const u8, bytes: usize) {
     #[cfg(target_os = "linux")]
-    {
+    if huge_pages() {
         let begin = (start as usize).next_multiple_of(HUGE_PAGE);
         let end = (start as usize).saturating_add(bytes) / HUGE_PAGE * HUGE_PAGE;
         if end <= begin {

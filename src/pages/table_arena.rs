@@ -59,6 +59,14 @@
 //! global allocator; the tables work the same either way. The region's
 //! address space is never returned before the process ends.
 //!
+//! Turning it off. [`super::set_huge_pages`] with `false` sends every
+//! later request to the global allocator, as before this region existed;
+//! blocks already in the region stay valid and are still given back to
+//! it, because a block is told apart by its address, not by the switch.
+//! The command line's `--no-huge-pages` does this before any table is
+//! made, for hosts where a huge page's first touch is slow (above) and
+//! users who would rather not change THP for the whole machine.
+//!
 //! The free lists are behind a lock. That is not on a hot path: a table
 //! takes a block only when it doubles past [`MIN_BLOCK`] (a shard's flow
 //! table of 12.5 k flows: its entries 5 times, its index 4), so a run on
@@ -103,6 +111,15 @@ const CLASSES: usize = usize::BITS as usize;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TableArena;
 
+impl TableArena {
+    /// True when `ptr` points into the region: a block the region served,
+    /// as opposed to one from the global allocator. False before the region
+    /// was reserved and where it cannot be.
+    pub fn holds(ptr: *const u8) -> bool {
+        reserved().is_some_and(|r| r.holds(ptr as usize))
+    }
+}
+
 /// The reserved region: its first byte (2 MiB-aligned); it is
 /// [`RESERVE`] bytes long.
 #[derive(Debug)]
@@ -117,7 +134,7 @@ impl Region {
     }
 }
 
-/// The region once the first block was asked of it; `None` inside where
+/// The region once the first block was asked of it; `None` where
 /// it cannot be reserved.
 static REGION: OnceLock<Option<Region>> = OnceLock::new();
 
@@ -241,6 +258,9 @@ fn take(region: &Region, block: usize, class: usize) -> Option<(usize, bool)> {
 /// A block for `layout` from the region, and whether it may hold earlier
 /// contents; `None` when the global allocator should serve it.
 fn allocate_in_region(layout: Layout) -> Option<(NonNull<[u8]>, bool)> {
+    if !super::huge_pages() {
+        return None;
+    }
     let (block, class) = block_for(layout.size())?;
     if layout.align() > block.min(HUGE_PAGE) {
         return None;
@@ -248,10 +268,14 @@ fn allocate_in_region(layout: Layout) -> Option<(NonNull<[u8]>, bool)> {
     let region = region()?;
     let (addr, dirty) = take(region, block, class)?;
     let ptr = NonNull::new(addr as *mut u8)?;
-    Some((NonNull::slice_from_raw_parts(ptr, block), dirty))
+    // The length handed out is the size asked for, not the block's: a
+    // zeroed block then needs only those bytes zeroed, and every size a
+    // caller may give back (between the two) rounds to this block.
+    Some((NonNull::slice_from_raw_parts(ptr, layout.size()), dirty))
 }
 
-// SAFETY: every block handed out is `block` bytes of the reserved region,
+// SAFETY: every block handed out is `block` bytes of the reserved region
+// (the slice returned is the `layout.size()` bytes asked for),
 // readable and writable for the life of the process, aligned to
 // `min(block, 2 MiB)`, which is at least the layout's alignment (checked),
 // and owned by one caller at a time: a fresh block comes from a range the
@@ -303,4 +327,132 @@ unsafe impl Allocator for TableArena {
             _ => unsafe { Global.deallocate(ptr, layout) },
         }
     }
+
+    unsafe fn grow(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        // SAFETY: the caller's contract for `grow`, passed on.
+        unsafe { resize(ptr, old, new, Resize::Grow) }
+    }
+
+    unsafe fn grow_zeroed(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        // SAFETY: the caller's contract for `grow_zeroed`, passed on.
+        unsafe { resize(ptr, old, new, Resize::GrowZeroed) }
+    }
+
+    unsafe fn shrink(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        // SAFETY: the caller's contract for `shrink`, passed on.
+        unsafe { resize(ptr, old, new, Resize::Shrink) }
+    }
+}
+
+/// Which of the allocator's three resizing calls [`resize`] serves.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Resize {
+    Grow,
+    GrowZeroed,
+    Shrink,
+}
+
+/// Grows or shrinks the block at `ptr` from `old` to `new`.
+///
+/// Why not the trait's default (a new block, a copy, the old one given
+/// back): a block from the global allocator that stays there is resized by
+/// `realloc`, which moves a large one by remapping its pages instead of
+/// copying and faulting them in again. Without this, the tables on the
+/// global allocator (`--no-huge-pages`, or below [`MIN_BLOCK`]) made
+/// 166 k page faults on a 2 M-flow trace, and 140 k with it
+/// (BENCHMARKS.md, thirty-ninth round). A region block whose new size
+/// still rounds to the same block is resized in place.
+///
+/// # Safety
+///
+/// The caller's contract for [`Allocator::grow`] (`Grow`, `GrowZeroed`) or
+/// [`Allocator::shrink`] (`Shrink`): `ptr` is a live block of this
+/// allocator for `old`, and `new.size()` is at least (grow) or at most
+/// (shrink) `old.size()`.
+unsafe fn resize(
+    ptr: NonNull<u8>,
+    old: Layout,
+    new: Layout,
+    how: Resize,
+) -> Result<NonNull<[u8]>, AllocError> {
+    let addr = ptr.as_ptr() as usize;
+    let in_region = reserved().is_some_and(|r| r.holds(addr));
+    if in_region {
+        if let (Some((block, _)), Some((new_block, _))) =
+            (block_for(old.size()), block_for(new.size()))
+            && new_block == block
+            && new.align() <= block.min(HUGE_PAGE)
+        {
+            if how == Resize::GrowZeroed {
+                // SAFETY: `old.size()..new.size()` lies inside the block
+                // (`new.size()` rounds up to `block`), which its caller owns.
+                unsafe {
+                    ptr.as_ptr()
+                        .add(old.size())
+                        .write_bytes(0, new.size() - old.size())
+                };
+            }
+            return Ok(NonNull::slice_from_raw_parts(ptr, new.size()));
+        }
+    } else if how != Resize::Shrink {
+        if let Some((block, dirty)) = allocate_in_region(new) {
+            let to = block.cast::<u8>().as_ptr();
+            // SAFETY: the old block holds `old.size()` bytes, the new one at
+            // least `new.size()`, which is more; they do not overlap (one is
+            // in the region, the other is not). The tail past `old.size()`
+            // is inside the new block, owned by this caller.
+            unsafe {
+                std::ptr::copy_nonoverlapping(ptr.as_ptr(), to, old.size());
+                if how == Resize::GrowZeroed && dirty {
+                    to.add(old.size()).write_bytes(0, new.size() - old.size());
+                }
+                Global.deallocate(ptr, old);
+            }
+            return Ok(block);
+        }
+        // SAFETY: the block came from `Global` for `old` (it is outside the
+        // region), and the caller's contract covers the rest.
+        return unsafe {
+            match how {
+                Resize::GrowZeroed => Global.grow_zeroed(ptr, old, new),
+                _ => Global.grow(ptr, old, new),
+            }
+        };
+    } else {
+        // SAFETY: as above, for `shrink`.
+        return unsafe { Global.shrink(ptr, old, new) };
+    }
+    // A region block that needs another: a new block from wherever
+    // `allocate` sends it, the contents copied, the old block given back.
+    let moved = match how {
+        Resize::GrowZeroed => TableArena.allocate_zeroed(new)?,
+        _ => TableArena.allocate(new)?,
+    };
+    // SAFETY: both blocks hold at least `min(old, new)` bytes and are
+    // distinct live blocks (the old one is not given back until after the
+    // copy); the old one was handed out for `old`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            ptr.as_ptr(),
+            moved.cast::<u8>().as_ptr(),
+            old.size().min(new.size()),
+        );
+        TableArena.deallocate(ptr, old);
+    }
+    Ok(moved)
 }
