@@ -299,8 +299,34 @@ fn exact_tables_off_huge_pages_give_the_same_report() {
         args.push("--no-huge-pages");
         let (out, v) = json_of(&args);
         assert!(out.status.success(), "{flags:?} --no-huge-pages: {out:?}");
+        assert_eq!(base["throughput"]["huge_pages"], true, "{flags:?}");
+        assert_eq!(v["throughput"]["huge_pages"], false, "{flags:?}");
+        // Where THP is left to programs (`madvise`, the common default),
+        // nothing but flowsieve's own advice gets huge pages, so a run that
+        // asks for none must end with none: the switch covers the region
+        // and every advised table.
+        if thp_mode().as_deref() == Some("madvise") {
+            assert_eq!(
+                v["throughput"]["anon_huge_page_bytes"], 0,
+                "{flags:?} --no-huge-pages"
+            );
+        } else {
+            eprintln!(
+                "THP is {:?}, not madvise: huge page bytes not checked",
+                thp_mode()
+            );
+        }
         assert_eq!(without_timing(v), without_timing(base), "{flags:?}");
     }
+}
+
+/// The system's transparent huge page mode: the bracketed word of
+/// `/sys/kernel/mm/transparent_hugepage/enabled` (`always`, `madvise` or
+/// `never`), if it can be read.
+fn thp_mode() -> Option<String> {
+    let text = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").ok()?;
+    let (_, rest) = text.split_once('[')?;
+    Some(rest.split_once(']')?.0.to_string())
 }
 
 /// Mapped (the default, `--mmap`) and buffered (`--no-mmap`) reads give the

@@ -137,11 +137,7 @@ fn smaps_entry(smaps: &str, start: usize) -> Option<(u64, u64)> {
         if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
             break;
         }
-        let kb = || {
-            rest.trim()
-                .strip_suffix("kB")
-                .and_then(|v| v.trim().parse::<u64>().ok())
-        };
+        let kb = || crate::pages::kb_value(rest);
         match name {
             "Rss" => rss = kb(),
             "FilePmdMapped" => pmd = kb(),

@@ -51,6 +51,48 @@ pub fn huge_pages() -> bool {
     HUGE_PAGES.load(Ordering::Relaxed)
 }
 
+/// The process's anonymous memory in transparent huge pages, in bytes:
+/// `AnonHugePages` of `/proc/self/smaps_rollup` (Linux 4.14). `None` on
+/// other systems, or when the file cannot be read or lacks the field.
+///
+/// Why a run reports it: whether the kernel gave huge pages (THP `never`,
+/// `--no-huge-pages`, a fragmented machine) moves the default job's time
+/// by several per cent, and two runs' timings are only comparable when
+/// this is known.
+///
+/// ```
+/// if let Some(bytes) = flowsieve::pages::anon_huge_page_bytes() {
+///     assert_eq!(bytes % 4096, 0);
+/// }
+/// ```
+pub fn anon_huge_page_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
+    kb_field(&text, "AnonHugePages").map(|kb| kb.saturating_mul(1024))
+}
+
+/// The value of a `Name:   value kB` line of a `/proc` file's `text`, in
+/// kB; `None` when no line has that name or its value is not a count of kB.
+///
+/// ```
+/// let text = "Rss:                3324 kB\nAnonHugePages:      2048 kB\n";
+/// assert_eq!(flowsieve::pages::kb_field(text, "AnonHugePages"), Some(2048));
+/// assert_eq!(flowsieve::pages::kb_field(text, "Anon"), None);
+/// assert_eq!(flowsieve::pages::kb_field("Rss: many kB", "Rss"), None);
+/// ```
+pub fn kb_field(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let (n, rest) = line.split_once(':')?;
+        (n == name).then(|| kb_value(rest)).flatten()
+    })
+}
+
+/// `  3324 kB` (what follows a field's colon) as 3324.
+pub(crate) fn kb_value(rest: &str) -> Option<u64> {
+    rest.trim()
+        .strip_suffix("kB")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+}
+
 /// The size of a transparent huge page on x86_64 Linux.
 pub const HUGE_PAGE: usize = 2 << 20;
 

@@ -1035,6 +1035,9 @@ pub fn run_with_gauges<S: Source>(
         .collect();
     let wall_seconds = wall.elapsed().as_secs_f64();
     let cpu_seconds = cpu_seconds() - cpu0;
+    // Read while `tables` (the exact flow tables) are still alive.
+    let anon_huge_page_bytes = crate::pages::anon_huge_page_bytes();
+    drop(tables);
     let read = summary.trace.packets;
     let per = |secs: f64| if secs > 0.0 { read as f64 / secs } else { 0.0 };
     Ok(PipelineReport {
@@ -1055,6 +1058,8 @@ pub fn run_with_gauges<S: Source>(
             packets_per_cpu_sec: per(cpu_seconds),
             startup_seconds: first_at
                 .map(|t| cfg.validate_seconds() + t.duration_since(wall).as_secs_f64()),
+            huge_pages: crate::pages::huge_pages(),
+            anon_huge_page_bytes,
             memory: cfg.memory(),
         },
         capture: None,

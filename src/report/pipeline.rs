@@ -696,6 +696,14 @@ pub struct Throughput {
     /// Seconds from the start of validation (sizing, models) to the first
     /// keyed packet entering the engine; `None` when no packet was keyed.
     pub startup_seconds: Option<f64>,
+    /// Whether the run asked for transparent huge pages for its tables
+    /// (false with `--no-huge-pages`, [`crate::pages::set_huge_pages`]).
+    pub huge_pages: bool,
+    /// The process's anonymous memory in huge pages when the run ended,
+    /// while the exact flow tables were still alive
+    /// ([`crate::pages::anon_huge_page_bytes`]); what the kernel gave,
+    /// whatever was asked. `None` where it cannot be read.
+    pub anon_huge_page_bytes: Option<u64>,
     /// The memory the configuration stated before it ran (filters,
     /// batches, and the most the selective stage's capped sets can take),
     /// as checked against `--max-memory`. It is here, with the run's

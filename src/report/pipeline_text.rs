@@ -67,6 +67,23 @@ impl PipelineReport {
         if let Some(s) = t.startup_seconds {
             let _ = writeln!(o, "start-up: {:.1} ms before the first packet", s * 1e3);
         }
+        let asked = if t.huge_pages {
+            "on"
+        } else {
+            "off (--no-huge-pages)"
+        };
+        match t.anon_huge_page_bytes {
+            Some(b) => {
+                let _ = writeln!(
+                    o,
+                    "huge pages: {asked}; {:.1} MiB of anonymous memory in huge pages at the end of the run",
+                    b as f64 / f64::from(1u32 << 20)
+                );
+            }
+            None => {
+                let _ = writeln!(o, "huge pages: {asked}");
+            }
+        }
         o
     }
 }
