@@ -29,11 +29,15 @@
 //! one such run's samples), and took up to twice the CPU of a normal
 //! run; in one sitting of 15 rounds that made the median 15 % worse than
 //! before instead of 7-16 % better. The 100 k-flow trace, with about 18
-//! huge pages a run, showed no such runs in 12. Where that
-//! matters, THP set to `never` makes the region's blocks 4 KiB pages
-//! again, and the gain goes with it (on the benchmark trace 1.011 of the
-//! system allocator's CPU, where `madvise` gave 0.971 in the same
-//! sitting).
+//! huge pages a run, showed no such runs in 12. The likely cause is
+//! the guest's free page reporting (virtio-balloon, reporting order 9),
+//! which gives every free 2 MiB block back to the host, so that a new huge
+//! page has to be backed again (BENCHMARKS.md, thirty-ninth round);
+//! `--no-huge-pages` ([`super::set_huge_pages`]) avoids it for one run.
+//! Where that matters for every program, THP set to `never` makes the
+//! region's blocks 4 KiB pages again, and the gain goes with it (on the
+//! benchmark trace 1.011 of the system allocator's CPU, where `madvise`
+//! gave 0.971 in the same sitting).
 //!
 //! Why only these tables, and not every large allocation: a scratch
 //! build that put every allocation of 64 KiB or more in such a region took
