@@ -61,7 +61,8 @@ pub use compressed::{
     compress_delta, decompress_bloom, decompress_bloom_within,
 };
 pub use compressed_counting::{
-    ESCAPE as COUNTER_ESCAPE, compress_counting, decompress_counter_snapshot, decompress_counting,
+    ESCAPE as COUNTER_ESCAPE, SPARSE_SHARE as COUNTER_SPARSE_SHARE, compress_counting,
+    decompress_counter_snapshot, decompress_counting,
 };
 pub use counter_layout::{CounterLayout, CounterLayoutError};
 pub use counter_snapshot::CounterSnapshot;
