@@ -64,7 +64,7 @@
 //! address space is never returned before the process ends.
 //!
 //! Turning it off. [`super::set_huge_pages`] with `false` sends every
-//! later request to the global allocator, as before this region existed;
+//! later request to the global allocator, with no huge-page advice;
 //! blocks already in the region stay valid and are still given back to
 //! it, because a block is told apart by its address, not by the switch.
 //! The command line's `--no-huge-pages` does this before any table is

@@ -99,7 +99,9 @@ impl FlowStats {
 ///
 /// Both the entries and the index live in the exact tables' region
 /// ([`crate::pages::TableArena`]), on huge pages, where the vector's
-/// growth copies its entries once into a block twice the size.
+/// growth copies its entries once into a block twice the size. With huge
+/// pages off (`--no-huge-pages`) they are on the global allocator, and the
+/// vector grows by `realloc`, which moves a large block's pages instead.
 #[derive(Clone, Debug)]
 pub struct FlowTable {
     /// Flow hash to entry position plus one (non-zero, so that a slot is
