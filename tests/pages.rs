@@ -337,3 +337,71 @@ fn switched_off_the_region_serves_nothing_and_still_takes_its_blocks_back() {
     );
     give_back(after);
 }
+
+/// Minor page faults of the calling thread so far.
+#[cfg(target_os = "linux")]
+fn thread_minor_faults() -> i64 {
+    // SAFETY: `getrusage` writes one `rusage` into the zeroed value given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_THREAD reads the calling thread only.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    assert_eq!(rc, 0, "getrusage");
+    usage.ru_minflt
+}
+
+/// A region block of whole huge pages that grows into a larger block
+/// keeps its pages: they are moved (`mremap`), not copied. So the growth
+/// and the reading of every byte afterwards fault in no page at all (a
+/// copy into a fresh block faults in each of its pages: 1 huge page, or
+/// 512 small ones), the bytes are the ones written, and the block left
+/// behind reads as zeros when it is handed out zeroed again. Without the
+/// region (strict overcommit) nothing is moved, which is checked too.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_block_grown_past_a_huge_page_moves_its_pages_instead_of_copying_them() {
+    let _switch = hold_switch();
+    let layout = Layout::from_size_align(HUGE_PAGE, 8).unwrap();
+    let block = TableArena.allocate(layout).unwrap().cast::<u8>();
+    let pattern = |i: usize| (i % 251) as u8 ^ 0x5a;
+    // SAFETY: the block is HUGE_PAGE writable bytes owned by this test.
+    let old = unsafe { std::slice::from_raw_parts_mut(block.as_ptr(), HUGE_PAGE) };
+    for (i, b) in old.iter_mut().enumerate() {
+        *b = pattern(i);
+    }
+    let region = TableArena::holds(block.as_ptr());
+    if !region {
+        assert_strict_overcommit("a huge-page block outside the region");
+    }
+    let moved_before = TableArena::moved_blocks();
+    let faults_before = thread_minor_faults();
+    let new_layout = Layout::from_size_align(3 * HUGE_PAGE, 8).unwrap();
+    // SAFETY: the block came from `TableArena` for `layout`; the new size
+    // is larger; `old` is not used again.
+    let grown = unsafe { TableArena.grow(block, layout, new_layout) }
+        .unwrap()
+        .cast::<u8>();
+    // SAFETY: the grown block is 3 * HUGE_PAGE bytes, its first HUGE_PAGE
+    // initialised (the contents kept).
+    let kept = unsafe { std::slice::from_raw_parts(grown.as_ptr(), HUGE_PAGE) };
+    let mismatch = kept.iter().enumerate().find(|&(i, &b)| b != pattern(i));
+    let faults = thread_minor_faults() - faults_before;
+    assert_eq!(mismatch, None, "the grown block lost its contents");
+    if region {
+        assert_eq!(
+            TableArena::moved_blocks(),
+            moved_before + 1,
+            "the block's pages were not moved"
+        );
+        assert_eq!(faults, 0, "growing and reading the block faulted in pages");
+        assert!(TableArena::holds(grown.as_ptr()));
+        assert_ne!(grown, block, "a block of another size, elsewhere");
+    } else {
+        assert_eq!(TableArena::moved_blocks(), moved_before);
+    }
+    // The block left behind, handed out zeroed (it is the last of its size
+    // given back, unless another test took it first): zeros either way.
+    let again = take(HUGE_PAGE, 8, true, 9);
+    give_back(again);
+    // SAFETY: the grown block came from `TableArena` for `new_layout`.
+    unsafe { TableArena.deallocate(grown, new_layout) };
+}

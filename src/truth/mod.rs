@@ -99,7 +99,9 @@ impl FlowStats {
 ///
 /// Both the entries and the index live in the exact tables' region
 /// ([`crate::pages::TableArena`]), on huge pages, where the vector's
-/// growth copies its entries once into a block twice the size. With huge
+/// growth copies its entries into a block twice the size while it is
+/// smaller than a huge page, and past that moves their pages there
+/// without a copy (`mremap`). With huge
 /// pages off (`--no-huge-pages`) they are on the global allocator, and the
 /// vector grows by `realloc`, which moves a large block's pages instead.
 #[derive(Clone, Debug)]
