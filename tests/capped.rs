@@ -4,6 +4,7 @@
 //! (a flood of one-packet flows) every packet is either queried or counted
 //! as shed, and the report says the window was flooded.
 
+use crate::common;
 use flowsieve::class::Classifier;
 use flowsieve::pipeline::{
     Admission, CappedFlowSet, FileSource, NoEvents, PipelineConfig, QueryUnit, StageList,
@@ -115,12 +116,7 @@ fn run_cfg(path: &Path, cfg: &PipelineConfig) -> PipelineReport {
 }
 
 fn json(r: &PipelineReport) -> serde_json::Value {
-    let mut v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
-    for f in ["stages", "throughput"] {
-        v[f] = serde_json::Value::Null;
-    }
-    v["trace"]["read_seconds"] = serde_json::Value::Null;
-    v["trace"]["packets_per_sec"] = serde_json::Value::Null;
+    let mut v = common::report_without_timing(r);
     v["selective"]["flood"]["cap_flows_per_shard"] = serde_json::Value::Null;
     v
 }

@@ -1,6 +1,7 @@
 //! The `flowsieve` binary: default run, JSON field names, flags, and the
 //! documented exit codes with one-line errors.
 
+use crate::common::without_timing;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -267,17 +268,6 @@ fn bad_pipeline_flags_exit_2_with_one_line() {
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
         assert!(err.starts_with("flowsieve: error: "), "{err}");
     }
-}
-
-/// A JSON report without its timing figures, which differ run to run.
-fn without_timing(mut v: serde_json::Value) -> serde_json::Value {
-    for k in ["throughput", "stages", "capture"] {
-        v.as_object_mut().unwrap().remove(k);
-    }
-    for k in ["read_seconds", "packets_per_sec"] {
-        v["trace"].as_object_mut().unwrap().remove(k);
-    }
-    v
 }
 
 /// `--no-huge-pages` moves the exact tables to the system allocator and

@@ -272,16 +272,10 @@ fn replay(trace: &Path, args: &[&str]) -> Value {
 
 /// Removes what depends on wall time or on how the input arrived: timing,
 /// latency, file lists and the capture section.
-fn without_timing(mut v: Value) -> Value {
-    if let Some(o) = v.as_object_mut() {
-        for k in ["throughput", "stages", "capture"] {
-            o.remove(k);
-        }
-        if let Some(t) = o.get_mut("trace").and_then(Value::as_object_mut) {
-            for k in ["read_seconds", "packets_per_sec", "files"] {
-                t.remove(k);
-            }
-        }
+fn without_timing(v: Value) -> Value {
+    let mut v = common::without_timing(v);
+    if let Some(t) = v.get_mut("trace").and_then(Value::as_object_mut) {
+        t.remove("files");
     }
     v
 }

@@ -4,6 +4,7 @@
 //! and checks the documented exit code and a one-line message: never a
 //! panic (101), never a signal, never past the bound.
 
+use crate::common;
 use flowsieve::filter::{
     BloomFilter, CompressedError, DEFAULT_DECODE_MAX_BITS, compress_bloom, decompress_bloom,
     decompress_bloom_within,
@@ -478,14 +479,8 @@ fn ordinary_flags_start_in_well_under_a_second() {
 // ---------- inputs that are not regular files ----------
 
 fn report_without_paths(json: &str) -> serde_json::Value {
-    let mut v: serde_json::Value = serde_json::from_str(json).unwrap();
-    for f in ["throughput", "stages"] {
-        v.as_object_mut().unwrap().remove(f);
-    }
+    let mut v = common::without_timing(serde_json::from_str(json).unwrap());
     let trace = v["trace"].as_object_mut().unwrap();
-    for f in ["read_seconds", "packets_per_sec"] {
-        trace.remove(f);
-    }
     for file in trace["files"].as_array_mut().unwrap() {
         file.as_object_mut().unwrap().remove("path");
     }

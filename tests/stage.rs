@@ -8,6 +8,7 @@ mod packet_count;
 #[path = "stages/panicking.rs"]
 mod panicking;
 
+use crate::common;
 use flowsieve::class::Classifier;
 use flowsieve::dissect::FlowKey;
 use flowsieve::hash::flow_hash;
@@ -82,12 +83,7 @@ fn the_fourth_stage_is_deterministic_across_thread_counts() {
         cfg.shards = 6;
         cfg.stages = StageList::none();
         let r = replay_with(&cfg.validate().unwrap().with_stage(PacketCount));
-        let mut v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
-        for k in ["stages", "throughput"] {
-            v[k] = serde_json::Value::Null;
-        }
-        v["trace"]["read_seconds"] = serde_json::Value::Null;
-        v["trace"]["packets_per_sec"] = serde_json::Value::Null;
+        let v = common::report_without_timing(&r);
         match &reference {
             None => reference = Some(v),
             Some(first) => assert_eq!(first, &v, "{threads} threads"),
@@ -390,12 +386,7 @@ fn window_events_change_no_report_figure() {
             } else {
                 run(source, &validated, &mut NoObserver, &mut NoEvents).unwrap()
             };
-            let mut v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
-            for k in ["stages", "throughput"] {
-                v[k] = serde_json::Value::Null;
-            }
-            v["trace"]["read_seconds"] = serde_json::Value::Null;
-            v["trace"]["packets_per_sec"] = serde_json::Value::Null;
+            let v = common::report_without_timing(&r);
             if with_windows {
                 let packets: u64 = sink.ends.iter().map(|w| w.packets).sum();
                 assert_eq!(packets, r.pipeline.packets, "{window}");

@@ -12,6 +12,33 @@ use flowsieve::truth::FlowTable;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+/// A JSON report without the figures that may differ between two runs of
+/// the same work: the timing sections (`throughput`, `stages`, `capture`)
+/// and the trace's read time and rate. The throughput issue's rule is that
+/// an optimisation changes these and nothing else, so the tests that
+/// prove it compare what is left.
+pub fn without_timing(mut v: serde_json::Value) -> serde_json::Value {
+    if let Some(o) = v.as_object_mut() {
+        for k in ["throughput", "stages", "capture"] {
+            o.remove(k);
+        }
+        if let Some(t) = o
+            .get_mut("trace")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            for k in ["read_seconds", "packets_per_sec"] {
+                t.remove(k);
+            }
+        }
+    }
+    v
+}
+
+/// [`without_timing`] of a pipeline report's JSON.
+pub fn report_without_timing(r: &flowsieve::report::PipelineReport) -> serde_json::Value {
+    without_timing(serde_json::from_str(&r.to_json()).expect("a report is JSON"))
+}
+
 /// The environment variable that turns a missing `../shared/traces` from
 /// a skip into a failure (`.ci/run` sets it, so CI cannot go green
 /// without the real captures).
