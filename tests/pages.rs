@@ -349,22 +349,40 @@ fn thread_minor_faults() -> i64 {
     usage.ru_minflt
 }
 
+/// Whether this kernel has `mremap`'s `MREMAP_DONTUNMAP` (Linux 5.7),
+/// without which the region copies a growing block instead of moving it.
+#[cfg(target_os = "linux")]
+fn kernel_moves_pages() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (5, 7)
+}
+
 /// A region block of whole huge pages that grows into a larger block
 /// keeps its pages: they are moved (`mremap`), not copied. So the growth
-/// and the reading of every byte afterwards fault in no page at all (a
-/// copy into a fresh block faults in each of its pages: 1 huge page, or
-/// 512 small ones), the bytes are the ones written, and the block left
-/// behind reads as zeros when it is handed out zeroed again. Without the
-/// region (strict overcommit) nothing is moved, which is checked too.
+/// and the reading of every byte afterwards fault in no page of the block
+/// (a copy into a fresh block faults in each of its pages: 8 huge pages,
+/// or 4,096 small ones, for this test's 16 MiB), the bytes are the ones
+/// written, and the block left behind reads as zeros when it is handed
+/// out zeroed again. Without the region (strict overcommit), or on a
+/// kernel older than 5.7, only the contents are checked.
 #[cfg(target_os = "linux")]
 #[test]
 fn a_block_grown_past_a_huge_page_moves_its_pages_instead_of_copying_them() {
     let _switch = hold_switch();
-    let layout = Layout::from_size_align(HUGE_PAGE, 8).unwrap();
+    // 16 MiB: a copy faults in at least 8 huge pages (4,096 small ones),
+    // where a move faults in none; the thread's own stack may fault in a
+    // page or two meanwhile.
+    const SIZE: usize = 8 * HUGE_PAGE;
+    let layout = Layout::from_size_align(SIZE, 8).unwrap();
     let block = TableArena.allocate(layout).unwrap().cast::<u8>();
     let pattern = |i: usize| (i % 251) as u8 ^ 0x5a;
-    // SAFETY: the block is HUGE_PAGE writable bytes owned by this test.
-    let old = unsafe { std::slice::from_raw_parts_mut(block.as_ptr(), HUGE_PAGE) };
+    // SAFETY: the block is SIZE writable bytes owned by this test.
+    let old = unsafe { std::slice::from_raw_parts_mut(block.as_ptr(), SIZE) };
     for (i, b) in old.iter_mut().enumerate() {
         *b = pattern(i);
     }
@@ -374,33 +392,35 @@ fn a_block_grown_past_a_huge_page_moves_its_pages_instead_of_copying_them() {
     }
     let moved_before = TableArena::moved_blocks();
     let faults_before = thread_minor_faults();
-    let new_layout = Layout::from_size_align(3 * HUGE_PAGE, 8).unwrap();
+    let new_layout = Layout::from_size_align(SIZE + SIZE / 2, 8).unwrap();
     // SAFETY: the block came from `TableArena` for `layout`; the new size
     // is larger; `old` is not used again.
     let grown = unsafe { TableArena.grow(block, layout, new_layout) }
         .unwrap()
         .cast::<u8>();
-    // SAFETY: the grown block is 3 * HUGE_PAGE bytes, its first HUGE_PAGE
+    // SAFETY: the grown block is SIZE * 1.5 bytes, its first SIZE
     // initialised (the contents kept).
-    let kept = unsafe { std::slice::from_raw_parts(grown.as_ptr(), HUGE_PAGE) };
+    let kept = unsafe { std::slice::from_raw_parts(grown.as_ptr(), SIZE) };
     let mismatch = kept.iter().enumerate().find(|&(i, &b)| b != pattern(i));
     let faults = thread_minor_faults() - faults_before;
     assert_eq!(mismatch, None, "the grown block lost its contents");
-    if region {
-        assert_eq!(
-            TableArena::moved_blocks(),
-            moved_before + 1,
+    if region && kernel_moves_pages() {
+        // Other tests grow blocks at the same time, so the count may
+        // have risen by more than this test's one move.
+        assert!(
+            TableArena::moved_blocks() > moved_before,
             "the block's pages were not moved"
         );
-        assert_eq!(faults, 0, "growing and reading the block faulted in pages");
+        assert!(
+            faults <= 2,
+            "growing and reading the block faulted in {faults} pages"
+        );
         assert!(TableArena::holds(grown.as_ptr()));
         assert_ne!(grown, block, "a block of another size, elsewhere");
-    } else {
-        assert_eq!(TableArena::moved_blocks(), moved_before);
     }
     // The block left behind, handed out zeroed (it is the last of its size
     // given back, unless another test took it first): zeros either way.
-    let again = take(HUGE_PAGE, 8, true, 9);
+    let again = take(SIZE, 8, true, 9);
     give_back(again);
     // SAFETY: the grown block came from `TableArena` for `new_layout`.
     unsafe { TableArena.deallocate(grown, new_layout) };
