@@ -3,7 +3,9 @@
 //! exactly what a `HashMap` given the same sequence holds; as a multi-map
 //! (the exact table's index), every value added under a hash is found by
 //! its predicate. Both with hashes that share their first slot (and so
-//! probe past each other), the hash 0 and all ones, across every growth.
+//! probe past each other), that start in the last slots (and so wrap
+//! around), the hash 0 and all ones, across every growth; and at the
+//! sizes of a real run, where the slots are on huge pages.
 
 use flowsieve::truth::FlowSlots;
 use proptest::prelude::*;
@@ -26,6 +28,8 @@ fn hash() -> impl Strategy<Value = u64> {
     prop_oneof![
         (0u64..64).prop_map(|x| x << 40), // one home slot for up to 2^40 slots
         (0u64..4096).prop_map(|x| x.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        // The last slots of any size: runs that wrap around to slot 0.
+        (0u64..64).prop_map(|x| u64::MAX - x),
         Just(0u64),
         Just(u64::MAX),
     ]
@@ -112,4 +116,31 @@ fn prefetch_changes_nothing() {
     assert_eq!(m.len(), 1000);
     assert_eq!(m.get(999 << 32), Some(&1));
     assert_eq!(m.get(1000 << 32), None);
+}
+
+/// Growth at the sizes of a real run: 600 k spread hashes and 3,000 that
+/// share a first slot near the end, inserted one by one, so that the
+/// table doubles from 16 slots to 1 M (16 MiB of slots, on huge pages)
+/// with runs that wrap around; every value is then found under its hash,
+/// and an absent hash is not.
+#[test]
+fn growth_keeps_every_value_of_a_large_table() {
+    let spread = |i: u64| (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let crowded = |i: u64| (i << 40) | 0xffff_ffff_fff0;
+    let mut t: FlowSlots<u64> = FlowSlots::default();
+    for i in 0..600_000u64 {
+        t.insert_new(spread(i), i);
+        if i < 3_000 {
+            t.insert_new(crowded(i), u64::MAX - i);
+        }
+    }
+    assert_eq!(t.len(), 603_000);
+    let lost = (0..600_000u64)
+        .filter(|&i| t.find(spread(i), |&v| v == i).is_none())
+        .count();
+    let lost_crowded = (0..3_000u64)
+        .filter(|&i| t.find(crowded(i), |&v| v == u64::MAX - i).is_none())
+        .count();
+    assert_eq!((lost, lost_crowded), (0, 0), "values lost in growth");
+    assert_eq!(t.get(spread(600_000)), None);
 }
