@@ -253,8 +253,9 @@ fn move_pages(from: usize, to: usize, block: usize) -> bool {
     // SAFETY: `from..from + block` is a live block of the region owned by
     // the caller, which gives it up with this call (no reference into it
     // is used afterwards), and `to..to + block` is the start of another
-    // block of the region that the caller owns and has not handed out, so
-    // replacing its mapping (MREMAP_FIXED) destroys nothing anyone holds.
+    // block of the region that the caller has just taken and not yet
+    // handed on, so replacing its mapping (MREMAP_FIXED) destroys nothing
+    // anyone holds.
     // Both are private anonymous memory, aligned to a huge page. The
     // result is checked.
     let moved = unsafe {
@@ -502,57 +503,40 @@ unsafe fn resize(
         // SAFETY: as above, for `shrink`.
         return unsafe { Global.shrink(ptr, old, new) };
     }
-    // A region block of whole huge pages that grows into another region
-    // block keeps its pages: they are moved, not copied (`move_pages`).
-    // `grow_zeroed` is left to the copy below, which zeroes what it must;
-    // no table of this project grows that way.
-    if how == Resize::Grow
-        && let Some(region) = reserved()
-        && let (Some((block, class)), Some((new_block, new_class))) =
-            (block_for(old.size()), block_for(new.size()))
-        && block >= HUGE_PAGE
-        && new_block > block
-        && new.align() <= HUGE_PAGE
-        && super::huge_pages()
-        && let Some((to, _)) = take(region, new_block, new_class)
-    {
-        let Some(to_ptr) = NonNull::new(to as *mut u8) else {
-            return Err(AllocError);
-        };
-        let moved = move_pages(addr, to, block);
-        if moved {
-            MOVED.fetch_add(1, Ordering::Relaxed);
-            if let Some(Ok(mut free)) = FREE.get(class).map(Mutex::lock) {
-                free.push(FreeBlock { addr, zero: true });
-            }
-        } else {
-            // SAFETY: the old block holds `old.size()` bytes, the new one
-            // `new_block`, which is more; they are distinct blocks of the
-            // region (the new one was just taken), and the old one was
-            // handed out for `old`.
-            unsafe {
-                std::ptr::copy_nonoverlapping(ptr.as_ptr(), to as *mut u8, old.size());
-                TableArena.deallocate(ptr, old);
-            }
-        }
-        return Ok(NonNull::slice_from_raw_parts(to_ptr, new.size()));
-    }
     // A region block that needs another: a new block from wherever
-    // `allocate` sends it, the contents copied, the old block given back.
-    let moved = match how {
+    // `allocate` sends it, and the old one given back. A block of whole
+    // huge pages that grows into a region block keeps its pages: they are
+    // moved there, not copied (`move_pages`); any other block, and any
+    // block the kernel does not move, is copied. `grow_zeroed` is always
+    // copied, which zeroes what it must; no table of this project grows
+    // that way.
+    let grown = match how {
         Resize::GrowZeroed => TableArena.allocate_zeroed(new)?,
         _ => TableArena.allocate(new)?,
     };
+    let to = grown.cast::<u8>().as_ptr();
+    // A region block larger than `block` (the same block returned above)
+    // starts on a huge page, so its first `block` bytes can take the
+    // old block's pages.
+    if how == Resize::Grow
+        && let Some((block, class)) = block_for(old.size())
+        && block >= HUGE_PAGE
+        && TableArena::holds(to)
+        && move_pages(addr, to as usize, block)
+    {
+        MOVED.fetch_add(1, Ordering::Relaxed);
+        // The old block's range is mapped and empty: a zero block.
+        if let Some(Ok(mut free)) = FREE.get(class).map(Mutex::lock) {
+            free.push(FreeBlock { addr, zero: true });
+        }
+        return Ok(grown);
+    }
     // SAFETY: both blocks hold at least `min(old, new)` bytes and are
     // distinct live blocks (the old one is not given back until after the
     // copy); the old one was handed out for `old`.
     unsafe {
-        std::ptr::copy_nonoverlapping(
-            ptr.as_ptr(),
-            moved.cast::<u8>().as_ptr(),
-            old.size().min(new.size()),
-        );
+        std::ptr::copy_nonoverlapping(ptr.as_ptr(), to, old.size().min(new.size()));
         TableArena.deallocate(ptr, old);
     }
-    Ok(moved)
+    Ok(grown)
 }
