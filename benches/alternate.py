@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Whole-process wall and CPU time of any commands, alternated.
 
-    python3 benches/alternate.py ROUNDS "CMD 1" "CMD 2" ...
+    python3 benches/alternate.py [--gap SECONDS] ROUNDS "CMD 1" "CMD 2" ...
 
 Every round runs every command once, in turn, so that the host's noise
 hits all of them alike; the figures are medians over the rounds (and the
@@ -17,6 +17,15 @@ of percent between minutes, and a drift moves both commands of a round
 alike, so the paired ratio resolves differences of a few percent that
 the two medians apart do not; an interval that holds 1.000 is no
 difference.
+
+`--gap SECONDS` waits that long, untimed, before every command, so that
+each one starts the way a user's single run does, on a machine that has
+been quiet. Back to back, a process gets the memory the previous one has
+just freed; on a virtual machine whose memory balloon reports free pages
+to its host (about two seconds after they are freed), a process that
+starts later has the host back each fresh 2 MiB page again, and what
+uses huge pages then times very differently (BENCHMARKS.md, forty-first
+round). Three seconds is past that delay.
 """
 import os
 import random
@@ -29,10 +38,15 @@ import time
 
 
 def main():
-    if len(sys.argv) < 3:
+    args = sys.argv[1:]
+    gap = 0.0
+    if args[:1] == ["--gap"] and len(args) > 1:
+        gap = float(args[1])
+        args = args[2:]
+    if len(args) < 2:
         sys.exit(__doc__)
-    rounds = int(sys.argv[1])
-    cmds = sys.argv[2:]
+    rounds = int(args[0])
+    cmds = args[1:]
     wall = {c: [] for c in cmds}
     cpu = {c: [] for c in cmds}
     for _ in range(rounds):
@@ -42,6 +56,7 @@ def main():
             while parts and "=" in parts[0] and not parts[0].startswith("-"):
                 k, v = parts.pop(0).split("=", 1)
                 env[k] = v
+            time.sleep(gap)
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             subprocess.run(parts, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env)
