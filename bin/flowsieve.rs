@@ -16,6 +16,7 @@ use flowsieve::model::query::{
     RecycleQuery, ThresholdQuery,
 };
 use flowsieve::model::recycling::Hashing;
+use flowsieve::pages::HugePageChoice;
 use flowsieve::pipeline::{
     ByteSize, DirectoryKind, FileSource, JsonLinesSink, NoEvents, PipelineConfig, PipelineSink,
     QueryUnit, RecycleSpec, StageList, SweepSpec, ValidatedConfig, WindowSpec, defaults, run,
@@ -377,11 +378,24 @@ struct PipelineArgs {
     /// results`).
     #[arg(long, help_heading = "Pipeline")]
     epoch_windows: bool,
-    /// Ask for no transparent huge pages: the exact tables (truth) go to
-    /// the system allocator instead of one region advised as huge pages,
-    /// and no other table is advised either. For virtual machines where a
-    /// huge page's first touch is slow; results are the same either way.
-    #[arg(long, help_heading = "Pipeline")]
+    /// Transparent huge pages for the tables: on puts the exact tables
+    /// (truth) in one region advised as huge pages and advises the
+    /// selective stage's sets; off leaves every table to the system
+    /// allocator's pages. auto is on, but on a virtual machine whose memory
+    /// balloon hands free memory back to its host (virtio-balloon free page
+    /// reporting) it times each fresh huge page and turns huge pages off at
+    /// the first one that takes over 1 ms to fault in. Results are the same
+    /// either way.
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = HugePagesArg::Auto,
+        value_name = "auto|on|off",
+        help_heading = "Pipeline"
+    )]
+    huge_pages: HugePagesArg,
+    /// The same as --huge-pages off (kept for older command lines).
+    #[arg(long, conflicts_with = "huge_pages", help_heading = "Pipeline")]
     no_huge_pages: bool,
     #[command(flatten)]
     heavy: HeavyArgs,
@@ -389,6 +403,14 @@ struct PipelineArgs {
     new_flows: NewFlowArgs,
     #[command(flatten)]
     selective: SelectiveArgs,
+}
+
+/// The values of `--huge-pages`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum HugePagesArg {
+    Auto,
+    On,
+    Off,
 }
 
 #[derive(Args)]
@@ -506,6 +528,18 @@ struct SelectiveArgs {
 
 impl PipelineArgs {
     /// The library configuration these flags describe.
+    /// What `--huge-pages` (or `--no-huge-pages`) asks for.
+    fn huge_page_choice(&self) -> HugePageChoice {
+        if self.no_huge_pages {
+            return HugePageChoice::Off;
+        }
+        match self.huge_pages {
+            HugePagesArg::Auto => HugePageChoice::Auto,
+            HugePagesArg::On => HugePageChoice::On,
+            HugePagesArg::Off => HugePageChoice::Off,
+        }
+    }
+
     fn config(&self, classifier: Classifier) -> PipelineConfig {
         let mut cfg = PipelineConfig::new(classifier);
         cfg.stages = self.stages.clone();
@@ -607,7 +641,7 @@ fn configure(
     let classifier = Classifier::from_spec(classes).map_err(|e| fail(exit::FAILURE, e))?;
     // Process-wide, and before any table is made: blocks are told apart by
     // address, so this only decides where the run's tables go.
-    flowsieve::pages::set_huge_pages(!pipeline.no_huge_pages);
+    flowsieve::pages::apply_huge_page_choice(pipeline.huge_page_choice());
     let mut cfg = pipeline.config(classifier);
     edit(&mut cfg);
     cfg.validate().map_err(|e| fail(exit::USAGE, e))

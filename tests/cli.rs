@@ -261,6 +261,8 @@ fn bad_pipeline_flags_exit_2_with_one_line() {
         &["--stages", "heavy,cold"],
         &["--shards", "0"],
         &["--rbf-bits", "8", "--rbf-k", "4"],
+        &["--huge-pages", "maybe"],
+        &["--huge-pages", "on", "--no-huge-pages"],
     ] {
         let out = flowsieve(args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -270,35 +272,96 @@ fn bad_pipeline_flags_exit_2_with_one_line() {
     }
 }
 
-/// `--no-huge-pages` moves the exact tables to the system allocator and
-/// changes no figure: the same report, timing aside, with one worker and
-/// with two, and with truth off (where the tables are not made).
+/// `--huge-pages off` moves the exact tables to the system allocator and
+/// changes no figure against `--huge-pages on`: the same report, timing
+/// aside, with one worker and with two, and with truth off (where the
+/// tables are not made). `--no-huge-pages` is `--huge-pages off`, and
+/// `auto` (the default) is on exactly when the machine's memory balloon
+/// does not report free pages to its host.
 #[test]
-fn exact_tables_off_huge_pages_give_the_same_report() {
+fn huge_pages_on_and_off_give_the_same_report() {
     let d = default_trace();
+    let reclaims = flowsieve::pages::host_reclaims_free_pages();
     for flags in [
         &["--threads", "1"][..],
         &["--threads", "2"],
         &["--no-truth"],
     ] {
-        let mut args = vec!["replay", d.as_str()];
-        args.extend_from_slice(flags);
-        let (out, base) = json_of(&args);
-        assert!(out.status.success(), "{flags:?}: {out:?}");
-        assert_eq!(base["trace"]["packets"], 40000);
-        args.push("--no-huge-pages");
-        let (out, v) = json_of(&args);
-        assert!(out.status.success(), "{flags:?} --no-huge-pages: {out:?}");
-        assert_eq!(base["throughput"]["huge_pages"], true, "{flags:?}");
-        assert_eq!(v["throughput"]["huge_pages"], false, "{flags:?}");
+        let run = |extra: &[&str]| {
+            let mut args = vec!["replay", d.as_str()];
+            args.extend_from_slice(flags);
+            args.extend_from_slice(extra);
+            let (out, v) = json_of(&args);
+            assert!(out.status.success(), "{args:?}: {out:?}");
+            assert_eq!(v["trace"]["packets"], 40000, "{args:?}");
+            v
+        };
+        let on = run(&["--huge-pages", "on"]);
+        let off = run(&["--huge-pages", "off"]);
+        let old_off = run(&["--no-huge-pages"]);
+        let auto = run(&[]);
+        let decision = |v: &serde_json::Value| {
+            let t = &v["throughput"];
+            let d = &t["huge_page_decision"];
+            (
+                t["huge_pages"].clone(),
+                d["choice"].clone(),
+                d["enabled"].clone(),
+                d["host_reclaims_free_pages"].clone(),
+            )
+        };
+        assert_eq!(
+            decision(&on),
+            (true.into(), "on".into(), true.into(), false.into())
+        );
+        assert_eq!(
+            decision(&off),
+            (false.into(), "off".into(), false.into(), false.into())
+        );
+        assert_eq!(
+            decision(&old_off),
+            decision(&off),
+            "{flags:?} --no-huge-pages"
+        );
+        // `auto` starts on. Where the host takes back free memory it times
+        // the fresh huge pages and ends off exactly when one was slow;
+        // elsewhere it stays on and times nothing.
+        let t = &auto["throughput"];
+        let d = &t["huge_page_decision"];
+        assert_eq!(
+            (&d["choice"], &d["enabled"]),
+            (&"auto".into(), &true.into()),
+            "{flags:?}"
+        );
+        assert_eq!(d["host_reclaims_free_pages"], reclaims, "{flags:?}");
+        let slow = d["slow_huge_page_ms"].as_f64();
+        assert_eq!(t["huge_pages"], slow.is_none(), "{flags:?} auto: {d}");
+        if let Some(ms) = slow {
+            assert!(
+                ms > flowsieve::pages::SLOW_HUGE_PAGE_MS,
+                "{flags:?} auto: {d}"
+            );
+        }
+        if !reclaims {
+            assert_eq!(
+                (&d["fast_huge_pages"], slow),
+                (&0.into(), None),
+                "{flags:?}"
+            );
+        } else if flags != ["--no-truth"] {
+            // With truth on the exact tables take at least the region's
+            // first huge page, fresh, so the watch timed at least one.
+            let timed = d["fast_huge_pages"].as_u64().unwrap_or(0) + u64::from(slow.is_some());
+            assert!(timed >= 1, "{flags:?} auto: {d}");
+        }
         // Where THP is left to programs (`madvise`, the common default),
         // nothing but flowsieve's own advice gets huge pages, so a run that
         // asks for none must end with none: the switch covers the region
         // and every advised table.
         if thp_mode().as_deref() == Some("madvise") {
             assert_eq!(
-                v["throughput"]["anon_huge_page_bytes"], 0,
-                "{flags:?} --no-huge-pages"
+                off["throughput"]["anon_huge_page_bytes"], 0,
+                "{flags:?} off"
             );
         } else {
             eprintln!(
@@ -306,13 +369,44 @@ fn exact_tables_off_huge_pages_give_the_same_report() {
                 thp_mode()
             );
         }
-        assert_eq!(without_timing(v), without_timing(base), "{flags:?}");
+        let on = without_timing(on);
+        for (name, v) in [("off", off), ("--no-huge-pages", old_off), ("auto", auto)] {
+            assert_eq!(without_timing(v), on, "{flags:?} {name}");
+        }
     }
 }
 
-/// The system's transparent huge page mode: the bracketed word of
-/// `/sys/kernel/mm/transparent_hugepage/enabled` (`always`, `madvise` or
-/// `never`), if it can be read.
+/// The text report says which way the run went and why, in one line.
+#[test]
+fn the_huge_pages_line_says_what_was_asked_and_why() {
+    let d = default_trace();
+    let line = |extra: &[&str]| {
+        let mut args = vec!["replay", d.as_str(), "--no-truth"];
+        args.extend_from_slice(extra);
+        let out = flowsieve(&args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let found: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("huge pages: "))
+            .collect();
+        assert_eq!(found.len(), 1, "{args:?}: {text}");
+        found[0].to_string()
+    };
+    assert!(line(&["--huge-pages", "on"]).starts_with("huge pages: on (--huge-pages on)"));
+    assert!(line(&["--huge-pages", "off"]).starts_with("huge pages: off (--huge-pages off)"));
+    // Where the host takes back free memory, `auto` says how the fresh
+    // huge pages went (all quick, or off after some); elsewhere it is on.
+    let auto = line(&[]);
+    if flowsieve::pages::host_reclaims_free_pages() {
+        let quick = "huge pages: on (auto: this virtual machine's memory balloon hands free memory back to its host, but all ";
+        let slow = "huge pages: off after ";
+        assert!(auto.starts_with(quick) || auto.starts_with(slow), "{auto}");
+    } else {
+        assert!(auto.starts_with("huge pages: on (auto)"), "{auto}");
+    }
+}
+
 fn thp_mode() -> Option<String> {
     let text = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").ok()?;
     let (_, rest) = text.split_once('[')?;

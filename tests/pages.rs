@@ -425,3 +425,136 @@ fn a_block_grown_past_a_huge_page_moves_its_pages_instead_of_copying_them() {
     // SAFETY: the grown block came from `TableArena` for `new_layout`.
     unsafe { TableArena.deallocate(grown, new_layout) };
 }
+
+/// A fake `virtio_balloon` driver directory of sysfs: one `virtio<N>`
+/// device directory a `features` text, beside the driver's own files.
+fn balloon_driver(devices: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for f in ["bind", "unbind", "uevent"] {
+        std::fs::write(dir.path().join(f), "").expect("a driver file");
+    }
+    for (name, features) in devices {
+        let dev = dir.path().join(name);
+        std::fs::create_dir(&dev).expect("a device directory");
+        std::fs::write(dev.join("features"), features).expect("a features file");
+    }
+    dir
+}
+
+/// The balloon's features as sysfs prints them: bit 0 first, here the
+/// bits a Firecracker guest's balloon negotiates (stats, deflate on OOM,
+/// free page reporting, and bit 32, VERSION_1), with reporting (bit 5)
+/// set or not.
+fn features(reporting: bool) -> String {
+    let mut bits = vec![b'0'; 128];
+    for b in [1, 2, 7, 32] {
+        bits[b] = b'1';
+    }
+    bits[5] = if reporting { b'1' } else { b'0' };
+    format!("{}\n", String::from_utf8(bits).unwrap())
+}
+
+/// Free page reporting is read from the feature bit of any balloon device,
+/// and only from it: the other bits, the driver's own files and a missing
+/// or malformed `features` file say nothing.
+#[test]
+fn free_page_reporting_is_the_balloons_feature_bit_5() {
+    let found = |devices: &[(&str, &str)]| {
+        let d = balloon_driver(devices);
+        pages::balloon_reports_free_pages(d.path())
+    };
+    let (with, without) = (features(true), features(false));
+    assert!(found(&[("virtio0", &with)]));
+    assert!(!found(&[("virtio0", &without)]));
+    assert!(found(&[("virtio0", &without), ("virtio3", &with)]));
+    assert!(!found(&[]));
+    // A `features` file under something that is not a device.
+    assert!(!found(&[("module", &with)]));
+    // Malformed: too short to hold bit 5, a stray character, empty.
+    assert!(!found(&[("virtio0", "01100")]));
+    assert!(!found(&[("virtio0", "011001x1\n")]));
+    assert!(!found(&[("virtio0", "")]));
+    // No driver directory at all (no balloon, or not Linux).
+    assert!(!pages::balloon_reports_free_pages(std::path::Path::new(
+        "/nonexistent/virtio_balloon"
+    )));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Any well-formed features string reports free pages exactly when
+    /// its sixth character is `1`, with or without the trailing newline.
+    #[test]
+    fn reporting_follows_the_sixth_bit(bits in proptest::collection::vec(any::<bool>(), 0..130), newline: bool) {
+        let mut text: String = bits.iter().map(|&b| if b { '1' } else { '0' }).collect();
+        if newline {
+            text.push('\n');
+        }
+        let d = balloon_driver(&[("virtio1", &text)]);
+        prop_assert_eq!(pages::balloon_reports_free_pages(d.path()), bits.get(5) == Some(&true));
+    }
+}
+
+/// With fresh huge pages watched (`--huge-pages auto` where the host takes
+/// back free memory), a fresh region block whose first huge page faults in
+/// slower than the bound turns huge pages off for every later request,
+/// and one within it is counted and changes nothing. The bound is the
+/// test's: 0 ms makes any touch slow, a minute none. The watched touch
+/// writes nothing a zeroed block would not hold.
+#[test]
+fn a_slow_fresh_huge_page_turns_the_region_off() {
+    let _switch = hold_switch();
+    // Sizes no other test takes, so that each block is fresh from the
+    // region's unused end (a reused one is not timed); only the first huge
+    // page of each is touched.
+    let fresh = |log2: u32| {
+        let layout = Layout::from_size_align(1 << log2, 8).unwrap();
+        let block = TableArena
+            .allocate_zeroed(layout)
+            .expect("the region or the global allocator serves it")
+            .cast::<u8>();
+        // SAFETY: the block is `layout.size()` bytes; only its first 4 KiB
+        // are read.
+        let head = unsafe { std::slice::from_raw_parts(block.as_ptr(), 4096) };
+        assert!(head.iter().all(|&b| b == 0), "a zeroed block held data");
+        (block, layout)
+    };
+    let give_back = |(block, layout): (NonNull<u8>, Layout)| {
+        // SAFETY: the block came from `TableArena` with this layout.
+        unsafe { TableArena.deallocate(block, layout) };
+    };
+    pages::watch_fresh_huge_pages(Some(60_000.0));
+    let quick = fresh(27);
+    if !TableArena::holds(quick.0.as_ptr()) {
+        pages::watch_fresh_huge_pages(None);
+        give_back(quick);
+        assert_strict_overcommit("a fresh 128 MiB block outside the region");
+        return;
+    }
+    // Other tests of the suite may take fresh blocks meanwhile: they can
+    // only add quick pages under this bound, and under the next one the
+    // first fresh page anyone takes ends the watch.
+    let (fast, slow_ns) = pages::fresh_huge_pages_seen();
+    assert!(
+        fast >= 1 && slow_ns.is_none(),
+        "within a minute: {fast} {slow_ns:?}"
+    );
+    assert!(pages::huge_pages());
+    pages::watch_fresh_huge_pages(Some(0.0));
+    let slow = fresh(28);
+    let (fast, slow_ns) = pages::fresh_huge_pages_seen();
+    assert_eq!(fast, 0);
+    assert!(slow_ns.is_some_and(|ns| ns > 0), "{slow_ns:?}");
+    assert!(!pages::huge_pages(), "a slow page turns huge pages off");
+    let after = fresh(29);
+    assert!(
+        !TableArena::holds(after.0.as_ptr()),
+        "after a slow page, no block from the region"
+    );
+    pages::watch_fresh_huge_pages(None);
+    pages::set_huge_pages(true);
+    for b in [quick, slow, after] {
+        give_back(b);
+    }
+}

@@ -26,7 +26,7 @@ static HUGE_PAGES: AtomicBool = AtomicBool::new(true);
 /// free memory, a huge page's first touch can cost far more than the page
 /// walks it saves ([`TableArena`]'s documentation has the figures), and
 /// setting THP to `never` would change it for every program on the
-/// machine. The command line's `--no-huge-pages` calls this before any
+/// machine. The command line calls it through [`apply_huge_page_choice`] before any
 /// table is made. Changing it midway is safe: tables already made stay
 /// where they are and are freed to where they came from.
 ///
@@ -51,12 +51,209 @@ pub fn huge_pages() -> bool {
     HUGE_PAGES.load(Ordering::Relaxed)
 }
 
+/// What a run asks for: the command line's `--huge-pages`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HugePageChoice {
+    /// On, unless the host takes back the guest's free memory
+    /// ([`host_reclaims_free_pages`]); the default.
+    #[default]
+    Auto,
+    /// On whatever the machine.
+    On,
+    /// Off (`--huge-pages off`, or the older `--no-huge-pages`).
+    Off,
+}
+
+/// What [`apply_huge_page_choice`] decided and why, and what the run saw
+/// of fresh huge pages, for the report.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct HugePageDecision {
+    /// What was asked.
+    pub choice: HugePageChoice,
+    /// Whether the run asked for huge pages when it started.
+    pub enabled: bool,
+    /// This guest's memory balloon reports its free pages to the host
+    /// ([`host_reclaims_free_pages`]), so `auto` timed fresh huge pages;
+    /// looked at only for `auto`.
+    pub host_reclaims_free_pages: bool,
+    /// Fresh huge pages that faulted in within [`SLOW_HUGE_PAGE_MS`],
+    /// while they were timed.
+    pub fast_huge_pages: usize,
+    /// The first touch, in milliseconds of the thread's CPU time, of the
+    /// fresh huge page that took longer and turned huge pages off for the
+    /// rest of the run; `None` when none did.
+    pub slow_huge_page_ms: Option<f64>,
+}
+
+/// The first touch of a fresh huge page, in milliseconds, past which
+/// `auto` takes the host to be backing huge pages again and turns them
+/// off. Measured on the test guest: about 0.2 ms for a block the host still
+/// backs, 4-5 ms for one it must back again
+/// (`benches/first_touch.py --gap 3`); 1 ms lies well between.
+pub const SLOW_HUGE_PAGE_MS: f64 = 1.0;
+
+/// The decision the process runs with, as [`apply_huge_page_choice`] made
+/// it; `None` before, when only [`set_huge_pages`] (or nothing) chose.
+static DECISION: std::sync::OnceLock<HugePageDecision> = std::sync::OnceLock::new();
+
+/// Decides whether the run asks for huge pages and switches them on or off
+/// for the process ([`set_huge_pages`]); call it before any table is made.
+/// `On` and `Off` are what they say. `Auto` is on; where the host takes
+/// back the guest's free memory ([`host_reclaims_free_pages`]) it also
+/// times the first touch of every fresh huge page the exact tables'
+/// region hands out, and turns huge pages off for the rest of the run at
+/// the first one slower than [`SLOW_HUGE_PAGE_MS`]. The first decision is
+/// the one the report gives ([`huge_page_decision`]); a process makes it
+/// once, from its command line.
+///
+/// Why `auto` watches the pages: on a virtual machine whose memory balloon
+/// reports free pages (virtio-balloon's free page reporting, in 2 MiB
+/// blocks on x86_64 Linux), the guest hands blocks of a huge page's size
+/// back to the host a few seconds after they are freed, and the host
+/// drops their backing. A huge page is such a block. A run that starts
+/// just after another process freed its memory (a benchmark loop, a
+/// script replaying traces one after another) gets blocks the host still
+/// backs, about 0.2 ms each on the project's test guest; a run that starts
+/// after a few quiet seconds, which is how a user runs one command, gets a
+/// few of those and then blocks the host must back again, 4-5 ms each,
+/// where the same memory in 4 KiB pages costs about 1.1 ms a 2 MiB either
+/// way. Huge pages for every table, against none, gave the default job 6 %
+/// less CPU on the 100 k-flow benchmark trace and 13 % less on a 2 M-flow
+/// one in back-to-back runs, and 7 % and 34 % more with three quiet
+/// seconds before each run; `auto` came within 3 % of the better of the
+/// two in all four (BENCHMARKS.md, forty-first round). Whether a block
+/// was reported shows only when it is touched, so `auto` looks at each one
+/// as it comes.
+///
+/// ```
+/// use flowsieve::pages::{self, HugePageChoice};
+/// let d = pages::apply_huge_page_choice(HugePageChoice::Off);
+/// assert!(!d.enabled && !pages::huge_pages());
+/// assert_eq!(pages::huge_page_decision().map(|d| d.choice), Some(HugePageChoice::Off));
+/// ```
+pub fn apply_huge_page_choice(choice: HugePageChoice) -> HugePageDecision {
+    let reclaims = choice == HugePageChoice::Auto && host_reclaims_free_pages();
+    let enabled = choice != HugePageChoice::Off;
+    set_huge_pages(enabled);
+    watch_fresh_huge_pages(reclaims.then_some(SLOW_HUGE_PAGE_MS));
+    let decision = HugePageDecision {
+        choice,
+        enabled,
+        host_reclaims_free_pages: reclaims,
+        fast_huge_pages: 0,
+        slow_huge_page_ms: None,
+    };
+    let _ = DECISION.set(decision);
+    decision
+}
+
+/// The decision [`apply_huge_page_choice`] made for this process, if it
+/// was called, with what the watch of fresh huge pages has seen so far.
+pub fn huge_page_decision() -> Option<HugePageDecision> {
+    let mut d = DECISION.get().copied()?;
+    if d.host_reclaims_free_pages {
+        let (fast, slow_ns) = table_arena::fresh_pages_seen();
+        d.fast_huge_pages = fast;
+        d.slow_huge_page_ms = slow_ns.map(|ns| ns as f64 / 1e6);
+    }
+    Some(d)
+}
+
+/// Starts timing the first touch of each fresh huge page the exact
+/// tables' region hands out (`Some(ms)`), turning huge pages off for the
+/// rest of the process ([`set_huge_pages`]) at the first one slower than
+/// `ms`, or stops (`None`). [`apply_huge_page_choice`] starts it for
+/// `auto` where the host takes back free memory; a test may start it with
+/// any bound. The counts start again from zero.
+pub fn watch_fresh_huge_pages(slow_ms: Option<f64>) {
+    table_arena::watch_fresh_pages(slow_ms.map(|ms| (ms.max(0.0) * 1e6) as u64));
+}
+
+/// Fresh huge pages the watch found quick so far, and the first touch (in
+/// nanoseconds) of the one that turned huge pages off, if one did
+/// ([`watch_fresh_huge_pages`]).
+pub fn fresh_huge_pages_seen() -> (usize, Option<u64>) {
+    table_arena::fresh_pages_seen()
+}
+
+/// The calling thread's CPU time in nanoseconds.
+fn thread_cpu_ns() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `t` is a valid timespec to write; the clock id is a
+        // constant.
+        let ok = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } == 0;
+        let secs = u64::try_from(t.tv_sec).ok()?;
+        let nanos = u64::try_from(t.tv_nsec).ok()?;
+        ok.then(|| secs.saturating_mul(1_000_000_000).saturating_add(nanos))
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+/// Where Linux lists the virtio memory balloons (one directory entry,
+/// `virtio<N>`, a device).
+const BALLOON_DRIVER: &str = "/sys/bus/virtio/drivers/virtio_balloon";
+
+/// The virtio-balloon feature bit of free page reporting
+/// (`VIRTIO_BALLOON_F_REPORTING`, virtio 1.2 section 5.5.3).
+const BALLOON_F_REPORTING: usize = 5;
+
+/// True when this machine is a virtual machine whose memory balloon
+/// reports free pages to its host, so that a fresh huge page may have to
+/// be backed by the host again on first touch
+/// ([`apply_huge_page_choice`] says what that costs). False elsewhere,
+/// and where `/sys` cannot be read.
+pub fn host_reclaims_free_pages() -> bool {
+    balloon_reports_free_pages(std::path::Path::new(BALLOON_DRIVER))
+}
+
+/// True when a device under `driver` (a `virtio_balloon` driver directory
+/// of sysfs) negotiated free page reporting: its `features` file, one
+/// `0` or `1` a feature bit from bit 0 on, has a `1` at
+/// [`BALLOON_F_REPORTING`]. A directory that is missing or unreadable, or
+/// a file that is malformed, counts as no.
+///
+/// ```
+/// let dir = std::env::temp_dir().join(format!("balloon-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(dir.join("virtio0")).unwrap();
+/// std::fs::write(dir.join("virtio0/features"), "0110010100000000\n").unwrap();
+/// assert!(flowsieve::pages::balloon_reports_free_pages(&dir));
+/// std::fs::write(dir.join("virtio0/features"), "0110000100000000\n").unwrap();
+/// assert!(!flowsieve::pages::balloon_reports_free_pages(&dir));
+/// std::fs::remove_dir_all(&dir).unwrap();
+/// ```
+pub fn balloon_reports_free_pages(driver: &std::path::Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(driver) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        e.file_name().to_string_lossy().starts_with("virtio")
+            && std::fs::read_to_string(e.path().join("features"))
+                .is_ok_and(|f| has_feature(&f, BALLOON_F_REPORTING))
+    })
+}
+
+/// True when `features` (sysfs's string of `0`s and `1`s, bit 0 first)
+/// is well formed and has bit `bit` set.
+fn has_feature(features: &str, bit: usize) -> bool {
+    let bits = features.trim_end();
+    !bits.is_empty()
+        && bits.bytes().all(|b| b == b'0' || b == b'1')
+        && bits.as_bytes().get(bit) == Some(&b'1')
+}
+
 /// The process's anonymous memory in transparent huge pages, in bytes:
 /// `AnonHugePages` of `/proc/self/smaps_rollup` (Linux 4.14). `None` on
 /// other systems, or when the file cannot be read or lacks the field.
 ///
 /// Why a run reports it: whether the kernel gave huge pages (THP `never`,
-/// `--no-huge-pages`, a fragmented machine) moves the default job's time
+/// `--huge-pages`, a fragmented machine) moves the default job's time
 /// by several per cent, and two runs' timings are only comparable when
 /// this is known.
 ///

@@ -22,18 +22,24 @@
 //! fell from 93 k to 9 k (BENCHMARKS.md, thirty-eighth round).
 //!
 //! The risk, seen on the 2-core test guest: a huge page is zeroed on its
-//! first touch like any page, but on a virtual machine whose host took
-//! back the guest's free memory in 2 MiB blocks, that first touch can cost
-//! far more. On the 2 M-flow trace 5 runs of 14 spent 0.6-1.1 s of
-//! system time instead of 0.1 s, most of it zeroing huge pages (44 % of
-//! one such run's samples), and took up to twice the CPU of a normal
-//! run; in one sitting of 15 rounds that made the median 15 % worse than
-//! before instead of 7-16 % better. The 100 k-flow trace, with about 18
-//! huge pages a run, showed no such runs in 12. The likely cause is
-//! the guest's free page reporting (virtio-balloon, reporting order 9),
-//! which gives every free 2 MiB block back to the host, so that a new huge
-//! page has to be backed again (BENCHMARKS.md, thirty-ninth round);
-//! `--no-huge-pages` ([`super::set_huge_pages`]) avoids it for one run.
+//! first touch like any page, but on a virtual machine whose memory
+//! balloon reports free pages to its host (virtio-balloon free page
+//! reporting, in 2 MiB blocks), every free block of a huge page's size is
+//! handed back a few seconds after it is freed, and the host drops its
+//! backing. A huge page the host must back again took 4-5 ms to fault
+//! in, against about 0.2 ms for one another process had freed just before,
+//! and about 1.1 ms for the same memory in 4 KiB pages, which come from
+//! blocks too small to be reported (`benches/first_touch.py --gap 3`). A
+//! run that starts after a few quiet seconds, as a user's does, gets a
+//! few quick ones and then slow ones: with huge pages always on, the
+//! default job took 1.07 times the CPU of huge pages off on the benchmark
+//! trace and 1.34 times on a 2 M-flow one, where back-to-back runs (a
+//! benchmark loop) had them 6 % and 13 % ahead (BENCHMARKS.md,
+//! thirty-ninth and forty-first rounds). So on such a machine
+//! `--huge-pages auto`, the default, times the first touch of each fresh
+//! huge page this region hands out (`time_first_touch`) and turns the
+//! region off for the rest of the run at the first one over 1 ms
+//! ([`super::apply_huge_page_choice`]); `--huge-pages on` keeps it.
 //! Where that matters for every program, THP set to `never` makes the
 //! region's blocks 4 KiB pages again, and the gain goes with it (on the
 //! benchmark trace 1.011 of the system allocator's CPU, where `madvise`
@@ -70,9 +76,9 @@
 //! later request to the global allocator, with no huge-page advice;
 //! blocks already in the region stay valid and are still given back to
 //! it, because a block is told apart by its address, not by the switch.
-//! The command line's `--no-huge-pages` does this before any table is
-//! made, for hosts where a huge page's first touch is slow (above) and
-//! users who would rather not change THP for the whole machine.
+//! The command line's `--huge-pages off` does this before any table is
+//! made, and so does `auto` on a host where a huge page's first touch is
+//! slow (above).
 //!
 //! The free lists are behind a lock. That is not on a hot path: a table
 //! takes a block only when it doubles past [`MIN_BLOCK`] (a shard's flow
@@ -94,7 +100,7 @@
 
 use allocator_api2::alloc::{AllocError, Allocator, Global, Layout};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use super::HUGE_PAGE;
@@ -312,9 +318,90 @@ fn take(region: &Region, block: usize, class: usize) -> Option<(usize, bool)> {
         let start = next.checked_next_multiple_of(align)?;
         let end = start.checked_add(block).filter(|&e| e <= RESERVE)?;
         match NEXT.compare_exchange_weak(next, end, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => return Some((region.base + start, false)),
+            Ok(_) => {
+                if start % HUGE_PAGE == 0 {
+                    // SAFETY: the block starting at `start` was just given
+                    // to this caller alone by the bump above, and is not yet
+                    // handed on.
+                    unsafe { time_first_touch(region.base + start) };
+                }
+                return Some((region.base + start, false));
+            }
             Err(seen) => next = seen,
         }
+    }
+}
+
+/// The first touch of a fresh huge page past which the region stops
+/// serving, in nanoseconds of the thread's CPU time; 0 when fresh pages
+/// are not timed ([`super::watch_fresh_huge_pages`]).
+static SLOW_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Fresh huge pages timed below [`SLOW_NS`] so far.
+static FAST_PAGES: AtomicUsize = AtomicUsize::new(0);
+
+/// The first touch that passed [`SLOW_NS`], in nanoseconds; 0 while none
+/// did.
+static SLOW_SEEN_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Starts (`Some(ns)`) or stops (`None`) timing the first touch of each
+/// fresh huge page the region hands out, and turning huge pages off for the
+/// rest of the process at the first one slower than `ns`; the counts
+/// start again from zero.
+pub(super) fn watch_fresh_pages(slow_ns: Option<u64>) {
+    FAST_PAGES.store(0, Ordering::Relaxed);
+    SLOW_SEEN_NS.store(0, Ordering::Relaxed);
+    SLOW_NS.store(slow_ns.map_or(0, |ns| ns.max(1)), Ordering::Relaxed);
+}
+
+/// What the watch saw: fresh huge pages below the bound, and the first
+/// touch that passed it (nanoseconds), if one did.
+pub(super) fn fresh_pages_seen() -> (usize, Option<u64>) {
+    let slow = SLOW_SEEN_NS.load(Ordering::Relaxed);
+    (
+        FAST_PAGES.load(Ordering::Relaxed),
+        (slow > 0).then_some(slow),
+    )
+}
+
+/// Times the first touch of the fresh huge page at `page` while the watch
+/// is on ([`watch_fresh_pages`]); the first one slower than the bound
+/// turns huge pages off ([`super::set_huge_pages`]) and ends the watch.
+///
+/// Why here: the region is where a run's fresh huge pages come from, and
+/// their cost is the question. On a guest whose balloon reports free
+/// memory, a new process's first few huge pages are blocks no one
+/// reported yet (0.2 ms each on the test guest), and after about two
+/// quiet seconds the rest are blocks the host must back again (4-5
+/// ms); just after another process freed its memory, all of them are
+/// quick (`benches/first_touch.py`; BENCHMARKS.md, forty-first round). A
+/// probe at start-up would see only the first kind. Timing the pages as
+/// they come costs two clock reads a huge page, and the slow one that
+/// ends it is paid once.
+///
+/// # Safety
+///
+/// `page` is the first byte of a fresh block of the region (never written,
+/// so zero) that the caller alone holds.
+unsafe fn time_first_touch(page: usize) {
+    let slow = SLOW_NS.load(Ordering::Relaxed);
+    if slow == 0 {
+        return;
+    }
+    let before = super::thread_cpu_ns();
+    // SAFETY: the caller's contract: `page` is the first byte of a block
+    // only this caller holds; writing the zero it already holds changes
+    // nothing but makes the kernel fault the page in now.
+    unsafe { std::ptr::write_volatile(page as *mut u8, 0) };
+    let after = super::thread_cpu_ns();
+    let Some(took) = before.zip(after).map(|(b, a)| a.saturating_sub(b)) else {
+        return;
+    };
+    if took <= slow {
+        FAST_PAGES.fetch_add(1, Ordering::Relaxed);
+    } else if SLOW_NS.swap(0, Ordering::Relaxed) != 0 {
+        SLOW_SEEN_NS.store(took.max(1), Ordering::Relaxed);
+        super::set_huge_pages(false);
     }
 }
 
@@ -436,7 +523,7 @@ enum Resize {
 /// back): a block from the global allocator that stays there is resized by
 /// `realloc`, which moves a large one by remapping its pages instead of
 /// copying and faulting them in again. Without this, the tables on the
-/// global allocator (`--no-huge-pages`, or below [`MIN_BLOCK`]) made
+/// global allocator (`--huge-pages off`, or below [`MIN_BLOCK`]) made
 /// 166 k page faults on a 2 M-flow trace, and 140 k with it
 /// (BENCHMARKS.md, thirty-ninth round). A region block whose new size
 /// still rounds to the same block is resized in place, and one of whole

@@ -1059,6 +1059,7 @@ pub fn run_with_gauges<S: Source>(
             startup_seconds: first_at
                 .map(|t| cfg.validate_seconds() + t.duration_since(wall).as_secs_f64()),
             huge_pages: crate::pages::huge_pages(),
+            huge_page_decision: crate::pages::huge_page_decision(),
             anon_huge_page_bytes,
             memory: cfg.memory(),
         },

@@ -697,8 +697,13 @@ pub struct Throughput {
     /// keyed packet entering the engine; `None` when no packet was keyed.
     pub startup_seconds: Option<f64>,
     /// Whether the run asked for transparent huge pages for its tables
-    /// (false with `--no-huge-pages`, [`crate::pages::set_huge_pages`]).
+    /// (false with `--huge-pages off`, or when `auto` found the host
+    /// taking back free memory; [`crate::pages::set_huge_pages`]).
     pub huge_pages: bool,
+    /// What the command line asked (`--huge-pages`) and why the run asks
+    /// for huge pages or not ([`crate::pages::apply_huge_page_choice`]);
+    /// `None` when the run was not started from a command line.
+    pub huge_page_decision: Option<crate::pages::HugePageDecision>,
     /// The process's anonymous memory in huge pages when the run ended,
     /// while the exact flow tables were still alive
     /// ([`crate::pages::anon_huge_page_bytes`]); what the kernel gave,

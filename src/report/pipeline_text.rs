@@ -67,11 +67,7 @@ impl PipelineReport {
         if let Some(s) = t.startup_seconds {
             let _ = writeln!(o, "start-up: {:.1} ms before the first packet", s * 1e3);
         }
-        let asked = if t.huge_pages {
-            "on"
-        } else {
-            "off (--no-huge-pages)"
-        };
+        let asked = huge_pages_asked(t);
         match t.anon_huge_page_bytes {
             Some(b) => {
                 let _ = writeln!(
@@ -85,5 +81,29 @@ impl PipelineReport {
             }
         }
         o
+    }
+}
+
+/// The `huge pages:` line's first part: on or off, and why.
+fn huge_pages_asked(t: &super::Throughput) -> String {
+    use crate::pages::HugePageChoice;
+    let Some(d) = t.huge_page_decision else {
+        return if t.huge_pages { "on" } else { "off" }.to_string();
+    };
+    match (d.choice, d.host_reclaims_free_pages, d.slow_huge_page_ms) {
+        (HugePageChoice::On, ..) => "on (--huge-pages on)".to_string(),
+        (HugePageChoice::Off, ..) => "off (--huge-pages off)".to_string(),
+        (HugePageChoice::Auto, false, _) => "on (auto)".to_string(),
+        (HugePageChoice::Auto, true, None) => format!(
+            "on (auto: this virtual machine's memory balloon hands free memory back to its host, \
+             but all {} fresh huge pages faulted in within {} ms)",
+            d.fast_huge_pages,
+            crate::pages::SLOW_HUGE_PAGE_MS
+        ),
+        (HugePageChoice::Auto, true, Some(ms)) => format!(
+            "off after {} (auto: this virtual machine's memory balloon hands free memory back to its host, \
+             and the next fresh huge page took {ms:.1} ms to fault in; --huge-pages on keeps them)",
+            d.fast_huge_pages
+        ),
     }
 }

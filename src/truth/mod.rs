@@ -102,7 +102,7 @@ impl FlowStats {
 /// growth copies its entries into a block twice the size while it is
 /// smaller than a huge page, and past that moves their pages there
 /// without a copy (`mremap`). With huge
-/// pages off (`--no-huge-pages`) they are on the global allocator, and the
+/// pages off (`--huge-pages off`, or `auto` on a host that takes back free memory) they are on the global allocator, and the
 /// vector grows by `realloc`, which moves a large block's pages instead.
 #[derive(Clone, Debug)]
 pub struct FlowTable {
