@@ -851,6 +851,13 @@ struct BenchArgs {
     /// Read plain trace files through a buffer (as replay's --no-mmap).
     #[arg(long)]
     no_mmap: bool,
+    /// Wait this long, untimed, before each command of the comparison with
+    /// tcpdump (e.g. 3s; at most 60s). The default runs them back to back,
+    /// as benchmark loops do; a few seconds time each as a single command
+    /// typed on a quiet machine, which on a virtual machine whose memory
+    /// balloon hands free memory back to its host costs more.
+    #[arg(long, value_name = "DURATION")]
+    gap: Option<DurationNs>,
     /// Skip the whole-process comparison with `tcpdump -r FILE -w /dev/null`.
     #[arg(long)]
     no_tcpdump: bool,
@@ -868,7 +875,7 @@ fn forwarded_pipeline_flags(traces: &[PathBuf]) -> Vec<String> {
         .iter()
         .position(|a| a == "bench")
         .map_or(argv.len(), |i| i + 1);
-    let with_value = ["--threads-list", "--rounds", "--json"];
+    let with_value = ["--threads-list", "--rounds", "--json", "--gap"];
     let alone = ["--no-tcpdump", "--no-memory"];
     let mut out = Vec::new();
     let mut skip_next = false;
@@ -908,6 +915,16 @@ fn run_bench(args: BenchArgs) -> u8 {
                 "--rounds: must be between 1 and {} (got {})",
                 flowsieve::bench::MAX_ROUNDS,
                 args.rounds
+            ),
+        );
+    }
+    let gap = std::time::Duration::from_nanos(args.gap.map_or(0, |g| g.0));
+    if let Some(g) = args.gap.filter(|_| gap > flowsieve::bench::MAX_GAP) {
+        return fail(
+            exit::USAGE,
+            format!(
+                "--gap: at most {}s (got {g})",
+                flowsieve::bench::MAX_GAP.as_secs()
             ),
         );
     }
@@ -965,6 +982,7 @@ fn run_bench(args: BenchArgs) -> u8 {
             &traces,
             report.packets,
             args.rounds,
+            gap,
             &stop,
         ) {
             Ok(c) => report.tcpdump = Some(c),

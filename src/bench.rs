@@ -165,6 +165,12 @@ pub enum BenchError {
 /// thread count and once more for dissect+hash).
 pub const MAX_ROUNDS: usize = 1000;
 
+/// The longest quiet gap `bench --gap` takes before each whole-process run
+/// ([`compare_with_tcpdump`]): a minute, far past the few seconds that
+/// decide how a process starts, and short enough that a mistyped value
+/// does not leave the command sleeping for hours.
+pub const MAX_GAP: std::time::Duration = std::time::Duration::from_secs(60);
+
 fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
@@ -518,6 +524,9 @@ pub fn median_interval(values: &[f64]) -> Option<MedianInterval> {
 pub struct TcpdumpComparison {
     /// tcpdump's row first, then flowsieve's.
     pub rows: Vec<ProcessRow>,
+    /// The quiet gap, untimed, before each command (`bench --gap`); 0 when
+    /// they ran back to back.
+    pub gap_seconds: f64,
     /// How the trace sat in the page cache after the rounds: a file cached
     /// in 4 KiB pages times up to a tenth slower than one mapped with
     /// 2 MiB entries, for every command alike
@@ -535,7 +544,11 @@ pub struct NoComparison(pub String);
 /// (`exe`) run on the same trace: all stages with truth off, and the
 /// default job with truth on, each with the `forwarded` pipeline flags.
 /// Each round runs every command once, in turn, so machine noise hits all
-/// alike; figures are medians.
+/// alike; figures are medians. Each command starts `gap` after the one
+/// before ended (untimed): zero times them back to back, as a benchmark
+/// loop does, and a few seconds as a user's single command starts, which
+/// on a virtual machine whose memory balloon reports free pages is a
+/// different cost (BENCHMARKS.md, forty-first round).
 ///
 /// Needs one uncompressed trace (tcpdump reads neither gzip nor zstd) and
 /// tcpdump on the `PATH`.
@@ -545,6 +558,7 @@ pub fn compare_with_tcpdump(
     traces: &[PathBuf],
     packets: u64,
     rounds: usize,
+    gap: std::time::Duration,
     stop: &AtomicBool,
 ) -> Result<TcpdumpComparison, NoComparison> {
     use std::process::{Command, Stdio};
@@ -584,7 +598,7 @@ pub fn compare_with_tcpdump(
     let mut walls = vec![Vec::new(); commands.len()];
     for _ in 0..rounds.max(1) {
         for (i, (program, args)) in commands.iter().enumerate() {
-            if stop.load(Ordering::Relaxed) {
+            if !sleep_unless_stopped(gap, stop) || stop.load(Ordering::Relaxed) {
                 return Err(NoComparison("interrupted".into()));
             }
             let t0 = Instant::now();
@@ -650,9 +664,27 @@ pub fn compare_with_tcpdump(
     };
     Ok(TcpdumpComparison {
         rows,
+        gap_seconds: gap.as_secs_f64(),
         page_cache,
         page_cache_note,
     })
+}
+
+/// Sleeps for `gap` in steps of at most 100 ms; false as soon as `stop` is
+/// set, so that Ctrl-C is answered within a step.
+fn sleep_unless_stopped(gap: std::time::Duration, stop: &AtomicBool) -> bool {
+    let step = std::time::Duration::from_millis(100);
+    let end = Instant::now() + gap;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(step));
+    }
 }
 
 /// `1.40x faster` or `1.16x slower`, for tcpdump's time over a row's.
@@ -691,10 +723,19 @@ fn flags(forwarded: &[String]) -> String {
 
 impl fmt::Display for TcpdumpComparison {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "whole process, start-up included (medians, side by side in each round):"
-        )?;
+        if self.gap_seconds > 0.0 {
+            writeln!(
+                f,
+                "whole process, start-up included (medians, side by side in each round; \
+                 each command after {:.1} s of quiet, untimed):",
+                self.gap_seconds
+            )?;
+        } else {
+            writeln!(
+                f,
+                "whole process, start-up included (medians, side by side in each round, back to back):"
+            )?;
+        }
         writeln!(
             f,
             "  {:>9} {:>8} {:>12}  {:<36}  command",

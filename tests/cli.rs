@@ -1277,6 +1277,50 @@ fn bench_compares_whole_processes_with_tcpdump() {
     assert!(text.contains("page cache: "), "{text}");
 }
 
+/// `bench --gap` waits, untimed, before each command of the comparison
+/// with tcpdump, says so, and is not forwarded to the whole-process runs;
+/// a gap past a minute, or not a duration, is refused before any work.
+#[test]
+fn bench_waits_the_gap_before_each_whole_process_run() {
+    if Command::new("tcpdump").arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("FLOWSIEVE_REQUIRE_LIVE").is_none(),
+            "tcpdump is required in CI (.ci/run installs it)"
+        );
+        eprintln!("tcpdump is not installed: the gap is not checked");
+        return;
+    }
+    let started = std::time::Instant::now();
+    let (text, v) = bench_once(&["--threads-list", "1", "--no-memory", "--gap", "300ms"]);
+    // One round of three commands, each after 0.3 s.
+    assert!(started.elapsed() >= std::time::Duration::from_millis(900));
+    assert_eq!(v["tcpdump"]["gap_seconds"].as_f64(), Some(0.3));
+    assert!(
+        text.contains("each command after 0.3 s of quiet, untimed"),
+        "{text}"
+    );
+    let rows = v["tcpdump"]["rows"].as_array().unwrap();
+    for r in &rows[1..] {
+        let command = r["command"].as_str().unwrap();
+        assert!(
+            !command.contains("--gap") && !command.contains("300ms"),
+            "{command}"
+        );
+    }
+    let (text, v) = bench_once(&["--threads-list", "1", "--no-memory"]);
+    assert_eq!(v["tcpdump"]["gap_seconds"].as_f64(), Some(0.0));
+    assert!(
+        text.contains("side by side in each round, back to back"),
+        "{text}"
+    );
+    for gap in ["61s", "1h", "soon"] {
+        let out = flowsieve(&["bench", "--rounds", "1", "--gap", gap, &default_trace()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--gap {gap}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "--gap {gap}: {err}");
+    }
+}
+
 /// `bench --no-memory` leaves out the memory line and its JSON figures,
 /// and nothing else: the rows are those of a bench with the line, and the
 /// flag is not forwarded to the whole-process runs (their commands would
