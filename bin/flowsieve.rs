@@ -527,7 +527,6 @@ struct SelectiveArgs {
 }
 
 impl PipelineArgs {
-    /// The library configuration these flags describe.
     /// What `--huge-pages` (or `--no-huge-pages`) asks for.
     fn huge_page_choice(&self) -> HugePageChoice {
         if self.no_huge_pages {
@@ -540,6 +539,7 @@ impl PipelineArgs {
         }
     }
 
+    /// The library configuration these flags describe.
     fn config(&self, classifier: Classifier) -> PipelineConfig {
         let mut cfg = PipelineConfig::new(classifier);
         cfg.stages = self.stages.clone();

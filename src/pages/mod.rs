@@ -26,9 +26,10 @@ static HUGE_PAGES: AtomicBool = AtomicBool::new(true);
 /// free memory, a huge page's first touch can cost far more than the page
 /// walks it saves ([`TableArena`]'s documentation has the figures), and
 /// setting THP to `never` would change it for every program on the
-/// machine. The command line calls it through [`apply_huge_page_choice`] before any
-/// table is made. Changing it midway is safe: tables already made stay
-/// where they are and are freed to where they came from.
+/// machine. The command line calls it through [`apply_huge_page_choice`]
+/// before any table is made. Changing it midway is safe (`auto` does):
+/// tables already made stay where they are and are freed to where they
+/// came from.
 ///
 /// ```
 /// use allocator_api2::alloc::{Allocator, Layout};
@@ -55,8 +56,9 @@ pub fn huge_pages() -> bool {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HugePageChoice {
-    /// On, unless the host takes back the guest's free memory
-    /// ([`host_reclaims_free_pages`]); the default.
+    /// On; where the host takes back the guest's free memory
+    /// ([`host_reclaims_free_pages`]), off from the first fresh huge page
+    /// that is slow to fault in ([`apply_huge_page_choice`]). The default.
     #[default]
     Auto,
     /// On whatever the machine.

@@ -697,8 +697,8 @@ pub struct Throughput {
     /// keyed packet entering the engine; `None` when no packet was keyed.
     pub startup_seconds: Option<f64>,
     /// Whether the run asked for transparent huge pages for its tables
-    /// (false with `--huge-pages off`, or when `auto` found the host
-    /// taking back free memory; [`crate::pages::set_huge_pages`]).
+    /// when it ended (false with `--huge-pages off`, or once `auto` met a
+    /// slow fresh huge page; [`crate::pages::set_huge_pages`]).
     pub huge_pages: bool,
     /// What the command line asked (`--huge-pages`) and why the run asks
     /// for huge pages or not ([`crate::pages::apply_huge_page_choice`]);
