@@ -123,10 +123,16 @@ static DECISION: std::sync::OnceLock<HugePageDecision> = std::sync::OnceLock::ne
 /// way. Huge pages for every table, against none, gave the default job 6 %
 /// less CPU on the 100 k-flow benchmark trace and 13 % less on a 2 M-flow
 /// one in back-to-back runs, and 7 % and 34 % more with three quiet
-/// seconds before each run; `auto` came within 3 % of the better of the
-/// two in all four (BENCHMARKS.md, forty-first round). Whether a block
-/// was reported shows only when it is touched, so `auto` looks at each one
-/// as it comes.
+/// seconds before each run; run between runs of the always-on build,
+/// `auto` came within 3 % of the better of the two in all four. In a loop
+/// of its own runs it does no better than off: each run that turned them
+/// off frees small pages, not whole blocks, so the next meets reported
+/// blocks early (on the 2 M-flow trace 1.06-1.13 s of CPU a run, against
+/// 0.83-0.91 s for a loop of always-on runs). A script that replays
+/// traces one after another on such a machine is faster with
+/// `--huge-pages on`; a single command after a pause, with `auto`
+/// (BENCHMARKS.md, forty-first round). Whether a block was reported shows
+/// only when it is touched, so `auto` looks at each one as it comes.
 ///
 /// ```
 /// use flowsieve::pages::{self, HugePageChoice};
