@@ -598,7 +598,7 @@ pub fn compare_with_tcpdump(
     let mut walls = vec![Vec::new(); commands.len()];
     for _ in 0..rounds.max(1) {
         for (i, (program, args)) in commands.iter().enumerate() {
-            if !sleep_unless_stopped(gap, stop) || stop.load(Ordering::Relaxed) {
+            if !sleep_unless_stopped(gap, stop) {
                 return Err(NoComparison("interrupted".into()));
             }
             let t0 = Instant::now();

@@ -71,10 +71,9 @@ pub enum HugePageChoice {
 /// of fresh huge pages, for the report.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct HugePageDecision {
-    /// What was asked.
+    /// What was asked; the run started with huge pages unless it was
+    /// `Off`.
     pub choice: HugePageChoice,
-    /// Whether the run asked for huge pages when it started.
-    pub enabled: bool,
     /// This guest's memory balloon reports its free pages to the host
     /// ([`host_reclaims_free_pages`]), so `auto` timed fresh huge pages;
     /// looked at only for `auto`.
@@ -137,17 +136,15 @@ static DECISION: std::sync::OnceLock<HugePageDecision> = std::sync::OnceLock::ne
 /// ```
 /// use flowsieve::pages::{self, HugePageChoice};
 /// let d = pages::apply_huge_page_choice(HugePageChoice::Off);
-/// assert!(!d.enabled && !pages::huge_pages());
+/// assert!(d.choice == HugePageChoice::Off && !pages::huge_pages());
 /// assert_eq!(pages::huge_page_decision().map(|d| d.choice), Some(HugePageChoice::Off));
 /// ```
 pub fn apply_huge_page_choice(choice: HugePageChoice) -> HugePageDecision {
     let reclaims = choice == HugePageChoice::Auto && host_reclaims_free_pages();
-    let enabled = choice != HugePageChoice::Off;
-    set_huge_pages(enabled);
+    set_huge_pages(choice != HugePageChoice::Off);
     watch_fresh_huge_pages(reclaims.then_some(SLOW_HUGE_PAGE_MS));
     let decision = HugePageDecision {
         choice,
-        enabled,
         host_reclaims_free_pages: reclaims,
         fast_huge_pages: 0,
         slow_huge_page_ms: None,
