@@ -27,6 +27,7 @@ starts later has the host back each fresh 2 MiB page again, and what
 uses huge pages then times very differently (BENCHMARKS.md, forty-first
 round). Three seconds is past that delay.
 """
+import argparse
 import os
 import random
 import resource
@@ -37,16 +38,39 @@ import sys
 import time
 
 
+def seconds(text):
+    """A `--gap` value: a finite number of seconds, zero or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds")
+    if not (value >= 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds, zero or more")
+    return value
+
+
+def positive(text):
+    """A count of rounds: a whole number, one or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one or more")
+    return value
+
+
 def main():
-    args = sys.argv[1:]
-    gap = 0.0
-    if args[:1] == ["--gap"] and len(args) > 1:
-        gap = float(args[1])
-        args = args[2:]
-    if len(args) < 2:
-        sys.exit(__doc__)
-    rounds = int(args[0])
-    cmds = args[1:]
+    parser = argparse.ArgumentParser(
+        prog="alternate.py",
+        description="Whole-process wall and CPU time of commands, alternated (see the module's doc).",
+    )
+    parser.add_argument("--gap", type=seconds, default=0.0, metavar="SECONDS",
+                        help="wait this long, untimed, before every command")
+    parser.add_argument("rounds", type=positive, metavar="ROUNDS")
+    parser.add_argument("cmds", nargs="+", metavar="CMD")
+    opts = parser.parse_args()
+    gap, rounds, cmds = opts.gap, opts.rounds, opts.cmds
     wall = {c: [] for c in cmds}
     cpu = {c: [] for c in cmds}
     for _ in range(rounds):
@@ -59,7 +83,14 @@ def main():
             time.sleep(gap)
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
-            subprocess.run(parts, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env)
+            try:
+                status = subprocess.run(parts, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env).returncode
+            except OSError as e:
+                sys.exit(f"alternate.py: cannot run {c!r}: {e.strerror}")
+            if status != 0:
+                # A failed run's time is not the command's: stop rather than
+                # print a ratio of it.
+                sys.exit(f"alternate.py: {c!r} exited with status {status} in round {len(wall[c]) + 1}")
             wall[c].append(time.perf_counter() - t0)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu[c].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)

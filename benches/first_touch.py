@@ -24,19 +24,25 @@ which `--huge-pages auto` turns huge pages off for the rest of a run, and
 which one was the first: the first few of a process are often blocks not
 reported yet.
 """
+import argparse
 import mmap
-import sys
 import time
+
+# The same argument types as the paired timer beside this script.
+import alternate
 
 
 def main():
-    args = sys.argv[1:]
-    gap = 0.0
-    if args[:1] == ["--gap"] and len(args) > 1:
-        gap = float(args[1])
-        args = args[2:]
-    mib = int(args[0]) if len(args) > 0 else 64
-    rounds = int(args[1]) if len(args) > 1 else 3
+    parser = argparse.ArgumentParser(
+        prog="first_touch.py",
+        description="What the first touch of fresh anonymous memory costs (see the module's doc).",
+    )
+    parser.add_argument("--gap", type=alternate.seconds, default=0.0, metavar="SECONDS",
+                        help="sleep this long before each mapping")
+    parser.add_argument("mib", type=alternate.positive, nargs="?", default=64, metavar="MIB")
+    parser.add_argument("rounds", type=alternate.positive, nargs="?", default=3, metavar="ROUNDS")
+    opts = parser.parse_args()
+    gap, mib, rounds = opts.gap, opts.mib, opts.rounds
     n = mib << 20
     for r in range(rounds):
         for mode in ("huge", "small"):

@@ -249,6 +249,194 @@ impl Live {
     }
 }
 
+impl Live {
+    /// Waits up to `within` for the capture to end by itself (`-c N`); the
+    /// exit status, stdout and stderr lines.
+    fn wait_exit(mut self, within: Duration) -> (i32, String, Vec<String>) {
+        let deadline = Instant::now() + within;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("flowsieve live did not end by itself within {within:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let stdout = self.stdout.join().unwrap_or_default();
+        let stderr = self.stderr.join().unwrap_or_default();
+        (status.code().unwrap_or(-1), stdout, stderr)
+    }
+}
+
+/// A named pipe for `-w`, opened for reading (without blocking) before the
+/// capture opens it for writing. Until [`StalledPipe::drain`] is called
+/// nobody reads it, so once the pipe's buffer (64 KiB) is full the
+/// capture's merger blocks on its next write: a pipeline that has fallen
+/// behind, on demand.
+struct StalledPipe {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+impl StalledPipe {
+    fn new(dir: &Path) -> StalledPipe {
+        use std::os::unix::ffi::OsStrExt as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let path = dir.join("w.pcap");
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path and a mode.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path)
+            .expect("open the pipe for reading");
+        StalledPipe { path, file }
+    }
+
+    /// Starts reading the pipe to its end; the thread answers how many
+    /// pcap records came through it.
+    fn drain(self) -> std::thread::JoinHandle<u64> {
+        use std::os::fd::AsRawFd as _;
+        let fd = self.file.as_raw_fd();
+        // SAFETY: clearing O_NONBLOCK on a descriptor this owns.
+        unsafe { libc::fcntl(fd, libc::F_SETFL, 0) };
+        let mut file = self.file;
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut file, &mut bytes).expect("read the pipe");
+            // A little-endian pcap (as `-w` writes on this machine): the
+            // 24-byte header, then 16-byte record headers whose third word
+            // is the record's captured length.
+            assert!(bytes.len() >= 24, "the pipe got no pcap header");
+            let magic = u32::from_le_bytes(bytes[0..4].try_into().unwrap());
+            assert!(
+                magic == 0xa1b2_c3d4 || magic == 0xa1b2_3c4d,
+                "not a little-endian pcap: {magic:#x}"
+            );
+            let (mut at, mut records) = (24usize, 0u64);
+            while at + 16 <= bytes.len() {
+                let incl = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap());
+                at += 16 + incl as usize;
+                records += 1;
+            }
+            assert_eq!(at, bytes.len(), "the pcap ends inside a record");
+            records
+        })
+    }
+}
+
+#[test]
+fn a_burst_the_ring_can_hold_reaches_the_pipeline_whole() {
+    let test = "a_burst_the_ring_can_hold_reaches_the_pipeline_whole";
+    let Some(pair) = VethPair::new(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.json");
+    let pipe = StalledPipe::new(dir.path());
+    // Ten times the trace: 400,000 frames, about 60 MB of ring space in
+    // 64 KiB blocks. The 128 MiB ring holds them all, while the merger's
+    // queue (64 batches of at most a few thousand frames; a batch per
+    // retired block at this rate) holds under a tenth of them.
+    let frames = 400_000u64;
+    let live = pair.live(&[
+        "-q",
+        "--no-truth",
+        "--report-every",
+        "0",
+        "--ring-mb",
+        "128",
+        "--block-kb",
+        "64",
+        "-c",
+        &frames.to_string(),
+        "-w",
+        pipe.path.to_str().unwrap(),
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    let sent = pair.inject(&default_trace(), &["--topspeed", "--loop", "10"]);
+    assert_eq!(sent["sent"].as_u64(), Some(frames), "{sent}");
+    // The burst is in: the merger has been blocked on the pipe all along.
+    // Now the pipeline catches up, and the capture ends at its count.
+    let written = pipe.drain();
+    let (code, _, stderr) = live.wait_exit(Duration::from_secs(120));
+    assert_eq!(code, 0, "{stderr:?}");
+    let r = json(&out);
+    assert_identity(&r, frames);
+    let c = &r["capture"]["totals"];
+    assert_eq!(
+        c["shed"].as_u64(),
+        Some(0),
+        "a reader sheds only past three quarters of its ring: {c}"
+    );
+    assert_eq!(c["kernel_drops"].as_u64(), Some(0), "{c}");
+    assert_eq!(r["trace"]["packets"].as_u64(), Some(frames));
+    assert_eq!(written.join().unwrap(), frames, "-w got every frame");
+}
+
+#[test]
+fn a_burst_past_three_quarters_of_the_ring_is_shed_not_dropped() {
+    let test = "a_burst_past_three_quarters_of_the_ring_is_shed_not_dropped";
+    let Some(pair) = VethPair::new(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.json");
+    let pipe = StalledPipe::new(dir.path());
+    // A 4 MiB ring (64 blocks of 64 KiB, about 27,000 of these frames) and
+    // the same 400,000-frame burst into a stalled pipeline: the reader
+    // waits until 48 blocks are full, then sheds what it reads, so the
+    // ring keeps a free quarter and the kernel has (next to) nothing to
+    // drop.
+    let live = pair.live(&[
+        "-q",
+        "--no-truth",
+        "--report-every",
+        "0",
+        "--ring-mb",
+        "4",
+        "--block-kb",
+        "64",
+        "-w",
+        pipe.path.to_str().unwrap(),
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    let sent = pair.inject(&default_trace(), &["--topspeed", "--loop", "10"]);
+    let sent = sent["sent"].as_u64().unwrap();
+    assert_eq!(sent, 400_000);
+    let written = pipe.drain();
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    let r = json(&out);
+    assert_identity(&r, sent);
+    let c = &r["capture"]["totals"];
+    let (shed, kdrops) = (
+        c["shed"].as_u64().unwrap(),
+        c["kernel_drops"].as_u64().unwrap(),
+    );
+    // The ring holds under 27,000 frames and the merger's queue at most
+    // 64 batches of 4,096, so at least 100,000 frames are shed however
+    // the threads were scheduled; a reader that never sheds sheds none.
+    assert!(
+        shed >= 100_000,
+        "a 4 MiB ring cannot hold the burst, so the reader sheds much of it: {c}"
+    );
+    assert!(
+        kdrops < shed / 100,
+        "the loss is the reader's, counted, not the kernel's: {c}"
+    );
+    assert_eq!(
+        written.join().unwrap(),
+        r["trace"]["packets"].as_u64().unwrap(),
+        "-w got every frame the pipeline got"
+    );
+}
+
 fn json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("read JSON")).expect("parse JSON")
 }

@@ -21,15 +21,25 @@
 //! clock less the block timeout). The pipeline therefore sees the same
 //! stream whatever the fanout, and `-w` writes that stream.
 //!
-//! **Full queues.** When the merger's queue is full a reader sheds the
-//! batch it holds (counts it as `shed`, by interface) and goes on draining
-//! its ring. Stalling the ring instead would let the kernel drop whatever
-//! arrives, at random across flows, while the reader waits; shedding keeps
-//! the loss at one place, counted, and the ring free.
+//! **Full queues.** When the merger's queue is full a reader waits for room
+//! while its ring still has room: the ring is the capture's buffer, and a
+//! burst it can hold reaches the engine whole once the engine catches up,
+//! as with tcpdump. Once three quarters of the ring's blocks wait unread
+//! ([`shed_mark`]), or the capture is stopping, the reader sheds the batch
+//! it holds instead (counts it as `shed`, by interface) and goes on
+//! draining its ring. Stalling past that mark would let the ring fill and
+//! the kernel drop whatever arrives, at random across flows; shedding
+//! keeps the loss at one place, counted, and the last quarter of the ring
+//! free. (Up to the forty-first round a reader shed as soon as the queue
+//! was full, and a burst of a million frames into a stopped 512 MiB ring
+//! lost a fifth of them with the ring nearly empty: BENCHMARKS.md,
+//! forty-second round.)
 
 mod counters;
 pub mod metrics;
 mod reader;
+
+pub use reader::shed_mark;
 
 pub use counters::{
     CaptureSummary, CountersSnapshot, EventLatency, EventLatencySummary, InterfaceCounters,
@@ -486,7 +496,7 @@ impl Source for LiveCapture<'_> {
             seconds,
             stopped_by,
             error: fatal.clone(),
-            shed_policy: "a reader whose merger queue is full sheds the batch it holds and counts it; the ring keeps draining",
+            shed_policy: "a reader whose merger queue is full waits while its ring is under three quarters full, then sheds the batch it holds and counts it; the ring keeps draining",
         };
         if let Ok(mut slot) = outcome.lock() {
             *slot = Some(summary);

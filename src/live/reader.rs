@@ -8,10 +8,31 @@ use crate::dissect::{Dissector, FlowKey, SkipReason};
 use crate::hash::FlowHasher;
 use crate::ingest::live::{Interface, PacketRing, TAG_BYTES, restore_vlan_tag};
 use crate::ingest::{LinkType, Timestamp};
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TrySendError};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How long a reader waits on a full merger queue before it looks at its
+/// ring's backlog again. A 64 KiB block of small frames fills in about a
+/// millisecond at 0.6 Mpps, and a quarter of the smallest sensible ring
+/// is tens of blocks, so the ring cannot fill between two looks.
+const ROOM_POLL: Duration = Duration::from_millis(1);
+
+/// The ring's backlog, in blocks, at which a reader whose merger queue is
+/// full sheds instead of waiting: three quarters of the ring (rounded up),
+/// leaving at least one block free. The free quarter is the headroom that
+/// keeps the kernel from dropping while the reader sheds and catches up.
+///
+/// ```
+/// use flowsieve::live::shed_mark;
+/// assert_eq!(shed_mark(64), 48); // the default ring: 64 blocks of 1 MiB
+/// assert_eq!(shed_mark(4), 3);
+/// assert_eq!(shed_mark(2), 1); // the smallest ring the geometry allows
+/// ```
+pub fn shed_mark(blocks: u32) -> u32 {
+    blocks.saturating_sub((blocks / 4).max(1)).max(1)
+}
 
 /// A frame as the merger needs it.
 #[derive(Clone, Copy, Debug)]
@@ -140,13 +161,39 @@ impl Reader {
         b
     }
 
-    /// Sends the batch (or only its watermark, when empty). When the
-    /// merger's queue is full the batch's frames are shed and counted: the
-    /// ring must keep draining, or the kernel would drop at random instead.
+    /// Sends the batch (or only its watermark, when empty).
+    ///
+    /// When the merger's queue is full, a batch with frames waits for room
+    /// while the ring still has room: the ring is the capture's buffer,
+    /// and a burst it can hold is worth keeping whole (the engine catches
+    /// up once the burst is over, as tcpdump's does). Only once
+    /// [`shed_mark`] of the ring's blocks wait unread, or the capture is
+    /// stopping, are the batch's frames shed and counted: past that mark
+    /// the ring must keep draining, or it would fill and the kernel would
+    /// drop at random across flows instead, uncounted by flow class.
     fn send(&mut self, batch: &mut ReaderBatch, watermark: i128) {
         batch.watermark_ns = watermark;
-        let out = std::mem::replace(batch, self.fresh());
-        match self.to_merger.try_send(out) {
+        let mut out = std::mem::replace(batch, self.fresh());
+        let shed_at = shed_mark(self.ring.geometry().blocks);
+        let result = loop {
+            match self.to_merger.try_send(out) {
+                Err(TrySendError::Full(b))
+                    if !b.frames.is_empty()
+                        && !self.stop.load(Ordering::Relaxed)
+                        && !self.ring.backlog_reaches(shed_at) =>
+                {
+                    match self.to_merger.send_timeout(b, ROOM_POLL) {
+                        Ok(()) => break Ok(()),
+                        Err(SendTimeoutError::Timeout(b)) => out = b,
+                        Err(SendTimeoutError::Disconnected(b)) => {
+                            break Err(TrySendError::Disconnected(b));
+                        }
+                    }
+                }
+                other => break other,
+            }
+        };
+        match result {
             Ok(()) => {}
             Err(TrySendError::Full(mut b)) => {
                 self.counters()

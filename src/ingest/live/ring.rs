@@ -392,6 +392,30 @@ impl PacketRing {
         Ok(self.status_word(self.next_block).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0)
     }
 
+    /// Whether at least `blocks` retired blocks wait for the reader.
+    ///
+    /// The kernel retires blocks in ring order, and the reader hands each
+    /// one back before it moves on, so the blocks in user space are one run
+    /// that starts at the next block to read. That run is at least `blocks`
+    /// long exactly when the block `blocks - 1` past the next one is
+    /// retired: one load, whatever the ring's size. `0` is always reached;
+    /// more than the ring holds never is.
+    pub fn backlog_reaches(&self, blocks: u32) -> bool {
+        if blocks == 0 {
+            return true;
+        }
+        if blocks > self.geometry.blocks {
+            return false;
+        }
+        let index = (self.next_block + (blocks - 1)) % self.geometry.blocks;
+        self.status_word(index).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
+    }
+
+    /// The ring's geometry.
+    pub fn geometry(&self) -> RingGeometry {
+        self.geometry
+    }
+
     /// Walks the next block if the kernel has retired it: calls `each` on
     /// every frame, then hands the block back. Returns the number of
     /// frames, or `None` when the next block still belongs to the kernel.
