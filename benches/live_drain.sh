@@ -28,16 +28,7 @@ LOOPS=${2:-25}
 ROUNDS=${ROUNDS:-3}
 RING_MB=${RING_MB:-512}
 command -v tcpdump >/dev/null || { echo "live_drain.sh: needs tcpdump" >&2; exit 2; }
-ns_c=fsdr_cap$$; ns_i=fsdr_inj$$; dc=fdc$$; di=fdi$$
-cleanup() { ip netns del "$ns_c" 2>/dev/null || true; ip netns del "$ns_i" 2>/dev/null || true; }
-trap cleanup EXIT
-ip netns add "$ns_c"; ip netns add "$ns_i"
-ip link add "$dc" type veth peer name "$di"
-ip link set "$dc" netns "$ns_c"; ip link set "$di" netns "$ns_i"
-for n in "$ns_c:$dc" "$ns_i:$di"; do
-    ip netns exec "${n%%:*}" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-    ip netns exec "${n%%:*}" ip link set "${n##*:}" up
-done
+source benches/veth_pair.sh fsdr
 frames=$(( $("$B" replay -q --no-truth --stages none --json /dev/stdout "$TRACE" 2>/dev/null \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["trace"]["packets"])') * LOOPS ))
 inject() { ip netns exec "$ns_i" "$B" inject -i "$di" --loop "$LOOPS" --topspeed --json "$TRACE"; }

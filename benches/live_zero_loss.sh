@@ -18,16 +18,7 @@ TRACE=${1:-traces/default.pcap}
 shift || true
 RATES=${*:-100000 200000 300000 400000 top}
 LOOPS=${LOOPS:-5}
-ns_c=fszl_cap$$; ns_i=fszl_inj$$; dc=fzc$$; di=fzi$$
-cleanup() { ip netns del "$ns_c" 2>/dev/null || true; ip netns del "$ns_i" 2>/dev/null || true; }
-trap cleanup EXIT
-ip netns add "$ns_c"; ip netns add "$ns_i"
-ip link add "$dc" type veth peer name "$di"
-ip link set "$dc" netns "$ns_c"; ip link set "$di" netns "$ns_i"
-for n in "$ns_c:$dc" "$ns_i:$di"; do
-    ip netns exec "${n%%:*}" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-    ip netns exec "${n%%:*}" ip link set "${n##*:}" up
-done
+source benches/veth_pair.sh fszl
 pace() { if [ "$1" = top ]; then echo --topspeed; else echo "--pps $1"; fi; }
 inject() { ip netns exec "$ns_i" "$B" inject -i "$di" --loop "$LOOPS" $(pace "$1") --json "$TRACE"; }
 printf '%-28s %-8s %10s %10s %8s %12s %12s %18s\n' capture rate sent lost loss% achieved_pps cpu_us/frame heavy_p50/p99_ms

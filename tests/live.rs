@@ -228,31 +228,18 @@ struct Live {
 impl Live {
     /// SIGINT after the ring's last block has retired; the exit status,
     /// stdout and stderr lines.
-    fn stop(mut self) -> (i32, String, Vec<String>) {
+    fn stop(self) -> (i32, String, Vec<String>) {
         std::thread::sleep(Duration::from_millis(400));
         // SAFETY: kill with a child's pid and a valid signal.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let status = loop {
-            if let Some(s) = self.child.try_wait().expect("wait") {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("flowsieve live did not stop within 60 s of SIGINT");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let stdout = self.stdout.join().unwrap_or_default();
-        let stderr = self.stderr.join().unwrap_or_default();
-        (status.code().unwrap_or(-1), stdout, stderr)
+        self.wait_exit(Duration::from_secs(60), "stop within 60 s of SIGINT")
     }
-}
 
-impl Live {
-    /// Waits up to `within` for the capture to end by itself (`-c N`); the
-    /// exit status, stdout and stderr lines.
-    fn wait_exit(mut self, within: Duration) -> (i32, String, Vec<String>) {
+    /// Waits up to `within` for the capture to end (by itself, as with
+    /// `-c N`, or after a signal), killing it and failing the test with
+    /// "did not `what`" if it does not; the exit status, stdout and
+    /// stderr lines.
+    fn wait_exit(mut self, within: Duration, what: &str) -> (i32, String, Vec<String>) {
         let deadline = Instant::now() + within;
         let status = loop {
             if let Some(s) = self.child.try_wait().expect("wait") {
@@ -260,7 +247,7 @@ impl Live {
             }
             if Instant::now() > deadline {
                 let _ = self.child.kill();
-                panic!("flowsieve live did not end by itself within {within:?}");
+                panic!("flowsieve live did not {what}");
             }
             std::thread::sleep(Duration::from_millis(20));
         };
@@ -363,7 +350,10 @@ fn a_burst_the_ring_can_hold_reaches_the_pipeline_whole() {
     // The burst is in: the merger has been blocked on the pipe all along.
     // Now the pipeline catches up, and the capture ends at its count.
     let written = pipe.drain();
-    let (code, _, stderr) = live.wait_exit(Duration::from_secs(120));
+    let (code, _, stderr) = live.wait_exit(
+        Duration::from_secs(120),
+        "reach its count of 400,000 frames within 120 s",
+    );
     assert_eq!(code, 0, "{stderr:?}");
     let r = json(&out);
     assert_identity(&r, frames);
