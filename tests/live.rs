@@ -315,21 +315,16 @@ impl StalledPipe {
     }
 }
 
-#[test]
-fn a_burst_the_ring_can_hold_reaches_the_pipeline_whole() {
-    let test = "a_burst_the_ring_can_hold_reaches_the_pipeline_whole";
-    let Some(pair) = VethPair::new(test) else {
-        return;
-    };
+/// A 400,000-frame burst (ten times the bundled trace, at top speed) into
+/// a capture whose merger is stalled on a `-w` pipe until the burst is in,
+/// with a 128 MiB ring of 64 KiB blocks (room for all of it) and `EXTRA`
+/// flags; then the pipe is drained and the capture stopped. The report,
+/// and the records that came through the pipe.
+fn stalled_burst(pair: &VethPair, extra: &[&str]) -> (Value, u64) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("o.json");
     let pipe = StalledPipe::new(dir.path());
-    // Ten times the trace: 400,000 frames, about 60 MB of ring space in
-    // 64 KiB blocks. The 128 MiB ring holds them all, while the merger's
-    // queue (64 batches of at most a few thousand frames; a batch per
-    // retired block at this rate) holds under a tenth of them.
-    let frames = 400_000u64;
-    let live = pair.live(&[
+    let mut args = vec![
         "-q",
         "--no-truth",
         "--report-every",
@@ -338,25 +333,43 @@ fn a_burst_the_ring_can_hold_reaches_the_pipeline_whole() {
         "128",
         "--block-kb",
         "64",
-        "-c",
-        &frames.to_string(),
         "-w",
         pipe.path.to_str().unwrap(),
         "--json",
         out.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let live = pair.live(&args);
     let sent = pair.inject(&default_trace(), &["--topspeed", "--loop", "10"]);
-    assert_eq!(sent["sent"].as_u64(), Some(frames), "{sent}");
+    assert_eq!(sent["sent"].as_u64(), Some(400_000), "{sent}");
     // The burst is in: the merger has been blocked on the pipe all along.
-    // Now the pipeline catches up, and the capture ends at its count.
+    // Now the pipeline catches up.
     let written = pipe.drain();
-    let (code, _, stderr) = live.wait_exit(
-        Duration::from_secs(120),
-        "reach its count of 400,000 frames within 120 s",
-    );
+    let (code, _, stderr) = if extra.contains(&"-c") {
+        live.wait_exit(
+            Duration::from_secs(120),
+            "reach its count of 400,000 frames within 120 s",
+        )
+    } else {
+        live.stop()
+    };
     assert_eq!(code, 0, "{stderr:?}");
     let r = json(&out);
-    assert_identity(&r, frames);
+    assert_identity(&r, 400_000);
+    (r, written.join().unwrap())
+}
+
+#[test]
+fn a_burst_the_ring_can_hold_reaches_the_pipeline_whole() {
+    let test = "a_burst_the_ring_can_hold_reaches_the_pipeline_whole";
+    let Some(pair) = VethPair::new(test) else {
+        return;
+    };
+    // 400,000 frames take about 60 MB of ring space in 64 KiB blocks. The
+    // 128 MiB ring holds them all, while the merger's queue (64 batches of
+    // at most a few thousand frames; a batch per retired block at this
+    // rate) holds under a tenth of them.
+    let (r, written) = stalled_burst(&pair, &["-c", "400000"]);
     let c = &r["capture"]["totals"];
     assert_eq!(
         c["shed"].as_u64(),
@@ -364,8 +377,36 @@ fn a_burst_the_ring_can_hold_reaches_the_pipeline_whole() {
         "a reader sheds only past three quarters of its ring: {c}"
     );
     assert_eq!(c["kernel_drops"].as_u64(), Some(0), "{c}");
-    assert_eq!(r["trace"]["packets"].as_u64(), Some(frames));
-    assert_eq!(written.join().unwrap(), frames, "-w got every frame");
+    assert_eq!(r["trace"]["packets"].as_u64(), Some(400_000));
+    assert_eq!(written, 400_000, "-w got every frame");
+    let policy = r["capture"]["shed_policy"].as_str().unwrap();
+    assert!(
+        policy.contains("fewer than 1536 of its ring's 2048 blocks")
+            && policy.contains("--shed-at 0.75"),
+        "{policy}"
+    );
+}
+
+#[test]
+fn shed_at_zero_sheds_as_soon_as_the_queue_is_full() {
+    let test = "shed_at_zero_sheds_as_soon_as_the_queue_is_full";
+    let Some(pair) = VethPair::new(test) else {
+        return;
+    };
+    // The same burst and ring, with the least-delay policy: the reader
+    // sheds whatever it reads once the stalled merger's queue is full,
+    // though the ring had room for all of it. The queue holds at most 64
+    // batches of 4,096 frames.
+    let (r, written) = stalled_burst(&pair, &["--shed-at", "0"]);
+    let c = &r["capture"]["totals"];
+    let shed = c["shed"].as_u64().unwrap();
+    assert!(shed >= 100_000, "--shed-at 0 sheds at once: {c}");
+    assert_eq!(written, r["trace"]["packets"].as_u64().unwrap());
+    let policy = r["capture"]["shed_policy"].as_str().unwrap();
+    assert!(
+        policy.contains("at once") && policy.contains("--shed-at 0"),
+        "{policy}"
+    );
 }
 
 #[test]
@@ -1162,6 +1203,26 @@ fn bad_live_arguments_exit_before_any_capture() {
             "multiple of the 4 KiB page",
         ),
         (vec!["live", "-i", "lo", "--fanout", "0"], 2, "fanout"),
+        (
+            vec!["live", "-i", "lo", "--shed-at", "1.5"],
+            2,
+            "not a ring fill from 0 to 1",
+        ),
+        (
+            vec!["live", "-i", "lo", "--shed-at=-0.1"],
+            2,
+            "not a ring fill from 0 to 1",
+        ),
+        (
+            vec!["live", "-i", "lo", "--shed-at", "NaN"],
+            2,
+            "not a ring fill from 0 to 1",
+        ),
+        (
+            vec!["live", "-i", "lo", "--shed-at", "most"],
+            2,
+            "not a ring fill from 0 to 1",
+        ),
         (vec!["live", "-i", "lo", "-s", "10"], 2, "snaplen"),
         (
             vec!["inject", "-i", "lo", "--pps", "0", "traces/default.pcap"],

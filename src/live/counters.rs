@@ -233,7 +233,7 @@ pub struct CaptureSummary {
     /// The fatal error, when an interface failed.
     pub error: Option<String>,
     /// The policy for full pipeline queues.
-    pub shed_policy: &'static str,
+    pub shed_policy: String,
 }
 
 /// One interface in the `capture` section.

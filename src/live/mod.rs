@@ -25,7 +25,7 @@
 //! while its ring still has room: the ring is the capture's buffer, and a
 //! burst it can hold reaches the engine whole once the engine catches up,
 //! as with tcpdump. Once three quarters of the ring's blocks wait unread
-//! ([`shed_mark`]), or the capture is stopping, the reader sheds the batch
+//! (`--shed-at`, [`ShedAt`]), or the capture is stopping, the reader sheds the batch
 //! it holds instead (counts it as `shed`, by interface) and goes on
 //! draining its ring. Stalling past that mark would let the ring fill and
 //! the kernel drop whatever arrives, at random across flows; shedding
@@ -39,7 +39,7 @@ mod counters;
 pub mod metrics;
 mod reader;
 
-pub use reader::shed_mark;
+pub use reader::ShedAt;
 
 pub use counters::{
     CaptureSummary, CountersSnapshot, EventLatency, EventLatencySummary, InterfaceCounters,
@@ -92,6 +92,9 @@ pub struct LiveConfig {
     /// block per `-i`, with its name) when it ends in `.pcapng`, else
     /// classic pcap; nanosecond timestamps either way.
     pub write: Option<PathBuf>,
+    /// The ring fill at which a reader whose queue to the merger is full
+    /// sheds instead of waiting.
+    pub shed_at: ShedAt,
 }
 
 impl LiveConfig {
@@ -113,7 +116,21 @@ impl LiveConfig {
             duration: None,
             report_every: None,
             write: None,
+            shed_at: ShedAt::DEFAULT,
         }
+    }
+}
+
+/// What the report says a reader does when its queue to the merger is full.
+fn shed_policy(shed_at: ShedAt, blocks: u32) -> String {
+    let mark = shed_at.blocks(blocks);
+    if mark == 0 {
+        "a reader whose merger queue is full sheds the batch it holds at once and counts it (--shed-at 0); the ring keeps draining".into()
+    } else {
+        format!(
+            "a reader whose merger queue is full waits while fewer than {mark} of its ring's {blocks} blocks are full (--shed-at {}), then sheds the batch it holds and counts it; the ring keeps draining",
+            shed_at.fill()
+        )
     }
 }
 
@@ -304,6 +321,7 @@ impl Source for LiveCapture<'_> {
                     free: free_rx.clone(),
                     stop: Arc::clone(&stop),
                     retire_ms: cfg.geometry.retire_ms,
+                    shed_at_blocks: cfg.shed_at.blocks(cfg.geometry.blocks),
                 };
                 match std::thread::Builder::new()
                     .name("flowsieve-ring".into())
@@ -496,7 +514,7 @@ impl Source for LiveCapture<'_> {
             seconds,
             stopped_by,
             error: fatal.clone(),
-            shed_policy: "a reader whose merger queue is full waits while its ring is under three quarters full, then sheds the batch it holds and counts it; the ring keeps draining",
+            shed_policy: shed_policy(cfg.shed_at, cfg.geometry.blocks),
         };
         if let Ok(mut slot) = outcome.lock() {
             *slot = Some(summary);
