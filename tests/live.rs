@@ -317,10 +317,10 @@ impl StalledPipe {
 
 /// A 400,000-frame burst (ten times the bundled trace, at top speed) into
 /// a capture whose merger is stalled on a `-w` pipe until the burst is in,
-/// with a 128 MiB ring of 64 KiB blocks (room for all of it) and `EXTRA`
-/// flags; then the pipe is drained and the capture stopped. The report,
-/// and the records that came through the pipe.
-fn stalled_burst(pair: &VethPair, extra: &[&str]) -> (Value, u64) {
+/// with a ring of `ring_mb` MiB in 64 KiB blocks and `extra` flags; then
+/// the pipe is drained and the capture ends (at its `-c` count, or
+/// stopped). The report, and the records that came through the pipe.
+fn stalled_burst(pair: &VethPair, ring_mb: &str, extra: &[&str]) -> (Value, u64) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("o.json");
     let pipe = StalledPipe::new(dir.path());
@@ -330,7 +330,7 @@ fn stalled_burst(pair: &VethPair, extra: &[&str]) -> (Value, u64) {
         "--report-every",
         "0",
         "--ring-mb",
-        "128",
+        ring_mb,
         "--block-kb",
         "64",
         "-w",
@@ -369,7 +369,7 @@ fn a_burst_the_ring_can_hold_reaches_the_pipeline_whole() {
     // 128 MiB ring holds them all, while the merger's queue (64 batches of
     // at most a few thousand frames; a batch per retired block at this
     // rate) holds under a tenth of them.
-    let (r, written) = stalled_burst(&pair, &["-c", "400000"]);
+    let (r, written) = stalled_burst(&pair, "128", &["-c", "400000"]);
     let c = &r["capture"]["totals"];
     assert_eq!(
         c["shed"].as_u64(),
@@ -397,7 +397,7 @@ fn shed_at_zero_sheds_as_soon_as_the_queue_is_full() {
     // sheds whatever it reads once the stalled merger's queue is full,
     // though the ring had room for all of it. The queue holds at most 64
     // batches of 4,096 frames.
-    let (r, written) = stalled_burst(&pair, &["--shed-at", "0"]);
+    let (r, written) = stalled_burst(&pair, "128", &["--shed-at", "0"]);
     let c = &r["capture"]["totals"];
     let shed = c["shed"].as_u64().unwrap();
     assert!(shed >= 100_000, "--shed-at 0 sheds at once: {c}");
@@ -415,36 +415,12 @@ fn a_burst_past_three_quarters_of_the_ring_is_shed_not_dropped() {
     let Some(pair) = VethPair::new(test) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("o.json");
-    let pipe = StalledPipe::new(dir.path());
     // A 4 MiB ring (64 blocks of 64 KiB, about 27,000 of these frames) and
     // the same 400,000-frame burst into a stalled pipeline: the reader
     // waits until 48 blocks are full, then sheds what it reads, so the
     // ring keeps a free quarter and the kernel has (next to) nothing to
     // drop.
-    let live = pair.live(&[
-        "-q",
-        "--no-truth",
-        "--report-every",
-        "0",
-        "--ring-mb",
-        "4",
-        "--block-kb",
-        "64",
-        "-w",
-        pipe.path.to_str().unwrap(),
-        "--json",
-        out.to_str().unwrap(),
-    ]);
-    let sent = pair.inject(&default_trace(), &["--topspeed", "--loop", "10"]);
-    let sent = sent["sent"].as_u64().unwrap();
-    assert_eq!(sent, 400_000);
-    let written = pipe.drain();
-    let (code, _, stderr) = live.stop();
-    assert_eq!(code, 0, "{stderr:?}");
-    let r = json(&out);
-    assert_identity(&r, sent);
+    let (r, written) = stalled_burst(&pair, "4", &[]);
     let c = &r["capture"]["totals"];
     let (shed, kdrops) = (
         c["shed"].as_u64().unwrap(),
@@ -462,7 +438,7 @@ fn a_burst_past_three_quarters_of_the_ring_is_shed_not_dropped() {
         "the loss is the reader's, counted, not the kernel's: {c}"
     );
     assert_eq!(
-        written.join().unwrap(),
+        written,
         r["trace"]["packets"].as_u64().unwrap(),
         "-w got every frame the pipeline got"
     );
