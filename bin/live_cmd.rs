@@ -3,7 +3,7 @@
 
 use super::{RunArgs, emit_report, exit, fail};
 use clap::Args;
-use flowsieve::ingest::DurationNs;
+use flowsieve::ingest::{DurationNs, ShedAt};
 use flowsieve::pipeline::defaults;
 use std::path::PathBuf;
 
@@ -60,7 +60,7 @@ pub struct LiveArgs {
     /// ring absorbs a burst whole, later; 0 sheds at once (least delay),
     /// 1 waits until the ring is full (then the kernel drops).
     #[arg(long, default_value = "0.75", value_parser = parse_shed_at, value_name = "FILL", help_heading = "Capture")]
-    pub shed_at: f64,
+    pub shed_at: ShedAt,
     /// Which frames to capture.
     #[arg(long, value_enum, default_value_t = Direction::Both, help_heading = "Capture")]
     pub direction: Direction,
@@ -109,13 +109,12 @@ impl std::fmt::Display for ReportEvery {
     }
 }
 
-/// A `--shed-at` value: a fraction from 0 to 1 (`live::ShedAt`, which
-/// exists on Linux only, as the capture does).
-fn parse_shed_at(s: &str) -> Result<f64, String> {
+/// A `--shed-at` value: a fraction from 0 to 1.
+fn parse_shed_at(s: &str) -> Result<ShedAt, String> {
     s.trim()
         .parse::<f64>()
         .ok()
-        .filter(|f| (0.0..=1.0).contains(f))
+        .and_then(ShedAt::new)
         .ok_or_else(|| format!("{s:?} is not a ring fill from 0 to 1"))
 }
 
@@ -176,7 +175,7 @@ mod linux {
     use flowsieve::ingest::live::{Injector, Interface, Pace, RingGeometry};
     use flowsieve::live::metrics::MetricsServer;
     use flowsieve::live::{
-        EventLatency, IntervalReport, LiveCapture, LiveConfig, LiveCounters, LiveObserver, ShedAt,
+        EventLatency, IntervalReport, LiveCapture, LiveConfig, LiveCounters, LiveObserver,
     };
     use flowsieve::pipeline::{Event, EventKind, PipelineSink, run_with_gauges};
     use flowsieve::replay::NoObserver;
@@ -343,15 +342,7 @@ mod linux {
         live.duration = a.duration.map(|d| Duration::from_nanos(d.0));
         live.report_every = a.report_every.0.map(|d| Duration::from_nanos(d.0));
         live.write = a.write.clone();
-        live.shed_at = match ShedAt::new(a.shed_at) {
-            Some(s) => s,
-            None => {
-                return fail(
-                    exit::USAGE,
-                    format!("--shed-at {}: not a ring fill from 0 to 1", a.shed_at),
-                );
-            }
-        };
+        live.shed_at = a.shed_at;
         let lines: Option<Shared> = match &a.json_lines {
             None => None,
             Some(p) if p.as_os_str() == "-" => Some(Rc::new(RefCell::new(Box::new(

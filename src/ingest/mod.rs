@@ -30,6 +30,7 @@ mod page_cache;
 pub mod pcap;
 pub mod pcapng;
 mod read_ahead;
+mod shed_at;
 mod source;
 mod timestamp;
 
@@ -39,6 +40,7 @@ pub use error::{Anomaly, AnomalyKind, IngestError, PcapError, PcapNgError, Posit
 pub use link_type::LinkType;
 pub use page_cache::{PageCacheState, page_cache_state};
 pub use pcap::PcapVariant;
+pub use shed_at::ShedAt;
 pub use timestamp::{DurationError, DurationNs, Timestamp};
 
 use frame::Framed;

@@ -25,21 +25,21 @@
 //! while its ring still has room: the ring is the capture's buffer, and a
 //! burst it can hold reaches the engine whole once the engine catches up,
 //! as with tcpdump. Once three quarters of the ring's blocks wait unread
-//! (`--shed-at`, [`ShedAt`]), or the capture is stopping, the reader sheds the batch
-//! it holds instead (counts it as `shed`, by interface) and goes on
-//! draining its ring. Stalling past that mark would let the ring fill and
-//! the kernel drop whatever arrives, at random across flows; shedding
+//! (`--shed-at`, [`ShedAt`]), or the capture is stopping, the reader sheds
+//! the batch it holds instead (counts it as `shed`, by interface) and goes
+//! on draining its ring. Stalling past that mark would let the ring fill
+//! and the kernel drop whatever arrives, at random across flows; shedding
 //! keeps the loss at one place, counted, and the last quarter of the ring
 //! free. (Up to the forty-first round a reader shed as soon as the queue
 //! was full, and a burst of a million frames into a stopped 512 MiB ring
-//! lost a fifth of them with the ring nearly empty: BENCHMARKS.md,
-//! forty-second round.)
+//! lost a fifth to a third of them with the ring nearly empty:
+//! BENCHMARKS.md, forty-second round.)
 
 mod counters;
 pub mod metrics;
 mod reader;
 
-pub use reader::ShedAt;
+pub use crate::ingest::ShedAt;
 
 pub use counters::{
     CaptureSummary, CountersSnapshot, EventLatency, EventLatencySummary, InterfaceCounters,

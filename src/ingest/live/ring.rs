@@ -411,11 +411,6 @@ impl PacketRing {
         self.status_word(index).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
     }
 
-    /// The ring's geometry.
-    pub fn geometry(&self) -> RingGeometry {
-        self.geometry
-    }
-
     /// Walks the next block if the kernel has retired it: calls `each` on
     /// every frame, then hands the block back. Returns the number of
     /// frames, or `None` when the next block still belongs to the kernel.
