@@ -19,10 +19,15 @@
 #
 # Each row runs ROUNDS times (default 3, env ROUNDS) and prints the median
 # drain; the captures alternate within a round, so that the host's noise
-# hits them alike.
+# hits them alike. FLOWSIEVE may name several builds (space-separated):
+# each flowsieve row then runs once per build in every round, labelled
+# with the build's file name, for a side-by-side comparison; ROWS (a
+# regular expression, default every row) picks the rows to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=${FLOWSIEVE:-target/release/flowsieve}
+read -r -a BUILDS <<<"${FLOWSIEVE:-target/release/flowsieve}"
+B=${BUILDS[0]}
+ROWS=${ROWS:-.}
 TRACE=${1:-traces/default.pcap}
 LOOPS=${2:-25}
 ROUNDS=${ROUNDS:-3}
@@ -100,17 +105,29 @@ print(json.dumps({"label": label, "drain": float(t1) - float(t0), "sent": sent,
 PY
     rm -f "$err" "$json"
 }
+# row LABEL SOCKETS ARGS...: a flowsieve row, once per build.
+row() {
+    local label=$1 sockets=$2; shift 2
+    [[ $label =~ $ROWS ]] || return 0
+    local b name
+    for b in "${BUILDS[@]}"; do
+        name=$label; [ "${#BUILDS[@]}" -gt 1 ] && name="$label [$(basename "$b")]"
+        drain "$name" "$sockets" "$b" live -i "$dc" -q --report-every 0 -c "$frames" --json JSON "$@"
+    done
+}
 for r in $(seq "$ROUNDS"); do
-    drain "tcpdump -w /dev/null" 1 tcpdump -i "$dc" -w /dev/null -c "$frames" -B $((RING_MB * 1024))
-    drain "stages none, fanout 1" 1 "$B" live -i "$dc" -q --no-truth --report-every 0 -c "$frames" --json JSON --ring-mb "$RING_MB" --stages none
-    drain "all stages, fanout 1" 1 "$B" live -i "$dc" -q --no-truth --report-every 0 -c "$frames" --json JSON --ring-mb "$RING_MB"
-    drain "all stages, fanout 2" 2 "$B" live -i "$dc" -q --no-truth --report-every 0 -c "$frames" --json JSON --ring-mb $((RING_MB / 2)) --fanout 2
-    drain "all stages, truth on" 1 "$B" live -i "$dc" -q --report-every 0 -c "$frames" --json JSON --ring-mb "$RING_MB"
+    if [[ "tcpdump -w /dev/null" =~ $ROWS ]]; then
+        drain "tcpdump -w /dev/null" 1 tcpdump -i "$dc" -w /dev/null -c "$frames" -B $((RING_MB * 1024))
+    fi
+    row "stages none, fanout 1" 1 --no-truth --ring-mb "$RING_MB" --stages none
+    row "all stages, fanout 1" 1 --no-truth --ring-mb "$RING_MB"
+    row "all stages, fanout 2" 2 --no-truth --ring-mb $((RING_MB / 2)) --fanout 2
+    row "all stages, truth on" 1 --ring-mb "$RING_MB"
 done
 python3 - "$results" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f'{"capture":<24} {"frames":>9} {"drain ms: median":>17} {"(min-max)":>15} {"Mpps":>7}  note')
+print(f'{"capture":<44} {"frames":>9} {"drain ms: median":>17} {"(min-max)":>15} {"Mpps":>7}  note')
 for label in dict.fromkeys(r["label"] for r in rows):
     mine = [r for r in rows if r["label"] == label]
     d = statistics.median(r["drain"] for r in mine)
@@ -125,6 +142,6 @@ for label in dict.fromkeys(r["label"] for r in rows):
         note.append("stopped after 120 s")
     lo, hi = min(r["drain"] for r in mine), max(r["drain"] for r in mine)
     span = f"({lo * 1e3:.0f}-{hi * 1e3:.0f})"
-    print(f'{label:<24} {n:>9} {d * 1e3:>17.1f} {span:>15} {n / d / 1e6:>7.2f}  {"; ".join(note)}')
+    print(f'{label:<44} {n:>9} {d * 1e3:>17.1f} {span:>15} {n / d / 1e6:>7.2f}  {"; ".join(note)}')
 PY
 rm -f "$results"

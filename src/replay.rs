@@ -17,13 +17,12 @@
 use crate::class::{ClassId, Classifier};
 use crate::dissect::{Dissector, FlowKey, SkipCounts, SkipReason};
 use crate::hash::{FlowHasher, HashKey};
-use crate::ingest::{Compression, IngestError, LinkType, ReadMode, Timestamp, TraceReader};
+use crate::ingest::{Compression, IngestError, LinkTypeCounts, ReadMode, Timestamp, TraceReader};
 use crate::report::{
     AnomalySummary, ClassSummary, FileSummary, LinkTypeCount, OptionsInfo, ReplaySummary,
     SCHEMA_VERSION, ToolInfo, TopFlow, TraceSummary,
 };
 use crate::truth::{BatchedRecorder, FlowTable, record_on_own_thread, top_of};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -159,7 +158,7 @@ pub(crate) struct Totals {
     pub(crate) first_ts: Option<Timestamp>,
     pub(crate) last_ts: Option<Timestamp>,
     pub(crate) skips: SkipCounts,
-    pub(crate) link_types: BTreeMap<u16, u64>,
+    pub(crate) link_types: LinkTypeCounts,
     pub(crate) class_packets: Vec<u64>,
     pub(crate) class_bytes: Vec<u64>,
 }
@@ -359,9 +358,9 @@ pub(crate) fn summarize(
             link_types: totals
                 .link_types
                 .iter()
-                .map(|(&lt, &packets)| LinkTypeCount {
-                    link_type: lt,
-                    name: LinkType(lt).name().into(),
+                .map(|(lt, packets)| LinkTypeCount {
+                    link_type: lt.0,
+                    name: lt.name().into(),
                     packets,
                 })
                 .collect(),
@@ -472,10 +471,7 @@ fn replay_file<P: PacketSink>(
         Compression::Zstd => "zstd",
     }
     .into();
-    let mut link_types: Vec<u16> = Vec::new();
-    // Link types are counted by runs (a trace rarely switches), so the map
-    // is touched once per run rather than once per packet.
-    let mut run: Option<(LinkType, u64)> = None;
+    let mut link_types = LinkTypeCounts::default();
     let (mut first_ts, mut last_ts) = (Timestamp::MAX, Timestamp::MIN);
     let mut truncated = 0u64;
     let mut error: Option<IngestError> = None;
@@ -501,18 +497,7 @@ fn replay_file<P: PacketSink>(
                     first_ts = first_ts.min(packet.ts);
                     last_ts = last_ts.max(packet.ts);
                 }
-                match &mut run {
-                    Some((lt, n)) if *lt == packet.link_type => *n += 1,
-                    _ => {
-                        if let Some((lt, n)) = run.take() {
-                            *totals.link_types.entry(lt.0).or_insert(0) += n;
-                        }
-                        run = Some((packet.link_type, 1));
-                        if !link_types.contains(&packet.link_type.0) {
-                            link_types.push(packet.link_type.0);
-                        }
-                    }
-                }
+                link_types.add(packet.link_type);
                 // Matched by reference: the key is read where the dissector
                 // wrote it. Moved out of the `Result`, it was copied at once
                 // as 16-byte loads of what 8-byte stores had just written,
@@ -548,9 +533,7 @@ fn replay_file<P: PacketSink>(
             observer.progress(summary.packets, reader.offset());
         }
     }
-    if let Some((lt, n)) = run {
-        *totals.link_types.entry(lt.0).or_insert(0) += n;
-    }
+    totals.link_types.merge(&link_types);
     totals.packets += summary.packets;
     totals.wire_bytes += summary.wire_bytes;
     totals.captured_bytes += summary.captured_bytes;
@@ -559,13 +542,11 @@ fn replay_file<P: PacketSink>(
         totals.first_ts = Some(totals.first_ts.map_or(first_ts, |t| t.min(first_ts)));
         totals.last_ts = Some(totals.last_ts.map_or(last_ts, |t| t.max(last_ts)));
     }
-    if let Some(lt) = reader.file_link_type()
-        && !link_types.contains(&lt.0)
-    {
-        link_types.push(lt.0);
+    // A file's header names its link type even when no packet follows.
+    if let Some(lt) = reader.file_link_type() {
+        link_types.add_n(lt, 0);
     }
-    link_types.sort_unstable();
-    summary.link_types = link_types;
+    summary.link_types = link_types.iter().map(|(lt, _)| lt.0).collect();
     summary.complete = error.is_none() && summary.packets < budget && !sink.stopped();
     summary.anomalies = reader
         .anomalies()

@@ -1874,3 +1874,38 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    /// `LinkTypeCounts` (counts by runs) against a plain map counted one
+    /// step at a time: the same counts and the same types listed, for any
+    /// steps (zero-packet steps among them, which list a type with no
+    /// packets), and a merge adds every count.
+    #[test]
+    fn link_type_counts_are_a_plain_maps_counts(
+        steps in proptest::collection::vec((0u16..4, 0u64..3), 0..60),
+        more in proptest::collection::vec((0u16..4, 0u64..3), 0..20),
+    ) {
+        use flowsieve::ingest::LinkTypeCounts;
+        use std::collections::BTreeMap;
+        let count = |steps: &[(u16, u64)]| {
+            let (mut runs, mut plain) = (LinkTypeCounts::default(), BTreeMap::new());
+            for &(lt, n) in steps {
+                if n == 1 { runs.add(LinkType(lt)) } else { runs.add_n(LinkType(lt), n) }
+                *plain.entry(lt).or_insert(0u64) += n;
+            }
+            (runs, plain)
+        };
+        let (mut runs, mut plain) = count(&steps);
+        let listed = |r: &LinkTypeCounts| r.iter().map(|(lt, n)| (lt.0, n)).collect::<BTreeMap<_, _>>();
+        proptest::prop_assert_eq!(listed(&runs), plain.clone());
+        for lt in 0u16..5 {
+            proptest::prop_assert_eq!(runs.contains(LinkType(lt)), plain.contains_key(&lt));
+        }
+        let (other, other_plain) = count(&more);
+        runs.merge(&other);
+        for (lt, n) in other_plain {
+            *plain.entry(lt).or_insert(0) += n;
+        }
+        proptest::prop_assert_eq!(listed(&runs), plain);
+    }
+}

@@ -5,8 +5,11 @@
 use crate::common;
 
 use common::{manifest, scan, shared_traces};
+use flowsieve::class::Classifier;
 use flowsieve::dissect::{Dissector, SkipReason};
 use flowsieve::ingest::{IngestError, Position};
+use flowsieve::replay::{NoObserver, ReplayConfig, replay};
+use std::collections::BTreeMap;
 
 /// Files where flowsieve's flow count differs from the manifest on purpose.
 /// Each asserts flowsieve's own exact numbers instead, so it still fails if
@@ -175,6 +178,81 @@ fn curated_files_match_the_independent_parser() {
         }
     }
     assert!(checked >= 100, "only {checked} curated captures found");
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// The replay's packets per link type (counted by runs,
+/// `ingest::LinkTypeCounts`) are what a plain map counts one packet at a
+/// time, on every curated capture, including the pcapng files whose
+/// interfaces of different link types interleave. Each file's list of link
+/// types holds every type its packets had, and only types the independent
+/// parser found in the file.
+#[test]
+fn replay_counts_packets_per_link_type_as_a_packet_at_a_time_count() {
+    let Some(dir) =
+        shared_traces("replay_counts_packets_per_link_type_as_a_packet_at_a_time_count")
+    else {
+        return;
+    };
+    let cfg = ReplayConfig::new(Classifier::ports());
+    let (mut checked, mut mixed) = (0, 0);
+    let mut failures = Vec::new();
+    for entry in manifest(&dir) {
+        if !entry.format().starts_with("pcap") {
+            continue;
+        }
+        let path = dir.join(&entry.file);
+        let want = scan(&path, Dissector::default()).link_types;
+        let got = replay(std::slice::from_ref(&path), &cfg, &mut NoObserver);
+        let counted: BTreeMap<u16, u64> = got
+            .trace
+            .link_types
+            .iter()
+            .map(|c| (c.link_type, c.packets))
+            .collect();
+        if counted != want {
+            failures.push(format!("{}: replay {counted:?} != {want:?}", entry.file));
+        }
+        let listed: Vec<u16> = got
+            .trace
+            .files
+            .first()
+            .map(|f| f.link_types.clone())
+            .unwrap_or_default();
+        if want.keys().any(|lt| !listed.contains(lt)) {
+            failures.push(format!(
+                "{}: file lists {listed:?}, packets had {want:?}",
+                entry.file
+            ));
+        }
+        let independent: Vec<u16> = entry.stats["linktypes"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_u64())
+                    .map(|v| v as u16)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !independent.is_empty() && listed.iter().any(|lt| !independent.contains(lt)) {
+            failures.push(format!(
+                "{}: file lists {listed:?}, the manifest {independent:?}",
+                entry.file
+            ));
+        }
+        checked += 1;
+        mixed += usize::from(want.len() > 1);
+    }
+    assert!(checked >= 100, "only {checked} curated captures found");
+    assert!(
+        mixed >= 3,
+        "only {mixed} captures with packets of several link types"
+    );
     assert!(
         failures.is_empty(),
         "{} mismatches:\n{}",

@@ -23,6 +23,7 @@ mod anomaly;
 mod error;
 mod frame;
 mod link_type;
+mod link_type_counts;
 #[cfg(target_os = "linux")]
 pub mod live;
 mod map_guard;
@@ -38,6 +39,7 @@ pub use anomaly::{AnomalyEntry, AnomalyLog};
 // `ReadMode` is defined below, beside the reader that uses it.
 pub use error::{Anomaly, AnomalyKind, IngestError, PcapError, PcapNgError, Position};
 pub use link_type::LinkType;
+pub use link_type_counts::LinkTypeCounts;
 pub use page_cache::{PageCacheState, page_cache_state};
 pub use pcap::PcapVariant;
 pub use shed_at::ShedAt;

@@ -422,7 +422,7 @@ impl Source for LiveCapture<'_> {
                     totals.truncated_packets += u64::from(f.captured < f.wire_len);
                     totals.first_ts = Some(totals.first_ts.map_or(f.ts, |t| t.min(f.ts)));
                     totals.last_ts = Some(totals.last_ts.map_or(f.ts, |t| t.max(f.ts)));
-                    *totals.link_types.entry(f.link_type.0).or_insert(0) += 1;
+                    totals.link_types.add(f.link_type);
                     match f.outcome {
                         Ok(k) => {
                             totals.keyed(k.class, f.wire_len, k.ports_truncated);

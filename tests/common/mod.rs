@@ -130,6 +130,8 @@ pub struct Scan {
     pub error: Option<IngestError>,
     pub reader: Option<TraceReader>,
     pub keys_in_order: Vec<Option<FlowKey>>,
+    /// Packets per link type, counted one packet at a time in a plain map.
+    pub link_types: std::collections::BTreeMap<u16, u64>,
 }
 
 /// Reads a whole file through the reader and dissector.
@@ -143,6 +145,7 @@ pub fn scan(path: &Path, dissector: Dissector) -> Scan {
         error: None,
         reader: None,
         keys_in_order: Vec::new(),
+        link_types: Default::default(),
     };
     let mut reader = match TraceReader::open(path) {
         Ok(r) => r,
@@ -155,6 +158,7 @@ pub fn scan(path: &Path, dissector: Dissector) -> Scan {
         match reader.next_packet() {
             Ok(Some(p)) => {
                 s.packets += 1;
+                *s.link_types.entry(p.link_type.0).or_insert(0) += 1;
                 if p.timestamped {
                     s.first_ts = Some(s.first_ts.map_or(p.ts, |t| t.min(p.ts)));
                     s.last_ts = Some(s.last_ts.map_or(p.ts, |t| t.max(p.ts)));
