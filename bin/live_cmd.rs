@@ -57,10 +57,17 @@ pub struct LiveArgs {
     pub block_timeout: DurationNs,
     /// Ring fill (0 to 1) at which a reader whose queue to the pipeline is
     /// full sheds the frames it holds instead of waiting: below it the
-    /// ring absorbs a burst whole, later; 0 sheds at once (least delay),
-    /// 1 waits until the ring is full (then the kernel drops).
+    /// ring absorbs a burst whole, later; 0 sheds at once (the queues
+    /// still delay; --max-delay bounds that); 1 waits until the ring is
+    /// full (then the kernel drops).
     #[arg(long, default_value = "0.75", value_parser = parse_shed_at, value_name = "FILL", help_heading = "Capture")]
     pub shed_at: ShedAt,
+    /// Shed (and count) every frame older than this when the pipeline
+    /// would get it, so that an engine slower than the link never reports
+    /// on traffic this old (such as 200ms; off by default: every frame the
+    /// readers keep is handled, however late).
+    #[arg(long, value_name = "DURATION", help_heading = "Capture")]
+    pub max_delay: Option<DurationNs>,
     /// Which frames to capture.
     #[arg(long, value_enum, default_value_t = Direction::Both, help_heading = "Capture")]
     pub direction: Direction,
@@ -343,6 +350,7 @@ mod linux {
         live.report_every = a.report_every.0.map(|d| Duration::from_nanos(d.0));
         live.write = a.write.clone();
         live.shed_at = a.shed_at;
+        live.max_delay = a.max_delay.map(|d| Duration::from_nanos(d.0));
         let lines: Option<Shared> = match &a.json_lines {
             None => None,
             Some(p) if p.as_os_str() == "-" => Some(Rc::new(RefCell::new(Box::new(

@@ -300,11 +300,11 @@ impl StalledPipe {
 
 /// A 400,000-frame burst (ten times the bundled trace, at top speed) into
 /// a capture whose merger is stalled on a `-w` pipe until the burst is in,
-/// with a ring of `ring_mb` MiB in 64 KiB blocks and `extra` flags; then
-/// the pipe is drained and the capture ends (at its `-c` count, or
-/// stopped). The report, and the packets a replay of what came through
-/// the pipe counts.
-fn stalled_burst(pair: &VethPair, ring_mb: &str, extra: &[&str]) -> (Value, u64) {
+/// with a ring of `ring_mb` MiB in 64 KiB blocks and `extra` flags; then,
+/// `hold` later, the pipe is drained and the capture ends (at its `-c`
+/// count, or stopped). The report, and the packets a replay of what came
+/// through the pipe counts.
+fn stalled_burst(pair: &VethPair, ring_mb: &str, extra: &[&str], hold: Duration) -> (Value, u64) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("o.json");
     let pipe = StalledPipe::new(dir.path());
@@ -327,7 +327,8 @@ fn stalled_burst(pair: &VethPair, ring_mb: &str, extra: &[&str]) -> (Value, u64)
     let sent = pair.inject(&default_trace(), &["--topspeed", "--loop", "10"]);
     assert_eq!(sent["sent"].as_u64(), Some(400_000), "{sent}");
     // The burst is in: the merger has been blocked on the pipe all along.
-    // Now the pipeline catches up.
+    // Now (after `hold`) the pipeline catches up.
+    std::thread::sleep(hold);
     let copy = dir.path().join("copy.pcap");
     let written = pipe.drain_to(copy.clone());
     let (code, _, stderr) = if extra.contains(&"-c") {
@@ -358,7 +359,7 @@ fn a_burst_the_ring_can_hold_reaches_the_pipeline_whole() {
     // 128 MiB ring holds them all, while the merger's queue (64 batches of
     // at most a few thousand frames; a batch per retired block at this
     // rate) holds under a tenth of them.
-    let (r, written) = stalled_burst(&pair, "128", &["-c", "400000"]);
+    let (r, written) = stalled_burst(&pair, "128", &["-c", "400000"], Duration::ZERO);
     let c = &r["capture"]["totals"];
     assert_eq!(
         c["shed"].as_u64(),
@@ -386,7 +387,7 @@ fn shed_at_zero_sheds_as_soon_as_the_queue_is_full() {
     // sheds whatever it reads once the stalled merger's queue is full,
     // though the ring had room for all of it. The queue holds at most 64
     // batches of 4,096 frames.
-    let (r, written) = stalled_burst(&pair, "128", &["--shed-at", "0"]);
+    let (r, written) = stalled_burst(&pair, "128", &["--shed-at", "0"], Duration::ZERO);
     let c = &r["capture"]["totals"];
     let shed = c["shed"].as_u64().unwrap();
     assert!(shed >= 100_000, "--shed-at 0 sheds at once: {c}");
@@ -409,7 +410,7 @@ fn a_burst_past_three_quarters_of_the_ring_is_shed_not_dropped() {
     // waits until 48 blocks are full, then sheds what it reads, so the
     // ring keeps a free quarter and the kernel has (next to) nothing to
     // drop.
-    let (r, written) = stalled_burst(&pair, "4", &[]);
+    let (r, written) = stalled_burst(&pair, "4", &[], Duration::ZERO);
     let c = &r["capture"]["totals"];
     let (shed, kdrops) = (
         c["shed"].as_u64().unwrap(),
@@ -430,6 +431,48 @@ fn a_burst_past_three_quarters_of_the_ring_is_shed_not_dropped() {
         written,
         r["trace"]["packets"].as_u64().unwrap(),
         "-w got every frame the pipeline got"
+    );
+}
+
+#[test]
+fn max_delay_sheds_what_the_pipeline_would_get_too_late() {
+    let test = "max_delay_sheds_what_the_pipeline_would_get_too_late";
+    let Some(pair) = VethPair::new(test) else {
+        return;
+    };
+    // The burst the 128 MiB ring holds whole, kept from the pipeline for a
+    // second after it is in: every frame is then over 500 ms old. The
+    // merger was blocked on `-w` with its clock read before the stall, so
+    // at most the 4,096 frames it releases before it reads the clock again
+    // (and the few hundred in the pipe's buffer) get through; the rest is
+    // shed and counted. Without --max-delay the same burst reaches the
+    // pipeline whole (a_burst_the_ring_can_hold_reaches_the_pipeline_whole).
+    let (r, written) = stalled_burst(
+        &pair,
+        "128",
+        &["--max-delay", "500ms"],
+        Duration::from_secs(1),
+    );
+    let c = &r["capture"]["totals"];
+    let (shed, kdrops) = (
+        c["shed"].as_u64().unwrap(),
+        c["kernel_drops"].as_u64().unwrap(),
+    );
+    assert_eq!(kdrops, 0, "the ring held the burst: {c}");
+    assert!(
+        shed >= 390_000,
+        "frames over 500 ms old are shed, not handed to the pipeline: {c}"
+    );
+    assert_eq!(
+        written,
+        r["trace"]["packets"].as_u64().unwrap(),
+        "-w got the frames the pipeline got, not the shed ones"
+    );
+    assert_eq!(r["capture"]["max_delay_ms"].as_f64(), Some(500.0));
+    let policy = r["capture"]["shed_policy"].as_str().unwrap();
+    assert!(
+        policy.contains("more than 500 ms") && policy.contains("--max-delay"),
+        "{policy}"
     );
 }
 
@@ -1187,6 +1230,21 @@ fn bad_live_arguments_exit_before_any_capture() {
             vec!["live", "-i", "lo", "--shed-at", "most"],
             2,
             "not a ring fill from 0 to 1",
+        ),
+        (
+            vec!["live", "-i", "lo", "--max-delay", "0"],
+            2,
+            "expected a positive span",
+        ),
+        (
+            vec!["live", "-i", "lo", "--max-delay=-5ms"],
+            2,
+            "expected a positive span",
+        ),
+        (
+            vec!["live", "-i", "lo", "--max-delay", "soon"],
+            2,
+            "expected a positive span",
         ),
         (vec!["live", "-i", "lo", "-s", "10"], 2, "snaplen"),
         (

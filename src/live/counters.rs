@@ -234,6 +234,9 @@ pub struct CaptureSummary {
     pub error: Option<String>,
     /// The policy for full pipeline queues.
     pub shed_policy: String,
+    /// `--max-delay`, milliseconds: frames older than this when the merger
+    /// reaches them are shed (null: none are).
+    pub max_delay_ms: Option<f64>,
 }
 
 /// One interface in the `capture` section.

@@ -55,7 +55,7 @@ pub fn render(c: &LiveCounters) -> String {
     let shed = family(
         &mut r,
         "flowsieve_shed_packets",
-        "Frames read but shed because the pipeline queue was full",
+        "Frames read but shed because the pipeline queue was full (or, with --max-delay, the frame was too old)",
     );
     let supers = family(
         &mut r,

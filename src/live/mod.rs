@@ -34,6 +34,19 @@
 //! was full, and a burst of a million frames into a stopped 512 MiB ring
 //! lost a fifth to a third of them with the ring nearly empty:
 //! BENCHMARKS.md, forty-second round.)
+//!
+//! **Old frames (`--max-delay`).** The ring fill bounds space, not time:
+//! an engine slower than the link for a while works through its ring and
+//! queues (up to 64 batches of 4,096 frames between the readers and the
+//! merger, and the pipeline's own queues after it) and reports events
+//! seconds after their packets, even with `--shed-at 0`. With
+//! `--max-delay D` the merger sheds and counts (as `shed`, by interface)
+//! every frame that arrived more than `D` before the merger reaches it,
+//! before `-w`, truth or the pipeline see it, so that under overload the
+//! engine spends itself on recent traffic. The clock is read once per
+//! round of releases and every 4,096 frames within one, not per frame.
+//! What the pipeline's queues add after the merger is not bounded by it
+//! (BENCHMARKS.md, forty-third round, measures both).
 
 mod counters;
 pub mod metrics;
@@ -95,6 +108,11 @@ pub struct LiveConfig {
     /// The ring fill at which a reader whose queue to the merger is full
     /// sheds instead of waiting.
     pub shed_at: ShedAt,
+    /// Frames older than this (from their kernel timestamp) when the
+    /// merger reaches them are shed and counted instead of handed to the
+    /// pipeline, so that an engine slower than the link never works on,
+    /// or reports events from, traffic this old.
+    pub max_delay: Option<Duration>,
 }
 
 impl LiveConfig {
@@ -117,21 +135,36 @@ impl LiveConfig {
             report_every: None,
             write: None,
             shed_at: ShedAt::DEFAULT,
+            max_delay: None,
         }
     }
 }
 
-/// What the report says a reader does when its queue to the merger is full.
-fn shed_policy(shed_at: ShedAt, blocks: u32) -> String {
+/// What the report says a reader does when its queue to the merger is full,
+/// and what the merger does with frames older than `--max-delay`.
+fn shed_policy(shed_at: ShedAt, blocks: u32, max_delay: Option<Duration>) -> String {
     let mark = shed_at.blocks(blocks);
-    if mark == 0 {
-        "a reader whose merger queue is full sheds the batch it holds at once and counts it (--shed-at 0); the ring keeps draining".into()
+    let mut policy = if mark == 0 {
+        "a reader whose merger queue is full sheds the batch it holds at once and counts it (--shed-at 0); the ring keeps draining".to_string()
     } else {
         format!(
             "a reader whose merger queue is full waits while fewer than {mark} of its ring's {blocks} blocks are full (--shed-at {}), then sheds the batch it holds and counts it; the ring keeps draining",
             shed_at.fill()
         )
+    };
+    if let Some(d) = max_delay {
+        policy.push_str(&format!(
+            "; the merger sheds and counts every frame that arrived more than {} ms before it reaches the frame (--max-delay)",
+            d.as_secs_f64() * 1e3
+        ));
     }
+    policy
+}
+
+/// The arrival time (ns since the epoch) before which a frame is older
+/// than `max_delay` now; `i128::MIN`, which no frame is before, without one.
+fn stale_cutoff(max_delay: Option<Duration>) -> i128 {
+    max_delay.map_or(i128::MIN, |d| reader::now_ns() - d.as_nanos() as i128)
 }
 
 /// Hears about a live capture as it runs (the command line prints and
@@ -304,6 +337,9 @@ impl Source for LiveCapture<'_> {
             })
             .collect();
         let mut stopped_by = String::from("signal");
+        // Per reader: frames the merger shed as older than --max-delay,
+        // added to their interface's `shed` after each round of releases.
+        let mut stale_shed = vec![0u64; readers];
         std::thread::scope(|scope| {
             let mut handles = Vec::new();
             for (index, (iface_index, ring)) in rings.into_iter().enumerate() {
@@ -382,6 +418,10 @@ impl Source for LiveCapture<'_> {
                         .unwrap_or(i128::MIN)
                 };
                 let mut released = 0u64;
+                // Frames that arrived before this are older than
+                // --max-delay: shed here, not handed to the pipeline. The
+                // clock is read once per 4,096 frames released.
+                let mut cutoff = stale_cutoff(cfg.max_delay);
                 while totals.packets < budget {
                     let Some((r, ts)) = pending
                         .iter()
@@ -400,7 +440,8 @@ impl Source for LiveCapture<'_> {
                         .expect("a head frame has a batch");
                     let f = batch.frames[*at];
                     *at += 1;
-                    if let Some(Ok(w)) = writer.as_mut() {
+                    let stale = f.ts.as_nanos() < cutoff;
+                    if !stale && let Some(Ok(w)) = writer.as_mut() {
                         let bytes = batch
                             .bytes
                             .get(f.bytes.0 as usize..f.bytes.1 as usize)
@@ -416,6 +457,13 @@ impl Source for LiveCapture<'_> {
                         let _ = free_tx.try_send(b);
                     }
                     released += 1;
+                    if released.is_multiple_of(4096) {
+                        cutoff = stale_cutoff(cfg.max_delay);
+                    }
+                    if stale {
+                        stale_shed[r] += 1;
+                        continue;
+                    }
                     totals.packets += 1;
                     totals.wire_bytes += u64::from(f.wire_len);
                     totals.captured_bytes += u64::from(f.captured);
@@ -439,6 +487,13 @@ impl Source for LiveCapture<'_> {
                             sink.packet(&k.key, k.hash, k.class, f.ts, f.wire_len, f.captured);
                         }
                         Err(reason) => totals.skips.add(reason),
+                    }
+                }
+                for (r, n) in stale_shed.iter_mut().enumerate() {
+                    if *n > 0 {
+                        counters.interfaces[reader_iface[r]]
+                            .shed
+                            .fetch_add(std::mem::take(n), Ordering::Relaxed);
                     }
                 }
                 if totals.packets >= budget && !stop.load(Ordering::Relaxed) {
@@ -514,7 +569,8 @@ impl Source for LiveCapture<'_> {
             seconds,
             stopped_by,
             error: fatal.clone(),
-            shed_policy: shed_policy(cfg.shed_at, cfg.geometry.blocks),
+            shed_policy: shed_policy(cfg.shed_at, cfg.geometry.blocks, cfg.max_delay),
+            max_delay_ms: cfg.max_delay.map(|d| d.as_secs_f64() * 1e3),
         };
         if let Ok(mut slot) = outcome.lock() {
             *slot = Some(summary);

@@ -70,7 +70,9 @@ pub(crate) struct Reader {
     pub(crate) shed_at_blocks: u32,
 }
 
-fn now_ns() -> i128 {
+/// Now on the wall clock, ns since the epoch: the clock of the kernel's
+/// frame timestamps.
+pub(crate) fn now_ns() -> i128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i128)
