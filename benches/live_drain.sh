@@ -50,13 +50,7 @@ ready() {
         [ "$(ip netns exec "$ns_c" awk -v ifx="$ifindex" 'NR > 1 && $5 == ifx && $4 != "0000"' /proc/net/packet | wc -l)" -ge "$want" ] && break
         sleep 0.1
     done
-    local before after
-    after=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-    for i in $(seq 200); do
-        before=$after; sleep 0.3
-        after=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-        [ "$after" = "$before" ] && return 0
-    done
+    quiet "$pid"
 }
 # drain LABEL SOCKETS CMD...: one stopped capture, one burst, one timed drain. An
 # argument JSON in CMD becomes a file for flowsieve's report, which says

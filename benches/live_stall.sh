@@ -71,16 +71,6 @@ per_loop=$("$B" replay -q --no-truth --stages none --json /dev/stdout "$TRACE" 2
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["trace"]["packets"])')
 loops=$(( (RATE * STREAM_S + per_loop - 1) / per_loop ))
 results=$(mktemp)
-# quiet PID: waits (at most a minute) until PID has used no CPU for 0.3 s.
-quiet() {
-    local before after i
-    after=$(awk '{print $14 + $15}' "/proc/$1/stat")
-    for i in $(seq 200); do
-        before=$after; sleep 0.3
-        after=$(awk '{print $14 + $15}' "/proc/$1/stat")
-        [ "$after" = "$before" ] && return 0
-    done
-}
 run() { # RING_MB FLAGS
     local ring=$1 flags=$2 json; json=$(mktemp)
     # shellcheck disable=SC2086 # the flag set is split on purpose
