@@ -363,6 +363,11 @@ struct PipelineArgs {
     /// Records per batch sent to a worker.
     #[arg(long, default_value_t = defaults::BATCH, value_name = "N", help_heading = "Pipeline")]
     batch: usize,
+    /// Batches queued per worker thread before the source waits (1 to
+    /// 1024). Fewer bound how far a live capture's engine can run behind
+    /// its packets (with --max-delay); results never depend on it.
+    #[arg(long, default_value_t = defaults::QUEUE_BATCHES, value_name = "N", help_heading = "Pipeline")]
+    queue_batches: usize,
     /// Refuse to start when the filters and batches would take more than
     /// this (such as 2G; default: the machine's available memory).
     #[arg(long, value_name = "BYTES", help_heading = "Pipeline")]
@@ -548,6 +553,7 @@ impl PipelineArgs {
         }
         cfg.shards = self.shards;
         cfg.batch = self.batch;
+        cfg.queue_batches = self.queue_batches;
         cfg.max_memory = self.max_memory.map(|b| b.0);
         cfg.replay.hash_key = self.hash_key.unwrap_or(HashKey::FIXED);
         cfg.epoch_windows = self.epoch_windows;

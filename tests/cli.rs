@@ -683,6 +683,9 @@ fn huge_and_malformed_values_exit_2_with_one_line() {
         &["--rbf-bits", "18446744073709551615", "--recycle", "time:1s"],
         &["--batch", "100000000"],
         &["--batch", "1099511627776"],
+        &["--queue-batches", "0"],
+        &["--queue-batches", "1025"],
+        &["--queue-batches", "18446744073709551616"],
         &["--sweep", "bpe=1e300"],
         &["--sweep", "bpe=1e10"],
         &[

@@ -65,6 +65,8 @@ fn without_timing(r: &PipelineReport) -> Value {
     common::report_without_timing(r)
 }
 
+/// And for any depth of the workers' queues (`--queue-batches`), which
+/// only decides when the source waits.
 #[test]
 fn report_is_identical_for_1_2_and_4_threads() {
     let mut cfg = PipelineConfig::new(Classifier::ports());
@@ -87,8 +89,9 @@ fn report_is_identical_for_1_2_and_4_threads() {
     };
     let paths = [default_trace()];
     let mut reference = None;
-    for threads in [1, 2, 4] {
+    for (threads, queue) in [(1, 64), (2, 64), (4, 64), (2, 1), (4, 3)] {
         cfg.threads = threads;
+        cfg.queue_batches = queue;
         let r = run_cfg(&paths, &cfg);
         assert_eq!(r.throughput.threads, threads);
         let v = without_timing(&r);
@@ -96,7 +99,7 @@ fn report_is_identical_for_1_2_and_4_threads() {
             None => reference = Some(v),
             Some(first) => assert!(
                 first == &v,
-                "report differs between 1 and {threads} threads"
+                "report differs between 1 thread and {threads} threads with queues of {queue}"
             ),
         }
     }
