@@ -116,6 +116,16 @@ impl std::fmt::Display for ReportEvery {
     }
 }
 
+/// How many of the frames shed were too old (`--max-delay`), for the text
+/// lines beside their `shed` count; nothing when none were.
+fn late(shed_late: u64) -> String {
+    if shed_late == 0 {
+        String::new()
+    } else {
+        format!(" (late {shed_late})")
+    }
+}
+
 /// A `--shed-at` value: a fraction from 0 to 1.
 fn parse_shed_at(s: &str) -> Result<ShedAt, String> {
     s.trim()
@@ -264,12 +274,13 @@ mod linux {
                     .map(|v| format!("{} {:.0}", v.variant, v.cost))
                     .collect();
                 println!(
-                    "[{:>8.1}s] packets {} ({:.0} pps)  drops: kernel {} shed {} filtered {} device {}  heavy {} (windows {})  new flows {}{}",
+                    "[{:>8.1}s] packets {} ({:.0} pps)  drops: kernel {} shed {}{} filtered {} device {}  heavy {} (windows {})  new flows {}{}",
                     r.elapsed_s,
                     d.frames.received,
                     r.packets_per_sec,
                     d.frames.kernel_drops,
                     d.frames.shed,
+                    late(d.frames.shed_late),
                     r.filtered_out,
                     r.device.rx_dropped,
                     d.heavy_events,
@@ -447,13 +458,14 @@ mod linux {
                 );
                 for i in &s.interfaces {
                     println!(
-                        "  {:<12} received {:>10}  bytes {:>12}  kernel drops {:>8}  freezes {:>4}  shed {:>8}  super-frames {:>6}  vlan restored {:>6}  device rx {} dropped {}",
+                        "  {:<12} received {:>10}  bytes {:>12}  kernel drops {:>8}  freezes {:>4}  shed {:>8}{}  super-frames {:>6}  vlan restored {:>6}  device rx {} dropped {}",
                         i.name,
                         i.counters.received,
                         i.counters.bytes,
                         i.counters.kernel_drops,
                         i.counters.kernel_freezes,
                         i.counters.shed,
+                        late(i.counters.shed_late),
                         i.counters.super_frames,
                         i.counters.vlan_restored,
                         i.device.rx_packets,
@@ -461,11 +473,12 @@ mod linux {
                     );
                 }
                 println!(
-                    "  total: received {}, to pipeline {}, kernel drops {}, shed {}, filtered out {} (device counters less socket counts)",
+                    "  total: received {}, to pipeline {}, kernel drops {}, shed {}{}, filtered out {} (device counters less socket counts)",
                     t.received,
                     t.received - t.shed,
                     t.kernel_drops,
                     t.shed,
+                    late(t.shed_late),
                     s.filtered_out
                 );
                 if let Some(l) = events.latency.summary() {

@@ -391,6 +391,7 @@ fn shed_at_zero_sheds_as_soon_as_the_queue_is_full() {
     let c = &r["capture"]["totals"];
     let shed = c["shed"].as_u64().unwrap();
     assert!(shed >= 100_000, "--shed-at 0 sheds at once: {c}");
+    assert_eq!(c["shed_late"].as_u64(), Some(0), "no --max-delay: {c}");
     assert_eq!(written, r["trace"]["packets"].as_u64().unwrap());
     let policy = r["capture"]["shed_policy"].as_str().unwrap();
     assert!(
@@ -462,6 +463,13 @@ fn max_delay_sheds_what_the_pipeline_would_get_too_late() {
     assert!(
         shed >= 390_000,
         "frames over 500 ms old are shed, not handed to the pipeline: {c}"
+    );
+    // The ring held the burst, so no reader shed: every frame shed was
+    // shed as late, and counted so.
+    assert_eq!(c["shed_late"].as_u64(), Some(shed), "{c}");
+    assert_eq!(
+        r["capture"]["interfaces"][0]["shed_late"].as_u64(),
+        Some(shed)
     );
     assert_eq!(
         written,
@@ -924,6 +932,17 @@ fn metrics_answer_in_prometheus_text_format() {
             })
             .unwrap_or_else(|| panic!("no {metric} {labels:?} in the scrape"))
     };
+    let iface = r["capture"]["interfaces"][0]["name"].as_str().unwrap();
+    for (metric, field) in [
+        ("flowsieve_shed_packets_total", "shed"),
+        ("flowsieve_shed_late_packets_total", "shed_late"),
+    ] {
+        assert_eq!(
+            sample(metric, &[("interface", iface)]) as u64,
+            r["capture"]["totals"][field].as_u64().unwrap(),
+            "{metric}"
+        );
+    }
     let variants = r["selective"]["variants"].as_array().unwrap();
     let mut queried = 0;
     for variant in variants {

@@ -26,8 +26,12 @@ pub struct InterfaceCounters {
     pub kernel_freezes: AtomicU64,
     /// Frames the socket accepted or dropped, per `PACKET_STATISTICS`.
     pub socket_packets: AtomicU64,
-    /// Frames read but shed because the pipeline's queue was full.
+    /// Frames read but shed: the pipeline's queue was full, or (with
+    /// `--max-delay`) they were too old ([`InterfaceCounters::shed_late`]).
     pub shed: AtomicU64,
+    /// Of `shed`: frames older than `--max-delay` when the merger reached
+    /// them.
+    pub shed_late: AtomicU64,
     /// GSO/GRO super-frames (longer than the MTU plus link header).
     pub super_frames: AtomicU64,
     /// VLAN tags put back.
@@ -45,6 +49,7 @@ impl InterfaceCounters {
             kernel_freezes: get(&self.kernel_freezes),
             socket_packets: get(&self.socket_packets),
             shed: get(&self.shed),
+            shed_late: get(&self.shed_late),
             super_frames: get(&self.super_frames),
             vlan_restored: get(&self.vlan_restored),
         }
@@ -65,8 +70,12 @@ crate::ingest::live::counter_set! {
         pub kernel_freezes,
         /// Frames the sockets accepted or dropped (`PACKET_STATISTICS`).
         pub socket_packets,
-        /// Frames shed because the pipeline's queue was full.
+        /// Frames shed: the pipeline's queue was full, or (with
+        /// `--max-delay`) they were too old.
         pub shed,
+        /// Of `shed`: frames older than `--max-delay` when the merger
+        /// reached them.
+        pub shed_late,
         /// GSO/GRO super-frames.
         pub super_frames,
         /// VLAN tags put back.

@@ -57,6 +57,11 @@ pub fn render(c: &LiveCounters) -> String {
         "flowsieve_shed_packets",
         "Frames read but shed because the pipeline queue was full (or, with --max-delay, the frame was too old)",
     );
+    let shed_late = family(
+        &mut r,
+        "flowsieve_shed_late_packets",
+        "Of the frames shed, those older than --max-delay when they would have reached the pipeline",
+    );
     let supers = family(
         &mut r,
         "flowsieve_super_frames",
@@ -70,6 +75,7 @@ pub fn render(c: &LiveCounters) -> String {
         kdrops.get_or_create(&l).inc_by(s.kernel_drops);
         freezes.get_or_create(&l).inc_by(s.kernel_freezes);
         shed.get_or_create(&l).inc_by(s.shed);
+        shed_late.get_or_create(&l).inc_by(s.shed_late);
         supers.get_or_create(&l).inc_by(s.super_frames);
     }
     let pipeline = Counter::<u64>::default();

@@ -491,9 +491,11 @@ impl Source for LiveCapture<'_> {
                 }
                 for (r, n) in stale_shed.iter_mut().enumerate() {
                     if *n > 0 {
-                        counters.interfaces[reader_iface[r]]
-                            .shed
-                            .fetch_add(std::mem::take(n), Ordering::Relaxed);
+                        let c = &counters.interfaces[reader_iface[r]];
+                        // `shed_late` first, so that a reader of both never
+                        // sees more late frames than shed ones.
+                        c.shed_late.fetch_add(*n, Ordering::Relaxed);
+                        c.shed.fetch_add(std::mem::take(n), Ordering::Relaxed);
                     }
                 }
                 if totals.packets >= budget && !stop.load(Ordering::Relaxed) {
