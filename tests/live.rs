@@ -424,8 +424,14 @@ fn a_burst_past_three_quarters_of_the_ring_is_shed_not_dropped() {
         shed >= 100_000,
         "a 4 MiB ring cannot hold the burst, so the reader sheds much of it: {c}"
     );
+    // The free quarter of this ring holds about 6,700 frames, 11 ms at the
+    // injector's top speed, so a reader kept off the CPU longer than that
+    // (the other live tests share the two cores) lets the kernel drop a
+    // few thousand: 4,324 against 341,848 shed in one CI run. A reader
+    // that never sheds leaves the kernel to drop nearly all of it
+    // (340,943 against 0 shed, tried), so a tenth still tells them apart.
     assert!(
-        kdrops < shed / 100,
+        kdrops < shed / 10,
         "the loss is the reader's, counted, not the kernel's: {c}"
     );
     assert_eq!(
