@@ -1877,7 +1877,8 @@ proptest::proptest! {
 
 proptest::proptest! {
     /// `LinkTypeCounts` (counts by runs) against a plain map counted one
-    /// step at a time: the same counts and the same types listed, for any
+    /// step at a time: the same counts and the same types listed (the
+    /// map's keys), for any
     /// steps (zero-packet steps among them, which list a type with no
     /// packets), and a merge adds every count.
     #[test]
@@ -1898,9 +1899,6 @@ proptest::proptest! {
         let (mut runs, mut plain) = count(&steps);
         let listed = |r: &LinkTypeCounts| r.iter().map(|(lt, n)| (lt.0, n)).collect::<BTreeMap<_, _>>();
         proptest::prop_assert_eq!(listed(&runs), plain.clone());
-        for lt in 0u16..5 {
-            proptest::prop_assert_eq!(runs.contains(LinkType(lt)), plain.contains_key(&lt));
-        }
         let (other, other_plain) = count(&more);
         runs.merge(&other);
         for (lt, n) in other_plain {

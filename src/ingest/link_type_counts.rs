@@ -27,7 +27,6 @@ use std::collections::BTreeMap;
 /// c.add_n(LinkType::NULL, 0);
 /// let counts: Vec<(LinkType, u64)> = c.iter().collect();
 /// assert_eq!(counts, [(LinkType::NULL, 0), (LinkType::ETHERNET, 3), (LinkType::RAW, 1)]);
-/// assert!(c.contains(LinkType::NULL) && !c.contains(LinkType::PPP));
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LinkTypeCounts {
@@ -76,11 +75,6 @@ impl LinkTypeCounts {
         for (lt, n) in other.iter() {
             *self.settled.entry(lt.0).or_insert(0) += n;
         }
-    }
-
-    /// Whether any packet (or an `add_n` of 0) of link type `lt` was counted.
-    pub fn contains(&self, lt: LinkType) -> bool {
-        self.run.is_some_and(|(run_lt, _)| run_lt == lt) || self.settled.contains_key(&lt.0)
     }
 
     /// The link types counted and their packets, in link-type order.
