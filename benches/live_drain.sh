@@ -22,7 +22,11 @@
 # hits them alike. FLOWSIEVE may name several builds (space-separated):
 # each flowsieve row then runs once per build in every round, labelled
 # with the build's file name, for a side-by-side comparison; ROWS (a
-# regular expression, default every row) picks the rows to run.
+# regular expression, default every row) picks the rows to run. With
+# PERF_DIR set, `perf record -g` is attached to each capture while it is
+# stopped, so that it samples the drain alone; one file a row and round,
+# PERF_DIR/<row>.<round>.data (`perf report -i FILE --sort comm,sym`);
+# its drain times then include perf's own cost and are no timing figure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 read -r -a BUILDS <<<"${FLOWSIEVE:-target/release/flowsieve}"
@@ -67,6 +71,13 @@ drain() {
     ready "$pid" "$sockets"
     kill -STOP "$pid"
     local sent; sent=$(inject)
+    local perf=""
+    if [ -n "${PERF_DIR:-}" ]; then
+        mkdir -p "$PERF_DIR"
+        perf record -F 10000 -g -p "$pid" -o "$PERF_DIR/${label//[^A-Za-z0-9]/_}.$round.data" >/dev/null 2>&1 &
+        perf=$!
+        sleep 1 # perf is attached before the capture goes on
+    fi
     sleep 0.2
     local t0; t0=$(date +%s.%N)
     kill -CONT "$pid"
@@ -80,6 +91,7 @@ drain() {
     wait "$pid" || true
     local t1; t1=$(date +%s.%N)
     wait "$dog" || true
+    [ -n "$perf" ] && { wait "$perf" || true; }
     local rc=0; [ -e "$err.t" ] && rc=124
     rm -f "$err.t"
     python3 - "$label" "$t0" "$t1" "$sent" "$err" "$frames" "$json" "$rc" >>"$results" <<'PY'
@@ -109,7 +121,7 @@ row() {
         drain "$name" "$sockets" "$b" live -i "$dc" -q --report-every 0 -c "$frames" --json JSON "$@"
     done
 }
-for r in $(seq "$ROUNDS"); do
+for round in $(seq "$ROUNDS"); do
     if [[ "tcpdump -w /dev/null" =~ $ROWS ]]; then
         drain "tcpdump -w /dev/null" 1 tcpdump -i "$dc" -w /dev/null -c "$frames" -B $((RING_MB * 1024))
     fi
