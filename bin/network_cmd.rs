@@ -127,8 +127,9 @@ pub(crate) struct CollectArgs {
     /// How long to wait for a probe to write the shared configuration.
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     config_wait: DurationNs,
-    /// Exit once every declared probe has finished and nothing is pending,
-    /// after this long without a new digest (default: run until Ctrl-C).
+    /// Exit once every declared probe has finished, nothing is pending here
+    /// or at the server (no digest undelivered or unacknowledged), and no
+    /// digest came for this long (default: run until Ctrl-C).
     #[arg(long, value_name = "DURATION")]
     exit_when_done: Option<DurationNs>,
     /// A line on stderr per shard-window written.

@@ -318,6 +318,72 @@ fn a_blocked_shard_completes_nothing_until_its_digests_are_back() {
     assert_eq!(book.pending(), 0);
 }
 
+/// One message delivered twice is one message pending at the server. The
+/// collector holds both deliveries (a held duplicate within the window)
+/// and must count them once when it sets what it holds against the
+/// server's count: counted twice, they hide a digest still out with a
+/// crashed collector, and the window it belongs to is written without it.
+/// This happened with nats-server 2.9.10 (see `Book::held_distinct`).
+#[test]
+fn a_message_delivered_twice_hides_no_digest_held_elsewhere() {
+    let cfg = base_config(false);
+    let net = net_config(&cfg, 2);
+    let runs = probe_run(&cfg, &net, &[PathBuf::from(TRACE)]);
+    let first = &runs[0];
+    let last = runs
+        .iter()
+        .rev()
+        .find(|w| w.shard == first.shard && w.window > first.window)
+        .expect("a later window of the same shard");
+    let shard = first.shard as u32;
+    // Tokens are (stream sequence, delivery). Probe a's digest of the first
+    // window is here; b's is out with a crashed collector (sequence 2).
+    // a's digest of the last window came twice, as the same message.
+    let mut book: Book<(u64, u32)> = Book::new(net.clone(), vec![shard]);
+    book.offer(&digest(&net, "a", first), (1, 3), 0, None);
+    book.offer(&digest(&net, "a", last), (9, 1), 0, None);
+    let (verdict, back) = book.offer(&digest(&net, "a", last), (9, 1), 0, None);
+    assert!(matches!(verdict, Verdict::Duplicate { held: true }));
+    assert!(back.is_none());
+    let sequence = |&(seq, _): &(u64, u32)| Some(seq);
+    assert_eq!(book.held(shard), 3);
+    assert_eq!(book.held_distinct(shard, sequence), 2);
+    // Without an identity, every delivery counts.
+    assert_eq!(book.held_distinct(shard, |_| None::<u64>), 3);
+    // The server: sequences 1, 2 and 9 delivered and not acknowledged.
+    let view = ConsumerView {
+        ack_pending: 3,
+        undelivered: 0,
+        delivered_through: 960,
+    };
+    assert!(!shard_waits(view, book.held(shard) as u64, Some(960)));
+    assert!(shard_waits(
+        view,
+        book.held_distinct(shard, sequence) as u64,
+        Some(960)
+    ));
+    let both = vec![state("a", u64::MAX, true), state("b", u64::MAX, true)];
+    let held = book.held_distinct(shard, sequence) as u64;
+    let ready = book.ready_unless(&both, 0, 60_000, |_, bound| {
+        shard_waits(view, held, bound.or(Some(960)))
+    });
+    assert!(ready.is_empty(), "a window written without b's digest");
+    // Once b's digest is back here, both windows complete, whole.
+    book.offer(&digest(&net, "b", first), (2, 2), 0, None);
+    let held = book.held_distinct(shard, sequence) as u64;
+    assert_eq!(held, 3);
+    let ready = book.ready_unless(&both, 0, 60_000, |_, bound| {
+        shard_waits(view, held, bound.or(Some(960)))
+    });
+    assert_eq!(ready.len(), 2);
+    let whole = ready
+        .iter()
+        .find(|(r, _)| r.window == first.window)
+        .unwrap();
+    assert!(!whole.0.partial);
+    assert_eq!(whole.0.probes.len(), 2);
+}
+
 /// A backlog: a collector that starts after the probes have published
 /// everything reads watermarks past every window, so the stream's last
 /// sequence bounds them all, and it used to hold the whole backlog before

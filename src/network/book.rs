@@ -289,6 +289,38 @@ impl<T> Book<T> {
             .sum()
     }
 
+    /// The distinct messages held here for `shard`: tokens whose
+    /// `identity` is the same (`Some` equal keys, such as the stream
+    /// sequence) are one message delivered more than once, and count once;
+    /// tokens without one count each.
+    ///
+    /// This, not [`Book::held`], is what to set against the server's count
+    /// of a consumer's unacknowledged messages ([`shard_waits`]). A server
+    /// can deliver one message twice (nats-server 2.9 did, to pull requests
+    /// that expire within milliseconds; its issue 4460), and both deliveries
+    /// are held here, as a duplicate within the window, while the server
+    /// counts one message pending. Counted twice, they hid a message still
+    /// out with a crashed collector, and its window was written without it
+    /// (`tests/network_merge.rs` shows the case).
+    pub fn held_distinct<K: Ord>(&self, shard: u32, identity: impl Fn(&T) -> Option<K>) -> usize {
+        let mut keys = std::collections::BTreeSet::new();
+        let mut anonymous = 0;
+        for t in self
+            .pending
+            .iter()
+            .filter(|((_, s), _)| *s == shard)
+            .flat_map(|(_, p)| p.tokens.iter())
+        {
+            match identity(t) {
+                Some(k) => {
+                    keys.insert(k);
+                }
+                None => anonymous += 1,
+            }
+        }
+        keys.len() + anonymous
+    }
+
     /// Every message held here, for keeping them from being redelivered
     /// while their windows wait.
     pub fn held_tokens(&self) -> impl Iterator<Item = &T> {

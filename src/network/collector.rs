@@ -38,8 +38,10 @@ pub struct CollectOptions {
     pub replicas: usize,
     /// How long to wait for the shared configuration to appear.
     pub config_wait: Duration,
-    /// Stop once every declared probe finished and nothing is pending,
-    /// after this long without a message (`None`: run until stopped).
+    /// Stop once every declared probe finished, nothing is pending here,
+    /// the server says every owned consumer is empty (nothing undelivered
+    /// or unacknowledged), and no message came for this long (`None`: run
+    /// until stopped).
     pub exit_when_done: Option<Duration>,
     /// Timeout of one server request.
     pub request_timeout: Duration,
@@ -380,7 +382,7 @@ pub async fn collect(
         .await;
         let mut views: HashMap<u32, (ConsumerView, u64)> = HashMap::new();
         for (s, info) in infos {
-            let held = book.held(s);
+            let held = book.held_distinct(s, stream_sequence);
             match info {
                 Ok(info) => {
                     if info.num_ack_pending > held {
@@ -445,7 +447,11 @@ pub async fn collect(
         }
         if let Some(idle) = opts.exit_when_done {
             let all_done = probes.len() >= cfg.probes as usize && probes.iter().all(|p| p.finished);
-            if all_done && book.pending() == 0 && last_message.elapsed() >= idle {
+            if all_done
+                && book.pending() == 0
+                && last_message.elapsed() >= idle
+                && consumers_empty(&consumers, opts).await
+            {
                 return Ok(summary);
             }
         }
@@ -453,6 +459,30 @@ pub async fn collect(
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// The stream sequence of a delivered message: what tells a message
+/// delivered twice from two messages (see [`Book::held_distinct`]).
+fn stream_sequence(m: &Message) -> Option<u64> {
+    m.info().ok().map(|i| i.stream_sequence)
+}
+
+/// Whether the server says every one of `consumers` has nothing left:
+/// no digest undelivered and none delivered but unacknowledged. What
+/// `--exit-when-done` waits for besides its quiet spell, since neither an
+/// empty drain nor the quiet proves it: a fetch can expire with digests
+/// still in the stream (under load, or from a consumer just created), and
+/// a crashed predecessor's digests come back only after [`ACK_WAIT`].
+/// A consumer that cannot be asked counts as not empty.
+async fn consumers_empty(consumers: &[consumer::PullConsumer], opts: &CollectOptions) -> bool {
+    let infos = futures_util::future::join_all(consumers.iter().map(|c| c.get_info())).await;
+    infos.into_iter().all(|info| match info {
+        Ok(info) => info.num_pending == 0 && info.num_ack_pending == 0,
+        Err(e) => {
+            transient(&transport::nats_err("consumer info")(&e), opts);
+            false
+        }
+    })
 }
 
 /// One fetch of up to `max` digests from consumer `c` (the `i`-th),
@@ -602,6 +632,15 @@ async fn offer(
     opts: &CollectOptions,
 ) {
     let key = (d.window, d.shard);
+    let delivery = m
+        .info()
+        .map(|i| {
+            format!(
+                "stream sequence {}, delivery {}",
+                i.stream_sequence, i.delivered
+            )
+        })
+        .unwrap_or_default();
     let (verdict, back) = book.offer(d, m, now, written.get(&key).map(Vec::as_slice));
     match &verdict {
         Verdict::Merged => summary.merged += 1,
@@ -617,7 +656,7 @@ async fn offer(
         && let Verdict::Duplicate { .. } | Verdict::Late = verdict
     {
         eprintln!(
-            "collect: window {} shard {} probe {}: {:?}, not merged",
+            "collect: window {} shard {} probe {}: {:?} ({delivery}), not merged",
             d.window, d.shard, d.probe, verdict
         );
     }
