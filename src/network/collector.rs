@@ -632,15 +632,11 @@ async fn offer(
     opts: &CollectOptions,
 ) {
     let key = (d.window, d.shard);
-    let delivery = m
-        .info()
-        .map(|i| {
-            format!(
-                "stream sequence {}, delivery {}",
-                i.stream_sequence, i.delivered
-            )
-        })
-        .unwrap_or_default();
+    // For the verbose line only: which delivery of which message it was.
+    let delivery = opts
+        .verbose
+        .then(|| m.info().ok().map(|i| (i.stream_sequence, i.delivered)))
+        .flatten();
     let (verdict, back) = book.offer(d, m, now, written.get(&key).map(Vec::as_slice));
     match &verdict {
         Verdict::Merged => summary.merged += 1,
@@ -655,8 +651,9 @@ async fn offer(
     if opts.verbose
         && let Verdict::Duplicate { .. } | Verdict::Late = verdict
     {
+        let (sequence, delivery) = delivery.unwrap_or_default();
         eprintln!(
-            "collect: window {} shard {} probe {}: {:?} ({delivery}), not merged",
+            "collect: window {} shard {} probe {}: {:?} (stream sequence {sequence}, delivery {delivery}), not merged",
             d.window, d.shard, d.probe, verdict
         );
     }
