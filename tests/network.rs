@@ -630,6 +630,60 @@ fn a_probe_re_sending_its_windows_changes_nothing() {
     assert_eq!(count_before(&log, "read from the object store"), 0, "{log}");
 }
 
+/// A digest for a window already written complete cannot be merged (the
+/// result keeps a checksum of the counters, not the counters), so that
+/// result lacks it: the collector says so on stderr, with or without -v,
+/// naming the window and the probe, and leaves the result as it was.
+#[test]
+fn a_digest_after_its_window_was_written_complete_is_named() {
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let servers = Servers::start(&bin, 1, None);
+    let url = servers.url();
+    let (_dir, _) = two_probes(&url, &[]);
+    finish(
+        collector(&url, "0-7", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    let (net, before) = stored_results(&url);
+    let (whole, _) = reference(&net);
+    let target = &whole[whole.len() / 2];
+    // A digest published by hand, from a probe the results do not list:
+    // to the collector it looks like what two collectors owning one shard
+    // would leave behind.
+    let forged = common::network::digest(&net, "r9", target);
+    let (window, shard) = (target.window, target.shard as u32);
+    with_server(&url, |n| async move {
+        use flowsieve::network::transport::digest_subject;
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", format!("r9.{shard}.{window}").as_str());
+        n.js.publish_with_headers(
+            digest_subject(shard, window, "r9"),
+            headers,
+            forged.encode().into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    });
+    let log = finish(
+        collector(&url, "0-7", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    assert!(log.contains(", 1 late,"), "{log}");
+    let warning = format!(
+        "collect: warning: window {window} shard {shard} was written complete from probes r0,r1, but probe r9's digest came after it"
+    );
+    assert_eq!(log.matches(&warning).count(), 1, "{log}");
+    assert_eq!(log.matches("warning").count(), 1, "{log}");
+    let (_, after) = stored_results(&url);
+    assert!(before == after, "{log}");
+}
+
 /// Digests over the message limit travel through the object store (here
 /// a limit of 1 KiB, below most of this trace's digests) and merge exactly
 /// as messages do; a re-send through the store merges nothing twice; a

@@ -245,9 +245,9 @@ pub async fn collect(
     };
     let mut book: Book<Message> = Book::new(cfg.clone(), opts.shards.clone());
     // Of each written shard-window, only its probes (what tells a
-    // duplicate from a late digest): not the whole result, whose presence
-    // filter alone is 11 KB in base64.
-    let mut written: HashMap<(u64, u32), Vec<String>> = HashMap::new();
+    // duplicate from a late digest) and whether it was partial: not the
+    // whole result, whose presence filter alone is 11 KB in base64.
+    let mut written: HashMap<(u64, u32), WrittenWindow> = HashMap::new();
     let mut summary = CollectSummary::default();
     let start = Instant::now();
     let mut last_message = Instant::now();
@@ -461,6 +461,23 @@ pub async fn collect(
     }
 }
 
+/// What a collector keeps of a written shard-window.
+struct WrittenWindow {
+    /// The probes merged into it.
+    probes: Vec<String>,
+    /// Whether it was written partial (some probes missing).
+    partial: bool,
+}
+
+impl WrittenWindow {
+    fn of(r: ShardWindowResult) -> Self {
+        WrittenWindow {
+            probes: r.probes,
+            partial: r.partial,
+        }
+    }
+}
+
 /// The stream sequence of a delivered message: what tells a message
 /// delivered twice from two messages (see [`Book::held_distinct`]).
 fn stream_sequence(m: &Message) -> Option<u64> {
@@ -587,7 +604,7 @@ async fn decode(
 async fn look_up_written(
     results: &kv::Store,
     book: &Book<Message>,
-    written: &mut HashMap<(u64, u32), Vec<String>>,
+    written: &mut HashMap<(u64, u32), WrittenWindow>,
     digests: &[(Digest, Message)],
     opts: &CollectOptions,
 ) {
@@ -614,7 +631,7 @@ async fn look_up_written(
     .await;
     for (key, r) in found {
         if let Some(r) = r {
-            written.insert(key, r.probes);
+            written.insert(key, WrittenWindow::of(r));
         }
     }
 }
@@ -624,7 +641,7 @@ async fn look_up_written(
 /// a digest the book gives back (a duplicate, a late or a refused one).
 async fn offer(
     book: &mut Book<Message>,
-    written: &HashMap<(u64, u32), Vec<String>>,
+    written: &HashMap<(u64, u32), WrittenWindow>,
     summary: &mut CollectSummary,
     d: &Digest,
     m: Message,
@@ -637,7 +654,22 @@ async fn offer(
         .verbose
         .then(|| m.info().ok().map(|i| (i.stream_sequence, i.delivered)))
         .flatten();
-    let (verdict, back) = book.offer(d, m, now, written.get(&key).map(Vec::as_slice));
+    let was_written = written.get(&key);
+    let (verdict, back) = book.offer(d, m, now, was_written.map(|w| w.probes.as_slice()));
+    // A late digest for a window written partial is what partial
+    // announced. One for a window written complete means that result is
+    // wrong, and not marked: said whether or not -v is on.
+    if let (Verdict::Late, Some(w)) = (&verdict, was_written)
+        && !w.partial
+    {
+        eprintln!(
+            "collect: warning: window {} shard {} was written complete from probes {}, but probe {}'s digest came after it: that result lacks it (two collectors owning one shard?)",
+            d.window,
+            d.shard,
+            w.probes.join(","),
+            d.probe
+        );
+    }
     match &verdict {
         Verdict::Merged => summary.merged += 1,
         Verdict::Duplicate { .. } => summary.duplicates += 1,
@@ -679,7 +711,7 @@ async fn write_results(
     nats: &Nats,
     results: &kv::Store,
     ready: Vec<(ShardWindowResult, Vec<Message>)>,
-    written: &mut HashMap<(u64, u32), Vec<String>>,
+    written: &mut HashMap<(u64, u32), WrittenWindow>,
     summary: &mut CollectSummary,
     opts: &CollectOptions,
     stop: &(dyn Fn() -> bool + Sync),
@@ -735,7 +767,7 @@ async fn write_results(
                 if r.partial { " (partial)" } else { "" }
             );
         }
-        written.insert((r.window, r.shard), r.probes);
+        written.insert((r.window, r.shard), WrittenWindow::of(r));
     }
     // An acknowledgement that does not arrive leaves the digest to be
     // redelivered, found written, and acknowledged then.
