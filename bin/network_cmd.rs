@@ -121,7 +121,9 @@ pub(crate) struct CollectArgs {
     #[arg(long, value_name = "LIST")]
     shards: String,
     /// How long a window waits for missing probes before it is written as
-    /// partial.
+    /// partial. A digest that comes after its window was written is not
+    /// merged; its probe is noted in the result's `late` list, which
+    /// `flowsieve results` shows.
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     lateness: DurationNs,
     /// How long to wait for a probe to write the shared configuration.

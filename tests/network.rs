@@ -633,7 +633,10 @@ fn a_probe_re_sending_its_windows_changes_nothing() {
 /// A digest for a window already written complete cannot be merged (the
 /// result keeps a checksum of the counters, not the counters), so that
 /// result lacks it: the collector says so on stderr, with or without -v,
-/// naming the window and the probe, and leaves the result as it was.
+/// naming the window and the probe, and notes the probe in the stored
+/// result's `late` list, which `flowsieve results` shows (JSON and text);
+/// nothing else in the results moves. The same digest once more finds
+/// its probe noted: no second warning, no write.
 #[test]
 fn a_digest_after_its_window_was_written_complete_is_named() {
     let Some(bin) = nats_server() else {
@@ -655,20 +658,20 @@ fn a_digest_after_its_window_was_written_complete_is_named() {
     // would leave behind.
     let forged = common::network::digest(&net, "r9", target);
     let (window, shard) = (target.window, target.shard as u32);
-    with_server(&url, |n| async move {
-        use flowsieve::network::transport::digest_subject;
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Nats-Msg-Id", format!("r9.{shard}.{window}").as_str());
-        n.js.publish_with_headers(
-            digest_subject(shard, window, "r9"),
-            headers,
-            forged.encode().into(),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
-    });
+    let publish = |id: &'static str| {
+        let forged = forged.encode();
+        with_server(&url, |n| async move {
+            use flowsieve::network::transport::digest_subject;
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Nats-Msg-Id", format!("r9.{shard}.{window}.{id}").as_str());
+            n.js.publish_with_headers(digest_subject(shard, window, "r9"), headers, forged.into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        })
+    };
+    publish("first");
     let log = finish(
         collector(&url, "0-7", 1),
         "collector",
@@ -680,8 +683,53 @@ fn a_digest_after_its_window_was_written_complete_is_named() {
     );
     assert_eq!(log.matches(&warning).count(), 1, "{log}");
     assert_eq!(log.matches("warning").count(), 1, "{log}");
+    // The stored result now says what it lacks, and nothing else moved.
     let (_, after) = stored_results(&url);
-    assert!(before == after, "{log}");
+    let mut expected = before.clone();
+    let noted = expected
+        .iter_mut()
+        .find(|r| (r.window, r.shard) == (window, shard))
+        .unwrap();
+    assert!(noted.late.is_empty());
+    noted.late = vec!["r9".to_string()];
+    assert!(expected == after, "{log}");
+    let report = results_json(&url, &[]);
+    assert_eq!(
+        report["network"]["late_windows"],
+        serde_json::json!([window]),
+        "{report}"
+    );
+    let shown = report["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["window"] == window)
+        .unwrap();
+    assert_eq!(shown["late"], serde_json::json!(["r9"]));
+    assert_eq!(shown["partial"], false);
+    let text = Command::new(BIN)
+        .args(["results", "--nats", &url])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!(
+            "window {window} lacks the digests of r9 in some shard: they came after it was written"
+        )),
+        "{text}"
+    );
+    // The same digest again (another message id, so the stream keeps it):
+    // late again, already noted, so no second warning and no write.
+    publish("again");
+    let log = finish(
+        collector(&url, "0-7", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    assert!(log.contains(", 1 late,"), "{log}");
+    assert_eq!(log.matches("warning").count(), 0, "{log}");
+    let (_, again) = stored_results(&url);
+    assert!(again == after, "{log}");
 }
 
 /// Digests over the message limit travel through the object store (here

@@ -9,7 +9,8 @@ use flowsieve::dissect::FlowKey;
 use flowsieve::filter::{BloomFilter, CounterWidth, Counters, CountingBloomFilter};
 use flowsieve::network::book::{ConsumerView, STORED_SPANS_MAX, shard_waits};
 use flowsieve::network::{
-    Book, Digest, DigestError, NetworkConfig, ProbeState, ShardWindowMerge, Verdict,
+    Book, Digest, DigestError, NetworkConfig, ProbeState, ShardWindowMerge, ShardWindowResult,
+    Verdict,
 };
 use flowsieve::pipeline::{Candidate, PipelineConfig, StageList, StageName};
 use proptest::prelude::*;
@@ -643,7 +644,20 @@ fn four_probe_report() -> (
     NetworkConfig,
     std::collections::HashMap<(u64, u64), u64>,
 ) {
-    use flowsieve::network::results::assemble;
+    let (results, net, counts) = four_probe_results();
+    (
+        flowsieve::network::results::assemble(&net, &results, None),
+        net,
+        counts,
+    )
+}
+
+/// The shard-window results [`four_probe_report`] puts together.
+fn four_probe_results() -> (
+    Vec<ShardWindowResult>,
+    NetworkConfig,
+    std::collections::HashMap<(u64, u64), u64>,
+) {
     let dir = tempfile::tempdir().unwrap();
     let splits = split_trace(Path::new(TRACE), 4, dir.path());
     let cfg = base_config(false);
@@ -664,7 +678,81 @@ fn four_probe_report() -> (
         .into_iter()
         .map(|(r, _)| r)
         .collect();
-    (assemble(&net, &results, None), net, counts)
+    (results, net, counts)
+}
+
+/// A probe noted late in one shard-window's result is named by the network
+/// report for that window alone: in its `late` list, in `late_windows`, in
+/// the windows table's `late` column and in a line of its own, while every
+/// figure stays as without the note. A result with no late probe stores no
+/// `late` key (the stored bytes of correct operation do not change), and
+/// one stored before the field reads as having none.
+#[test]
+fn a_late_probe_noted_in_a_result_is_named_by_the_network_report() {
+    use flowsieve::network::results::assemble;
+    use flowsieve::report::{Cell, Section};
+    let (mut results, net, _) = four_probe_results();
+    let plain = assemble(&net, &results, None);
+    assert!(plain.network.late_windows.is_empty());
+    let json = serde_json::to_value(&results[0]).unwrap();
+    assert!(json.get("late").is_none(), "{json}");
+    let mut old = json.clone();
+    old.as_object_mut().unwrap().remove("late");
+    assert_eq!(
+        serde_json::from_value::<ShardWindowResult>(old).unwrap(),
+        results[0]
+    );
+
+    let at = results.len() / 2;
+    let (window, shard) = (results[at].window, results[at].shard);
+    assert!(results[at].note_late("p9"));
+    assert!(results[at].note_late("p1"));
+    assert!(!results[at].note_late("p9"), "noted twice");
+    assert_eq!(results[at].late, ["p1", "p9"]);
+    let json = serde_json::to_value(&results[at]).unwrap();
+    assert_eq!(json["late"], serde_json::json!(["p1", "p9"]));
+    assert_eq!(
+        serde_json::from_value::<ShardWindowResult>(json).unwrap(),
+        results[at]
+    );
+
+    let noted = assemble(&net, &results, None);
+    assert_eq!(noted.network.late_windows, [window]);
+    assert_eq!(noted.network.partial_windows, plain.network.partial_windows);
+    for (a, b) in plain.windows.iter().zip(&noted.windows) {
+        let mut b = b.clone();
+        if b.window == window {
+            assert_eq!(b.late, ["p1", "p9"], "shard {shard}");
+            b.late.clear();
+        }
+        assert!(b.late.is_empty(), "window {}", b.window);
+        assert_eq!(*a, b);
+    }
+    let lines = noted.lines();
+    let named: Vec<_> = lines.iter().filter(|l| l.contains("lacks")).collect();
+    assert_eq!(
+        named,
+        [&format!(
+            "window {window} lacks the digests of p1, p9 in some shard: they came after it was written, and are not in its figures"
+        )]
+    );
+    assert!(!plain.lines().iter().any(|l| l.contains("lacks")));
+    let tables = noted.tables();
+    let rows = &tables[0];
+    let late_column = rows
+        .columns
+        .iter()
+        .position(|c| c.key == "late")
+        .expect("a late column");
+    let row = noted
+        .windows
+        .iter()
+        .position(|w| w.window == window)
+        .unwrap();
+    for (i, r) in rows.rows.iter().enumerate() {
+        let expected = if i == row { "p1 p9" } else { "" };
+        assert_eq!(r.cells[late_column], Cell::Text(expected.into()), "row {i}");
+    }
 }
 
 /// Flows new to the network: per window, the results' estimate of the

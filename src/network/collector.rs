@@ -322,12 +322,14 @@ pub async fn collect(
             for (d, m) in decoded {
                 offer(
                     &mut book,
+                    &results,
                     &written,
                     &mut summary,
                     &d,
                     m,
                     now_ms(start),
                     opts,
+                    stop,
                 )
                 .await;
                 if last_progress.elapsed() >= PROGRESS_EVERY {
@@ -638,15 +640,20 @@ async fn look_up_written(
 
 /// Offers a decoded digest to the book (its window's result, if written,
 /// is in `written` already: [`look_up_written`]), and acknowledges at once
-/// a digest the book gives back (a duplicate, a late or a refused one).
+/// a digest the book gives back (a duplicate, a late or a refused one). A
+/// late digest's probe is first noted in its window's stored result
+/// ([`note_late`]), so that the result says what it lacks.
+#[allow(clippy::too_many_arguments)]
 async fn offer(
     book: &mut Book<Message>,
+    results: &kv::Store,
     written: &HashMap<(u64, u32), WrittenWindow>,
     summary: &mut CollectSummary,
     d: &Digest,
     m: Message,
     now: u64,
     opts: &CollectOptions,
+    stop: &(dyn Fn() -> bool + Sync),
 ) {
     let key = (d.window, d.shard);
     // For the verbose line only: which delivery of which message it was.
@@ -656,19 +663,26 @@ async fn offer(
         .flatten();
     let was_written = written.get(&key);
     let (verdict, back) = book.offer(d, m, now, was_written.map(|w| w.probes.as_slice()));
-    // A late digest for a window written partial is what partial
-    // announced. One for a window written complete means that result is
-    // wrong, and not marked: said whether or not -v is on.
-    if let (Verdict::Late, Some(w)) = (&verdict, was_written)
-        && !w.partial
-    {
-        eprintln!(
-            "collect: warning: window {} shard {} was written complete from probes {}, but probe {}'s digest came after it: that result lacks it (two collectors owning one shard?)",
-            d.window,
-            d.shard,
-            w.probes.join(","),
-            d.probe
-        );
+    if let (Verdict::Late, Some(w)) = (&verdict, was_written) {
+        let noted = note_late(results, d, opts, stop).await;
+        if noted == LateNote::Stopped {
+            // Not acknowledged: the digest goes to whoever runs next, who
+            // notes it.
+            return;
+        }
+        // A late digest for a window written partial is what partial
+        // announced. One for a window written complete means that result
+        // lacks it: said whether or not -v is on, once (a digest delivered
+        // again, already noted, says nothing).
+        if !w.partial && noted != LateNote::AlreadyNoted {
+            eprintln!(
+                "collect: warning: window {} shard {} was written complete from probes {}, but probe {}'s digest came after it: that result lacks it, and now lists it as late (two collectors owning one shard?)",
+                d.window,
+                d.shard,
+                w.probes.join(","),
+                d.probe
+            );
+        }
     }
     match &verdict {
         Verdict::Merged => summary.merged += 1,
@@ -696,6 +710,58 @@ async fn offer(
         };
         if let Err(e) = r {
             transient(&transport::nats_err("acknowledge")(&e), opts);
+        }
+    }
+}
+
+/// What came of noting a late digest in its window's stored result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LateNote {
+    /// Its probe is now listed as late.
+    Noted,
+    /// Its probe was listed already (a digest delivered again).
+    AlreadyNoted,
+    /// The result is not in the bucket, or cannot be read: said on
+    /// stderr.
+    NotNoted,
+    /// `stop` said so while the bucket did not answer.
+    Stopped,
+}
+
+/// Notes a late digest's probe in its window's stored result
+/// ([`transport::note_late_result`]), retrying a request that fails until
+/// it answers or `stop` says so.
+async fn note_late(
+    results: &kv::Store,
+    d: &Digest,
+    opts: &CollectOptions,
+    stop: &(dyn Fn() -> bool + Sync),
+) -> LateNote {
+    loop {
+        match transport::note_late_result(results, d.window, d.shard, &d.probe).await {
+            Ok(Some((_, true))) => return LateNote::Noted,
+            Ok(Some((_, false))) => return LateNote::AlreadyNoted,
+            Ok(None) => {
+                eprintln!(
+                    "collect: warning: window {} shard {}: probe {}'s digest came after the window was written, but its result is not in the {RESULTS_BUCKET} bucket to note it in",
+                    d.window, d.shard, d.probe
+                );
+                return LateNote::NotNoted;
+            }
+            Err(e @ NetError::Stored { .. }) => {
+                eprintln!(
+                    "collect: warning: {e}; probe {}'s late digest is not noted in it",
+                    d.probe
+                );
+                return LateNote::NotNoted;
+            }
+            Err(e) => {
+                transient(&e, opts);
+                if stop() {
+                    return LateNote::Stopped;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
         }
     }
 }

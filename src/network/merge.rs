@@ -132,7 +132,7 @@ impl HeavyFlow {
 }
 
 /// A merged shard-window: what a collector writes.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ShardWindowResult {
     /// The window (from the Unix epoch).
     pub window: u64,
@@ -144,6 +144,15 @@ pub struct ShardWindowResult {
     pub missing: Vec<String>,
     /// True when some expected probe did not report before the lateness.
     pub partial: bool,
+    /// Probes whose digest for this shard-window came after it was written:
+    /// not merged, so the result lacks their packets (sorted). The
+    /// collector that receives such a digest adds its probe here before it
+    /// acknowledges it. A probe of `missing` that turned up late is listed
+    /// in both; one listed only here means the result was written complete
+    /// but is not (two collectors owning one shard, or a digest published
+    /// by hand). Absent from results that never had one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub late: Vec<String>,
     /// Packets over all probes.
     pub packets: u64,
     /// Packets per class id.
@@ -170,6 +179,29 @@ pub struct ShardWindowResult {
 }
 
 impl ShardWindowResult {
+    /// Notes that `probe`'s digest came after this result was written
+    /// (see [`ShardWindowResult::late`]), keeping the list sorted and
+    /// without repeats. Returns whether the probe is new to the list; a
+    /// digest delivered again changes nothing.
+    ///
+    /// ```
+    /// use flowsieve::network::merge::ShardWindowResult;
+    /// let mut r = ShardWindowResult::default();
+    /// assert!(r.note_late("r9"));
+    /// assert!(r.note_late("r2"));
+    /// assert!(!r.note_late("r9"));
+    /// assert_eq!(r.late, ["r2", "r9"]);
+    /// ```
+    pub fn note_late(&mut self, probe: &str) -> bool {
+        match self.late.binary_search_by(|p| p.as_str().cmp(probe)) {
+            Ok(_) => false,
+            Err(at) => {
+                self.late.insert(at, probe.to_string());
+                true
+            }
+        }
+    }
+
     /// The merged presence filter, if the result carries a readable one.
     pub fn presence_filter(&self) -> Option<BloomFilter> {
         use base64::Engine as _;
@@ -376,6 +408,7 @@ impl ShardWindowMerge {
             probes: self.probes.iter().cloned().collect(),
             partial: !missing.is_empty(),
             missing,
+            late: Vec::new(),
             packets: self.packets,
             class_packets: self.class_packets.clone(),
             candidates: self.candidates.len() as u64,

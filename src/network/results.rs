@@ -29,6 +29,10 @@ pub struct NetworkWindow {
     pub partial: bool,
     /// Probes missing from some shard.
     pub missing: Vec<String>,
+    /// Probes whose digest for some shard came after that shard-window was
+    /// written, so its packets are not in this window's figures
+    /// ([`ShardWindowResult::late`]). Empty in correct operation.
+    pub late: Vec<String>,
     /// Packets over all probes and shards.
     pub packets: u64,
     /// Packets per class, by name.
@@ -60,6 +64,9 @@ pub struct NetworkSection {
     pub windows: u64,
     /// The partial ones.
     pub partial_windows: Vec<u64>,
+    /// The windows some shard of which lacks a late digest (see
+    /// [`NetworkWindow::late`]).
+    pub late_windows: Vec<u64>,
 }
 
 /// The whole network report (JSON schema version 2, `network` section).
@@ -98,6 +105,7 @@ pub fn assemble(
     for (w, rs) in by_window {
         let mut probes = BTreeSet::new();
         let mut missing = BTreeSet::new();
+        let mut late = BTreeSet::new();
         let mut class_packets: BTreeMap<String, u64> = BTreeMap::new();
         let mut heavy = Vec::new();
         let (mut packets, mut flows, mut candidates, mut saturated) = (0, 0.0, 0, 0);
@@ -111,6 +119,7 @@ pub fn assemble(
             new_flows = new_flows.zip(shard_new.flows()).map(|(a, b)| a + b);
             probes.extend(r.probes.iter().cloned());
             missing.extend(r.missing.iter().cloned());
+            late.extend(r.late.iter().cloned());
             packets += r.packets;
             flows += r.flows_estimate;
             candidates += r.candidates;
@@ -137,6 +146,7 @@ pub fn assemble(
             probes: probes.into_iter().collect(),
             partial: rs.iter().any(|r| r.partial),
             missing: missing.into_iter().collect(),
+            late: late.into_iter().collect(),
             packets,
             class_packets,
             flows_estimate: flows,
@@ -155,6 +165,11 @@ pub fn assemble(
             partial_windows: windows
                 .iter()
                 .filter(|w| w.partial)
+                .map(|w| w.window)
+                .collect(),
+            late_windows: windows
+                .iter()
+                .filter(|w| !w.late.is_empty())
                 .map(|w| w.window)
                 .collect(),
         },
@@ -309,7 +324,8 @@ const WINDOW_COLUMNS: &[Column] = &[
     Column::new("probes", 6),
     Column::titled("saturated_cells", "saturated", 9),
     Column::new("partial", 7),
-    Column::new("missing", 0),
+    Column::new("missing", 8),
+    Column::new("late", 0),
 ];
 
 const HEAVY_COLUMNS: &[Column] = &[
@@ -381,6 +397,7 @@ impl Section for NetworkReport {
                 Cell::Count(Some(w.saturated_cells)),
                 yes_no(w.partial),
                 Cell::Text(w.missing.join(" ")),
+                Cell::Text(w.late.join(" ")),
             ]);
             for (i, f) in w.heavy.iter().enumerate() {
                 heavy.push_row(
@@ -431,6 +448,13 @@ impl Section for NetworkReport {
                 "window {} is partial: no digest from {} (marked after --lateness)",
                 w.window,
                 w.missing.join(", ")
+            ));
+        }
+        for w in self.windows.iter().filter(|w| !w.late.is_empty()) {
+            out.push(format!(
+                "window {} lacks the digests of {} in some shard: they came after it was written, and are not in its figures",
+                w.window,
+                w.late.join(", ")
             ));
         }
         out

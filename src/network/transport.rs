@@ -525,6 +525,52 @@ pub async fn read_result(
     read_stored(store, &result_key(window, shard), "result", "read result").await
 }
 
+/// Adds `probe` to the late probes ([`ShardWindowResult::late`]) of the
+/// written result of `window` and `shard` in the results bucket `store`.
+/// Returns the result as it now stands and whether `probe` was new to its
+/// list, or `None` when the bucket holds no result there.
+///
+/// The write is conditional on the revision read, so that a concurrent
+/// write of the same key (only a second collector owning the shard would
+/// make one) is never overwritten: the read and the note are tried again.
+/// A probe already listed writes nothing, so a digest delivered again
+/// changes nothing.
+pub async fn note_late_result(
+    store: &kv::Store,
+    window: u64,
+    shard: u32,
+    probe: &str,
+) -> Result<Option<(ShardWindowResult, bool)>, NetError> {
+    let key = result_key(window, shard);
+    loop {
+        let entry = store
+            .entry(key.as_str())
+            .await
+            .map_err(|e| nats_err("read result")(&e))?;
+        let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
+            return Ok(None);
+        };
+        let mut r: ShardWindowResult =
+            serde_json::from_slice(&entry.value).map_err(|e| NetError::Stored {
+                what: "result",
+                key: key.clone(),
+                detail: e.to_string(),
+            })?;
+        if !r.note_late(probe) {
+            return Ok(Some((r, false)));
+        }
+        let bytes = serde_json::to_vec(&r).map_err(|e| nats_err("encode result")(&e))?;
+        match store
+            .update(key.as_str(), bytes.into(), entry.revision)
+            .await
+        {
+            Ok(_) => return Ok(Some((r, true))),
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => continue,
+            Err(e) => return Err(nats_err("note a late digest in its result")(&e)),
+        }
+    }
+}
+
 /// The JSON value stored under `key` in `store`, if there is one; `what`
 /// names the value and `reading` the request in errors.
 async fn read_stored<T: serde::de::DeserializeOwned>(
