@@ -732,6 +732,119 @@ fn a_digest_after_its_window_was_written_complete_is_named() {
     assert!(again == after, "{log}");
 }
 
+/// Digests the collector consumers `collect-s0` to `collect-s7` still
+/// have undelivered or unacknowledged, or `None` while some consumer is
+/// not there yet.
+fn outstanding(url: &str) -> Option<u64> {
+    with_server(url, |n| async move {
+        let stream =
+            n.js.get_stream(flowsieve::network::transport::STREAM)
+                .await
+                .ok()?;
+        let mut left = 0;
+        for s in 0..8 {
+            let info = stream.consumer_info(format!("collect-s{s}")).await.ok()?;
+            left += info.num_pending + info.num_ack_pending as u64;
+        }
+        Some(left)
+    })
+}
+
+/// A probe that publishes after `--lateness` finds its windows written
+/// partial without it: each of its digests is late, acknowledged, not
+/// merged, and noted in its window's stored result (`late`), with no
+/// warning, since "partial" announced it. The results otherwise stay as
+/// they were, and `flowsieve results` names the windows.
+#[test]
+fn a_probe_after_the_lateness_is_noted_late_in_the_partial_windows() {
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let servers = Servers::start(&bin, 1, None);
+    let url = servers.url();
+    let dir = tempfile::tempdir().unwrap();
+    let splits = split(dir.path(), 2);
+    finish(
+        probe(&url, "r0", &splits[0], 2, 1),
+        "r0",
+        Duration::from_secs(120),
+    );
+    // r1 never registers, so no window completes: each is written partial
+    // once its lateness (10 ms) is over, and its digests are acknowledged
+    // only after that write.
+    let mut first = flowsieve(&[
+        "collect",
+        "--nats",
+        &url,
+        "--shards",
+        "0-7",
+        "--lateness",
+        "10ms",
+    ]);
+    let start = Instant::now();
+    while outstanding(&url) != Some(0) || stored_results(&url).1.is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the first collector did not write r0's windows in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = first.kill();
+    let _ = first.wait();
+    let (_, before) = stored_results(&url);
+    // r1 had not registered: the results count it as undeclared.
+    for r in &before {
+        assert!(
+            r.partial && r.missing == ["(1 undeclared)"] && r.late.is_empty(),
+            "window {} shard {}: partial {}, missing {:?}, late {:?}",
+            r.window,
+            r.shard,
+            r.partial,
+            r.missing,
+            r.late
+        );
+    }
+    finish(
+        probe(&url, "r1", &splits[1], 2, 1),
+        "r1",
+        Duration::from_secs(120),
+    );
+    let log = finish(
+        collector(&url, "0-7", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    let late = count_before(&log, "late,");
+    assert!(late > 0, "{log}");
+    assert!(
+        log.contains(" 0 shard-windows written (0 partial), 0 digests merged"),
+        "{log}"
+    );
+    assert_eq!(log.matches("warning").count(), 0, "{log}");
+    let (_, after) = stored_results(&url);
+    assert_eq!(after.len(), before.len(), "{log}");
+    let mut noted = 0;
+    for (b, a) in before.iter().zip(&after) {
+        let mut a = a.clone();
+        if !a.late.is_empty() {
+            assert_eq!(a.late, ["r1"], "window {} shard {}", a.window, a.shard);
+            noted += 1;
+            a.late.clear();
+        }
+        assert!(*b == a, "window {} shard {}", a.window, a.shard);
+    }
+    // Each of r1's digests was late for a window r0 had packets in (the
+    // halves interleave the trace), and each was noted once.
+    assert_eq!(noted, late, "{log}");
+    let report = results_json(&url, &[]);
+    let windows = report["network"]["windows"].as_u64().unwrap();
+    assert_eq!(
+        report["network"]["late_windows"].as_array().unwrap().len() as u64,
+        windows,
+        "{report}"
+    );
+}
+
 /// Digests over the message limit travel through the object store (here
 /// a limit of 1 KiB, below most of this trace's digests) and merge exactly
 /// as messages do; a re-send through the store merges nothing twice; a

@@ -319,24 +319,23 @@ pub async fn collect(
                 }
             }
             look_up_written(&results, &book, &mut written, &decoded, opts).await;
+            let mut given_back = Vec::new();
             for (d, m) in decoded {
-                offer(
+                given_back.extend(offer(
                     &mut book,
-                    &results,
                     &written,
                     &mut summary,
                     &d,
                     m,
                     now_ms(start),
                     opts,
-                    stop,
-                )
-                .await;
+                ));
                 if last_progress.elapsed() >= PROGRESS_EVERY {
                     progress(&book).await;
                     last_progress = Instant::now();
                 }
             }
+            settle(&results, given_back, opts, stop).await;
             if Instant::now() >= drain_until {
                 break;
             }
@@ -639,22 +638,18 @@ async fn look_up_written(
 }
 
 /// Offers a decoded digest to the book (its window's result, if written,
-/// is in `written` already: [`look_up_written`]), and acknowledges at once
-/// a digest the book gives back (a duplicate, a late or a refused one). A
-/// late digest's probe is first noted in its window's stored result
-/// ([`note_late`]), so that the result says what it lacks.
-#[allow(clippy::too_many_arguments)]
-async fn offer(
+/// is in `written` already: [`look_up_written`]). A digest the book gives
+/// back (a duplicate, a late or a refused one) is returned, to be
+/// acknowledged by [`settle`] with the others of its fetch.
+fn offer(
     book: &mut Book<Message>,
-    results: &kv::Store,
     written: &HashMap<(u64, u32), WrittenWindow>,
     summary: &mut CollectSummary,
     d: &Digest,
     m: Message,
     now: u64,
     opts: &CollectOptions,
-    stop: &(dyn Fn() -> bool + Sync),
-) {
+) -> Option<GivenBack> {
     let key = (d.window, d.shard);
     // For the verbose line only: which delivery of which message it was.
     let delivery = opts
@@ -663,27 +658,6 @@ async fn offer(
         .flatten();
     let was_written = written.get(&key);
     let (verdict, back) = book.offer(d, m, now, was_written.map(|w| w.probes.as_slice()));
-    if let (Verdict::Late, Some(w)) = (&verdict, was_written) {
-        let noted = note_late(results, d, opts, stop).await;
-        if noted == LateNote::Stopped {
-            // Not acknowledged: the digest goes to whoever runs next, who
-            // notes it.
-            return;
-        }
-        // A late digest for a window written partial is what partial
-        // announced. One for a window written complete means that result
-        // lacks it: said whether or not -v is on, once (a digest delivered
-        // again, already noted, says nothing).
-        if !w.partial && noted != LateNote::AlreadyNoted {
-            eprintln!(
-                "collect: warning: window {} shard {} was written complete from probes {}, but probe {}'s digest came after it: that result lacks it, and now lists it as late (two collectors owning one shard?)",
-                d.window,
-                d.shard,
-                w.probes.join(","),
-                d.probe
-            );
-        }
-    }
     match &verdict {
         Verdict::Merged => summary.merged += 1,
         Verdict::Duplicate { .. } => summary.duplicates += 1,
@@ -703,15 +677,87 @@ async fn offer(
             d.window, d.shard, d.probe, verdict
         );
     }
-    if let Some(m) = back {
-        let r = match verdict {
-            Verdict::Rejected(_) => m.ack_with(AckKind::Term).await,
-            _ => m.double_ack().await,
+    let message = back?;
+    let late = match (&verdict, was_written) {
+        (Verdict::Late, Some(w)) => Some(LateDigest {
+            window: d.window,
+            shard: d.shard,
+            probe: d.probe.clone(),
+            written_complete_from: (!w.partial).then(|| w.probes.join(",")),
+        }),
+        _ => None,
+    };
+    Some(GivenBack {
+        message,
+        refused: matches!(verdict, Verdict::Rejected(_)),
+        late,
+    })
+}
+
+/// A digest the book gave back, to be acknowledged.
+struct GivenBack {
+    message: Message,
+    /// Refused: acknowledged as terminated, never to be redelivered.
+    refused: bool,
+    /// Late for a written window: its probe is noted in the window's
+    /// stored result first ([`note_late`]).
+    late: Option<LateDigest>,
+}
+
+/// A digest that came after its shard-window was written.
+struct LateDigest {
+    window: u64,
+    shard: u32,
+    probe: String,
+    /// The window's probes, when it was written complete.
+    written_complete_from: Option<String>,
+}
+
+/// Acknowledges the digests the book gave back in one fetch, [`IN_FLIGHT`]
+/// at a time: a late one after its probe is noted in its window's stored
+/// result, so that the result says what it lacks before the digest is
+/// gone. One request after another, a backlog of late digests (a probe
+/// back after an outage longer than `--lateness`) was paced by three
+/// round trips each.
+async fn settle(
+    results: &kv::Store,
+    given_back: Vec<GivenBack>,
+    opts: &CollectOptions,
+    stop: &(dyn Fn() -> bool + Sync),
+) {
+    futures_util::stream::iter(given_back.into_iter().map(|g| async move {
+        if let Some(l) = &g.late {
+            let noted = note_late(results, l, opts, stop).await;
+            if noted == LateNote::Stopped {
+                // Not acknowledged: the digest goes to whoever runs next,
+                // who notes it.
+                return;
+            }
+            // A late digest for a window written partial is what partial
+            // announced. One for a window written complete means that
+            // result lacks it: said whether or not -v is on, once (a
+            // digest delivered again, already noted, says nothing).
+            if let Some(probes) = &l.written_complete_from
+                && noted != LateNote::AlreadyNoted
+            {
+                eprintln!(
+                    "collect: warning: window {} shard {} was written complete from probes {probes}, but probe {}'s digest came after it: that result lacks it, and now lists it as late (two collectors owning one shard?)",
+                    l.window, l.shard, l.probe
+                );
+            }
+        }
+        let r = if g.refused {
+            g.message.ack_with(AckKind::Term).await
+        } else {
+            g.message.double_ack().await
         };
         if let Err(e) = r {
             transient(&transport::nats_err("acknowledge")(&e), opts);
         }
-    }
+    }))
+    .buffer_unordered(IN_FLIGHT)
+    .collect::<Vec<()>>()
+    .await;
 }
 
 /// What came of noting a late digest in its window's stored result.
@@ -733,7 +779,7 @@ enum LateNote {
 /// it answers or `stop` says so.
 async fn note_late(
     results: &kv::Store,
-    d: &Digest,
+    d: &LateDigest,
     opts: &CollectOptions,
     stop: &(dyn Fn() -> bool + Sync),
 ) -> LateNote {
