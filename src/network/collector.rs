@@ -17,7 +17,8 @@ use super::book::{Book, ConsumerView, Verdict, shard_waits};
 use super::digest::Digest;
 use super::merge::ShardWindowResult;
 use super::transport::{
-    self, Nats, NetError, RESULTS_BUCKET, STREAM, result_key, result_subject, shard_filter,
+    self, Nats, NetError, RESULTS_BUCKET, STREAM, StoredResult, result_key, result_subject,
+    shard_filter,
 };
 use async_nats::jetstream::{AckKind, Message, consumer, kv};
 use futures_util::StreamExt;
@@ -318,12 +319,13 @@ pub async fn collect(
                     }
                 }
             }
-            look_up_written(&results, &book, &mut written, &decoded, opts).await;
+            let mut fresh = look_up_written(&results, &book, &mut written, &decoded, opts).await;
             let mut given_back = Vec::new();
             for (d, m) in decoded {
                 given_back.extend(offer(
                     &mut book,
                     &written,
+                    &mut fresh,
                     &mut summary,
                     &d,
                     m,
@@ -602,13 +604,17 @@ async fn decode(
 /// nearly empty windows is not paced by one round trip each. A read that
 /// fails is retried until it answers: a window must not be merged again
 /// over a result it has.
+///
+/// Returns the results read, with their revisions, for this fetch only:
+/// a late digest's note starts from its window's ([`note_late`]) rather
+/// than reading it a second time.
 async fn look_up_written(
     results: &kv::Store,
     book: &Book<Message>,
     written: &mut HashMap<(u64, u32), WrittenWindow>,
     digests: &[(Digest, Message)],
     opts: &CollectOptions,
-) {
+) -> HashMap<(u64, u32), StoredResult> {
     let mut keys: Vec<(u64, u32)> = digests
         .iter()
         .map(|(d, _)| (d.window, d.shard))
@@ -630,20 +636,31 @@ async fn look_up_written(
     .buffer_unordered(IN_FLIGHT)
     .collect()
     .await;
+    let mut fresh = HashMap::new();
     for (key, r) in found {
         if let Some(r) = r {
-            written.insert(key, WrittenWindow::of(r));
+            let w = WrittenWindow {
+                probes: r.result.probes.clone(),
+                partial: r.result.partial,
+            };
+            written.insert(key, w);
+            fresh.insert(key, r);
         }
     }
+    fresh
 }
 
 /// Offers a decoded digest to the book (its window's result, if written,
-/// is in `written` already: [`look_up_written`]). A digest the book gives
-/// back (a duplicate, a late or a refused one) is returned, to be
-/// acknowledged by [`settle`] with the others of its fetch.
+/// is in `written` already, and in `fresh` if this fetch read it:
+/// [`look_up_written`]). A digest the book gives back (a duplicate, a late
+/// or a refused one) is returned, to be acknowledged by [`settle`] with
+/// the others of its fetch; a late one takes its window's result from
+/// `fresh`, so that noting it starts from that read.
+#[allow(clippy::too_many_arguments)]
 fn offer(
     book: &mut Book<Message>,
     written: &HashMap<(u64, u32), WrittenWindow>,
+    fresh: &mut HashMap<(u64, u32), StoredResult>,
     summary: &mut CollectSummary,
     d: &Digest,
     m: Message,
@@ -684,6 +701,7 @@ fn offer(
             shard: d.shard,
             probe: d.probe.clone(),
             written_complete_from: (!w.partial).then(|| w.probes.join(",")),
+            read: fresh.remove(&key),
         }),
         _ => None,
     };
@@ -711,6 +729,10 @@ struct LateDigest {
     probe: String,
     /// The window's probes, when it was written complete.
     written_complete_from: Option<String>,
+    /// The window's result as this fetch read it, if it did: the first
+    /// late digest of a window in a fetch takes it, and the others read
+    /// the result afresh.
+    read: Option<StoredResult>,
 }
 
 /// Acknowledges the digests the book gave back in one fetch, [`IN_FLIGHT`]
@@ -725,8 +747,8 @@ async fn settle(
     opts: &CollectOptions,
     stop: &(dyn Fn() -> bool + Sync),
 ) {
-    futures_util::stream::iter(given_back.into_iter().map(|g| async move {
-        if let Some(l) = &g.late {
+    futures_util::stream::iter(given_back.into_iter().map(|mut g| async move {
+        if let Some(l) = g.late.as_mut() {
             let noted = note_late(results, l, opts, stop).await;
             if noted == LateNote::Stopped {
                 // Not acknowledged: the digest goes to whoever runs next,
@@ -779,12 +801,13 @@ enum LateNote {
 /// it answers or `stop` says so.
 async fn note_late(
     results: &kv::Store,
-    d: &LateDigest,
+    d: &mut LateDigest,
     opts: &CollectOptions,
     stop: &(dyn Fn() -> bool + Sync),
 ) -> LateNote {
     loop {
-        match transport::note_late_result(results, d.window, d.shard, &d.probe).await {
+        let read = d.read.take();
+        match transport::note_late_result(results, d.window, d.shard, &d.probe, read).await {
             Ok(Some((_, true))) => return LateNote::Noted,
             Ok(Some((_, false))) => return LateNote::AlreadyNoted,
             Ok(None) => {

@@ -514,15 +514,46 @@ fn window_keys(window: u64) -> String {
 /// lost a node.
 const KEY_LIST_TRIES: u32 = 10;
 
+/// A shard-window's result as read from the results bucket, with the
+/// revision it was read at: a conditional write over it
+/// ([`note_late_result`]) succeeds only if no other write came between.
+#[derive(Debug, Clone)]
+pub struct StoredResult {
+    /// The result.
+    pub result: ShardWindowResult,
+    /// The bucket's revision of its key when it was read.
+    pub revision: u64,
+}
+
 /// The written result of a shard-window in the results bucket `store`, if
-/// there is one: one request, on a bucket the caller holds open (opening
-/// it is a request of its own).
+/// there is one, with its revision: one request, on a bucket the caller
+/// holds open (opening it is a request of its own).
 pub async fn read_result(
     store: &kv::Store,
     window: u64,
     shard: u32,
-) -> Result<Option<ShardWindowResult>, NetError> {
-    read_stored(store, &result_key(window, shard), "result", "read result").await
+) -> Result<Option<StoredResult>, NetError> {
+    read_result_at(store, &result_key(window, shard)).await
+}
+
+/// [`read_result`] by key. A deleted or purged key holds no result.
+async fn read_result_at(store: &kv::Store, key: &str) -> Result<Option<StoredResult>, NetError> {
+    let entry = store
+        .entry(key)
+        .await
+        .map_err(|e| nats_err("read result")(&e))?;
+    let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
+        return Ok(None);
+    };
+    let result = serde_json::from_slice(&entry.value).map_err(|e| NetError::Stored {
+        what: "result",
+        key: key.into(),
+        detail: e.to_string(),
+    })?;
+    Ok(Some(StoredResult {
+        result,
+        revision: entry.revision,
+    }))
 }
 
 /// Adds `probe` to the late probes ([`ShardWindowResult::late`]) of the
@@ -530,38 +561,38 @@ pub async fn read_result(
 /// Returns the result as it now stands and whether `probe` was new to its
 /// list, or `None` when the bucket holds no result there.
 ///
-/// The write is conditional on the revision read, so that a concurrent
-/// write of the same key (only a second collector owning the shard would
-/// make one) is never overwritten: the read and the note are tried again.
-/// A probe already listed writes nothing, so a digest delivered again
-/// changes nothing.
+/// `read`, when the caller has it, is the result as read just before
+/// ([`read_result`]): the note starts from it and saves a read. The write
+/// is conditional on the revision read, so that a concurrent write of the
+/// same key (a note of another late probe, or a second collector owning
+/// the shard) is never overwritten: the key is read again and the note
+/// tried again. A probe already listed writes nothing, so a digest
+/// delivered again changes nothing. (Probes are only ever added to the
+/// list, so one listed in a read that has since gone stale is listed
+/// still.)
 pub async fn note_late_result(
     store: &kv::Store,
     window: u64,
     shard: u32,
     probe: &str,
+    mut read: Option<StoredResult>,
 ) -> Result<Option<(ShardWindowResult, bool)>, NetError> {
     let key = result_key(window, shard);
     loop {
-        let entry = store
-            .entry(key.as_str())
-            .await
-            .map_err(|e| nats_err("read result")(&e))?;
-        let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
-            return Ok(None);
+        let stored = match read.take() {
+            Some(s) => s,
+            None => match read_result_at(store, &key).await? {
+                Some(s) => s,
+                None => return Ok(None),
+            },
         };
-        let mut r: ShardWindowResult =
-            serde_json::from_slice(&entry.value).map_err(|e| NetError::Stored {
-                what: "result",
-                key: key.clone(),
-                detail: e.to_string(),
-            })?;
+        let mut r = stored.result;
         if !r.note_late(probe) {
             return Ok(Some((r, false)));
         }
         let bytes = serde_json::to_vec(&r).map_err(|e| nats_err("encode result")(&e))?;
         match store
-            .update(key.as_str(), bytes.into(), entry.revision)
+            .update(key.as_str(), bytes.into(), stored.revision)
             .await
         {
             Ok(_) => return Ok(Some((r, true))),
