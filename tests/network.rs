@@ -864,6 +864,80 @@ fn a_probe_after_the_lateness_is_noted_late_in_the_partial_windows() {
     );
 }
 
+/// Notes of several late probes of one window, all starting from one read
+/// (as the notes of one fetch can), all land: each write is conditional
+/// on the revision its note started from, so a note that lost the race
+/// reads the key again and notes again, and none overwrites another. A
+/// note from a stale read of a probe listed since writes nothing; a
+/// window with no stored result is not noted.
+#[test]
+fn late_notes_of_one_window_in_flight_together_all_land() {
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let servers = Servers::start(&bin, 1, None);
+    with_server(&servers.url(), |n| async move {
+        use flowsieve::network::transport::{
+            RESULTS_BUCKET, note_late_result, read_result, result_key,
+        };
+        n.ensure(1).await.unwrap();
+        let store = n.bucket(RESULTS_BUCKET).await.unwrap();
+        let written = ShardWindowResult {
+            window: 7,
+            shard: 3,
+            probes: vec!["r0".into()],
+            missing: vec!["(8 undeclared)".into()],
+            partial: true,
+            packets: 12,
+            ..Default::default()
+        };
+        store
+            .put(
+                result_key(7, 3),
+                serde_json::to_vec(&written).unwrap().into(),
+            )
+            .await
+            .unwrap();
+        let read = read_result(&store, 7, 3).await.unwrap().unwrap();
+        assert_eq!(read.result, written);
+        let late: Vec<String> = (1..=8).map(|i| format!("r{i}")).collect();
+        let notes = futures_util::future::join_all(
+            late.iter()
+                .map(|p| note_late_result(&store, 7, 3, p, Some(read.clone()))),
+        )
+        .await;
+        for (p, note) in late.iter().zip(notes) {
+            let (_, newly) = note.unwrap().unwrap();
+            assert!(newly, "{p} was not new to the list");
+        }
+        let after = read_result(&store, 7, 3).await.unwrap().unwrap();
+        assert_eq!(after.result.late, late);
+        assert_eq!(
+            ShardWindowResult {
+                late: Vec::new(),
+                ..after.result.clone()
+            },
+            written
+        );
+        // From the stale first read, r4 looks new; the write fails on its
+        // revision, the read again finds r4 listed, and nothing is written.
+        let (now, newly) = note_late_result(&store, 7, 3, "r4", Some(read))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(!newly);
+        assert_eq!(now, after.result);
+        let last = read_result(&store, 7, 3).await.unwrap().unwrap();
+        assert_eq!(last.revision, after.revision);
+        assert!(
+            note_late_result(&store, 8, 3, "r1", None)
+                .await
+                .unwrap()
+                .is_none()
+        );
+    });
+}
+
 /// Digests over the message limit travel through the object store (here
 /// a limit of 1 KiB, below most of this trace's digests) and merge exactly
 /// as messages do; a re-send through the store merges nothing twice; a
