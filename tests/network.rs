@@ -398,22 +398,34 @@ fn wait_until_listening(live: &mut Child) -> std::thread::JoinHandle<Vec<String>
     reader
 }
 
-/// Digests that collector consumers `collect-s<shard>` have been handed but
-/// not acknowledged, summed over `shards`.
-fn unacknowledged(url: &str, shards: std::ops::Range<u32>) -> usize {
+/// For each collector consumer `collect-s<shard>` of `shards`, the
+/// digests it has not delivered yet and those it has handed out but not
+/// acknowledged, or `None` while it is not there; `None` in all while the
+/// stream is not there.
+fn consumer_backlogs(url: &str, shards: std::ops::Range<u32>) -> Option<Vec<Option<(u64, u64)>>> {
     with_server(url, |n| async move {
         let stream =
             n.js.get_stream(flowsieve::network::transport::STREAM)
                 .await
-                .unwrap();
-        let mut held = 0;
+                .ok()?;
+        let mut out = Vec::new();
         for s in shards {
-            if let Ok(info) = stream.consumer_info(format!("collect-s{s}")).await {
-                held += info.num_ack_pending;
-            }
+            let info = stream.consumer_info(format!("collect-s{s}")).await.ok();
+            out.push(info.map(|i| (i.num_pending, i.num_ack_pending as u64)));
         }
-        held
+        Some(out)
     })
+}
+
+/// Digests that collector consumers `collect-s<shard>` have been handed but
+/// not acknowledged, summed over `shards` (those that are there).
+fn unacknowledged(url: &str, shards: std::ops::Range<u32>) -> u64 {
+    consumer_backlogs(url, shards)
+        .expect("the digest stream")
+        .into_iter()
+        .flatten()
+        .map(|(_, unacknowledged)| unacknowledged)
+        .sum()
 }
 
 /// The faults, each at a point the test knows rather than after a
@@ -736,18 +748,10 @@ fn a_digest_after_its_window_was_written_complete_is_named() {
 /// have undelivered or unacknowledged, or `None` while some consumer is
 /// not there yet.
 fn outstanding(url: &str) -> Option<u64> {
-    with_server(url, |n| async move {
-        let stream =
-            n.js.get_stream(flowsieve::network::transport::STREAM)
-                .await
-                .ok()?;
-        let mut left = 0;
-        for s in 0..8 {
-            let info = stream.consumer_info(format!("collect-s{s}")).await.ok()?;
-            left += info.num_pending + info.num_ack_pending as u64;
-        }
-        Some(left)
-    })
+    consumer_backlogs(url, 0..8)?
+        .into_iter()
+        .map(|c| c.map(|(undelivered, unacknowledged)| undelivered + unacknowledged))
+        .sum()
 }
 
 /// Probes that publish after `--lateness` find their windows written
@@ -771,9 +775,9 @@ fn a_probe_after_the_lateness_is_noted_late_in_the_partial_windows() {
         "r0",
         Duration::from_secs(120),
     );
-    // r1 and r2 have not registered, so no window completes: each is written partial
-    // once its lateness (10 ms) is over, and its digests are acknowledged
-    // only after that write.
+    // r1 and r2 have not registered, so no window completes: each is
+    // written partial once its lateness (10 ms) is over, and its digests
+    // are acknowledged only after that write.
     let mut first = flowsieve(&[
         "collect",
         "--nats",

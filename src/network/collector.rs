@@ -473,9 +473,9 @@ struct WrittenWindow {
 }
 
 impl WrittenWindow {
-    fn of(r: ShardWindowResult) -> Self {
+    fn of(r: &ShardWindowResult) -> Self {
         WrittenWindow {
-            probes: r.probes,
+            probes: r.probes.clone(),
             partial: r.partial,
         }
     }
@@ -639,11 +639,7 @@ async fn look_up_written(
     let mut fresh = HashMap::new();
     for (key, r) in found {
         if let Some(r) = r {
-            let w = WrittenWindow {
-                probes: r.result.probes.clone(),
-                partial: r.result.partial,
-            };
-            written.insert(key, w);
+            written.insert(key, WrittenWindow::of(&r.result));
             fresh.insert(key, r);
         }
     }
@@ -902,7 +898,7 @@ async fn write_results(
                 if r.partial { " (partial)" } else { "" }
             );
         }
-        written.insert((r.window, r.shard), WrittenWindow::of(r));
+        written.insert((r.window, r.shard), WrittenWindow::of(&r));
     }
     // An acknowledgement that does not arrive leaves the digest to be
     // redelivered, found written, and acknowledged then.

@@ -374,12 +374,7 @@ impl Nats {
         let store = self.bucket(PROBES_BUCKET).await?;
         let mut out = Vec::new();
         for (key, v) in self.latest_values(&store, ">").await? {
-            let s: ProbeState = serde_json::from_slice(&v).map_err(|e| NetError::Stored {
-                what: "probe state",
-                key,
-                detail: e.to_string(),
-            })?;
-            out.push(s);
+            out.push(decode_stored::<ProbeState>(&v, "probe state", &key)?);
         }
         out.sort_by(|a, b| a.probe.cmp(&b.probe));
         Ok(out)
@@ -407,13 +402,7 @@ impl Nats {
         let mut out = Vec::new();
         for tail in tails {
             for (key, v) in self.latest_values(&store, tail).await? {
-                let r: ShardWindowResult =
-                    serde_json::from_slice(&v).map_err(|e| NetError::Stored {
-                        what: "result",
-                        key,
-                        detail: e.to_string(),
-                    })?;
-                out.push(r);
+                out.push(decode_stored::<ShardWindowResult>(&v, "result", &key)?);
             }
         }
         out.sort_by_key(|r| (r.window, r.shard));
@@ -545,13 +534,8 @@ async fn read_result_at(store: &kv::Store, key: &str) -> Result<Option<StoredRes
     let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
         return Ok(None);
     };
-    let result = serde_json::from_slice(&entry.value).map_err(|e| NetError::Stored {
-        what: "result",
-        key: key.into(),
-        detail: e.to_string(),
-    })?;
     Ok(Some(StoredResult {
-        result,
+        result: decode_stored(&entry.value, "result", key)?,
         revision: entry.revision,
     }))
 }
@@ -613,11 +597,19 @@ async fn read_stored<T: serde::de::DeserializeOwned>(
     let Some(v) = store.get(key).await.map_err(|e| nats_err(reading)(&e))? else {
         return Ok(None);
     };
-    serde_json::from_slice(&v)
-        .map(Some)
-        .map_err(|e| NetError::Stored {
-            what,
-            key: key.into(),
-            detail: e.to_string(),
-        })
+    decode_stored(&v, what, key).map(Some)
+}
+
+/// The JSON value `bytes`, stored under `key`; `what` names it in the
+/// error.
+fn decode_stored<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    what: &'static str,
+    key: &str,
+) -> Result<T, NetError> {
+    serde_json::from_slice(bytes).map_err(|e| NetError::Stored {
+        what,
+        key: key.into(),
+        detail: e.to_string(),
+    })
 }
