@@ -293,6 +293,14 @@ struct ReplayArgs {
     /// (one copy by the kernel; for filesystems where mapping is slow).
     #[arg(long)]
     no_mmap: bool,
+    /// Helper threads that dissect, classify and hash a mapped classic
+    /// pcap file ahead of the reader, each taking 1 MiB shares (0: none).
+    /// Worth it when the reader sets the pace: more cores than the workers
+    /// use. pcapng and compressed files are read by the reader alone. No
+    /// figure changes, only the work.
+    #[arg(long, default_value_t = 0, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(0..=flowsieve::ahead::MAX_DISSECT_THREADS as i64))]
+    dissect_threads: u16,
 }
 
 /// What `replay` and `live` share: keys, classes, truth, the pipeline and
@@ -708,6 +716,7 @@ fn run_replay(args: ReplayArgs) -> u8 {
         if args.no_mmap && !args.mmap {
             c.replay.read_mode = ReadMode::Read;
         }
+        c.replay.dissect_threads = usize::from(args.dissect_threads);
         // The default job (no trace given) also sweeps bits per element and
         // alpha, so a new user sees where selective querying pays.
         if args.traces.is_empty() && args.run.pipeline.selective.sweep.is_empty() {

@@ -12,7 +12,8 @@
 //! - [`class`]: flow classes (`ports`, `ipclass`, or a TOML config);
 //! - [`model`]: the analytical models from the papers (pure functions);
 //! - [`truth`]: the exact per-flow table (ground truth);
-//! - [`replay`]: the replay engine, which pushes results into a sink;
+//! - [`replay`]: the replay engine, which pushes results into a sink, and
+//!   [`ahead`], its helper threads that dissect and hash a trace ahead of it;
 //! - [`report`]: the replay summary and its text and JSON renderings;
 //! - [`synth`]: the seeded synthetic trace generator;
 //! - [`mod@bench`]: the throughput protocol behind `flowsieve bench`.
@@ -34,6 +35,7 @@ macro_rules! serialize_as_display {
 }
 pub(crate) use serialize_as_display;
 
+pub mod ahead;
 pub mod bench;
 pub mod class;
 pub mod dissect;

@@ -248,6 +248,23 @@ fn csv_and_plot_outputs() {
 }
 
 #[test]
+fn dissect_threads_change_no_figure_and_say_what_they_did() {
+    let trace = default_trace();
+    let t = trace.as_str();
+    let (out0, plain) = json_of(&[t]);
+    let (out2, helped) = json_of(&["--dissect-threads", "2", t]);
+    assert!(out0.status.success() && out2.status.success());
+    let packets = plain["trace"]["packets"].as_u64().unwrap();
+    assert!(plain["trace"]["files"][0].get("dissected_ahead").is_none());
+    assert_eq!(
+        helped["trace"]["files"][0]["dissected_ahead"].as_u64(),
+        Some(packets),
+        "two helpers prepare every packet of the bundled trace"
+    );
+    assert_eq!(without_timing(plain), without_timing(helped));
+}
+
+#[test]
 fn bad_pipeline_flags_exit_2_with_one_line() {
     for args in [
         &["--theta", "300", "--cbf-width", "8"][..],
@@ -263,6 +280,9 @@ fn bad_pipeline_flags_exit_2_with_one_line() {
         &["--rbf-bits", "8", "--rbf-k", "4"],
         &["--huge-pages", "maybe"],
         &["--huge-pages", "on", "--no-huge-pages"],
+        &["--dissect-threads", "65"],
+        &["--dissect-threads", "-1"],
+        &["--dissect-threads", "two"],
     ] {
         let out = flowsieve(args);
         let err = String::from_utf8_lossy(&out.stderr);

@@ -796,34 +796,54 @@ fn a_trace_truncated_during_a_replay_is_reported_as_damage() {
             }
         }
     }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("shrinks.pcap");
-    let cfg = SynthConfig {
-        flows: 5000,
-        packets: 150_000,
-        seed: 5,
-        ..SynthConfig::default()
-    };
-    generate(
-        &cfg,
-        std::io::BufWriter::new(std::fs::File::create(&path).unwrap()),
-    )
-    .unwrap();
-    let validated = PipelineConfig::new(Classifier::ports()).validate().unwrap();
-    let source = FileSource::new(vec![path.clone()], &validated);
-    let mut obs = Truncator(path.clone(), false);
-    let r = run(source, &validated, &mut obs, &mut NoEvents).unwrap();
-    assert_eq!(r.outcome(), Outcome::DamagedInput);
-    assert_eq!(r.replay.errors.len(), 1);
-    let e = &r.replay.errors[0];
-    assert!(
-        e.starts_with(&path.display().to_string()) && !e.contains('\n'),
-        "{e}"
-    );
-    assert!(!r.replay.trace.files[0].complete);
-    let read = r.replay.trace.packets;
-    assert!(read > 65_536 && read < 150_000, "{read}");
-    assert_eq!(r.pipeline.packets, read);
+    // With `--dissect-threads` too: a helper reading ahead may fault
+    // first, and the reader must still end the file where it now ends, in
+    // the same one-line error after the same packets.
+    let mut ends = Vec::new();
+    for helpers in [0, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shrinks.pcap");
+        let cfg = SynthConfig {
+            flows: 5000,
+            packets: 150_000,
+            seed: 5,
+            ..SynthConfig::default()
+        };
+        generate(
+            &cfg,
+            std::io::BufWriter::new(std::fs::File::create(&path).unwrap()),
+        )
+        .unwrap();
+        let mut pipeline = PipelineConfig::new(Classifier::ports());
+        pipeline.replay.dissect_threads = helpers;
+        let validated = pipeline.validate().unwrap();
+        let source = FileSource::new(vec![path.clone()], &validated);
+        let mut obs = Truncator(path.clone(), false);
+        let r = run(source, &validated, &mut obs, &mut NoEvents).unwrap();
+        assert_eq!(r.outcome(), Outcome::DamagedInput);
+        assert_eq!(r.replay.errors.len(), 1);
+        let e = &r.replay.errors[0];
+        assert!(
+            e.starts_with(&path.display().to_string()) && !e.contains('\n'),
+            "{e}"
+        );
+        ends.push((
+            e.replacen(&path.display().to_string(), "", 1),
+            r.replay.trace.packets,
+        ));
+        assert!(!r.replay.trace.files[0].complete);
+        let read = r.replay.trace.packets;
+        assert!(read > 65_536 && read < 150_000, "{read}");
+        assert_eq!(r.pipeline.packets, read);
+        if helpers > 0 {
+            assert!(
+                r.replay.trace.files[0]
+                    .dissected_ahead
+                    .is_some_and(|n| n > 0)
+            );
+        }
+    }
+    assert_eq!(ends[0], ends[1], "the same end with and without helpers");
 }
 
 /// A stream with known class priors: each round's cache window holds a set

@@ -18,6 +18,7 @@
 
 mod common;
 
+mod ahead;
 mod bench;
 mod capped;
 mod class;

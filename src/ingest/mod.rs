@@ -33,6 +33,7 @@ pub mod pcapng;
 mod read_ahead;
 mod shed_at;
 mod source;
+pub mod split;
 mod timestamp;
 
 pub use anomaly::{AnomalyEntry, AnomalyLog};
@@ -743,6 +744,16 @@ impl TraceReader {
         };
         self.failed = true;
         Err(err)
+    }
+
+    /// The whole file's bytes, for a classic pcap file that is mapped (or
+    /// held in memory) and not compressed: what [`crate::ahead`]'s helper
+    /// threads walk ahead of this reader. `None` for anything else.
+    pub(crate) fn whole_pcap(&self) -> Option<&[u8]> {
+        match (self.format, self.compression) {
+            (ContainerFormat::Pcap(_), Compression::None) => self.source.whole_bytes(),
+            _ => None,
+        }
     }
 
     /// The file this reader reads.

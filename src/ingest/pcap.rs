@@ -328,4 +328,15 @@ impl PcapFramer {
     pub(crate) fn link_type(&self) -> LinkType {
         self.link_type
     }
+
+    /// Bytes of a record header: 16, or 24 in the modified format.
+    pub(crate) fn record_header_len(&self) -> usize {
+        self.record_header_len
+    }
+
+    /// The largest caplen [`PcapFramer::fast_record`] takes (meaningful
+    /// once the header is read).
+    pub(crate) fn fast_caplen_limit(&self) -> u32 {
+        self.fast_caplen_limit
+    }
 }

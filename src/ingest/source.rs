@@ -125,6 +125,14 @@ impl Source {
         }
     }
 
+    /// A whole source's bytes, all of them (`None` for a stream).
+    pub(crate) fn whole_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Source::Whole { whole, .. } => Some(whole.bytes()),
+            Source::Stream { .. } => None,
+        }
+    }
+
     /// The bytes a whole source lends (`usize::MAX` for a stream).
     pub(crate) fn whole_len(&self) -> usize {
         match self {

@@ -152,6 +152,12 @@ pub struct FileSummary {
     pub error: Option<String>,
     /// Anomalies, one entry per kind.
     pub anomalies: Vec<AnomalySummary>,
+    /// Packets that helper threads dissected and hashed ahead of the
+    /// reader (`replay --dissect-threads`); absent when none ran. A figure
+    /// of work, like `read_seconds`: every other figure is the same
+    /// whatever it is ([`crate::ahead`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dissected_ahead: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize)]

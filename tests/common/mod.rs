@@ -29,6 +29,15 @@ pub fn without_timing(mut v: serde_json::Value) -> serde_json::Value {
             for k in ["read_seconds", "packets_per_sec"] {
                 t.remove(k);
             }
+            // How many packets `--dissect-threads` helpers prepared: work.
+            if let Some(files) = t.get_mut("files").and_then(serde_json::Value::as_array_mut) {
+                for f in files
+                    .iter_mut()
+                    .filter_map(serde_json::Value::as_object_mut)
+                {
+                    f.remove("dissected_ahead");
+                }
+            }
         }
     }
     v
