@@ -26,8 +26,9 @@
 //! says how much of it they did).
 //!
 //! The helpers read the reader's own map (no second map, no copy); they stay
-//! two shares each ahead at most, so the pages they touch are the ones the
-//! reader is about to read.
+//! at most two shares each, and 17 in all, ahead of it, so the pages they
+//! touch are the ones the reader is about to read, and what they add to the
+//! resident memory is bounded (about 25 MiB, however many helpers).
 
 use crate::class::{ClassId, Classifier};
 use crate::dissect::{Dissector, FlowKey, SkipReason};
@@ -46,6 +47,12 @@ pub const SHARE: usize = 1 << 20;
 
 /// Shares a helper may have finished or be working on ahead of the reader.
 const IN_FLIGHT_PER_HELPER: usize = 2;
+
+/// Shares in flight at most, whatever the number of helpers: each holds
+/// about half a MiB of prepared entries and keeps a MiB of the map
+/// resident ahead of the reader, so this bounds what helpers add to the
+/// resident memory (about 25 MiB) however many there are.
+const MAX_IN_FLIGHT: usize = 17;
 
 /// The most helper threads a replay starts.
 pub const MAX_DISSECT_THREADS: usize = 64;
@@ -155,7 +162,7 @@ impl Ahead {
             stop: AtomicBool::new(false),
         });
         let helpers = helpers.clamp(1, MAX_DISSECT_THREADS);
-        let in_flight = helpers * IN_FLIGHT_PER_HELPER + 1;
+        let in_flight = (helpers * IN_FLIGHT_PER_HELPER + 1).min(MAX_IN_FLIGHT);
         let (spare, permits) = bounded::<Vec<Entry>>(in_flight);
         let (finished, done) = unbounded::<Share>();
         let mut handles = Vec::with_capacity(helpers);

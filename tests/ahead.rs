@@ -256,7 +256,8 @@ fn a_synthetic_trace_is_prepared_whole_in_default_shares() {
     assert!(bytes.len() > 4 * flowsieve::ahead::SHARE, "several shares");
     let paths = [path];
     let (plain_sink, plain, _) = replay_with(&paths, 0, flowsieve::ahead::SHARE);
-    for helpers in [1, 2, 5] {
+    // 64: more helpers than shares in flight, most of them waiting.
+    for helpers in [1, 2, 5, 64] {
         let (sink, helped, prepared) = replay_with(&paths, helpers, flowsieve::ahead::SHARE);
         assert_eq!(helped, plain);
         assert!(sink.0 == plain_sink.0, "{helpers} helpers: other packets");
