@@ -23,10 +23,10 @@ pub const RECORD_HEADER_LEN: usize = 16;
 /// Length of a modified (Kuznetzov) record header: the standard 16 bytes plus
 /// interface index (4), protocol (2), packet type (1) and padding (1).
 pub const MODIFIED_RECORD_HEADER_LEN: usize = 24;
-const RH_TS_SEC: usize = 0;
-const RH_TS_FRAC: usize = 4;
-const RH_CAPLEN: usize = 8;
-const RH_WIRE_LEN: usize = 12;
+pub(crate) const RH_TS_SEC: usize = 0;
+pub(crate) const RH_TS_FRAC: usize = 4;
+pub(crate) const RH_CAPLEN: usize = 8;
+pub(crate) const RH_WIRE_LEN: usize = 12;
 
 /// The smallest caplen limit, whatever the file's snaplen says: libpcap's
 /// `MAXIMUM_SNAPLEN` (256 KiB), since many writers store snaplen 0 or a small
@@ -327,6 +327,16 @@ impl PcapFramer {
     /// The file's link type (meaningful once the header is read).
     pub(crate) fn link_type(&self) -> LinkType {
         self.link_type
+    }
+
+    /// Timestamp units per second: 10^6, or 10^9 in a nanosecond file.
+    pub(crate) fn units_per_sec(&self) -> u32 {
+        self.units_per_sec
+    }
+
+    /// Nanoseconds per timestamp unit: 1000, or 1 in a nanosecond file.
+    pub(crate) fn nanos_per_unit(&self) -> u32 {
+        self.nanos_per_unit
     }
 
     /// Bytes of a record header: 16, or 24 in the modified format.

@@ -43,7 +43,9 @@
 
 use super::anomaly::AnomalyLog;
 use super::frame::{ByteOrder, Framed};
-use super::pcap::{FILE_HEADER_LEN, PcapFramer, PcapVariant};
+use super::pcap::{
+    FILE_HEADER_LEN, PcapFramer, PcapVariant, RH_CAPLEN, RH_TS_FRAC, RH_TS_SEC, RH_WIRE_LEN,
+};
 use super::{LinkType, Timestamp};
 
 /// Record headers in a row that make a guess: a random 16 bytes pass the
@@ -56,12 +58,6 @@ pub const CHAIN: usize = 8;
 /// Real traces are in order to within far less; an hour leaves room for
 /// merged captures whose clocks disagree.
 pub const CHAIN_SPAN_SECS: u32 = 3600;
-
-/// Offsets of the record header's fields.
-const RH_TS_SEC: usize = 0;
-const RH_TS_FRAC: usize = 4;
-const RH_CAPLEN: usize = 8;
-const RH_WIRE_LEN: usize = 12;
 
 /// How a classic pcap file's records are laid out, read from its header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,12 +115,8 @@ impl RecordShape {
             },
             header_len: framer.record_header_len(),
             caplen_limit: framer.fast_caplen_limit(),
-            units_per_sec: if variant.nanosecond {
-                1_000_000_000
-            } else {
-                1_000_000
-            },
-            nanos_per_unit: if variant.nanosecond { 1 } else { 1000 },
+            units_per_sec: framer.units_per_sec(),
+            nanos_per_unit: framer.nanos_per_unit(),
             link_type: framer.link_type(),
         })
     }
