@@ -348,56 +348,63 @@ fn walk_share(work: &Work, index: usize, entries: &mut Vec<Entry>) -> (usize, us
     (start, at)
 }
 
-#[cfg(test)]
-mod tests {
-    //! The lookup alone, on shares made by hand: the one place where a
-    //! prepared record is matched to the reader's, and where a mistake
-    //! would hand the sink another packet's key. (The integration tests in
-    //! `tests/ahead.rs` run real helpers, whose guesses on real and
+#[doc(hidden)]
+pub mod testing {
+    //! The lookup alone, on shares made by hand, for `tests/ahead.rs`: the
+    //! one place where a prepared record is matched to the reader's, and
+    //! where a mistake would hand the sink another packet's key. The
+    //! integration tests there run real helpers, whose guesses on real and
     //! synthetic traces are almost always right, so they rarely reach the
-    //! branches a wrong guess takes.)
+    //! branches a wrong guess takes. Not an interface.
     use super::*;
 
-    fn keyed(n: u8) -> Prepared {
-        Prepared::Keyed {
-            key: FlowKey::v4([10, 0, 0, n], [10, 0, 0, 1], 1, 2, 6),
-            hash: u64::from(n),
-            class: 0,
-            ports_truncated: false,
-        }
-    }
+    /// One share a helper might have sent: its index, where its walk
+    /// started and ended, and the offsets of the records it walked.
+    pub type HandMadeShare<'a> = (usize, usize, usize, &'a [usize]);
 
-    /// An `Ahead` over `file` whose helpers already sent `shares` (index,
-    /// start, end, entry offsets); no helper thread runs.
-    fn ahead_over(file: &'static [u8], shares: &[(usize, usize, usize, &[usize])]) -> Ahead {
+    /// Looks up, in order, the records starting at each of `records` (with
+    /// 16-byte headers and 4 bytes of data, in `file`, a classic pcap
+    /// file), as the reader would, in an `Ahead` whose helpers sent
+    /// `shares` (in any order; no helper thread runs). Returns, for each,
+    /// the offset of the helper's record it was matched to, if any; and
+    /// the hits counted.
+    pub fn look_up(
+        file: &'static [u8],
+        shares: &[HandMadeShare<'_>],
+        records: &[usize],
+    ) -> (Vec<Option<usize>>, u64) {
         let shape = RecordShape::of_file(file).expect("a pcap header");
-        let (spare, _permits) = bounded(8);
+        let in_flight = shares.len() + 1;
+        let (spare, _permits) = bounded(in_flight);
         let (finished, done) = unbounded();
         for &(index, start, end, offsets) in shares {
             let entries = offsets
                 .iter()
                 .map(|&record| Entry {
                     record,
-                    prepared: keyed(record as u8),
+                    prepared: Prepared::Keyed {
+                        key: FlowKey::v4([0; 4], [0; 4], 0, 0, 0),
+                        hash: record as u64,
+                        class: 0,
+                        ports_truncated: false,
+                    },
                 })
                 .collect();
-            finished
-                .send(Share {
-                    index,
-                    start,
-                    end,
-                    entries,
-                })
-                .unwrap();
+            let _ = finished.send(Share {
+                index,
+                start,
+                end,
+                entries,
+            });
         }
-        Ahead {
+        let mut ahead = Ahead {
             work: Arc::new(Work {
                 file,
                 shape,
                 dissector: Dissector::new(false),
                 classifier: Classifier::ports(),
                 hasher: FlowHasher::new(crate::hash::HashKey::FIXED),
-                share: 100,
+                share: 1,
                 shares: shares.len(),
                 next: AtomicUsize::new(0),
                 stop: AtomicBool::new(false),
@@ -405,55 +412,22 @@ mod tests {
             helpers: Vec::new(),
             spare: Some(spare),
             done,
-            early: (0..4).map(|_| None).collect(),
+            early: (0..in_flight).map(|_| None).collect(),
             current: None,
             cursor: 0,
             wanted: 0,
             hits: 0,
-        }
-    }
-
-    /// The data of the record starting at `record` (16-byte headers).
-    fn data_of(file: &[u8], record: usize) -> &[u8] {
-        &file[record + 16..record + 20]
-    }
-
-    fn hash_of(p: Option<&Prepared>) -> Option<u64> {
-        p.map(|p| match p {
-            Prepared::Keyed { hash, .. } => *hash,
-            Prepared::Skipped(_) => u64::MAX,
-        })
-    }
-
-    #[test]
-    fn only_a_record_at_the_same_offset_is_taken() {
-        let mut bytes = vec![0u8; 400];
-        bytes[..4].copy_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-        let file: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-        // Share 0 walked 24, 60, 96 (aligned); share 1 guessed wrong and
-        // walked 154, 190 while the reader's records are 150, 186, 222;
-        // share 2 walked 222.
-        let mut a = ahead_over(
-            file,
-            &[
-                (1, 154, 222, &[154, 190]),
-                (0, 24, 132, &[24, 60, 96]),
-                (2, 222, 400, &[222]),
-            ],
-        );
-        assert_eq!(hash_of(a.lookup(data_of(file, 24))), Some(24));
-        assert_eq!(hash_of(a.lookup(data_of(file, 60))), Some(60));
-        assert_eq!(hash_of(a.lookup(data_of(file, 96))), Some(96));
-        // Between share 0's end and share 1's first guessed record.
-        assert_eq!(hash_of(a.lookup(data_of(file, 140))), None);
-        // A helper's record four bytes on is another record.
-        assert_eq!(hash_of(a.lookup(data_of(file, 150))), None);
-        assert_eq!(hash_of(a.lookup(data_of(file, 186))), None);
-        // The next share, arrived before it was wanted, is found in order.
-        assert_eq!(hash_of(a.lookup(data_of(file, 222))), Some(222));
-        // Past every share, and bytes from elsewhere: none.
-        assert_eq!(hash_of(a.lookup(data_of(file, 300))), None);
-        assert_eq!(hash_of(a.lookup(&[1, 2, 3])), None);
-        assert_eq!(a.hits, 4);
+        };
+        let found = records
+            .iter()
+            .map(|&r| {
+                let data = file.get(r + 16..r + 20).unwrap_or(&[]);
+                ahead.lookup(data).map(|p| match p {
+                    Prepared::Keyed { hash, .. } => *hash as usize,
+                    Prepared::Skipped(_) => usize::MAX,
+                })
+            })
+            .collect();
+        (found, ahead.hits)
     }
 }

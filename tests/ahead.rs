@@ -359,3 +359,38 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn only_a_record_at_the_same_offset_is_taken() {
+    let mut bytes = vec![0u8; 400];
+    bytes[..4].copy_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    let file: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+    // Share 0 walked 24, 60, 96 (aligned); share 1 guessed wrong and walked
+    // 154 and 190, while the reader's records are 150, 186, 222; share 2,
+    // sent before share 0, walked 222.
+    let shares: [flowsieve::ahead::testing::HandMadeShare<'_>; 3] = [
+        (1, 154, 222, &[154, 190]),
+        (2, 222, 400, &[222]),
+        (0, 24, 132, &[24, 60, 96]),
+    ];
+    let (found, hits) =
+        flowsieve::ahead::testing::look_up(file, &shares, &[24, 60, 96, 140, 150, 186, 222, 300]);
+    assert_eq!(
+        found,
+        [
+            Some(24),
+            Some(60),
+            Some(96),
+            // Between share 0's end and share 1's first guessed record.
+            None,
+            // A helper's record four bytes on is another record.
+            None,
+            None,
+            // The share that came early is found in its turn.
+            Some(222),
+            // Past the last record a helper walked.
+            None,
+        ]
+    );
+    assert_eq!(hits, 4);
+}
