@@ -184,9 +184,22 @@ impl Ahead {
             // lookup finds no share and prepares records itself.
             let _ = spare.send(Vec::new());
         }
-        Some(Ahead {
+        Some(Ahead::reading(work, handles, spare, done, in_flight))
+    }
+
+    /// The reader's side of `helpers` working on `work`: permits go back
+    /// through `spare`, shares come in through `done`, at most
+    /// `in_flight` of them at once.
+    fn reading(
+        work: Arc<Work>,
+        helpers: Vec<JoinHandle<()>>,
+        spare: Sender<Vec<Entry>>,
+        done: Receiver<Share>,
+        in_flight: usize,
+    ) -> Ahead {
+        Ahead {
             work,
-            helpers: handles,
+            helpers,
             spare: Some(spare),
             done,
             early: (0..in_flight).map(|_| None).collect(),
@@ -194,7 +207,7 @@ impl Ahead {
             cursor: 0,
             wanted: 0,
             hits: 0,
-        })
+        }
     }
 
     /// What a helper prepared for the record whose captured bytes are
@@ -397,27 +410,18 @@ pub mod testing {
                 entries,
             });
         }
-        let mut ahead = Ahead {
-            work: Arc::new(Work {
-                file,
-                shape,
-                dissector: Dissector::new(false),
-                classifier: Classifier::ports(),
-                hasher: FlowHasher::new(crate::hash::HashKey::FIXED),
-                share: 1,
-                shares: shares.len(),
-                next: AtomicUsize::new(0),
-                stop: AtomicBool::new(false),
-            }),
-            helpers: Vec::new(),
-            spare: Some(spare),
-            done,
-            early: (0..in_flight).map(|_| None).collect(),
-            current: None,
-            cursor: 0,
-            wanted: 0,
-            hits: 0,
-        };
+        let work = Arc::new(Work {
+            file,
+            shape,
+            dissector: Dissector::new(false),
+            classifier: Classifier::ports(),
+            hasher: FlowHasher::new(crate::hash::HashKey::FIXED),
+            share: 1,
+            shares: shares.len(),
+            next: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+        });
+        let mut ahead = Ahead::reading(work, Vec::new(), spare, done, in_flight);
         let found = records
             .iter()
             .map(|&r| {
