@@ -49,6 +49,8 @@ pub mod network;
 pub mod pages;
 pub mod pipeline;
 mod prefetch;
+#[doc(hidden)]
+pub use prefetch::testing as prefetch_testing;
 pub mod replay;
 pub mod report;
 pub mod reproduce;

@@ -19,3 +19,52 @@ pub(crate) fn prefetch(p: *const u8) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
 }
+
+/// Whether the processor implements `prefetchw` (CPUID leaf 0x8000_0001,
+/// ECX bit 8: "3DNowPrefetch" on AMD, "PRFCHW" on Intel since Broadwell).
+/// [`prefetch_write`] runs only where this holds: the manuals promise
+/// nothing for a processor without the feature.
+pub(crate) fn write_prefetch_supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::__cpuid;
+        // SAFETY: CPUID exists on every x86_64 processor, and a leaf above
+        // the highest one the processor reports (checked first) is never
+        // read. (The call is safe from Rust 1.87 on, hence the allow.)
+        #[allow(unused_unsafe)]
+        unsafe {
+            __cpuid(0x8000_0000).eax >= 0x8000_0001 && __cpuid(0x8000_0001).ecx & (1 << 8) != 0
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Hints the CPU to bring the cache line holding `p` into L1 for writing
+/// (`prefetchw`), so that a store to it need not wait for the line to be
+/// taken from another core's cache. Never faults, like [`prefetch`]. Call
+/// it only where [`write_prefetch_supported`] said so.
+#[inline(always)]
+pub(crate) fn prefetch_write(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `prefetchw` only hints the cache; it reads or writes no
+    // memory architecturally and cannot fault, whatever the address. The
+    // caller has checked that the processor implements it.
+    unsafe {
+        std::arch::asm!("prefetchw [{}]", in(reg) p, options(nostack, preserves_flags, readonly));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+#[doc(hidden)]
+pub mod testing {
+    //! The processor check alone, for `tests/prefetch.rs`, which compares
+    //! it with the kernel's reading of the same CPUID bit. Not an
+    //! interface.
+
+    /// [`super::write_prefetch_supported`].
+    pub fn write_prefetch_supported() -> bool {
+        super::write_prefetch_supported()
+    }
+}

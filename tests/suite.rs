@@ -35,6 +35,7 @@ mod model;
 mod network_merge;
 mod pages;
 mod pipeline;
+mod prefetch;
 mod reliability;
 mod reproduce;
 mod schedule;
