@@ -57,6 +57,14 @@ pub(crate) fn prefetch_write(p: *const u8) {
     let _ = p;
 }
 
+/// [`prefetch_write`] of the slot `index` of `buffer`, within its length,
+/// its capacity or past both (the hint never faults). For a batch buffer
+/// written slot by slot, a few slots ahead of the one written.
+#[inline(always)]
+pub(crate) fn prefetch_write_slot<T>(buffer: &[T], index: usize) {
+    prefetch_write(buffer.as_ptr().wrapping_add(index).cast());
+}
+
 #[doc(hidden)]
 pub mod testing {
     //! The processor check alone, for `tests/prefetch.rs`, which compares

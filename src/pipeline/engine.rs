@@ -591,7 +591,7 @@ const WRITE_AHEAD_SLOTS: usize = 8;
 /// round).
 #[inline(always)]
 fn write_ahead<T>(buffer: &[T], at: usize) {
-    crate::prefetch::prefetch_write(buffer.as_ptr().wrapping_add(at + WRITE_AHEAD_SLOTS).cast());
+    crate::prefetch::prefetch_write_slot(buffer, at + WRITE_AHEAD_SLOTS);
 }
 
 /// Batches between a worker's latency publications (live runs only).
