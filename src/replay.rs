@@ -545,49 +545,43 @@ fn replay_file<P: PacketSink>(
                     last_ts = last_ts.max(packet.ts);
                 }
                 link_types.add(packet.link_type);
-                // Matched by reference: the key is read where the dissector
-                // wrote it. Moved out of the `Result`, it was copied at once
-                // as 16-byte loads of what 8-byte stores had just written,
-                // which the store buffer cannot forward (a stall a packet,
-                // the hottest instruction here in a profile).
                 // Prepared by a helper, when one walked this very record
                 // (`crate::ahead`: the same bytes, so the same answer), or
-                // here. One path on from there: a second call site of the
-                // counting and handing over (a closure for both) was not
-                // inlined, and cost 48 instructions a packet (callgrind).
-                let dissected;
-                let keyed = match ahead.as_mut().and_then(|a| a.lookup(packet.data)) {
+                // dissected here. The dissector's result is matched by
+                // reference where the call wrote it: moved out of the
+                // `Result`, or into a local declared before the match, it
+                // was copied at once as 16-byte loads of what 8-byte stores
+                // had just written, which the store buffer cannot forward
+                // (a stall a packet, the hottest instruction here in a
+                // profile). So both arms call the handing over, and it must
+                // be inlined at both: without `#[inline(always)]` it was
+                // not, and cost 48 instructions a packet (callgrind;
+                // BENCHMARKS.md, forty-sixth and forty-seventh rounds).
+                let mut hand_over = always_inlined(
+                    #[inline(always)]
+                    |key: &FlowKey, hash: u64, class: ClassId, ports_truncated: bool| {
+                        totals.keyed(class, packet.wire_len, ports_truncated);
+                        if let Some(t) = truth.as_deref_mut() {
+                            t.record(*key, hash, class, packet.ts, packet.wire_len, captured);
+                        }
+                        sink.packet(key, hash, class, packet.ts, packet.wire_len, captured);
+                    },
+                );
+                match ahead.as_mut().and_then(|a| a.lookup(packet.data)) {
                     Some(Prepared::Keyed {
                         key,
                         hash,
                         class,
                         ports_truncated,
-                    }) => Some((key, *hash, *class, *ports_truncated)),
-                    Some(Prepared::Skipped(reason)) => {
-                        totals.skips.add(*reason);
-                        None
-                    }
-                    None => {
-                        dissected = dissector.dissect(packet.link_type, packet.data);
-                        match &dissected {
-                            Ok(d) => {
-                                let class =
-                                    cfg.classifier.classify_on(&d.key, packet.interface_name);
-                                Some((&d.key, hasher.hash(&d.key), class, d.ports_truncated))
-                            }
-                            Err(reason) => {
-                                totals.skips.add(*reason);
-                                None
-                            }
+                    }) => hand_over(key, *hash, *class, *ports_truncated),
+                    Some(Prepared::Skipped(reason)) => totals.skips.add(*reason),
+                    None => match &dissector.dissect(packet.link_type, packet.data) {
+                        Ok(d) => {
+                            let class = cfg.classifier.classify_on(&d.key, packet.interface_name);
+                            hand_over(&d.key, hasher.hash(&d.key), class, d.ports_truncated)
                         }
-                    }
-                };
-                if let Some((key, hash, class, ports_truncated)) = keyed {
-                    totals.keyed(class, packet.wire_len, ports_truncated);
-                    if let Some(t) = truth.as_deref_mut() {
-                        t.record(*key, hash, class, packet.ts, packet.wire_len, captured);
-                    }
-                    sink.packet(key, hash, class, packet.ts, packet.wire_len, captured);
+                        Err(reason) => totals.skips.add(*reason),
+                    },
                 }
                 // The sink may stop the replay at any packet (an interrupt, a
                 // live run's end): checked after each, as before runs.
@@ -655,4 +649,11 @@ fn replay_file<P: PacketSink>(
         .collect();
     summary.error = error.map(|e| e.to_string());
     (summary, false)
+}
+
+/// The closure itself: a closure's `#[inline(always)]` is allowed only
+/// where it is an argument.
+#[inline(always)]
+fn always_inlined<F: FnMut(&FlowKey, u64, ClassId, bool)>(f: F) -> F {
+    f
 }
