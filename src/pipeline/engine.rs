@@ -583,12 +583,16 @@ const WRITE_AHEAD_SLOTS: usize = 8;
 /// Why: the buffers a batch is built in come back from the worker that
 /// read them, so their lines are in that worker's cache, and each first
 /// store to a line has to take it from the other core. Stores leave the
-/// store buffer in order, so one such store held up every store after it
-/// and the source thread stalled on every second record (the stall showed
-/// on the first instructions of the prior coordinator's `observe`, which
-/// read the record just written). Asked for a few records ahead, the line
-/// is there when the record is written (BENCHMARKS.md, forty-seventh
-/// round).
+/// store buffer in order, so one such store holds up every store after
+/// it. That is the reading the profile fits: a third of the source
+/// thread's samples sat on the first instructions of the prior
+/// coordinator's `observe`, which reads the record just written, and
+/// the share went with this hint. Asked for a few records ahead, the line
+/// is there when the record is written. A worker's reads of the batch
+/// need no such hint: it reads front to back, a stream the hardware
+/// prefetcher follows, while the source thread writes the shards' buffers
+/// interleaved (BENCHMARKS.md, forty-seventh round, with the variants that
+/// did not pay).
 #[inline(always)]
 fn write_ahead<T>(buffer: &[T], at: usize) {
     crate::prefetch::prefetch_write_slot(buffer, at + WRITE_AHEAD_SLOTS);
