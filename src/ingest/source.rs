@@ -494,10 +494,22 @@ fn touch_ahead(whole: &Whole, pos: usize, touched: &mut usize) {
     }
 }
 
-/// Hints the CPU to fetch the bytes [`PREFETCH_AHEAD`] past `pos`.
+/// Hints the CPU to fetch the two cache lines [`PREFETCH_AHEAD`] past `pos`.
+///
+/// Why two: the walk calls this once a record, and a record of the
+/// benchmark trace's 64-200 B packets spans 2.3 lines on average, so one
+/// line a record left more than half of the lines to the hardware
+/// prefetcher, which starts over at each page. The reader's first load of a
+/// record header was then a fifth of its samples. With two, the reader took
+/// 0.92 of the CPU with `--stages none` (BENCHMARKS.md, forty-eighth
+/// round); a line a record for every line walked (a high-water mark) cost
+/// more in the loop than it saved, and for 1,000-1,500 B packets, where
+/// two lines are a sixth of a record, the hint is no slower.
 #[inline(always)]
 pub(crate) fn prefetch_ahead(bytes: &[u8], pos: usize) {
-    prefetch(bytes.as_ptr().wrapping_add(pos + PREFETCH_AHEAD));
+    let ahead = bytes.as_ptr().wrapping_add(pos + PREFETCH_AHEAD);
+    prefetch(ahead);
+    prefetch(ahead.wrapping_add(crate::prefetch::CACHE_LINE));
 }
 
 use crate::prefetch::prefetch;
