@@ -20,6 +20,29 @@ pub(crate) fn prefetch(p: *const u8) {
     let _ = p;
 }
 
+/// Hints the CPU to bring the cache line holding `p` into L2 (and the
+/// caches beyond it) but not into L1 (`prefetcht1`). Never faults, like
+/// [`prefetch`].
+///
+/// For a stage that fetches many lines a record several records ahead: an
+/// L1 prefetch holds one of the core's few L1 miss buffers until its line
+/// arrives, so the lead such prefetches can take is bounded by those
+/// buffers, and lines brought into L1 early are evicted before use. Into
+/// L2, more lines can be on their way at once, and the load a few records
+/// later costs an L2 hit instead of a trip to memory (the heavy stage's
+/// counters; BENCHMARKS.md, forty-eighth round).
+#[inline(always)]
+pub(crate) fn prefetch_to_l2(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: as for `prefetch`: a hint only, which reads no memory
+    // architecturally and cannot fault, and SSE is x86_64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p.cast::<i8>(), std::arch::x86_64::_MM_HINT_T1);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Whether the processor implements `prefetchw` (CPUID leaf 0x8000_0001,
 /// ECX bit 8: "3DNowPrefetch" on AMD, "PRFCHW" on Intel since Broadwell).
 /// [`prefetch_write`] runs only where this holds: the manuals promise

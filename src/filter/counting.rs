@@ -127,14 +127,21 @@ impl CountingBloomFilter {
         }
     }
 
-    /// Asks the CPU to fetch the words holding the `k` counters of `h`, so
-    /// that an [`CountingBloomFilter::insert`] a few records later finds
-    /// them in cache. Changes nothing.
+    /// Asks the CPU to fetch the words holding the `k` counters of `h` into
+    /// L2, so that an [`CountingBloomFilter::insert`] a few records later
+    /// finds them there rather than in memory. Changes nothing.
+    ///
+    /// Into L2, not L1: with `k` lines a record, a prefetch far enough
+    /// ahead to hide a miss to memory has more lines in flight than the
+    /// core's L1 miss buffers hold (see [`crate::prefetch::prefetch_to_l2`]).
     #[inline]
     pub fn prefetch(&self, h: u64) {
         let width = self.width;
-        self.indexer
-            .for_each(h, |i| super::prefetch_word(&self.words, width.locate(i).0));
+        self.indexer.for_each(h, |i| {
+            crate::prefetch::prefetch_to_l2(
+                self.words.as_ptr().wrapping_add(width.locate(i).0).cast(),
+            )
+        });
     }
 
     /// Adds one occurrence of a hash. Returns the new estimate (the minimum

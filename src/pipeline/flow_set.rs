@@ -2,7 +2,7 @@
 //! array of their own so that a lookup walks 8 of them a cache line.
 
 use crate::pages::huge_vec;
-use crate::prefetch::{CACHE_LINE, prefetch};
+use crate::prefetch::{CACHE_LINE, prefetch_to_l2};
 use crate::truth::{over_load, slots_for};
 use std::mem::size_of;
 
@@ -195,10 +195,12 @@ impl<V: Copy + Default> FlowSet<V> {
         removed
     }
 
-    /// Asks the CPU to fetch what a lookup or insertion of `h` reads: the
-    /// line of its first slot, the line after it (a walk to an empty slot
-    /// is about 3 slots at the average load, 8.5 at the bound), and the
-    /// line of its value. Reads nothing, changes nothing.
+    /// Asks the CPU to fetch into L2 what a lookup or insertion of `h`
+    /// reads: the line of its first slot, the line after it (a walk to an
+    /// empty slot is about 3 slots at the average load, 8.5 at the bound),
+    /// and the line of its value. Reads nothing, changes nothing. Into L2,
+    /// so that a caller can ask many records ahead (see
+    /// [`crate::prefetch::prefetch_to_l2`]).
     #[inline]
     pub fn prefetch(&self, h: u64) {
         if self.hashes.is_empty() {
@@ -206,10 +208,10 @@ impl<V: Copy + Default> FlowSet<V> {
         }
         let i = self.home(h);
         let first = self.hashes.as_ptr().wrapping_add(i).cast::<u8>();
-        prefetch(first);
-        prefetch(first.wrapping_add(CACHE_LINE));
+        prefetch_to_l2(first);
+        prefetch_to_l2(first.wrapping_add(CACHE_LINE));
         if size_of::<V>() > 0 {
-            prefetch(self.values.as_ptr().wrapping_add(i).cast::<u8>());
+            prefetch_to_l2(self.values.as_ptr().wrapping_add(i).cast::<u8>());
         }
     }
 

@@ -846,14 +846,21 @@ impl ShardStage for HeavyShard {
     }
 }
 
-/// How many records ahead the heavy stage prefetches a record's counters.
+/// How many records ahead the heavy stage prefetches a record's counters
+/// (and, with ground truth, its exact per-window state).
 ///
 /// Measured on the 1.5 M-packet benchmark trace, one worker, 8 shards of
-/// 512 KiB (BENCHMARKS.md, "Throughput"): 2 or 3 ahead took the stage from
-/// a median 76 to 64 ns per packet; 8 ahead was no better than none (k = 11
-/// lines per record times 8 records is more misses in flight than the core
-/// tracks, and the early lines are evicted before use).
-const PREFETCH_AHEAD: usize = 2;
+/// 512 KiB. With the counters fetched into L1 (BENCHMARKS.md,
+/// "Throughput"), 2 or 3 ahead took the stage from a median 76 to 64 ns per
+/// packet, and 8 ahead was no better than none: k = 11 lines a record
+/// times 8 records is more misses in flight than the core's L1 miss
+/// buffers hold, and the early lines are evicted from L1 before use. Into
+/// L2 ([`CountingBloomFilter::prefetch`]), the lead can be longer: on the
+/// AMD EPYC guest of the forty-eighth round, 2 ahead into L1 gave 99.6 ns
+/// a packet, 3 into L1 90.6, and 4, 6 and 8 into L2 79-81 (the stage
+/// alone, truth off, `--threads 1`, the report's per-stage p50, medians of
+/// 5 alternating runs); with all stages, 77.8 against 58.7.
+const PREFETCH_AHEAD: usize = 6;
 
 /// A shard's counting filter in the configured layout.
 #[derive(Debug)]

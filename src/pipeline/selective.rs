@@ -1287,8 +1287,14 @@ impl SelectiveShard {
 }
 
 /// How many records ahead the selective stage prefetches a record's slots
-/// in its flow sets.
-const PREFETCH_AHEAD: usize = 4;
+/// in its flow sets (into L2: [`FlowSet::prefetch`]).
+///
+/// Measured on the benchmark trace (`--threads 1`, all stages, truth off,
+/// the report's per-stage p50 over 512, medians of 7 alternating runs;
+/// BENCHMARKS.md, forty-eighth round): 4 ahead into L1, as before, 41.7 ns
+/// a packet; 12 ahead into L1 36.5; 12, 16 and 24 ahead into L2 34.9,
+/// 35.4 and 35.3.
+const PREFETCH_AHEAD: usize = 12;
 
 impl ShardStage for SelectiveShard {
     type Tally = SelectiveTally;
