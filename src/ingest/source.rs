@@ -501,7 +501,7 @@ fn touch_ahead(whole: &Whole, pos: usize, touched: &mut usize) {
 /// line a record left more than half of the lines to the hardware
 /// prefetcher, which starts over at each page. The reader's first load of a
 /// record header was then a fifth of its samples. With two, the reader took
-/// 0.92 of the CPU with `--stages none` (BENCHMARKS.md, forty-eighth
+/// 0.91 of the CPU with `--stages none` (BENCHMARKS.md, forty-eighth
 /// round); a line a record for every line walked (a high-water mark) cost
 /// more in the loop than it saved, and for 1,000-1,500 B packets, where
 /// two lines are a sixth of a record, the hint is no slower.
