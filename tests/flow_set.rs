@@ -1,10 +1,11 @@
 //! The selective stage's flow-hash set (`pipeline::FlowSet`): after any
 //! sequence of insertions, lookups, retains and clears it holds exactly
 //! what a `HashMap` given the same sequence holds, with hashes that share
-//! their first slot (and so probe past each other), the hash 0 (which an
-//! empty slot holds, so it lives beside the arrays) and all ones, across
-//! every growth; a retain keeps every kept member findable however the
-//! removed ones were interleaved with it; and the arrays never pass the
+//! their first slot (and so probe past each other), that start in the last
+//! slots (and so wrap around), the hash 0 (which an empty slot holds, so it
+//! lives beside the arrays) and all ones, across every growth (each an
+//! in-place doubling); a retain keeps every kept member findable however
+//! the removed ones were interleaved with it; and the arrays never pass the
 //! size the stage's memory bound states.
 
 use flowsieve::pipeline::FlowSet;
@@ -31,6 +32,9 @@ fn hash() -> impl Strategy<Value = u64> {
         (0u64..64).prop_map(|x| x << 40), // one home slot for up to 2^40 slots
         (0u64..64).prop_map(|x| (x << 40) | 0xf), // a second crowded home
         (0u64..4096).prop_map(|x| x.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        // The last slots of any size: runs that wrap around to slot 0,
+        // across an in-place doubling too.
+        (1u64..64).prop_map(|x| u64::MAX - x),
         Just(0u64),
         Just(u64::MAX),
     ]

@@ -344,6 +344,13 @@ fn advise_huge(start: *const u8, bytes: usize) {
     let _ = (start, bytes);
 }
 
+/// Advises `v`'s spare capacity as huge pages ([`advise_huge`]), so that
+/// a vector that grows in place gets them for its new part too.
+pub(crate) fn advise_spare_huge<T>(v: &mut Vec<T>) {
+    let spare = v.spare_capacity_mut();
+    advise_huge(spare.as_ptr().cast::<u8>(), std::mem::size_of_val(spare));
+}
+
 /// A vector of `n` values made by `make`, in memory advised as huge pages
 /// ([`advise_huge`]) before it is filled: the kernel picks a page's size
 /// when the page is first touched, so the advice has to come first.

@@ -1,9 +1,10 @@
 //! A set of flow hashes, each with a small value, whose hashes sit in an
 //! array of their own so that a lookup walks 8 of them a cache line.
 
+use crate::pages::advise_spare_huge;
 use crate::pages::huge_vec;
 use crate::prefetch::{CACHE_LINE, prefetch_to_l2};
-use crate::truth::{over_load, slots_for};
+use crate::truth::{LinearSlots, double_in_place, over_load, slots_for};
 use std::mem::size_of;
 
 /// The hash an empty slot holds. Hash 0 itself is kept beside the arrays.
@@ -249,10 +250,16 @@ impl<V: Copy + Default> FlowSet<V> {
         self.zero = None;
     }
 
-    /// Moves every member into fresh arrays of `size` slots (a power of two
-    /// above the load bound).
+    /// Grows the arrays to `size` slots (a power of two above the load
+    /// bound): in place when that doubles them
+    /// ([`crate::truth::double_in_place`]: only the new half is fresh
+    /// memory), else by moving every member into fresh arrays.
     #[cold]
     fn resize(&mut self, size: usize) {
+        let old = self.hashes.len();
+        if old > 0 && size == 2 * old && double_in_place(self) {
+            return;
+        }
         let hashes = std::mem::replace(&mut self.hashes, huge_vec(size, || EMPTY));
         let values = std::mem::replace(&mut self.values, huge_vec(size, V::default));
         self.in_slots = 0;
@@ -261,5 +268,43 @@ impl<V: Copy + Default> FlowSet<V> {
                 self.place(h, v);
             }
         }
+    }
+}
+
+impl<V: Copy + Default> LinearSlots for FlowSet<V> {
+    type Value = V;
+
+    fn slot_count(&self) -> usize {
+        self.hashes.len()
+    }
+
+    fn is_free(&self, i: usize) -> bool {
+        self.hashes.get(i) == Some(&EMPTY)
+    }
+
+    fn take(&mut self, i: usize) -> Option<(u64, V)> {
+        let h = std::mem::replace(self.hashes.get_mut(i)?, EMPTY);
+        (h != EMPTY)
+            .then(|| self.values.get(i).copied().unwrap_or_default())
+            .map(|v| (h, v))
+    }
+
+    fn put(&mut self, i: usize, h: u64, value: V) {
+        if let (Some(k), Some(v)) = (self.hashes.get_mut(i), self.values.get_mut(i)) {
+            *k = h;
+            *v = value;
+        }
+    }
+
+    fn double_slots(&mut self) {
+        let n = self.hashes.len();
+        // Advised before the new half is first touched, as `huge_vec`
+        // advises a fresh array.
+        self.hashes.reserve_exact(n);
+        advise_spare_huge(&mut self.hashes);
+        self.hashes.resize(2 * n, EMPTY);
+        self.values.reserve_exact(n);
+        advise_spare_huge(&mut self.values);
+        self.values.resize(2 * n, V::default());
     }
 }

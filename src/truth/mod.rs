@@ -37,7 +37,7 @@ mod threaded;
 pub use batched::{BATCH, BatchedRecorder, RecordTruth};
 pub(crate) use batched::{TablePacket, record_chunk};
 pub use slots::FlowSlots;
-pub(crate) use slots::{over_load, slots_for};
+pub(crate) use slots::{LinearSlots, double_in_place, over_load, slots_for};
 pub use threaded::{SEND_BATCH, record_on_own_thread};
 
 /// Exact statistics of one flow.
