@@ -444,10 +444,8 @@ pub(crate) fn fill_truth(summary: &mut ReplaySummary, tables: &[FlowTable]) {
         })
         .collect();
     let mut flows = vec![0u64; summary.classes.len()];
-    for e in tables.iter().flat_map(FlowTable::iter) {
-        if let Some(f) = flows.get_mut(usize::from(e.stats.class)) {
-            *f += 1;
-        }
+    for t in tables {
+        t.count_classes(&mut flows);
     }
     for (c, f) in summary.classes.iter_mut().zip(flows) {
         c.flows = Some(f);

@@ -16,7 +16,10 @@ proptest! {
         for (i, ts, wire, cut) in &events {
             let k = FlowKey::v4([10, 0, 0, *i], [10, 0, 1, 1], 1000 + u16::from(*i % 3), 80, 6);
             let cap = wire.saturating_sub(*cut);
-            let when = Timestamp::from_units(*ts, 1000);
+            // Seconds on both sides of the epoch: the table keeps a
+            // timestamp's seconds and nanoseconds apart.
+            let when = Timestamp::new(*ts as i64 / 1000 - 500, (*ts % 1000) as u32 * 1_000_000)
+                .expect("below one second");
             let new = t.record(k, flow_hash(&k), 0, when, *wire, cap);
             prop_assert_eq!(new, !model.contains_key(i));
             let e = model.entry(*i).or_insert((0, 0, 0, i128::MAX, i128::MIN));
@@ -128,10 +131,25 @@ proptest! {
         } // dropped with up to BATCH - 1 packets still held
         prop_assert_eq!(batched.len(), direct.len());
         for e in direct.iter() {
-            prop_assert_eq!(batched.get(&e.key), Some(&e.stats));
+            prop_assert_eq!(batched.get(&e.key), Some(e.stats));
         }
         let top = |t: &FlowTable| t.top(20).iter().map(|e| (e.key, e.stats)).collect::<Vec<_>>();
         prop_assert_eq!(top(&batched), top(&direct));
+        // Flows per class: a flow's class is its first packet's. Three
+        // counters for four classes: class 3 is not counted.
+        let mut first_class: HashMap<u16, u16> = HashMap::new();
+        for (i, _, _, _, class) in &events {
+            first_class.entry(*i).or_insert(*class);
+        }
+        let mut want = [0u64; 3];
+        for class in first_class.values() {
+            if let Some(w) = want.get_mut(usize::from(*class)) {
+                *w += 1;
+            }
+        }
+        let mut counts = [0u64; 3];
+        batched.count_classes(&mut counts);
+        prop_assert_eq!(counts, want);
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! A hash table keyed by [`FlowKey`], probed with the flow hash the pipeline
 //! already computed (so each packet is hashed once). It costs memory in
-//! proportion to the number of flows (a 112-byte entry a flow, plus a
+//! proportion to the number of flows (a 96-byte entry a flow, plus a
 //! 16-byte index slot and the index's slack), which is why replay can run
 //! without it.
 //! The sources record into it through [`BatchedRecorder`], a batch of
@@ -62,21 +62,102 @@ pub struct FlowStats {
 pub struct FlowEntry {
     /// The flow key.
     pub key: FlowKey,
-    /// Its flow hash.
-    pub hash: u64,
     /// The flow's counts.
     pub stats: FlowStats,
 }
 
-impl FlowStats {
-    /// Counts one more packet of the flow.
+/// A flow's entry as the table stores it: [`FlowEntry`]'s figures in 96
+/// bytes, where [`FlowEntry`] with its two [`Timestamp`]s (16 bytes each,
+/// 12 of them used) takes 104, and took 112 with the flow hash beside it.
+///
+/// Why 96: entries are laid end to end, and at 96 bytes every entry covers
+/// exactly two cache lines (it starts at byte 0 or 32 of a line), where at
+/// 112 half of them started 32 or 48 bytes in and covered three. So a
+/// packet's update misses in two lines instead of two and a half on
+/// average, and 100 k flows take 9.6 MB of entries instead of 11.2
+/// (BENCHMARKS.md, forty-ninth round). The hash is not kept: the index's
+/// slots hold it, and nothing reads it from an entry.
+#[derive(Clone, Copy, Debug)]
+struct StoredFlow {
+    key: FlowKey,
+    packets: u64,
+    wire_bytes: u64,
+    captured_bytes: u64,
+    first_secs: i64,
+    last_secs: i64,
+    first_nanos: u32,
+    last_nanos: u32,
+    class: ClassId,
+}
+
+impl StoredFlow {
+    /// A flow's entry after its first packet.
+    #[inline]
+    fn first(
+        key: FlowKey,
+        class: ClassId,
+        ts: Timestamp,
+        wire_len: u32,
+        captured_len: u32,
+    ) -> StoredFlow {
+        StoredFlow {
+            key,
+            packets: 1,
+            wire_bytes: u64::from(wire_len),
+            captured_bytes: u64::from(captured_len),
+            first_secs: ts.secs(),
+            last_secs: ts.secs(),
+            first_nanos: ts.subsec_nanos(),
+            last_nanos: ts.subsec_nanos(),
+            class,
+        }
+    }
+
+    /// Counts one more packet of the flow, as [`FlowStats`] would: sums,
+    /// and the earliest and latest timestamps in [`Timestamp`]'s order.
     #[inline]
     fn add(&mut self, ts: Timestamp, wire_len: u32, captured_len: u32) {
         self.packets += 1;
         self.wire_bytes += u64::from(wire_len);
         self.captured_bytes += u64::from(captured_len);
-        self.first_ts = self.first_ts.min(ts);
-        self.last_ts = self.last_ts.max(ts);
+        let first = self.first_ts().min(ts);
+        let last = self.last_ts().max(ts);
+        (self.first_secs, self.first_nanos) = (first.secs(), first.subsec_nanos());
+        (self.last_secs, self.last_nanos) = (last.secs(), last.subsec_nanos());
+    }
+
+    /// The earliest timestamp.
+    #[inline]
+    fn first_ts(&self) -> Timestamp {
+        // The parts came from a `Timestamp`, so the nanoseconds are below
+        // one second.
+        Timestamp::from_checked(self.first_secs, self.first_nanos)
+    }
+
+    /// The latest timestamp.
+    #[inline]
+    fn last_ts(&self) -> Timestamp {
+        Timestamp::from_checked(self.last_secs, self.last_nanos)
+    }
+
+    /// Its figures.
+    fn stats(&self) -> FlowStats {
+        FlowStats {
+            packets: self.packets,
+            wire_bytes: self.wire_bytes,
+            captured_bytes: self.captured_bytes,
+            first_ts: self.first_ts(),
+            last_ts: self.last_ts(),
+            class: self.class,
+        }
+    }
+
+    /// The flow and its figures.
+    fn entry(&self) -> FlowEntry {
+        FlowEntry {
+            key: self.key,
+            stats: self.stats(),
+        }
     }
 }
 
@@ -85,14 +166,15 @@ impl FlowStats {
 /// The entries are kept dense, in the order the flows first appeared,
 /// behind a hash index of 16-byte slots ([`FlowSlots`] of positions, whose
 /// slots hold the hashes, so the index grows without reading any entry).
-/// Why not the entries in the hash
-/// table itself: a hash table grows by allocating a table twice the size
-/// and moving every entry, so with 112-byte entries 100 k flows touch
-/// about 29 MB of fresh pages (every size the table passed through), and
-/// on this project's test machines the first touch of a page, zeroing it,
-/// was a tenth of the default job's source thread, all of it spent while
-/// the shard workers waited. The entries are appended, and only the index
-/// (1/7 of the size) is rebuilt, from the hashes in its slots alone. (An
+/// Why not the entries in the hash table itself: a hash table grows by
+/// allocating a table twice the size and moving every entry, so with
+/// 112-byte entries (their size then) 100 k flows touched about 29 MB of
+/// fresh pages (every size the table passed through), and on this
+/// project's test machines the first touch of a page, zeroing it, was a
+/// tenth of the default job's source thread, all of it spent while the
+/// shard workers waited. The entries are appended, and only the index
+/// (1/6 of the size) is rebuilt, in place ([`double_in_place`]), from the
+/// hashes in its slots alone. (An
 /// index whose slots held the entries themselves, 128 bytes each, so that
 /// a packet took one lookup instead of slot then entry, measured no faster
 /// and took twice the memory: BENCHMARKS.md, thirty-eighth round.)
@@ -109,7 +191,7 @@ pub struct FlowTable {
     /// Flow hash to entry position plus one (non-zero, so that a slot is
     /// 16 bytes).
     index: FlowSlots<NonZeroUsize>,
-    entries: TableVec<FlowEntry>,
+    entries: TableVec<StoredFlow>,
     /// The hash the pipeline uses (keyed or not), for [`FlowTable::get`].
     hasher: FlowHasher,
 }
@@ -121,6 +203,14 @@ impl Default for FlowTable {
 }
 
 impl FlowTable {
+    /// The bytes a flow's entry takes (the index's slot aside): two cache
+    /// lines, the key and the flow's figures.
+    ///
+    /// ```
+    /// assert_eq!(flowsieve::truth::FlowTable::ENTRY_BYTES, 96);
+    /// ```
+    pub const ENTRY_BYTES: usize = std::mem::size_of::<StoredFlow>();
+
     /// A table with room for `flows` flows before it grows.
     pub fn with_capacity(flows: usize) -> FlowTable {
         FlowTable {
@@ -165,19 +255,12 @@ impl FlowTable {
         captured_len: u32,
     ) -> bool {
         if let Some(e) = self.find(&key, hash).and_then(|i| self.entries.get_mut(i)) {
-            e.stats.add(ts, wire_len, captured_len);
+            e.add(ts, wire_len, captured_len);
             return false;
         }
-        let stats = FlowStats {
-            packets: 1,
-            wire_bytes: u64::from(wire_len),
-            captured_bytes: u64::from(captured_len),
-            first_ts: ts,
-            last_ts: ts,
-            class,
-        };
         let entry = self.entries.len();
-        self.entries.push(FlowEntry { key, hash, stats });
+        self.entries
+            .push(StoredFlow::first(key, class, ts, wire_len, captured_len));
         self.index
             .insert_new(hash, NonZeroUsize::MIN.saturating_add(entry));
         true
@@ -191,22 +274,19 @@ impl FlowTable {
     /// this way before it records any of it, which lets the batch's misses
     /// overlap (see there).
     ///
-    /// Why three prefetches: an entry is 112 bytes (64 + 48), so
-    /// consecutive entries start at each of a line's four 16-byte offsets
-    /// in turn, and those starting 32 or 48 bytes in cover three lines.
-    /// Prefetching only the first and the last line left the middle one,
-    /// which the key compare reads, to a plain miss for half the flows (a
-    /// third of the flush's samples sat on one key load). With it the
-    /// default job took 5 % less CPU on the benchmark trace; 64-byte-aligned
-    /// entries (128 bytes, two lines each) measured slower, with 14 % more
-    /// memory to miss in (BENCHMARKS.md, fifteenth round).
+    /// Why two prefetches: an entry is 96 bytes ([`StoredFlow`]), so it
+    /// starts at byte 0 or 32 of a line and covers exactly two, the one it
+    /// starts in and the one its last byte is in. (At 112 bytes, entries
+    /// starting 32 or 48 bytes in covered three, and the middle one, which
+    /// the key compare reads, needed a third prefetch: BENCHMARKS.md,
+    /// fifteenth round. 64-byte-aligned entries of 128 bytes, two lines
+    /// each, measured slower there, with 14 % more memory to miss in.)
     #[inline]
     pub(crate) fn locate(&self, hash: u64) -> Option<usize> {
         let entry = position(*self.index.get(hash)?);
         let first = self.entries.as_ptr().wrapping_add(entry).cast::<u8>();
         crate::prefetch::prefetch(first);
-        crate::prefetch::prefetch(first.wrapping_add(crate::prefetch::CACHE_LINE));
-        crate::prefetch::prefetch(first.wrapping_add(std::mem::size_of::<FlowEntry>() - 1));
+        crate::prefetch::prefetch(first.wrapping_add(Self::ENTRY_BYTES - 1));
         Some(entry)
     }
 
@@ -233,7 +313,7 @@ impl FlowTable {
     ) -> bool {
         match self.entries.get_mut(position) {
             Some(e) if e.key == *key => {
-                e.stats.add(ts, wire_len, captured_len);
+                e.add(ts, wire_len, captured_len);
                 true
             }
             _ => false,
@@ -251,16 +331,26 @@ impl FlowTable {
     }
 
     /// The statistics of one flow.
-    pub fn get(&self, key: &FlowKey) -> Option<&FlowStats> {
+    pub fn get(&self, key: &FlowKey) -> Option<FlowStats> {
         let h = self.hasher.hash(key);
         self.find(key, h)
             .and_then(|i| self.entries.get(i))
-            .map(|e| &e.stats)
+            .map(StoredFlow::stats)
     }
 
     /// All flows, in the order of their first packets.
-    pub fn iter(&self) -> impl Iterator<Item = &FlowEntry> {
-        self.entries.iter()
+    pub fn iter(&self) -> impl Iterator<Item = FlowEntry> + '_ {
+        self.entries.iter().map(StoredFlow::entry)
+    }
+
+    /// The number of flows of each class (`counts[c]` for class `c`;
+    /// classes past the slice's end are not counted).
+    pub fn count_classes(&self, counts: &mut [u64]) {
+        for e in self.entries.iter() {
+            if let Some(c) = counts.get_mut(usize::from(e.class)) {
+                *c += 1;
+            }
+        }
     }
 
     /// The `n` largest flows by packets, then bytes; ties broken by key so
@@ -269,7 +359,7 @@ impl FlowTable {
     /// One pass over the entries keeps the best `n` so far in a heap whose
     /// top is the worst of them, so almost every flow costs one compare of
     /// its packet count against that top, and nothing is copied but the `n`
-    /// returned. (Sorting copies of all 112-byte entries cost 11 MB of fresh
+    /// returned. (Sorting copies of all entries, then 112 bytes, cost 11 MB of fresh
     /// pages for 100 k flows; selecting over references still took about
     /// 3 ms of the default job's serial tail in the partition's random
     /// reads.) The order is total, keys being unique, so the result does
@@ -279,12 +369,15 @@ impl FlowTable {
         for e in &self.entries {
             if best.len() < n {
                 best.push(Ranked(e));
-            } else if best.peek().is_some_and(|worst| rank(e, worst.0).is_lt()) {
+            } else if best.peek().is_some_and(|worst| Ranked(e) < *worst) {
                 best.pop();
                 best.push(Ranked(e));
             }
         }
-        best.into_sorted_vec().into_iter().map(|r| *r.0).collect()
+        best.into_sorted_vec()
+            .into_iter()
+            .map(|r| r.0.entry())
+            .collect()
     }
 }
 
@@ -328,24 +421,37 @@ fn position(at: NonZeroUsize) -> usize {
 /// The order of [`FlowTable::top`]: more packets first, then more bytes,
 /// then by key (version, addresses, ports, protocol).
 fn rank(a: &FlowEntry, b: &FlowEntry) -> Ordering {
-    b.stats
-        .packets
-        .cmp(&a.stats.packets)
-        .then(b.stats.wire_bytes.cmp(&a.stats.wire_bytes))
-        .then(a.key.version().cmp(&b.key.version()))
-        .then(a.key.src_bits().cmp(&b.key.src_bits()))
-        .then(a.key.dst_bits().cmp(&b.key.dst_bits()))
-        .then(a.key.sport().cmp(&b.key.sport()))
-        .then(a.key.dport().cmp(&b.key.dport()))
-        .then(a.key.proto().cmp(&b.key.proto()))
+    rank_by(
+        (a.stats.packets, a.stats.wire_bytes, &a.key),
+        (b.stats.packets, b.stats.wire_bytes, &b.key),
+    )
 }
 
-/// An entry ordered by [`rank`]: the greatest is the one ranked last.
-struct Ranked<'a>(&'a FlowEntry);
+/// [`rank`] of two flows given as their packets, wire bytes and key.
+fn rank_by(a: (u64, u64, &FlowKey), b: (u64, u64, &FlowKey)) -> Ordering {
+    let ((a_packets, a_bytes, a), (b_packets, b_bytes, b)) = (a, b);
+    b_packets
+        .cmp(&a_packets)
+        .then(b_bytes.cmp(&a_bytes))
+        .then(a.version().cmp(&b.version()))
+        .then(a.src_bits().cmp(&b.src_bits()))
+        .then(a.dst_bits().cmp(&b.dst_bits()))
+        .then(a.sport().cmp(&b.sport()))
+        .then(a.dport().cmp(&b.dport()))
+        .then(a.proto().cmp(&b.proto()))
+}
+
+/// A stored entry ordered by [`rank`]: the greatest is the one ranked
+/// last.
+struct Ranked<'a>(&'a StoredFlow);
 
 impl Ord for Ranked<'_> {
     fn cmp(&self, other: &Self) -> Ordering {
-        rank(self.0, other.0)
+        let (a, b) = (self.0, other.0);
+        rank_by(
+            (a.packets, a.wire_bytes, &a.key),
+            (b.packets, b.wire_bytes, &b.key),
+        )
     }
 }
 
