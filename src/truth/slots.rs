@@ -277,8 +277,9 @@ pub(crate) trait LinearSlots {
 /// benchmark trace the exact table's index and the new-flow stage's
 /// last-seen times made 42 % of the default job's page faults that way
 /// (`perf record -e page-faults`); in place only the new upper half is
-/// fresh, and on 2 M one-packet flows the default job took 0.92 of the
-/// CPU (BENCHMARKS.md, forty-ninth round).
+/// fresh, and on 2 M one-packet flows with huge pages off the default job
+/// made 103 k page faults instead of 138 k and took 0.92 of the CPU
+/// (BENCHMARKS.md, forty-ninth round).
 ///
 /// Why it is correct. With `n` old slots, a value whose first slot was
 /// `i` now has `i` or `i + n` (one more bit of its hash). The old slots
