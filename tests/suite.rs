@@ -30,6 +30,7 @@ mod filter;
 mod flow_set;
 mod hash;
 mod ingest;
+mod keyed;
 mod manifest;
 mod model;
 mod network_merge;
