@@ -79,13 +79,18 @@ proptest! {
                 map.get_or_insert_with(h, || [h, 0]).0[1] += 1;
             }
             let at_home = check(&map, &distinct, map.num_buckets())?;
-            // At hashbrown's load (at most 7/8), most hashes sit at their
-            // first position; a wrong position rule would put about one
-            // in `buckets` there.
-            prop_assert!(
-                at_home * 2 >= distinct.len(),
-                "{at_home} of {} hashes at the hinted bucket", distinct.len()
-            );
+            // At hashbrown's load (at most 7/8), most of many random
+            // hashes sit at their first position (over half; a quarter is
+            // asked, with room); a wrong position rule puts about one in
+            // `buckets` there, and a control address one bucket off about
+            // one in six. A few hashes may all collide, so only many are
+            // judged.
+            if distinct.len() >= 256 {
+                prop_assert!(
+                    at_home * 4 >= distinct.len(),
+                    "{at_home} of {} hashes at the hinted bucket", distinct.len()
+                );
+            }
             map.clear();
         }
     }
