@@ -28,7 +28,7 @@ fn check(map: &FlowMap<Value>, hashes: &[u64], buckets: usize) -> Result<usize, 
         // The hint's two addresses are the control byte and the bucket of
         // h's first position `at`: `control + at` and `control - (at + 1)
         // buckets`, so they give back `at` and the control bytes' start.
-        prop_assert!(home < first_control);
+        prop_assert!(home < first_control && first_control - home >= BUCKET);
         let gap = first_control - home - BUCKET;
         prop_assert_eq!(
             gap % (BUCKET + 1),

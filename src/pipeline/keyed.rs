@@ -118,7 +118,7 @@ impl<V> FlowMap<V> {
     /// hints fetch nothing useful. On the benchmark trace the heavy stage
     /// took 56.5 ns a packet with this hint, against 79.1 with the lookup
     /// and 66.4 with none (the report's per-stage p50, `--threads 1`); with
-    /// no hint, one-minute windows cost the whole process 7 % more CPU
+    /// no hint, one-minute windows cost the whole process 3-7 % more CPU
     /// (BENCHMARKS.md, fiftieth round).
     #[inline]
     pub fn prefetch(&self, h: u64) {
