@@ -13,10 +13,10 @@ use proptest::prelude::*;
 type Value = [u64; 2];
 const BUCKET: usize = std::mem::size_of::<(u64, Value)>();
 
-/// Checks every hash of `hashes` (all in `map`, of `buckets` buckets)
-/// against the hint: returns how many sit in the very bucket the hint
-/// fetches.
-fn check(map: &FlowMap<Value>, hashes: &[u64], buckets: usize) -> Result<usize, TestCaseError> {
+/// Checks every hash of `hashes` (all in `map`) against the hint: returns
+/// how many sit in the very bucket the hint fetches.
+fn check(map: &FlowMap<Value>, hashes: &[u64]) -> Result<usize, TestCaseError> {
+    let buckets = map.num_buckets();
     let mut at_home = 0;
     for &h in hashes {
         let bucket = map.bucket_address(h);
@@ -78,7 +78,7 @@ proptest! {
             for &h in window {
                 map.get_or_insert_with(h, || [h, 0]).0[1] += 1;
             }
-            let at_home = check(&map, &distinct, map.num_buckets())?;
+            let at_home = check(&map, &distinct)?;
             // At hashbrown's load (at most 7/8), most of many random
             // hashes sit at their first position (over half; a quarter is
             // asked, with room); a wrong position rule puts about one in
