@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod network;
+pub mod pcapng;
 
 use flowsieve::dissect::{Dissector, FlowKey, SkipCounts};
 use flowsieve::hash::flow_hash;
