@@ -294,10 +294,10 @@ struct ReplayArgs {
     #[arg(long)]
     no_mmap: bool,
     /// Helper threads that dissect, classify and hash a mapped classic
-    /// pcap file ahead of the reader, each taking 1 MiB shares (0: none).
-    /// Can pay only when the reader sets the pace, with more cores than
-    /// the workers use; on two cores it made runs slower. pcapng and
-    /// compressed files are read by the reader alone. No figure changes,
+    /// pcap or pcapng file ahead of the reader, each taking 1 MiB shares
+    /// (0: none). Can pay only when the reader sets the pace, with more
+    /// cores than the workers use; on two cores it made runs slower.
+    /// Compressed files are read by the reader alone. No figure changes,
     /// only the work.
     #[arg(long, default_value_t = 0, value_name = "N",
           value_parser = clap::value_parser!(u16).range(0..=flowsieve::ahead::MAX_DISSECT_THREADS as i64))]

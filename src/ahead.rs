@@ -1,5 +1,5 @@
 //! Packets dissected, classified and hashed ahead of the reader, by helper
-//! threads that each take a share of one classic pcap file
+//! threads that each take a share of one classic pcap or pcapng file
 //! (`replay --dissect-threads N`).
 //!
 //! Why: the replay's reader is the one thread every packet passes through.
@@ -14,16 +14,22 @@
 //!
 //! How the work is shared without being trusted: the file is cut into
 //! [`SHARE`]-byte shares. A helper takes the next share, guesses where its
-//! first record starts ([`RecordShape::first_boundary`]; the first share
-//! starts after the file header), and walks records from there to the
-//! share's end, preparing each. The reader, for each record it frames
-//! itself, takes the prepared result only when a helper walked a record
-//! starting at the very same offset: the same bytes, so the same key, hash
-//! and class. A wrong guess, a record the helpers' walk would not take, or
-//! a damaged stretch costs only a *miss*: the reader prepares that record
-//! itself, as it does without helpers. No reported figure can depend on the
-//! helpers, only the work does ([`crate::report::FileSummary::dissected_ahead`]
-//! says how much of it they did).
+//! first record starts ([`RecordShape::first_boundary`] for classic pcap,
+//! [`BlockShape::first_boundary`] for pcapng; the first share starts after
+//! the file's header), and walks records from there to the share's end,
+//! preparing each. What a record's preparation yields is a function of its
+//! captured bytes, its link type and (where the classifier reads it) its
+//! interface's name, and nothing else. So the reader, for each packet it
+//! frames itself, takes the prepared result only when a helper walked a
+//! record starting at the very same offset, with captured bytes of the
+//! same length there, on an interface it took for the same link type and
+//! name: the same inputs, so the same key, hash and class. A wrong guess, a
+//! record the helpers' walk would not take, an interface of a later pcapng
+//! section, or a damaged stretch costs only a *miss*: the reader prepares
+//! that record itself, as it does without helpers. No reported figure can
+//! depend on the helpers, only the work does
+//! ([`crate::report::FileSummary::dissected_ahead`] says how much of it
+//! they did).
 //!
 //! The helpers read the reader's own map (no second map, no copy); they stay
 //! at most two shares each, and 17 in all, ahead of it, so the pages they
@@ -33,7 +39,9 @@
 use crate::class::{ClassId, Classifier};
 use crate::dissect::{Dissector, FlowKey, SkipReason};
 use crate::hash::FlowHasher;
+use crate::ingest::LinkType;
 use crate::ingest::split::RecordShape;
+use crate::ingest::split_ng::BlockShape;
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -75,10 +83,109 @@ pub(crate) enum Prepared {
     Skipped(SkipReason),
 }
 
-/// A record's offset in the file and what was prepared for it.
+/// A record's offset in the file, the inputs its preparation read besides
+/// its offset, and what was prepared for it.
 struct Entry {
     record: usize,
+    /// Captured bytes the preparation read.
+    caplen: u32,
+    /// The link type the record was dissected as.
+    link_type: LinkType,
+    /// The interface whose name it was classified on: an index into
+    /// the first section's interfaces ([`Layout::name`]), [`NO_INTERFACE`]
+    /// for a classic pcap record.
+    interface: u32,
     prepared: Prepared,
+}
+
+/// [`Entry::interface`] of a record with no interface (classic pcap).
+const NO_INTERFACE: u32 = u32::MAX;
+
+/// How the file the helpers walk lays its records out.
+#[derive(Clone, Debug)]
+pub(crate) enum Layout {
+    /// Classic pcap: one link type, no interface names.
+    Pcap(RecordShape),
+    /// pcapng: the first section's interfaces.
+    PcapNg(BlockShape),
+}
+
+/// A record as a helper's walk finds it: its length, and the packet in it
+/// if it holds one the helpers prepare.
+struct Walked {
+    total: usize,
+    packet: Option<(usize, usize, LinkType, u32)>,
+}
+
+impl Layout {
+    /// The layout of a whole, uncompressed file: classic pcap or pcapng;
+    /// `None` for anything else.
+    pub(crate) fn of_file(file: &[u8]) -> Option<Layout> {
+        RecordShape::of_file(file)
+            .map(Layout::Pcap)
+            .or_else(|| BlockShape::of_file(file).map(Layout::PcapNg))
+    }
+
+    /// Where the first share's walk starts: past the file's header.
+    fn first_record(&self) -> usize {
+        match self {
+            Layout::Pcap(s) => s.first_record(),
+            Layout::PcapNg(s) => s.first_record(),
+        }
+    }
+
+    /// Offset of a prepared packet's captured bytes from its record's
+    /// start.
+    fn header_len(&self) -> usize {
+        match self {
+            Layout::Pcap(s) => s.header_len(),
+            Layout::PcapNg(s) => s.header_len(),
+        }
+    }
+
+    /// The name of interface `interface` of [`Entry::interface`].
+    fn name(&self, interface: u32) -> Option<&str> {
+        match self {
+            Layout::Pcap(_) => None,
+            Layout::PcapNg(s) => s.interfaces().get(interface as usize)?.1.as_deref(),
+        }
+    }
+
+    /// The record at `at`, if the walk takes it.
+    #[inline]
+    fn walk_at(&self, file: &[u8], at: usize) -> Option<Walked> {
+        match self {
+            Layout::Pcap(s) => s.record_at(file, at).map(|r| Walked {
+                total: r.total,
+                packet: Some((r.data_start, r.caplen, s.link_type(), NO_INTERFACE)),
+            }),
+            Layout::PcapNg(s) => s.block_at(file, at).map(|b| Walked {
+                total: b.total,
+                packet: b
+                    .packet
+                    .map(|p| (p.data_start, p.caplen, p.link_type, p.interface)),
+            }),
+        }
+    }
+
+    /// A guess at the first record in `from..to` (see [`crate::ingest::split`]).
+    fn first_boundary(
+        &self,
+        file: &[u8],
+        from: usize,
+        to: usize,
+        dissector: &Dissector,
+    ) -> Option<usize> {
+        match self {
+            Layout::Pcap(s) => {
+                let link_type = s.link_type();
+                s.first_boundary(file, from, to, |data| {
+                    dissector.dissect(link_type, data).is_ok()
+                })
+            }
+            Layout::PcapNg(s) => s.first_boundary(file, from, to),
+        }
+    }
 }
 
 /// One share as a helper walked it: records starting in `start..end`.
@@ -92,9 +199,12 @@ struct Share {
 /// What every helper reads.
 struct Work {
     file: &'static [u8],
-    shape: RecordShape,
+    layout: Layout,
     dissector: Dissector,
     classifier: Classifier,
+    /// Whether the classifier reads interface names (so that the reader
+    /// must check the helper took the packet's).
+    check_names: bool,
     hasher: FlowHasher,
     /// Bytes per share, and how many shares the file has.
     share: usize,
@@ -125,8 +235,8 @@ pub(crate) struct Ahead {
 
 impl Ahead {
     /// Starts `helpers` threads (at most [`MAX_DISSECT_THREADS`]) that
-    /// prepare the records of `file`, a whole classic pcap file of shape
-    /// `shape`, as the reader would with `dissector`, `classifier` and
+    /// prepare the records of `file`, a whole classic pcap or pcapng file
+    /// of layout `layout`, as the reader would with `dissector`, `classifier` and
     /// `hasher`, in shares of `share` bytes. Returns `None` when not one could be started: the reader
     /// then prepares every record itself, as without helpers.
     ///
@@ -138,7 +248,7 @@ impl Ahead {
     /// only pages past the file's new end, where the reader lends nothing.
     pub(crate) unsafe fn start(
         file: &[u8],
-        shape: RecordShape,
+        layout: Layout,
         dissector: Dissector,
         classifier: &Classifier,
         hasher: FlowHasher,
@@ -148,13 +258,14 @@ impl Ahead {
         // SAFETY: the caller keeps these bytes valid until this `Ahead` is
         // dropped, and its drop joins every thread that reads them.
         let file: &'static [u8] = unsafe { std::slice::from_raw_parts(file.as_ptr(), file.len()) };
-        let body = file.len().saturating_sub(shape.first_record());
+        let body = file.len().saturating_sub(layout.first_record());
         let share = share.max(1);
         let work = Arc::new(Work {
             file,
-            shape,
+            layout,
             dissector,
             classifier: classifier.clone(),
+            check_names: classifier.uses_interfaces(),
             hasher,
             share,
             shares: body.div_ceil(share),
@@ -210,19 +321,32 @@ impl Ahead {
         }
     }
 
-    /// What a helper prepared for the record whose captured bytes are
-    /// `data`, lent from the same file, or `None` when no helper walked a
-    /// record at that offset (the reader then prepares it itself).
+    /// What a helper prepared for the packet whose captured bytes are
+    /// `data`, lent from the same file, of link type `link_type`, captured
+    /// on the interface named `interface_name`; or `None` when no helper
+    /// walked a record at that offset with those inputs (the reader then
+    /// prepares it itself).
     ///
     /// The reader's records come in file order, so this walks the shares
     /// and their entries forward only.
-    #[inline]
-    pub(crate) fn lookup(&mut self, data: &[u8]) -> Option<&Prepared> {
+    ///
+    /// Why never inlined: inlined, its checks took registers in the
+    /// reader's loop of every replay, helpers or not, which cost that loop
+    /// 11 instructions a packet (callgrind, `-q --threads 1` on a 150
+    /// k-packet trace: 286.4 M to 288.0 M); with helpers, the call is a
+    /// small part of what a record prepared ahead saves.
+    #[inline(never)]
+    pub(crate) fn lookup(
+        &mut self,
+        data: &[u8],
+        link_type: LinkType,
+        interface_name: Option<&str>,
+    ) -> Option<&Prepared> {
         let offset = (data.as_ptr() as usize).checked_sub(self.work.file.as_ptr() as usize)?;
         if offset > self.work.file.len() {
             return None;
         }
-        let record = offset.checked_sub(self.work.shape.header_len())?;
+        let record = offset.checked_sub(self.work.layout.header_len())?;
         while self.current.as_ref().is_none_or(|s| record >= s.end) {
             if !self.advance() {
                 return None;
@@ -238,6 +362,15 @@ impl Ahead {
         }
         let e = entries.get(self.cursor).filter(|e| e.record == record)?;
         self.cursor += 1;
+        // The same offset is not enough in pcapng: a packet block and the
+        // helper's (wrongly guessed) record there could read other lengths
+        // or interfaces. The same inputs are.
+        let same_inputs = e.caplen as usize == data.len()
+            && e.link_type == link_type
+            && (!self.work.check_names || self.work.layout.name(e.interface) == interface_name);
+        if !same_inputs {
+            return None;
+        }
         self.hits += 1;
         Some(&e.prepared)
     }
@@ -319,40 +452,42 @@ fn help(work: &Work, permits: &Receiver<Vec<Entry>>, finished: &Sender<Share>) {
 /// would not take). Returns where the walk started and ended.
 fn walk_share(work: &Work, index: usize, entries: &mut Vec<Entry>) -> (usize, usize) {
     let file = work.file;
-    let shape = &work.shape;
-    let share_start = shape.first_record() + index * work.share;
+    let layout = &work.layout;
+    let share_start = layout.first_record() + index * work.share;
     let share_end = share_start.saturating_add(work.share).min(file.len());
     let start = if index == 0 {
         share_start
     } else {
-        let looks_like_a_packet =
-            |data: &[u8]| work.dissector.dissect(shape.link_type(), data).is_ok();
-        match shape.first_boundary(file, share_start, share_end, looks_like_a_packet) {
+        match layout.first_boundary(file, share_start, share_end, &work.dissector) {
             Some(at) => at,
             None => return (share_end, share_end),
         }
     };
-    let link_type = shape.link_type();
     let mut at = start;
     while at < share_end {
-        let Some(r) = shape.record_at(file, at) else {
+        let Some(r) = layout.walk_at(file, at) else {
             break;
         };
-        let from = at + r.data_start;
-        let data = file.get(from..from + r.caplen).unwrap_or(&[]);
-        let prepared = match work.dissector.dissect(link_type, data) {
-            Ok(d) => Prepared::Keyed {
-                key: d.key,
-                hash: work.hasher.hash(&d.key),
-                class: work.classifier.classify_on(&d.key, None),
-                ports_truncated: d.ports_truncated,
-            },
-            Err(reason) => Prepared::Skipped(reason),
-        };
-        entries.push(Entry {
-            record: at,
-            prepared,
-        });
+        if let Some((data_start, caplen, link_type, interface)) = r.packet {
+            let from = at + data_start;
+            let data = file.get(from..from + caplen).unwrap_or(&[]);
+            let prepared = match work.dissector.dissect(link_type, data) {
+                Ok(d) => Prepared::Keyed {
+                    key: d.key,
+                    hash: work.hasher.hash(&d.key),
+                    class: work.classifier.classify_on(&d.key, layout.name(interface)),
+                    ports_truncated: d.ports_truncated,
+                },
+                Err(reason) => Prepared::Skipped(reason),
+            };
+            entries.push(Entry {
+                record: at,
+                caplen: data.len() as u32,
+                link_type,
+                interface,
+                prepared,
+            });
+        }
         at += r.total;
         if entries.len().is_multiple_of(STOP_CHECK_EVERY) && work.stop.load(Ordering::Relaxed) {
             break;
@@ -387,6 +522,20 @@ pub mod testing {
         records: &[usize],
     ) -> (Vec<Option<usize>>, u64) {
         let shape = RecordShape::of_file(file).expect("a pcap header");
+        look_up_as(file, shares, records, 4, shape.link_type())
+    }
+
+    /// [`look_up`], with the reader's packets holding `data_len` bytes of
+    /// link type `link_type` where the helpers prepared 4 bytes of the
+    /// file's link type.
+    pub fn look_up_as(
+        file: &'static [u8],
+        shares: &[HandMadeShare<'_>],
+        records: &[usize],
+        data_len: usize,
+        link_type: LinkType,
+    ) -> (Vec<Option<usize>>, u64) {
+        let shape = RecordShape::of_file(file).expect("a pcap header");
         let in_flight = shares.len() + 1;
         let (spare, _permits) = bounded(in_flight);
         let (finished, done) = unbounded();
@@ -395,6 +544,9 @@ pub mod testing {
                 .iter()
                 .map(|&record| Entry {
                     record,
+                    caplen: 4,
+                    link_type: shape.link_type(),
+                    interface: NO_INTERFACE,
                     prepared: Prepared::Keyed {
                         key: FlowKey::v4([0; 4], [0; 4], 0, 0, 0),
                         hash: record as u64,
@@ -412,9 +564,10 @@ pub mod testing {
         }
         let work = Arc::new(Work {
             file,
-            shape,
+            layout: Layout::Pcap(shape),
             dissector: Dissector::new(false),
             classifier: Classifier::ports(),
+            check_names: false,
             hasher: FlowHasher::new(crate::hash::HashKey::FIXED),
             share: 1,
             shares: shares.len(),
@@ -425,8 +578,8 @@ pub mod testing {
         let found = records
             .iter()
             .map(|&r| {
-                let data = file.get(r + 16..r + 20).unwrap_or(&[]);
-                ahead.lookup(data).map(|p| match p {
+                let data = file.get(r + 16..r + 16 + data_len).unwrap_or(&[]);
+                ahead.lookup(data, link_type, None).map(|p| match p {
                     Prepared::Keyed { hash, .. } => *hash as usize,
                     Prepared::Skipped(_) => usize::MAX,
                 })

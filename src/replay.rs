@@ -14,11 +14,10 @@
 //! println!("{} packets, {:?} flows", summary.trace.packets, summary.trace.flows);
 //! ```
 
-use crate::ahead::{Ahead, Prepared};
+use crate::ahead::{Ahead, Layout, Prepared};
 use crate::class::{ClassId, Classifier};
 use crate::dissect::{Dissector, FlowKey, SkipCounts, SkipReason};
 use crate::hash::{FlowHasher, HashKey};
-use crate::ingest::split::RecordShape;
 use crate::ingest::{Compression, IngestError, LinkTypeCounts, ReadMode, Timestamp, TraceReader};
 use crate::report::{
     AnomalySummary, ClassSummary, FileSummary, LinkTypeCount, OptionsInfo, ReplaySummary,
@@ -69,9 +68,9 @@ pub struct ReplayConfig {
     /// whatever this says.
     pub truth_in_sink: bool,
     /// Helper threads that dissect, classify and hash a mapped classic
-    /// pcap file's records ahead of the reader ([`crate::ahead`]); 0 (the
-    /// default) for none. Other files are read by the reader alone. The
-    /// results are the same either way.
+    /// pcap or pcapng file's records ahead of the reader
+    /// ([`crate::ahead`]); 0 (the default) for none. Other files are read
+    /// by the reader alone. The results are the same either way.
     pub dissect_threads: usize,
     /// Bytes of the file each helper share holds ([`crate::ahead::SHARE`]
     /// by default). Smaller shares put more guessed boundaries in a file,
@@ -454,7 +453,8 @@ pub(crate) fn fill_truth(summary: &mut ReplaySummary, tables: &[FlowTable]) {
 
 /// Starts helper threads that prepare `reader`'s records ahead of it
 /// ([`crate::ahead`]), when the configuration asks for them and the file
-/// is a whole (mapped) classic pcap file; `None` otherwise.
+/// is a whole (mapped, uncompressed) classic pcap or pcapng file; `None`
+/// otherwise.
 fn start_ahead(
     reader: &TraceReader,
     cfg: &ReplayConfig,
@@ -464,8 +464,8 @@ fn start_ahead(
     if cfg.dissect_threads == 0 {
         return None;
     }
-    let file = reader.whole_pcap()?;
-    let shape = RecordShape::of_file(file)?;
+    let file = reader.whole_file()?;
+    let layout = Layout::of_file(file)?;
     // SAFETY: `file` is the reader's map (or its bytes in memory), which
     // lives as long as the reader; `replay_file` drops the helpers before
     // it returns (and so before the reader is dropped, also on unwinding:
@@ -475,7 +475,7 @@ fn start_ahead(
     unsafe {
         Ahead::start(
             file,
-            shape,
+            layout,
             *dissector,
             &cfg.classifier,
             hasher,
@@ -565,7 +565,10 @@ fn replay_file<P: PacketSink>(
                         sink.packet(key, hash, class, packet.ts, packet.wire_len, captured);
                     },
                 );
-                match ahead.as_mut().and_then(|a| a.lookup(packet.data)) {
+                match ahead
+                    .as_mut()
+                    .and_then(|a| a.lookup(packet.data, packet.link_type, packet.interface_name))
+                {
                     Some(Prepared::Keyed {
                         key,
                         hash,

@@ -34,6 +34,7 @@ mod read_ahead;
 mod shed_at;
 mod source;
 pub mod split;
+pub mod split_ng;
 mod timestamp;
 
 pub use anomaly::{AnomalyEntry, AnomalyLog};
@@ -746,12 +747,13 @@ impl TraceReader {
         Err(err)
     }
 
-    /// The whole file's bytes, for a classic pcap file that is mapped (or
-    /// held in memory) and not compressed: what [`crate::ahead`]'s helper
-    /// threads walk ahead of this reader. `None` for anything else.
-    pub(crate) fn whole_pcap(&self) -> Option<&[u8]> {
-        match (self.format, self.compression) {
-            (ContainerFormat::Pcap(_), Compression::None) => self.source.whole_bytes(),
+    /// The whole file's bytes, for a classic pcap or pcapng file that is
+    /// mapped (or held in memory) and not compressed: what
+    /// [`crate::ahead`]'s helper threads walk ahead of this reader. `None`
+    /// for anything else.
+    pub(crate) fn whole_file(&self) -> Option<&[u8]> {
+        match self.compression {
+            Compression::None => self.source.whole_bytes(),
             _ => None,
         }
     }

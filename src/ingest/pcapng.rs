@@ -25,10 +25,10 @@ const BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
 
 /// Every block starts with type (4) and total length (4) and ends with the
 /// length again (4).
-const BLOCK_FRAME_LEN: usize = 12;
-const B_TYPE: usize = 0;
-const B_LEN: usize = 4;
-const B_BODY: usize = 8;
+pub(crate) const BLOCK_FRAME_LEN: usize = 12;
+pub(crate) const B_TYPE: usize = 0;
+pub(crate) const B_LEN: usize = 4;
+pub(crate) const B_BODY: usize = 8;
 /// Offset of the byte-order magic in a Section Header Block.
 const SHB_BOM: usize = 8;
 /// Minimum Section Header Block: frame, magic, versions, section length.
@@ -47,11 +47,11 @@ const OPT_IF_TSOFFSET: u16 = 14;
 
 /// Enhanced Packet Block body: interface (4), timestamp high (4) and low (4),
 /// caplen (4), original length (4), data.
-const EPB_MIN_LEN: u32 = 32;
-const EPB_INTERFACE: usize = 0;
+pub(crate) const EPB_MIN_LEN: u32 = 32;
+pub(crate) const EPB_INTERFACE: usize = 0;
 const EPB_TS_HIGH: usize = 4;
 const EPB_TS_LOW: usize = 8;
-const EPB_CAPLEN: usize = 12;
+pub(crate) const EPB_CAPLEN: usize = 12;
 const EPB_WIRE_LEN: usize = 16;
 const EPB_DATA: usize = 20;
 
@@ -65,7 +65,7 @@ const SPB_WIRE_LEN: usize = 0;
 const SPB_DATA: usize = 4;
 
 /// No capture writes blocks this large; a bigger length is damage.
-const MAX_BLOCK_LEN: u32 = 64 * 1024 * 1024;
+pub(crate) const MAX_BLOCK_LEN: u32 = 64 * 1024 * 1024;
 
 /// Default resolution when an interface has no `if_tsresol`: microseconds.
 const DEFAULT_UNITS_PER_SEC: u64 = 1_000_000;
@@ -160,6 +160,17 @@ impl PcapNgFramer {
     /// Sections started so far.
     pub(crate) fn sections(&self) -> u64 {
         self.sections
+    }
+
+    /// The current section's byte order.
+    pub(crate) fn order(&self) -> ByteOrder {
+        self.order
+    }
+
+    /// The link types of the current section's interfaces so far, in
+    /// interface-number order.
+    pub(crate) fn interface_link_types(&self) -> Vec<LinkType> {
+        self.interfaces.iter().map(|i| i.link_type).collect()
     }
 
     pub(crate) fn next(
