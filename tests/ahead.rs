@@ -163,6 +163,27 @@ fn block_starts(bytes: &[u8]) -> Vec<usize> {
     starts
 }
 
+/// The shared captures in `format` (`pcap` or `pcapng`) that the
+/// manifest's independent parser read without error and that are not
+/// compressed: each one's manifest name, path and bytes.
+fn sound_shared_captures(dir: &Path, format: &str) -> Vec<(String, PathBuf, Vec<u8>)> {
+    common::manifest(dir)
+        .into_iter()
+        .filter(|e| e.format() == format && e.errors().is_empty() && !e.file.ends_with(".gz"))
+        .filter_map(|e| {
+            let path = dir.join(&e.file);
+            let bytes = std::fs::read(&path).ok()?;
+            Some((e.file.clone(), path, bytes))
+        })
+        .collect()
+}
+
+/// 64 places spread over a file's records from `first` on, where a guess
+/// is probed.
+fn probe_points(first: usize, len: usize) -> impl Iterator<Item = usize> {
+    (0..64).map(move |i| first + (len - first) * i / 64)
+}
+
 #[test]
 fn guesses_on_the_shared_captures_land_on_the_next_record() {
     let Some(dir) = common::shared_traces("guesses_on_the_shared_captures_land_on_the_next_record")
@@ -171,14 +192,7 @@ fn guesses_on_the_shared_captures_land_on_the_next_record() {
     };
     let dissector = Dissector::new(false);
     let (mut probes, mut exact, mut wrong, mut files) = (0u64, 0u64, Vec::new(), 0);
-    for entry in common::manifest(&dir) {
-        let path = dir.join(&entry.file);
-        if entry.format() != "pcap" || !entry.errors().is_empty() || entry.file.ends_with(".gz") {
-            continue;
-        }
-        let Ok(bytes) = std::fs::read(&path) else {
-            continue;
-        };
+    for (name, path, bytes) in sound_shared_captures(&dir, "pcap") {
         let Some(shape) = RecordShape::of_file(&bytes) else {
             continue;
         };
@@ -188,16 +202,14 @@ fn guesses_on_the_shared_captures_land_on_the_next_record() {
         }
         files += 1;
         let ok = |data: &[u8]| dissector.dissect(shape.link_type(), data).is_ok();
-        // 64 places spread over the file, each probed where it falls.
-        for i in 0..64 {
-            let from = shape.first_record() + (bytes.len() - shape.first_record()) * i / 64;
+        for from in probe_points(shape.first_record(), bytes.len()) {
             let next_true = starts.iter().copied().find(|&s| s >= from);
             let guess = shape.first_boundary(&bytes, from, bytes.len(), ok);
             probes += 1;
             if guess == next_true {
                 exact += 1;
             } else if let Some(g) = guess.filter(|g| starts.binary_search(g).is_err()) {
-                wrong.push(format!("{} from {from}: {g}", entry.file));
+                wrong.push(format!("{name} from {from}: {g}"));
             }
         }
     }
@@ -237,14 +249,7 @@ fn guesses_on_the_shared_pcapng_captures_land_on_the_next_block() {
     };
     let (mut probes, mut sectioned, mut late, mut wrong, mut files) =
         (0u64, 0u64, Vec::new(), Vec::new(), 0);
-    for entry in common::manifest(&dir) {
-        let path = dir.join(&entry.file);
-        if entry.format() != "pcapng" || !entry.errors().is_empty() || entry.file.ends_with(".gz") {
-            continue;
-        }
-        let Ok(bytes) = std::fs::read(&path) else {
-            continue;
-        };
+    for (name, _, bytes) in sound_shared_captures(&dir, "pcapng") {
         let Some(shape) = BlockShape::of_file(&bytes) else {
             continue;
         };
@@ -257,17 +262,16 @@ fn guesses_on_the_shared_pcapng_captures_land_on_the_next_block() {
             .iter()
             .filter(|&&at| bytes.get(at..at + 4) == Some(&[0x0a, 0x0d, 0x0d, 0x0a]))
             .count();
-        for i in 0..64 {
-            let from = shape.first_record() + (bytes.len() - shape.first_record()) * i / 64;
+        for from in probe_points(shape.first_record(), bytes.len()) {
             let next_true = starts.iter().copied().find(|&s| s >= from);
             let guess = shape.first_boundary(&bytes, from, bytes.len());
             probes += 1;
             if let Some(g) = guess.filter(|g| starts.binary_search(g).is_err()) {
-                wrong.push(format!("{} from {from}: {g}", entry.file));
+                wrong.push(format!("{name} from {from}: {g}"));
             } else if sections > 1 {
                 sectioned += 1;
             } else if guess != next_true {
-                late.push(format!("{} from {from}: {guess:?}", entry.file));
+                late.push(format!("{name} from {from}: {guess:?}"));
             }
         }
     }
@@ -598,13 +602,14 @@ fn a_pipeline_report_is_the_same_with_helpers() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
-    /// Any synthetic trace, cut short or overwritten anywhere, in shares of
-    /// any size: the same packets to the sink and the same summary, errors
-    /// and anomalies included.
+    /// Any synthetic trace, classic pcap or pcapng, cut short or
+    /// overwritten anywhere, in shares of any size: the same packets to the
+    /// sink and the same summary, errors and anomalies included.
     #[test]
     fn damaged_traces_replay_the_same_with_helpers(
+        pcapng in any::<bool>(),
         packets in 1u64..3000,
         seed in 0u64..1000,
         snaplen in prop_oneof![Just(0u32), 60u32..200],
@@ -617,10 +622,15 @@ proptest! {
         ],
     ) {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("t.pcap");
-        let mut bytes = synthetic(&path, packets, seed, SizeModel::Uniform { min: 40, max: 400 }, snaplen);
+        let (format, header, path) = if pcapng {
+            (OutputFormat::PcapNg, 0, dir.path().join("t.pcapng"))
+        } else {
+            (OutputFormat::Pcap, 24, dir.path().join("t.pcap"))
+        };
+        let sizes = SizeModel::Uniform { min: 40, max: 400 };
+        let mut bytes = synthetic_as(&path, format, packets, seed, sizes, snaplen);
         if let Some((at, n, b)) = damage {
-            let at = 24 + ((bytes.len() - 24) as f64 * at) as usize;
+            let at = header + ((bytes.len() - header) as f64 * at) as usize;
             if n == 0 {
                 bytes.truncate(at);
             } else {
@@ -635,56 +645,9 @@ proptest! {
         prop_assert_eq!(&helped, &plain);
         prop_assert!(sink.0 == plain_sink.0, "other packets");
         // Undamaged, every record is one the helpers walk (caplen within
-        // the wire length, packets that dissect), so every guess must be
-        // found and every packet prepared, however small the shares.
-        if damage.is_none() {
-            prop_assert_eq!(Some(prepared), plain["trace"]["packets"].as_u64());
-        }
-    }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
-
-    /// The same for pcapng: any synthetic pcapng trace, cut short or
-    /// overwritten anywhere, in shares of any size.
-    #[test]
-    fn damaged_pcapng_traces_replay_the_same_with_helpers(
-        packets in 1u64..3000,
-        seed in 0u64..1000,
-        share in 16usize..20_000,
-        helpers in 1usize..4,
-        damage in prop_oneof![
-            Just(None),
-            (0.0f64..1.0).prop_map(|at| Some((at, 0usize, 0u8))),
-            (0.0f64..1.0, 1usize..64, any::<u8>()).prop_map(|(at, n, b)| Some((at, n, b))),
-        ],
-    ) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("t.pcapng");
-        let mut bytes = synthetic_as(
-            &path,
-            OutputFormat::PcapNg,
-            packets,
-            seed,
-            SizeModel::Uniform { min: 40, max: 400 },
-            0,
-        );
-        if let Some((at, n, b)) = damage {
-            let at = (bytes.len() as f64 * at) as usize;
-            if n == 0 {
-                bytes.truncate(at);
-            } else {
-                let end = (at + n).min(bytes.len());
-                bytes[at..end].fill(b);
-            }
-            std::fs::write(&path, &bytes).expect("write");
-        }
-        let paths = [path];
-        let (plain_sink, plain, _) = replay_with(&paths, 0, share);
-        let (sink, helped, prepared) = replay_with(&paths, helpers, share);
-        prop_assert_eq!(&helped, &plain);
-        prop_assert!(sink.0 == plain_sink.0, "other packets");
+        // the wire length, packets that dissect; in pcapng, Enhanced Packet
+        // Blocks on the one interface), so every guess must be found and
+        // every packet prepared, however small the shares.
         if damage.is_none() {
             prop_assert_eq!(Some(prepared), plain["trace"]["packets"].as_u64());
         }
