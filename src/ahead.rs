@@ -114,7 +114,17 @@ pub(crate) enum Layout {
 /// if it holds one the helpers prepare.
 struct Walked {
     total: usize,
-    packet: Option<(usize, usize, LinkType, u32)>,
+    packet: Option<WalkedPacket>,
+}
+
+/// Where a walked record's packet is and what it was captured on.
+struct WalkedPacket {
+    /// Offset of the captured bytes from the record's start.
+    data_start: usize,
+    caplen: usize,
+    link_type: LinkType,
+    /// As [`Entry::interface`].
+    interface: u32,
 }
 
 impl Layout {
@@ -157,13 +167,21 @@ impl Layout {
         match self {
             Layout::Pcap(s) => s.record_at(file, at).map(|r| Walked {
                 total: r.total,
-                packet: Some((r.data_start, r.caplen, s.link_type(), NO_INTERFACE)),
+                packet: Some(WalkedPacket {
+                    data_start: r.data_start,
+                    caplen: r.caplen,
+                    link_type: s.link_type(),
+                    interface: NO_INTERFACE,
+                }),
             }),
             Layout::PcapNg(s) => s.block_at(file, at).map(|b| Walked {
                 total: b.total,
-                packet: b
-                    .packet
-                    .map(|p| (p.data_start, p.caplen, p.link_type, p.interface)),
+                packet: b.packet.map(|p| WalkedPacket {
+                    data_start: p.data_start,
+                    caplen: p.caplen,
+                    link_type: p.link_type,
+                    interface: p.interface,
+                }),
             }),
         }
     }
@@ -236,9 +254,10 @@ pub(crate) struct Ahead {
 impl Ahead {
     /// Starts `helpers` threads (at most [`MAX_DISSECT_THREADS`]) that
     /// prepare the records of `file`, a whole classic pcap or pcapng file
-    /// of layout `layout`, as the reader would with `dissector`, `classifier` and
-    /// `hasher`, in shares of `share` bytes. Returns `None` when not one could be started: the reader
-    /// then prepares every record itself, as without helpers.
+    /// of layout `layout`, as the reader would with `dissector`,
+    /// `classifier` and `hasher`, in shares of `share` bytes. Returns
+    /// `None` when not one could be started: the reader then prepares
+    /// every record itself, as without helpers.
     ///
     /// # Safety
     /// `file`'s bytes must stay mapped, and unchanged wherever the reader
@@ -468,7 +487,13 @@ fn walk_share(work: &Work, index: usize, entries: &mut Vec<Entry>) -> (usize, us
         let Some(r) = layout.walk_at(file, at) else {
             break;
         };
-        if let Some((data_start, caplen, link_type, interface)) = r.packet {
+        if let Some(WalkedPacket {
+            data_start,
+            caplen,
+            link_type,
+            interface,
+        }) = r.packet
+        {
             let from = at + data_start;
             let data = file.get(from..from + caplen).unwrap_or(&[]);
             let prepared = match work.dissector.dissect(link_type, data) {
