@@ -8,7 +8,8 @@
 //! of four). So a split point is found by trying the aligned offsets from
 //! it: a block of a type the specification names, whose trailing length
 //! equals its leading one, followed by [`CHAIN`] such blocks in a row (or
-//! fewer that end exactly at the file's end). Random bytes pass the type
+//! fewer that end exactly at the file's end; the same number as classic
+//! pcap's guess asks). Random bytes pass the type
 //! and the double length rarely, eight chained blocks almost never.
 //!
 //! Unlike classic pcap's guess, this one does not ask that the packets
@@ -56,12 +57,10 @@ use super::anomaly::AnomalyLog;
 use super::frame::{ByteOrder, Framed};
 use super::pcapng::{
     B_BODY, B_LEN, B_TYPE, BLOCK_ENHANCED_PACKET, BLOCK_FRAME_LEN, BLOCK_INTERFACE,
-    BLOCK_SECTION_HEADER, EPB_CAPLEN, EPB_DATA_START, EPB_INTERFACE, EPB_MIN_LEN, MAX_BLOCK_LEN,
-    PcapNgFramer,
+    BLOCK_OBSOLETE_PACKET, BLOCK_SECTION_HEADER, BLOCK_SIMPLE_PACKET, EPB_CAPLEN, EPB_DATA_START,
+    EPB_INTERFACE, EPB_MIN_LEN, MAX_BLOCK_LEN, PcapNgFramer,
 };
-
-/// Blocks in a row that make a guess (as [`super::split::CHAIN`]).
-pub const CHAIN: usize = 8;
+use super::split::CHAIN;
 
 /// Blocks every pcapng block starts on a multiple of.
 const ALIGN: usize = 4;
@@ -71,8 +70,8 @@ const ALIGN: usize = 4;
 /// section, whose interfaces it does not know).
 const KNOWN_TYPES: [u32; 9] = [
     BLOCK_INTERFACE,
-    0x0000_0002, // Obsolete Packet Block
-    0x0000_0003, // Simple Packet Block
+    BLOCK_OBSOLETE_PACKET,
+    BLOCK_SIMPLE_PACKET,
     0x0000_0004, // Name Resolution Block
     0x0000_0005, // Interface Statistics Block
     BLOCK_ENHANCED_PACKET,
