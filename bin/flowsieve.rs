@@ -877,8 +877,8 @@ struct BenchArgs {
     /// Skip the whole-process comparison with `tcpdump -r FILE -w /dev/null`.
     #[arg(long)]
     no_tcpdump: bool,
-    /// Skip the memory line (a random access timed in five working sets,
-    /// about 0.4 s whatever the trace).
+    /// Skip the memory lines (a random access timed in five working sets,
+    /// alone and eight at once, about 0.4 s whatever the trace).
     #[arg(long)]
     no_memory: bool,
 }

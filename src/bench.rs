@@ -59,14 +59,19 @@ pub struct BenchReport {
     pub memory_latency: Vec<MemoryLatency>,
 }
 
-/// The latency of one random access within a working set, as the stages'
-/// filters see it.
+/// The cost of a random access within a working set, as the stages'
+/// filters see it: one access at a time, and [`PARALLEL_LANES`] at once.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct MemoryLatency {
     /// Bytes of the working set.
     pub bytes: usize,
-    /// Nanoseconds per access (median over the rounds).
+    /// Nanoseconds per access when each waits for the one before (median
+    /// over the rounds): the latency.
     pub ns: f64,
+    /// Nanoseconds per access when [`PARALLEL_LANES`] independent accesses
+    /// are in flight at once (median over the rounds): what the memory
+    /// system can overlap ([`parallel_access_ns`]).
+    pub parallel_ns: f64,
 }
 
 /// The working sets `bench` measures a random access in: within L2, the
@@ -85,6 +90,22 @@ const LATENCY_STEPS: usize = 1 << 17;
 /// Sattolo's algorithm gives a single cycle through every line, so a chase
 /// visits each line once per lap and no prefetcher can guess the next.
 pub fn chase_cycle(bytes: usize) -> Vec<usize> {
+    chase_cycle_with_lanes(bytes).0
+}
+
+/// [`chase_cycle`], and where [`parallel_access_ns`]'s lanes start on it:
+/// evenly spaced round the cycle (lane `l + 1` is a `1 / PARALLEL_LANES`
+/// lap after lane `l`), so that within a lap no two lanes walk the same
+/// lines.
+///
+/// ```
+/// use flowsieve::bench::{PARALLEL_LANES, chase_cycle_with_lanes, random_access_ns};
+/// let (cycle, lanes) = chase_cycle_with_lanes(1 << 16); // 1024 lines
+/// let mut at = lanes[0];
+/// random_access_ns(&cycle, &mut at, 1024 / PARALLEL_LANES);
+/// assert_eq!(at, lanes[1]);
+/// ```
+pub fn chase_cycle_with_lanes(bytes: usize) -> (Vec<usize>, [usize; PARALLEL_LANES]) {
     use rand::{Rng, SeedableRng};
     const WORDS_PER_LINE: usize = 64 / std::mem::size_of::<usize>();
     let lines = (bytes / 64).max(2);
@@ -101,7 +122,49 @@ pub fn chase_cycle(bytes: usize) -> Vec<usize> {
             *w = next * WORDS_PER_LINE;
         }
     }
-    words
+    let lanes = std::array::from_fn(|lane| order[lines * lane / PARALLEL_LANES] * WORDS_PER_LINE);
+    (words, lanes)
+}
+
+/// Independent chases [`parallel_access_ns`] keeps in flight at once.
+///
+/// Why 8: a packet's filter lines are independent of each other (the heavy
+/// stage's `k_opt = 11` counters, the new-flow stage's 4 bits), so a core
+/// can have them all outstanding, up to its miss buffers (which number
+/// more than 8 on the cores this runs on). Eight chases show how much of
+/// the latency such overlap hides on this host at each working set: a
+/// packet's filter lines cost about this figure each when they overlap
+/// fully, and the latency each when they do not.
+pub const PARALLEL_LANES: usize = 8;
+
+/// Nanoseconds per access of [`PARALLEL_LANES`] chases through a
+/// [`chase_cycle`] at once, `steps` steps each, from the positions in `at`
+/// on (and `at` left where they ended; [`chase_cycle_with_lanes`] gives
+/// starts spaced round the cycle).
+///
+/// Each lane's next address is its own last load's value, as in
+/// [`random_access_ns`], but the lanes do not wait for each other: the
+/// core issues the eight loads of a step together, and the time per access
+/// is the latency divided by the overlap the memory system gives. That is
+/// what a packet's independent filter lines pay at best.
+///
+/// ```
+/// use flowsieve::bench::{chase_cycle_with_lanes, parallel_access_ns};
+/// let (cycle, mut at) = chase_cycle_with_lanes(1 << 20);
+/// let ns = parallel_access_ns(&cycle, &mut at, 1 << 12);
+/// assert!(ns.is_finite() && ns > 0.0);
+/// ```
+pub fn parallel_access_ns(cycle: &[usize], at: &mut [usize; PARALLEL_LANES], steps: usize) -> f64 {
+    let mut lanes = *at;
+    let t0 = Instant::now();
+    for _ in 0..steps {
+        for lane in lanes.iter_mut() {
+            *lane = cycle.get(*lane).copied().unwrap_or(0);
+        }
+    }
+    let ns = t0.elapsed().as_secs_f64() * 1e9 / (steps.max(1) * PARALLEL_LANES) as f64;
+    *at = std::hint::black_box(lanes);
+    ns
 }
 
 /// Nanoseconds per step of a chase of `steps` steps through a
@@ -241,9 +304,13 @@ pub fn bench_until(
     // Built once (which maps every page: each line is written), chased
     // once a round beside the runs, so that the latency figures sample the
     // same hour as the throughput ones.
-    let cycles: Vec<Vec<usize>> = latency_sets.iter().map(|&b| chase_cycle(b)).collect();
+    let (cycles, mut lanes_at): (Vec<Vec<usize>>, Vec<[usize; PARALLEL_LANES]>) = latency_sets
+        .iter()
+        .map(|&b| chase_cycle_with_lanes(b))
+        .unzip();
     let mut chase_at = vec![0usize; cycles.len()];
     let mut latency = vec![Vec::new(); cycles.len()];
+    let mut parallel = vec![Vec::new(); cycles.len()];
     let t = threads.len();
     // (wall, cpu) per round: the dissect+hash row, one per thread count
     // from the files, then one per thread count preloaded.
@@ -276,10 +343,11 @@ pub fn bench_until(
                 cpu[t + i + 1].push(r.throughput.packets_per_cpu_sec / 1e6);
             }
         }
-        for ((c, at), l) in cycles
+        for (((c, at), l), (lanes, p)) in cycles
             .iter()
             .zip(chase_at.iter_mut())
             .zip(latency.iter_mut())
+            .zip(lanes_at.iter_mut().zip(parallel.iter_mut()))
         {
             // The runs just evicted the buffer: a lap first (at most four
             // timed chases' worth), so that a working set the caches can
@@ -287,6 +355,8 @@ pub fn bench_until(
             // `benches/memory.rs` times it.
             random_access_ns(c, at, (c.len() / 8).min(4 * LATENCY_STEPS));
             l.push(random_access_ns(c, at, LATENCY_STEPS));
+            // The same number of accesses, eight at a time.
+            p.push(parallel_access_ns(c, lanes, LATENCY_STEPS / PARALLEL_LANES));
         }
         on_round(round + 1);
     }
@@ -333,10 +403,11 @@ pub fn bench_until(
         preload_note,
         memory_latency: latency_sets
             .iter()
-            .zip(&latency)
-            .map(|(&bytes, ns)| MemoryLatency {
+            .zip(latency.iter().zip(&parallel))
+            .map(|(&bytes, (ns, parallel_ns))| MemoryLatency {
                 bytes,
                 ns: median(ns),
+                parallel_ns: median(parallel_ns),
             })
             .collect(),
     })
@@ -391,6 +462,16 @@ impl fmt::Display for BenchReport {
                 f,
                 "memory: a random access takes {} (the stages follow these on a shared host)",
                 each.join(", ")
+            )?;
+            let overlapped: Vec<String> = self
+                .memory_latency
+                .iter()
+                .map(|m| format!("{:.1} ns at {}", m.parallel_ns, working_set(m.bytes)))
+                .collect();
+            writeln!(
+                f,
+                "memory: with {PARALLEL_LANES} independent random accesses in flight, one takes {} (a packet's filter lines overlap like these)",
+                overlapped.join(", ")
             )?;
         }
         if let Some(c) = &self.tcpdump {

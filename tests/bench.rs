@@ -9,7 +9,10 @@
 //! against exact binomial sums worked out here in integers, is the largest
 //! that reaches 95 %.
 
-use flowsieve::bench::{MEDIAN_INTERVAL_COVERAGE, chase_cycle, median_interval, random_access_ns};
+use flowsieve::bench::{
+    MEDIAN_INTERVAL_COVERAGE, PARALLEL_LANES, chase_cycle, chase_cycle_with_lanes, median_interval,
+    parallel_access_ns, random_access_ns,
+};
 use proptest::prelude::*;
 
 /// Words per 64-byte line.
@@ -47,6 +50,39 @@ fn a_lap_visits_every_line_once_and_chases_carry_on() {
         }
         random_access_ns(&cycle, &mut whole, 3 * (lines / 4));
         assert_eq!(split, whole);
+    }
+}
+
+#[test]
+fn the_parallel_lanes_split_the_cycle_evenly_and_each_chases_it() {
+    for bytes in [128usize, 64 * 9, 4096, 1 << 20, 3 << 20] {
+        let (cycle, lanes) = chase_cycle_with_lanes(bytes);
+        assert_eq!(cycle, chase_cycle(bytes), "the same cycle as chase_cycle's");
+        let lines = (bytes / 64).max(2);
+        // Lane l + 1 is lines * (l + 1) / LANES - lines * l / LANES steps
+        // after lane l, and the last lane's share ends at the first lane.
+        for l in 0..PARALLEL_LANES {
+            let mut at = lanes[l];
+            let steps = lines * (l + 1) / PARALLEL_LANES - lines * l / PARALLEL_LANES;
+            random_access_ns(&cycle, &mut at, steps);
+            assert_eq!(
+                at,
+                lanes[(l + 1) % PARALLEL_LANES],
+                "{bytes} bytes: lane {l} + {steps} steps"
+            );
+        }
+        // Chased together, each lane ends where it would alone, and two
+        // chases carry on as one.
+        let steps = lines / 3 + 1;
+        let mut together = lanes;
+        parallel_access_ns(&cycle, &mut together, steps / 2);
+        let ns = parallel_access_ns(&cycle, &mut together, steps - steps / 2);
+        assert!(ns.is_finite() && ns >= 0.0);
+        for (l, &start) in lanes.iter().enumerate() {
+            let mut alone = start;
+            random_access_ns(&cycle, &mut alone, steps);
+            assert_eq!(together[l], alone, "{bytes} bytes: lane {l}");
+        }
     }
 }
 

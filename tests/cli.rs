@@ -1223,6 +1223,20 @@ fn bench_compares_whole_processes_with_tcpdump() {
         text.contains("memory: a random access takes") && text.contains("ns at 64 MiB"),
         "{text}"
     );
+    // Beside each latency, the cost of an access with eight in flight.
+    let parallel: Vec<f64> = latency
+        .iter()
+        .map(|m| m["parallel_ns"].as_f64().unwrap())
+        .collect();
+    assert!(
+        parallel.iter().all(|&n| n.is_finite() && n > 0.0),
+        "{parallel:?}"
+    );
+    let overlapped = text
+        .lines()
+        .find(|l| l.starts_with("memory: with 8 independent random accesses in flight, one takes"))
+        .unwrap_or_else(|| panic!("no line of overlapped accesses: {text}"));
+    assert_eq!(overlapped.matches(" ns at ").count(), 5, "{overlapped}");
     let has_tcpdump = Command::new("tcpdump").arg("--version").output().is_ok();
     if !has_tcpdump {
         assert!(
