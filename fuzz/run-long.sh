@@ -9,7 +9,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
 runs="${1:-10000000}"; shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(cli_specs ring_block snapshot dissect class_toml trace_bytes compressed_stream trace_file)
+[ ${#targets[@]} -eq 0 ] && targets=(cli_specs ring_block snapshot dissect class_toml trace_bytes compressed_stream trace_file dissect_ahead)
 mkdir -p logs
 for t in "${targets[@]}"; do
   dict=dict/capture.dict

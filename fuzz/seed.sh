@@ -9,7 +9,7 @@ if [ ! -d "$shared" ]; then
   exit 1
 fi
 c="$here/corpus"
-mkdir -p "$c"/{trace_bytes,trace_file,compressed_stream,dissect,class_toml,snapshot,cli_specs,ring_block}
+mkdir -p "$c"/{trace_bytes,trace_file,dissect_ahead,compressed_stream,dissect,class_toml,snapshot,cli_specs,ring_block}
 # Every capture up to 256 KiB (libFuzzer's default -max_len is far below
 # that anyway; it reads the beginning of larger seeds).
 find "$shared" -type f \( -name '*.pcap' -o -name '*.pcapng' -o -name '*.cap' -o -name '*.gz' -o -name '*.zst' \) -size -256k |
@@ -28,6 +28,11 @@ for f in "$c"/trace_bytes/*; do
   # classic pcap headers (the first frame and what follows).
   { printf '\000'; tail -c +41 "$f" | head -c 2048; } > "$c/dissect/eth-$n"
   { printf '\001'; tail -c +41 "$f" | head -c 2048; } > "$c/dissect/raw-$n"
+  # dissect_ahead: two setting bytes (helpers, share) before a capture's
+  # first 16 KiB: 2 helpers in 92-byte shares, and 3 in 284-byte shares
+  # with the class rule that names interfaces.
+  { printf '\001\010'; head -c 16384 "$f"; } > "$c/dissect_ahead/h2-$n"
+  { printf '\202\040'; head -c 16384 "$f"; } > "$c/dissect_ahead/h3-$n"
 done
 find "$here/.." -maxdepth 3 -name '*.toml' -path '*class*' -exec cp -n {} "$c/class_toml/" \; 2>/dev/null || true
 printf '[[class]]\nname = "web"\nports = [80, 443, "8000-8100"]\nproto = ["tcp"]\nsrc = ["10.0.0.0/8"]\nalpha = 2.5\n' > "$c/class_toml/example.toml"
