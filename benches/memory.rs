@@ -4,9 +4,12 @@
 //! pointers through a buffer of the given size, one 64-byte line per step,
 //! so every load waits for the one before: the time per step is the
 //! latency of a random access at that size, which is what the filters pay
-//! per counter or bit they touch beyond the core's caches. The cycle and
-//! the chase are `flowsieve::bench`'s, which `flowsieve bench` runs once a
-//! round for its `memory:` line.
+//! per counter or bit they touch beyond the core's caches. The
+//! `parallel_chase` rows do as many accesses as 8 chases at once
+//! (`bench::PARALLEL_LANES`), which do not wait for each other, as a
+//! packet's filter lines do not. The cycle and the chases are
+//! `flowsieve::bench`'s, which `flowsieve bench` runs once a round for its
+//! `memory:` lines.
 //!
 //! Why it is here: the stages' per-packet figures follow this latency more
 //! than they follow the code. On the same 2-vCPU guest the latency at
@@ -18,7 +21,9 @@
 //! busier host.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use flowsieve::bench::{chase_cycle, random_access_ns};
+use flowsieve::bench::{
+    PARALLEL_LANES, chase_cycle_with_lanes, parallel_access_ns, random_access_ns,
+};
 use std::time::Duration;
 
 /// Steps per iteration.
@@ -29,13 +34,20 @@ fn latency(c: &mut Criterion) {
     g.throughput(Throughput::Elements(STEPS as u64));
     g.measurement_time(Duration::from_secs(2));
     for kib in [32usize, 256, 1024, 2048, 4096, 8192, 65536] {
-        let cycle = chase_cycle(kib << 10);
+        let (cycle, mut lanes) = chase_cycle_with_lanes(kib << 10);
         // Carried across iterations, so that they go round the whole cycle.
         let mut at = 0;
         g.bench_with_input(
             BenchmarkId::new("random_chase_kib", kib),
             &cycle,
             |b, cycle| b.iter(|| random_access_ns(cycle, &mut at, STEPS)),
+        );
+        // The same number of accesses, `PARALLEL_LANES` in flight at once
+        // (`flowsieve bench`'s second memory line).
+        g.bench_with_input(
+            BenchmarkId::new("parallel_chase_kib", kib),
+            &cycle,
+            |b, cycle| b.iter(|| parallel_access_ns(cycle, &mut lanes, STEPS / PARALLEL_LANES)),
         );
     }
     g.finish();

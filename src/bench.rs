@@ -130,11 +130,13 @@ pub fn chase_cycle_with_lanes(bytes: usize) -> (Vec<usize>, [usize; PARALLEL_LAN
 ///
 /// Why 8: a packet's filter lines are independent of each other (the heavy
 /// stage's `k_opt = 11` counters, the new-flow stage's 4 bits), so a core
-/// can have them all outstanding, up to its miss buffers (which number
-/// more than 8 on the cores this runs on). Eight chases show how much of
-/// the latency such overlap hides on this host at each working set: a
-/// packet's filter lines cost about this figure each when they overlap
-/// fully, and the latency each when they do not.
+/// can have them outstanding together, up to its miss buffers. With the
+/// latency, the figure brackets what memory costs a packet: between the
+/// figure and the latency for each line, depending on how much of it
+/// overlaps. It is not the host's ceiling: more chases at once cost less
+/// per access still, by how much varies with the working set and the host
+/// (BENCHMARKS.md, fifty-second round), so a fixed count keeps the figure
+/// comparable between runs and hosts.
 pub const PARALLEL_LANES: usize = 8;
 
 /// Nanoseconds per access of [`PARALLEL_LANES`] chases through a
@@ -470,7 +472,7 @@ impl fmt::Display for BenchReport {
                 .collect();
             writeln!(
                 f,
-                "memory: with {PARALLEL_LANES} independent random accesses in flight, one takes {} (a packet's filter lines overlap like these)",
+                "memory: with {PARALLEL_LANES} independent random accesses in flight, one takes {} (a packet's filter lines are independent like these)",
                 overlapped.join(", ")
             )?;
         }
