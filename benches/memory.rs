@@ -53,10 +53,66 @@ fn latency(c: &mut Criterion) {
     g.finish();
 }
 
+/// Nanoseconds per access of `L` chases at once through `cycle` from
+/// `lanes` on: [`parallel_access_ns`] with any lane count, for the
+/// `lanes` group only.
+fn chase_lanes<const L: usize>(cycle: &[usize], lanes: &mut [usize; L], steps: usize) -> f64 {
+    let t0 = std::time::Instant::now();
+    for _ in 0..steps {
+        for lane in lanes.iter_mut() {
+            *lane = cycle.get(*lane).copied().unwrap_or(0);
+        }
+    }
+    std::hint::black_box(&lanes);
+    t0.elapsed().as_secs_f64() * 1e9 / (steps * L) as f64
+}
+
+/// `L` lane starts evenly spaced round `cycle`, found by one untimed lap.
+fn spaced<const L: usize>(cycle: &[usize]) -> [usize; L] {
+    let lines = cycle.len() / 8;
+    let mut starts = [0usize; L];
+    let mut at = 0;
+    for (l, start) in starts.iter_mut().enumerate() {
+        *start = at;
+        random_access_ns(cycle, &mut at, lines * (l + 1) / L - lines * l / L);
+    }
+    starts
+}
+
+/// Why `bench`'s 8 lanes are not the host's ceiling: the same accesses
+/// with 1, 8, 16 and 64 chases at once (BENCHMARKS.md, fifty-second round).
+fn lanes(c: &mut Criterion) {
+    let mut g = c.benchmark_group("memory_lanes");
+    g.throughput(Throughput::Elements(STEPS as u64));
+    g.measurement_time(Duration::from_secs(2));
+    for kib in [4096usize, 16384] {
+        let (cycle, _) = chase_cycle_with_lanes(kib << 10);
+        let (mut one, mut eight, mut sixteen, mut sixty_four) = (
+            spaced::<1>(&cycle),
+            spaced::<8>(&cycle),
+            spaced::<16>(&cycle),
+            spaced::<64>(&cycle),
+        );
+        g.bench_function(BenchmarkId::new(format!("kib_{kib}"), 1), |b| {
+            b.iter(|| chase_lanes(&cycle, &mut one, STEPS))
+        });
+        g.bench_function(BenchmarkId::new(format!("kib_{kib}"), 8), |b| {
+            b.iter(|| chase_lanes(&cycle, &mut eight, STEPS / 8))
+        });
+        g.bench_function(BenchmarkId::new(format!("kib_{kib}"), 16), |b| {
+            b.iter(|| chase_lanes(&cycle, &mut sixteen, STEPS / 16))
+        });
+        g.bench_function(BenchmarkId::new(format!("kib_{kib}"), 64), |b| {
+            b.iter(|| chase_lanes(&cycle, &mut sixty_four, STEPS / 64))
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     // criterion's plot backend panics on a machine without system fonts.
     config = Criterion::default().without_plots();
-    targets = latency
+    targets = latency, lanes
 }
 criterion_main!(benches);
