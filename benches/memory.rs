@@ -53,20 +53,6 @@ fn latency(c: &mut Criterion) {
     g.finish();
 }
 
-/// Nanoseconds per access of `L` chases at once through `cycle` from
-/// `lanes` on: [`parallel_access_ns`] with any lane count, for the
-/// `lanes` group only.
-fn chase_lanes<const L: usize>(cycle: &[usize], lanes: &mut [usize; L], steps: usize) -> f64 {
-    let t0 = std::time::Instant::now();
-    for _ in 0..steps {
-        for lane in lanes.iter_mut() {
-            *lane = cycle.get(*lane).copied().unwrap_or(0);
-        }
-    }
-    std::hint::black_box(&lanes);
-    t0.elapsed().as_secs_f64() * 1e9 / (steps * L) as f64
-}
-
 /// `L` lane starts evenly spaced round `cycle`, found by one untimed lap.
 fn spaced<const L: usize>(cycle: &[usize]) -> [usize; L] {
     let lines = cycle.len() / 8;
@@ -94,16 +80,16 @@ fn lanes(c: &mut Criterion) {
             spaced::<64>(&cycle),
         );
         g.bench_function(BenchmarkId::new(format!("kib_{kib}"), 1), |b| {
-            b.iter(|| chase_lanes(&cycle, &mut one, STEPS))
+            b.iter(|| parallel_access_ns(&cycle, &mut one, STEPS))
         });
         g.bench_function(BenchmarkId::new(format!("kib_{kib}"), 8), |b| {
-            b.iter(|| chase_lanes(&cycle, &mut eight, STEPS / 8))
+            b.iter(|| parallel_access_ns(&cycle, &mut eight, STEPS / 8))
         });
         g.bench_function(BenchmarkId::new(format!("kib_{kib}"), 16), |b| {
-            b.iter(|| chase_lanes(&cycle, &mut sixteen, STEPS / 16))
+            b.iter(|| parallel_access_ns(&cycle, &mut sixteen, STEPS / 16))
         });
         g.bench_function(BenchmarkId::new(format!("kib_{kib}"), 64), |b| {
-            b.iter(|| chase_lanes(&cycle, &mut sixty_four, STEPS / 64))
+            b.iter(|| parallel_access_ns(&cycle, &mut sixty_four, STEPS / 64))
         });
     }
     g.finish();

@@ -139,14 +139,15 @@ pub fn chase_cycle_with_lanes(bytes: usize) -> (Vec<usize>, [usize; PARALLEL_LAN
 /// comparable between runs and hosts.
 pub const PARALLEL_LANES: usize = 8;
 
-/// Nanoseconds per access of [`PARALLEL_LANES`] chases through a
-/// [`chase_cycle`] at once, `steps` steps each, from the positions in `at`
-/// on (and `at` left where they ended; [`chase_cycle_with_lanes`] gives
-/// starts spaced round the cycle).
+/// Nanoseconds per access of `L` chases through a [`chase_cycle`] at
+/// once, `steps` steps each, from the positions in `at` on (and `at` left
+/// where they ended; [`chase_cycle_with_lanes`] gives [`PARALLEL_LANES`]
+/// starts spaced round the cycle, `bench`'s count; `benches/memory.rs`
+/// also times other counts).
 ///
 /// Each lane's next address is its own last load's value, as in
 /// [`random_access_ns`], but the lanes do not wait for each other: the
-/// core issues the eight loads of a step together, and the time per access
+/// core issues the `L` loads of a step together, and the time per access
 /// is the latency divided by the overlap the memory system gives. That is
 /// what a packet's independent filter lines pay at best.
 ///
@@ -156,7 +157,11 @@ pub const PARALLEL_LANES: usize = 8;
 /// let ns = parallel_access_ns(&cycle, &mut at, 1 << 12);
 /// assert!(ns.is_finite() && ns > 0.0);
 /// ```
-pub fn parallel_access_ns(cycle: &[usize], at: &mut [usize; PARALLEL_LANES], steps: usize) -> f64 {
+pub fn parallel_access_ns<const L: usize>(
+    cycle: &[usize],
+    at: &mut [usize; L],
+    steps: usize,
+) -> f64 {
     let mut lanes = *at;
     let t0 = Instant::now();
     for _ in 0..steps {
@@ -164,7 +169,7 @@ pub fn parallel_access_ns(cycle: &[usize], at: &mut [usize; PARALLEL_LANES], ste
             *lane = cycle.get(*lane).copied().unwrap_or(0);
         }
     }
-    let ns = t0.elapsed().as_secs_f64() * 1e9 / (steps.max(1) * PARALLEL_LANES) as f64;
+    let ns = t0.elapsed().as_secs_f64() * 1e9 / (steps.max(1) * L.max(1)) as f64;
     *at = std::hint::black_box(lanes);
     ns
 }
