@@ -20,7 +20,10 @@
 //! this beside a throughput comparison to tell a slower build from a
 //! busier host.
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{
+    BenchmarkGroup, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,
+};
 use flowsieve::bench::{
     PARALLEL_LANES, chase_cycle_with_lanes, parallel_access_ns, random_access_ns,
 };
@@ -65,34 +68,35 @@ fn spaced<const L: usize>(cycle: &[usize]) -> [usize; L] {
     starts
 }
 
-/// Why `bench`'s 8 lanes are not the host's ceiling: the same accesses
-/// with 1, 8, 16 and 64 chases at once (BENCHMARKS.md, fifty-second round).
+/// Why `bench`'s 8 lanes are not the host's ceiling, and why they hit at
+/// 4 MiB where one chase misses: the same accesses with 1, 2, 4, 8, 16 and
+/// 64 chases at once (BENCHMARKS.md, fifty-second and fifty-third rounds).
+/// A shared L3 that keeps only the lines touched again soon holds the
+/// buffer for the lanes that lap it fast enough, and the rows either side
+/// of that speed differ many times over.
 fn lanes(c: &mut Criterion) {
     let mut g = c.benchmark_group("memory_lanes");
     g.throughput(Throughput::Elements(STEPS as u64));
     g.measurement_time(Duration::from_secs(2));
     for kib in [4096usize, 16384] {
         let (cycle, _) = chase_cycle_with_lanes(kib << 10);
-        let (mut one, mut eight, mut sixteen, mut sixty_four) = (
-            spaced::<1>(&cycle),
-            spaced::<8>(&cycle),
-            spaced::<16>(&cycle),
-            spaced::<64>(&cycle),
-        );
-        g.bench_function(BenchmarkId::new(format!("kib_{kib}"), 1), |b| {
-            b.iter(|| parallel_access_ns(&cycle, &mut one, STEPS))
-        });
-        g.bench_function(BenchmarkId::new(format!("kib_{kib}"), 8), |b| {
-            b.iter(|| parallel_access_ns(&cycle, &mut eight, STEPS / 8))
-        });
-        g.bench_function(BenchmarkId::new(format!("kib_{kib}"), 16), |b| {
-            b.iter(|| parallel_access_ns(&cycle, &mut sixteen, STEPS / 16))
-        });
-        g.bench_function(BenchmarkId::new(format!("kib_{kib}"), 64), |b| {
-            b.iter(|| parallel_access_ns(&cycle, &mut sixty_four, STEPS / 64))
-        });
+        lanes_row::<1>(&mut g, kib, &cycle);
+        lanes_row::<2>(&mut g, kib, &cycle);
+        lanes_row::<4>(&mut g, kib, &cycle);
+        lanes_row::<8>(&mut g, kib, &cycle);
+        lanes_row::<16>(&mut g, kib, &cycle);
+        lanes_row::<64>(&mut g, kib, &cycle);
     }
     g.finish();
+}
+
+/// One row of [`lanes`]: `L` chases spaced round `cycle`, `STEPS` accesses
+/// an iteration.
+fn lanes_row<const L: usize>(g: &mut BenchmarkGroup<'_, WallTime>, kib: usize, cycle: &[usize]) {
+    let mut at = spaced::<L>(cycle);
+    g.bench_function(BenchmarkId::new(format!("kib_{kib}"), L), |b| {
+        b.iter(|| parallel_access_ns(cycle, &mut at, STEPS / L))
+    });
 }
 
 criterion_group! {

@@ -137,7 +137,44 @@ pub fn chase_cycle_with_lanes(bytes: usize) -> (Vec<usize>, [usize; PARALLEL_LAN
 /// per access still, by how much varies with the working set and the host
 /// (BENCHMARKS.md, fifty-second round), so a fixed count keeps the figure
 /// comparable between runs and hosts.
+///
+/// `bench` times the lanes warm ([`PARALLEL_WARM_LAPS`]), and the gap to
+/// the latency line is then not overlap alone: a host's shared L3 can keep
+/// a working set that is touched again soon and drop one that is not, so
+/// at some sizes the lanes hit where the single chase misses (4 MiB on the
+/// guest of BENCHMARKS.md's fifty-third round: about 3 ns against 190).
 pub const PARALLEL_LANES: usize = 8;
+
+/// Untimed laps of the [`PARALLEL_LANES`] lanes before `bench` times
+/// them, so that it times their steady state, as `benches/memory.rs`
+/// does, not the way back from the latency chase before them.
+///
+/// Why laps are needed: on the 2-core guest of BENCHMARKS.md's
+/// fifty-third round, the shared L3 kept a line only while it was touched
+/// again within about a millisecond. One chase through 4 MiB comes back
+/// to a line every 10 ms or so, and every access missed (about 190 ns);
+/// eight lanes warm come back every 0.2 ms and hit (about 3 ns an access).
+/// From the buffer the chase left, the lanes took a few laps to get
+/// there; without these laps `bench` measured 16.6-24.0 ns at 4 MiB, a
+/// figure of the way there, and with them 2.8-8.1 ns.
+pub const PARALLEL_WARM_LAPS: usize = 4;
+
+/// Steps per lane of the untimed laps before `bench` times the lanes in a
+/// buffer of `lines` lines: [`PARALLEL_WARM_LAPS`] laps, at most as many
+/// accesses as four timed runs (so that 64 MiB costs a round about 15 ms,
+/// not 130).
+///
+/// ```
+/// use flowsieve::bench::{PARALLEL_LANES, PARALLEL_WARM_LAPS, parallel_warm_up_steps};
+/// // 4 MiB: four whole laps of the cycle, shared among the lanes.
+/// let lines = (4 << 20) / 64;
+/// assert_eq!(parallel_warm_up_steps(lines) * PARALLEL_LANES, PARALLEL_WARM_LAPS * lines);
+/// // 64 MiB: capped below four laps.
+/// assert!(parallel_warm_up_steps((64 << 20) / 64) * PARALLEL_LANES < PARALLEL_WARM_LAPS * (64 << 20) / 64);
+/// ```
+pub fn parallel_warm_up_steps(lines: usize) -> usize {
+    (PARALLEL_WARM_LAPS * lines / PARALLEL_LANES).min(4 * LATENCY_STEPS / PARALLEL_LANES)
+}
 
 /// Nanoseconds per access of `L` chases through a [`chase_cycle`] at
 /// once, `steps` steps each, from the positions in `at` on (and `at` left
@@ -273,9 +310,9 @@ pub fn bench(
 /// Ctrl-C handler sets it), and calling `on_round` with the number of
 /// rounds done after each.
 ///
-/// Why the memory line can be left out: building its buffers and chasing
-/// them takes about 0.4 s whatever the trace, which is most of a bench
-/// of a small capture.
+/// Why the memory lines can be left out: building their buffers takes
+/// about 0.2 s and chasing them about 0.35 s a round, whatever the trace,
+/// which is most of a bench of a small capture.
 pub fn bench_until(
     paths: &[PathBuf],
     cfg: &ValidatedConfig,
@@ -362,7 +399,12 @@ pub fn bench_until(
             // `benches/memory.rs` times it.
             random_access_ns(c, at, (c.len() / 8).min(4 * LATENCY_STEPS));
             l.push(random_access_ns(c, at, LATENCY_STEPS));
-            // The same number of accesses, eight at a time.
+            // The same number of accesses, eight at a time, after laps of
+            // their own: the lanes come back to a line far sooner than one
+            // chase does, so a working set the caches drop under the chase
+            // can stay in them under the lanes, and the way there takes
+            // laps ([`PARALLEL_WARM_LAPS`]).
+            parallel_access_ns(c, lanes, parallel_warm_up_steps(c.len() / 8));
             p.push(parallel_access_ns(c, lanes, LATENCY_STEPS / PARALLEL_LANES));
         }
         on_round(round + 1);
