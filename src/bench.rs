@@ -83,6 +83,12 @@ pub const LATENCY_WORKING_SETS: [usize; 5] = [256 << 10, 1 << 20, 4 << 20, 16 <<
 /// caches, 20 ms.
 const LATENCY_STEPS: usize = 1 << 17;
 
+/// The most accesses of an untimed lap before a timed chase (the
+/// latency's and the lanes'): four timed runs' worth, so that a working
+/// set past the caches, whose whole lap would take a tenth of a second
+/// and more, costs a round no more than that.
+const MOST_UNTIMED_ACCESSES: usize = 4 * LATENCY_STEPS;
+
 /// A buffer of `bytes` whose 64-byte lines form one random cycle: word 0 of
 /// each line holds the index (in words) of the next line's word 0, for
 /// [`random_access_ns`] (and `benches/memory.rs`).
@@ -173,7 +179,7 @@ pub const PARALLEL_WARM_LAPS: usize = 4;
 /// assert!(parallel_warm_up_steps((64 << 20) / 64) * PARALLEL_LANES < PARALLEL_WARM_LAPS * (64 << 20) / 64);
 /// ```
 pub fn parallel_warm_up_steps(lines: usize) -> usize {
-    (PARALLEL_WARM_LAPS * lines / PARALLEL_LANES).min(4 * LATENCY_STEPS / PARALLEL_LANES)
+    (PARALLEL_WARM_LAPS * lines / PARALLEL_LANES).min(MOST_UNTIMED_ACCESSES / PARALLEL_LANES)
 }
 
 /// Nanoseconds per access of `L` chases through a [`chase_cycle`] at
@@ -397,7 +403,7 @@ pub fn bench_until(
             // timed chases' worth), so that a working set the caches can
             // hold is timed in them, not on its way back, as
             // `benches/memory.rs` times it.
-            random_access_ns(c, at, (c.len() / 8).min(4 * LATENCY_STEPS));
+            random_access_ns(c, at, (c.len() / 8).min(MOST_UNTIMED_ACCESSES));
             l.push(random_access_ns(c, at, LATENCY_STEPS));
             // The same number of accesses, eight at a time, after laps of
             // their own: the lanes come back to a line far sooner than one
