@@ -1740,6 +1740,61 @@ proptest::proptest! {
         proptest::prop_assert_eq!(distinct.len(), zero_log.len());
     }
 
+    /// `add(h, n)` is `n` inserts of `h` in a row: the same counters, the
+    /// same saturation events and the same estimate, on both layouts,
+    /// every width and both update rules, from a filter other keys have
+    /// filled (so that some of `h`'s counters are above its minimum, and
+    /// 4-bit counters saturate). And the heavy stage's shortcut holds: each
+    /// insert of a train after the first gives the one before plus 1,
+    /// capped at the maximum. Fails when a conservative add raises every
+    /// counter by `n`, or a plain one counts a saturated counter again.
+    #[test]
+    fn adding_n_at_once_is_n_inserts_in_a_row(
+        bits in proptest::sample::select(vec![4u32, 8, 16]),
+        blocked: bool,
+        conservative: bool,
+        m in 16usize..3_000,
+        k in 1usize..12,
+        before in proptest::collection::vec(0u64..30, 0..400),
+        key in 0u64..30,
+        n in 0u64..40,
+    ) {
+        use flowsieve::filter::{BlockedCountingFilter, CounterWidth, CountingBloomFilter};
+        let width = CounterWidth::from_bits(bits).unwrap();
+        let hash = |x: u64| flowsieve::hash::fmix64(x + 1);
+        let h = hash(key);
+        let max = width.max();
+        // One insert at a time, checking each estimate against the
+        // shortcut; then all at once from the same start.
+        macro_rules! check {
+            ($f:expr) => {{
+                let mut f = $f;
+                if conservative { f = f.conservative(); }
+                for &x in &before { f.insert(hash(x)); }
+                let mut at_once = f.clone();
+                let mut last: Option<u64> = None;
+                for _ in 0..n {
+                    let e = f.insert(h);
+                    if let Some(l) = last {
+                        proptest::prop_assert_eq!(e, (l + 1).min(max));
+                    }
+                    last = Some(e);
+                }
+                let e = at_once.add(h, n);
+                if let Some(l) = last {
+                    proptest::prop_assert_eq!(e, l);
+                }
+                proptest::prop_assert_eq!(at_once.saturation_events(), f.saturation_events());
+                proptest::prop_assert_eq!(&at_once, &f);
+            }};
+        }
+        if blocked {
+            check!(BlockedCountingFilter::new(m.max(64), k, width));
+        } else {
+            check!(CountingBloomFilter::new(m, k, width));
+        }
+    }
+
     /// However a recycle clears its half (by the logged messages or by a
     /// sweep), the half is empty after it, a two-phase filter's frozen
     /// half is the old active one, and the active bit count always matches

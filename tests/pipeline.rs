@@ -1648,3 +1648,167 @@ proptest::proptest! {
         }
     }
 }
+
+/// A trace of UDP flows whose packets come in trains (up to 12 back to
+/// back), some flows far past 15 packets a window: the heavy stage holds a
+/// train's packets back and adds them at once (`HeldRepeats` in
+/// `pipeline::heavy`), which must give what one insert a packet gives.
+fn trains_trace(
+    dir: &Path,
+    packets: usize,
+    seed: u64,
+) -> (PathBuf, Vec<flowsieve::dissect::FlowKey>) {
+    use flowsieve::dissect::FlowKey;
+    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let path = dir.join(format!("trains-{seed}.pcap"));
+    let mut w =
+        PcapWriter::with_header(std::fs::File::create(&path).unwrap(), PcapHeader::default())
+            .unwrap();
+    let mut keys = Vec::with_capacity(packets);
+    while keys.len() < packets {
+        // Flow ids skewed towards the small ones: a few heavy flows, many
+        // light ones.
+        let u: f64 = rng.random();
+        let flow = (u * u * u * 400.0) as u16;
+        let train = rng.random_range(1..=12usize);
+        for _ in 0..train.min(packets - keys.len()) {
+            let (src, sport) = ([10, 0, (flow >> 8) as u8, flow as u8], 1000 + flow);
+            let mut frame = vec![0u8; 42];
+            frame[12..14].copy_from_slice(&[0x08, 0x00]);
+            frame[14] = 0x45;
+            frame[16..18].copy_from_slice(&28u16.to_be_bytes());
+            frame[22] = 64;
+            frame[23] = 17;
+            frame[26..30].copy_from_slice(&src);
+            frame[30..34].copy_from_slice(&[192, 0, 2, 1]);
+            frame[34..36].copy_from_slice(&sport.to_be_bytes());
+            frame[36..38].copy_from_slice(&53u16.to_be_bytes());
+            frame[38..40].copy_from_slice(&8u16.to_be_bytes());
+            let ts = std::time::Duration::from_micros(keys.len() as u64);
+            w.write_packet(&PcapPacket::new(ts, 42, &frame)).unwrap();
+            keys.push(FlowKey::v4(src, [192, 0, 2, 1], sport, 53, 17));
+        }
+    }
+    (path, keys)
+}
+
+/// Collects the heavy events.
+#[derive(Default)]
+struct HeavyEvents(Vec<(u64, u64, u64, u64)>);
+impl PipelineSink for HeavyEvents {
+    fn wants(&self, kind: flowsieve::pipeline::EventKind) -> bool {
+        kind == flowsieve::pipeline::EventKind::Heavy
+    }
+    fn event(&mut self, event: &flowsieve::pipeline::Event) -> std::io::Result<()> {
+        if let flowsieve::pipeline::Event::Heavy(e) = event {
+            let h = flowsieve::hash::flow_hash(&e.key);
+            self.0.push((e.window, h, e.time_ns, e.estimate));
+        }
+        Ok(())
+    }
+}
+
+/// The heavy stage's events (flow, window, time, estimate), reported flows
+/// and saturation events are those of a filter per shard that takes one
+/// insert a packet and is emptied at each window, on a trace of trains:
+/// both layouts, both update rules, 4- and 8-bit counters (4-bit ones
+/// saturate at 15, below the heaviest flows' counts), and filters small
+/// enough that flows share counters. Fails when a held-back train's
+/// packets are added after a packet of another flow has read the counters,
+/// or are lost at a window's close.
+#[test]
+fn heavy_events_are_those_of_one_insert_a_packet_on_trains() {
+    use flowsieve::filter::{BlockedCountingFilter, CountingBloomFilter};
+    use flowsieve::hash::{flow_hash, shard_of};
+    let dir = tempfile::tempdir().unwrap();
+    let (path, keys) = trains_trace(dir.path(), 30_000, 5);
+    const SHARDS: usize = 3;
+    const WINDOW: u64 = 4_000;
+    for layout in [CounterLayout::Partitioned, CounterLayout::Blocked] {
+        for conservative in [false, true] {
+            for (width, theta, counters) in [
+                (CounterWidth::W4, 12, 3 * 2048),
+                (CounterWidth::W8, 40, 3 * 512),
+            ] {
+                let what = format!("{layout:?}, conservative {conservative}, {width:?}");
+                let k = 4;
+                let mut cfg = PipelineConfig::new(Classifier::ports());
+                cfg.stages = only(StageName::Heavy);
+                cfg.shards = SHARDS;
+                cfg.threads = 2;
+                cfg.heavy.theta = theta;
+                cfg.heavy.k = Some(k);
+                cfg.heavy.counters = counters;
+                cfg.heavy.width = width;
+                cfg.heavy.layout = layout;
+                cfg.heavy.conservative = conservative;
+                cfg.heavy.window = WindowSpec::Packets(WINDOW);
+                let mut sink = HeavyEvents::default();
+                let r = run_sink(std::slice::from_ref(&path), &cfg, &mut sink);
+                let h = r.heavy().unwrap();
+
+                // The reference: one insert a packet, a fresh filter per
+                // shard and window.
+                let per_shard = counters / SHARDS;
+                let fresh = || -> (CountingBloomFilter, BlockedCountingFilter) {
+                    let (mut p, mut b) = (
+                        CountingBloomFilter::new(per_shard, k, width),
+                        BlockedCountingFilter::new(per_shard, k, width),
+                    );
+                    if conservative {
+                        (p, b) = (p.conservative(), b.conservative());
+                    }
+                    (p, b)
+                };
+                let mut filters: Vec<_> = (0..SHARDS).map(|_| (u64::MAX, fresh())).collect();
+                let mut reported = std::collections::HashSet::new();
+                let mut expected = Vec::new();
+                let mut saturations = 0;
+                let saturation = |f: &(CountingBloomFilter, BlockedCountingFilter)| match layout {
+                    CounterLayout::Partitioned => f.0.saturation_events(),
+                    CounterLayout::Blocked => f.1.saturation_events(),
+                };
+                let mut repeats = 0;
+                for (seq, key) in keys.iter().enumerate() {
+                    let hash = flow_hash(key);
+                    repeats += usize::from(seq > 0 && keys[seq - 1] == *key);
+                    let window = seq as u64 / WINDOW;
+                    let (w, f) = &mut filters[shard_of(hash, SHARDS)];
+                    if *w != window {
+                        saturations += saturation(f);
+                        (*w, *f) = (window, fresh());
+                    }
+                    let estimate = match layout {
+                        CounterLayout::Partitioned => f.0.insert(hash),
+                        CounterLayout::Blocked => f.1.insert(hash),
+                    };
+                    if estimate >= theta && reported.insert((window, hash)) {
+                        expected.push((window, hash, seq as u64 * 1_000, estimate));
+                    }
+                }
+                saturations += filters.iter().map(|(_, f)| saturation(f)).sum::<u64>();
+                assert!(
+                    repeats > 20_000,
+                    "{what}: {repeats} packets follow their own flow"
+                );
+
+                let mut events = sink.0;
+                events.sort_unstable();
+                expected.sort_unstable();
+                assert!(
+                    expected.len() > 50,
+                    "{what}: {} heavy flows",
+                    expected.len()
+                );
+                assert_eq!(events, expected, "{what}");
+                assert_eq!(h.overall.reported, expected.len() as u64, "{what}");
+                assert_eq!(h.saturation_events, saturations, "{what}");
+                if width == CounterWidth::W4 {
+                    assert!(saturations > 0, "{what}: no counter saturated");
+                }
+            }
+        }
+    }
+}

@@ -56,6 +56,47 @@ impl CounterWidth {
         bump_at(word, shift, self.max(), saturated)
     }
 
+    /// Raises the counter at `shift` in `word` to `target` when it is
+    /// below it, counting in `saturated` a counter that reaches the
+    /// maximum from below; returns the counter's value after. `target` must
+    /// be at most [`CounterWidth::max`].
+    ///
+    /// What `n` bumps of one key come to, counter by counter: a plain
+    /// insert's counter `c` ends at `min(c + n, max)` (a target of its
+    /// own), and a conservative insert's counters all end at
+    /// `max(c, min(m + n, max))` for the key's minimum `m` (one target for
+    /// all). Either way a counter crosses to the maximum at most once, as
+    /// the `n` single bumps would have it.
+    #[inline]
+    pub(crate) fn raise_to(
+        self,
+        word: &mut u64,
+        shift: u32,
+        target: u64,
+        saturated: &mut u64,
+    ) -> u64 {
+        let max = self.max();
+        let c = (*word >> shift) & max;
+        if c >= target {
+            return c;
+        }
+        *word = (*word & !(max << shift)) | (target << shift);
+        if target == max {
+            *saturated += 1;
+        }
+        target
+    }
+
+    /// Adds `n` to the counter at `shift` in `word`, saturating at the
+    /// maximum, as `n` [`CounterWidth::bump`]s would (one saturation event
+    /// at most); returns the counter's value after.
+    #[inline]
+    pub(crate) fn add(self, word: &mut u64, shift: u32, n: u64, saturated: &mut u64) -> u64 {
+        let max = self.max();
+        let c = (*word >> shift) & max;
+        self.raise_to(word, shift, c.saturating_add(n).min(max), saturated)
+    }
+
     /// [`CounterWidth::bump`] for a width known at compile time (`BITS`
     /// of 4, 8 or 16): the same arithmetic, with no branch on the width.
     #[inline(always)]

@@ -68,6 +68,30 @@ macro_rules! bump_units {
     }};
 }
 
+/// [`CountingBloomFilter::add`]'s plain pass over counters of one unit
+/// each (`u8`, `u16`): each of the key's counters to `min(c + n, max)`,
+/// a saturation event for each that reaches the maximum from below, and
+/// the estimate.
+macro_rules! add_units {
+    ($units:expr, $indexer:expr, $h:expr, $n:expr, $saturated:expr, $unit:ty) => {{
+        let (units, saturated) = ($units, &mut $saturated);
+        let max = u64::from(<$unit>::MAX);
+        let mut est = u64::MAX;
+        $indexer.for_each($h, |i| {
+            if let Some(c) = units.get_mut(i) {
+                let v = u64::from(*c).saturating_add($n).min(max);
+                if u64::from(*c) < max && v == max {
+                    *saturated += 1;
+                }
+                // `v` is at most the unit's maximum.
+                *c = v as $unit;
+                est = est.min(v);
+            }
+        });
+        est
+    }};
+}
+
 /// A partitioned counting Bloom filter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CountingBloomFilter {
@@ -161,6 +185,85 @@ impl CountingBloomFilter {
             };
         }
         self.insert_conservative(h)
+    }
+
+    /// Adds `n` occurrences of a hash at once: the same counters, the same
+    /// saturation events and the same estimate as `n` calls of
+    /// [`CountingBloomFilter::insert`] in a row, in one pass over the `k`
+    /// counters. With `n = 0` nothing changes and the estimate is returned.
+    ///
+    /// Why it is exact: the `k` counters of a hash are distinct (one a
+    /// partition), so under plain update each ends at `min(c + n, max)`;
+    /// under conservative update each insert raises the counters at the
+    /// key's minimum `m` together, so after `n` every counter is
+    /// `max(c, min(m + n, max))`. The heavy stage holds back a flow's
+    /// packets that arrive back to back in its shard and adds them here
+    /// (`pipeline::heavy`).
+    ///
+    /// ```
+    /// use flowsieve::filter::{CounterWidth, CountingBloomFilter};
+    /// let mut one_by_one = CountingBloomFilter::new(1 << 10, 4, CounterWidth::W4).conservative();
+    /// let mut at_once = one_by_one.clone();
+    /// for h in [5, 9] { one_by_one.insert(h); at_once.insert(h); }
+    /// let mut last = 0;
+    /// for _ in 0..20 { last = one_by_one.insert(9); }
+    /// assert_eq!(at_once.add(9, 20), last);
+    /// assert_eq!(last, 15); // saturated: 4-bit counters
+    /// assert_eq!(at_once, one_by_one);
+    /// ```
+    pub fn add(&mut self, h: u64, n: u64) -> u64 {
+        if n == 1 {
+            // The insert's own pass, the cheapest for one.
+            return self.insert(h);
+        }
+        if !self.conservative && n > 0 {
+            // One pass, each counter to `min(c + n, max)`; 8- and 16-bit
+            // counters in place, as the plain insert bumps them.
+            #[cfg(target_endian = "little")]
+            match self.width {
+                CounterWidth::W8 => {
+                    let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut self.words);
+                    return add_units!(bytes, self.indexer, h, n, self.saturated, u8);
+                }
+                CounterWidth::W16 => {
+                    let units: &mut [u16] = bytemuck::cast_slice_mut(&mut self.words);
+                    return add_units!(units, self.indexer, h, n, self.saturated, u16);
+                }
+                CounterWidth::W4 => {}
+            }
+            let (words, width, saturated) = (&mut self.words, self.width, &mut self.saturated);
+            let mut est = u64::MAX;
+            self.indexer.for_each(h, |i| {
+                let (w, s) = width.locate(i);
+                if let Some(word) = words.get_mut(w) {
+                    est = est.min(width.add(word, s, n, saturated));
+                }
+            });
+            return est;
+        }
+        let (max, width, k) = (self.width.max(), self.width, self.k());
+        let mut idx = [0usize; super::MAX_K];
+        let idx = &mut idx[..k];
+        self.indexer.indices(h, idx);
+        let min = idx.iter().map(|&i| self.counter(i)).min().unwrap_or(0);
+        if n == 0 {
+            return min;
+        }
+        let (words, saturated) = (&mut self.words, &mut self.saturated);
+        let mut est = u64::MAX;
+        for &i in idx.iter() {
+            let (w, s) = width.locate(i);
+            let Some(word) = words.get_mut(w) else {
+                continue;
+            };
+            let v = if self.conservative {
+                width.raise_to(word, s, min.saturating_add(n).min(max), saturated)
+            } else {
+                width.add(word, s, n, saturated)
+            };
+            est = est.min(v);
+        }
+        est
     }
 
     /// [`CountingBloomFilter::insert`] under conservative update. Apart,
