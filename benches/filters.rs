@@ -1,9 +1,11 @@
 //! Filter operations per element, side by side with the fastbloom crate at
 //! equal m and k, for arrays from L1-resident to far beyond the last-level
 //! cache: single and batched insert/query of the partitioned Bloom filter,
-//! counting-filter insert and threshold query per counter width, recycling
-//! filter test-and-insert, the many-writer counting filter on 1 and 2
-//! threads, and a window's clear by a sweep against by its logged hashes.
+//! counting-filter insert and threshold query per counter width, a flow's
+//! train inserted packet by packet or held back and added at once, the
+//! recycling filter's test-and-insert, the many-writer counting filter on
+//! 1 and 2 threads, and a window's clear by a sweep against by its logged
+//! hashes.
 //!
 //! `cargo bench --bench filters`; figures in BENCHMARKS.md.
 
@@ -196,6 +198,50 @@ fn counting_layouts(c: &mut Criterion) {
     g.finish();
 }
 
+/// A flow's train of `r` packets into a heavy-stage shard's filter (2^19
+/// 8-bit counters, 512 KiB, k = 11): `r` inserts, against what the stage
+/// does since it holds a train back (`HeldRepeats` in `pipeline::heavy`):
+/// one insert, the estimate worked out for each packet after it, and the
+/// rest added in one pass (`CountingBloomFilter::add`). Per packet, each
+/// iteration's flows cleared by their hashes after it, as a window of few
+/// flows is (both sides alike).
+fn counting_trains(c: &mut Criterion) {
+    let mut g = config(c, "counting_trains_512KiB_k11");
+    let probe = hashes(6, OPS * 64);
+    let mut each = CountingBloomFilter::new(1 << 19, 11, CounterWidth::W8);
+    let mut held = each.clone();
+    let mut at = 0;
+    for train in [2usize, 4, 8] {
+        let flows = OPS / train;
+        g.bench_function(BenchmarkId::new("insert_each", train), |b| {
+            b.iter(|| {
+                let s = next_window(&mut at);
+                for &h in &probe[s..s + flows] {
+                    for _ in 0..train {
+                        black_box(each.insert(h));
+                    }
+                }
+                each.clear_inserted(&probe[s..s + flows]);
+            })
+        });
+        g.bench_function(BenchmarkId::new("insert_then_add", train), |b| {
+            b.iter(|| {
+                let s = next_window(&mut at);
+                for &h in &probe[s..s + flows] {
+                    let mut estimate = held.insert(h);
+                    for _ in 1..train {
+                        estimate = (estimate + 1).min(255);
+                        black_box(estimate);
+                    }
+                    black_box(held.add(h, train as u64 - 1));
+                }
+                held.clear_inserted(&probe[s..s + flows]);
+            })
+        });
+    }
+    g.finish();
+}
+
 fn recycling(c: &mut Criterion) {
     let mut g = config(c, "recycling");
     for (m, label) in [SIZES[1], SIZES[3]] {
@@ -307,6 +353,6 @@ criterion_group! {
     // No plots: criterion's plotting backend needs system fonts that a
     // fresh machine does not have, and panics without them.
     config = Criterion::default().without_plots();
-    targets = bloom, counting, counting_layouts, recycling, many_writers, window_clear
+    targets = bloom, counting, counting_layouts, counting_trains, recycling, many_writers, window_clear
 }
 criterion_main!(filters);
