@@ -169,39 +169,31 @@ impl BlockedCountingFilter {
     /// assert_eq!(at_once, one_by_one);
     /// ```
     pub fn add(&mut self, h: u64, n: u64) -> u64 {
-        if n == 1 {
-            return self.insert(h);
+        match n {
+            0 => return self.estimate(h),
+            1 => return self.insert(h),
+            _ => {}
         }
-        let (max, width, k) = (self.width.max(), self.width, self.k());
-        let conservative = self.conservative;
-        let indexer = self.indexer;
-        let Some(block) = self.blocks.get_mut(indexer.block(h)) else {
+        // Conservative: every counter to at least the key's minimum plus `n`.
+        let floor = self
+            .conservative
+            .then(|| self.estimate(h).saturating_add(n).min(self.width.max()));
+        let (width, k) = (self.width, self.k());
+        let mut cells = [0usize; super::MAX_K];
+        self.indexer.cells(h, &mut cells[..k]);
+        let Some(block) = self.blocks.get_mut(self.indexer.block(h)) else {
             return 0;
         };
-        let words = &mut block.0;
-        let mut cells = [0usize; super::MAX_K];
-        let cells = &mut cells[..k];
-        indexer.cells(h, cells);
-        let read = |words: &[u64; BLOCK_WORDS], cell: usize| {
-            let (w, s) = width.locate(cell);
-            words.get(w).map_or(0, |x| (x >> s) & max)
-        };
-        let min = cells.iter().map(|&c| read(words, c)).min().unwrap_or(0);
-        if n == 0 {
-            return min;
-        }
         let mut est = u64::MAX;
-        for &cell in cells.iter() {
+        for &cell in &cells[..k] {
             let (w, s) = width.locate(cell);
-            let Some(word) = words.get_mut(w) else {
-                continue;
-            };
-            let v = if conservative {
-                width.raise_to(word, s, min.saturating_add(n).min(max), &mut self.saturated)
-            } else {
-                width.add(word, s, n, &mut self.saturated)
-            };
-            est = est.min(v);
+            if let Some(word) = block.0.get_mut(w) {
+                let v = match floor {
+                    Some(target) => width.raise_to(word, s, target, &mut self.saturated),
+                    None => width.add(word, s, n, &mut self.saturated),
+                };
+                est = est.min(v);
+            }
         }
         est
     }

@@ -212,14 +212,16 @@ impl CountingBloomFilter {
     /// assert_eq!(at_once, one_by_one);
     /// ```
     pub fn add(&mut self, h: u64, n: u64) -> u64 {
-        if n == 1 {
+        match n {
+            0 => return Counters::estimate(self, h),
             // The insert's own pass, the cheapest for one.
-            return self.insert(h);
+            1 => return self.insert(h),
+            _ => {}
         }
-        if !self.conservative && n > 0 {
-            // One pass, each counter to `min(c + n, max)`; 8- and 16-bit
-            // counters in place, as the plain insert bumps them.
-            #[cfg(target_endian = "little")]
+        // Plain update, 8- and 16-bit counters: each counter to
+        // `min(c + n, max)` in place, as the plain insert bumps them.
+        #[cfg(target_endian = "little")]
+        if !self.conservative {
             match self.width {
                 CounterWidth::W8 => {
                     let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut self.words);
@@ -231,38 +233,25 @@ impl CountingBloomFilter {
                 }
                 CounterWidth::W4 => {}
             }
-            let (words, width, saturated) = (&mut self.words, self.width, &mut self.saturated);
-            let mut est = u64::MAX;
-            self.indexer.for_each(h, |i| {
-                let (w, s) = width.locate(i);
-                if let Some(word) = words.get_mut(w) {
-                    est = est.min(width.add(word, s, n, saturated));
-                }
-            });
-            return est;
         }
-        let (max, width, k) = (self.width.max(), self.width, self.k());
-        let mut idx = [0usize; super::MAX_K];
-        let idx = &mut idx[..k];
-        self.indexer.indices(h, idx);
-        let min = idx.iter().map(|&i| self.counter(i)).min().unwrap_or(0);
-        if n == 0 {
-            return min;
-        }
-        let (words, saturated) = (&mut self.words, &mut self.saturated);
+        // Conservative: every counter to at least the key's minimum plus `n`.
+        let floor = self.conservative.then(|| {
+            Counters::estimate(self, h)
+                .saturating_add(n)
+                .min(self.width.max())
+        });
+        let (words, width, saturated) = (&mut self.words, self.width, &mut self.saturated);
         let mut est = u64::MAX;
-        for &i in idx.iter() {
+        self.indexer.for_each(h, |i| {
             let (w, s) = width.locate(i);
-            let Some(word) = words.get_mut(w) else {
-                continue;
-            };
-            let v = if self.conservative {
-                width.raise_to(word, s, min.saturating_add(n).min(max), saturated)
-            } else {
-                width.add(word, s, n, saturated)
-            };
-            est = est.min(v);
-        }
+            if let Some(word) = words.get_mut(w) {
+                let v = match floor {
+                    Some(target) => width.raise_to(word, s, target, saturated),
+                    None => width.add(word, s, n, saturated),
+                };
+                est = est.min(v);
+            }
+        });
         est
     }
 

@@ -467,9 +467,9 @@ pub struct HeavyShard {
 /// past the second saves an insert. Callgrind, the whole process (`-q
 /// --no-truth --threads 1`): the Auckland capture tiled 30 times, 4.0 %
 /// fewer instructions; the TLS mix tiled 100 times (trains of 5.5 packets
-/// on average), 12.7 % fewer; the throughput trace (trains of 2.8), 0.03 %:
-/// there the check a packet and the added passes cost about what the
-/// held packets save (BENCHMARKS.md, fifty-fourth round).
+/// on average), 12.5 % fewer; the throughput trace (trains of 2.8), 0.04 %
+/// more: there the check a packet and the added passes cost about what
+/// the held packets save (BENCHMARKS.md, fifty-fourth round).
 ///
 /// Only the last flow can be held exactly: a packet of another flow reads
 /// counters that a held flow may share, so holding back more than one flow
@@ -683,7 +683,12 @@ impl HeavyShard {
         if let Some(last) = self.last.as_mut()
             && last.held > 0
         {
-            let estimate = self.filter.add(last.hash, last.held);
+            // One held packet (a train of two, the most common) by the
+            // insert inlined here, not through `add`'s call.
+            let estimate = match last.held {
+                1 => self.filter.insert(last.hash),
+                n => self.filter.add(last.hash, n),
+            };
             debug_assert_eq!(estimate, last.estimate);
             last.held = 0;
         }
@@ -1015,9 +1020,9 @@ impl HeavyFilter {
         }
     }
 
-    #[inline]
     /// Adds `n` occurrences of `h` at once, as `n` inserts in a row would
     /// ([`CountingBloomFilter::add`], [`BlockedCountingFilter::add`]).
+    #[inline]
     fn add(&mut self, h: u64, n: u64) -> u64 {
         match self {
             HeavyFilter::Partitioned(f) => f.add(h, n),
