@@ -439,8 +439,6 @@ pub struct HeavyShard {
     /// The last record's flow and the packets of it held back since (see
     /// [`HeldRepeats`]); `None` at a window's start.
     last: Option<HeldRepeats>,
-    /// The counters' maximum ([`CounterWidth::max`]).
-    counter_max: u64,
 }
 
 /// The flow of a shard's last record, its estimate after that record, and
@@ -649,7 +647,6 @@ impl HeavyShard {
             sizes: Vec::new(),
             compound: Vec::new(),
             last: None,
-            counter_max: cfg.width.max(),
         }
     }
 
@@ -661,7 +658,7 @@ impl HeavyShard {
         if let Some(last) = self.last.as_mut() {
             if last.hash == h {
                 last.held += 1;
-                last.estimate = (last.estimate + 1).min(self.counter_max);
+                last.estimate = (last.estimate + 1).min(self.cfg.width.max());
                 return last.estimate;
             }
             if last.held > 0 {
