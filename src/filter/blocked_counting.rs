@@ -169,11 +169,6 @@ impl BlockedCountingFilter {
     /// assert_eq!(at_once, one_by_one);
     /// ```
     pub fn add(&mut self, h: u64, n: u64) -> u64 {
-        match n {
-            0 => return self.estimate(h),
-            1 => return self.insert(h),
-            _ => {}
-        }
         // Conservative: every counter to at least the key's minimum plus `n`.
         let floor = self
             .conservative

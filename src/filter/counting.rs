@@ -212,12 +212,6 @@ impl CountingBloomFilter {
     /// assert_eq!(at_once, one_by_one);
     /// ```
     pub fn add(&mut self, h: u64, n: u64) -> u64 {
-        match n {
-            0 => return Counters::estimate(self, h),
-            // The insert's own pass, the cheapest for one.
-            1 => return self.insert(h),
-            _ => {}
-        }
         // Plain update, 8- and 16-bit counters: each counter to
         // `min(c + n, max)` in place, as the plain insert bumps them.
         #[cfg(target_endian = "little")]

@@ -465,9 +465,9 @@ pub struct HeavyShard {
 /// past the second saves an insert. Callgrind, the whole process (`-q
 /// --no-truth --threads 1`): the Auckland capture tiled 30 times, 4.0 %
 /// fewer instructions; the TLS mix tiled 100 times (trains of 5.5 packets
-/// on average), 12.5 % fewer; the throughput trace (trains of 2.8), 0.04 %
-/// more: there the check a packet and the added passes cost about what
-/// the held packets save (BENCHMARKS.md, fifty-fourth round).
+/// on average), 12.3 % fewer; the throughput trace (trains of 2.8), level:
+/// there the check a packet and the added passes cost about what the held
+/// packets save (BENCHMARKS.md, fifty-fourth round).
 ///
 /// Only the last flow can be held exactly: a packet of another flow reads
 /// counters that a held flow may share, so holding back more than one flow
@@ -681,7 +681,8 @@ impl HeavyShard {
             && last.held > 0
         {
             // One held packet (a train of two, the most common) by the
-            // insert inlined here, not through `add`'s call.
+            // insert inlined here: through `add`'s call it cost about 46
+            // instructions a train more (BENCHMARKS.md, fifty-fourth round).
             let estimate = match last.held {
                 1 => self.filter.insert(last.hash),
                 n => self.filter.add(last.hash, n),
