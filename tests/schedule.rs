@@ -314,3 +314,69 @@ fn many_short_runs_all_end() {
         }
     });
 }
+
+/// States parked after their work arrived (`Scheduler::unparked`, as the
+/// engine's workers build their shards while the source reads): each
+/// worker parks its home shards' states one by one with random pauses
+/// while the producer already pushes, and another worker that takes the
+/// turn of a shard not parked yet waits for its state. Every item still
+/// reaches its shard, in order, and every shard finishes once.
+#[test]
+fn states_parked_after_their_work_arrived_are_waited_for() {
+    within(Duration::from_secs(120), || {
+        for seed in 0..40u64 {
+            let (shards, workers) = (1 + (seed % 9) as usize, 1 + (seed % 4) as usize);
+            let scheduler: Scheduler<Log, Item> = Scheduler::unparked(shards, workers);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..workers)
+                    .map(|me| {
+                        let scheduler = &scheduler;
+                        scope.spawn(move || {
+                            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((me as u64) << 8));
+                            for shard in (me..shards).step_by(workers) {
+                                std::thread::sleep(Duration::from_micros(
+                                    rng.random_range(0..2_000),
+                                ));
+                                scheduler.give_back(shard, Log::default());
+                            }
+                            work(scheduler, me, seed ^ me as u64, 50)
+                        })
+                    })
+                    .collect();
+                let expected = produce(&scheduler, 2_000, seed);
+                let mut finished: Vec<(usize, Log)> = handles
+                    .into_iter()
+                    .flat_map(|h| h.join().unwrap())
+                    .collect();
+                finished.sort_by_key(|f| f.0);
+                assert_eq!(
+                    finished.len(),
+                    shards,
+                    "seed {seed}: every shard finished once"
+                );
+                for ((shard, log), want) in finished.iter().zip(&expected) {
+                    assert_eq!(&log.items, want, "seed {seed}: shard {shard}");
+                }
+            });
+        }
+    });
+}
+
+/// A shard whose state never comes (its builder failed) does not hang the
+/// turn waiting for it: once the run fails, the claim gives up.
+#[test]
+fn a_claim_of_a_state_never_parked_gives_up_when_the_run_fails() {
+    let scheduler: Scheduler<Log, Item> = Scheduler::unparked(2, 1);
+    scheduler.give_back(0, Log::default());
+    let scheduler = std::sync::Arc::new(scheduler);
+    let waiting = std::sync::Arc::clone(&scheduler);
+    let claim = std::thread::spawn(move || waiting.claim(1).is_none());
+    std::thread::sleep(Duration::from_millis(50));
+    scheduler.fail();
+    assert!(
+        within(Duration::from_secs(10), move || claim.join().unwrap()),
+        "the claim must give up"
+    );
+    // The parked shard is still there to take.
+    assert!(scheduler.claim(0).is_some());
+}

@@ -1,8 +1,10 @@
 //! The stage and source interfaces, used as a library user would: a fourth
 //! stage written as one file (`stages/packet_count.rs`) and registered with
 //! one line, a source of the test's own that ticks the clock, and a sink
-//! that fails.
+//! that fails; and when the workers build the shards' states.
 
+#[path = "stages/build_order.rs"]
+mod build_order;
 #[path = "stages/packet_count.rs"]
 mod packet_count;
 #[path = "stages/panicking.rs"]
@@ -234,6 +236,55 @@ fn a_panicking_stage_ends_the_run_with_an_error() {
             Some(Err(_)) => panic!("{threads} threads: the run panicked"),
             None => panic!("{threads} threads: the run hung after a worker panicked"),
         }
+    }
+}
+
+/// A stage that panics while a shard's state is built ends the run with
+/// the worker error, at any thread count, instead of hanging: the workers
+/// build the states, and a turn of a shard whose state never comes would
+/// otherwise wait for it forever.
+#[test]
+fn a_stage_panicking_while_a_shard_is_built_ends_the_run_with_an_error() {
+    for threads in [1, 2, 3] {
+        match panicking_run(threads, panicking::PanicIn::Build { shard: 5 }) {
+            Some(Ok(Err(PipelineError::Worker(_)))) => {}
+            Some(Ok(other)) => panic!(
+                "{threads} threads: expected the worker error, got {:?}",
+                other.map(|r| r.pipeline)
+            ),
+            Some(Err(_)) => panic!("{threads} threads: the run panicked"),
+            None => panic!("{threads} threads: the run hung after a build panicked"),
+        }
+    }
+}
+
+/// The workers build the shards' states while the source reads: every
+/// shard is built after the source dispatched its first packet, at any
+/// thread count and with more shards than a short trace fills, and the
+/// run's results do not depend on it (every packet reaches a shard). The
+/// source building them all first made `--shards 4096` wait 70-95 ms
+/// before its first packet (BENCHMARKS.md, fifty-fifth round).
+#[test]
+fn the_workers_build_the_shards_while_the_source_reads() {
+    for (threads, shards) in [(1, 4), (2, 64), (3, 1000)] {
+        let mut cfg = PipelineConfig::new(Classifier::ports());
+        cfg.threads = threads;
+        cfg.shards = shards;
+        let r = replay_with(
+            &cfg.validate()
+                .unwrap()
+                .with_stage(build_order::BuildOrder::default()),
+        );
+        let s = r
+            .section::<build_order::BuildOrderSection>("build_order")
+            .unwrap();
+        assert_eq!(
+            (s.built_after_first_packet, s.built_before_first_packet),
+            (shards as u64, 0),
+            "{threads} threads, {shards} shards"
+        );
+        assert_eq!(s.packets, r.replay.trace.ip_packets);
+        assert_eq!(s.packets, 40_000);
     }
 }
 

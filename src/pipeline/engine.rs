@@ -303,6 +303,27 @@ impl Dispatcher<'_> {
         }
     }
 
+    /// Gives shard `shard`'s pending buffers, empty and never allocated,
+    /// their room for a batch: the buffers each shard starts with, and any
+    /// such buffer a batch without records (only updates, or a flush)
+    /// handed back. Taken once a batch at most, when its first record
+    /// comes, so the records' pushes never grow a buffer.
+    ///
+    /// Why not allocated up front: at `--shards 4096` the three buffers of
+    /// every shard were about 10 ms before the first packet (BENCHMARKS.md,
+    /// fifty-fifth round), for shards a short trace may never use.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self, shard: usize) {
+        self.pending[shard].reserve_exact(self.batch);
+        if self.keyed {
+            self.pending_keys[shard].reserve_exact(self.batch);
+        }
+        if self.truth {
+            self.pending_truth[shard].reserve_exact(self.batch);
+        }
+    }
+
     fn send(&mut self, shard: usize) {
         let (fresh, fresh_keys, fresh_truth, fresh_updates) = self.fresh_buffers();
         let records = std::mem::replace(&mut self.pending[shard], fresh);
@@ -500,6 +521,9 @@ impl PacketSink for Dispatcher<'_> {
         let shard = shard_of(hash, self.shards);
         if self.pending[shard].is_empty() {
             self.filling_since[shard] = Some(Instant::now());
+            if self.pending[shard].capacity() == 0 {
+                self.make_room(shard);
+            }
         }
         // The record is written once, straight into its batch, and the
         // coordinators read it there. Built on the stack for them and then
@@ -612,12 +636,13 @@ const LATENCY_PUBLISH_EVERY: u64 = 64;
 /// flags).
 const PREFAULT_BUDGET_BYTES: usize = 8 << 20;
 
-/// A worker: takes the turns of shards with work, runs every stage of each
-/// batch's shard over the batch, stage by stage, and finishes each shard
-/// whose stream ended into tallies.
+/// A worker: builds and parks `first_states` (its home shards), then takes the
+/// turns of shards with work, runs every stage of each batch's shard over
+/// the batch, stage by stage, and finishes each shard whose stream ended
+/// into tallies.
 fn worker(
     scheduler: &Shards,
-    first_shards: impl Iterator<Item = usize>,
+    first_states: impl Iterator<Item = ShardState>,
     free: Sender<BatchBuffers>,
     index: usize,
     events: Sender<(usize, WorkerMessage)>,
@@ -628,13 +653,12 @@ fn worker(
     // guard then stops the run instead of leaving it waiting on that shard.
     let _guard = FailOnPanic(scheduler);
     let mut budget = PREFAULT_BUDGET_BYTES;
-    for shard in first_shards {
-        if let Some(mut state) = scheduler.borrow_parked(shard) {
-            for stage in state.stages.iter_mut() {
-                stage.prefault(&mut budget);
-            }
-            scheduler.give_back(shard, state);
+    // Each state is built here, as the iterator yields it.
+    for mut state in first_states {
+        for stage in state.stages.iter_mut() {
+            stage.prefault(&mut budget);
         }
+        scheduler.give_back(state.shard, state);
     }
     let mut buffer: Vec<Event> = Vec::new();
     let mut finished = Vec::new();
@@ -808,15 +832,16 @@ fn piece<'a>(
 /// every buffer the source may make, so it is never full: the send fails
 /// only when the source is gone, and the buffers are then dropped. (A
 /// dropped buffer while the source runs would be a lost credit: the source
-/// counts the buffers it made and waits for one to come back.)
+/// counts the buffers it made and waits for one to come back.) That holds
+/// for a buffer never given room too (a shard's first, sent with updates
+/// only): it comes back as well, and gets its room when it next takes a
+/// record (`Dispatcher::make_room`).
 fn recycle(free: &Sender<BatchBuffers>, mut batch: Batch) {
-    if batch.records.capacity() > 0 {
-        batch.records.clear();
-        batch.keys.clear();
-        batch.truth.clear();
-        batch.updates.clear();
-        let _ = free.try_send((batch.records, batch.keys, batch.truth, batch.updates));
-    }
+    batch.records.clear();
+    batch.keys.clear();
+    batch.truth.clear();
+    batch.updates.clear();
+    let _ = free.try_send((batch.records, batch.keys, batch.truth, batch.updates));
 }
 
 /// Runs the pipeline: `source` feeds the dispatcher on the calling thread,
@@ -888,19 +913,25 @@ pub fn run_with_gauges<S: Source>(
         .enumerate()
         .filter_map(|(i, s)| s.coordinator(&ctx_for(0)).map(|c| (i, c)))
         .collect();
-    let states = (0..c.shards)
-        .map(|shard| {
-            let ctx = ctx_for(shard);
-            ShardState {
-                shard,
-                stages: stages.iter().map(|s| s.shard(&ctx)).collect(),
-                table: truth_in_workers
-                    .then(|| FlowTable::with_hasher(FlowHasher::new(c.replay.hash_key))),
-            }
-        })
-        .collect();
+    // Each worker builds the states of the shards a fixed assignment gives
+    // it (shard `s` on worker `s % threads`) and parks them, while the
+    // source reads its first packets; a turn of a shard not built yet waits
+    // for it. Built here instead, before the source starts, they took about
+    // 20 us a shard before the first packet: 21-27 ms at `--shards 1024`
+    // and 70-95 ms at 4096, past the 20 ms start-up target (BENCHMARKS.md,
+    // fifty-fifth round). A state is the same wherever it is built: it
+    // depends on the configuration and the shard's index alone.
+    let build_state = |shard| {
+        let ctx = ctx_for(shard);
+        ShardState {
+            shard,
+            stages: stages.iter().map(|s| s.shard(&ctx)).collect(),
+            table: truth_in_workers
+                .then(|| FlowTable::with_hasher(FlowHasher::new(c.replay.hash_key))),
+        }
+    };
     let queue = c.queue_batches.max(1);
-    let scheduler = Scheduler::new(states, threads);
+    let scheduler = Scheduler::unparked(c.shards, threads);
     // The batch buffers in all: one pending per shard, and `queue` queued
     // plus one being handled per worker, as `config::batch_bytes` counts
     // them. The source waits for one to come back before it makes more, so
@@ -912,18 +943,19 @@ pub fn run_with_gauges<S: Source>(
     let (summary, source_latency, packets, coordinated, first_at) = std::thread::scope(|scope| {
         let mut handles = Vec::with_capacity(threads);
         let scheduler = &scheduler;
+        let build_state = &build_state;
         for index in 0..threads {
             let (free, events, latency) = (free_tx.clone(), event_tx.clone(), Latency::new(&names));
-            // Each worker prepares the memory of the shards a fixed
-            // assignment would give it; after that any worker runs any
+            // Each worker builds the shards a fixed assignment would give
+            // it and prepares their memory; after that any worker runs any
             // shard.
-            let first_shards = (index..c.shards).step_by(threads);
+            let first_states = (index..c.shards).step_by(threads).map(build_state);
             let spawned = std::thread::Builder::new()
                 .name("flowsieve-shard".into())
                 .spawn_scoped(scope, move || {
                     worker(
                         scheduler,
-                        first_shards,
+                        first_states,
                         free,
                         index,
                         events,
@@ -946,14 +978,13 @@ pub fn run_with_gauges<S: Source>(
         let mut dispatcher = Dispatcher {
             shards: c.shards,
             batch,
-            pending: (0..c.shards).map(|_| Vec::with_capacity(batch)).collect(),
-            pending_keys: (0..c.shards)
-                .map(|_| Vec::with_capacity(if keyed { batch } else { 0 }))
-                .collect(),
+            // Empty, not yet allocated: a shard's buffers get their room
+            // when its first record comes (`Dispatcher::make_room`), so
+            // that thousands of shards do not delay the first packet.
+            pending: (0..c.shards).map(|_| Vec::new()).collect(),
+            pending_keys: (0..c.shards).map(|_| Vec::new()).collect(),
             keyed,
-            pending_truth: (0..c.shards)
-                .map(|_| Vec::with_capacity(if truth_in_workers { batch } else { 0 }))
-                .collect(),
+            pending_truth: (0..c.shards).map(|_| Vec::new()).collect(),
             pending_updates: (0..c.shards).map(|_| Vec::new()).collect(),
             truth: truth_in_workers,
             write_ahead: crate::prefetch::write_prefetch_supported(),

@@ -180,18 +180,33 @@ impl<S, W> Scheduler<S, W> {
     /// shard's queue filled, which a skewed trace's largest shard does
     /// while the others are nearly empty.
     pub fn new(states: Vec<S>, workers: usize) -> Scheduler<S, W> {
+        let scheduler = Scheduler::unparked(states.len(), workers);
+        for (shard, state) in states.into_iter().enumerate() {
+            scheduler.give_back(shard, state);
+        }
+        scheduler
+    }
+
+    /// A scheduler for `shards` shards whose states are not parked yet:
+    /// each one arrives through [`Scheduler::give_back`], from whoever
+    /// builds it, and until it does a turn of that shard waits for it in
+    /// [`Scheduler::claim`] (or gives up when the run fails).
+    ///
+    /// Why: the engine's workers build their shards' states themselves,
+    /// while the source reads its first packets, instead of the source
+    /// building them all before it starts. At `--shards 4096` the building
+    /// took 70-95 ms before the first packet (BENCHMARKS.md, fifty-fifth
+    /// round).
+    pub fn unparked(shards: usize, workers: usize) -> Scheduler<S, W> {
         let workers = workers.max(1);
-        let mut queues = Vec::with_capacity(states.len());
-        let mut senders = Vec::with_capacity(states.len());
-        let mut parked = Vec::with_capacity(states.len());
-        for state in states {
+        let mut queues = Vec::with_capacity(shards);
+        let mut senders = Vec::with_capacity(shards);
+        let mut parked = Vec::with_capacity(shards);
+        for _ in 0..shards {
             let (tx, rx) = unbounded();
             senders.push(tx);
             queues.push(rx);
-            let (park, claim) = bounded(1);
-            // Cannot fail: the channel is new, empty and connected.
-            let _ = park.send(state);
-            parked.push((park, claim));
+            parked.push(bounded(1));
         }
         let pending = (0..queues.len())
             .map(|_| CachePadded::new(AtomicUsize::new(0)))
@@ -345,15 +360,9 @@ impl<S, W> Scheduler<S, W> {
         }
     }
 
-    /// Takes shard `shard`'s state outside any turn, if it is parked (a
-    /// worker preparing its shards' memory before the first packet). It
-    /// must go back through [`Scheduler::give_back`]; meanwhile a turn of
-    /// that shard waits in [`Scheduler::claim`].
-    pub fn borrow_parked(&self, shard: usize) -> Option<S> {
-        self.parked.get(shard)?.1.try_recv().ok()
-    }
-
-    /// Returns a state taken by [`Scheduler::borrow_parked`].
+    /// Parks shard `shard`'s state: the first time, from whoever built it
+    /// ([`Scheduler::unparked`]); afterwards at the end of each turn
+    /// ([`Scheduler::end_turn`]).
     pub fn give_back(&self, shard: usize, state: S) {
         if let Some((park, _)) = self.parked.get(shard) {
             // Cannot block: the one state of the shard is this one.

@@ -16,6 +16,8 @@ pub enum PanicIn {
     Shard { shard: usize, after: u64 },
     /// In the coordinator, on the source thread, at the `after`-th packet.
     Coordinator { after: u64 },
+    /// While shard `shard`'s state is built (on a worker thread).
+    Build { shard: usize },
 }
 
 /// The coordinator that panics.
@@ -95,13 +97,22 @@ impl Stage for PanicIn {
                 armed: false,
                 left: 0,
             },
+            PanicIn::Build { shard } => {
+                if ctx.shard == shard {
+                    panic!("the stage's bug while building a shard");
+                }
+                PanicInShard {
+                    armed: false,
+                    left: 0,
+                }
+            }
         }
     }
 
     fn coordinator(&self, _ctx: &ShardContext) -> Option<Box<dyn Coordinator<NoTally>>> {
         match *self {
             PanicIn::Coordinator { after } => Some(Box::new(PanicInCoordinator { left: after })),
-            PanicIn::Shard { .. } => None,
+            PanicIn::Shard { .. } | PanicIn::Build { .. } => None,
         }
     }
 
