@@ -1192,6 +1192,8 @@ fn run_model(cmd: ModelCommand) -> u8 {
 }
 
 fn main() -> ExitCode {
+    // First of all, so that a run's `start-up` counts the command line too.
+    flowsieve::pipeline::mark_process_start();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

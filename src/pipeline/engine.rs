@@ -1124,8 +1124,14 @@ pub fn run_with_gauges<S: Source>(
             wall_seconds,
             cpu_seconds,
             packets_per_cpu_sec: per(cpu_seconds),
-            startup_seconds: first_at
-                .map(|t| cfg.validate_seconds() + t.duration_since(wall).as_secs_f64()),
+            // From the process's start when the binary marked it, so that
+            // the command line, opening the inputs and everything between
+            // validation and the engine count too; otherwise validation
+            // plus the engine's own time before the first packet.
+            startup_seconds: first_at.map(|t| match super::process_started() {
+                Some(start) => t.saturating_duration_since(start).as_secs_f64(),
+                None => cfg.validate_seconds() + t.duration_since(wall).as_secs_f64(),
+            }),
             huge_pages: crate::pages::huge_pages(),
             huge_page_decision: crate::pages::huge_page_decision(),
             anon_huge_page_bytes,

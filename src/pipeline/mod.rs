@@ -42,6 +42,7 @@ pub mod heavy;
 mod keyed;
 mod latency;
 pub mod new_flows;
+mod process_start;
 mod rate;
 mod record;
 pub mod schedule;
@@ -69,6 +70,7 @@ pub use heavy::{HeavyConfig, HeavyStage, HeavyTally};
 pub use keyed::FlowMap;
 pub use latency::Latency;
 pub use new_flows::{NewFlowConfig, NewFlowStage, NewFlowTally, RecycleSpec, RecycleSpecError};
+pub use process_start::{mark_process_start, process_started};
 pub use record::{PacketRecord, RecordBatch};
 pub use selective::{
     DirectoryKind, QueryUnit, SelectiveConfig, SelectiveParseError, SelectiveStage, SelectiveTally,

@@ -693,8 +693,12 @@ pub struct Throughput {
     pub cpu_seconds: f64,
     /// Records per CPU-second: throughput per core actually used.
     pub packets_per_cpu_sec: f64,
-    /// Seconds from the start of validation (sizing, models) to the first
-    /// keyed packet entering the engine; `None` when no packet was keyed.
+    /// Seconds before the first keyed packet entered the engine: from the
+    /// process's start when the binary marked it
+    /// ([`crate::pipeline::mark_process_start`]; the command line,
+    /// validation, opening the inputs and the engine's own start all
+    /// count), otherwise from the start of validation (sizing, models);
+    /// `None` when no packet was keyed.
     pub startup_seconds: Option<f64>,
     /// Whether the run asked for transparent huge pages for its tables
     /// when it ended (false with `--huge-pages off`, or once `auto` met a
