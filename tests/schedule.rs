@@ -16,6 +16,8 @@ use std::time::Duration;
 struct Log {
     items: Vec<u64>,
     workers: Vec<usize>,
+    /// Made by a turn (`Scheduler::claim_or_make`), not parked beforehand.
+    made_by_a_turn: bool,
 }
 
 /// An item: a number, or the end of the shard's stream.
@@ -33,18 +35,40 @@ fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'st
 }
 
 /// The engine's worker loop, with a random pause of up to `pause_us` before
-/// each item (a worker descheduled in the middle of a turn).
+/// each item (a worker descheduled in the middle of a turn). It claims as
+/// the engine does (`claim_or_make`), which makes a state only for a
+/// shard of an `unparked` scheduler that nobody parked one for.
 fn work(
     scheduler: &Scheduler<Log, Item>,
     me: usize,
     seed: u64,
     pause_us: u64,
 ) -> Vec<(usize, Log)> {
+    work_claiming(scheduler, me, seed, pause_us, true)
+}
+
+/// [`work`], claiming with `claim_or_make` or with plain `claim`.
+fn work_claiming(
+    scheduler: &Scheduler<Log, Item>,
+    me: usize,
+    seed: u64,
+    pause_us: u64,
+    or_make: bool,
+) -> Vec<(usize, Log)> {
     let _guard = FailOnPanic(scheduler);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut finished = Vec::new();
     while let Next::Shard(shard) = scheduler.next(me) {
-        let Some(mut log) = scheduler.claim(shard) else {
+        let made = || Log {
+            made_by_a_turn: true,
+            ..Log::default()
+        };
+        let claimed = if or_make {
+            scheduler.claim_or_make(shard, made)
+        } else {
+            scheduler.claim(shard)
+        };
+        let Some(mut log) = claimed else {
             break;
         };
         log.workers.push(me);
@@ -122,6 +146,10 @@ fn run(shards: usize, workers: usize, items: u64, seed: u64, pause_us: u64) -> V
             assert_eq!(
                 &log.items, want,
                 "shard {shard} saw its items out of order or lost some"
+            );
+            assert!(
+                !log.made_by_a_turn,
+                "shard {shard}: a parked state was made again"
             );
         }
         finished
@@ -339,7 +367,7 @@ fn states_parked_after_their_work_arrived_are_waited_for() {
                                 ));
                                 scheduler.give_back(shard, Log::default());
                             }
-                            work(scheduler, me, seed ^ me as u64, 50)
+                            work_claiming(scheduler, me, seed ^ me as u64, 50, false)
                         })
                     })
                     .collect();
@@ -379,4 +407,41 @@ fn a_claim_of_a_state_never_parked_gives_up_when_the_run_fails() {
     );
     // The parked shard is still there to take.
     assert!(scheduler.claim(0).is_some());
+}
+
+/// The engine's way (`Scheduler::unparked`, then `claim_or_make`): no state
+/// exists until its shard's first turn, which makes it. Every shard's state
+/// is made exactly once, by a turn, and every item still reaches its shard
+/// in order, with workers that pause mid-turn and steal each other's turns.
+#[test]
+fn every_state_is_made_once_by_its_shards_first_turn() {
+    within(Duration::from_secs(120), || {
+        for seed in 0..200u64 {
+            let (shards, workers) = (1 + (seed % 9) as usize, 1 + (seed % 4) as usize);
+            let scheduler: Scheduler<Log, Item> = Scheduler::unparked(shards, workers);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..workers)
+                    .map(|me| {
+                        let scheduler = &scheduler;
+                        scope.spawn(move || work(scheduler, me, seed ^ me as u64, 20))
+                    })
+                    .collect();
+                let expected = produce(&scheduler, 500, seed);
+                let mut finished: Vec<(usize, Log)> = handles
+                    .into_iter()
+                    .flat_map(|h| h.join().unwrap())
+                    .collect();
+                finished.sort_by_key(|f| f.0);
+                assert_eq!(
+                    finished.len(),
+                    shards,
+                    "seed {seed}: every shard finished once"
+                );
+                for ((shard, log), want) in finished.iter().zip(&expected) {
+                    assert_eq!(&log.items, want, "seed {seed}: shard {shard}");
+                    assert!(log.made_by_a_turn, "seed {seed}: shard {shard}");
+                }
+            });
+        }
+    });
 }

@@ -90,8 +90,8 @@ pub use traits::{CounterCells, Counters, Membership};
 /// first window (`perf`: `do_wp_page`, `flush_tlb_mm_range`,
 /// `smp_call_function_many_cond` under the counting filter's insert). A
 /// page whose first touch is a write needs no flush. The shard workers
-/// call this (through the filters' `prefault`) when they start, so it
-/// overlaps the source's start-up instead of delaying the first packet,
+/// call this (through the filters' `prefault`) when they build a shard, at
+/// its first batch, so it never delays the source's first packet,
 /// and the budget keeps a run over a few packets from paying for touching
 /// a huge filter it will barely use.
 pub(crate) fn prefault_words(words: &mut [u64], budget: &mut usize) -> bool {

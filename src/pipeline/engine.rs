@@ -625,24 +625,24 @@ fn write_ahead<T>(buffer: &[T], at: usize) {
 /// Batches between a worker's latency publications (live runs only).
 const LATENCY_PUBLISH_EVERY: u64 = 64;
 
-/// How much of its shards' filter memory a worker faults in, writable, when
-/// it starts (see `filter::BitArray::prefault`). The default filters take
-/// 5 MiB in all, 2.5 MiB a worker with two. Larger filters past this are
-/// first touched by the packets, as before: the workers populate while the
-/// source starts, and on two cores a larger budget measurably delayed the
+/// How much of its shards' filter memory a worker faults in, writable, as
+/// it builds them (see `filter::BitArray::prefault`). The default filters
+/// take 5 MiB in all, 2.5 MiB a worker with two. Larger filters past this
+/// are first touched by the packets, as before: the workers populate while
+/// the source reads, and on two cores a larger budget measurably delayed the
 /// first packet (15-44 ms with 64 M or 256 M counters or 1 Gbit of
 /// recycling bits at a 64 MiB budget, against 2.5-7.5 ms at this one:
 /// BENCHMARKS.md, sixth round; under 20 ms is the start-up target for any
 /// flags).
 const PREFAULT_BUDGET_BYTES: usize = 8 << 20;
 
-/// A worker: builds and parks `first_states` (its home shards), then takes the
-/// turns of shards with work, runs every stage of each batch's shard over
-/// the batch, stage by stage, and finishes each shard whose stream ended
-/// into tallies.
+/// A worker: takes the turns of shards with work (building a shard's state
+/// with `build_state` at its first turn), runs every stage of each batch's
+/// shard over the batch, stage by stage, and finishes each shard whose
+/// stream ended into tallies.
 fn worker(
     scheduler: &Shards,
-    first_states: impl Iterator<Item = ShardState>,
+    build_state: &(dyn Fn(usize) -> ShardState + Sync),
     free: Sender<BatchBuffers>,
     index: usize,
     events: Sender<(usize, WorkerMessage)>,
@@ -653,18 +653,19 @@ fn worker(
     // guard then stops the run instead of leaving it waiting on that shard.
     let _guard = FailOnPanic(scheduler);
     let mut budget = PREFAULT_BUDGET_BYTES;
-    // Each state is built here, as the iterator yields it.
-    for mut state in first_states {
-        for stage in state.stages.iter_mut() {
-            stage.prefault(&mut budget);
-        }
-        scheduler.give_back(state.shard, state);
-    }
     let mut buffer: Vec<Event> = Vec::new();
     let mut finished = Vec::new();
     let mut handled_total = 0u64;
     while let Next::Shard(shard) = scheduler.next(index) {
-        let Some(mut state) = scheduler.claim(shard) else {
+        // A shard's first turn builds its state, and faults its filters'
+        // memory in while this worker's budget lasts.
+        let Some(mut state) = scheduler.claim_or_make(shard, || {
+            let mut state = build_state(shard);
+            for stage in state.stages.iter_mut() {
+                stage.prefault(&mut budget);
+            }
+            state
+        }) else {
             break;
         };
         let due = scheduler.due(shard);
@@ -913,14 +914,17 @@ pub fn run_with_gauges<S: Source>(
         .enumerate()
         .filter_map(|(i, s)| s.coordinator(&ctx_for(0)).map(|c| (i, c)))
         .collect();
-    // Each worker builds the states of the shards a fixed assignment gives
-    // it (shard `s` on worker `s % threads`) and parks them, while the
-    // source reads its first packets; a turn of a shard not built yet waits
-    // for it. Built here instead, before the source starts, they took about
-    // 20 us a shard before the first packet: 21-27 ms at `--shards 1024`
-    // and 70-95 ms at 4096, past the 20 ms start-up target (BENCHMARKS.md,
-    // fifty-fifth round). A state is the same wherever it is built: it
-    // depends on the configuration and the shard's index alone.
+    // The worker that takes a shard's first turn builds its state, once
+    // the source is reading and has work for it (a shard without records
+    // is built for its end of stream). Built here instead, before the
+    // source starts, they took about 20 us a shard before the first packet:
+    // 21-27 ms at `--shards 1024` and 70-95 ms at 4096, past the 20 ms
+    // start-up target (BENCHMARKS.md, fifty-fifth round). Built by every
+    // worker for its home shards as it started, they were still 44-68 ms
+    // at `--shards 4096 --threads 64` on two cores, the workers taking the
+    // cores from the source. A state is the same wherever and whenever it
+    // is built: it depends on the configuration and the shard's index
+    // alone.
     let build_state = |shard| {
         let ctx = ctx_for(shard);
         ShardState {
@@ -946,16 +950,12 @@ pub fn run_with_gauges<S: Source>(
         let build_state = &build_state;
         for index in 0..threads {
             let (free, events, latency) = (free_tx.clone(), event_tx.clone(), Latency::new(&names));
-            // Each worker builds the shards a fixed assignment would give
-            // it and prepares their memory; after that any worker runs any
-            // shard.
-            let first_states = (index..c.shards).step_by(threads).map(build_state);
             let spawned = std::thread::Builder::new()
                 .name("flowsieve-shard".into())
                 .spawn_scoped(scope, move || {
                     worker(
                         scheduler,
-                        first_states,
+                        build_state,
                         free,
                         index,
                         events,

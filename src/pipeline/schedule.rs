@@ -161,6 +161,9 @@ pub struct Scheduler<S, W> {
     /// Per worker, whether it is about to sleep or asleep on its ready
     /// queue with nothing to do (and nobody has woken it to look yet).
     idle: Vec<CachePadded<AtomicBool>>,
+    /// Per shard, whether its state is still to be made by its first turn
+    /// ([`Scheduler::claim_or_make`]); false once a state was parked.
+    unmade: Vec<AtomicBool>,
     /// Shards whose state was retired (finished for good).
     retired: AtomicUsize,
     failed: AtomicBool,
@@ -187,14 +190,15 @@ impl<S, W> Scheduler<S, W> {
         scheduler
     }
 
-    /// A scheduler for `shards` shards whose states are not parked yet:
-    /// each one arrives through [`Scheduler::give_back`], from whoever
-    /// builds it, and until it does a turn of that shard waits for it in
-    /// [`Scheduler::claim`] (or gives up when the run fails).
+    /// A scheduler for `shards` shards whose states do not exist yet: the
+    /// first turn of each shard makes its state ([`Scheduler::claim_or_make`]),
+    /// or whoever builds one parks it ([`Scheduler::give_back`]), and until
+    /// then a [`Scheduler::claim`] of that shard waits for it (or gives up
+    /// when the run fails). One of the two for a shard, not both.
     ///
-    /// Why: the engine's workers build their shards' states themselves,
-    /// while the source reads its first packets, instead of the source
-    /// building them all before it starts. At `--shards 4096` the building
+    /// Why: the engine's shards are made by the worker of their first turn,
+    /// after the source has started reading, instead of by the source
+    /// before its first packet. At `--shards 4096` building them all first
     /// took 70-95 ms before the first packet (BENCHMARKS.md, fifty-fifth
     /// round).
     pub fn unparked(shards: usize, workers: usize) -> Scheduler<S, W> {
@@ -220,6 +224,7 @@ impl<S, W> Scheduler<S, W> {
             idle: (0..workers)
                 .map(|_| CachePadded::new(AtomicBool::new(false)))
                 .collect(),
+            unmade: (0..shards).map(|_| AtomicBool::new(true)).collect(),
             retired: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
@@ -347,6 +352,18 @@ impl<S, W> Scheduler<S, W> {
         None
     }
 
+    /// As [`Scheduler::claim`], except that the shard's first turn makes
+    /// its state with `make` instead of waiting for one to be parked (a
+    /// scheduler from [`Scheduler::unparked`]). Turns of a shard never
+    /// overlap, so `make` runs once per shard, and the state is then parked
+    /// and claimed as any other.
+    pub fn claim_or_make(&self, shard: usize, make: impl FnOnce() -> S) -> Option<S> {
+        if self.unmade.get(shard)?.swap(false, Ordering::AcqRel) {
+            return Some(make());
+        }
+        self.claim(shard)
+    }
+
     /// Takes shard `shard`'s state for its turn, waiting if the worker of
     /// the previous turn has not parked it yet; `None` if the run failed.
     pub fn claim(&self, shard: usize) -> Option<S> {
@@ -361,9 +378,13 @@ impl<S, W> Scheduler<S, W> {
     }
 
     /// Parks shard `shard`'s state: the first time, from whoever built it
-    /// ([`Scheduler::unparked`]); afterwards at the end of each turn
+    /// ([`Scheduler::unparked`]; its first turn then claims it instead of
+    /// making one); afterwards at the end of each turn
     /// ([`Scheduler::end_turn`]).
     pub fn give_back(&self, shard: usize, state: S) {
+        if let Some(unmade) = self.unmade.get(shard) {
+            unmade.store(false, Ordering::Release);
+        }
         if let Some((park, _)) = self.parked.get(shard) {
             // Cannot block: the one state of the shard is this one.
             let _ = park.send(state);

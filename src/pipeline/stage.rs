@@ -189,11 +189,11 @@ pub trait Stage: Send + Sync + 'static {
     /// The stage's report section.
     type Section: Section;
 
-    /// Builds the stage's state for one shard. The engine calls it on a
-    /// worker thread, for each shard once, while the source is already
-    /// reading (and while other workers build other shards), so it must
-    /// depend on `self` and `ctx` alone; a panic here ends the run with
-    /// the worker error.
+    /// Builds the stage's state for one shard. The engine calls it once a
+    /// shard, on the worker thread that takes the shard's first batch,
+    /// while the source is already reading (and other workers may build
+    /// other shards), so it must depend on `self` and `ctx` alone; a panic
+    /// here ends the run with the worker error.
     fn shard(&self, ctx: &ShardContext) -> Self::Shard;
 
     /// The stage's part on the source thread, if it has one.
