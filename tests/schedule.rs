@@ -35,20 +35,11 @@ fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'st
 }
 
 /// The engine's worker loop, with a random pause of up to `pause_us` before
-/// each item (a worker descheduled in the middle of a turn). It claims as
-/// the engine does (`claim_or_make`), which makes a state only for a
-/// shard of an `unparked` scheduler that nobody parked one for.
+/// each item (a worker descheduled in the middle of a turn). With
+/// `or_make` it claims as the engine does (`claim_or_make`, which makes a
+/// state only for a shard of an `unparked` scheduler that nobody parked
+/// one for); without, with a plain `claim`.
 fn work(
-    scheduler: &Scheduler<Log, Item>,
-    me: usize,
-    seed: u64,
-    pause_us: u64,
-) -> Vec<(usize, Log)> {
-    work_claiming(scheduler, me, seed, pause_us, true)
-}
-
-/// [`work`], claiming with `claim_or_make` or with plain `claim`.
-fn work_claiming(
     scheduler: &Scheduler<Log, Item>,
     me: usize,
     seed: u64,
@@ -125,14 +116,57 @@ fn produce(scheduler: &Scheduler<Log, Item>, items: u64, seed: u64) -> Vec<Vec<u
     expected
 }
 
+/// How a run's shard states come to exist.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum States {
+    /// All parked before the run (`Scheduler::new`).
+    Parked,
+    /// Parked by the workers one by one, with random pauses, while the
+    /// producer already pushes (`Scheduler::unparked`, then `give_back`):
+    /// a turn of a shard not parked yet waits for its state.
+    ParkedLate,
+    /// Made by each shard's first turn (`Scheduler::unparked`, then
+    /// `claim_or_make`), as the engine does.
+    MadeByFirstTurn,
+}
+
 fn run(shards: usize, workers: usize, items: u64, seed: u64, pause_us: u64) -> Vec<(usize, Log)> {
-    let scheduler: Scheduler<Log, Item> =
-        Scheduler::new((0..shards).map(|_| Log::default()).collect(), workers);
+    run_with(States::Parked, shards, workers, items, seed, pause_us)
+}
+
+/// Runs `items` items over `shards` shards and `workers` workers on real
+/// threads, and checks that every item reached its shard in order, that
+/// every shard finished once, and that each state came from where
+/// `states` says (made by a turn exactly when nobody parked one).
+fn run_with(
+    states: States,
+    shards: usize,
+    workers: usize,
+    items: u64,
+    seed: u64,
+    pause_us: u64,
+) -> Vec<(usize, Log)> {
+    let scheduler: Scheduler<Log, Item> = match states {
+        States::Parked => Scheduler::new((0..shards).map(|_| Log::default()).collect(), workers),
+        States::ParkedLate | States::MadeByFirstTurn => Scheduler::unparked(shards, workers),
+    };
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|me| {
                 let scheduler = &scheduler;
-                scope.spawn(move || work(scheduler, me, seed ^ me as u64, pause_us))
+                scope.spawn(move || {
+                    if states == States::ParkedLate {
+                        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((me as u64) << 8));
+                        for shard in (me..shards).step_by(workers) {
+                            std::thread::sleep(Duration::from_micros(rng.random_range(0..2_000)));
+                            scheduler.give_back(shard, Log::default());
+                        }
+                    }
+                    // Parked late, a plain claim: `claim_or_make` would
+                    // make a state for a shard whose own is on its way.
+                    let or_make = states != States::ParkedLate;
+                    work(scheduler, me, seed ^ me as u64, pause_us, or_make)
+                })
             })
             .collect();
         let expected = produce(&scheduler, items, seed);
@@ -141,15 +175,20 @@ fn run(shards: usize, workers: usize, items: u64, seed: u64, pause_us: u64) -> V
             .flat_map(|h| h.join().unwrap())
             .collect();
         finished.sort_by_key(|f| f.0);
-        assert_eq!(finished.len(), shards, "every shard finished once");
+        assert_eq!(
+            finished.len(),
+            shards,
+            "{states:?}, seed {seed}: every shard finished once"
+        );
         for ((shard, log), want) in finished.iter().zip(&expected) {
             assert_eq!(
                 &log.items, want,
-                "shard {shard} saw its items out of order or lost some"
+                "{states:?}, seed {seed}: shard {shard} saw its items out of order or lost some"
             );
-            assert!(
-                !log.made_by_a_turn,
-                "shard {shard}: a parked state was made again"
+            assert_eq!(
+                log.made_by_a_turn,
+                states == States::MadeByFirstTurn,
+                "{states:?}, seed {seed}: shard {shard}'s state came from the wrong place"
             );
         }
         finished
@@ -343,49 +382,18 @@ fn many_short_runs_all_end() {
     });
 }
 
-/// States parked after their work arrived (`Scheduler::unparked`, as the
-/// engine's workers build their shards while the source reads): each
-/// worker parks its home shards' states one by one with random pauses
-/// while the producer already pushes, and another worker that takes the
-/// turn of a shard not parked yet waits for its state. Every item still
-/// reaches its shard, in order, and every shard finishes once.
+/// States parked after their work arrived (`Scheduler::unparked`, then
+/// `give_back`): each worker parks its home shards' states one by one with
+/// random pauses while the producer already pushes, and another worker
+/// that takes the turn of a shard not parked yet waits for its state.
+/// Every item still reaches its shard, in order, and every shard finishes
+/// once.
 #[test]
 fn states_parked_after_their_work_arrived_are_waited_for() {
     within(Duration::from_secs(120), || {
         for seed in 0..40u64 {
             let (shards, workers) = (1 + (seed % 9) as usize, 1 + (seed % 4) as usize);
-            let scheduler: Scheduler<Log, Item> = Scheduler::unparked(shards, workers);
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = (0..workers)
-                    .map(|me| {
-                        let scheduler = &scheduler;
-                        scope.spawn(move || {
-                            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((me as u64) << 8));
-                            for shard in (me..shards).step_by(workers) {
-                                std::thread::sleep(Duration::from_micros(
-                                    rng.random_range(0..2_000),
-                                ));
-                                scheduler.give_back(shard, Log::default());
-                            }
-                            work_claiming(scheduler, me, seed ^ me as u64, 50, false)
-                        })
-                    })
-                    .collect();
-                let expected = produce(&scheduler, 2_000, seed);
-                let mut finished: Vec<(usize, Log)> = handles
-                    .into_iter()
-                    .flat_map(|h| h.join().unwrap())
-                    .collect();
-                finished.sort_by_key(|f| f.0);
-                assert_eq!(
-                    finished.len(),
-                    shards,
-                    "seed {seed}: every shard finished once"
-                );
-                for ((shard, log), want) in finished.iter().zip(&expected) {
-                    assert_eq!(&log.items, want, "seed {seed}: shard {shard}");
-                }
-            });
+            run_with(States::ParkedLate, shards, workers, 2_000, seed, 50);
         }
     });
 }
@@ -418,30 +426,7 @@ fn every_state_is_made_once_by_its_shards_first_turn() {
     within(Duration::from_secs(120), || {
         for seed in 0..200u64 {
             let (shards, workers) = (1 + (seed % 9) as usize, 1 + (seed % 4) as usize);
-            let scheduler: Scheduler<Log, Item> = Scheduler::unparked(shards, workers);
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = (0..workers)
-                    .map(|me| {
-                        let scheduler = &scheduler;
-                        scope.spawn(move || work(scheduler, me, seed ^ me as u64, 20))
-                    })
-                    .collect();
-                let expected = produce(&scheduler, 500, seed);
-                let mut finished: Vec<(usize, Log)> = handles
-                    .into_iter()
-                    .flat_map(|h| h.join().unwrap())
-                    .collect();
-                finished.sort_by_key(|f| f.0);
-                assert_eq!(
-                    finished.len(),
-                    shards,
-                    "seed {seed}: every shard finished once"
-                );
-                for ((shard, log), want) in finished.iter().zip(&expected) {
-                    assert_eq!(&log.items, want, "seed {seed}: shard {shard}");
-                    assert!(log.made_by_a_turn, "seed {seed}: shard {shard}");
-                }
-            });
+            run_with(States::MadeByFirstTurn, shards, workers, 500, seed, 20);
         }
     });
 }
