@@ -94,7 +94,7 @@ pub mod testing {
     //! it with the kernel's reading of the same CPUID bit. Not an
     //! interface.
 
-    /// [`super::write_prefetch_supported`].
+    /// `super::write_prefetch_supported`.
     pub fn write_prefetch_supported() -> bool {
         super::write_prefetch_supported()
     }

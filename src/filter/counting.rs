@@ -157,7 +157,7 @@ impl CountingBloomFilter {
     ///
     /// Into L2, not L1: with `k` lines a record, a prefetch far enough
     /// ahead to hide a miss to memory has more lines in flight than the
-    /// core's L1 miss buffers hold (see [`crate::prefetch::prefetch_to_l2`]).
+    /// core's L1 miss buffers hold (see `crate::prefetch::prefetch_to_l2`).
     #[inline]
     pub fn prefetch(&self, h: u64) {
         let width = self.width;

@@ -221,7 +221,7 @@ pub fn host_reclaims_free_pages() -> bool {
 /// True when a device under `driver` (a `virtio_balloon` driver directory
 /// of sysfs) negotiated free page reporting: its `features` file, one
 /// `0` or `1` a feature bit from bit 0 on, has a `1` at
-/// [`BALLOON_F_REPORTING`]. A directory that is missing or unreadable, or
+/// `BALLOON_F_REPORTING`. A directory that is missing or unreadable, or
 /// a file that is malformed, counts as no.
 ///
 /// ```

@@ -201,7 +201,7 @@ impl<V: Copy + Default> FlowSet<V> {
     /// empty slot is about 3 slots at the average load, 8.5 at the bound),
     /// and the line of its value. Reads nothing, changes nothing. Into L2,
     /// so that a caller can ask many records ahead (see
-    /// [`crate::prefetch::prefetch_to_l2`]).
+    /// `crate::prefetch::prefetch_to_l2`).
     #[inline]
     pub fn prefetch(&self, h: u64) {
         if self.hashes.is_empty() {

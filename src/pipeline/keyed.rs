@@ -36,7 +36,7 @@ pub type HashMap<V> = hashbrown::HashMap<u64, V, BuildHasherDefault<PassThrough>
 /// A set of flow hashes.
 pub type HashSet = hashbrown::HashSet<u64, BuildHasherDefault<PassThrough>>;
 
-/// A map from flow hashes to `V`, laid out as [`HashMap`] lays it out (the
+/// A map from flow hashes to `V`, laid out as `HashMap` lays it out (the
 /// same buckets in the same order for the same insertions, so whatever sums
 /// a stage takes over its values come out bit for bit the same), that can
 /// also prefetch where a hash's lookup will go a few records before it is
@@ -44,7 +44,7 @@ pub type HashSet = hashbrown::HashSet<u64, BuildHasherDefault<PassThrough>>;
 ///
 /// Why: a stage's exact per-flow state (the heavy stage's window counts)
 /// is a lookup a packet, and on a trace of many flows, or of long windows,
-/// the tables outgrow the caches; a [`HashMap`] lookup is a load, whose
+/// the tables outgrow the caches; a `HashMap` lookup is a load, whose
 /// miss holds up every instruction behind it, where a prefetch retires at
 /// once (BENCHMARKS.md, seventh round). Since the fiftieth round the
 /// prefetch is by address ([`FlowMap::prefetch`]). A stage that never

@@ -173,7 +173,7 @@ impl StoredFlow {
 /// project's test machines the first touch of a page, zeroing it, was a
 /// tenth of the default job's source thread, all of it spent while the
 /// shard workers waited. The entries are appended, and only the index
-/// (1/6 of the size) is rebuilt, in place ([`double_in_place`]), from the
+/// (1/6 of the size) is rebuilt, in place (`double_in_place`), from the
 /// hashes in its slots alone. (An
 /// index whose slots held the entries themselves, 128 bytes each, so that
 /// a packet took one lookup instead of slot then entry, measured no faster
