@@ -219,41 +219,32 @@ fn panicking_run(
 /// A stage that panics in one shard ends the run with the worker error, at
 /// any thread count, instead of hanging: the shard's state dies with its
 /// worker, so the scheduler must stop the other workers and the source,
-/// which would otherwise wait for that shard's batches to come back.
+/// which would otherwise wait for that shard's batches to come back. The
+/// same for a panic while a shard's state is built (at its first batch):
+/// a later turn of that shard would otherwise wait for a state that never
+/// comes.
 #[test]
 fn a_panicking_stage_ends_the_run_with_an_error() {
     for threads in [1, 2, 3] {
-        let stage = panicking::PanicIn::Shard {
-            shard: 3,
-            after: 500,
-        };
-        match panicking_run(threads, stage) {
-            Some(Ok(Err(PipelineError::Worker(_)))) => {}
-            Some(Ok(other)) => panic!(
-                "{threads} threads: expected the worker error, got {:?}",
-                other.map(|r| r.pipeline)
+        for (stage, when) in [
+            (
+                panicking::PanicIn::Shard {
+                    shard: 3,
+                    after: 500,
+                },
+                "in a batch",
             ),
-            Some(Err(_)) => panic!("{threads} threads: the run panicked"),
-            None => panic!("{threads} threads: the run hung after a worker panicked"),
-        }
-    }
-}
-
-/// A stage that panics while a shard's state is built ends the run with
-/// the worker error, at any thread count, instead of hanging: the workers
-/// build the states, and a turn of a shard whose state never comes would
-/// otherwise wait for it forever.
-#[test]
-fn a_stage_panicking_while_a_shard_is_built_ends_the_run_with_an_error() {
-    for threads in [1, 2, 3] {
-        match panicking_run(threads, panicking::PanicIn::Build { shard: 5 }) {
-            Some(Ok(Err(PipelineError::Worker(_)))) => {}
-            Some(Ok(other)) => panic!(
-                "{threads} threads: expected the worker error, got {:?}",
-                other.map(|r| r.pipeline)
-            ),
-            Some(Err(_)) => panic!("{threads} threads: the run panicked"),
-            None => panic!("{threads} threads: the run hung after a build panicked"),
+            (panicking::PanicIn::Build { shard: 5 }, "while built"),
+        ] {
+            match panicking_run(threads, stage) {
+                Some(Ok(Err(PipelineError::Worker(_)))) => {}
+                Some(Ok(other)) => panic!(
+                    "{threads} threads, {when}: expected the worker error, got {:?}",
+                    other.map(|r| r.pipeline)
+                ),
+                Some(Err(_)) => panic!("{threads} threads, {when}: the run panicked"),
+                None => panic!("{threads} threads, {when}: the run hung after a worker panicked"),
+            }
         }
     }
 }
