@@ -304,10 +304,10 @@ impl Dispatcher<'_> {
     }
 
     /// Gives shard `shard`'s pending buffers, empty and never allocated,
-    /// their room for a batch: the buffers each shard starts with, and any
-    /// such buffer a batch without records (only updates, or a flush)
-    /// handed back. Taken once a batch at most, when its first record
-    /// comes, so the records' pushes never grow a buffer.
+    /// their room for a batch. Every buffer the dispatcher makes starts so
+    /// (each shard's first, and each new one `fresh_buffers` makes), and
+    /// this is the one place that sizes them: once a buffer at most, when
+    /// it takes its first record, so the records' pushes never grow one.
     ///
     /// Why not allocated up front: at `--shards 4096` the three buffers of
     /// every shard were about 10 ms before the first packet (BENCHMARKS.md,
@@ -357,12 +357,8 @@ impl Dispatcher<'_> {
             }
             if self.buffers_left > 0 || self.workers_gone {
                 self.buffers_left = self.buffers_left.saturating_sub(1);
-                return (
-                    Vec::with_capacity(self.batch),
-                    Vec::with_capacity(if self.keyed { self.batch } else { 0 }),
-                    Vec::with_capacity(if self.truth { self.batch } else { 0 }),
-                    Vec::new(),
-                );
+                // Empty: `make_room` sizes it at its first record.
+                return BatchBuffers::default();
             }
             match self.free.recv_timeout(FAILURE_POLL) {
                 Ok(b) => return b,
