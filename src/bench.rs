@@ -33,6 +33,93 @@ pub struct BenchRow {
     pub scaling_vs_1_thread: Option<f64>,
     /// Every round's `mpps`.
     pub rounds_mpps: Vec<f64>,
+    /// Where a packet's time went (pipeline and preloaded rows; `None`
+    /// for the dissect+hash row, or where a thread's clock could not be
+    /// read).
+    pub per_packet: Option<PacketCost>,
+}
+
+/// Where a packet's time went in a pipeline row: medians over the rounds,
+/// in nanoseconds a packet, from each run's report
+/// ([`crate::report::Throughput::source_cpu_seconds`],
+/// [`crate::report::Throughput::worker_cpu_seconds`],
+/// [`crate::report::StageLatency::ns_per_record`]).
+///
+/// Why in `bench`: packets per CPU-second says how much a packet costs in
+/// all, not on which side. The source thread's cost bounds the wall rate
+/// however many workers there are, and the workers' is what more workers
+/// share; each stage's share says which stage to look at.
+#[derive(Clone, Debug, Serialize)]
+pub struct PacketCost {
+    /// CPU of the thread that ran the source (reading, dissecting,
+    /// hashing, the stages' coordinators, filling the batches).
+    pub source_ns: f64,
+    /// CPU of the workers, summed.
+    pub workers_ns: f64,
+    /// Each stage's time on the workers, in stage order.
+    pub stages: Vec<StageCost>,
+}
+
+/// One stage's time a packet on the workers (see [`PacketCost`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct StageCost {
+    /// The stage's name (`heavy`, `new_flows`, `selective`).
+    pub name: String,
+    /// Median over the rounds, nanoseconds a packet.
+    pub ns: f64,
+}
+
+/// One run's [`PacketCost`], before the medians.
+fn packet_cost(r: &crate::report::PipelineReport) -> Option<PacketCost> {
+    let packets = r.replay.trace.packets;
+    if packets == 0 {
+        return None;
+    }
+    let per = |secs: f64| secs * 1e9 / packets as f64;
+    Some(PacketCost {
+        source_ns: per(r.throughput.source_cpu_seconds?),
+        workers_ns: per(r.throughput.worker_cpu_seconds?),
+        stages: r
+            .stages
+            .iter()
+            .filter_map(|st| {
+                st.ns_per_record().map(|ns| StageCost {
+                    name: st.name.clone(),
+                    ns,
+                })
+            })
+            .collect(),
+    })
+}
+
+/// The medians over the rounds of each figure of `runs` (the runs of one
+/// row); `None` when any run has none, or the runs' stages differ.
+fn median_cost(runs: &[Option<PacketCost>]) -> Option<PacketCost> {
+    let runs: Vec<&PacketCost> = runs.iter().map(Option::as_ref).collect::<Option<_>>()?;
+    let first = runs.first()?;
+    let names: Vec<&str> = first.stages.iter().map(|s| s.name.as_str()).collect();
+    if runs.iter().any(|r| {
+        !r.stages
+            .iter()
+            .map(|s| s.name.as_str())
+            .eq(names.iter().copied())
+    }) {
+        return None;
+    }
+    let of =
+        |f: &dyn Fn(&PacketCost) -> f64| median(&runs.iter().map(|r| f(r)).collect::<Vec<_>>());
+    Some(PacketCost {
+        source_ns: of(&|r| r.source_ns),
+        workers_ns: of(&|r| r.workers_ns),
+        stages: names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| StageCost {
+                name: (*name).to_string(),
+                ns: of(&|r| r.stages.get(i).map_or(0.0, |s| s.ns)),
+            })
+            .collect(),
+    })
 }
 
 /// A benchmark's result.
@@ -366,6 +453,7 @@ pub fn bench_until(
     // from the files, then one per thread count preloaded.
     let mut wall = vec![Vec::new(); 2 * t + 1];
     let mut cpu = vec![Vec::new(); 2 * t + 1];
+    let mut costs: Vec<Vec<Option<PacketCost>>> = vec![Vec::new(); 2 * t + 1];
     let mut packets = 0;
     for round in 0..rounds {
         stopped(round)?;
@@ -384,6 +472,7 @@ pub fn bench_until(
             let r = run(source, c, &mut NoObserver, &mut NoEvents)?;
             wall[i + 1].push(r.throughput.packets_per_sec / 1e6);
             cpu[i + 1].push(r.throughput.packets_per_cpu_sec / 1e6);
+            costs[i + 1].push(packet_cost(&r));
         }
         if let Some(p) = &preloaded {
             for (i, (_, c)) in configs.iter().enumerate() {
@@ -391,6 +480,7 @@ pub fn bench_until(
                 let r = run(p, c, &mut NoObserver, &mut NoEvents)?;
                 wall[t + i + 1].push(r.throughput.packets_per_sec / 1e6);
                 cpu[t + i + 1].push(r.throughput.packets_per_cpu_sec / 1e6);
+                costs[t + i + 1].push(packet_cost(&r));
             }
         }
         for (((c, at), l), (lanes, p)) in cycles
@@ -445,6 +535,7 @@ pub fn bench_until(
                 ratio_to_dissect_hash: m / base.max(1e-12),
                 scaling_vs_1_thread: th.and(one).map(|o| m / o.max(1e-12)),
                 rounds_mpps: wall[i].clone(),
+                per_packet: median_cost(&costs[i]),
             }
         })
         .collect();
@@ -507,6 +598,7 @@ impl fmt::Display for BenchReport {
         if let Some(note) = &self.preload_note {
             writeln!(f, "no preloaded rows: {note}")?;
         }
+        self.fmt_costs(f)?;
         if !self.memory_latency.is_empty() {
             // "12.4 ns at 256 KiB, 46.2 ns at 1 MiB, ...", of one figure.
             let figures = |ns: fn(&MemoryLatency) -> f64| {
@@ -532,6 +624,42 @@ impl fmt::Display for BenchReport {
         }
         if let Some(note) = &self.tcpdump_note {
             writeln!(f, "no tcpdump comparison: {note}")?;
+        }
+        Ok(())
+    }
+}
+
+impl BenchReport {
+    /// The table of where a packet's time went, row by row (nothing when
+    /// no row has the figures).
+    fn fmt_costs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rows: Vec<(&str, &PacketCost)> = self
+            .results
+            .iter()
+            .filter_map(|r| Some((r.path.as_str(), r.per_packet.as_ref()?)))
+            .collect();
+        let Some((_, first)) = rows.first() else {
+            return Ok(());
+        };
+        writeln!(
+            f,
+            "where a packet's time goes, ns a packet (medians): the CPU of the source thread and of the workers, and each stage's time on the workers"
+        )?;
+        write!(f, "  {:<22} {:>10} {:>10}", "path", "source", "workers")?;
+        for st in &first.stages {
+            write!(f, " {:>10}", st.name)?;
+        }
+        writeln!(f)?;
+        for (path, c) in &rows {
+            write!(
+                f,
+                "  {:<22} {:>10.1} {:>10.1}",
+                path, c.source_ns, c.workers_ns
+            )?;
+            for st in &c.stages {
+                write!(f, " {:>10.1}", st.ns)?;
+            }
+            writeln!(f)?;
         }
         Ok(())
     }

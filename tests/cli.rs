@@ -170,18 +170,32 @@ fn json_has_the_pipeline_sections_with_exact_names() {
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
+    // The workers keep a file's ground truth, timed in a row of its own.
     assert_eq!(
         stages,
-        ["source", "queue", "heavy", "new_flows", "selective"]
+        [
+            "source",
+            "queue",
+            "heavy",
+            "new_flows",
+            "selective",
+            "truth"
+        ]
     );
     for s in v["stages"].as_array().unwrap() {
-        for f in ["p50_ns", "p99_ns", "max_ns"] {
+        for f in ["p50_ns", "p99_ns", "max_ns", "records", "total_ns"] {
             assert!(s[f].is_u64(), "stages[].{f}");
         }
         assert!(s["p50_ns"].as_u64() <= s["p99_ns"].as_u64());
         assert!(s["p99_ns"].as_u64() <= s["max_ns"].as_u64());
     }
-    for f in ["packets_per_sec", "threads", "shards"] {
+    for f in [
+        "packets_per_sec",
+        "threads",
+        "shards",
+        "source_cpu_seconds",
+        "worker_cpu_seconds",
+    ] {
         assert!(!v["throughput"][f].is_null(), "throughput.{f}");
     }
     assert_eq!(v["throughput"]["shards"], 8);
@@ -1375,6 +1389,71 @@ fn bench_without_the_memory_line_keeps_every_row() {
             let c = r["command"].as_str().unwrap();
             assert!(!c.contains("--no-memory"), "{c}");
         }
+    }
+}
+
+/// `bench` says where a packet's time goes in each pipeline row: the
+/// source thread's CPU, the workers' CPU and each configured stage's time
+/// on the workers, in the stages' order; the dissect+hash row has none.
+/// In a one-round bench a row's figures come from one run, so the two
+/// threads' CPU fit inside the process's CPU a packet that the row's
+/// packets per CPU-second stand for.
+#[test]
+fn bench_says_where_a_packets_time_goes() {
+    let (text, v) = bench_once(&[
+        "--threads-list",
+        "1,2",
+        "--no-memory",
+        "--no-tcpdump",
+        "--stages",
+        "selective,heavy",
+    ]);
+    let rows = v["results"].as_array().unwrap();
+    assert!(rows[0]["per_packet"].is_null(), "{}", rows[0]);
+    assert_eq!(rows.len(), 5);
+    for r in &rows[1..] {
+        let c = &r["per_packet"];
+        let (source, workers) = (
+            c["source_ns"].as_f64().unwrap(),
+            c["workers_ns"].as_f64().unwrap(),
+        );
+        assert!(source > 0.0 && workers > 0.0, "{r}");
+        let process_ns = 1e3 / r["mpps_per_cpu_sec"].as_f64().unwrap();
+        assert!(
+            source + workers <= process_ns * (1.0 + 1e-6) + 0.5,
+            "threads' CPU {source} + {workers} ns past the process's {process_ns} ns a packet: {r}"
+        );
+        let stages: Vec<(&str, f64)> = c["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["name"].as_str().unwrap(), s["ns"].as_f64().unwrap()))
+            .collect();
+        // The engine's order (heavy, new flows, selective), whatever the
+        // list's, and only the stages that ran.
+        assert_eq!(
+            stages.iter().map(|s| s.0).collect::<Vec<_>>(),
+            ["heavy", "selective"],
+            "{r}"
+        );
+        assert!(stages.iter().all(|s| s.1 > 0.0), "{r}");
+    }
+    let table: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("where a packet's time goes"))
+        .collect();
+    assert!(table.len() >= 6, "{text}");
+    assert!(
+        table[1]
+            .split_whitespace()
+            .eq(["path", "source", "workers", "heavy", "selective"]),
+        "{text}"
+    );
+    for (line, r) in table[2..6].iter().zip(&rows[1..]) {
+        assert!(
+            line.trim_start().starts_with(r["path"].as_str().unwrap()),
+            "{text}"
+        );
     }
 }
 

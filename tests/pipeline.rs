@@ -1304,23 +1304,28 @@ proptest::proptest! {
     /// A latency row grows as it records, and reads exactly as a row
     /// allocated for an hour would: the same count, p50, p99 and max for
     /// any times from 0 to past an hour, recorded in any order, merged
-    /// from two workers' rows.
+    /// from two workers' rows. Its total time and records are the exact
+    /// sums of what was recorded, past an hour too (no bucket rounds
+    /// them).
     #[test]
     fn latency_rows_read_as_histograms_bounded_at_an_hour(
-        first in proptest::collection::vec(0u64..(1 << 43), 1..200),
-        second in proptest::collection::vec(0u64..(1 << 22), 0..200),
+        first in proptest::collection::vec((0u64..(1 << 43), 0u64..4096), 1..200),
+        second in proptest::collection::vec((0u64..(1 << 22), 0u64..4096), 0..200),
     ) {
         use flowsieve::pipeline::Latency;
         const MAX_NS: u64 = Latency::MAX_NS;
         let mut reference = hdrhistogram::Histogram::<u64>::new_with_bounds(1, MAX_NS, 3).unwrap();
         let (mut a, mut b) = (Latency::new(&["heavy"]), Latency::new(&["heavy"]));
-        for &ns in &first {
-            a.record(2, ns);
+        let (mut total_ns, mut records) = (0u64, 0u64);
+        for &(ns, n) in &first {
+            a.record(2, ns, n);
             reference.record(ns.clamp(1, MAX_NS)).unwrap();
+            (total_ns, records) = (total_ns + ns, records + n);
         }
-        for &ns in &second {
-            b.record(2, ns);
+        for &(ns, n) in &second {
+            b.record(2, ns, n);
             reference.record(ns.clamp(1, MAX_NS)).unwrap();
+            (total_ns, records) = (total_ns + ns, records + n);
         }
         a.merge(&b);
         let rows = a.summary();
@@ -1331,6 +1336,68 @@ proptest::proptest! {
         proptest::prop_assert_eq!(row.p50_ns, reference.value_at_quantile(0.5));
         proptest::prop_assert_eq!(row.p99_ns, reference.value_at_quantile(0.99));
         proptest::prop_assert_eq!(row.max_ns, reference.max());
+        proptest::prop_assert_eq!((row.total_ns, row.records), (total_ns, records));
+        proptest::prop_assert_eq!(
+            row.ns_per_record(),
+            (records > 0).then(|| total_ns as f64 / records as f64)
+        );
+    }
+}
+
+/// Every run says where its time went: each stage's row (and, with ground
+/// truth in the workers, the exact table's `truth` row after them) counts
+/// every keyed packet once, as do the source's and the queues' rows; only
+/// the work rows give a time a packet; and the source thread's and the
+/// workers' CPU, read from their own clocks, fit inside the process's.
+#[test]
+fn every_row_counts_every_packet_and_the_threads_cpu_fits_the_process() {
+    let trace = default_trace();
+    for (truth, threads) in [(true, 1), (true, 3), (false, 2)] {
+        let mut cfg = PipelineConfig::new(Classifier::ports());
+        cfg.replay.truth = truth;
+        cfg.threads = threads;
+        let r = run_cfg(std::slice::from_ref(&trace), &cfg);
+        let what = format!("truth {truth}, {threads} threads");
+        let packets = r.pipeline.packets;
+        assert!(packets > 0, "{what}");
+        let names: Vec<&str> = r.stages.iter().map(|s| s.name.as_str()).collect();
+        let mut expected = vec!["source", "queue", "heavy", "new_flows", "selective"];
+        if truth {
+            expected.push("truth");
+        }
+        assert_eq!(names, expected, "{what}");
+        for st in &r.stages {
+            assert_eq!(st.records, packets, "{what}: {}", st.name);
+            // Every batch took some time; the total is at least the
+            // largest batch, and at most every batch at the largest.
+            assert!(
+                st.max_ns <= st.total_ns
+                    && st.total_ns <= st.max_ns.saturating_mul(st.batches) + st.batches,
+                "{what}: {st:?}"
+            );
+            let per = st.ns_per_record();
+            assert_eq!(
+                per.is_some(),
+                st.name != "source" && st.name != "queue",
+                "{what}: {}",
+                st.name
+            );
+            if let Some(ns) = per {
+                assert_eq!(ns, st.total_ns as f64 / packets as f64, "{what}");
+            }
+        }
+        let t = &r.throughput;
+        let (source, workers) = (
+            t.source_cpu_seconds.expect("a Linux thread's clock"),
+            t.worker_cpu_seconds.expect("a Linux thread's clock"),
+        );
+        assert!(source > 0.0 && workers > 0.0, "{what}: {t:?}");
+        // getrusage reports microseconds; the thread clocks, nanoseconds.
+        assert!(
+            source + workers <= t.cpu_seconds + 2e-6 * (threads as f64 + 1.0),
+            "{what}: source {source} + workers {workers} > process {}",
+            t.cpu_seconds
+        );
     }
 }
 

@@ -38,6 +38,38 @@ pub fn cpu_seconds() -> f64 {
     tv(u.ru_utime) + tv(u.ru_stime)
 }
 
+/// CPU time (user + system) of the calling thread so far, in seconds;
+/// `None` where the thread's clock cannot be read.
+///
+/// The engine reads it at the start and end of the source's loop and of
+/// each worker, so that a report says which side a run's CPU went to
+/// ([`Throughput::source_cpu_seconds`], [`Throughput::worker_cpu_seconds`]).
+///
+/// ```
+/// let before = flowsieve::pipeline::thread_cpu_seconds().unwrap();
+/// let mut x = 0u64;
+/// for i in 0..1_000_000u64 {
+///     x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+/// }
+/// assert!(flowsieve::pipeline::thread_cpu_seconds().unwrap() >= before);
+/// ```
+pub fn thread_cpu_seconds() -> Option<f64> {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid, writable `timespec`; clock_gettime only
+    // writes into it and reports failure through its return value.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    (rc == 0).then_some(t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9)
+}
+
+/// The CPU seconds of the calling thread since `start` (a
+/// [`thread_cpu_seconds`] reading), when both readings are there.
+fn thread_cpu_since(start: Option<f64>) -> Option<f64> {
+    Some((thread_cpu_seconds()? - start?).max(0.0))
+}
+
 /// Why a run failed outright (input problems are in the report instead).
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
@@ -76,6 +108,14 @@ impl Work {
             Work::Records(batch) => Some(batch.sent),
             Work::Tick { sent, .. } => Some(*sent),
             Work::Finish => None,
+        }
+    }
+
+    /// The records it carries (none but a batch's).
+    fn records(&self) -> usize {
+        match self {
+            Work::Records(batch) => batch.records.len(),
+            Work::Tick { .. } | Work::Finish => 0,
         }
     }
 }
@@ -213,6 +253,8 @@ impl WindowEnds {
 struct WorkerResult {
     finished: Vec<FinishedShard>,
     latency: Latency,
+    /// The worker thread's CPU seconds ([`thread_cpu_seconds`]).
+    cpu_seconds: Option<f64>,
 }
 
 /// A finished shard: its number, its stages' tallies and its exact table.
@@ -333,8 +375,11 @@ impl Dispatcher<'_> {
         // One clock read ends the batch's filling and starts its wait.
         let sent = Instant::now();
         if let Some(t) = self.filling_since[shard].take() {
-            self.latency
-                .record(0, sent.saturating_duration_since(t).as_nanos() as u64);
+            self.latency.record(
+                0,
+                sent.saturating_duration_since(t).as_nanos() as u64,
+                records.len() as u64,
+            );
         }
         let batch = Batch {
             records,
@@ -648,6 +693,7 @@ fn worker(
     // A panic below loses the state of the shard this worker holds; the
     // guard then stops the run instead of leaving it waiting on that shard.
     let _guard = FailOnPanic(scheduler);
+    let cpu0 = thread_cpu_seconds();
     let mut budget = PREFAULT_BUDGET_BYTES;
     let mut buffer: Vec<Event> = Vec::new();
     let mut finished = Vec::new();
@@ -686,6 +732,7 @@ fn worker(
                 latency.record(
                     1,
                     received.saturating_duration_since(sent).as_nanos() as u64,
+                    work.records() as u64,
                 );
             }
             let mut tick_done = None;
@@ -733,7 +780,11 @@ fn worker(
             scheduler.end_turn(shard, state, handled);
         }
     }
-    WorkerResult { finished, latency }
+    WorkerResult {
+        finished,
+        latency,
+        cpu_seconds: thread_cpu_since(cpu0),
+    }
 }
 
 /// Runs every stage of `state`'s shard over `batch`, then records the
@@ -768,6 +819,7 @@ fn run_batch(
         latency.record(
             2 + i,
             end.saturating_duration_since(start).as_nanos() as u64,
+            records.len() as u64,
         );
         start = end;
     }
@@ -779,6 +831,13 @@ fn run_batch(
         debug_assert_eq!(records.len(), batch.truth.len());
         let packets = records.iter().zip(&batch.truth).map(|(r, t)| InTable(r, t));
         record_chunk(t, packets);
+        // Its own row, after the stages' (`latency::TRUTH`): what ground
+        // truth costs beside the stages, in every report.
+        latency.record(
+            2 + state.stages.len(),
+            start.elapsed().as_nanos() as u64,
+            records.len() as u64,
+        );
     }
 }
 
@@ -900,9 +959,16 @@ pub fn run_with_gauges<S: Source>(
     };
     let keyed = ctx_for(0).keyed();
     let truth_in_workers = source.truth_in_sink();
+    // The latency rows after `source` and `queue`: the stages', then the
+    // exact table's when the workers keep it.
+    let rows: Vec<&'static str> = names
+        .iter()
+        .copied()
+        .chain(truth_in_workers.then_some(super::latency::TRUTH))
+        .collect();
     let latency_gauges = gauges.as_ref().map(|g| {
         g.latency
-            .get_or_init(|| super::gauges::LatencyGauges::new(threads, Latency::new(&names).rows()))
+            .get_or_init(|| super::gauges::LatencyGauges::new(threads, Latency::new(&rows).rows()))
     });
     // Coordinators see the stream as shard 0 of 1 would.
     let coordinators: Vec<(usize, Box<dyn DynCoordinator>)> = stages
@@ -940,68 +1006,71 @@ pub fn run_with_gauges<S: Source>(
     let (free_tx, free_rx) = bounded::<BatchBuffers>(buffers);
     let (event_tx, event_rx) = unbounded::<(usize, WorkerMessage)>();
     let mut results = Vec::with_capacity(threads);
-    let (summary, source_latency, packets, coordinated, first_at) = std::thread::scope(|scope| {
-        let mut handles = Vec::with_capacity(threads);
-        let scheduler = &scheduler;
-        let build_state = &build_state;
-        for index in 0..threads {
-            let (free, events, latency) = (free_tx.clone(), event_tx.clone(), Latency::new(&names));
-            let spawned = std::thread::Builder::new()
-                .name("flowsieve-shard".into())
-                .spawn_scoped(scope, move || {
-                    worker(
-                        scheduler,
-                        build_state,
-                        free,
-                        index,
-                        events,
-                        latency,
-                        latency_gauges,
-                    )
-                });
-            match spawned {
-                Ok(handle) => handles.push(handle),
-                Err(e) => {
-                    // The workers already started wait for turns: stop them
-                    // before the scope joins them.
-                    scheduler.fail();
-                    return Err(PipelineError::Spawn(e));
+    let (summary, source_latency, packets, coordinated, (first_at, source_cpu_seconds)) =
+        std::thread::scope(|scope| {
+            let mut handles = Vec::with_capacity(threads);
+            let scheduler = &scheduler;
+            let build_state = &build_state;
+            for index in 0..threads {
+                let (free, events, latency) =
+                    (free_tx.clone(), event_tx.clone(), Latency::new(&rows));
+                let spawned = std::thread::Builder::new()
+                    .name("flowsieve-shard".into())
+                    .spawn_scoped(scope, move || {
+                        worker(
+                            scheduler,
+                            build_state,
+                            free,
+                            index,
+                            events,
+                            latency,
+                            latency_gauges,
+                        )
+                    });
+                match spawned {
+                    Ok(handle) => handles.push(handle),
+                    Err(e) => {
+                        // The workers already started wait for turns: stop them
+                        // before the scope joins them.
+                        scheduler.fail();
+                        return Err(PipelineError::Spawn(e));
+                    }
                 }
             }
-        }
-        drop(event_tx);
-        drop(free_tx);
-        let mut dispatcher = Dispatcher {
-            shards: c.shards,
-            batch,
-            // Empty, not yet allocated: a shard's buffers get their room
-            // when its first record comes (`Dispatcher::make_room`), so
-            // that thousands of shards do not delay the first packet.
-            pending: (0..c.shards).map(|_| Vec::new()).collect(),
-            pending_keys: (0..c.shards).map(|_| Vec::new()).collect(),
-            keyed,
-            pending_truth: (0..c.shards).map(|_| Vec::new()).collect(),
-            pending_updates: (0..c.shards).map(|_| Vec::new()).collect(),
-            truth: truth_in_workers,
-            write_ahead: crate::prefetch::write_prefetch_supported(),
-            filling_since: vec![None; c.shards],
-            scheduler,
-            free: free_rx,
-            buffers_left: buffers - c.shards,
-            events: event_rx,
-            sink,
-            sink_error: None,
-            // Epoch-aligned windows measure time from 1970, so that every
-            // probe of a network closes window w at the same instant.
-            first_ns: c.epoch_windows.then_some(0),
-            first_at: None,
-            time_ns: 0,
-            seq: 0,
-            latency: Latency::new(&names),
-            workers_gone: false,
-            coordinators,
-            ticks: 0,
-            windows: (c.stages.contains(StageName::Heavy) && wants.contains(&EventKind::WindowEnd))
+            drop(event_tx);
+            drop(free_tx);
+            let mut dispatcher = Dispatcher {
+                shards: c.shards,
+                batch,
+                // Empty, not yet allocated: a shard's buffers get their room
+                // when its first record comes (`Dispatcher::make_room`), so
+                // that thousands of shards do not delay the first packet.
+                pending: (0..c.shards).map(|_| Vec::new()).collect(),
+                pending_keys: (0..c.shards).map(|_| Vec::new()).collect(),
+                keyed,
+                pending_truth: (0..c.shards).map(|_| Vec::new()).collect(),
+                pending_updates: (0..c.shards).map(|_| Vec::new()).collect(),
+                truth: truth_in_workers,
+                write_ahead: crate::prefetch::write_prefetch_supported(),
+                filling_since: vec![None; c.shards],
+                scheduler,
+                free: free_rx,
+                buffers_left: buffers - c.shards,
+                events: event_rx,
+                sink,
+                sink_error: None,
+                // Epoch-aligned windows measure time from 1970, so that every
+                // probe of a network closes window w at the same instant.
+                first_ns: c.epoch_windows.then_some(0),
+                first_at: None,
+                time_ns: 0,
+                seq: 0,
+                latency: Latency::new(&rows),
+                workers_gone: false,
+                coordinators,
+                ticks: 0,
+                windows: (c.stages.contains(StageName::Heavy)
+                    && wants.contains(&EventKind::WindowEnd))
                 .then(|| WindowEnds {
                     spec: c.heavy.window,
                     cursor: PeriodCursor::new(c.heavy.window.span()),
@@ -1011,56 +1080,61 @@ pub fn run_with_gauges<S: Source>(
                     heavy: Default::default(),
                     acked: vec![0; c.shards],
                 }),
-        };
-        // A panic on this thread (a coordinator's or a sink's bug) must stop
-        // the workers too: they wait for batches that will never come, and
-        // the scope would wait for them forever instead of passing the panic
-        // on.
-        let _stop_workers = FailOnPanic(scheduler);
-        let summary = source.run(observer, &mut dispatcher);
-        if !dispatcher.stopped() {
-            dispatcher.flush();
-        }
-        // Pushed even after a failed sink: the workers handle what is
-        // queued, then finish, as when the stream ends.
-        dispatcher.finish();
-        let mut panicked = false;
-        for h in handles {
-            match h.join() {
-                Ok(r) => results.push(r),
-                Err(_) => panicked = true,
+            };
+            // A panic on this thread (a coordinator's or a sink's bug) must stop
+            // the workers too: they wait for batches that will never come, and
+            // the scope would wait for them forever instead of passing the panic
+            // on.
+            let _stop_workers = FailOnPanic(scheduler);
+            let source_cpu0 = thread_cpu_seconds();
+            let summary = source.run(observer, &mut dispatcher);
+            if !dispatcher.stopped() {
+                dispatcher.flush();
             }
-        }
-        while let Ok((shard, m)) = dispatcher.events.recv() {
-            dispatcher.deliver(shard, m);
-        }
-        if !panicked && !dispatcher.workers_gone {
-            dispatcher.close_last_window();
-        }
-        if panicked || dispatcher.workers_gone {
-            return Err(PipelineError::Worker("a shard worker panicked".into()));
-        }
-        if let Some(e) = dispatcher.sink_error.take() {
-            return Err(PipelineError::Sink(e));
-        }
-        let coordinated: Vec<(usize, Box<dyn Any + Send>)> = dispatcher
-            .coordinators
-            .drain(..)
-            .map(|(i, c)| (i, c.finish()))
-            .collect();
-        Ok((
-            summary,
-            dispatcher.latency,
-            dispatcher.seq,
-            coordinated,
-            dispatcher.first_at,
-        ))
-    })?;
+            // Pushed even after a failed sink: the workers handle what is
+            // queued, then finish, as when the stream ends.
+            dispatcher.finish();
+            let source_cpu = thread_cpu_since(source_cpu0);
+            let mut panicked = false;
+            for h in handles {
+                match h.join() {
+                    Ok(r) => results.push(r),
+                    Err(_) => panicked = true,
+                }
+            }
+            while let Ok((shard, m)) = dispatcher.events.recv() {
+                dispatcher.deliver(shard, m);
+            }
+            if !panicked && !dispatcher.workers_gone {
+                dispatcher.close_last_window();
+            }
+            if panicked || dispatcher.workers_gone {
+                return Err(PipelineError::Worker("a shard worker panicked".into()));
+            }
+            if let Some(e) = dispatcher.sink_error.take() {
+                return Err(PipelineError::Sink(e));
+            }
+            let coordinated: Vec<(usize, Box<dyn Any + Send>)> = dispatcher
+                .coordinators
+                .drain(..)
+                .map(|(i, c)| (i, c.finish()))
+                .collect();
+            Ok((
+                summary,
+                dispatcher.latency,
+                dispatcher.seq,
+                coordinated,
+                (dispatcher.first_at, source_cpu),
+            ))
+        })?;
     // Tallies per stage, merged in shard order so that the report does not
     // depend on which worker ran which shard.
     let mut latency = source_latency;
     let mut by_shard: Vec<(usize, Vec<Box<dyn Any + Send>>)> = Vec::with_capacity(c.shards);
     let mut tables = Vec::new();
+    // None when any worker's clock could not be read: a partial sum would
+    // pass for the whole.
+    let worker_cpu_seconds = results.iter().map(|r| r.cpu_seconds).sum::<Option<f64>>();
     for r in results {
         latency.merge(&r.latency);
         for f in r.finished {
@@ -1120,6 +1194,8 @@ pub fn run_with_gauges<S: Source>(
             wall_seconds,
             cpu_seconds,
             packets_per_cpu_sec: per(cpu_seconds),
+            source_cpu_seconds,
+            worker_cpu_seconds,
             // From the process's start when the binary marked it, so that
             // the command line, opening the inputs and everything between
             // validation and the engine count too; otherwise validation

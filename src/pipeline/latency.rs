@@ -8,8 +8,12 @@ use hdrhistogram::Histogram;
 pub const SOURCE: &str = "source";
 /// The queues' row: the wait between a batch's send and its receipt.
 pub const QUEUE: &str = "queue";
+/// The workers' exact flow table's row, after the stages' (runs with ground
+/// truth kept by the workers): recording a batch's packets into it.
+pub const TRUTH: &str = "truth";
 
-/// One histogram per row, in nanoseconds.
+/// One histogram per row, in nanoseconds, with the row's exact total
+/// time and records.
 ///
 /// Each row starts small and grows with the largest time it has seen, up
 /// to [`Latency::MAX_NS`]. Why: a histogram allocated for an hour at three
@@ -19,9 +23,26 @@ pub const QUEUE: &str = "queue";
 /// millisecond, a few thousand counts. A growing row reads exactly as a
 /// row bounded at an hour would for every time up to an hour (a property
 /// test checks it).
+///
+/// Why the totals beside the histograms: a batch's quantiles say how long
+/// a batch waits, not where a packet's time goes. A stage row's total
+/// over its records is the stage's time a packet on the workers, exact
+/// (no histogram bucket rounds it), which is what `flowsieve bench` and
+/// the report's `ns/pkt` column give per stage.
 #[derive(Clone, Debug)]
 pub struct Latency {
-    rows: Vec<(&'static str, Histogram<u64>)>,
+    rows: Vec<Row>,
+}
+
+/// One row of [`Latency`].
+#[derive(Clone, Debug)]
+struct Row {
+    name: &'static str,
+    histogram: Histogram<u64>,
+    /// Every batch's time, summed (saturating).
+    total_ns: u64,
+    /// Every batch's records, summed.
+    records: u64,
 }
 
 impl Latency {
@@ -30,7 +51,9 @@ impl Latency {
     pub const MAX_NS: u64 = 3_600_000_000_000;
 
     /// Empty histograms (1 ns up, three significant digits, growing to an
-    /// hour) for `source`, `queue` and each of `stages`.
+    /// hour) for `source`, `queue` and each of `stages` (in the engine,
+    /// the stages and then [`TRUTH`] when the workers keep the exact
+    /// table).
     pub fn new(stages: &[&'static str]) -> Latency {
         // A constant, valid precision: this cannot fail whatever the input.
         let h = Histogram::new(3).expect("three significant digits are valid");
@@ -38,43 +61,63 @@ impl Latency {
             rows: [SOURCE, QUEUE]
                 .iter()
                 .chain(stages)
-                .map(|&n| (n, h.clone()))
+                .map(|&name| Row {
+                    name,
+                    histogram: h.clone(),
+                    total_ns: 0,
+                    records: 0,
+                })
                 .collect(),
         }
     }
 
-    /// Records one batch's time in row `i` (0 `source`, 1 `queue`, then
-    /// the stages in order).
+    /// Records one batch of `records` records that took `ns` nanoseconds
+    /// in row `i` (0 `source`, 1 `queue`, then the stages in order).
+    ///
+    /// ```
+    /// use flowsieve::pipeline::Latency;
+    /// let mut l = Latency::new(&["heavy"]);
+    /// l.record(2, 5_000, 100);
+    /// l.record(2, 7_000, 50);
+    /// let heavy = &l.summary()[0];
+    /// assert_eq!((heavy.batches, heavy.records, heavy.total_ns), (2, 150, 12_000));
+    /// assert_eq!(heavy.ns_per_record(), Some(80.0));
+    /// ```
     #[inline]
-    pub fn record(&mut self, i: usize, ns: u64) {
-        if let Some((_, h)) = self.rows.get_mut(i) {
+    pub fn record(&mut self, i: usize, ns: u64, records: u64) {
+        if let Some(row) = self.rows.get_mut(i) {
             // Not `saturating_record`: it clamps to a growing row's
             // *current* top, so a first 2,048 ns batch after 1 ns ones
             // would read as 2 ns. The row clamps to its own bound and
             // grows to it; recording a value within it cannot fail (a
             // failure would only lose a timing figure).
-            let _ = h.record(ns.clamp(1, Self::MAX_NS));
+            let _ = row.histogram.record(ns.clamp(1, Self::MAX_NS));
+            row.total_ns = row.total_ns.saturating_add(ns);
+            row.records = row.records.saturating_add(records);
         }
     }
 
     /// Adds another set of histograms with the same rows.
     pub fn merge(&mut self, other: &Latency) {
-        for ((_, a), (_, b)) in self.rows.iter_mut().zip(&other.rows) {
+        for (a, b) in self.rows.iter_mut().zip(&other.rows) {
             // Same bounds on both sides, so adding cannot fail; a failure
             // would only lose timing figures.
-            let _ = a.add(b);
+            let _ = a.histogram.add(&b.histogram);
+            a.total_ns = a.total_ns.saturating_add(b.total_ns);
+            a.records = a.records.saturating_add(b.records);
         }
     }
 
     /// The rows' names, in order.
     pub fn rows(&self) -> Vec<&'static str> {
-        self.rows.iter().map(|(n, _)| *n).collect()
+        self.rows.iter().map(|r| r.name).collect()
     }
 
     /// Stores each row's p50 and p99 (nanoseconds) into `out`, row by row.
     pub fn publish(&self, out: &[[std::sync::atomic::AtomicU64; 2]]) {
         use std::sync::atomic::Ordering::Relaxed;
-        for ((_, h), q) in self.rows.iter().zip(out) {
+        for (row, q) in self.rows.iter().zip(out) {
+            let h = &row.histogram;
             if !h.is_empty() {
                 q[0].store(h.value_at_quantile(0.5), Relaxed);
                 q[1].store(h.value_at_quantile(0.99), Relaxed);
@@ -86,13 +129,15 @@ impl Latency {
     pub fn summary(&self) -> Vec<StageLatency> {
         self.rows
             .iter()
-            .filter(|(_, h)| !h.is_empty())
-            .map(|(name, h)| StageLatency {
-                name: (*name).to_string(),
-                batches: h.len(),
-                p50_ns: h.value_at_quantile(0.5),
-                p99_ns: h.value_at_quantile(0.99),
-                max_ns: h.max(),
+            .filter(|r| !r.histogram.is_empty())
+            .map(|r| StageLatency {
+                name: r.name.to_string(),
+                batches: r.histogram.len(),
+                p50_ns: r.histogram.value_at_quantile(0.5),
+                p99_ns: r.histogram.value_at_quantile(0.99),
+                max_ns: r.histogram.max(),
+                records: r.records,
+                total_ns: r.total_ns,
             })
             .collect()
     }

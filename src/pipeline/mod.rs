@@ -40,7 +40,7 @@ mod flow_set;
 pub mod gauges;
 pub mod heavy;
 mod keyed;
-mod latency;
+pub(crate) mod latency;
 pub mod new_flows;
 mod process_start;
 mod rate;
@@ -58,7 +58,7 @@ pub use config::{
     available_memory, default_threads, defaults,
 };
 pub use deferred::Deferred;
-pub use engine::{PipelineError, cpu_seconds, run, run_with_gauges};
+pub use engine::{PipelineError, cpu_seconds, run, run_with_gauges, thread_cpu_seconds};
 pub use event::{
     Event, EventKind, HeavyEvent, JsonLinesSink, NewFlowEvent, NoEvents, PipelineSink,
     WindowEndEvent,

@@ -676,6 +676,27 @@ pub struct StageLatency {
     pub p99_ns: u64,
     /// Maximum.
     pub max_ns: u64,
+    /// Records in the row's batches, summed.
+    pub records: u64,
+    /// The row's batch times, summed (exact, not from the histogram). For
+    /// a stage's row and `truth`, the workers' time in that work, so
+    /// `total_ns / records` is its time a packet
+    /// ([`StageLatency::ns_per_record`]). For `source` (a batch's span from
+    /// its first record to its send, while the source fills the other
+    /// shards' batches too) and `queue` (a wait), the spans overlap one
+    /// another and are not a cost.
+    pub total_ns: u64,
+}
+
+impl StageLatency {
+    /// `total_ns / records`: for a stage's row and `truth`, the workers'
+    /// time in it a packet; `None` without records, and for `source` and
+    /// `queue`, whose batch spans overlap (see [`StageLatency::total_ns`]).
+    pub fn ns_per_record(&self) -> Option<f64> {
+        let overlapping = self.name == crate::pipeline::latency::SOURCE
+            || self.name == crate::pipeline::latency::QUEUE;
+        (self.records > 0 && !overlapping).then(|| self.total_ns as f64 / self.records as f64)
+    }
 }
 
 /// Throughput of the run.
@@ -693,6 +714,17 @@ pub struct Throughput {
     pub cpu_seconds: f64,
     /// Records per CPU-second: throughput per core actually used.
     pub packets_per_cpu_sec: f64,
+    /// The CPU seconds of the thread that ran the source (reading,
+    /// dissecting, hashing, classifying, the stages' coordinators and
+    /// filling the batches), from its first record to its end of stream;
+    /// `None` where a thread's clock cannot be read.
+    pub source_cpu_seconds: Option<f64>,
+    /// The CPU seconds of the shard workers (the stages, and the exact
+    /// table when they keep it), summed; `None` where a thread's clock
+    /// cannot be read. With `source_cpu_seconds`, what `cpu_seconds` was
+    /// spent on; the rest is the process's own (start, validation, the
+    /// report, dissect-ahead helpers).
+    pub worker_cpu_seconds: Option<f64>,
     /// Seconds before the first keyed packet entered the engine: from the
     /// process's start when the binary marked it
     /// ([`crate::pipeline::mark_process_start`]; the command line,

@@ -13,6 +13,7 @@ const LATENCY_COLUMNS: &[Column] = &[
     Column::titled("p50_ns", "p50", 10),
     Column::titled("p99_ns", "p99", 10),
     Column::titled("max_ns", "max", 11),
+    Column::titled("ns_per_packet", "ns/pkt", 8),
 ];
 
 impl PipelineReport {
@@ -26,6 +27,12 @@ impl PipelineReport {
                 Cell::Count(Some(st.p50_ns)),
                 Cell::Count(Some(st.p99_ns)),
                 Cell::Count(Some(st.max_ns)),
+                // A stage's (and the exact table's) time a packet; `-` for
+                // the source's and the queue's overlapping spans.
+                Cell::Text(
+                    st.ns_per_record()
+                        .map_or("-".into(), |ns| format!("{ns:.1}")),
+                ),
             ]);
         }
         t
@@ -64,6 +71,9 @@ impl PipelineReport {
             t.packets_per_cpu_sec / 1e6,
             t.cpu_seconds
         );
+        if let Some(line) = cpu_split(t, self.replay.trace.packets) {
+            let _ = writeln!(o, "{line}");
+        }
         if let Some(s) = t.startup_seconds {
             let _ = writeln!(o, "start-up: {:.1} ms before the first packet", s * 1e3);
         }
@@ -82,6 +92,27 @@ impl PipelineReport {
         }
         o
     }
+}
+
+/// The `cpu:` line: the source thread's and the workers' CPU, in all and a
+/// packet; `None` when either clock could not be read.
+fn cpu_split(t: &super::Throughput, packets: u64) -> Option<String> {
+    let (source, workers) = (t.source_cpu_seconds?, t.worker_cpu_seconds?);
+    let per = |s: f64| {
+        if packets > 0 {
+            format!(", {:.1} ns a packet", s * 1e9 / packets as f64)
+        } else {
+            String::new()
+        }
+    };
+    Some(format!(
+        "cpu: source thread {:.3} s{}, workers {:.3} s{}; the rest of the process {:.3} s",
+        source,
+        per(source),
+        workers,
+        per(workers),
+        (t.cpu_seconds - source - workers).max(0.0)
+    ))
 }
 
 /// The `huge pages:` line's first part: on or off, and why.
