@@ -52,7 +52,7 @@ impl Latency {
 
     /// Empty histograms (1 ns up, three significant digits, growing to an
     /// hour) for `source`, `queue` and each of `stages` (in the engine,
-    /// the stages and then [`TRUTH`] when the workers keep the exact
+    /// the stages and then `truth` when the workers keep the exact
     /// table).
     pub fn new(stages: &[&'static str]) -> Latency {
         // A constant, valid precision: this cannot fail whatever the input.
