@@ -21,28 +21,19 @@ whose reports carry these fields (BENCHMARKS.md, fifty-sixth round);
 `alternate.py` times whole processes of any build, `stage_p50.py` gives the
 older per-batch medians.
 """
-import json
 import os
-import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
+
+from stage_p50 import report_of
 
 OVERLAPPING = {"source", "queue"}
 
 
 def run(cmd, trace, out):
     """One run's figures: (source, workers, process, {row: ns}) a packet."""
-    parts = shlex.split(cmd)
-    env = dict(os.environ)
-    while parts and "=" in parts[0] and not parts[0].startswith("-"):
-        k, v = parts.pop(0).split("=", 1)
-        env[k] = v
-    subprocess.run(parts + ["--json", out, trace], env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with open(out) as f:
-        report = json.load(f)
+    report = report_of(cmd, trace, out)
     packets = report["trace"]["packets"]
     if packets == 0:
         sys.exit(f"{cmd}: no packets in {trace}")

@@ -24,7 +24,10 @@ import tempfile
 STAGES = ["heavy", "new_flows", "selective"]
 
 
-def run(cmd, trace, out):
+def report_of(cmd, trace, out):
+    """Runs `cmd` (leading VAR=value words set its environment) on `trace`
+    with `--json out`, and returns the parsed report. `cpu_split.py`
+    shares it."""
     parts = shlex.split(cmd)
     env = dict(os.environ)
     while parts and "=" in parts[0] and not parts[0].startswith("-"):
@@ -33,7 +36,11 @@ def run(cmd, trace, out):
     subprocess.run(parts + ["--json", out, trace], env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(out) as f:
-        report = json.load(f)
+        return json.load(f)
+
+
+def run(cmd, trace, out):
+    report = report_of(cmd, trace, out)
     batch = report["pipeline"]["batch"]
     p50 = {s["name"]: s["p50_ns"] for s in report["stages"]}
     return [p50[s] / batch if s in p50 else float("nan") for s in STAGES]
