@@ -257,6 +257,20 @@ struct WorkerResult {
     cpu_seconds: Option<f64>,
 }
 
+/// What the source's side of a run hands back once the workers are joined.
+struct SourceEnd {
+    summary: crate::report::ReplaySummary,
+    latency: Latency,
+    /// Keyed packets dispatched.
+    packets: u64,
+    /// Each coordinator's tally, by stage index.
+    coordinated: Vec<(usize, Box<dyn Any + Send>)>,
+    /// When the first keyed packet came, if one did.
+    first_at: Option<Instant>,
+    /// The source thread's CPU seconds ([`thread_cpu_seconds`]).
+    cpu_seconds: Option<f64>,
+}
+
 /// A finished shard: its number, its stages' tallies and its exact table.
 struct FinishedShard {
     shard: usize,
@@ -1006,71 +1020,68 @@ pub fn run_with_gauges<S: Source>(
     let (free_tx, free_rx) = bounded::<BatchBuffers>(buffers);
     let (event_tx, event_rx) = unbounded::<(usize, WorkerMessage)>();
     let mut results = Vec::with_capacity(threads);
-    let (summary, source_latency, packets, coordinated, (first_at, source_cpu_seconds)) =
-        std::thread::scope(|scope| {
-            let mut handles = Vec::with_capacity(threads);
-            let scheduler = &scheduler;
-            let build_state = &build_state;
-            for index in 0..threads {
-                let (free, events, latency) =
-                    (free_tx.clone(), event_tx.clone(), Latency::new(&rows));
-                let spawned = std::thread::Builder::new()
-                    .name("flowsieve-shard".into())
-                    .spawn_scoped(scope, move || {
-                        worker(
-                            scheduler,
-                            build_state,
-                            free,
-                            index,
-                            events,
-                            latency,
-                            latency_gauges,
-                        )
-                    });
-                match spawned {
-                    Ok(handle) => handles.push(handle),
-                    Err(e) => {
-                        // The workers already started wait for turns: stop them
-                        // before the scope joins them.
-                        scheduler.fail();
-                        return Err(PipelineError::Spawn(e));
-                    }
+    let end = std::thread::scope(|scope| {
+        let mut handles = Vec::with_capacity(threads);
+        let scheduler = &scheduler;
+        let build_state = &build_state;
+        for index in 0..threads {
+            let (free, events, latency) = (free_tx.clone(), event_tx.clone(), Latency::new(&rows));
+            let spawned = std::thread::Builder::new()
+                .name("flowsieve-shard".into())
+                .spawn_scoped(scope, move || {
+                    worker(
+                        scheduler,
+                        build_state,
+                        free,
+                        index,
+                        events,
+                        latency,
+                        latency_gauges,
+                    )
+                });
+            match spawned {
+                Ok(handle) => handles.push(handle),
+                Err(e) => {
+                    // The workers already started wait for turns: stop them
+                    // before the scope joins them.
+                    scheduler.fail();
+                    return Err(PipelineError::Spawn(e));
                 }
             }
-            drop(event_tx);
-            drop(free_tx);
-            let mut dispatcher = Dispatcher {
-                shards: c.shards,
-                batch,
-                // Empty, not yet allocated: a shard's buffers get their room
-                // when its first record comes (`Dispatcher::make_room`), so
-                // that thousands of shards do not delay the first packet.
-                pending: (0..c.shards).map(|_| Vec::new()).collect(),
-                pending_keys: (0..c.shards).map(|_| Vec::new()).collect(),
-                keyed,
-                pending_truth: (0..c.shards).map(|_| Vec::new()).collect(),
-                pending_updates: (0..c.shards).map(|_| Vec::new()).collect(),
-                truth: truth_in_workers,
-                write_ahead: crate::prefetch::write_prefetch_supported(),
-                filling_since: vec![None; c.shards],
-                scheduler,
-                free: free_rx,
-                buffers_left: buffers - c.shards,
-                events: event_rx,
-                sink,
-                sink_error: None,
-                // Epoch-aligned windows measure time from 1970, so that every
-                // probe of a network closes window w at the same instant.
-                first_ns: c.epoch_windows.then_some(0),
-                first_at: None,
-                time_ns: 0,
-                seq: 0,
-                latency: Latency::new(&rows),
-                workers_gone: false,
-                coordinators,
-                ticks: 0,
-                windows: (c.stages.contains(StageName::Heavy)
-                    && wants.contains(&EventKind::WindowEnd))
+        }
+        drop(event_tx);
+        drop(free_tx);
+        let mut dispatcher = Dispatcher {
+            shards: c.shards,
+            batch,
+            // Empty, not yet allocated: a shard's buffers get their room
+            // when its first record comes (`Dispatcher::make_room`), so
+            // that thousands of shards do not delay the first packet.
+            pending: (0..c.shards).map(|_| Vec::new()).collect(),
+            pending_keys: (0..c.shards).map(|_| Vec::new()).collect(),
+            keyed,
+            pending_truth: (0..c.shards).map(|_| Vec::new()).collect(),
+            pending_updates: (0..c.shards).map(|_| Vec::new()).collect(),
+            truth: truth_in_workers,
+            write_ahead: crate::prefetch::write_prefetch_supported(),
+            filling_since: vec![None; c.shards],
+            scheduler,
+            free: free_rx,
+            buffers_left: buffers - c.shards,
+            events: event_rx,
+            sink,
+            sink_error: None,
+            // Epoch-aligned windows measure time from 1970, so that every
+            // probe of a network closes window w at the same instant.
+            first_ns: c.epoch_windows.then_some(0),
+            first_at: None,
+            time_ns: 0,
+            seq: 0,
+            latency: Latency::new(&rows),
+            workers_gone: false,
+            coordinators,
+            ticks: 0,
+            windows: (c.stages.contains(StageName::Heavy) && wants.contains(&EventKind::WindowEnd))
                 .then(|| WindowEnds {
                     spec: c.heavy.window,
                     cursor: PeriodCursor::new(c.heavy.window.span()),
@@ -1080,53 +1091,62 @@ pub fn run_with_gauges<S: Source>(
                     heavy: Default::default(),
                     acked: vec![0; c.shards],
                 }),
-            };
-            // A panic on this thread (a coordinator's or a sink's bug) must stop
-            // the workers too: they wait for batches that will never come, and
-            // the scope would wait for them forever instead of passing the panic
-            // on.
-            let _stop_workers = FailOnPanic(scheduler);
-            let source_cpu0 = thread_cpu_seconds();
-            let summary = source.run(observer, &mut dispatcher);
-            if !dispatcher.stopped() {
-                dispatcher.flush();
+        };
+        // A panic on this thread (a coordinator's or a sink's bug) must stop
+        // the workers too: they wait for batches that will never come, and
+        // the scope would wait for them forever instead of passing the panic
+        // on.
+        let _stop_workers = FailOnPanic(scheduler);
+        let source_cpu0 = thread_cpu_seconds();
+        let summary = source.run(observer, &mut dispatcher);
+        if !dispatcher.stopped() {
+            dispatcher.flush();
+        }
+        // Pushed even after a failed sink: the workers handle what is
+        // queued, then finish, as when the stream ends.
+        dispatcher.finish();
+        let source_cpu = thread_cpu_since(source_cpu0);
+        let mut panicked = false;
+        for h in handles {
+            match h.join() {
+                Ok(r) => results.push(r),
+                Err(_) => panicked = true,
             }
-            // Pushed even after a failed sink: the workers handle what is
-            // queued, then finish, as when the stream ends.
-            dispatcher.finish();
-            let source_cpu = thread_cpu_since(source_cpu0);
-            let mut panicked = false;
-            for h in handles {
-                match h.join() {
-                    Ok(r) => results.push(r),
-                    Err(_) => panicked = true,
-                }
-            }
-            while let Ok((shard, m)) = dispatcher.events.recv() {
-                dispatcher.deliver(shard, m);
-            }
-            if !panicked && !dispatcher.workers_gone {
-                dispatcher.close_last_window();
-            }
-            if panicked || dispatcher.workers_gone {
-                return Err(PipelineError::Worker("a shard worker panicked".into()));
-            }
-            if let Some(e) = dispatcher.sink_error.take() {
-                return Err(PipelineError::Sink(e));
-            }
-            let coordinated: Vec<(usize, Box<dyn Any + Send>)> = dispatcher
-                .coordinators
-                .drain(..)
-                .map(|(i, c)| (i, c.finish()))
-                .collect();
-            Ok((
-                summary,
-                dispatcher.latency,
-                dispatcher.seq,
-                coordinated,
-                (dispatcher.first_at, source_cpu),
-            ))
-        })?;
+        }
+        while let Ok((shard, m)) = dispatcher.events.recv() {
+            dispatcher.deliver(shard, m);
+        }
+        if !panicked && !dispatcher.workers_gone {
+            dispatcher.close_last_window();
+        }
+        if panicked || dispatcher.workers_gone {
+            return Err(PipelineError::Worker("a shard worker panicked".into()));
+        }
+        if let Some(e) = dispatcher.sink_error.take() {
+            return Err(PipelineError::Sink(e));
+        }
+        let coordinated: Vec<(usize, Box<dyn Any + Send>)> = dispatcher
+            .coordinators
+            .drain(..)
+            .map(|(i, c)| (i, c.finish()))
+            .collect();
+        Ok(SourceEnd {
+            summary,
+            latency: dispatcher.latency,
+            packets: dispatcher.seq,
+            coordinated,
+            first_at: dispatcher.first_at,
+            cpu_seconds: source_cpu,
+        })
+    })?;
+    let SourceEnd {
+        summary,
+        latency: source_latency,
+        packets,
+        coordinated,
+        first_at,
+        cpu_seconds: source_cpu_seconds,
+    } = end;
     // Tallies per stage, merged in shard order so that the report does not
     // depend on which worker ran which shard.
     let mut latency = source_latency;
