@@ -10,7 +10,10 @@ once, in turn, on TRACE with `--json`, so that the host's noise hits all of
 them alike, and reads from each report, per keyed packet:
 
 - `source`: the source thread's CPU (`throughput.source_cpu_seconds`:
-  reading, dissecting, hashing, the stages' coordinators, filling batches);
+  reading, dissecting, hashing, the stages' coordinators, filling batches),
+  and `kernel`, the part of it in the kernel
+  (`source_system_cpu_seconds`: mostly mapping the trace's pages; `nan`
+  from a build before the fifty-seventh round);
 - `workers`: the shard workers' CPU, summed (`worker_cpu_seconds`);
 - `process`: the whole process's CPU (`cpu_seconds`);
 - each work row of `stages[]` (the stages, and `truth` when the workers
@@ -32,7 +35,7 @@ OVERLAPPING = {"source", "queue"}
 
 
 def run(cmd, trace, out):
-    """One run's figures: (source, workers, process, {row: ns}) a packet."""
+    """One run's figures a packet: (source, workers, process, {row: ns}, the source's kernel part)."""
     report = report_of(cmd, trace, out)
     packets = report["trace"]["packets"]
     if packets == 0:
@@ -44,7 +47,9 @@ def run(cmd, trace, out):
     rows = {s["name"]: s["total_ns"] / s["records"]
             for s in report["stages"]
             if s["name"] not in OVERLAPPING and s.get("records")}
-    return per(t["source_cpu_seconds"]), per(t["worker_cpu_seconds"]), per(t["cpu_seconds"]), rows
+    kernel = t.get("source_system_cpu_seconds")
+    return (per(t["source_cpu_seconds"]), per(t["worker_cpu_seconds"]), per(t["cpu_seconds"]), rows,
+            float("nan") if kernel is None else per(kernel))
 
 
 def main():
@@ -67,7 +72,7 @@ def main():
         names = list(r[0][3])
         rows = "  ".join(f"{n} {statistics.median(x[3].get(n, float('nan')) for x in r):.1f}"
                          for n in names)
-        print(f"source {med(0):6.1f}  workers {med(1):6.1f}  process {med(2):6.1f} ns a packet"
+        print(f"source {med(0):6.1f} (kernel {med(4):5.1f})  workers {med(1):6.1f}  process {med(2):6.1f} ns a packet"
               f" | {rows} | {c}")
 
 

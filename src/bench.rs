@@ -54,6 +54,9 @@ pub struct PacketCost {
     /// CPU of the thread that ran the source (reading, dissecting,
     /// hashing, the stages' coordinators, filling the batches).
     pub source_ns: f64,
+    /// The part of `source_ns` spent in the kernel (system time: mostly
+    /// mapping the trace's pages); `None` where it cannot be read.
+    pub source_system_ns: Option<f64>,
     /// CPU of the workers, summed.
     pub workers_ns: f64,
     /// Each stage's time on the workers, in stage order.
@@ -78,6 +81,7 @@ fn packet_cost(r: &crate::report::PipelineReport) -> Option<PacketCost> {
     let per = |secs: f64| secs * 1e9 / packets as f64;
     Some(PacketCost {
         source_ns: per(r.throughput.source_cpu_seconds?),
+        source_system_ns: r.throughput.source_system_cpu_seconds.map(per),
         workers_ns: per(r.throughput.worker_cpu_seconds?),
         stages: r
             .stages
@@ -110,6 +114,13 @@ fn median_cost(runs: &[Option<PacketCost>]) -> Option<PacketCost> {
         |f: &dyn Fn(&PacketCost) -> f64| median(&runs.iter().map(|r| f(r)).collect::<Vec<_>>());
     Some(PacketCost {
         source_ns: of(&|r| r.source_ns),
+        // Only when every run has it: a median of some runs would pass
+        // for all of them.
+        source_system_ns: runs
+            .iter()
+            .map(|r| r.source_system_ns)
+            .collect::<Option<Vec<f64>>>()
+            .map(|v| median(&v)),
         workers_ns: of(&|r| r.workers_ns),
         stages: names
             .iter()
@@ -643,18 +654,25 @@ impl BenchReport {
         };
         writeln!(
             f,
-            "where a packet's time goes, ns a packet (medians): the CPU of the source thread and of the workers, and each stage's time on the workers"
+            "where a packet's time goes, ns a packet (medians): the CPU of the source thread (and the kernel's part of it) and of the workers, and each stage's time on the workers"
         )?;
-        write!(f, "  {:<22} {:>10} {:>10}", "path", "source", "workers")?;
+        write!(
+            f,
+            "  {:<22} {:>10} {:>10} {:>10}",
+            "path", "source", "(kernel)", "workers"
+        )?;
         for st in &first.stages {
             write!(f, " {:>10}", st.name)?;
         }
         writeln!(f)?;
         for (path, c) in &rows {
+            let kernel = c
+                .source_system_ns
+                .map_or_else(|| "-".to_string(), |ns| format!("{ns:.1}"));
             write!(
                 f,
-                "  {:<22} {:>10.1} {:>10.1}",
-                path, c.source_ns, c.workers_ns
+                "  {:<22} {:>10.1} {:>10} {:>10.1}",
+                path, c.source_ns, kernel, c.workers_ns
             )?;
             for st in &c.stages {
                 write!(f, " {:>10.1}", st.ns)?;

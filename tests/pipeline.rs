@@ -1409,6 +1409,22 @@ fn every_row_counts_every_packet_and_the_threads_cpu_fits_the_process() {
             t.worker_cpu_seconds.expect("a Linux thread's clock"),
         );
         assert!(source > 0.0 && workers > 0.0, "{what}: {t:?}");
+        // The kernel's parts are parts: Linux splits each thread's time
+        // between user and system without adding to it, so each is at
+        // most its thread's whole, give or take the one timer tick (10 ms
+        // at the slowest, 100 Hz) by which the usage figures can lag the
+        // thread clock.
+        let (source_system, workers_system) = (
+            t.source_system_cpu_seconds
+                .expect("Linux reads a thread's usage"),
+            t.worker_system_cpu_seconds
+                .expect("Linux reads a thread's usage"),
+        );
+        assert!(
+            (0.0..=source + 0.01).contains(&source_system)
+                && (0.0..=workers + 0.01 * threads as f64).contains(&workers_system),
+            "{what}: the kernel's part past the whole: {t:?}"
+        );
         // getrusage reports microseconds; the thread clocks, nanoseconds.
         assert!(
             source + workers <= t.cpu_seconds + 2e-6 * (threads as f64 + 1.0),

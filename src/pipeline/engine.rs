@@ -64,10 +64,113 @@ pub fn thread_cpu_seconds() -> Option<f64> {
     (rc == 0).then_some(t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9)
 }
 
-/// The CPU seconds of the calling thread since `start` (a
-/// [`thread_cpu_seconds`] reading), when both readings are there.
-fn thread_cpu_since(start: Option<f64>) -> Option<f64> {
-    Some((thread_cpu_seconds()? - start?).max(0.0))
+/// The calling thread's CPU time in the kernel (system time) so far, in
+/// seconds; `None` where it cannot be read (outside Linux, which alone
+/// reports a thread's own usage).
+///
+/// The engine reads it beside [`thread_cpu_seconds`], so that a report
+/// says how much of each side's CPU was the kernel's
+/// ([`Throughput::source_system_cpu_seconds`],
+/// [`Throughput::worker_system_cpu_seconds`]). On the source thread that
+/// is mostly the kernel mapping the trace's pages into the process and
+/// out again, which costs per 4 KiB page of the page cache, so a trace
+/// just written (cached in 4 KiB pages) costs more of it than one read
+/// back from disk (cached in large folios).
+///
+/// How exact: Linux splits a thread's run time between user and system
+/// in the proportion of the timer ticks (every 4 ms at 250 Hz) that found
+/// it in each, unless the kernel was built with full accounting
+/// (`CONFIG_VIRT_CPU_ACCOUNTING_GEN`), and the run time it splits is the
+/// one it last brought up to date, up to a tick behind the thread clock.
+/// So the split of a 100 ms run rests on about 25 samples: right on
+/// average, a few milliseconds off in one run. It is what `time` and
+/// `getrusage` report for a whole process.
+///
+/// ```
+/// use flowsieve::pipeline::{thread_cpu_seconds, thread_system_cpu_seconds};
+/// use std::time::{Duration, Instant};
+/// // The kernel's part and the whole of 100 ms of `work` on this thread.
+/// let split = |work: &dyn Fn()| {
+///     let (sys0, all0) = (thread_system_cpu_seconds().unwrap(), thread_cpu_seconds().unwrap());
+///     let start = Instant::now();
+///     while start.elapsed() < Duration::from_millis(100) {
+///         work();
+///     }
+///     (thread_system_cpu_seconds().unwrap() - sys0, thread_cpu_seconds().unwrap() - all0)
+/// };
+/// // System calls: almost all of the time is the kernel's.
+/// let (sys, all) = split(&|| {
+///     for _ in 0..1000 {
+///         // SAFETY: getppid has no arguments and cannot fail.
+///         std::hint::black_box(unsafe { libc::getppid() });
+///     }
+/// });
+/// // A part of the thread's time, give or take the one timer tick (10 ms
+/// // at the slowest, 100 Hz) by which the usage figures can lag the
+/// // thread clock.
+/// assert!(sys > all / 2.0 && sys <= all + 0.01, "system calls: {sys} s of {all} s");
+/// // Arithmetic: almost none of it is.
+/// let (sys, all) = split(&|| {
+///     let mut x = 0u64;
+///     for i in 0..100_000u64 {
+///         x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+///     }
+/// });
+/// assert!(sys < all / 2.0, "arithmetic: {sys} s of {all} s in the kernel");
+/// ```
+pub fn thread_system_cpu_seconds() -> Option<f64> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: `usage` is a valid, writable `rusage`; getrusage only
+        // writes into it and reports failure through its return value.
+        let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) };
+        if rc != 0 {
+            return None;
+        }
+        // SAFETY: zeroed before and filled by getrusage, so initialised.
+        let stime = unsafe { usage.assume_init() }.ru_stime;
+        Some(stime.tv_sec as f64 + stime.tv_usec as f64 * 1e-6)
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+/// A thread's CPU clocks read at once: all its time, and the kernel's part.
+#[derive(Clone, Copy)]
+struct ThreadClocks {
+    all: Option<f64>,
+    system: Option<f64>,
+}
+
+impl ThreadClocks {
+    /// The calling thread's clocks now.
+    fn now() -> ThreadClocks {
+        ThreadClocks {
+            all: thread_cpu_seconds(),
+            system: thread_system_cpu_seconds(),
+        }
+    }
+
+    /// The calling thread's CPU since `self` was read: (all, system), each
+    /// when both its readings are there.
+    fn since(self) -> ThreadCpu {
+        let now = ThreadClocks::now();
+        let delta = |a: Option<f64>, b: Option<f64>| Some((b? - a?).max(0.0));
+        ThreadCpu {
+            seconds: delta(self.all, now.all),
+            system_seconds: delta(self.system, now.system),
+        }
+    }
+}
+
+/// A thread's CPU over a stretch of its life (see [`ThreadClocks`]).
+#[derive(Clone, Copy, Debug)]
+struct ThreadCpu {
+    /// All of it ([`thread_cpu_seconds`]).
+    seconds: Option<f64>,
+    /// The kernel's part ([`thread_system_cpu_seconds`]).
+    system_seconds: Option<f64>,
 }
 
 /// Why a run failed outright (input problems are in the report instead).
@@ -253,8 +356,8 @@ impl WindowEnds {
 struct WorkerResult {
     finished: Vec<FinishedShard>,
     latency: Latency,
-    /// The worker thread's CPU seconds ([`thread_cpu_seconds`]).
-    cpu_seconds: Option<f64>,
+    /// The worker thread's CPU.
+    cpu: ThreadCpu,
 }
 
 /// What the source's side of a run hands back once the workers are joined.
@@ -267,8 +370,9 @@ struct SourceEnd {
     coordinated: Vec<(usize, Box<dyn Any + Send>)>,
     /// When the first keyed packet came, if one did.
     first_at: Option<Instant>,
-    /// The source thread's CPU seconds ([`thread_cpu_seconds`]).
-    cpu_seconds: Option<f64>,
+    /// The source thread's CPU, from its first record to its end of
+    /// stream.
+    cpu: ThreadCpu,
 }
 
 /// A finished shard: its number, its stages' tallies and its exact table.
@@ -707,7 +811,7 @@ fn worker(
     // A panic below loses the state of the shard this worker holds; the
     // guard then stops the run instead of leaving it waiting on that shard.
     let _guard = FailOnPanic(scheduler);
-    let cpu0 = thread_cpu_seconds();
+    let clocks = ThreadClocks::now();
     let mut budget = PREFAULT_BUDGET_BYTES;
     let mut buffer: Vec<Event> = Vec::new();
     let mut finished = Vec::new();
@@ -797,7 +901,7 @@ fn worker(
     WorkerResult {
         finished,
         latency,
-        cpu_seconds: thread_cpu_since(cpu0),
+        cpu: clocks.since(),
     }
 }
 
@@ -1097,7 +1201,7 @@ pub fn run_with_gauges<S: Source>(
         // the scope would wait for them forever instead of passing the panic
         // on.
         let _stop_workers = FailOnPanic(scheduler);
-        let source_cpu0 = thread_cpu_seconds();
+        let source_clocks = ThreadClocks::now();
         let summary = source.run(observer, &mut dispatcher);
         if !dispatcher.stopped() {
             dispatcher.flush();
@@ -1105,7 +1209,7 @@ pub fn run_with_gauges<S: Source>(
         // Pushed even after a failed sink: the workers handle what is
         // queued, then finish, as when the stream ends.
         dispatcher.finish();
-        let source_cpu = thread_cpu_since(source_cpu0);
+        let source_cpu = source_clocks.since();
         let mut panicked = false;
         for h in handles {
             match h.join() {
@@ -1136,7 +1240,7 @@ pub fn run_with_gauges<S: Source>(
             packets: dispatcher.seq,
             coordinated,
             first_at: dispatcher.first_at,
-            cpu_seconds: source_cpu,
+            cpu: source_cpu,
         })
     })?;
     let SourceEnd {
@@ -1145,7 +1249,7 @@ pub fn run_with_gauges<S: Source>(
         packets,
         coordinated,
         first_at,
-        cpu_seconds: source_cpu_seconds,
+        cpu: source_cpu,
     } = end;
     // Tallies per stage, merged in shard order so that the report does not
     // depend on which worker ran which shard.
@@ -1154,7 +1258,11 @@ pub fn run_with_gauges<S: Source>(
     let mut tables = Vec::new();
     // None when any worker's clock could not be read: a partial sum would
     // pass for the whole.
-    let worker_cpu_seconds = results.iter().map(|r| r.cpu_seconds).sum::<Option<f64>>();
+    let worker_cpu_seconds = results.iter().map(|r| r.cpu.seconds).sum::<Option<f64>>();
+    let worker_system_cpu_seconds = results
+        .iter()
+        .map(|r| r.cpu.system_seconds)
+        .sum::<Option<f64>>();
     for r in results {
         latency.merge(&r.latency);
         for f in r.finished {
@@ -1214,8 +1322,10 @@ pub fn run_with_gauges<S: Source>(
             wall_seconds,
             cpu_seconds,
             packets_per_cpu_sec: per(cpu_seconds),
-            source_cpu_seconds,
+            source_cpu_seconds: source_cpu.seconds,
             worker_cpu_seconds,
+            source_system_cpu_seconds: source_cpu.system_seconds,
+            worker_system_cpu_seconds,
             // From the process's start when the binary marked it, so that
             // the command line, opening the inputs and everything between
             // validation and the engine count too; otherwise validation

@@ -58,7 +58,9 @@ pub use config::{
     available_memory, default_threads, defaults,
 };
 pub use deferred::Deferred;
-pub use engine::{PipelineError, cpu_seconds, run, run_with_gauges, thread_cpu_seconds};
+pub use engine::{
+    PipelineError, cpu_seconds, run, run_with_gauges, thread_cpu_seconds, thread_system_cpu_seconds,
+};
 pub use event::{
     Event, EventKind, HeavyEvent, JsonLinesSink, NewFlowEvent, NoEvents, PipelineSink,
     WindowEndEvent,

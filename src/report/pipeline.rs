@@ -725,6 +725,18 @@ pub struct Throughput {
     /// spent on; the rest is the process's own (start, validation, the
     /// report, dissect-ahead helpers).
     pub worker_cpu_seconds: Option<f64>,
+    /// The part of `source_cpu_seconds` the source thread spent in the
+    /// kernel (system time): mostly mapping the trace's pages in and out,
+    /// more for a trace cached in 4 KiB pages than in large folios.
+    /// Linux splits a thread's time by timer ticks, so one short run's
+    /// split is a few milliseconds rough
+    /// ([`crate::pipeline::thread_system_cpu_seconds`]); `None` where it
+    /// cannot be read.
+    pub source_system_cpu_seconds: Option<f64>,
+    /// The part of `worker_cpu_seconds` the workers spent in the kernel
+    /// (faulting their filters and tables in, waking and sleeping),
+    /// summed; as rough as `source_system_cpu_seconds`.
+    pub worker_system_cpu_seconds: Option<f64>,
     /// Seconds before the first keyed packet entered the engine: from the
     /// process's start when the binary marked it
     /// ([`crate::pipeline::mark_process_start`]; the command line,

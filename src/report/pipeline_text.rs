@@ -95,7 +95,8 @@ impl PipelineReport {
 }
 
 /// The `cpu:` line: the source thread's and the workers' CPU, in all and a
-/// packet; `None` when either clock could not be read.
+/// packet, each with its kernel part where it was read; `None` when either
+/// clock could not be read.
 fn cpu_split(t: &super::Throughput, packets: u64) -> Option<String> {
     let (source, workers) = (t.source_cpu_seconds?, t.worker_cpu_seconds?);
     let per = |s: f64| {
@@ -105,11 +106,17 @@ fn cpu_split(t: &super::Throughput, packets: u64) -> Option<String> {
             String::new()
         }
     };
+    let kernel = |s: Option<f64>| match s {
+        Some(s) => format!(" ({s:.3} s of it in the kernel)"),
+        None => String::new(),
+    };
     Some(format!(
-        "cpu: source thread {:.3} s{}, workers {:.3} s{}; the rest of the process {:.3} s",
+        "cpu: source thread {:.3} s{}{}, workers {:.3} s{}{}; the rest of the process {:.3} s",
         source,
+        kernel(t.source_system_cpu_seconds),
         per(source),
         workers,
+        kernel(t.worker_system_cpu_seconds),
         per(workers),
         (t.cpu_seconds - source - workers).max(0.0)
     ))
