@@ -434,6 +434,41 @@ fn the_huge_pages_line_says_what_was_asked_and_why() {
     }
 }
 
+/// The text report's `cpu:` line says what the JSON report's throughput
+/// section does: each side's CPU in all and a packet, the kernel's part of
+/// each (read on Linux), and the rest of the process.
+#[test]
+fn the_cpu_line_gives_each_sides_time_and_the_kernels_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let d = default_trace();
+    let out = flowsieve(&["replay", &d, "--no-truth", "--json", json.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let t = &v["throughput"];
+    let f = |name: &str| {
+        t[name]
+            .as_f64()
+            .unwrap_or_else(|| panic!("throughput.{name}"))
+    };
+    let (source, workers) = (f("source_cpu_seconds"), f("worker_cpu_seconds"));
+    let packets = v["trace"]["packets"].as_f64().unwrap();
+    let expected = format!(
+        "cpu: source thread {source:.3} s ({:.3} s of it in the kernel), {:.1} ns a packet, \
+         workers {workers:.3} s ({:.3} s of it in the kernel), {:.1} ns a packet; \
+         the rest of the process {:.3} s",
+        f("source_system_cpu_seconds"),
+        source * 1e9 / packets,
+        f("worker_system_cpu_seconds"),
+        workers * 1e9 / packets,
+        (f("cpu_seconds") - source - workers).max(0.0)
+    );
+    let found: Vec<&str> = text.lines().filter(|l| l.starts_with("cpu: ")).collect();
+    assert_eq!(found, [expected.as_str()], "{text}");
+}
+
 fn thp_mode() -> Option<String> {
     let text = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").ok()?;
     let (_, rest) = text.split_once('[')?;

@@ -65,8 +65,8 @@ pub fn thread_cpu_seconds() -> Option<f64> {
 }
 
 /// The calling thread's CPU time in the kernel (system time) so far, in
-/// seconds; `None` where it cannot be read (outside Linux, which alone
-/// reports a thread's own usage).
+/// seconds; `None` where it cannot be read (flowsieve reads a thread's
+/// own usage on Linux only).
 ///
 /// The engine reads it beside [`thread_cpu_seconds`], so that a report
 /// says how much of each side's CPU was the kernel's
