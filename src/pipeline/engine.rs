@@ -152,8 +152,8 @@ impl ThreadClocks {
         }
     }
 
-    /// The calling thread's CPU since `self` was read: (all, system), each
-    /// when both its readings are there.
+    /// The calling thread's CPU since `self` was read, each figure when
+    /// both its readings are there.
     fn since(self) -> ThreadCpu {
         let now = ThreadClocks::now();
         let delta = |a: Option<f64>, b: Option<f64>| Some((b? - a?).max(0.0));
