@@ -98,7 +98,8 @@ pub fn thread_cpu_seconds() -> Option<f64> {
 ///     }
 ///     (thread_system_cpu_seconds().unwrap() - sys0, thread_cpu_seconds().unwrap() - all0)
 /// };
-/// // System calls: almost all of the time is the kernel's.
+/// // System calls: much of the time is the kernel's (55-87 % in 30 runs
+/// // on the test machine, 39 % in one run beside other tests).
 /// let (sys, all) = split(&|| {
 ///     for _ in 0..1000 {
 ///         // SAFETY: getppid has no arguments and cannot fail.
@@ -108,15 +109,15 @@ pub fn thread_cpu_seconds() -> Option<f64> {
 /// // A part of the thread's time, give or take the one timer tick (10 ms
 /// // at the slowest, 100 Hz) by which the usage figures can lag the
 /// // thread clock.
-/// assert!(sys > all / 2.0 && sys <= all + 0.01, "system calls: {sys} s of {all} s");
-/// // Arithmetic: almost none of it is.
+/// assert!(sys > all / 10.0 && sys <= all + 0.01, "system calls: {sys} s of {all} s");
+/// // Arithmetic: none of it is (0 % in 10 runs).
 /// let (sys, all) = split(&|| {
 ///     let mut x = 0u64;
 ///     for i in 0..100_000u64 {
 ///         x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
 ///     }
 /// });
-/// assert!(sys < all / 2.0, "arithmetic: {sys} s of {all} s in the kernel");
+/// assert!(sys < all / 4.0, "arithmetic: {sys} s of {all} s in the kernel");
 /// ```
 pub fn thread_system_cpu_seconds() -> Option<f64> {
     #[cfg(target_os = "linux")]
