@@ -42,6 +42,7 @@ pub struct BenchRow {
 /// Where a packet's time went in a pipeline row: medians over the rounds,
 /// in nanoseconds a packet, from each run's report
 /// ([`crate::report::Throughput::source_cpu_seconds`],
+/// [`crate::report::Throughput::source_system_cpu_seconds`],
 /// [`crate::report::Throughput::worker_cpu_seconds`],
 /// [`crate::report::StageLatency::ns_per_record`]).
 ///

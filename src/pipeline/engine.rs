@@ -22,20 +22,29 @@ use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use std::any::Any;
 use std::time::Instant;
 
-/// CPU time (user + system) of the process so far, in seconds.
-pub fn cpu_seconds() -> f64 {
+/// `getrusage(who)`: the resource usage of the process
+/// (`RUSAGE_SELF`) or of the calling thread (`RUSAGE_THREAD`, Linux);
+/// `None` when the call fails.
+fn resource_usage(who: libc::c_int) -> Option<libc::rusage> {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: `usage` is a valid, writable `rusage`; getrusage only writes
     // into it and reports failure through its return value.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
-    if rc != 0 {
-        return 0.0;
-    }
+    let rc = unsafe { libc::getrusage(who, usage.as_mut_ptr()) };
     // SAFETY: getrusage returned 0, so it initialised the struct (and it was
     // zeroed before, so every field is initialised either way).
-    let u = unsafe { usage.assume_init() };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    tv(u.ru_utime) + tv(u.ru_stime)
+    (rc == 0).then(|| unsafe { usage.assume_init() })
+}
+
+/// A `timeval` in seconds.
+fn timeval_seconds(t: libc::timeval) -> f64 {
+    t.tv_sec as f64 + t.tv_usec as f64 * 1e-6
+}
+
+/// CPU time (user + system) of the process so far, in seconds.
+pub fn cpu_seconds() -> f64 {
+    resource_usage(libc::RUSAGE_SELF).map_or(0.0, |u| {
+        timeval_seconds(u.ru_utime) + timeval_seconds(u.ru_stime)
+    })
 }
 
 /// CPU time (user + system) of the calling thread so far, in seconds;
@@ -122,16 +131,7 @@ pub fn thread_cpu_seconds() -> Option<f64> {
 pub fn thread_system_cpu_seconds() -> Option<f64> {
     #[cfg(target_os = "linux")]
     {
-        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-        // SAFETY: `usage` is a valid, writable `rusage`; getrusage only
-        // writes into it and reports failure through its return value.
-        let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) };
-        if rc != 0 {
-            return None;
-        }
-        // SAFETY: zeroed before and filled by getrusage, so initialised.
-        let stime = unsafe { usage.assume_init() }.ru_stime;
-        Some(stime.tv_sec as f64 + stime.tv_usec as f64 * 1e-6)
+        resource_usage(libc::RUSAGE_THREAD).map(|u| timeval_seconds(u.ru_stime))
     }
     #[cfg(not(target_os = "linux"))]
     None
