@@ -29,6 +29,60 @@ fn ports_classes() {
     assert_eq!(c.names().len(), 6);
 }
 
+/// The `ports` rule as the module documents it, in the order it is
+/// written: the reference the classifier is checked against.
+fn documented_ports_rule(proto: u8, sport: u16, dport: u16) -> &'static str {
+    let either = |p: u16| sport == p || dport == p;
+    let tcp_web = proto == 6 && (either(80) || either(443) || either(8080));
+    let quic = proto == 17 && either(443);
+    if tcp_web || quic {
+        "web"
+    } else if (proto == 6 || proto == 17) && either(53) {
+        "dns"
+    } else if proto == 6 {
+        "tcp-other"
+    } else if proto == 17 {
+        "udp-other"
+    } else if proto == 1 || proto == 58 {
+        "icmp"
+    } else {
+        "other"
+    }
+}
+
+/// Every protocol number, with every pair of ports the rule names, their
+/// neighbours and the ends of the range, on both IP versions: the
+/// classifier (a table indexed by flags, with no branches) gives what the
+/// documented rule gives, in its order (web before dns before the
+/// protocol's class).
+#[test]
+fn ports_classes_follow_the_documented_rule_for_every_protocol() {
+    let c = Classifier::ports();
+    let ports = [0u16, 52, 53, 54, 79, 80, 443, 444, 8080, 8081, 65535];
+    let mut checked = 0;
+    for proto in 0..=u8::MAX {
+        for &sport in &ports {
+            for &dport in &ports {
+                let want = documented_ports_rule(proto, sport, dport);
+                let v4 = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], sport, dport, proto);
+                let v6 = FlowKey::v6([1; 16], [2; 16], sport, dport, proto);
+                assert_eq!(
+                    name(&c, &v4),
+                    want,
+                    "v4 proto {proto} ports {sport} {dport}"
+                );
+                assert_eq!(
+                    name(&c, &v6),
+                    want,
+                    "v6 proto {proto} ports {sport} {dport}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 256 * 11 * 11);
+}
+
 #[test]
 fn ipclass_boundaries() {
     let c = Classifier::ipclass();

@@ -1838,3 +1838,45 @@ proptest::proptest! {
         }
     }
 }
+
+mod insertion_log {
+    use flowsieve::filter::InsertionLog;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// `record_if` (no branch on its test) logs what `record` behind an
+        /// `if` would: the changed hashes in order while there are at most
+        /// `limit` of them, and an incomplete log from the one past it on.
+        /// A reset log logs afresh, and logs that logged the same hashes
+        /// are equal whatever their slots held before.
+        #[test]
+        fn record_if_logs_what_a_branch_would(
+            limit in 0usize..40,
+            steps in proptest::collection::vec((any::<u64>(), any::<bool>()), 0..120),
+            split in 0usize..120,
+        ) {
+            let mut log = InsertionLog::new(limit);
+            let mut model: Vec<u64> = Vec::new();
+            let split = split.min(steps.len());
+            for &(h, changed) in &steps[..split] {
+                log.record_if(h, changed);
+                if changed {
+                    model.push(h);
+                }
+            }
+            log.reset();
+            model.clear();
+            let mut branching = InsertionLog::new(limit);
+            for &(h, changed) in &steps[split..] {
+                log.record_if(h, changed);
+                if changed {
+                    branching.record(h);
+                    model.push(h);
+                }
+                let want = (model.len() <= limit).then_some(model.as_slice());
+                prop_assert_eq!(log.complete(), want);
+                prop_assert_eq!(&log, &branching);
+            }
+        }
+    }
+}

@@ -166,19 +166,47 @@ impl Classifier {
     }
 }
 
+/// The built-in `ports` rule (the module's doc), worked out with no branch
+/// on the packet's protocol or ports.
+///
+/// Why: the source thread classifies every packet, and on real and
+/// synthetic mixes the protocol and the ports change from packet to packet
+/// with no pattern a branch predictor can learn. Written as a `match` with
+/// guards, the rule compiled to a chain of compares and jumps that a
+/// branch-predictor simulation (`valgrind --tool=cachegrind
+/// --branch-sim=yes`) charged with 0.75 mispredicted branches a packet on
+/// the throughput benchmark's trace, the most of any function on that
+/// thread. Here every test is a compare into a flag, the flags are
+/// combined with `|` and `&` (which, unlike `||` and `&&`, evaluate both
+/// sides), and the class is read from a 16-entry table indexed by them
+/// (BENCHMARKS.md, fifty-eighth round).
+///
+/// The index is `web << 3 | dns << 2 | kind`, where `kind` is 1 for TCP,
+/// 2 for UDP, 3 for ICMP or ICMPv6 and 0 for anything else (the four are
+/// exclusive). `web` wins over `dns`, and `dns` over the protocol's own
+/// class, as in the rule's order; both are only ever set for TCP or UDP.
 #[inline]
 fn ports_class_of(key: &FlowKey) -> ClassId {
     use ports_class::*;
-    let either = |p: u16| key.sport() == p || key.dport() == p;
-    match key.proto() {
-        PROTO_TCP if either(80) || either(443) || either(8080) => WEB,
-        PROTO_UDP if either(443) => WEB,
-        PROTO_TCP | PROTO_UDP if either(53) => DNS,
-        PROTO_TCP => TCP_OTHER,
-        PROTO_UDP => UDP_OTHER,
-        PROTO_ICMP | PROTO_ICMPV6 => ICMP,
-        _ => OTHER,
-    }
+    #[rustfmt::skip]
+    const BY_FLAGS: [ClassId; 16] = [
+        // web = 0, dns = 0: the protocol's own class.
+        OTHER, TCP_OTHER, UDP_OTHER, ICMP,
+        // web = 0, dns = 1 (TCP or UDP only).
+        DNS, DNS, DNS, DNS,
+        // web = 1 (TCP or UDP only), dns either way.
+        WEB, WEB, WEB, WEB, WEB, WEB, WEB, WEB,
+    ];
+    let (s, d, p) = (key.sport(), key.dport(), key.proto());
+    let either = |port: u16| (s == port) | (d == port);
+    let tcp = p == PROTO_TCP;
+    let udp = p == PROTO_UDP;
+    let icmp = (p == PROTO_ICMP) | (p == PROTO_ICMPV6);
+    let web = (tcp & (either(80) | either(443) | either(8080))) | (udp & either(443));
+    let dns = (tcp | udp) & either(53);
+    let kind = usize::from(tcp) | (usize::from(udp) << 1) | (usize::from(icmp) * 3);
+    let index = (usize::from(web) << 3) | (usize::from(dns) << 2) | kind;
+    BY_FLAGS[index & 15]
 }
 
 #[inline]

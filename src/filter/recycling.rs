@@ -409,10 +409,11 @@ impl RecyclingBloomFilter {
         }
         self.active_ones += set;
         self.stats.bits_set += set;
-        if set > 0 {
-            self.insertions += 1;
-            self.active_log.record(h);
-        }
+        // A message that set no bit (all its bits were set already) is not
+        // an insertion and needs no clearing; with no branch on it (see
+        // `InsertionLog::record_if`).
+        self.insertions += u64::from(set > 0);
+        self.active_log.record_if(h, set > 0);
         if let RecyclePolicy::Insertions(n) = self.policy
             && self.insertions >= n
         {

@@ -709,17 +709,16 @@ impl HeavyShard {
             *c += 1;
         }
         let estimate = self.bump(r.hash);
-        if estimate <= 1 {
-            // Only an insertion that found one of its counters at zero is
-            // logged (see `HeavyFilter::insert`): every counter that is not
-            // zero at the window's close was first bumped by such an
-            // insertion, so clearing by the logged hashes still clears
-            // every one. A flow's later packets, and a packet whose
-            // counters other flows had all bumped already, add nothing to
-            // clear, and left out they no longer push a busy window's log
-            // past its limit into a sweep.
-            self.log.record(r.hash);
-        }
+        // Only an insertion that found one of its counters at zero is
+        // logged (see `HeavyFilter::insert`): every counter that is not
+        // zero at the window's close was first bumped by such an
+        // insertion, so clearing by the logged hashes still clears
+        // every one. A flow's later packets, and a packet whose
+        // counters other flows had all bumped already, add nothing to
+        // clear, and left out they no longer push a busy window's log
+        // past its limit into a sweep. The test takes no branch (see
+        // `InsertionLog::record_if`).
+        self.log.record_if(r.hash, estimate <= 1);
         if let Some(x) = self.export.as_mut() {
             x.observe(r, key, estimate);
         }
