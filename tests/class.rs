@@ -83,6 +83,28 @@ fn ports_classes_follow_the_documented_rule_for_every_protocol() {
     assert_eq!(checked, 256 * 11 * 11);
 }
 
+/// Every port number, on either side, for the protocols the rule names and
+/// one it does not: only the named ports change a class. (The classifier
+/// finds a port's flags in a 16-slot table by a few of its bits, so most
+/// ports share a slot with a named port and must still get nothing.)
+#[test]
+fn ports_classes_follow_the_documented_rule_for_every_port() {
+    let c = Classifier::ports();
+    let other_side = 40_000;
+    for proto in [1u8, 6, 17, 58, 47] {
+        for port in 0..=u16::MAX {
+            for (sport, dport) in [(port, other_side), (other_side, port)] {
+                let k = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], sport, dport, proto);
+                assert_eq!(
+                    name(&c, &k),
+                    documented_ports_rule(proto, sport, dport),
+                    "proto {proto} ports {sport} {dport}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn ipclass_boundaries() {
     let c = Classifier::ipclass();

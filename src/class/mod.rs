@@ -193,8 +193,9 @@ impl Classifier {
 ///   before dns before the protocol's own class.
 ///
 /// `tests/class.rs` checks it against the rule as documented for every
-/// protocol number and every pair of ports the rule names, their
-/// neighbours and the range's ends.
+/// protocol number with every pair of ports the rule names, their
+/// neighbours and the range's ends, and for every port number on either
+/// side under TCP, UDP, ICMP, ICMPv6 and GRE.
 #[inline]
 fn ports_class_of(key: &FlowKey) -> ClassId {
     use ports_class::*;
@@ -229,25 +230,23 @@ fn ports_class_of(key: &FlowKey) -> ClassId {
         k[PROTO_ICMPV6 as usize] = 3;
         k
     };
+    /// The rule for TCP or UDP, whose web flag is `web`: web before dns
+    /// before the protocol's `own` class.
+    const fn by_rule(flags: u8, web: u8, own: ClassId) -> ClassId {
+        if flags & web != 0 {
+            WEB
+        } else if flags & DNS_PORT != 0 {
+            DNS
+        } else {
+            own
+        }
+    }
     const CLASS: [ClassId; 32] = {
         let mut c = [OTHER; 32];
         let mut f = 0;
         while f < 8 {
-            let flags = f as u8;
-            c[8 + f] = if flags & TCP_WEB != 0 {
-                WEB
-            } else if flags & DNS_PORT != 0 {
-                DNS
-            } else {
-                TCP_OTHER
-            };
-            c[16 + f] = if flags & UDP_WEB != 0 {
-                WEB
-            } else if flags & DNS_PORT != 0 {
-                DNS
-            } else {
-                UDP_OTHER
-            };
+            c[8 + f] = by_rule(f as u8, TCP_WEB, TCP_OTHER);
+            c[16 + f] = by_rule(f as u8, UDP_WEB, UDP_OTHER);
             c[24 + f] = ICMP;
             f += 1;
         }
