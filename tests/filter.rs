@@ -1180,6 +1180,36 @@ mod blocked_layout {
         // often); both are at least the 20,000 packets counted.
         assert!(totals[1] < totals[0] && totals[1] >= 20_000, "{totals:?}");
     }
+
+    proptest::proptest! {
+        /// The plain insert, which bumps 8- and 16-bit counters as whole
+        /// bytes (units) of the block, is a one-step `add`, which bumps
+        /// them in their 64-bit words by shift and mask: after every insert
+        /// of a stream with repeats (few blocks and narrow counters, so
+        /// that counters share words and saturate), the same counters, the
+        /// same estimate and the same saturation events. Fails when a unit
+        /// is taken from the wrong byte of its word, or a saturated counter
+        /// is bumped or counted again.
+        #[test]
+        fn plain_insert_is_a_one_step_add_at_every_width(
+            bits in proptest::sample::select(vec![4u32, 8, 16]),
+            m in 64usize..1_000,
+            k in 1usize..12,
+            keys in proptest::collection::vec(0u64..50, 1..3_000),
+        ) {
+            let width = CounterWidth::from_bits(bits).unwrap();
+            let mut by_insert = BlockedCountingFilter::new(m, k, width);
+            let mut by_add = by_insert.clone();
+            for &x in &keys {
+                let h = flowsieve::hash::fmix64(x + 1);
+                let e = by_insert.insert(h);
+                proptest::prop_assert_eq!(e, by_add.add(h, 1));
+                proptest::prop_assert_eq!(e, by_insert.estimate(h));
+                proptest::prop_assert_eq!(by_insert.saturation_events(), by_add.saturation_events());
+            }
+            proptest::prop_assert_eq!(&by_insert, &by_add);
+        }
+    }
 }
 
 /// The recycling filter a proptest's parameters name: `policy` 0, 1 or 2

@@ -5,7 +5,9 @@ use crate::common;
 
 use common::{scan, shared_traces};
 use flowsieve::dissect::{Dissector, FlowKey};
-use flowsieve::hash::{PartitionedIndexer, encode, flow_hash, second_mix, shard_of};
+use flowsieve::hash::{
+    BlockedIndexer, PartitionedIndexer, encode, flow_hash, fmix64, second_mix, shard_of,
+};
 use flowsieve::synth::{SynthConfig, generate};
 use proptest::prelude::*;
 
@@ -255,6 +257,49 @@ proptest! {
             prop_assert_eq!(x, ix.index(h, i));
         }
         prop_assert_eq!(out[short], usize::MAX);
+    }
+
+    /// The blocked layout's cells are the documented ones, computed here
+    /// from the formula alone: cell `j` is `j * s + (c_j * s >> 16)`, with
+    /// `c_j` the 16-bit chunk `j % 4` of `fmix64(second_mix(h) + (j / 4 +
+    /// 1) * GOLDEN)`. `cells` and the walk `for_each_cell` both give them,
+    /// a short output array takes the first ones, and every cell lies in
+    /// its own sub-block. A walk that took its chunks from the wrong group,
+    /// or in the wrong order, fails it.
+    #[test]
+    fn blocked_cells_follow_the_documented_formula(
+        h in any::<u64>(),
+        blocks in 1usize..1 << 20,
+        per_block in prop::sample::select(vec![16usize, 32, 64, 128]),
+        k in 1usize..40,
+        short in 0usize..40,
+    ) {
+        const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+        let ix = BlockedIndexer::new(blocks, per_block, k);
+        let k = ix.k();
+        let s = ix.sub_block_len() as u64;
+        prop_assert_eq!(s, (per_block / k) as u64);
+        let expected: Vec<usize> = (0..k as u64)
+            .map(|j| {
+                let bits = fmix64(second_mix(h).wrapping_add((j / 4 + 1).wrapping_mul(GOLDEN)));
+                let chunk = (bits >> (16 * (j % 4))) & 0xffff;
+                (j * s + ((chunk * s) >> 16)) as usize
+            })
+            .collect();
+        let mut walked = Vec::new();
+        ix.for_each_cell(h, |c| walked.push(c));
+        prop_assert_eq!(&walked, &expected);
+        let mut written = vec![usize::MAX; k];
+        ix.cells(h, &mut written);
+        prop_assert_eq!(&written, &expected);
+        let short = short.min(k);
+        let mut first = vec![usize::MAX; short];
+        ix.cells(h, &mut first);
+        prop_assert_eq!(&first[..], &expected[..short]);
+        for (j, &c) in expected.iter().enumerate() {
+            prop_assert!(c >= j * s as usize && c < (j + 1) * s as usize);
+        }
+        prop_assert!(ix.block(h) < blocks);
     }
 
     #[test]
