@@ -822,8 +822,10 @@ pub struct TcpdumpComparison {
 pub struct NoComparison(pub String);
 
 /// Times `tcpdump -r trace -w /dev/null` against this flowsieve binary
-/// (`exe`) run on the same trace: all stages with truth off, and the
-/// default job with truth on, each with the `forwarded` pipeline flags.
+/// (`exe`) run on the same trace: all stages with truth off, the same with
+/// `--layout blocked` (unless `forwarded` names a layout already: the
+/// option's own speed, which it exists for), and the default job with
+/// truth on, each with the `forwarded` pipeline flags.
 /// Each round runs every command once, in turn, so machine noise hits all
 /// alike; figures are medians. Each command starts `gap` after the one
 /// before ended (untimed): zero times them back to back, as a benchmark
@@ -865,20 +867,45 @@ pub fn compare_with_tcpdump(
             "tcpdump is not installed (Debian: apt-get install tcpdump); no comparison".into(),
         ));
     }
-    let mut commands: Vec<(String, Vec<String>)> = vec![(
+    // Each command with its row's label.
+    let mut commands: Vec<(String, Vec<String>, String)> = vec![(
         "tcpdump".into(),
         vec!["-r".into(), file.clone(), "-w".into(), "/dev/null".into()],
+        format!("tcpdump -r {} -w /dev/null", trace.display()),
     )];
     let exe_s = exe.to_string_lossy().into_owned();
-    let mut all = forwarded.to_vec();
-    all.extend(["-q".into(), "--no-truth".into(), file.clone()]);
-    commands.push((exe_s.clone(), all));
-    let mut default_job = forwarded.to_vec();
-    default_job.extend(["-q".into(), file]);
-    commands.push((exe_s, default_job));
+    let forwarded_flags = flags(forwarded);
+    let with = |extra: &[&str]| {
+        let mut args = forwarded.to_vec();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args.push(file.clone());
+        args
+    };
+    commands.push((
+        exe_s.clone(),
+        with(&["-q", "--no-truth"]),
+        format!("flowsieve {forwarded_flags}-q --no-truth FILE (all stages, truth off)"),
+    ));
+    let names_layout = forwarded
+        .iter()
+        .any(|f| f == "--layout" || f.starts_with("--layout="));
+    if !names_layout {
+        commands.push((
+            exe_s.clone(),
+            with(&["-q", "--no-truth", "--layout", "blocked"]),
+            format!(
+                "flowsieve {forwarded_flags}-q --no-truth --layout blocked FILE (the same, blocked counters)"
+            ),
+        ));
+    }
+    commands.push((
+        exe_s,
+        with(&["-q"]),
+        format!("flowsieve {forwarded_flags}-q FILE (the default job, truth on)"),
+    ));
     let mut walls = vec![Vec::new(); commands.len()];
     for _ in 0..rounds.max(1) {
-        for (i, (program, args)) in commands.iter().enumerate() {
+        for (i, (program, args, _)) in commands.iter().enumerate() {
             if !sleep_unless_stopped(gap, stop) {
                 return Err(NoComparison("interrupted".into()));
             }
@@ -916,19 +943,9 @@ pub fn compare_with_tcpdump(
             .collect();
         median_interval(&ratios)
     });
-    let labels = [
-        format!("tcpdump -r {} -w /dev/null", trace.display()),
-        format!(
-            "flowsieve {}-q --no-truth FILE (all stages, truth off)",
-            flags(forwarded)
-        ),
-        format!(
-            "flowsieve {}-q FILE (the default job, truth on)",
-            flags(forwarded)
-        ),
-    ];
-    let rows = labels
+    let rows = commands
         .into_iter()
+        .map(|(_, _, label)| label)
         .zip(medians)
         .zip(paired)
         .map(|((command, wall), paired)| ProcessRow {

@@ -1297,7 +1297,8 @@ fn bench_compares_whole_processes_with_tcpdump() {
         return;
     }
     let rows = v["tcpdump"]["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 3);
+    // tcpdump, all stages, the same with the blocked layout, the default job.
+    assert_eq!(rows.len(), 4);
     assert!(
         rows[0]["command"]
             .as_str()
@@ -1341,6 +1342,16 @@ fn bench_compares_whole_processes_with_tcpdump() {
         !all_stages.contains("--rounds") && !all_stages.contains("--json"),
         "{all_stages}"
     );
+    let blocked = rows[2]["command"].as_str().unwrap();
+    assert!(
+        blocked.contains("--recycle sigma:0.5 -q --no-truth --layout blocked FILE"),
+        "{blocked}"
+    );
+    let default_job = rows[3]["command"].as_str().unwrap();
+    assert!(
+        default_job.contains("-q FILE (the default job") && !default_job.contains("--layout"),
+        "{default_job}"
+    );
     // The trace's page-cache state beside the comparison: the whole file
     // cached after the runs read it, whatever the page size.
     let cache = &v["tcpdump"]["page_cache"];
@@ -1371,8 +1382,8 @@ fn bench_waits_the_gap_before_each_whole_process_run() {
     }
     let started = std::time::Instant::now();
     let (text, v) = bench_once(&["--threads-list", "1", "--no-memory", "--gap", "300ms"]);
-    // One round of three commands, each after 0.3 s.
-    assert!(started.elapsed() >= std::time::Duration::from_millis(900));
+    // One round of four commands, each after 0.3 s.
+    assert!(started.elapsed() >= std::time::Duration::from_millis(1200));
     assert_eq!(v["tcpdump"]["gap_seconds"].as_f64(), Some(0.3));
     assert!(
         text.contains("each command after 0.3 s of quiet, untimed"),
@@ -1386,12 +1397,26 @@ fn bench_waits_the_gap_before_each_whole_process_run() {
             "{command}"
         );
     }
-    let (text, v) = bench_once(&["--threads-list", "1", "--no-memory"]);
+    // A layout among the forwarded flags: every row runs it, and there is
+    // no blocked row beside (its `--layout` would be given twice).
+    let (text, v) = bench_once(&[
+        "--threads-list",
+        "1",
+        "--no-memory",
+        "--layout",
+        "partitioned",
+    ]);
     assert_eq!(v["tcpdump"]["gap_seconds"].as_f64(), Some(0.0));
     assert!(
         text.contains("side by side in each round, back to back"),
         "{text}"
     );
+    let rows = v["tcpdump"]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for r in &rows[1..] {
+        let command = r["command"].as_str().unwrap();
+        assert_eq!(command.matches("--layout").count(), 1, "{command}");
+    }
     for gap in ["61s", "1h", "soon"] {
         let out = flowsieve(&["bench", "--rounds", "1", "--gap", gap, &default_trace()]);
         let err = String::from_utf8_lossy(&out.stderr);
