@@ -150,7 +150,11 @@ impl BlockedCountingFilter {
                 let units: &mut [u8; COUNTER_BLOCK_BYTES] = bytemuck::cast_mut(&mut block.0);
                 indexer.for_each_cell(h, |cell| {
                     let c = &mut units[cell % COUNTER_BLOCK_BYTES];
-                    est = est.min(u64::from(bump_unit(c, u8::MAX, saturated)));
+                    est = est.min(u64::from(super::counter_width::bump_unit(
+                        c,
+                        u8::MAX,
+                        saturated,
+                    )));
                 });
                 return est;
             }
@@ -158,7 +162,11 @@ impl BlockedCountingFilter {
                 let units: &mut [u16; COUNTER_BLOCK_BYTES / 2] = bytemuck::cast_mut(&mut block.0);
                 indexer.for_each_cell(h, |cell| {
                     let c = &mut units[cell % (COUNTER_BLOCK_BYTES / 2)];
-                    est = est.min(u64::from(bump_unit(c, u16::MAX, saturated)));
+                    est = est.min(u64::from(super::counter_width::bump_unit(
+                        c,
+                        u16::MAX,
+                        saturated,
+                    )));
                 });
                 return est;
             }
@@ -313,28 +321,4 @@ impl BlockedCountingFilter {
             })
             .sum()
     }
-}
-
-/// Bumps one counter held in a whole unit (`u8`, `u16`) whose maximum is
-/// `max`, unless it is saturated; counts the step that reaches `max`.
-/// Returns the new value.
-#[inline(always)]
-fn bump_unit<U>(c: &mut U, max: U, saturated: &mut u64) -> U
-where
-    U: Copy + PartialOrd + std::ops::Add<Output = U> + std::ops::Sub<Output = U> + From<u8>,
-{
-    let v = *c;
-    let one = U::from(1);
-    // One test on the common path (two or more below the maximum), as the
-    // partitioned filter's bump.
-    let next = if v < max - one {
-        v + one
-    } else if v == max - one {
-        *saturated += 1;
-        max
-    } else {
-        v
-    };
-    *c = next;
-    next
 }

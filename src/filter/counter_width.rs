@@ -138,6 +138,34 @@ fn bump_at(word: &mut u64, shift: u32, max: u64, saturated: &mut u64) -> u64 {
     }
 }
 
+/// Bumps one counter held in a whole unit (`u8`, `u16`) whose maximum is
+/// `max`, unless it is saturated, counting the step that reaches `max` in
+/// `saturated`; returns the new value. The arithmetic of [`bump_at`] for a
+/// counter that is a byte (16-bit unit) of its word on a little-endian
+/// machine, where both counting filters' plain inserts bump it in place.
+///
+/// One test on the common path (a counter two or more below the maximum);
+/// the step to the maximum, which counts a saturation, and a saturated
+/// counter take the rare branch.
+#[inline(always)]
+pub(crate) fn bump_unit<U>(c: &mut U, max: U, saturated: &mut u64) -> U
+where
+    U: Copy + PartialOrd + std::ops::Add<Output = U> + std::ops::Sub<Output = U> + From<u8>,
+{
+    let v = *c;
+    let one = U::from(1);
+    let next = if v < max - one {
+        v + one
+    } else if v == max - one {
+        *saturated += 1;
+        max
+    } else {
+        v
+    };
+    *c = next;
+    next
+}
+
 /// The (word, shift) of counter `i` with `2^per_word_log2` counters of
 /// `bits` bits a word (see [`CounterWidth::locate`]).
 #[inline(always)]

@@ -45,23 +45,11 @@ macro_rules! bump_units {
             // neither the indexer nor the words' length changes after, so
             // `i` is in bounds. Why unchecked: the bounds check, and the
             // second base register it kept, were 4 of the loop's 21
-            // instructions a counter; this loop and the one-test step
-            // below take it to 15, about 60 instructions a packet fewer at
+            // instructions a counter; this loop and `bump_unit`'s
+            // one-test step take it to 15, about 60 instructions a packet fewer at
             // k = 11 (callgrind; BENCHMARKS.md, twenty-second round).
             let c = unsafe { units.get_unchecked_mut(i) };
-            // One test on the common path (a counter two or more below
-            // the maximum); the step to the maximum, which counts a
-            // saturation, and a saturated counter take the rare branch.
-            let v = *c;
-            let next = if v < <$unit>::MAX - 1 {
-                v + 1
-            } else if v == <$unit>::MAX - 1 {
-                *saturated += 1;
-                <$unit>::MAX
-            } else {
-                v
-            };
-            *c = next;
+            let next = super::counter_width::bump_unit(c, <$unit>::MAX, saturated);
             est = est.min(u64::from(next));
         });
         est
