@@ -129,9 +129,10 @@ impl BlockedCountingFilter {
     /// block's memory, as for the partitioned filter's insert, so it is
     /// bumped in place without a word's shifts and masks; the cells come
     /// from [`BlockedIndexer::for_each_cell`], not through an array. The
-    /// same counters, saturation events and estimate as a counter-by-counter
-    /// pass (`filter::blocked_layout` tests it against one). Before, this
-    /// took about 250 instructions for `k = 4` (BENCHMARKS.md, fifty-ninth
+    /// same counters, saturation events and estimate as `add(h, 1)`, which
+    /// goes through the words (`filter::blocked_layout` tests it against
+    /// that). Before, this
+    /// took about 270 instructions for `k = 4` (BENCHMARKS.md, fifty-ninth
     /// round).
     #[inline(always)]
     fn insert_plain<const BITS: u32>(&mut self, h: u64) -> u64 {
