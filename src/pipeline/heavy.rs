@@ -469,9 +469,15 @@ pub struct HeavyShard {
 /// there the check a packet and the added passes cost about what the held
 /// packets save (BENCHMARKS.md, fifty-fourth round).
 ///
-/// Only the last flow can be held exactly: a packet of another flow reads
-/// counters that a held flow may share, so holding back more than one flow
-/// would need each record's counters compared with every held flow's.
+/// Why only the last flow: a packet of another flow reads counters that a
+/// held flow may share, so holding back any flow would in general need
+/// each record's counters compared with every held flow's. Flows already
+/// reported in the window are the exception (their counters are all at
+/// `theta` or more, so a read that lacks their packets decides the same),
+/// and holding those was built and measured: a third of the stage's
+/// instructions out on the benchmark trace, but no time, since their lines
+/// are hot and the stage's time is the other flows' cold ones
+/// (BENCHMARKS.md, sixtieth round).
 #[derive(Clone, Copy, Debug)]
 struct HeldRepeats {
     /// The flow hash of the shard's last record.
