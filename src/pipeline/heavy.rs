@@ -475,9 +475,8 @@ pub struct HeavyShard {
 /// reported in the window are the exception (their counters are all at
 /// `theta` or more, so a read that lacks their packets decides the same),
 /// and holding those was built and measured: a third of the stage's
-/// instructions out on the benchmark trace, but no time, since their lines
-/// are hot and the stage's time is the other flows' cold ones
-/// (BENCHMARKS.md, sixtieth round).
+/// instructions out on the benchmark trace, but no time in the whole
+/// pipeline (BENCHMARKS.md, sixtieth round).
 #[derive(Clone, Copy, Debug)]
 struct HeldRepeats {
     /// The flow hash of the shard's last record.
