@@ -8,7 +8,7 @@ mod network_cmd;
 
 use clap::{Args, Parser, Subcommand};
 use flowsieve::class::Classifier;
-use flowsieve::filter::{CounterLayout, CounterWidth};
+use flowsieve::filter::{BitLayout, CounterLayout, CounterWidth};
 use flowsieve::hash::HashKey;
 use flowsieve::ingest::{DurationNs, ReadMode};
 use flowsieve::model::query::{
@@ -492,6 +492,12 @@ struct NewFlowArgs {
     /// k distinct positions per key.
     #[arg(long)]
     non_colliding: bool,
+    /// Bit layout: scattered (004's; k cache lines per new flow) or blocked
+    /// (a key's k bits in one 64-byte line: one miss, a higher
+    /// false-positive rate, modelled and sized by
+    /// model::blocked_recycling).
+    #[arg(long, default_value = "scattered", value_name = "scattered|blocked")]
+    rbf_layout: BitLayout,
     /// Ground truth: a key idle longer than this starts a new flow (default:
     /// only a key's first packet is new).
     #[arg(long, value_name = "DURATION")]
@@ -589,6 +595,7 @@ impl PipelineArgs {
         if n.non_colliding {
             nc.hashing = Hashing::NonColliding;
         }
+        nc.layout = n.rbf_layout;
         nc.horizon_ns = n.horizon.map(|d| d.0);
         let (s, sc) = (&self.selective, &mut cfg.selective);
         sc.cache_window = s.cache_window;

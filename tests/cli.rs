@@ -999,10 +999,57 @@ fn model_recycle_forms() {
     ]);
     assert!(at["avg_fpr"].as_f64().unwrap() <= 0.01 && above["avg_fpr"].as_f64().unwrap() > 0.01);
     assert!(v["n_avg"].as_u64() > v["n_worst"].as_u64());
+    // --blocked: the blocked layout's rate (R3) beside 004's, and its own
+    // sizing, which recycles sooner for the same target.
+    let b = model_json(&[
+        "recycle",
+        "--m",
+        "1048576",
+        "--k",
+        "4",
+        "--sigma",
+        "472192",
+        "--blocked",
+    ]);
+    let rate = b["blocked"]["avg_fpr"].as_f64().unwrap();
+    let want = flowsieve::model::blocked_recycling::blocked_average_fpr(
+        1 << 20,
+        4,
+        472_192,
+        flowsieve::model::recycling::Hashing::Colliding,
+        false,
+        false,
+    )
+    .unwrap();
+    assert!((rate - want).abs() < 1e-15 && rate > b["avg_fpr"].as_f64().unwrap());
+    assert_eq!(b["blocked"]["blocks"], 2048);
+    let t = model_json(&[
+        "recycle",
+        "--m",
+        "1048576",
+        "--k",
+        "4",
+        "--target-fpr",
+        "0.01",
+        "--blocked",
+    ]);
+    assert!(t["blocked"]["sigma"].as_u64() < t["sigma"].as_u64());
+    assert!(t["blocked"]["avg_fpr"].as_f64().unwrap() <= 0.01);
     for args in [
         &[
             "model", "recycle", "--m", "1000", "--k", "3", "--sigma", "1000",
         ][..],
+        &[
+            "model",
+            "recycle",
+            "--m",
+            "4096",
+            "--k",
+            "3",
+            "--n-bounded",
+            "100",
+            "--blocked",
+        ],
         &["model", "recycle", "--m", "2", "--k", "3", "--sigma", "1"],
         &[
             "model", "recycle", "--m", "1000", "--k", "0", "--sigma", "10",

@@ -1910,3 +1910,294 @@ mod insertion_log {
         }
     }
 }
+
+// ---------- The recycling filter's blocked layout ----------
+
+mod blocked_recycling_layout {
+    use flowsieve::filter::{BitLayout, RecyclePolicy, RecyclingBloomFilter};
+    use flowsieve::model::blocked_recycling::{
+        BlockOccupancy, blocked_average_fpr, blocked_fpr_after, blocked_rates,
+        blocked_sigma_for_target,
+    };
+    use flowsieve::model::recycling::{Hashing, average_fpr, sigma_for_target};
+    use rand::{Rng, SeedableRng};
+
+    /// A long run of distinct new messages through a sigma-bounded filter:
+    /// the measured long-term false-positive rate (the fraction of new
+    /// messages reported as seen) and its standard error, from the
+    /// per-cycle counts (a ratio estimator over whole cycles, since the
+    /// messages of one cycle are not independent), and the mean new
+    /// messages a cycle.
+    fn measured_rate(mut f: RecyclingBloomFilter, cycles: u64, seed: u64) -> (f64, f64, f64) {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let (mut per_cycle, mut fp, mut n) = (Vec::new(), 0u64, 0u64);
+        // The first cycle starts from an empty filter and a two-phase one's
+        // frozen half is empty until the first swap: both are skipped.
+        let skip = 2;
+        while f.stats().recycles < cycles + skip {
+            let before = f.stats().recycles;
+            let new = f.test_and_insert(rng.random());
+            if f.stats().recycles != before {
+                if before >= skip {
+                    per_cycle.push((fp as f64, n as f64));
+                }
+                (fp, n) = (0, 0);
+            }
+            fp += u64::from(!new);
+            n += 1;
+        }
+        let c = per_cycle.len() as f64;
+        let (sum_fp, sum_n) = per_cycle
+            .iter()
+            .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
+        let rate = sum_fp / sum_n;
+        let mean_n = sum_n / c;
+        let var = per_cycle
+            .iter()
+            .map(|(x, y)| (x - rate * y).powi(2))
+            .sum::<f64>()
+            / (c - 1.0);
+        (rate, (var / c).sqrt() / mean_n, mean_n)
+    }
+
+    fn filter(
+        m: usize,
+        k: usize,
+        sigma: u64,
+        hashing: Hashing,
+        retaining: bool,
+        two_phase: bool,
+        layout: BitLayout,
+    ) -> RecyclingBloomFilter {
+        RecyclingBloomFilter::new(
+            m,
+            k,
+            RecyclePolicy::Sigma(sigma),
+            hashing,
+            retaining,
+            two_phase,
+        )
+        .with_layout(layout)
+    }
+
+    /// (R3) and (R4) of `model::blocked_recycling` against the filter, for
+    /// one and two phases, colliding and distinct positions, with and
+    /// without retention: the long-term rate within 3 standard errors, and
+    /// the messages a cycle within 1 %.
+    #[test]
+    fn long_term_rate_matches_the_poisson_mixture() {
+        for (m, k, fill, hashing, retaining, two_phase, seed) in [
+            (
+                1usize << 16,
+                4usize,
+                0.5,
+                Hashing::Colliding,
+                false,
+                false,
+                1u64,
+            ),
+            (1 << 17, 3, 0.6, Hashing::Colliding, false, true, 2),
+            (1 << 16, 5, 0.45, Hashing::NonColliding, true, false, 3),
+            (1 << 15, 2, 0.3, Hashing::NonColliding, false, true, 4),
+        ] {
+            let sigma = (fill * m as f64) as u64;
+            let f = filter(
+                m,
+                k,
+                sigma,
+                hashing,
+                retaining,
+                two_phase,
+                BitLayout::Blocked,
+            );
+            let (measured, se, per_cycle) = measured_rate(f, 60, seed);
+            let (model, expected) =
+                blocked_rates(m as u64, k as u32, sigma, hashing, retaining, two_phase).unwrap();
+            let label = format!(
+                "m {m} k {k} sigma {sigma} {hashing:?} retaining {retaining} two-phase {two_phase}"
+            );
+            assert!(
+                (measured - model).abs() <= 3.0 * se,
+                "{label}: measured {measured:.6} +- {se:.6}, model {model:.6}"
+            );
+            assert!(
+                (per_cycle / expected - 1.0).abs() < 0.01,
+                "{label}: {per_cycle} messages a cycle, model {expected}"
+            );
+        }
+    }
+
+    /// Blocking costs accuracy, and by what the model says: at the same
+    /// size and sigma the blocked filter's measured rate is above the
+    /// scattered one's by more than their errors, each within 3 standard
+    /// errors of its own model (004's chain for the scattered layout).
+    #[test]
+    fn blocking_raises_the_rate_as_modelled() {
+        let (m, k, sigma) = (1usize << 18, 4usize, 1u64 << 17);
+        let run = |layout, seed| {
+            let f = filter(m, k, sigma, Hashing::Colliding, false, false, layout);
+            measured_rate(f, 40, seed)
+        };
+        let (blocked, se_b, _) = run(BitLayout::Blocked, 5);
+        let (scattered, se_s, _) = run(BitLayout::Scattered, 6);
+        let model_b =
+            blocked_average_fpr(m as u64, k as u32, sigma, Hashing::Colliding, false, false)
+                .unwrap();
+        let model_s =
+            average_fpr(m as u64, k as u32, sigma, Hashing::Colliding, false, false).unwrap();
+        assert!(
+            (blocked - model_b).abs() <= 3.0 * se_b,
+            "{blocked} +- {se_b} vs {model_b}"
+        );
+        assert!(
+            (scattered - model_s).abs() <= 3.0 * se_s,
+            "{scattered} +- {se_s} vs {model_s}"
+        );
+        assert!(model_b > model_s * 1.03, "{model_b} vs {model_s}");
+        assert!(
+            blocked - scattered > 3.0 * (se_b * se_b + se_s * se_s).sqrt(),
+            "blocked {blocked} +- {se_b}, scattered {scattered} +- {se_s}"
+        );
+    }
+
+    /// (R1) after `n` messages, against a filter that never recycles.
+    #[test]
+    fn rate_after_n_messages_matches_the_mixture() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let (m, k) = (1usize << 16, 4usize);
+        for n in [4_000u64, 12_000, 20_000] {
+            let mut f = filter(
+                m,
+                k,
+                m as u64 - 1,
+                Hashing::Colliding,
+                false,
+                false,
+                BitLayout::Blocked,
+            );
+            for _ in 0..n {
+                f.test_and_insert(rng.random());
+            }
+            // Fresh messages, asked without inserting them.
+            let trials = 200_000u64;
+            let hits = (0..trials).filter(|_| f.contains(rng.random())).count() as f64;
+            let measured = hits / trials as f64;
+            let model = blocked_fpr_after(m as u64, k as u32, Hashing::Colliding, n as f64);
+            let se = (model * (1.0 - model) / trials as f64).sqrt();
+            assert!(
+                (measured - model).abs() <= 3.0 * se,
+                "n {n}: measured {measured}, model {model}, se {se}"
+            );
+        }
+    }
+
+    /// `q(l)` against closed forms where they exist, and its shape: it only
+    /// rises, to 1.
+    #[test]
+    fn block_occupancy_closed_forms() {
+        // Colliding, k = 1: after l single positions a block has each bit
+        // set with probability 1 - (1 - 1/s)^l, so q(l) is that.
+        let mut one = BlockOccupancy::new(512, 1, Hashing::Colliding);
+        for l in [0u64, 1, 7, 100, 1000] {
+            let want = 1.0 - (1.0 - 1.0f64 / 512.0).powi(l as i32);
+            assert!(
+                (one.q(l) - want).abs() < 1e-12,
+                "l {l}: {} vs {want}",
+                one.q(l)
+            );
+        }
+        // Non-colliding, k = 2, one message: the new message's two bits
+        // are the old one's with probability 1 / C(512, 2).
+        let mut two = BlockOccupancy::new(512, 2, Hashing::NonColliding);
+        assert_eq!(two.q(0), 0.0);
+        assert!((two.q(1) - 1.0 / (512.0 * 511.0 / 2.0)).abs() < 1e-15);
+        // Colliding, k = 2, one message: both new positions in the set
+        // bits X, where X = 1 with probability 1/512 and 2 otherwise.
+        let mut c2 = BlockOccupancy::new(512, 2, Hashing::Colliding);
+        let s = 512.0f64;
+        let want = (1.0 / s) * (1.0 / s).powi(2) + (1.0 - 1.0 / s) * (2.0 / s).powi(2);
+        assert!((c2.q(1) - want).abs() < 1e-15, "{} vs {want}", c2.q(1));
+        // q only rises, to 1.
+        let mut four = BlockOccupancy::new(512, 4, Hashing::Colliding);
+        let qs: Vec<f64> = (0..3000).map(|l| four.q(l)).collect();
+        assert!(qs.windows(2).all(|w| w[1] >= w[0]));
+        // (1 - e^(-4 * 2999 / 512))^4 is 1 - 2.7e-10.
+        assert!(qs[2999] > 1.0 - 1e-9 && qs[2999] < 1.0);
+        assert_eq!(four.q(100_000), 1.0);
+    }
+
+    /// Sizing for a target: the sigma found is the largest within it, and
+    /// below 004's sigma for the same filter (blocking costs accuracy, so
+    /// it recycles sooner); one block is 004's filter and its sizing.
+    #[test]
+    fn sizing_is_the_largest_sigma_within_the_target() {
+        for (m, k, two_phase, target) in [
+            (1u64 << 20, 4u32, false, 0.01),
+            (1 << 18, 3, true, 0.02),
+            (1 << 16, 6, false, 0.001),
+        ] {
+            let h = Hashing::Colliding;
+            let s = blocked_sigma_for_target(m, k, h, false, two_phase, target).unwrap();
+            let at = blocked_average_fpr(m, k, s.sigma, h, false, two_phase).unwrap();
+            let above = blocked_average_fpr(m, k, s.sigma + 1, h, false, two_phase).unwrap();
+            assert!(at <= target && above > target, "m {m} k {k}: {at} {above}");
+            let scattered = sigma_for_target(m, k, h, false, two_phase, target).unwrap();
+            assert!(
+                s.sigma < scattered.sigma,
+                "m {m}: {} vs {}",
+                s.sigma,
+                scattered.sigma
+            );
+        }
+        let small = blocked_sigma_for_target(800, 3, Hashing::Colliding, false, false, 0.01);
+        assert_eq!(
+            small,
+            sigma_for_target(800, 3, Hashing::Colliding, false, false, 0.01)
+        );
+    }
+
+    /// Every message's positions lie in one 512-bit block (the last block
+    /// taking the remainder), and the answers are those of a Bloom filter:
+    /// no false negatives before a recycle.
+    #[test]
+    fn positions_stay_in_one_block() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        for m in [512usize, 1000, 1536, 4096 + 300] {
+            for hashing in [Hashing::Colliding, Hashing::NonColliding] {
+                let mut f = filter(
+                    m,
+                    6,
+                    m as u64 - 1,
+                    hashing,
+                    false,
+                    false,
+                    BitLayout::Blocked,
+                );
+                let blocks = (m / 512).max(1);
+                let mut seen = Vec::new();
+                for _ in 0..40 {
+                    let h: u64 = rng.random();
+                    let before: Vec<usize> = f.halves().0.ones().collect();
+                    assert!(f.test_and_insert(h) || before.len() == f.halves().0.ones().count());
+                    let after: Vec<usize> = f.halves().0.ones().collect();
+                    let fresh: Vec<usize> = after
+                        .iter()
+                        .copied()
+                        .filter(|p| !before.contains(p))
+                        .collect();
+                    if let Some(&first) = fresh.first() {
+                        let block = (first / 512).min(blocks - 1);
+                        assert!(
+                            fresh.iter().all(|&p| (p / 512).min(blocks - 1) == block),
+                            "m {m}: {fresh:?}"
+                        );
+                    }
+                    seen.push(h);
+                }
+                if f.stats().recycles == 0 {
+                    assert!(seen.iter().all(|&h| !f.test_and_insert(h)), "m {m}");
+                }
+            }
+        }
+    }
+}

@@ -1,18 +1,91 @@
 //! A fixed-size array of bits in 64-bit words.
 
+/// Words of 64 bits in one cache line.
+const LINE_WORDS: usize = 8;
+
 /// `len` bits, all initially 0.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Word 0 starts a 64-byte cache line, so words `8 j .. 8 j + 8` are
+/// exactly one line: the blocked recycling filter (see
+/// [`crate::filter::BitLayout`]) keeps a message's bits in 512-bit blocks
+/// at multiples of 512, which are then each one line. A vector of `u64`
+/// from the allocator starts 16 bytes into a line (glibc's chunk header),
+/// so half its blocks would straddle two; the array takes up to 7 words
+/// more and starts at the first whole line. Why not a vector of 64-byte
+/// aligned lines: the allocator zeroes an over-aligned allocation by
+/// writing it, which faults every page in at creation, where `vec![0u64;
+/// n]` gets fresh zero pages that stay untouched until used (see
+/// [`BitArray::prefault`], which faults them in only when asked).
+#[derive(Debug)]
 pub struct BitArray {
-    words: Vec<u64>,
+    /// The words, from `start` on; the up to 7 before and after stay 0.
+    storage: Vec<u64>,
+    /// Index of the first word, at a 64-byte boundary.
+    start: usize,
+    /// Words in use: `len.div_ceil(64)`.
+    words: usize,
     len: usize,
 }
 
+impl Clone for BitArray {
+    fn clone(&self) -> BitArray {
+        // A copy of the storage may sit at another offset from a line: the
+        // words are copied into a fresh array that found its own start.
+        let mut copy = BitArray::new(self.len);
+        copy.word_slice_mut().copy_from_slice(self.word_slice());
+        copy
+    }
+}
+
+impl PartialEq for BitArray {
+    fn eq(&self, other: &BitArray) -> bool {
+        self.len == other.len && self.word_slice() == other.word_slice()
+    }
+}
+
+impl Eq for BitArray {}
+
 impl BitArray {
     /// `len` zero bits.
+    ///
+    /// ```
+    /// use flowsieve::filter::BitArray;
+    /// let a = BitArray::new(1000);
+    /// assert_eq!(a.words().len(), 16);
+    /// assert_eq!(a.words().as_ptr() as usize % 64, 0); // a line's start
+    /// ```
     pub fn new(len: usize) -> BitArray {
+        let words = len.div_ceil(64);
+        let storage = vec![0u64; words.saturating_add(LINE_WORDS - 1)];
+        // At most 7 words on (an 8-byte aligned address is at most 56
+        // bytes before a line); `align_offset` may answer "cannot", which
+        // only leaves the words unaligned, never out of bounds.
+        let start = storage.as_ptr().align_offset(64);
+        let start = if start < LINE_WORDS { start } else { 0 };
         BitArray {
-            words: vec![0; len.div_ceil(64)],
+            storage,
+            start,
+            words,
             len,
+        }
+    }
+
+    /// The words in use, as one slice.
+    #[inline]
+    fn word_slice(&self) -> &[u64] {
+        // SAFETY: `start < 8` and `storage` holds `words + 7` words, so
+        // `start..start + words` is inside it; the borrow of `self` keeps
+        // them alive and unmodified for the slice's lifetime.
+        unsafe { std::slice::from_raw_parts(self.storage.as_ptr().add(self.start), self.words) }
+    }
+
+    /// The words in use, as one mutable slice.
+    #[inline]
+    fn word_slice_mut(&mut self) -> &mut [u64] {
+        // SAFETY: as in `word_slice`; the mutable borrow of `self` makes
+        // this the only access for the slice's lifetime.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.storage.as_mut_ptr().add(self.start), self.words)
         }
     }
 
@@ -29,7 +102,7 @@ impl BitArray {
     /// Bit `i` (false beyond the end).
     #[inline]
     pub fn get(&self, i: usize) -> bool {
-        self.words
+        self.word_slice()
             .get(i / 64)
             .is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
@@ -37,13 +110,18 @@ impl BitArray {
     /// Asks the CPU to fetch the word of bit `i`; reads nothing.
     #[inline]
     pub fn prefetch(&self, i: usize) {
-        crate::prefetch::prefetch(self.words.as_ptr().wrapping_add(i / 64).cast::<u8>());
+        crate::prefetch::prefetch(
+            self.storage
+                .as_ptr()
+                .wrapping_add(self.start + i / 64)
+                .cast::<u8>(),
+        );
     }
 
     /// Sets bit `i`; returns true if it was 0. Ignores `i` beyond the end.
     #[inline]
     pub fn set(&mut self, i: usize) -> bool {
-        match self.words.get_mut(i / 64) {
+        match self.word_slice_mut().get_mut(i / 64) {
             Some(w) => {
                 let mask = 1 << (i % 64);
                 let was = *w & mask != 0;
@@ -56,7 +134,7 @@ impl BitArray {
 
     /// All bits to 0.
     pub fn clear(&mut self) {
-        self.words.fill(0);
+        self.word_slice_mut().fill(0);
     }
 
     /// Sets to 0 the whole word holding each of `positions` (ignoring
@@ -72,8 +150,9 @@ impl BitArray {
     /// assert_eq!(a, BitArray::new(1000));
     /// ```
     pub fn clear_words_at(&mut self, positions: &[usize]) {
+        let words = self.word_slice_mut();
         for &p in positions {
-            if let Some(w) = self.words.get_mut(p / 64) {
+            if let Some(w) = words.get_mut(p / 64) {
                 *w = 0;
             }
         }
@@ -97,12 +176,15 @@ impl BitArray {
     /// assert!(!BitArray::new(1 << 24).prefault(&mut budget));
     /// ```
     pub fn prefault(&mut self, budget: &mut usize) -> bool {
-        super::prefault_words(&mut self.words, budget)
+        super::prefault_words(self.word_slice_mut(), budget)
     }
 
     /// Number of bits set.
     pub fn count_ones(&self) -> u64 {
-        self.words.iter().map(|w| u64::from(w.count_ones())).sum()
+        self.word_slice()
+            .iter()
+            .map(|w| u64::from(w.count_ones()))
+            .sum()
     }
 
     /// Bitwise OR of another array of the same length into this one.
@@ -110,7 +192,7 @@ impl BitArray {
         if other.len != self.len {
             return false;
         }
-        for (a, b) in self.words.iter_mut().zip(&other.words) {
+        for (a, b) in self.word_slice_mut().iter_mut().zip(other.word_slice()) {
             *a |= b;
         }
         true
@@ -118,7 +200,7 @@ impl BitArray {
 
     /// The words (bit `i` is bit `i % 64` of word `i / 64`).
     pub fn words(&self) -> &[u64] {
-        &self.words
+        self.word_slice()
     }
 
     /// The positions of the set bits, increasing: a word at a time, each
@@ -134,7 +216,7 @@ impl BitArray {
     /// assert_eq!(b.ones().collect::<Vec<_>>(), [3, 64, 130, 199]);
     /// ```
     pub fn ones(&self) -> impl Iterator<Item = usize> + '_ {
-        self.words.iter().enumerate().flat_map(|(n, &w)| {
+        self.word_slice().iter().enumerate().flat_map(|(n, &w)| {
             let mut w = w;
             std::iter::from_fn(move || {
                 (w != 0).then(|| {

@@ -51,7 +51,7 @@ use super::threshold::OnlineTerms;
 /// `sum_l Poisson(l; lambda) * tail(l)` for a `tail` that is 0 below
 /// `from` and at most 1, summed outward from the Poisson mode so that
 /// neither a huge nor a tiny `lambda` underflows the starting term.
-fn poisson_mixture(lambda: f64, from: u64, tail: &mut dyn FnMut(u64) -> f64) -> f64 {
+pub(super) fn poisson_mixture(lambda: f64, from: u64, tail: &mut dyn FnMut(u64) -> f64) -> f64 {
     if lambda.is_nan() || lambda <= 0.0 {
         return if from == 0 { tail(0) } else { 0.0 };
     }

@@ -11,6 +11,7 @@
 //!   `flowsieve model` prints).
 
 pub mod blocked;
+pub mod blocked_recycling;
 pub mod bloom;
 pub mod compressed;
 pub mod paradox;

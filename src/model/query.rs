@@ -21,7 +21,7 @@
 //! assert!((a.fpr - a.fpr_approx).abs() < 0.1 * a.fpr_approx);
 //! ```
 
-use super::{blocked, bloom, compressed, paradox, recycling, threshold};
+use super::{blocked, blocked_recycling, bloom, compressed, paradox, recycling, threshold};
 use serde::Serialize;
 use std::fmt;
 
@@ -718,6 +718,25 @@ pub struct RecycleQuery {
     /// Re-insert the message that triggers a recycle.
     #[arg(long)]
     pub retaining: bool,
+    /// Also give the cache-line-blocked layout's rate and sizing
+    /// (`model::blocked_recycling`, (R3) and (R4)); sigma and target only.
+    #[arg(long)]
+    pub blocked: bool,
+}
+
+/// The cache-line-blocked layout's figures for a recycle query
+/// (`model::blocked_recycling`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BlockedRecycleAnswer {
+    /// Blocks of 512 bits a phase (`max(1, m / 512)`).
+    pub blocks: u64,
+    /// The sigma the figures are for: the one asked for, or the largest
+    /// within the target in the blocked layout.
+    pub sigma: Option<u64>,
+    /// Long-term average false-positive rate at that sigma, (R3) or (R4).
+    pub avg_fpr: Option<f64>,
+    /// Expected new messages per cycle at that sigma.
+    pub expected_messages: Option<f64>,
 }
 
 /// The answer to a [`RecycleQuery`].
@@ -782,6 +801,9 @@ pub struct RecycleReply {
     half: u64,
     #[serde(skip)]
     k: u32,
+    /// The blocked layout's figures, with `--blocked`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<BlockedRecycleAnswer>,
 }
 
 impl RecycleQuery {
@@ -896,6 +918,11 @@ impl RecycleQuery {
                 }
             }
         };
+        // After the answer, whose checks come first.
+        let blocked = self
+            .blocked
+            .then(|| Self::blocked_answer(&ask, half, k, hashing, self.retaining, self.two_phase))
+            .transpose()?;
         Ok(RecycleReply {
             answer,
             variant: format!(
@@ -919,6 +946,48 @@ impl RecycleQuery {
             m: self.m,
             half,
             k,
+            blocked,
+        })
+    }
+
+    /// The blocked layout's answer to `ask`, for `--blocked`.
+    fn blocked_answer(
+        ask: &RecycleAsk,
+        half: u64,
+        k: u32,
+        hashing: recycling::Hashing,
+        retaining: bool,
+        two_phase: bool,
+    ) -> Result<BlockedRecycleAnswer, ModelError> {
+        let blocks = (half / crate::filter::BIT_BLOCK_BITS as u64).max(1);
+        let (sigma, rates) = match *ask {
+            RecycleAsk::Sigma(sigma) => {
+                let r =
+                    blocked_recycling::blocked_rates(half, k, sigma, hashing, retaining, two_phase)
+                        .map_err(|e| invalid("sigma", e.to_string()))?;
+                (Some(sigma), Some(r))
+            }
+            RecycleAsk::TargetFpr(target) => {
+                let sized = blocked_recycling::blocked_sigma_for_target(
+                    half, k, hashing, retaining, two_phase, target,
+                );
+                (
+                    sized.map(|s| s.sigma),
+                    sized.map(|s| (s.avg_fpr, s.expected_messages)),
+                )
+            }
+            RecycleAsk::NBounded(_) => {
+                return Err(invalid(
+                    "blocked",
+                    "the blocked layout is modelled for sigma-bounded filters only (use --sigma or --target-fpr)",
+                ));
+            }
+        };
+        Ok(BlockedRecycleAnswer {
+            blocks,
+            sigma,
+            avg_fpr: rates.map(|r| r.0),
+            expected_messages: rates.map(|r| r.1),
         })
     }
 }
@@ -940,6 +1009,8 @@ impl fmt::Display for RecycleReply {
                     recycling::SizingMethod::Chain => "  (exact chain, 004 eq. (18)/(26))",
                     recycling::SizingMethod::Continuum =>
                         "  (continuum limit of the chain: sigma k^2 is too large to solve it exactly)",
+                    recycling::SizingMethod::BlockedMixture =>
+                        "  (blocked layout's Poisson mixture, model::blocked_recycling)",
                 }
             ),
             RecycleAnswer::NBounded { f_w, f_o, f_a, n } => write!(
@@ -963,13 +1034,27 @@ impl fmt::Display for RecycleReply {
                         "  (exact chain, 004 eqs. (15), (18), (26))",
                     Some(recycling::SizingMethod::Continuum) =>
                         "  (continuum limit of the chain: the phase is too large to solve it exactly)",
+                    Some(recycling::SizingMethod::BlockedMixture) =>
+                        "  (blocked layout's Poisson mixture, model::blocked_recycling)",
                     None => "",
                 },
                 expected_messages.map_or("-".into(), |m| format!("{m:.2}")),
                 n_worst.map_or("none".into(), |n| n.to_string()),
                 n_avg.map_or("none".into(), |n| n.to_string()),
             ),
+        }?;
+        if let Some(b) = &self.blocked {
+            write!(
+                f,
+                "\n  blocked layout ({} blocks of 512 bits a phase): sigma = {}, long-term average false-positive rate {} ((R3)/(R4)), expected new messages per cycle {}",
+                b.blocks,
+                b.sigma.map_or("none".into(), |s| s.to_string()),
+                b.avg_fpr.map_or("-".into(), |r| format!("{r:.6e}")),
+                b.expected_messages
+                    .map_or("-".into(), |n| format!("{n:.2}")),
+            )?;
         }
+        Ok(())
     }
 }
 

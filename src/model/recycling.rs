@@ -810,6 +810,9 @@ pub enum SizingMethod {
     /// becomes `f1(s) = 1 + sum_{j=1..k} s^j / (j ln(1 - s))`, the frozen
     /// half of eq. (26) holds `s m` bits, and `E[N] = -(m/k) ln(1 - s)`.
     Continuum,
+    /// The cache-line-blocked layout's Poisson mixture over a block's load
+    /// ([`super::blocked_recycling`], (R3) and (R4)), bisected.
+    BlockedMixture,
 }
 
 /// A sigma sized for a target average rate (004 §V).

@@ -22,8 +22,9 @@ use super::rate::{binomial_se, opt_ratio};
 use super::record::{PacketRecord, RecordBatch};
 use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use crate::dissect::FlowKey;
-use crate::filter::{MAX_K, PreparedMessage, RecyclePolicy, RecyclingBloomFilter};
+use crate::filter::{BitLayout, MAX_K, PreparedMessage, RecyclePolicy, RecyclingBloomFilter};
 use crate::ingest::Timestamp;
+use crate::model::blocked_recycling;
 use crate::model::recycling::{self, Hashing};
 use crate::report::{NewFlowConfigInfo, NewFlowNote, NewFlowRates, NewFlowReport};
 use crate::truth::FlowSlots;
@@ -100,6 +101,10 @@ pub struct NewFlowConfig {
     pub retaining: bool,
     /// Colliding or non-colliding positions.
     pub hashing: Hashing,
+    /// Where a key's positions lie: anywhere in the phase (004's filter) or
+    /// in one 512-bit block (see [`RecyclingBloomFilter::with_layout`]),
+    /// with its own model ([`crate::model::blocked_recycling`]).
+    pub layout: BitLayout,
     /// Idle gap after which a key's next packet is truly new again (truth);
     /// `None`: only a key's first packet in the trace is new.
     pub horizon_ns: Option<u64>,
@@ -118,6 +123,7 @@ impl Default for NewFlowConfig {
             two_phase: false,
             retaining: defaults::RETAINING,
             hashing: Hashing::Colliding,
+            layout: BitLayout::Scattered,
             horizon_ns: None,
             front_cache: defaults::FRONT_CACHE_SLOTS,
         }
@@ -195,6 +201,7 @@ impl NewFlowConfig {
         }
         let (mm, kk) = (m as u64, k as u32);
         let (hashing, retaining, two_phase) = (self.hashing, self.retaining, self.two_phase);
+        let blocked = self.layout == BitLayout::Blocked;
         let chain = move |sigma: u64| {
             recycling::average_fpr(mm, kk, sigma, hashing, retaining, two_phase).ok()
         };
@@ -203,7 +210,16 @@ impl NewFlowConfig {
         // k = 4) it runs in the background, so the first packet never waits
         // for a figure only the report needs.
         let fpr = |sigma: u64| {
-            if mm > MODEL_MAX_PHASE_BITS {
+            if blocked {
+                // (R3) or (R4): a mixture over a few hundred block loads,
+                // well under a millisecond at any size.
+                Deferred::ready(
+                    blocked_recycling::blocked_average_fpr(
+                        mm, kk, sigma, hashing, retaining, two_phase,
+                    )
+                    .ok(),
+                )
+            } else if mm > MODEL_MAX_PHASE_BITS {
                 Deferred::ready(None)
             } else if mm.saturating_mul(u64::from(kk).pow(2)) > (1 << 14) * 16 {
                 Deferred::spawn(None, move || chain(sigma))
@@ -236,7 +252,12 @@ impl NewFlowConfig {
                         format!("a target rate must be in (0, 1) (got {target})"),
                     ));
                 }
-                let sized = recycling::sigma_for_target(
+                let size = if blocked {
+                    blocked_recycling::blocked_sigma_for_target
+                } else {
+                    recycling::sigma_for_target
+                };
+                let sized = size(
                     mm,
                     kk,
                     self.hashing,
@@ -258,7 +279,8 @@ impl NewFlowConfig {
             RecycleSpec::Insertions(n) => {
                 let n = (n / shards as u64).max(1);
                 // eq. (3): the average rate of an N-bounded one-phase filter.
-                let model = (!self.two_phase).then(|| recycling::f_average(mm, kk, n));
+                // The blocked layout has no N-bounded model.
+                let model = (!self.two_phase && !blocked).then(|| recycling::f_average(mm, kk, n));
                 (RecyclePolicy::Insertions(n), Deferred::ready(model))
             }
             RecycleSpec::Time(ns) => (RecyclePolicy::Time(ns), Deferred::ready(None)),
@@ -313,8 +335,14 @@ impl Stage for NewFlowStage {
         if model.is_none() {
             notes.push(match self.policy {
                 RecyclePolicy::Time(_) => NewFlowNote::NoModelForTimePolicy,
+                RecyclePolicy::Insertions(_) if n.layout == BitLayout::Blocked => {
+                    NewFlowNote::NoModelForBlockedInsertions
+                }
                 RecyclePolicy::Insertions(_) => NewFlowNote::NoModelForTwoPhaseInsertions,
-                RecyclePolicy::Sigma(_) if self.phase_bits as u64 > MODEL_MAX_PHASE_BITS => {
+                RecyclePolicy::Sigma(_)
+                    if self.phase_bits as u64 > MODEL_MAX_PHASE_BITS
+                        && n.layout == BitLayout::Scattered =>
+                {
                     NewFlowNote::ModelTooLarge {
                         max_phase_bits: MODEL_MAX_PHASE_BITS,
                     }
@@ -335,6 +363,7 @@ impl Stage for NewFlowStage {
                 two_phase: n.two_phase,
                 retaining: n.retaining,
                 colliding: n.hashing == Hashing::Colliding,
+                layout: n.layout,
                 horizon_s: n.horizon_ns.map(|h| h as f64 * 1e-9),
             },
             overall: new_flow_rates(None, &all, truth, t.recycles, model),
@@ -471,6 +500,7 @@ impl NewFlowShard {
                 cfg.retaining,
                 cfg.two_phase,
             )
+            .with_layout(cfg.layout)
             .with_front_cache(cfg.front_cache),
             timed: matches!(stage.policy, RecyclePolicy::Time(_)),
             horizon_ns: cfg.horizon_ns,

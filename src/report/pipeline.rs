@@ -215,6 +215,8 @@ pub enum NewFlowNote {
     NoModelForTimePolicy,
     /// 004's N-bounded average is for one phase.
     NoModelForTwoPhaseInsertions,
+    /// The blocked layout is modelled for sigma-bounded filters only.
+    NoModelForBlockedInsertions,
     /// The chain is too large to solve for an explicit sigma.
     ModelTooLarge {
         /// The largest phase solved.
@@ -274,6 +276,7 @@ impl fmt::Display for NewFlowNote {
         match *self {
             NewFlowNote::NoModelForTimePolicy => f.write_str("004 models sigma- and N-bounded filters; a time-bounded filter has no model rate"),
             NewFlowNote::NoModelForTwoPhaseInsertions => f.write_str("004's N-bounded average (eq. 3) is for one phase; a two-phase N-bounded filter has no model rate"),
+            NewFlowNote::NoModelForBlockedInsertions => f.write_str("the blocked layout's model (model::blocked_recycling) is for sigma-bounded filters; an N-bounded blocked filter has no model rate"),
             NewFlowNote::ModelTooLarge { max_phase_bits } => write!(f, "the chain of 004 is solved for phases of up to {max_phase_bits} bits; this filter's phase is larger, so there is no model rate for its sigma (size it by a target rate instead)"),
             NewFlowNote::NoModelForSigma => f.write_str("004's chain has no solution for this sigma (a retaining filter needs sigma >= k)"),
             NewFlowNote::HorizonNotModelled => f.write_str("with a horizon, a flow idle longer than the horizon starts a new instance; the model knows no horizon"),
@@ -424,6 +427,9 @@ pub struct NewFlowConfigInfo {
     pub retaining: bool,
     /// Colliding positions.
     pub colliding: bool,
+    /// Bit layout (`scattered`, 004's; or `blocked`, a message's bits in
+    /// one cache line, modelled by `model::blocked_recycling`).
+    pub layout: crate::filter::BitLayout,
     /// The idle horizon, in seconds.
     pub horizon_s: Option<f64>,
 }

@@ -124,14 +124,18 @@ impl Section for NewFlowReport {
     fn heading(&self) -> String {
         let c = &self.config;
         format!(
-            "new flows (recycling filter: {} bits, {} per shard{}, k = {}, {}{}{})",
+            "new flows (recycling filter: {} bits, {} per shard{}, k = {}, {}{}{}{})",
             c.bits,
             c.bits_per_shard_phase,
             if c.two_phase { " per phase" } else { "" },
             c.k,
             c.policy,
             if c.retaining { ", retaining" } else { "" },
-            if c.colliding { "" } else { ", non-colliding" }
+            if c.colliding { "" } else { ", non-colliding" },
+            match c.layout {
+                crate::filter::BitLayout::Scattered => "",
+                crate::filter::BitLayout::Blocked => ", blocked",
+            }
         )
     }
 
@@ -149,8 +153,12 @@ impl Section for NewFlowReport {
             .overall
             .model_fp_rate
             .map_or("-".into(), |v| format!("{v:.4}"));
+        let source = match self.config.layout {
+            crate::filter::BitLayout::Scattered => "004",
+            crate::filter::BitLayout::Blocked => "blocked layout, (R3)/(R4)",
+        };
         let mut out = vec![format!(
-            "recycles {}; model average rate (004, count-instance) {model}",
+            "recycles {}; model average rate ({source}, count-instance) {model}",
             self.overall.recycles
         )];
         out.extend(self.notes.iter().map(|n| format!("note: {n}")));
