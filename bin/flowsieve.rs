@@ -520,6 +520,16 @@ struct SelectiveArgs {
     /// Directory filter: bf (Bloom) or cbf (counting, adds the posterior variant).
     #[arg(long, default_value_t = DirectoryKind::Bloom, value_name = "bf|cbf")]
     directory: DirectoryKind,
+    /// Bloom directory layout: partitioned (000's; k cache lines per query)
+    /// or blocked (a key's k bits in one 64-byte line: one miss, a higher
+    /// false-positive rate, modelled by model::blocked's (B1) at theta = 1;
+    /// bf only).
+    #[arg(
+        long,
+        default_value = "partitioned",
+        value_name = "partitioned|blocked"
+    )]
+    dir_layout: CounterLayout,
     /// Bits (counters for cbf) per element of the summarised set.
     #[arg(long, default_value_t = defaults::DIR_BPE, value_name = "BPE")]
     dir_bpe: f64,
@@ -601,6 +611,7 @@ impl PipelineArgs {
         sc.cache_window = s.cache_window;
         sc.query_window = s.query_window;
         sc.directory = s.directory;
+        sc.layout = s.dir_layout;
         sc.bpe = s.dir_bpe;
         sc.k = s.dir_k;
         sc.query_unit = s.query_unit;

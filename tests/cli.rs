@@ -692,7 +692,16 @@ fn model_json(args: &[&str]) -> serde_json::Value {
 #[test]
 fn model_bloom_and_threshold_answer_with_the_papers_numbers() {
     // Summary Cache Table 3: m/n = 10, k = 4 -> 0.0118.
+    // --blocked: the blocked directory's rate beside 001's, (B1) at
+    // theta = 1, higher at the same bits per element.
+    let b = model_json(&["bloom", "--m-over-n", "10", "--k", "7", "--blocked"]);
+    let blocked = b["fpr_blocked"].as_f64().unwrap();
+    assert!(
+        (blocked - flowsieve::model::blocked::fpr_bloom_blocked(10.0, 7)).abs() < 1e-15
+            && blocked > b["fpr"].as_f64().unwrap()
+    );
     let v = model_json(&["bloom", "--m-over-n", "10", "--k", "4"]);
+    assert!(v.get("fpr_blocked").is_none());
     assert!((v["fpr"].as_f64().unwrap() - 0.0118).abs() < 5e-5);
     let v = model_json(&["bloom", "--m", "1000", "--n", "100", "--k", "4", "--exact"]);
     let exact = v["fpr"].as_f64().unwrap();

@@ -2201,3 +2201,59 @@ mod blocked_recycling_layout {
         }
     }
 }
+
+// ---------- The blocked Bloom filter ----------
+
+mod blocked_bloom {
+    use flowsieve::filter::{BlockedBloomFilter, BloomFilter, Membership};
+    use flowsieve::model::blocked;
+    use rand::{Rng, SeedableRng};
+
+    /// The false-positive rate of keys never inserted, against (B1) at
+    /// theta = 1, within 3 standard errors; no false negatives; every key's
+    /// bits in one 512-bit block.
+    #[test]
+    fn false_positive_rate_matches_the_mixture() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(31);
+        for (m, n, k) in [
+            (1usize << 16, 6_554u64, 7usize),
+            (1 << 14, 4_000, 3),
+            (100_000, 8_000, 9),
+        ] {
+            let mut f = BlockedBloomFilter::new(m, k);
+            assert_eq!(f.m() % 512, 0);
+            assert!(f.m() >= m && f.m() < m + 512);
+            let keys: Vec<u64> = (0..n).map(|_| rng.random()).collect();
+            // Each key's new bits lie in one block (checked on the first
+            // 200 keys, while most of their bits are new).
+            for &h in &keys[..200] {
+                let before: Vec<usize> = f.bits().ones().collect();
+                f.insert(h);
+                let fresh: Vec<usize> = f.bits().ones().filter(|p| !before.contains(p)).collect();
+                assert!(!fresh.is_empty() && fresh.len() <= k);
+                assert!(fresh.iter().all(|p| p / 512 == fresh[0] / 512), "{fresh:?}");
+            }
+            for &h in &keys {
+                f.insert(h);
+            }
+            assert!(keys.iter().all(|&h| f.contains(h)), "no false negatives");
+            let trials = 300_000u64;
+            let hits = (0..trials).filter(|_| f.contains(rng.random())).count() as f64;
+            let measured = hits / trials as f64;
+            let model = f.model_fpr(n);
+            // The closed form of (B1) at theta = 1, against the general one.
+            let general = blocked::fpr_blocked(1, k as u32, n, f.blocks() as u64, 512);
+            assert!(
+                (model - general).abs() < 1e-12 * general,
+                "{model} vs {general}"
+            );
+            let se = (model * (1.0 - model) / trials as f64).sqrt();
+            assert!(
+                (measured - model).abs() <= 3.0 * se,
+                "m {m} n {n} k {k}: measured {measured}, model {model}, se {se}"
+            );
+            // Blocking costs accuracy against the partitioned filter.
+            assert!(model > BloomFilter::new(f.m(), k).model_fpr(n));
+        }
+    }
+}

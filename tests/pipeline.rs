@@ -352,6 +352,54 @@ fn blocked_recycling_fp_rate_matches_its_model_one_and_two_phase() {
     }
 }
 
+/// Stage 3 with the blocked Bloom directory (`--dir-layout blocked`):
+/// every packet its own flow, so every query is a non-member and the plain
+/// directory's false-positive rate is measured on each. It matches the
+/// blocked layout's model, (B1) of `model::blocked` at theta = 1, which the
+/// report's Theorem 1 thresholds use, and is above 001's partitioned rate
+/// by more than its error. A counting directory cannot be blocked.
+#[test]
+fn blocked_directory_fp_rate_matches_its_model() {
+    use flowsieve::model::{blocked, bloom};
+    use flowsieve::pipeline::QueryUnit;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = distinct_trace(dir.path(), 400_000, 17);
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    cfg.stages = only(StageName::Selective);
+    // One shard: the directory holds each round's 20,000 flows at 10 bits
+    // a flow, 391 blocks (the nominal load, 51.2 a block, within 0.1 %).
+    cfg.shards = 1;
+    cfg.selective.layout = CounterLayout::Blocked;
+    cfg.selective.query_unit = QueryUnit::Packet;
+    cfg.selective.cache_window = WindowSpec::Packets(20_000);
+    cfg.selective.query_window = WindowSpec::Packets(60_000);
+    let r = run_cfg(std::slice::from_ref(&trace), &cfg);
+    let s = r.selective().unwrap();
+    let model = blocked::fpr_bloom_blocked(10.0, 7);
+    assert!((s.directory_fpr - model).abs() < 1e-15);
+    let p = &s.variants[0].overall;
+    assert_eq!(p.members, 0);
+    assert!(p.queries > 200_000, "{}", p.queries);
+    let se = (model * (1.0 - model) / p.queries as f64).sqrt();
+    assert!(
+        (p.fp_rate - model).abs() <= 3.0 * se,
+        "measured {} against the blocked model {model} ± {se}",
+        p.fp_rate
+    );
+    let partitioned = bloom::fpr_approx(10.0, 7);
+    assert!(
+        p.fp_rate - partitioned > 3.0 * se,
+        "{} vs 001's {partitioned}",
+        p.fp_rate
+    );
+    assert!(
+        r.render_text()
+            .contains("directory bf, blocked at 10 bits/element")
+    );
+    cfg.selective.directory = DirectoryKind::Counting;
+    assert!(cfg.validate().is_err());
+}
+
 /// Exact invariants on a trace with heavy repetition (Zipf flow sizes).
 #[test]
 fn no_false_negatives_without_saturation_or_before_the_first_recycle() {

@@ -1,6 +1,9 @@
-//! How a counting filter lays out a key's counters in memory.
+//! How a counting filter lays out a key's counters in memory (and the
+//! selective stage's Bloom directory its bits).
 
-/// The memory layout of a counting filter's counters.
+/// The memory layout of a counting filter's counters, or of a Bloom
+/// filter's bits (the selective stage's `--dir-layout`:
+/// [`super::BloomFilter`] or [`super::BlockedBloomFilter`]).
 ///
 /// ```
 /// use flowsieve::filter::CounterLayout;

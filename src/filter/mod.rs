@@ -24,6 +24,7 @@ mod atomic_counting;
 mod bh_counting;
 mod bit_array;
 mod bit_layout;
+mod blocked_bloom;
 mod blocked_counting;
 mod bloom;
 mod compressed;
@@ -56,6 +57,7 @@ pub use atomic_counting::{AtomicCountingBloomFilter, CbfReader, CbfWriter};
 pub use bh_counting::{BhCountingFilter, BhSequence, BhSequenceError};
 pub use bit_array::BitArray;
 pub use bit_layout::{BIT_BLOCK_BITS, BitLayout, BitLayoutError};
+pub use blocked_bloom::BlockedBloomFilter;
 pub use blocked_counting::{BlockedCountingFilter, COUNTER_BLOCK_BYTES};
 pub use bloom::{BloomFilter, ShapeMismatch};
 pub use compressed::{

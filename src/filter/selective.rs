@@ -42,8 +42,9 @@ pub enum Selectivity {
 /// A Bloom filter with Selective insertion and/or query (000 §IV-C).
 ///
 /// The Theorem 1 threshold depends on the filter's false-positive rate at
-/// its expected load, computed once at construction (001 eq. for the
-/// partitioned filter), and on the cost ratio `alpha`: the filter's own
+/// its expected load, computed once at construction
+/// ([`Membership::model_fpr`]: 001's for the partitioned filter, (B1) at
+/// theta = 1 for the blocked one), and on the cost ratio `alpha`: the filter's own
 /// `alpha` for [`SelectiveBloomFilter::insert`] and
 /// [`SelectiveBloomFilter::query`], or a caller's per-class or swept one
 /// for the `*_for` methods.
@@ -84,11 +85,7 @@ impl<F: Membership> SelectiveBloomFilter<F> {
         alpha: f64,
         selectivity: Selectivity,
     ) -> SelectiveBloomFilter<F> {
-        let fpr = crate::model::bloom::fpr_partitioned(
-            filter.m() as u64,
-            expected_n.max(1) as u64,
-            filter.k() as u32,
-        );
+        let fpr = filter.model_fpr(expected_n.max(1) as u64);
         SelectiveBloomFilter {
             filter,
             fpr,

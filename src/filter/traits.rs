@@ -32,6 +32,12 @@ pub trait Membership {
     fn m(&self) -> usize;
     /// Cells per element.
     fn k(&self) -> usize;
+    /// The model false-positive rate after `n` distinct insertions: 001's
+    /// partitioned rate `(1 - (1 - k/m)^n)^k` unless the filter's layout
+    /// has its own model ([`super::BlockedBloomFilter`]'s).
+    fn model_fpr(&self, n: u64) -> f64 {
+        crate::model::bloom::fpr_partitioned(self.m() as u64, n, self.k() as u32)
+    }
 }
 
 /// Read access to a counting filter's counters.

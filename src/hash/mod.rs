@@ -464,4 +464,46 @@ impl BlockedIndexer {
             group += 1;
         }
     }
+
+    /// True if `test` holds for every one of the key's cells (those of
+    /// [`BlockedIndexer::for_each_cell`], in order), stopping at the first
+    /// that fails, before working out the cells after it: a Bloom query of
+    /// a key not in the set mostly stops at its first or second cell, so
+    /// it costs one mix, not one for every four cells.
+    ///
+    /// ```
+    /// use flowsieve::hash::BlockedIndexer;
+    /// let ix = BlockedIndexer::new(1024, 512, 7);
+    /// let mut all = Vec::new();
+    /// ix.for_each_cell(9, |c| all.push(c));
+    /// let mut asked = Vec::new();
+    /// assert!(!ix.all_cells(9, |c| { asked.push(c); asked.len() < 2 }));
+    /// assert_eq!(asked, all[..2]);
+    /// assert!(ix.all_cells(9, |_| true));
+    /// ```
+    #[inline(always)]
+    pub fn all_cells(&self, h: u64, mut test: impl FnMut(usize) -> bool) -> bool {
+        const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+        let seed = second_mix(h);
+        let (sub, k) = (self.sub, self.k);
+        let mut base = 0u64;
+        let mut group = 1u64;
+        let mut left = k;
+        while left > 0 {
+            let bits = fmix64(seed.wrapping_add(group.wrapping_mul(GOLDEN)));
+            for t in 0..4 {
+                if left == 0 {
+                    break;
+                }
+                let chunk = (bits >> (16 * t)) & 0xffff;
+                if !test((base + ((chunk * sub) >> 16)) as usize) {
+                    return false;
+                }
+                base += sub;
+                left -= 1;
+            }
+            group += 1;
+        }
+        true
+    }
 }

@@ -187,3 +187,93 @@ pub fn k_opt_blocked(theta: u64, n: u64, blocks: u64, per_block: u64, max_k: u32
     }
     best.0
 }
+
+/// (B1) at `theta = 1` for a Bloom filter of `bits_per_element` bits per
+/// inserted key in 512-bit blocks ([`crate::filter::BlockedBloomFilter`]):
+/// a key never inserted finds its bit set in each of its `k` sub-blocks.
+/// It depends on the load only through `lambda = 512 / bits_per_element`
+/// keys a block, as 001's `fpr_approx` depends on `m/n` alone.
+///
+/// ```
+/// use flowsieve::model::{blocked, bloom};
+/// // 10 bits per element, k = 7: the block's load variance costs accuracy.
+/// let b = blocked::fpr_bloom_blocked(10.0, 7);
+/// assert!(b > bloom::fpr_approx(10.0, 7) && b < 2.0 * bloom::fpr_approx(10.0, 7));
+/// ```
+pub fn fpr_bloom_blocked(bits_per_element: f64, k: u32) -> f64 {
+    if bits_per_element.is_nan() || bits_per_element <= 0.0 {
+        return 1.0;
+    }
+    fpr_bloom_blocked_at_load(crate::filter::BIT_BLOCK_BITS as f64 / bits_per_element, k)
+}
+
+/// [`fpr_bloom_blocked`] at `lambda` keys a 512-bit block: (B1) at
+/// `theta = 1`, whose tail has the closed form `P(Binomial(l, 1/s) >= 1)^k
+/// = (1 - (1 - 1/s)^l)^k` for sub-blocks of `s = floor(512 / k)` bits, the
+/// same values as `fpr_blocked(1, k, n, blocks, 512)` at `n / blocks =
+/// lambda` up to rounding, without its per-load binomial tails.
+///
+/// ```
+/// use flowsieve::model::blocked;
+/// let (n, blocks) = (6_554u64, 128u64);
+/// let closed = blocked::fpr_bloom_blocked_at_load(n as f64 / blocks as f64, 7);
+/// let general = blocked::fpr_blocked(1, 7, n, blocks, 512);
+/// assert!((closed - general).abs() < 1e-12 * general);
+/// ```
+pub fn fpr_bloom_blocked_at_load(lambda: f64, k: u32) -> f64 {
+    const BLOCK: u64 = crate::filter::BIT_BLOCK_BITS as u64;
+    let Some(sub) = sub_block(k, BLOCK) else {
+        return 1.0;
+    };
+    let clear = 1.0 - 1.0 / sub as f64;
+    let kk = k as i32;
+    poisson_mixture(lambda, 1, &mut |l| {
+        let l = i32::try_from(l).unwrap_or(i32::MAX);
+        (1.0 - clear.powi(l)).powi(kk)
+    })
+}
+
+/// The blocked counterpart of [`super::paradox::min_bits_per_element`]
+/// (000 Fig. 2(b)): the fewest bits per element at which an element of
+/// prior `P` escapes the paradox (`fpr (1 - P) <= alpha P`), with the
+/// directory's default `k = bpe ln 2` and [`fpr_bloom_blocked`] as its
+/// rate; 0 if it never falls in it. Bisected over `[0.1, max_bpe]` bits
+/// per element, so at most `max_bpe`.
+///
+/// ```
+/// use flowsieve::model::{blocked, paradox};
+/// // A prior of 1 %, alpha 1: the blocked directory needs more bits.
+/// let b = blocked::min_bits_per_element_bloom_blocked(1.0, 0.01, 1e4);
+/// let p = paradox::min_bits_per_element(1.0, 0.01);
+/// assert!(b > p && b < 1.5 * p);
+/// assert_eq!(blocked::min_bits_per_element_bloom_blocked(1.0, 0.6, 1e4), 0.0);
+/// ```
+pub fn min_bits_per_element_bloom_blocked(alpha: f64, prior: f64, max_bpe: f64) -> f64 {
+    if !(prior > 0.0 && alpha > 0.0 && max_bpe > 0.1) {
+        return max_bpe.max(0.0);
+    }
+    let target = alpha * prior / (1.0 - prior);
+    if target >= 1.0 {
+        return 0.0;
+    }
+    let escapes = |bpe: f64| {
+        let k = super::bloom::optimal_k(bpe).clamp(1, 32);
+        fpr_bloom_blocked(bpe, k) <= target
+    };
+    let (mut lo, mut hi) = (0.1, max_bpe);
+    if escapes(lo) {
+        return lo;
+    }
+    if !escapes(hi) {
+        return hi;
+    }
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if escapes(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}

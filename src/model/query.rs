@@ -129,6 +129,11 @@ pub struct BloomQuery {
     /// `n`); `fpr` is then the exact form.
     #[arg(long, requires = "m")]
     pub exact: bool,
+    /// Also give the cache-line-blocked layout's rate (512-bit blocks;
+    /// `model::blocked`'s (B1) at theta = 1), the selective stage's
+    /// `--dir-layout blocked`.
+    #[arg(long)]
+    pub blocked: bool,
 }
 
 /// The answer to a [`BloomQuery`].
@@ -141,6 +146,10 @@ pub struct BloomAnswer {
     /// The exact form, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fpr_exact: Option<f64>,
+    /// The blocked layout's rate at the same bits per element, with
+    /// `blocked`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fpr_blocked: Option<f64>,
     #[serde(skip)]
     shape: String,
 }
@@ -176,6 +185,7 @@ impl BloomQuery {
             fpr: exact.unwrap_or(approx),
             fpr_approx: approx,
             fpr_exact: exact,
+            fpr_blocked: self.blocked.then(|| blocked::fpr_bloom_blocked(x, k)),
             shape,
         })
     }
@@ -192,8 +202,15 @@ impl fmt::Display for BloomAnswer {
                 format!(" (exact; approximate {:.6e})", self.fpr_approx)
             } else {
                 String::new()
-            }
-        )
+            },
+        )?;
+        if let Some(b) = self.fpr_blocked {
+            write!(
+                f,
+                "\n  blocked layout (512-bit blocks, (B1) at theta = 1): {b:.6e}"
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -66,9 +66,11 @@ use super::stage::{ReportContext, ShardContext, ShardStage, Stage, Tally};
 use super::window::{PeriodCursor, WindowSpec};
 use crate::class::ClassId;
 use crate::filter::{
-    CounterWidth, CountingBloomFilter, MAX_K, PriorEstimate, PriorSampler, RoundPriors,
-    SelectiveBloomFilter, SelectiveCountingFilter, Selectivity,
+    BlockedBloomFilter, BloomFilter, CounterLayout, CounterWidth, CountingBloomFilter, MAX_K,
+    Membership, PriorEstimate, PriorSampler, RoundPriors, SelectiveBloomFilter,
+    SelectiveCountingFilter, Selectivity,
 };
+use crate::model::blocked;
 use crate::model::bloom;
 use crate::model::paradox;
 use crate::report::{
@@ -302,6 +304,13 @@ pub struct SelectiveConfig {
     pub query_window: WindowSpec,
     /// The directory's filter.
     pub directory: DirectoryKind,
+    /// The Bloom directory's layout: partitioned (000 §III, 001's model)
+    /// or blocked (a key's `k` bits in one 64-byte line,
+    /// [`BlockedBloomFilter`], modelled by (B1) of
+    /// [`crate::model::blocked`] at `theta = 1`). The counting directory
+    /// is partitioned only: Theorem 2's posterior assumes its `k`
+    /// independent subarrays.
+    pub layout: CounterLayout,
     /// Bits (or counters) per element of `S`.
     pub bpe: f64,
     /// Hash functions; `None`: the optimum `bpe ln 2` (001).
@@ -338,6 +347,7 @@ impl SelectiveConfig {
             cache_window: WindowSpec::Time(defaults::CACHE_WINDOW_NS),
             query_window: WindowSpec::Time(defaults::QUERY_WINDOW_NS),
             directory: DirectoryKind::Bloom,
+            layout: CounterLayout::Partitioned,
             bpe: defaults::DIR_BPE,
             k: None,
             query_unit: QueryUnit::Flow,
@@ -424,6 +434,12 @@ impl SelectiveConfig {
                     format!("must be in [0, 1] (got {v})"),
                 ));
             }
+        }
+        if self.layout == CounterLayout::Blocked && self.directory == DirectoryKind::Counting {
+            return Err(ConfigError::invalid(
+                "selective.layout",
+                "blocked is for the Bloom directory (--directory bf): the counting directory's posterior (000 Theorem 2) assumes k independent subarrays".to_string(),
+            ));
         }
         in_range(
             "selective.max_flows",
@@ -821,8 +837,12 @@ impl Stage for SelectiveStage {
             }
         }
         // Theorem 1 per class at the main directory's model rate (001,
-        // partitioned, at bpe and k), against the pooled estimate.
-        let fpr = bloom::fpr_approx(s.bpe, s.main_k() as u32);
+        // partitioned, or the blocked layout's (B1) at theta = 1, at bpe and
+        // k), against the pooled estimate.
+        let fpr = match s.layout {
+            CounterLayout::Partitioned => bloom::fpr_approx(s.bpe, s.main_k() as u32),
+            CounterLayout::Blocked => blocked::fpr_bloom_blocked(s.bpe, s.main_k() as u32),
+        };
         let priors: Vec<ClassPrior> = names
             .iter()
             .enumerate()
@@ -848,7 +868,12 @@ impl Stage for SelectiveStage {
                     prior_true: (ctx.truth && ct.queries > 0)
                         .then(|| ratio(ct.members, ct.queries)),
                     paradox: est.map(|e| e.prior < threshold),
-                    paradox_below_bpe: est.map(|e| paradox::min_bits_per_element(alpha, e.prior)),
+                    paradox_below_bpe: est.map(|e| match s.layout {
+                        CounterLayout::Partitioned => paradox::min_bits_per_element(alpha, e.prior),
+                        CounterLayout::Blocked => {
+                            blocked::min_bits_per_element_bloom_blocked(alpha, e.prior, MAX_BPE)
+                        }
+                    }),
                     paradox_below_alpha: est
                         .filter(|e| e.prior > 0.0)
                         .map(|e| fpr * (1.0 - e.prior) / e.prior),
@@ -903,6 +928,7 @@ impl Stage for SelectiveStage {
                 cache_window: s.cache_window,
                 query_window: s.query_window,
                 directory: s.directory,
+                layout: s.layout,
                 bpe: s.bpe,
                 k: s.main_k(),
                 query_unit: s.query_unit,
@@ -976,11 +1002,74 @@ fn selective_rates(
 #[derive(Debug)]
 struct Directory {
     /// Plain and Selective-query answers.
-    query: SelectiveBloomFilter,
+    query: SelectiveBloomFilter<DirectoryBits>,
     /// Built by Selective insertion (the main shape only).
-    insertion: Option<SelectiveBloomFilter>,
+    insertion: Option<SelectiveBloomFilter<DirectoryBits>>,
     /// Counters for the posterior and the product rule.
     counting: Option<SelectiveCountingFilter>,
+}
+
+/// A Bloom directory's bits in the configured layout.
+#[derive(Clone, Debug)]
+enum DirectoryBits {
+    Partitioned(BloomFilter),
+    Blocked(BlockedBloomFilter),
+}
+
+impl DirectoryBits {
+    fn new(layout: CounterLayout, m: usize, k: usize) -> DirectoryBits {
+        match layout {
+            CounterLayout::Partitioned => DirectoryBits::Partitioned(BloomFilter::new(m, k)),
+            CounterLayout::Blocked => DirectoryBits::Blocked(BlockedBloomFilter::new(m, k)),
+        }
+    }
+}
+
+impl Membership for DirectoryBits {
+    fn insert(&mut self, h: u64) {
+        match self {
+            DirectoryBits::Partitioned(f) => {
+                f.insert(h);
+            }
+            DirectoryBits::Blocked(f) => {
+                f.insert(h);
+            }
+        }
+    }
+    // Always inlined: every query asks it (without, the partitioned
+    // directory's test became a call, 17 instructions a packet more on the
+    // benchmark trace's selective stage, callgrind).
+    #[inline(always)]
+    fn contains(&self, h: u64) -> bool {
+        match self {
+            DirectoryBits::Partitioned(f) => f.contains(h),
+            DirectoryBits::Blocked(f) => f.contains(h),
+        }
+    }
+    fn clear(&mut self) {
+        match self {
+            DirectoryBits::Partitioned(f) => f.clear(),
+            DirectoryBits::Blocked(f) => f.clear(),
+        }
+    }
+    fn m(&self) -> usize {
+        match self {
+            DirectoryBits::Partitioned(f) => f.m(),
+            DirectoryBits::Blocked(f) => f.m(),
+        }
+    }
+    fn k(&self) -> usize {
+        match self {
+            DirectoryBits::Partitioned(f) => f.k(),
+            DirectoryBits::Blocked(f) => f.k(),
+        }
+    }
+    fn model_fpr(&self, n: u64) -> f64 {
+        match self {
+            DirectoryBits::Partitioned(f) => f.model_fpr(n),
+            DirectoryBits::Blocked(f) => f.model_fpr(n),
+        }
+    }
 }
 
 /// One directory's answers to one query, shared by its evaluators.
@@ -1181,10 +1270,21 @@ impl SelectiveShard {
         for shape in &self.plan.shapes {
             let k = shape.k;
             let m = ((shape.bpe * n as f64).ceil() as usize).max(k);
-            let mut query = SelectiveBloomFilter::new(m, k, n, defaults::ALPHA, Selectivity::Query);
-            let mut insertion = shape
-                .selective_insertion
-                .then(|| SelectiveBloomFilter::new(m, k, n, defaults::ALPHA, Selectivity::Both));
+            let layout = self.cfg.layout;
+            let mut query = SelectiveBloomFilter::over(
+                DirectoryBits::new(layout, m, k),
+                n,
+                defaults::ALPHA,
+                Selectivity::Query,
+            );
+            let mut insertion = shape.selective_insertion.then(|| {
+                SelectiveBloomFilter::over(
+                    DirectoryBits::new(layout, m, k),
+                    n,
+                    defaults::ALPHA,
+                    Selectivity::Both,
+                )
+            });
             let mut counting = shape
                 .counting
                 .then(|| SelectiveCountingFilter::new(m, k, CounterWidth::W8, defaults::ALPHA));

@@ -492,6 +492,10 @@ pub struct SelectiveConfigInfo {
     pub query_window: WindowSpec,
     /// `bf` or `cbf`.
     pub directory: DirectoryKind,
+    /// The Bloom directory's layout (`partitioned`, or `blocked`: a key's
+    /// bits in one cache line, modelled by `model::blocked`'s (B1) at
+    /// theta = 1).
+    pub layout: crate::filter::CounterLayout,
     /// Bits (counters) per element.
     pub bpe: f64,
     /// Hash functions.

@@ -213,8 +213,17 @@ impl Section for SelectiveReport {
     fn heading(&self) -> String {
         let c = &self.config;
         format!(
-            "selective query (directory {} at {} bits/element, k = {}; cache {} then query {}; queries per {})",
-            c.directory, c.bpe, c.k, c.cache_window, c.query_window, c.query_unit
+            "selective query (directory {}{} at {} bits/element, k = {}; cache {} then query {}; queries per {})",
+            c.directory,
+            match c.layout {
+                crate::filter::CounterLayout::Partitioned => "",
+                crate::filter::CounterLayout::Blocked => ", blocked",
+            },
+            c.bpe,
+            c.k,
+            c.cache_window,
+            c.query_window,
+            c.query_unit
         )
     }
 
