@@ -332,15 +332,7 @@ pub fn blocked_rates(
         };
         return Ok((rate, model.expected_messages()));
     };
-    if k == 0 {
-        return Err(RecyclingModelError::ZeroK);
-    }
-    if sigma >= m {
-        return Err(RecyclingModelError::SigmaTooLarge { sigma, m });
-    }
-    if retaining && sigma < u64::from(k) {
-        return Err(RecyclingModelError::RetainingSigmaBelowK { sigma, k });
-    }
+    recycling::check_shape(m, k, sigma, retaining)?;
     let mut occ = BlockOccupancy::new(s, k as usize, hashing);
     Ok(rates_at(
         &mut occ,

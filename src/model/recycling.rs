@@ -474,6 +474,30 @@ pub fn rho(m: u64, k: u32, hashing: Hashing, i: u64) -> f64 {
     }
 }
 
+/// Why a sigma-bounded filter of `m` bits a phase, `k` positions and
+/// threshold `sigma` has no model, if it has none (for 004's chain and the
+/// blocked layout's mixture alike).
+pub(super) fn check_shape(
+    m: u64,
+    k: u32,
+    sigma: u64,
+    retaining: bool,
+) -> Result<(), RecyclingModelError> {
+    if k == 0 {
+        return Err(RecyclingModelError::ZeroK);
+    }
+    if m < u64::from(k) {
+        return Err(RecyclingModelError::TooFewBits { m, k });
+    }
+    if sigma >= m {
+        return Err(RecyclingModelError::SigmaTooLarge { sigma, m });
+    }
+    if retaining && sigma < u64::from(k) {
+        return Err(RecyclingModelError::RetainingSigmaBelowK { sigma, k });
+    }
+    Ok(())
+}
+
 /// Solves 004's chain for `m` bits, `k` hashes and threshold `sigma`, state
 /// by state in increasing order, and calls `each(i, visits, recycle)` for
 /// every state `i`: its expected arrivals per cycle (eq. (15)) and the
@@ -489,18 +513,7 @@ fn solve(
     retaining: bool,
     mut each: impl FnMut(usize, f64, f64),
 ) -> Result<(), RecyclingModelError> {
-    if k == 0 {
-        return Err(RecyclingModelError::ZeroK);
-    }
-    if m < u64::from(k) {
-        return Err(RecyclingModelError::TooFewBits { m, k });
-    }
-    if sigma >= m {
-        return Err(RecyclingModelError::SigmaTooLarge { sigma, m });
-    }
-    if retaining && sigma < u64::from(k) {
-        return Err(RecyclingModelError::RetainingSigmaBelowK { sigma, k });
-    }
+    check_shape(m, k, sigma, retaining)?;
     let states = sigma as usize + 1;
     let mut arrivals = if retaining {
         // A cycle starts with the retained message in an empty filter.
