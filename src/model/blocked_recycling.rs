@@ -98,7 +98,18 @@ pub struct BlockOccupancy {
     hyper: Vec<f64>,
     /// `q(l)` for the `l` walked so far.
     q: Vec<f64>,
+    /// The fill levels `dist` can hold mass at, `lo..=hi`: every level
+    /// outside is 0 (levels whose mass fell below [`NEGLIGIBLE`] at the
+    /// edges are set to 0 and left out). After many messages the fill
+    /// concentrates on a few dozen levels, so each step walks those
+    /// instead of all 513.
+    lo: usize,
+    hi: usize,
 }
+
+/// Mass below which an edge fill level is dropped: far under what any
+/// rate here can resolve (1e-15 of a rate at least 1e-300 away).
+const NEGLIGIBLE: f64 = 1e-40;
 
 impl BlockOccupancy {
     /// The chain of a block of `s` bits and `k` positions a message (`k`
@@ -132,6 +143,8 @@ impl BlockOccupancy {
             dist,
             hyper,
             q: Vec::new(),
+            lo: 0,
+            hi: 0,
         }
     }
 
@@ -156,11 +169,10 @@ impl BlockOccupancy {
     fn fp_now(&self) -> f64 {
         let s = self.s as f64;
         let k = self.k;
-        let sum: f64 = self
-            .dist
+        let sum: f64 = self.dist[self.lo..=self.hi]
             .iter()
-            .enumerate()
-            .map(|(x, &p)| {
+            .zip(self.lo..)
+            .map(|(&p, x)| {
                 if p == 0.0 {
                     return 0.0;
                 }
@@ -190,7 +202,8 @@ impl BlockOccupancy {
                 let sf = s as f64;
                 for _ in 0..self.k {
                     // One position: a clear bit with probability (s - x)/s.
-                    for x in (0..=s).rev() {
+                    let top = (self.hi + 1).min(s);
+                    for x in (self.lo..=top).rev() {
                         let stay = self.dist[x] * x as f64 / sf;
                         let up = if x > 0 {
                             self.dist[x - 1] * (s - x + 1) as f64 / sf
@@ -199,12 +212,14 @@ impl BlockOccupancy {
                         };
                         self.dist[x] = stay + up;
                     }
+                    self.hi = top;
+                    self.trim();
                 }
             }
             Hashing::NonColliding => {
                 let k = self.k;
                 let mut next = vec![0.0; s + 1];
-                for x in 0..=s {
+                for x in self.lo..=self.hi {
                     let p = self.dist[x];
                     if p == 0.0 {
                         continue;
@@ -214,7 +229,21 @@ impl BlockOccupancy {
                     }
                 }
                 self.dist = next;
+                self.hi = (self.hi + k).min(s);
+                self.trim();
             }
+        }
+    }
+
+    /// Drops negligible mass at the support's two edges.
+    fn trim(&mut self) {
+        while self.lo < self.hi && self.dist[self.lo] < NEGLIGIBLE {
+            self.dist[self.lo] = 0.0;
+            self.lo += 1;
+        }
+        while self.hi > self.lo && self.dist[self.hi] < NEGLIGIBLE {
+            self.dist[self.hi] = 0.0;
+            self.hi -= 1;
         }
     }
 }
@@ -266,18 +295,39 @@ fn f1_over_cycle(occ: &mut BlockOccupancy, lambda: f64) -> f64 {
     if lambda.is_nan() || lambda <= 0.0 {
         return 0.0;
     }
-    let ln_lambda = lambda.ln();
-    let last = (lambda + 12.0 * lambda.sqrt() + 40.0).ceil() as u64;
-    let (mut cdf, mut sum) = (0.0f64, 0.0f64);
-    for l in 0..=last {
-        let pmf = (l as f64 * ln_lambda - lambda - ln_factorial(l)).exp();
-        cdf += pmf;
+    // Poisson(lambda)'s mass lies in `first..=last` (beyond 12 standard
+    // deviations and 40 either side it is below 1e-30); below `first`,
+    // P(Poisson > l) is 1. The probabilities in the window come by the
+    // recurrence from the mode, one exponential in all.
+    let spread = 12.0 * lambda.sqrt() + 40.0;
+    let first = (lambda - spread).max(0.0).floor() as u64;
+    let last = (lambda + spread).ceil() as u64;
+    let mode = (lambda.floor() as u64).clamp(first, last);
+    let width = usize::try_from(last - first)
+        .unwrap_or(usize::MAX)
+        .min(1 << 24);
+    let mut pmf = vec![0.0f64; width + 1];
+    let at_mode = (mode as f64 * lambda.ln() - lambda - ln_factorial(mode)).exp();
+    let m = (mode - first) as usize;
+    if let Some(p) = pmf.get_mut(m) {
+        *p = at_mode;
+    }
+    for i in m + 1..=width {
+        pmf[i] = pmf[i - 1] * lambda / (first + i as u64) as f64;
+    }
+    for i in (0..m).rev() {
+        pmf[i] = pmf[i + 1] * (first + i as u64 + 1) as f64 / lambda;
+    }
+    let mut sum: f64 = (0..first).map(|l| occ.q(l)).sum();
+    let mut cdf = 0.0f64;
+    for (i, &p) in pmf.iter().enumerate() {
+        cdf += p;
         // P(Poisson(lambda) > l).
         let above = (1.0 - cdf).max(0.0);
         if above == 0.0 {
             break;
         }
-        sum += occ.q(l) * above;
+        sum += occ.q(first + i as u64) * above;
     }
     (sum / lambda).clamp(0.0, 1.0)
 }

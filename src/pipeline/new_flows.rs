@@ -211,14 +211,16 @@ impl NewFlowConfig {
         // for a figure only the report needs.
         let fpr = |sigma: u64| {
             if blocked {
-                // (R3) or (R4): a mixture over a few hundred block loads,
-                // well under a millisecond at any size.
-                Deferred::ready(
+                // (R3) or (R4): a mixture over the block loads, a
+                // millisecond or so at a usual sigma but up to tens of ms
+                // for one near m (its cycles hold thousands of messages a
+                // block): in the background, as the chain.
+                Deferred::spawn(None, move || {
                     blocked_recycling::blocked_average_fpr(
                         mm, kk, sigma, hashing, retaining, two_phase,
                     )
-                    .ok(),
-                )
+                    .ok()
+                })
             } else if mm > MODEL_MAX_PHASE_BITS {
                 Deferred::ready(None)
             } else if mm.saturating_mul(u64::from(kk).pow(2)) > (1 << 14) * 16 {
