@@ -224,11 +224,7 @@ impl RecyclingBloomFilter {
     /// ```
     pub fn with_layout(mut self, layout: BitLayout) -> RecyclingBloomFilter {
         self.layout = layout;
-        let lines_per_message = match layout {
-            BitLayout::Scattered => self.k,
-            BitLayout::Blocked => 1,
-        };
-        let log = InsertionLog::for_filter(self.m.div_ceil(64) * 8, lines_per_message);
+        let log = InsertionLog::for_filter(self.m.div_ceil(64) * 8, self.lines_per_message());
         self.frozen_log = log.clone();
         self.active_log = log;
         self
@@ -237,6 +233,16 @@ impl RecyclingBloomFilter {
     /// The layout of the filter's bits.
     pub fn layout(&self) -> BitLayout {
         self.layout
+    }
+
+    /// Cache lines a message's positions fall in: `k` scattered, one
+    /// blocked (a block is one line).
+    #[inline]
+    fn lines_per_message(&self) -> usize {
+        match self.layout {
+            BitLayout::Scattered => self.k,
+            BitLayout::Blocked => 1,
+        }
     }
 
     /// The cache slot of a hash (the cache is non-empty).
@@ -292,12 +298,7 @@ impl RecyclingBloomFilter {
         into.ready = !self.cache_answers(h);
         if into.ready {
             self.positions(h, &mut into.positions);
-            let lines = match self.layout {
-                // One block is one line.
-                BitLayout::Blocked => 1,
-                BitLayout::Scattered => self.k,
-            };
-            for &p in into.positions.iter().take(lines) {
+            for &p in into.positions.iter().take(self.lines_per_message()) {
                 self.active.prefetch(p);
             }
         }
