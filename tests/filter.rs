@@ -1653,7 +1653,68 @@ proptest::proptest! {
             proptest::prop_assert_eq!(f.estimate(h), g.estimate(h));
         }
     }
+
+    /// The blocked counting filter and the recycling filter: `prefault`
+    /// takes the whole memory from the budget or nothing, and changes no
+    /// counter and no bit. The recycling filter's two phases fit together
+    /// or not at all, so a stage never stays half populated.
+    #[test]
+    fn prefault_of_the_blocked_and_recycling_filters_is_all_or_nothing(
+        counters in 1usize..300_000,
+        bits in 1usize..600_000,
+        k in 1usize..8,
+        two_phase: bool,
+        keys in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..50),
+        budget in 0usize..200_000,
+    ) {
+        use flowsieve::filter::{
+            BlockedCountingFilter, CounterWidth, RecyclePolicy, RecyclingBloomFilter,
+        };
+        use flowsieve::model::recycling::Hashing;
+        let mut f = BlockedCountingFilter::new(counters, k, CounterWidth::W8);
+        for &h in &keys {
+            f.insert(h);
+        }
+        let before = f.clone();
+        // A block is 64 one-byte counters.
+        let bytes = f.blocks() * 64;
+        let mut left = budget;
+        let fitted = f.prefault(&mut left);
+        proptest::prop_assert_eq!(fitted, bytes <= budget);
+        proptest::prop_assert_eq!(left, if fitted { budget - bytes } else { budget });
+        proptest::prop_assert!(f == before);
+
+        let policy = RecyclePolicy::Sigma((bits as u64 / 2).max(1));
+        let mut r =
+            RecyclingBloomFilter::new(bits, k, policy, Hashing::Colliding, false, two_phase);
+        for &h in &keys {
+            r.test_and_insert(h);
+        }
+        let (active, frozen) = r.halves();
+        let (active, frozen) = (active.clone(), frozen.cloned());
+        let halves = if two_phase { 2 } else { 1 };
+        let bytes = halves * bits.div_ceil(64) * 8;
+        let mut left = budget;
+        let fitted = r.prefault(&mut left);
+        proptest::prop_assert_eq!(fitted, bytes <= budget);
+        proptest::prop_assert_eq!(left, if fitted { budget - bytes } else { budget });
+        proptest::prop_assert!(r.halves().0 == &active);
+        proptest::prop_assert!(r.halves().1 == frozen.as_ref());
+    }
 }
+
+/// The process's resident set, in bytes.
+#[cfg(target_os = "linux")]
+fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4096
+}
+
+/// Held by each test that measures the resident set, so that the other's
+/// 256 MiB does not land in its window.
+#[cfg(target_os = "linux")]
+static RESIDENT_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// `prefault` really maps the pages in: a fresh 256 MiB array is not
 /// resident (calloc leaves its pages untouched) and is after the call.
@@ -1662,11 +1723,7 @@ proptest::proptest! {
 #[cfg(target_os = "linux")]
 #[test]
 fn prefault_makes_a_fresh_array_resident() {
-    fn resident_bytes() -> u64 {
-        let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-        let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-        pages * 4096
-    }
+    let _alone = RESIDENT_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     const BYTES: usize = 256 << 20;
     let mut a = flowsieve::filter::BitArray::new(BYTES * 8);
     let before = resident_bytes();
@@ -1679,6 +1736,34 @@ fn prefault_makes_a_fresh_array_resident() {
         "resident {before} -> {after} bytes: the pages were not faulted in"
     );
     assert_eq!(a.count_ones(), 0);
+}
+
+/// A fresh blocked counting filter takes no memory until it is used or
+/// populated, as the partitioned one: building 256 MiB of blocks leaves
+/// the resident set where it was (it once wrote every block at creation),
+/// and `prefault` then makes them resident, every counter still 0.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_fresh_blocked_counting_filter_is_not_resident_until_populated() {
+    let _alone = RESIDENT_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    use flowsieve::filter::{BlockedCountingFilter, CounterWidth};
+    const BYTES: usize = 256 << 20;
+    let before = resident_bytes();
+    let mut f = BlockedCountingFilter::new(BYTES, 4, CounterWidth::W8);
+    let built = resident_bytes();
+    assert!(
+        built < before + (64 << 20),
+        "resident {before} -> {built} bytes: building the filter touched its pages"
+    );
+    let mut budget = BYTES;
+    assert!(f.prefault(&mut budget));
+    assert_eq!(budget, 0);
+    let after = resident_bytes();
+    assert!(
+        after >= built + (200 << 20),
+        "resident {built} -> {after} bytes: the pages were not faulted in"
+    );
+    assert_eq!(f.nonzero_counters(), 0);
 }
 
 // ---------- clearing by the logged insertions ----------

@@ -1,49 +1,21 @@
 //! A fixed-size array of bits in 64-bit words.
 
-/// Words of 64 bits in one cache line.
-const LINE_WORDS: usize = 8;
+use super::line_words::LineWords;
 
 /// `len` bits, all initially 0.
 ///
 /// Word 0 starts a 64-byte cache line, so words `8 j .. 8 j + 8` are
 /// exactly one line: the blocked recycling filter (see
 /// [`crate::filter::BitLayout`]) keeps a message's bits in 512-bit blocks
-/// at multiples of 512, which are then each one line. A vector of `u64`
-/// from the allocator starts 16 bytes into a line (glibc's chunk header),
-/// so half its blocks would straddle two; the array takes up to 7 words
-/// more and starts at the first whole line. Why not a vector of 64-byte
-/// aligned lines: the allocator zeroes an over-aligned allocation by
-/// writing it, which faults every page in at creation, where `vec![0u64;
-/// n]` gets fresh zero pages that stay untouched until used (see
+/// at multiples of 512, which are then each one line. The words come from
+/// `calloc` and their pages stay untouched until used (see
 /// [`BitArray::prefault`], which faults them in only when asked).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BitArray {
-    /// The words, from `start` on; the up to 7 before and after stay 0.
-    storage: Vec<u64>,
-    /// Index of the first word, at a 64-byte boundary.
-    start: usize,
-    /// Words in use: `len.div_ceil(64)`.
-    words: usize,
+    /// `len.div_ceil(64)` words.
+    words: LineWords,
     len: usize,
 }
-
-impl Clone for BitArray {
-    fn clone(&self) -> BitArray {
-        // A copy of the storage may sit at another offset from a line: the
-        // words are copied into a fresh array that found its own start.
-        let mut copy = BitArray::new(self.len);
-        copy.word_slice_mut().copy_from_slice(self.word_slice());
-        copy
-    }
-}
-
-impl PartialEq for BitArray {
-    fn eq(&self, other: &BitArray) -> bool {
-        self.len == other.len && self.word_slice() == other.word_slice()
-    }
-}
-
-impl Eq for BitArray {}
 
 impl BitArray {
     /// `len` zero bits.
@@ -55,17 +27,8 @@ impl BitArray {
     /// assert_eq!(a.words().as_ptr() as usize % 64, 0); // a line's start
     /// ```
     pub fn new(len: usize) -> BitArray {
-        let words = len.div_ceil(64);
-        let storage = vec![0u64; words.saturating_add(LINE_WORDS - 1)];
-        // At most 7 words on (an 8-byte aligned address is at most 56
-        // bytes before a line); `align_offset` may answer "cannot", which
-        // only leaves the words unaligned, never out of bounds.
-        let start = storage.as_ptr().align_offset(64);
-        let start = if start < LINE_WORDS { start } else { 0 };
         BitArray {
-            storage,
-            start,
-            words,
+            words: LineWords::zeroed(len.div_ceil(64)),
             len,
         }
     }
@@ -73,20 +36,13 @@ impl BitArray {
     /// The words in use, as one slice.
     #[inline]
     fn word_slice(&self) -> &[u64] {
-        // SAFETY: `start < 8` and `storage` holds `words + 7` words, so
-        // `start..start + words` is inside it; the borrow of `self` keeps
-        // them alive and unmodified for the slice's lifetime.
-        unsafe { std::slice::from_raw_parts(self.storage.as_ptr().add(self.start), self.words) }
+        self.words.as_slice()
     }
 
     /// The words in use, as one mutable slice.
     #[inline]
     fn word_slice_mut(&mut self) -> &mut [u64] {
-        // SAFETY: as in `word_slice`; the mutable borrow of `self` makes
-        // this the only access for the slice's lifetime.
-        unsafe {
-            std::slice::from_raw_parts_mut(self.storage.as_mut_ptr().add(self.start), self.words)
-        }
+        self.words.as_mut_slice()
     }
 
     /// Number of bits.
@@ -110,12 +66,7 @@ impl BitArray {
     /// Asks the CPU to fetch the word of bit `i`; reads nothing.
     #[inline]
     pub fn prefetch(&self, i: usize) {
-        crate::prefetch::prefetch(
-            self.storage
-                .as_ptr()
-                .wrapping_add(self.start + i / 64)
-                .cast::<u8>(),
-        );
+        self.words.prefetch(i / 64);
     }
 
     /// Sets bit `i`; returns true if it was 0. Ignores `i` beyond the end.
@@ -176,7 +127,7 @@ impl BitArray {
     /// assert!(!BitArray::new(1 << 24).prefault(&mut budget));
     /// ```
     pub fn prefault(&mut self, budget: &mut usize) -> bool {
-        super::prefault_words(self.word_slice_mut(), budget)
+        self.words.prefault(budget)
     }
 
     /// Number of bits set.

@@ -23,23 +23,39 @@
 //! ```
 
 use super::CounterWidth;
+use super::line_words::{LINE_WORDS, LineWords};
 use crate::hash::BlockedIndexer;
 
 /// Bytes in a block: one cache line.
 pub const COUNTER_BLOCK_BYTES: usize = 64;
 
-/// Words of 64 bits in a block.
-const BLOCK_WORDS: usize = COUNTER_BLOCK_BYTES / 8;
+/// Words of 64 bits in a block: one cache line's.
+const BLOCK_WORDS: usize = LINE_WORDS;
 
-/// One block, aligned so that it is exactly one cache line.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(C, align(64))]
-struct Block([u64; BLOCK_WORDS]);
+/// One block's words.
+type Block = [u64; BLOCK_WORDS];
+
+/// The block `b` of `words`, if there is one. A free function, not a
+/// method, so that it borrows the words alone and the saturation count
+/// can be bumped meanwhile.
+#[inline(always)]
+fn block_mut(words: &mut LineWords, b: usize) -> Option<&mut Block> {
+    words
+        .as_mut_slice()
+        .as_chunks_mut::<BLOCK_WORDS>()
+        .0
+        .get_mut(b)
+}
 
 /// A counting Bloom filter with every key's counters in one cache line.
+///
+/// The blocks are [`LineWords`]: each starts a cache line, and a fresh
+/// filter's pages stay untouched until used (or until
+/// [`BlockedCountingFilter::prefault`]), as the partitioned filter's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockedCountingFilter {
-    blocks: Vec<Block>,
+    /// `blocks * BLOCK_WORDS` words, block `b` at `BLOCK_WORDS * b`.
+    words: LineWords,
     width: CounterWidth,
     indexer: BlockedIndexer,
     conservative: bool,
@@ -53,7 +69,7 @@ impl BlockedCountingFilter {
         let per_block = Self::counters_per_block(width);
         let blocks = m.div_ceil(per_block).clamp(1, 1 << 32);
         BlockedCountingFilter {
-            blocks: vec![Block::default(); blocks],
+            words: LineWords::zeroed(blocks * BLOCK_WORDS),
             width,
             indexer: BlockedIndexer::new(blocks, per_block, k.min(super::MAX_K)),
             conservative: false,
@@ -74,12 +90,12 @@ impl BlockedCountingFilter {
 
     /// Counters in all (whole blocks).
     pub fn m(&self) -> usize {
-        self.blocks.len() * Self::counters_per_block(self.width)
+        self.blocks() * Self::counters_per_block(self.width)
     }
 
     /// Blocks.
     pub fn blocks(&self) -> usize {
-        self.blocks.len()
+        self.words.len() / BLOCK_WORDS
     }
 
     /// Counters per key.
@@ -100,9 +116,7 @@ impl BlockedCountingFilter {
     /// Asks the CPU to fetch the key's block. Changes nothing.
     #[inline]
     pub fn prefetch(&self, h: u64) {
-        if let Some(b) = self.blocks.get(self.indexer.block(h)) {
-            crate::prefetch::prefetch((b as *const Block).cast::<u8>());
-        }
+        self.words.prefetch(self.indexer.block(h) * BLOCK_WORDS);
     }
 
     /// Adds one occurrence of a hash; returns the new estimate (the minimum
@@ -137,7 +151,7 @@ impl BlockedCountingFilter {
     #[inline(always)]
     fn insert_plain<const BITS: u32>(&mut self, h: u64) -> u64 {
         let indexer = self.indexer;
-        let Some(block) = self.blocks.get_mut(indexer.block(h)) else {
+        let Some(block) = block_mut(&mut self.words, indexer.block(h)) else {
             return 0;
         };
         let saturated = &mut self.saturated;
@@ -148,7 +162,7 @@ impl BlockedCountingFilter {
         #[cfg(target_endian = "little")]
         match BITS {
             8 => {
-                let units: &mut [u8; COUNTER_BLOCK_BYTES] = bytemuck::cast_mut(&mut block.0);
+                let units: &mut [u8; COUNTER_BLOCK_BYTES] = bytemuck::cast_mut(block);
                 indexer.for_each_cell(h, |cell| {
                     let c = &mut units[cell % COUNTER_BLOCK_BYTES];
                     est = est.min(u64::from(super::counter_width::bump_unit(
@@ -160,7 +174,7 @@ impl BlockedCountingFilter {
                 return est;
             }
             16 => {
-                let units: &mut [u16; COUNTER_BLOCK_BYTES / 2] = bytemuck::cast_mut(&mut block.0);
+                let units: &mut [u16; COUNTER_BLOCK_BYTES / 2] = bytemuck::cast_mut(block);
                 indexer.for_each_cell(h, |cell| {
                     let c = &mut units[cell % (COUNTER_BLOCK_BYTES / 2)];
                     est = est.min(u64::from(super::counter_width::bump_unit(
@@ -173,7 +187,7 @@ impl BlockedCountingFilter {
             }
             _ => {}
         }
-        let words = &mut block.0;
+        let words = block;
         indexer.for_each_cell(h, |cell| {
             if let Some(c) = CounterWidth::bump_fixed::<BITS>(words, cell, saturated) {
                 est = est.min(c);
@@ -188,10 +202,9 @@ impl BlockedCountingFilter {
         let k = self.k();
         let indexer = self.indexer;
         let width = self.width;
-        let Some(block) = self.blocks.get_mut(indexer.block(h)) else {
+        let Some(words) = block_mut(&mut self.words, indexer.block(h)) else {
             return 0;
         };
-        let words = &mut block.0;
         let mut cells = [0usize; super::MAX_K];
         indexer.cells(h, &mut cells[..k]);
         let cells = &cells[..k];
@@ -240,13 +253,13 @@ impl BlockedCountingFilter {
         let (width, k) = (self.width, self.k());
         let mut cells = [0usize; super::MAX_K];
         self.indexer.cells(h, &mut cells[..k]);
-        let Some(block) = self.blocks.get_mut(self.indexer.block(h)) else {
+        let Some(block) = block_mut(&mut self.words, self.indexer.block(h)) else {
             return 0;
         };
         let mut est = u64::MAX;
         for &cell in &cells[..k] {
             let (w, s) = width.locate(cell);
-            if let Some(word) = block.0.get_mut(w) {
+            if let Some(word) = block.get_mut(w) {
                 let v = match floor {
                     Some(target) => width.raise_to(word, s, target, &mut self.saturated),
                     None => width.add(word, s, n, &mut self.saturated),
@@ -260,7 +273,13 @@ impl BlockedCountingFilter {
     /// The key's estimate: the minimum of its counters.
     pub fn estimate(&self, h: u64) -> u64 {
         let max = self.width.max();
-        let Some(block) = self.blocks.get(self.indexer.block(h)) else {
+        let Some(block) = self
+            .words
+            .as_slice()
+            .as_chunks::<BLOCK_WORDS>()
+            .0
+            .get(self.indexer.block(h))
+        else {
             return 0;
         };
         let mut cells = [0usize; super::MAX_K];
@@ -270,7 +289,7 @@ impl BlockedCountingFilter {
             .iter()
             .map(|&cell| {
                 let (w, s) = self.width.locate(cell);
-                block.0.get(w).map_or(0, |x| (x >> s) & max)
+                block.get(w).map_or(0, |x| (x >> s) & max)
             })
             .min()
             .unwrap_or(0)
@@ -278,7 +297,7 @@ impl BlockedCountingFilter {
 
     /// All counters to 0 (the saturation count is kept: it counts events).
     pub fn clear(&mut self) {
-        self.blocks.fill(Block::default());
+        self.words.as_mut_slice().fill(0);
     }
 
     /// Sets to 0 the block of each of `hashes`: one cache line a hash.
@@ -298,10 +317,28 @@ impl BlockedCountingFilter {
     /// ```
     pub fn clear_inserted(&mut self, hashes: &[u64]) {
         for &h in hashes {
-            if let Some(b) = self.blocks.get_mut(self.indexer.block(h)) {
-                *b = Block::default();
+            if let Some(b) = block_mut(&mut self.words, self.indexer.block(h)) {
+                *b = [0; BLOCK_WORDS];
             }
         }
+    }
+
+    /// Faults the blocks' memory pages in as writable now, if they fit in
+    /// `*budget` bytes (which they then take from the budget); returns
+    /// whether they fitted. Changes no counter (see
+    /// [`super::BitArray::prefault`]).
+    ///
+    /// ```
+    /// use flowsieve::filter::{BlockedCountingFilter, CounterWidth};
+    /// let mut f = BlockedCountingFilter::new(1 << 20, 4, CounterWidth::W8);
+    /// f.insert(9);
+    /// let mut budget = 2 << 20;
+    /// assert!(f.prefault(&mut budget));
+    /// assert_eq!(budget, 1 << 20); // 2^20 counters of a byte
+    /// assert_eq!(f.estimate(9), 1);
+    /// ```
+    pub fn prefault(&mut self, budget: &mut usize) -> bool {
+        self.words.prefault(budget)
     }
 
     /// Counters that reached saturation, over the filter's life.
@@ -312,9 +349,9 @@ impl BlockedCountingFilter {
     /// Counters that are non-zero.
     pub fn nonzero_counters(&self) -> u64 {
         let (bits, max) = (self.width.bits(), self.width.max());
-        self.blocks
+        self.words
+            .as_slice()
             .iter()
-            .flat_map(|b| b.0.iter())
             .map(|&w| {
                 (0..64 / bits)
                     .filter(|i| (w >> (i * bits)) & max != 0)

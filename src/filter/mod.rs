@@ -35,6 +35,7 @@ mod counter_width;
 mod counting;
 mod gap_coding;
 mod insertion_log;
+mod line_words;
 mod prepared_message;
 mod prior;
 mod recycling;

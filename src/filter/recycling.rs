@@ -577,13 +577,34 @@ impl RecyclingBloomFilter {
         (&self.active, self.frozen.as_ref())
     }
 
-    /// Faults the halves' memory pages in as writable now, each while it
-    /// fits in `*budget` bytes (see [`BitArray::prefault`]); changes no bit.
-    pub fn prefault(&mut self, budget: &mut usize) {
-        self.active.prefault(budget);
-        if let Some(f) = self.frozen.as_mut() {
-            f.prefault(budget);
+    /// Faults both halves' memory pages in as writable now, if together
+    /// they fit in `*budget` bytes (which they then take from the budget);
+    /// returns whether they fitted. Changes no bit (see
+    /// [`BitArray::prefault`]).
+    ///
+    /// ```
+    /// use flowsieve::filter::{RecyclePolicy, RecyclingBloomFilter};
+    /// use flowsieve::model::recycling::Hashing;
+    /// let policy = RecyclePolicy::Sigma(1000);
+    /// let mut f = RecyclingBloomFilter::new(1 << 20, 4, policy, Hashing::Colliding, false, true);
+    /// let mut budget = 200 << 10; // less than the two halves' 256 KiB
+    /// assert!(!f.prefault(&mut budget));
+    /// assert_eq!(budget, 200 << 10);
+    /// budget = 1 << 20;
+    /// assert!(f.prefault(&mut budget));
+    /// assert_eq!(budget, (1 << 20) - (256 << 10));
+    /// ```
+    pub fn prefault(&mut self, budget: &mut usize) -> bool {
+        let bytes = |a: &BitArray| std::mem::size_of_val(a.words());
+        let need = bytes(&self.active) + self.frozen.as_ref().map_or(0, bytes);
+        if need > *budget {
+            return false;
         }
+        let mut all = need;
+        let fitted = self.active.prefault(&mut all)
+            && self.frozen.as_mut().is_none_or(|f| f.prefault(&mut all));
+        *budget -= need;
+        fitted
     }
 
     /// Bits set in the active half.

@@ -35,6 +35,63 @@ fn resource_usage(who: libc::c_int) -> Option<libc::rusage> {
     (rc == 0).then(|| unsafe { usage.assume_init() })
 }
 
+/// The minor page faults the calling thread has taken so far (Linux; `None`
+/// elsewhere or when the call fails). Faults that a `madvise` populate
+/// takes count as well.
+fn thread_minor_faults() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        resource_usage(libc::RUSAGE_THREAD).map(|u| u.ru_minflt as u64)
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+/// A worker's allowance for faulting its shards' filter memory in: a fixed
+/// start ([`PREFAULT_BUDGET_BYTES`]) plus what the records it takes and its
+/// own on-demand faults earn ([`PREFAULT_BYTES_PER_RECORD`],
+/// [`PREFAULT_PAGES_PER_FAULT`]).
+struct PrefaultBudget {
+    /// Bytes left to fault in.
+    bytes: usize,
+    /// The thread's minor faults when the budget was last topped up, or
+    /// last spent: faults past this were taken by the packets.
+    faults_seen: Option<u64>,
+}
+
+impl PrefaultBudget {
+    fn new() -> PrefaultBudget {
+        PrefaultBudget {
+            bytes: PREFAULT_BUDGET_BYTES,
+            faults_seen: thread_minor_faults(),
+        }
+    }
+
+    /// Tops the budget up for `records` records about to be run.
+    #[inline]
+    fn earn(&mut self, records: usize) {
+        let earned = records.saturating_mul(PREFAULT_BYTES_PER_RECORD);
+        self.bytes = self.bytes.saturating_add(earned);
+    }
+
+    /// Tops the budget up by the faults taken since it was last looked at,
+    /// lets `state` fault in what fits, and takes the faults that took as
+    /// seen (so that populating earns nothing).
+    fn populate(&mut self, state: &mut ShardState) {
+        let now = thread_minor_faults();
+        if let (Some(now), Some(seen)) = (now, self.faults_seen) {
+            let page = crate::pages::page_size().unwrap_or(4096);
+            let earned = now
+                .saturating_sub(seen)
+                .saturating_mul(PREFAULT_PAGES_PER_FAULT);
+            let earned = usize::try_from(earned).unwrap_or(usize::MAX);
+            self.bytes = self.bytes.saturating_add(earned.saturating_mul(page));
+        }
+        state.populate(&mut self.bytes);
+        self.faults_seen = thread_minor_faults();
+    }
+}
+
 /// A `timeval` in seconds.
 fn timeval_seconds(t: libc::timeval) -> f64 {
     t.tv_sec as f64 + t.tv_usec as f64 * 1e-6
@@ -280,6 +337,19 @@ struct ShardState {
     shard: usize,
     stages: Vec<Box<dyn DynShard>>,
     table: Option<FlowTable>,
+    /// The stages whose memory is not yet faulted in (see
+    /// [`PREFAULT_PAGES_PER_FAULT`]).
+    unpopulated: Vec<usize>,
+}
+
+impl ShardState {
+    /// Faults in the memory of each stage not yet populated whose arrays
+    /// fit in what is left of `*budget` ([`DynShard::prefault`]).
+    fn populate(&mut self, budget: &mut usize) {
+        let stages = &mut self.stages;
+        self.unpopulated
+            .retain(|&i| stages.get_mut(i).is_some_and(|s| !s.prefault(budget)));
+    }
 }
 
 /// The scheduler of this engine's shards.
@@ -785,16 +855,44 @@ fn write_ahead<T>(buffer: &[T], at: usize) {
 /// Batches between a worker's latency publications (live runs only).
 const LATENCY_PUBLISH_EVERY: u64 = 64;
 
-/// How much of its shards' filter memory a worker faults in, writable, as
-/// it builds them (see `filter::BitArray::prefault`). The default filters
-/// take 5 MiB in all, 2.5 MiB a worker with two. Larger filters past this
-/// are first touched by the packets, as before: the workers populate while
-/// the source reads, and on two cores a larger budget measurably delayed the
-/// first packet (15-44 ms with 64 M or 256 M counters or 1 Gbit of
-/// recycling bits at a 64 MiB budget, against 2.5-7.5 ms at this one:
-/// BENCHMARKS.md, sixth round; under 20 ms is the start-up target for any
-/// flags).
+/// How much of its shards' filter memory a worker may fault in, writable,
+/// before its first batch (see `filter::BitArray::prefault`): the default
+/// filters take 5 MiB in all, 2.5 MiB a worker with two.
 const PREFAULT_BUDGET_BYTES: usize = 8 << 20;
+
+/// How much more filter memory a worker may fault in for each record it
+/// takes, and how many pages for each page its packets faulted in on
+/// demand ([`PrefaultBudget`]). A filter that did not fit is faulted in,
+/// whole, before the first batch of its shard that finds budget enough.
+///
+/// Why populate filters at all: a page of a fresh filter first *read* maps
+/// the kernel's zero page, and the first write after it has to replace that
+/// mapping and flush it from the other cores' TLBs by interrupt (a
+/// hypervisor exit in a VM). The filters read every counter and bit before
+/// writing it, so every page pays that once: about 18 us a page here with
+/// two workers, against about 2.4 us for a page faulted in writable
+/// (`MADV_POPULATE_WRITE`). With 2^26 or 2^28 counters the workers spent
+/// 0.24 s or 1.2 s in the kernel on those faults on the benchmark trace
+/// (BENCHMARKS.md, sixty-second round).
+///
+/// Why a budget that is earned, not all of it at once: a run of a few
+/// packets over a huge filter touches a few pages of it and should not pay
+/// for all of them. Records say how much a run may touch: a record touches
+/// at most `k` new pages of a stage (11 at the default, 32 in the heavy
+/// stage with 2^28 counters), and 64 KiB is 16 pages, so a shard's first
+/// full batch (1024 records) earns 64 MiB, and a long run populates each
+/// shard's filters before its first batch. Faults say how much a run did
+/// touch, where records alone were not enough yet (filters larger than a
+/// batch earns): with 8 pages earned a fault, a run that goes on to touch
+/// a whole filter takes about an eighth of its pages on demand. A short run
+/// pays at most 16 pages' population a record; a run of a few flows, whose
+/// repeats the stages' front caches keep off the filters, may pay for pages
+/// its packets would never have touched, up to the filters' size (0.6 ms a
+/// MiB here), and its faults earn nothing more.
+const PREFAULT_BYTES_PER_RECORD: usize = 64 << 10;
+
+/// See [`PREFAULT_BYTES_PER_RECORD`].
+const PREFAULT_PAGES_PER_FAULT: u64 = 8;
 
 /// A worker: takes the turns of shards with work (building a shard's state
 /// with `build_state` at its first turn), runs every stage of each batch's
@@ -813,20 +911,13 @@ fn worker(
     // guard then stops the run instead of leaving it waiting on that shard.
     let _guard = FailOnPanic(scheduler);
     let clocks = ThreadClocks::now();
-    let mut budget = PREFAULT_BUDGET_BYTES;
+    let mut budget = PrefaultBudget::new();
     let mut buffer: Vec<Event> = Vec::new();
     let mut finished = Vec::new();
     let mut handled_total = 0u64;
     while let Next::Shard(shard) = scheduler.next(index) {
-        // A shard's first turn builds its state, and faults its filters'
-        // memory in while this worker's budget lasts.
-        let Some(mut state) = scheduler.claim_or_make(shard, || {
-            let mut state = build_state(shard);
-            for stage in state.stages.iter_mut() {
-                stage.prefault(&mut budget);
-            }
-            state
-        }) else {
+        // A shard's first turn builds its state.
+        let Some(mut state) = scheduler.claim_or_make(shard, || build_state(shard)) else {
             break;
         };
         let due = scheduler.due(shard);
@@ -857,6 +948,10 @@ fn worker(
             let mut tick_done = None;
             match work {
                 Work::Records(batch) => {
+                    budget.earn(batch.records.len());
+                    if !state.unpopulated.is_empty() {
+                        budget.populate(&mut state);
+                    }
                     run_batch(&mut state, &batch, received, &mut latency, &mut buffer);
                     recycle(&free, batch);
                 }
@@ -1113,6 +1208,7 @@ pub fn run_with_gauges<S: Source>(
             stages: stages.iter().map(|s| s.shard(&ctx)).collect(),
             table: truth_in_workers
                 .then(|| FlowTable::with_hasher(FlowHasher::new(c.replay.hash_key))),
+            unpopulated: (0..stages.len()).collect(),
         }
     };
     let queue = c.queue_batches.max(1);

@@ -929,10 +929,10 @@ impl ShardStage for HeavyShard {
         }
     }
 
-    fn prefault(&mut self, budget: &mut usize) {
-        // The blocked layout's blocks are written when they are built.
-        if let HeavyFilter::Partitioned(f) = &mut self.filter {
-            f.prefault(budget);
+    fn prefault(&mut self, budget: &mut usize) -> bool {
+        match &mut self.filter {
+            HeavyFilter::Partitioned(f) => f.prefault(budget),
+            HeavyFilter::Blocked(f) => f.prefault(budget),
         }
     }
 

@@ -588,8 +588,8 @@ impl NewFlowShard {
 impl ShardStage for NewFlowShard {
     type Tally = NewFlowTally;
 
-    fn prefault(&mut self, budget: &mut usize) {
-        self.filter.prefault(budget);
+    fn prefault(&mut self, budget: &mut usize) -> bool {
+        self.filter.prefault(budget)
     }
 
     #[inline]

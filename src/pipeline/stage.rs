@@ -149,12 +149,18 @@ pub trait ShardStage: Send + 'static {
     /// before every record after it.
     fn apply(&mut self, _update: &(dyn Any + Send + Sync)) {}
 
-    /// Called once on the worker thread before the first batch: fault the
-    /// memory pages of the shard's large zeroed arrays in as writable,
-    /// while they fit in `*budget` bytes, so that no page's first touch is
-    /// a read (see `filter::BitArray::prefault` for why that matters). Must
-    /// change no state a report can see.
-    fn prefault(&mut self, _budget: &mut usize) {}
+    /// Called on the worker thread before a batch, until it answers true:
+    /// fault the memory pages of the shard's large zeroed arrays in as
+    /// writable if they fit in `*budget` bytes (taking what it used from
+    /// the budget), so that no page's first touch is a read (see
+    /// `filter::BitArray::prefault` for why that matters). Answers true
+    /// once everything the stage would populate is populated (or there is
+    /// nothing to populate), and is then not called again; an array that
+    /// did not fit is tried again before a later batch, with the budget the
+    /// worker has earned by then. Must change no state a report can see.
+    fn prefault(&mut self, _budget: &mut usize) -> bool {
+        true
+    }
 
     /// Closes the last window and returns the tally. Runs on the worker
     /// thread, so the last window's scoring and models run in parallel.
@@ -229,7 +235,7 @@ pub(crate) trait DynShard: Send {
     fn process(&mut self, batch: RecordBatch<'_>, events: &mut Vec<Event>);
     fn close_window(&mut self, time_ns: u64, seq: u64, events: &mut Vec<Event>);
     fn apply(&mut self, update: &(dyn Any + Send + Sync));
-    fn prefault(&mut self, budget: &mut usize);
+    fn prefault(&mut self, budget: &mut usize) -> bool;
     fn finish(self: Box<Self>) -> Box<dyn Any + Send>;
 }
 
@@ -263,8 +269,8 @@ impl<S: ShardStage> DynShard for S {
     fn apply(&mut self, update: &(dyn Any + Send + Sync)) {
         ShardStage::apply(self, update);
     }
-    fn prefault(&mut self, budget: &mut usize) {
-        ShardStage::prefault(self, budget);
+    fn prefault(&mut self, budget: &mut usize) -> bool {
+        ShardStage::prefault(self, budget)
     }
     fn finish(self: Box<Self>) -> Box<dyn Any + Send> {
         Box::new(ShardStage::finish(*self))
