@@ -880,15 +880,16 @@ const PREFAULT_BUDGET_BYTES: usize = 8 << 20;
 /// for all of them. Records say how much a run may touch: a record touches
 /// at most `k` new pages of a stage (11 at the default, 32 in the heavy
 /// stage with 2^28 counters), and 64 KiB is 16 pages, so a shard's first
-/// full batch (1024 records) earns 64 MiB, and a long run populates each
-/// shard's filters before its first batch. Faults say how much a run did
-/// touch, where records alone were not enough yet (filters larger than a
-/// batch earns): with 8 pages earned a fault, a run that goes on to touch
-/// a whole filter takes about an eighth of its pages on demand. A short run
-/// pays at most 16 pages' population a record; a run of a few flows, whose
-/// repeats the stages' front caches keep off the filters, may pay for pages
-/// its packets would never have touched, up to the filters' size (0.6 ms a
-/// MiB here), and its faults earn nothing more.
+/// full batch (512 records at the default `--batch`) earns 32 MiB, and a
+/// long run populates filters up to that size before their shard's first
+/// batch. Faults say how much a run did touch, where records alone were
+/// not enough yet (larger filters): with 8 pages earned a fault, a run that
+/// goes on to touch a whole filter takes about an eighth of its pages on
+/// demand. A short run populates at most 16 pages a record plus 8 a page
+/// its packets faulted in. A run of few flows, whose repeats the stages'
+/// front caches keep off the filters, may so populate pages its packets
+/// would never have touched, up to the filters' size (about 0.6 ms a MiB
+/// here).
 const PREFAULT_BYTES_PER_RECORD: usize = 64 << 10;
 
 /// See [`PREFAULT_BYTES_PER_RECORD`].
