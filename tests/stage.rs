@@ -9,6 +9,8 @@ mod build_order;
 mod packet_count;
 #[path = "stages/panicking.rs"]
 mod panicking;
+#[path = "stages/prefault_probe.rs"]
+mod prefault_probe;
 
 use crate::common;
 use flowsieve::class::Classifier;
@@ -616,5 +618,92 @@ fn every_update_reaches_every_shard_in_its_place_among_the_records() {
                 assert_eq!(s.misplaced, 0, "{what}");
             }
         }
+    }
+}
+
+/// The offers a [`prefault_probe::PrefaultProbe`] needing `need` bytes got
+/// on the default trace, one shard and one worker, in batches of 512.
+fn prefault_offers(need: usize, touch_pages: usize) -> prefault_probe::ProbeSection {
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    cfg.threads = 1;
+    cfg.shards = 1;
+    cfg.batch = 512;
+    cfg.stages = StageList::none();
+    let validated = cfg
+        .validate()
+        .unwrap()
+        .with_stage(prefault_probe::PrefaultProbe { need, touch_pages });
+    let r = replay_with(&validated);
+    r.section::<prefault_probe::ProbeSection>("prefault_probe")
+        .unwrap()
+        .clone()
+}
+
+/// How a worker earns the budget it populates its shards' filters with
+/// (`PrefaultBudget` in src/pipeline/engine.rs): 8 MiB to start and 64 KiB
+/// for each record it takes, offered to a shard's stages before each batch
+/// until they answer that they are populated, and never after. A stage
+/// that never fits is offered a budget before every batch, which never
+/// shrinks and grows by at least the records' share; one that needs 100
+/// MiB takes it at the first offer that holds it, after about 1,500
+/// records, and is not asked again.
+#[test]
+fn the_prefault_budget_grows_with_the_records_and_stops_at_done() {
+    const MIB: usize = 1 << 20;
+    const PER_RECORD: usize = 64 << 10;
+    let never = prefault_offers(1 << 40, 0);
+    assert_eq!(never.offers.len(), 1, "one shard");
+    let offers = &never.offers[0];
+    // 40,000 packets in batches of 512: one offer a batch.
+    assert_eq!(
+        offers.len() as u64,
+        never.records.div_ceil(512),
+        "{offers:?}"
+    );
+    assert_eq!(offers[0].records_before, 0);
+    for (i, o) in offers.iter().enumerate() {
+        let earned = 8 * MIB + PER_RECORD * (o.records_before as usize + 1);
+        assert!(o.budget >= earned, "offer {i}: {o:?}, at least {earned}");
+        // Faults earn too, but this stage takes none of its own: a few MiB
+        // of slack for the worker's own allocations.
+        let most = 8 * MIB + PER_RECORD * (o.records_before as usize + 512) + 32 * MIB;
+        assert!(o.budget <= most, "offer {i}: {o:?}, at most {most}");
+    }
+    // Nothing taken, so each offer holds the one before and the next
+    // batch's share (a record's at least).
+    for pair in offers.windows(2) {
+        assert!(pair[1].budget >= pair[0].budget + PER_RECORD, "{pair:?}");
+    }
+    assert_eq!(never.after_done, 0);
+
+    let need = 100 * MIB;
+    let once = prefault_offers(need, 0);
+    let offers = &once.offers[0];
+    let (done, before) = offers.split_last().unwrap();
+    assert!(done.budget >= need, "{offers:?}");
+    assert!(before.iter().all(|o| o.budget < need), "{offers:?}");
+    // (100 - 8) MiB at 64 KiB a record: 1,472 records, granted with the
+    // third batch of 512.
+    assert_eq!(done.records_before, 1024, "{offers:?}");
+    assert_eq!(once.after_done, 0, "asked again after it was populated");
+    assert_eq!(once.records, never.records);
+}
+
+/// Pages a worker's packets fault in on demand earn it budget too: 8
+/// pages a page. A stage that touches 2,048 fresh pages in each batch (a
+/// read, then a write: at least one fault a page) makes each offer at
+/// least 64 MiB larger than the one before, beyond the records' share.
+#[cfg(target_os = "linux")]
+#[test]
+fn pages_faulted_in_on_demand_earn_prefault_budget() {
+    const TOUCH: usize = 2048;
+    let probe = prefault_offers(1 << 40, TOUCH);
+    let offers = &probe.offers[0];
+    assert!(offers.len() > 10, "{offers:?}");
+    for pair in offers.windows(2) {
+        assert!(
+            pair[1].budget >= pair[0].budget + 8 * TOUCH * 4096,
+            "{pair:?}"
+        );
     }
 }
