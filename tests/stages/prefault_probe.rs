@@ -56,7 +56,7 @@ pub struct ProbeShard {
     records: u64,
     /// Fresh memory touched a batch at a time, kept so that its pages stay
     /// mapped (and are not faulted in again).
-    touched: Vec<Vec<u8>>,
+    touched: Vec<memmap2::MmapMut>,
 }
 
 impl ShardStage for ProbeShard {
@@ -65,9 +65,12 @@ impl ShardStage for ProbeShard {
     fn process(&mut self, batch: RecordBatch<'_>, _events: &mut Vec<Event>) {
         self.records += batch.records().len() as u64;
         if self.touch_pages > 0 {
-            // From calloc: untouched until read here (the zero page), then
-            // written (a page of its own): faults the worker takes.
-            let mut fresh = vec![0u8; self.touch_pages * 4096];
+            // A fresh anonymous mapping, untouched until read here (the
+            // zero page), then written (a page of its own): faults the
+            // worker takes. Not a vector: the allocator may hand back heap
+            // memory other tests in this process already faulted in.
+            let mut fresh = memmap2::MmapMut::map_anon(self.touch_pages * 4096)
+                .expect("an anonymous mapping for the probe's pages");
             for page in 0..self.touch_pages {
                 let at = page * 4096;
                 let seen = std::hint::black_box(fresh[at]);
