@@ -600,11 +600,13 @@ impl RecyclingBloomFilter {
         if need > *budget {
             return false;
         }
-        let mut all = need;
-        let fitted = self.active.prefault(&mut all)
-            && self.frozen.as_mut().is_none_or(|f| f.prefault(&mut all));
         *budget -= need;
-        fitted
+        let mut unbounded = usize::MAX;
+        self.active.prefault(&mut unbounded);
+        if let Some(f) = self.frozen.as_mut() {
+            f.prefault(&mut unbounded);
+        }
+        true
     }
 
     /// Bits set in the active half.
