@@ -936,6 +936,15 @@ fn worker(
             {
                 latency.publish(q);
             }
+            // Filter memory is populated before the clock is read: the
+            // batch waits for it as it would for any other work of the
+            // worker's, and no stage's time includes it.
+            if let Work::Records(batch) = &work {
+                budget.earn(batch.records.len());
+                if !state.unpopulated.is_empty() {
+                    budget.populate(&mut state);
+                }
+            }
             // One clock read ends the item's wait and starts its first
             // stage.
             let received = Instant::now();
@@ -949,10 +958,6 @@ fn worker(
             let mut tick_done = None;
             match work {
                 Work::Records(batch) => {
-                    budget.earn(batch.records.len());
-                    if !state.unpopulated.is_empty() {
-                        budget.populate(&mut state);
-                    }
                     run_batch(&mut state, &batch, received, &mut latency, &mut buffer);
                     recycle(&free, batch);
                 }
