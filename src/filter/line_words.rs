@@ -92,12 +92,7 @@ impl LineWords {
     /// even past the end.
     #[inline]
     pub(crate) fn prefetch(&self, w: usize) {
-        crate::prefetch::prefetch(
-            self.storage
-                .as_ptr()
-                .wrapping_add(self.start.wrapping_add(w))
-                .cast::<u8>(),
-        );
+        super::prefetch_word(&self.storage, self.start.wrapping_add(w));
     }
 
     /// Faults the words' memory pages in as writable now, if they fit in
