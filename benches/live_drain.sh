@@ -15,7 +15,13 @@
 # rate the capture sustains while it has work queued, start of the drain
 # and the report at its end included. The ring is sized to hold the burst
 # (`--ring-mb`, tcpdump's `-B`), and each row says how many frames the
-# kernel dropped: a row with drops did not measure a drain.
+# kernel dropped: a row with drops did not measure a drain. A flowsieve
+# row also gives the medians of its report's CPU per frame: the process's
+# (`throughput.cpu_seconds`, the idle polling before the burst included),
+# the merger's (the source thread's, `source_cpu_seconds`) and the ring
+# readers' (the process's less the merger's and the workers'). On two
+# cores the drain's wall time hides work taken off one thread while
+# another is the limit, and the CPU does not.
 #
 # Each row runs ROUNDS times (default 3, env ROUNDS) and prints the median
 # drain; the captures alternate within a round, so that the host's noise
@@ -101,13 +107,18 @@ sent = json.loads(sent)["sent"]
 text = open(err).read()
 m = re.search(r"(\d+) packets dropped by kernel", text)
 dropped = int(m.group(1)) if m else 0
+cpu = None
 try:
-    t = json.load(open(path))["capture"]["totals"]
+    j = json.load(open(path))
+    t = j["capture"]["totals"]
     dropped = t["kernel_drops"] + t["shed"]
-except (OSError, ValueError, KeyError):
+    th = j["throughput"]
+    cpu = [th["cpu_seconds"], th["source_cpu_seconds"], th["worker_cpu_seconds"]]
+except (OSError, ValueError, KeyError, TypeError):
     pass
 print(json.dumps({"label": label, "drain": float(t1) - float(t0), "sent": sent,
-                  "frames": int(frames), "dropped": dropped, "timed_out": int(rc) == 124}))
+                  "frames": int(frames), "dropped": dropped, "timed_out": int(rc) == 124,
+                  "cpu": cpu}))
 PY
     rm -f "$err" "$json"
 }
@@ -133,7 +144,7 @@ done
 python3 - "$results" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f'{"capture":<44} {"frames":>9} {"drain ms: median":>17} {"(min-max)":>15} {"Mpps":>7}  note')
+print(f'{"capture":<44} {"frames":>9} {"drain ms: median":>17} {"(min-max)":>15} {"Mpps":>7} {"CPU ns/frame: all":>18} {"merger":>7} {"readers":>8}  note')
 for label in dict.fromkeys(r["label"] for r in rows):
     mine = [r for r in rows if r["label"] == label]
     d = statistics.median(r["drain"] for r in mine)
@@ -148,6 +159,12 @@ for label in dict.fromkeys(r["label"] for r in rows):
         note.append("stopped after 120 s")
     lo, hi = min(r["drain"] for r in mine), max(r["drain"] for r in mine)
     span = f"({lo * 1e3:.0f}-{hi * 1e3:.0f})"
-    print(f'{label:<44} {n:>9} {d * 1e3:>17.1f} {span:>15} {n / d / 1e6:>7.2f}  {"; ".join(note)}')
+    cpus = [r["cpu"] for r in mine if r.get("cpu") and None not in r["cpu"]]
+    def ns(f):
+        return f"{statistics.median(f(c) for c in cpus) / n * 1e9:.0f}" if cpus else "-"
+    # The merger is the source thread; the readers are what is left once
+    # the workers are taken out (start-up and the report's own are in it).
+    all_, merger, readers = ns(lambda c: c[0]), ns(lambda c: c[1]), ns(lambda c: c[0] - c[1] - c[2])
+    print(f'{label:<44} {n:>9} {d * 1e3:>17.1f} {span:>15} {n / d / 1e6:>7.2f} {all_:>18} {merger:>7} {readers:>8}  {"; ".join(note)}')
 PY
 rm -f "$results"
