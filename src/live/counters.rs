@@ -88,7 +88,8 @@ crate::ingest::live::counter_set! {
 pub struct LiveCounters {
     /// Per interface, in `-i` order.
     pub interfaces: Vec<InterfaceCounters>,
-    /// Keyed packets handed to the pipeline.
+    /// Keyed packets handed to the pipeline; the merger adds them every
+    /// 4,096 frames and after each round of releases, not one by one.
     pub pipeline_packets: AtomicU64,
     /// Per class: heavy-flow events.
     pub heavy_events: Vec<AtomicU64>,

@@ -358,6 +358,7 @@ impl Source for LiveCapture<'_> {
                     stop: Arc::clone(&stop),
                     retire_ms: cfg.geometry.retire_ms,
                     shed_at_blocks: cfg.shed_at.blocks(cfg.geometry.blocks),
+                    batch_frames: reader::batch_frames(cfg.geometry.block_bytes),
                 };
                 match std::thread::Builder::new()
                     .name("flowsieve-ring".into())
@@ -381,6 +382,14 @@ impl Source for LiveCapture<'_> {
             // dropped, and so flushed, when this scope ends, before the
             // summary reads the table.
             let mut truth = table.as_mut().map(BatchedRecorder::new);
+            // Keyed frames handed to the pipeline, and those of them not
+            // yet added to `counters.pipeline_packets`. Why not one
+            // `fetch_add` a frame: that locked add was a third of this
+            // loop's samples draining a full ring (BENCHMARKS.md,
+            // sixty-third round). Only this thread writes the counter, and
+            // it is published every 4,096 frames and after each round of
+            // releases, before the interval report reads it.
+            let (mut keyed_handed, mut keyed_unpublished) = (0u64, 0u64);
             loop {
                 if cfg.duration.is_some_and(|d| started.elapsed() >= d)
                     && !stop.load(Ordering::Relaxed)
@@ -459,6 +468,9 @@ impl Source for LiveCapture<'_> {
                     released += 1;
                     if released.is_multiple_of(4096) {
                         cutoff = stale_cutoff(cfg.max_delay);
+                        counters
+                            .pipeline_packets
+                            .fetch_add(std::mem::take(&mut keyed_unpublished), Ordering::Relaxed);
                     }
                     if stale {
                         stale_shed[r] += 1;
@@ -477,18 +489,23 @@ impl Source for LiveCapture<'_> {
                             if let Some(t) = truth.as_mut() {
                                 t.record(k.key, k.hash, k.class, f.ts, f.wire_len, f.captured);
                             }
-                            if counters.pipeline_packets.fetch_add(1, Ordering::Relaxed) == 0 {
+                            if keyed_handed == 0 {
                                 // The dispatcher's time origin is this packet.
                                 let ns =
                                     f.ts.as_nanos()
                                         .clamp(i64::MIN as i128 + 1, i64::MAX as i128);
                                 counters.first_keyed_ns.store(ns as i64, Ordering::Relaxed);
                             }
+                            keyed_handed += 1;
+                            keyed_unpublished += 1;
                             sink.packet(&k.key, k.hash, k.class, f.ts, f.wire_len, f.captured);
                         }
                         Err(reason) => totals.skips.add(reason),
                     }
                 }
+                counters
+                    .pipeline_packets
+                    .fetch_add(std::mem::take(&mut keyed_unpublished), Ordering::Relaxed);
                 for (r, n) in stale_shed.iter_mut().enumerate() {
                     if *n > 0 {
                         let c = &counters.interfaces[reader_iface[r]];

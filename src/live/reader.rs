@@ -19,6 +19,22 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// is tens of blocks, so the ring cannot fill between two looks.
 const ROOM_POLL: Duration = Duration::from_millis(1);
 
+/// A reader sends its batch to the merger once it holds this many frames
+/// (checked after each whole block).
+pub(crate) const SEND_AT_FRAMES: usize = 4096;
+
+/// The frames a new batch has room for, for blocks of `block_bytes`:
+/// [`SEND_AT_FRAMES`] and a block's worth more (a frame takes at least
+/// 64 bytes of a block: its `tpacket3_hdr` and link address alone), at
+/// most [`SEND_AT_FRAMES`] more. Why not grow as it fills: a batch grown
+/// from empty moved itself six times past glibc's mmap threshold, each
+/// time with `mremap` and a TLB flush on every core, and that was most of
+/// the ring thread's kernel time draining a full ring (BENCHMARKS.md,
+/// sixty-third round).
+pub(crate) fn batch_frames(block_bytes: u32) -> usize {
+    SEND_AT_FRAMES + (block_bytes as usize / 64).min(SEND_AT_FRAMES)
+}
+
 /// A frame as the merger needs it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LiveFrame {
@@ -68,6 +84,8 @@ pub(crate) struct Reader {
     /// The ring's backlog, in blocks, at which a reader with a full queue
     /// sheds ([`crate::ingest::ShedAt::blocks`]).
     pub(crate) shed_at_blocks: u32,
+    /// The frames a new batch has room for ([`batch_frames`]).
+    pub(crate) batch_frames: usize,
 }
 
 /// Now on the wall clock, ns since the epoch: the clock of the kernel's
@@ -119,7 +137,7 @@ impl Reader {
             let mut blocks = 0;
             while let Some(_n) = self.take_block(&mut batch, &mut scratch, &mut max_ts) {
                 blocks += 1;
-                if batch.frames.len() >= 4096 {
+                if batch.frames.len() >= SEND_AT_FRAMES {
                     self.send(&mut batch, max_ts);
                 }
                 if blocks >= 64 {
@@ -144,7 +162,10 @@ impl Reader {
     }
 
     fn fresh(&self) -> ReaderBatch {
-        let mut b = self.free.try_recv().unwrap_or_default();
+        let mut b = self.free.try_recv().unwrap_or_else(|_| ReaderBatch {
+            frames: Vec::with_capacity(self.batch_frames),
+            ..ReaderBatch::default()
+        });
         b.reader = self.index;
         b.frames.clear();
         b.bytes.clear();
