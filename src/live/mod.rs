@@ -70,7 +70,7 @@ use crate::replay::{PacketSink, Read, ReplayConfig, ReplayObserver, Totals, summ
 use crate::report::ReplaySummary;
 use crate::truth::{BatchedRecorder, FlowTable};
 use crossbeam_channel::{RecvTimeoutError, bounded};
-use reader::{Reader, ReaderBatch};
+use reader::{LiveFrame, Reader, ReaderBatch};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -431,76 +431,119 @@ impl Source for LiveCapture<'_> {
                 // --max-delay: shed here, not handed to the pipeline. The
                 // clock is read once per 4,096 frames released.
                 let mut cutoff = stale_cutoff(cfg.max_delay);
-                while totals.packets < budget {
-                    let Some((r, ts)) = pending
-                        .iter()
-                        .enumerate()
-                        .filter_map(|(i, p)| p.head_ts().map(|t| (i, t)))
-                        .min_by_key(|&(i, t)| (t, i))
-                    else {
-                        break;
-                    };
-                    if ts > bound {
-                        break;
-                    }
-                    let (batch, at) = pending[r]
-                        .batches
-                        .front_mut()
-                        .expect("a head frame has a batch");
-                    let f = batch.frames[*at];
-                    *at += 1;
-                    let stale = f.ts.as_nanos() < cutoff;
-                    if !stale && let Some(Ok(w)) = writer.as_mut() {
-                        let bytes = batch
-                            .bytes
-                            .get(f.bytes.0 as usize..f.bytes.1 as usize)
-                            .unwrap_or(&[]);
-                        if let Err(e) = w.write(reader_iface[r], f.ts, f.wire_len, bytes) {
-                            counters.set_fatal(e);
-                            stop.store(true, Ordering::Relaxed);
+                let mut spent = totals.packets >= budget;
+                // Releases frame `$f` of reader `$r`, whose batch's bytes are
+                // `$bytes`: to -w, then shed as stale or counted and handed
+                // to truth and the pipeline. True once the packet budget is
+                // spent. It reads the frame where the reader wrote it. A
+                // macro, not a closure: called from both loops below, a
+                // closure stayed a call in the two-reader one (7
+                // instructions a frame more than writing it out there).
+                macro_rules! release {
+                    ($f:expr, $bytes:expr, $r:expr) => {{
+                        let (f, bytes, r): (&LiveFrame, &[u8], usize) = ($f, $bytes, $r);
+                        let stale = f.ts.as_nanos() < cutoff;
+                        if !stale && let Some(Ok(w)) = writer.as_mut() {
+                            let bytes = bytes
+                                .get(f.bytes.0 as usize..f.bytes.1 as usize)
+                                .unwrap_or(&[]);
+                            if let Err(e) = w.write(reader_iface[r], f.ts, f.wire_len, bytes) {
+                                counters.set_fatal(e);
+                                stop.store(true, Ordering::Relaxed);
+                            }
+                        }
+                        released += 1;
+                        if released.is_multiple_of(4096) {
+                            cutoff = stale_cutoff(cfg.max_delay);
+                            counters.pipeline_packets.fetch_add(
+                                std::mem::take(&mut keyed_unpublished),
+                                Ordering::Relaxed,
+                            );
+                        }
+                        if stale {
+                            stale_shed[r] += 1;
+                            false
+                        } else {
+                            totals.packets += 1;
+                            totals.wire_bytes += u64::from(f.wire_len);
+                            totals.captured_bytes += u64::from(f.captured);
+                            totals.truncated_packets += u64::from(f.captured < f.wire_len);
+                            totals.first_ts = Some(totals.first_ts.map_or(f.ts, |t| t.min(f.ts)));
+                            totals.last_ts = Some(totals.last_ts.map_or(f.ts, |t| t.max(f.ts)));
+                            totals.link_types.add(f.link_type);
+                            match &f.outcome {
+                                Ok(k) => {
+                                    totals.keyed(k.class, f.wire_len, k.ports_truncated);
+                                    if let Some(t) = truth.as_mut() {
+                                        t.record(
+                                            k.key, k.hash, k.class, f.ts, f.wire_len, f.captured,
+                                        );
+                                    }
+                                    if keyed_handed == 0 {
+                                        // The dispatcher's time origin is this packet.
+                                        let ns =
+                                            f.ts.as_nanos()
+                                                .clamp(i64::MIN as i128 + 1, i64::MAX as i128);
+                                        counters.first_keyed_ns.store(ns as i64, Ordering::Relaxed);
+                                    }
+                                    keyed_handed += 1;
+                                    keyed_unpublished += 1;
+                                    sink.packet(
+                                        &k.key, k.hash, k.class, f.ts, f.wire_len, f.captured,
+                                    );
+                                }
+                                Err(reason) => totals.skips.add(*reason),
+                            }
+                            totals.packets >= budget
+                        }
+                    }};
+                }
+                if let [only] = pending.as_mut_slice() {
+                    // One reader (one interface, no fanout): the merge order
+                    // is its own, so its frames go out in turn with no search
+                    // over the readers (BENCHMARKS.md, sixty-third round).
+                    'batches: while !spent {
+                        let Some((batch, at)) = only.batches.front_mut() else {
+                            break;
+                        };
+                        while let Some(f) = batch.frames.get(*at) {
+                            if spent || f.ts.as_nanos() > bound {
+                                break 'batches;
+                            }
+                            *at += 1;
+                            spent = release!(f, &batch.bytes, 0);
+                        }
+                        if let Some((b, _)) = only.batches.pop_front() {
+                            let _ = free_tx.try_send(b);
                         }
                     }
-                    if *at >= batch.frames.len()
-                        && let Some((b, _)) = pending[r].batches.pop_front()
-                    {
-                        let _ = free_tx.try_send(b);
-                    }
-                    released += 1;
-                    if released.is_multiple_of(4096) {
-                        cutoff = stale_cutoff(cfg.max_delay);
-                        counters
-                            .pipeline_packets
-                            .fetch_add(std::mem::take(&mut keyed_unpublished), Ordering::Relaxed);
-                    }
-                    if stale {
-                        stale_shed[r] += 1;
-                        continue;
-                    }
-                    totals.packets += 1;
-                    totals.wire_bytes += u64::from(f.wire_len);
-                    totals.captured_bytes += u64::from(f.captured);
-                    totals.truncated_packets += u64::from(f.captured < f.wire_len);
-                    totals.first_ts = Some(totals.first_ts.map_or(f.ts, |t| t.min(f.ts)));
-                    totals.last_ts = Some(totals.last_ts.map_or(f.ts, |t| t.max(f.ts)));
-                    totals.link_types.add(f.link_type);
-                    match f.outcome {
-                        Ok(k) => {
-                            totals.keyed(k.class, f.wire_len, k.ports_truncated);
-                            if let Some(t) = truth.as_mut() {
-                                t.record(k.key, k.hash, k.class, f.ts, f.wire_len, f.captured);
-                            }
-                            if keyed_handed == 0 {
-                                // The dispatcher's time origin is this packet.
-                                let ns =
-                                    f.ts.as_nanos()
-                                        .clamp(i64::MIN as i128 + 1, i64::MAX as i128);
-                                counters.first_keyed_ns.store(ns as i64, Ordering::Relaxed);
-                            }
-                            keyed_handed += 1;
-                            keyed_unpublished += 1;
-                            sink.packet(&k.key, k.hash, k.class, f.ts, f.wire_len, f.captured);
+                } else {
+                    while !spent {
+                        let Some((r, ts)) = pending
+                            .iter()
+                            .enumerate()
+                            .filter_map(|(i, p)| p.head_ts().map(|t| (i, t)))
+                            .min_by_key(|&(i, t)| (t, i))
+                        else {
+                            break;
+                        };
+                        if ts > bound {
+                            break;
                         }
-                        Err(reason) => totals.skips.add(reason),
+                        let (batch, at) = pending[r]
+                            .batches
+                            .front_mut()
+                            .expect("a head frame has a batch");
+                        let Some(f) = batch.frames.get(*at) else {
+                            break;
+                        };
+                        *at += 1;
+                        spent = release!(f, &batch.bytes, r);
+                        if *at >= batch.frames.len()
+                            && let Some((b, _)) = pending[r].batches.pop_front()
+                        {
+                            let _ = free_tx.try_send(b);
+                        }
                     }
                 }
                 counters
