@@ -19,7 +19,9 @@
 //! by timestamp up to the lowest watermark of all readers (a reader's
 //! watermark is its newest timestamp, or, when its ring is empty, the
 //! clock less the block timeout). The pipeline therefore sees the same
-//! stream whatever the fanout, and `-w` writes that stream.
+//! stream whatever the fanout, and `-w` writes that stream. With one
+//! reader (one interface, no fanout) that order is the reader's own, and
+//! the merger walks its frames in turn, with no search over the readers.
 //!
 //! **Full queues.** When the merger's queue is full a reader waits for room
 //! while its ring still has room: the ring is the capture's buffer, and a
