@@ -21,15 +21,15 @@ const ROOM_POLL: Duration = Duration::from_millis(1);
 
 /// A reader sends its batch to the merger once it holds this many frames
 /// (checked after each whole block).
-pub(crate) const SEND_AT_FRAMES: usize = 4096;
+const SEND_AT_FRAMES: usize = 4096;
 
 /// The frames a new batch has room for, for blocks of `block_bytes`:
 /// [`SEND_AT_FRAMES`] and a block's worth more (a frame takes at least
 /// 64 bytes of a block: its `tpacket3_hdr` and link address alone), at
 /// most [`SEND_AT_FRAMES`] more. Why not grow as it fills: a batch grown
-/// from empty moved itself six times past glibc's mmap threshold, each
-/// time with `mremap` and a TLB flush on every core, and that was most of
-/// the ring thread's kernel time draining a full ring (BENCHMARKS.md,
+/// from empty doubled its way to 8,192 frames, and past glibc's mmap
+/// threshold a doubling is an `mremap`, with a TLB flush on every core
+/// (the ring thread's profile draining a full ring; BENCHMARKS.md,
 /// sixty-third round).
 pub(crate) fn batch_frames(block_bytes: u32) -> usize {
     SEND_AT_FRAMES + (block_bytes as usize / 64).min(SEND_AT_FRAMES)
