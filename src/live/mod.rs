@@ -384,14 +384,15 @@ impl Source for LiveCapture<'_> {
             // dropped, and so flushed, when this scope ends, before the
             // summary reads the table.
             let mut truth = table.as_mut().map(BatchedRecorder::new);
-            // Keyed frames handed to the pipeline, and those of them not
-            // yet added to `counters.pipeline_packets`. Why not one
-            // `fetch_add` a frame: that locked add was a third of this
-            // loop's samples draining a full ring (BENCHMARKS.md,
-            // sixty-third round). Only this thread writes the counter, and
-            // it is published every 4,096 frames and after each round of
-            // releases, before the interval report reads it.
-            let (mut keyed_handed, mut keyed_unpublished) = (0u64, 0u64);
+            // Whether a keyed frame has reached the pipeline yet (the first
+            // sets the events' time origin), and the keyed frames not yet
+            // added to `counters.pipeline_packets`. Why not one `fetch_add`
+            // a frame: that locked add was a third of this loop's samples
+            // draining a full ring (BENCHMARKS.md, sixty-third round). Only
+            // this thread writes the counter, and it is published every
+            // 4,096 frames and after each round of releases, before the
+            // interval report reads it.
+            let (mut origin_set, mut keyed_unpublished) = (false, 0u64);
             loop {
                 if cfg.duration.is_some_and(|d| started.elapsed() >= d)
                     && !stop.load(Ordering::Relaxed)
@@ -481,14 +482,14 @@ impl Source for LiveCapture<'_> {
                                             k.key, k.hash, k.class, f.ts, f.wire_len, f.captured,
                                         );
                                     }
-                                    if keyed_handed == 0 {
+                                    if !origin_set {
                                         // The dispatcher's time origin is this packet.
                                         let ns =
                                             f.ts.as_nanos()
                                                 .clamp(i64::MIN as i128 + 1, i64::MAX as i128);
                                         counters.first_keyed_ns.store(ns as i64, Ordering::Relaxed);
+                                        origin_set = true;
                                     }
-                                    keyed_handed += 1;
                                     keyed_unpublished += 1;
                                     sink.packet(
                                         &k.key, k.hash, k.class, f.ts, f.wire_len, f.captured,
