@@ -436,16 +436,21 @@ impl Source for LiveCapture<'_> {
                 let mut cutoff = stale_cutoff(cfg.max_delay);
                 let mut spent = totals.packets >= budget;
                 // Releases frame `$f` of reader `$r`, whose batch's bytes are
-                // `$bytes`: to -w, then shed as stale or counted and handed
+                // `$bytes` and whose time is `$ns`: `f.ts.as_nanos()`, which
+                // each loop already has for its bound check. (Worked out
+                // again here, the two-reader merger ran 10 instructions a
+                // frame more; BENCHMARKS.md, sixty-fourth round.) It goes
+                // to -w, then is shed as stale or counted and handed
                 // to truth and the pipeline. True once the packet budget is
                 // spent. It reads the frame where the reader wrote it. A
                 // macro, not a closure: called from both loops below, a
                 // closure stayed a call in the two-reader one (7
                 // instructions a frame more than writing it out there).
                 macro_rules! release {
-                    ($f:expr, $bytes:expr, $r:expr) => {{
-                        let (f, bytes, r): (&LiveFrame, &[u8], usize) = ($f, $bytes, $r);
-                        let stale = f.ts.as_nanos() < cutoff;
+                    ($f:expr, $ns:expr, $bytes:expr, $r:expr) => {{
+                        let (f, ns, bytes, r): (&LiveFrame, i128, &[u8], usize) =
+                            ($f, $ns, $bytes, $r);
+                        let stale = ns < cutoff;
                         if !stale && let Some(Ok(w)) = writer.as_mut() {
                             let bytes = bytes
                                 .get(f.bytes.0 as usize..f.bytes.1 as usize)
@@ -484,9 +489,7 @@ impl Source for LiveCapture<'_> {
                                     }
                                     if !origin_set {
                                         // The dispatcher's time origin is this packet.
-                                        let ns =
-                                            f.ts.as_nanos()
-                                                .clamp(i64::MIN as i128 + 1, i64::MAX as i128);
+                                        let ns = ns.clamp(i64::MIN as i128 + 1, i64::MAX as i128);
                                         counters.first_keyed_ns.store(ns as i64, Ordering::Relaxed);
                                         origin_set = true;
                                     }
@@ -510,11 +513,12 @@ impl Source for LiveCapture<'_> {
                             break;
                         };
                         while let Some(f) = batch.frames.get(*at) {
-                            if spent || f.ts.as_nanos() > bound {
+                            let ns = f.ts.as_nanos();
+                            if spent || ns > bound {
                                 break 'batches;
                             }
                             *at += 1;
-                            spent = release!(f, &batch.bytes, 0);
+                            spent = release!(f, ns, &batch.bytes, 0);
                         }
                         if let Some((b, _)) = only.batches.pop_front() {
                             let _ = free_tx.try_send(b);
@@ -541,7 +545,7 @@ impl Source for LiveCapture<'_> {
                             break;
                         };
                         *at += 1;
-                        spent = release!(f, &batch.bytes, r);
+                        spent = release!(f, ts, &batch.bytes, r);
                         if *at >= batch.frames.len()
                             && let Some((b, _)) = pending[r].batches.pop_front()
                         {
