@@ -393,6 +393,14 @@ impl Source for LiveCapture<'_> {
             // 4,096 frames and after each round of releases, before the
             // interval report reads it.
             let (mut origin_set, mut keyed_unpublished) = (false, 0u64);
+            // The earliest and latest frame times so far, in ns, beside
+            // `totals.first_ts` and `last_ts`: a frame is compared by the
+            // time its merge loop already has, and the report's times are
+            // written only when they move (as `Option<Timestamp>` minimum
+            // and maximum a frame, 14 instructions; BENCHMARKS.md,
+            // sixty-fourth round). A `Timestamp`'s nanoseconds are below a
+            // second, so its order is its `as_nanos` order.
+            let (mut first_ns, mut last_ns) = (i128::MAX, i128::MIN);
             loop {
                 if cfg.duration.is_some_and(|d| started.elapsed() >= d)
                     && !stop.load(Ordering::Relaxed)
@@ -476,8 +484,14 @@ impl Source for LiveCapture<'_> {
                             totals.wire_bytes += u64::from(f.wire_len);
                             totals.captured_bytes += u64::from(f.captured);
                             totals.truncated_packets += u64::from(f.captured < f.wire_len);
-                            totals.first_ts = Some(totals.first_ts.map_or(f.ts, |t| t.min(f.ts)));
-                            totals.last_ts = Some(totals.last_ts.map_or(f.ts, |t| t.max(f.ts)));
+                            if ns < first_ns {
+                                first_ns = ns;
+                                totals.first_ts = Some(f.ts);
+                            }
+                            if ns > last_ns {
+                                last_ns = ns;
+                                totals.last_ts = Some(f.ts);
+                            }
                             totals.link_types.add(f.link_type);
                             match &f.outcome {
                                 Ok(k) => {
