@@ -78,6 +78,15 @@ impl fmt::Debug for FlowKey {
 }
 
 impl FlowKey {
+    /// The all-zero key, of no IP version, which no packet gives: a
+    /// placeholder where a frame has no flow (the live reader's skipped
+    /// frames).
+    pub(crate) const ZERO: FlowKey = FlowKey {
+        src: [0; 2],
+        dst: [0; 2],
+        tail: 0,
+    };
+
     /// An IPv4 key.
     pub fn v4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, proto: u8) -> FlowKey {
         FlowKey {

@@ -493,7 +493,7 @@ impl Source for LiveCapture<'_> {
                                 totals.last_ts = Some(f.ts);
                             }
                             totals.link_types.add(f.link_type);
-                            match &f.outcome {
+                            match f.outcome() {
                                 Ok(k) => {
                                     totals.keyed(k.class, f.wire_len, k.ports_truncated);
                                     if let Some(t) = truth.as_mut() {
@@ -512,7 +512,7 @@ impl Source for LiveCapture<'_> {
                                         &k.key, k.hash, k.class, f.ts, f.wire_len, f.captured,
                                     );
                                 }
-                                Err(reason) => totals.skips.add(*reason),
+                                Err(reason) => totals.skips.add(reason),
                             }
                             totals.packets >= budget
                         }

@@ -36,15 +36,39 @@ pub(crate) fn batch_frames(block_bytes: u32) -> usize {
 }
 
 /// A frame as the merger needs it.
+///
+/// Why `keyed` and `skip` side by side and not one `Result<Keyed,
+/// SkipReason>`: as a `Result`, the skip reason took the niche of
+/// `ports_truncated` and overlapped the key's first byte, and the reader
+/// wrote each frame into its batch as that byte alone and the key's other
+/// 39 bytes copied from the dissection on its stack by loads that straddle
+/// the stores that had just written them. The store buffer cannot forward
+/// such a load, and the one that ended the copy held a tenth of the
+/// reader's samples draining a full ring (BENCHMARKS.md, sixty-fourth
+/// round). Side by side, the key is copied whole, from where it starts,
+/// and the frame is still 96 bytes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LiveFrame {
     pub(crate) ts: Timestamp,
     pub(crate) wire_len: u32,
     pub(crate) captured: u32,
     pub(crate) link_type: LinkType,
-    pub(crate) outcome: Result<Keyed, SkipReason>,
+    /// The frame's flow; [`Keyed::NONE`] when `skip` says why it has none.
+    keyed: Keyed,
+    skip: Option<SkipReason>,
     /// Byte range of the frame in the batch's byte buffer (with `-w`).
     pub(crate) bytes: (u32, u32),
+}
+
+impl LiveFrame {
+    /// The frame's flow, or why it has none.
+    #[inline]
+    pub(crate) fn outcome(&self) -> Result<&Keyed, SkipReason> {
+        match self.skip {
+            None => Ok(&self.keyed),
+            Some(reason) => Err(reason),
+        }
+    }
 }
 
 /// The work done on a keyed frame.
@@ -54,6 +78,16 @@ pub(crate) struct Keyed {
     pub(crate) hash: u64,
     pub(crate) class: ClassId,
     pub(crate) ports_truncated: bool,
+}
+
+impl Keyed {
+    /// What a skipped frame holds in place of a flow (never read).
+    const NONE: Keyed = Keyed {
+        key: FlowKey::ZERO,
+        hash: 0,
+        class: 0,
+        ports_truncated: false,
+    };
 }
 
 /// What a reader sends: frames in ring order, and the watermark: no later
@@ -247,12 +281,18 @@ impl Reader {
             received += 1;
             bytes += u64::from(wire_len);
             supers += u64::from(iface.is_super_frame(data, wire_len));
-            let outcome = dissector.dissect(link_type, data).map(|d| Keyed {
-                key: d.key,
-                hash: hasher.hash(&d.key),
-                class: classifier.classify_on(&d.key, iface_name),
-                ports_truncated: d.ports_truncated,
-            });
+            let (keyed, skip) = match dissector.dissect(link_type, data) {
+                Ok(d) => (
+                    Keyed {
+                        key: d.key,
+                        hash: hasher.hash(&d.key),
+                        class: classifier.classify_on(&d.key, iface_name),
+                        ports_truncated: d.ports_truncated,
+                    },
+                    None,
+                ),
+                Err(reason) => (Keyed::NONE, Some(reason)),
+            };
             let range = if keep {
                 let start = batch.bytes.len() as u32;
                 batch.bytes.extend_from_slice(data);
@@ -266,7 +306,8 @@ impl Reader {
                 wire_len,
                 captured: data.len() as u32,
                 link_type,
-                outcome,
+                keyed,
+                skip,
                 bytes: range,
             });
         });
