@@ -813,6 +813,85 @@ fn vlan_tagged_frames_key_as_in_the_file() {
     assert_eq!(&first.data[12..16], &[0x81, 0x00, 0x00, 0x64]);
 }
 
+/// The bundled trace with frames the dissector skips: every fifth frame
+/// from the second on gets a non-IP EtherType (0x88b5, the IEEE's local
+/// experimental one, which no stack in the namespaces handles), and every
+/// fifth from the fourth on an IP version of 5 (the trace's tagged frames
+/// too, so that the reader restores their tags first). Returns the copy
+/// and how many frames each change made.
+fn skipping_copy(dir: &Path) -> (PathBuf, u64, u64) {
+    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+    let mut reader = flowsieve::ingest::TraceReader::open(default_trace()).unwrap();
+    let header = PcapHeader {
+        snaplen: 65535,
+        ts_resolution: pcap_file::TsResolution::NanoSecond,
+        ..PcapHeader::default()
+    };
+    let out = dir.join("skips.pcap");
+    let mut w = PcapWriter::with_header(std::fs::File::create(&out).unwrap(), header).unwrap();
+    let (mut non_ip, mut bad_version, mut i) = (0, 0, 0u64);
+    while let Some(p) = reader.next_packet().unwrap() {
+        let mut data = p.data.to_vec();
+        match i % 5 {
+            1 => {
+                data[12..14].copy_from_slice(&[0x88, 0xb5]);
+                non_ip += 1;
+            }
+            3 => {
+                // The IP header follows the 802.1Q tag where there is one.
+                let ip = if data[12..14] == [0x81, 0x00] { 18 } else { 14 };
+                data[ip] = 0x50 | (data[ip] & 0x0f);
+                bad_version += 1;
+            }
+            _ => {}
+        }
+        i += 1;
+        let ts = Duration::new(p.ts.secs() as u64, p.ts.subsec_nanos());
+        w.write_packet(&PcapPacket::new(ts, p.wire_len, &data))
+            .unwrap();
+    }
+    (out, non_ip, bad_version)
+}
+
+#[test]
+fn skipped_frames_are_counted_by_reason_as_in_the_file() {
+    let Some(pair) = VethPair::new("skipped_frames_are_counted_by_reason_as_in_the_file") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (trace, non_ip, bad_version) = skipping_copy(dir.path());
+    assert_eq!((non_ip, bad_version), (8_000, 8_000));
+    let out = dir.path().join("s.json");
+    let pcap = dir.path().join("s.pcap");
+    let mut args = vec![
+        "-q",
+        "--report-every",
+        "0",
+        "--json",
+        out.to_str().unwrap(),
+        "-w",
+        pcap.to_str().unwrap(),
+    ];
+    args.extend(PIPELINE);
+    let live = pair.live(&args);
+    let sent = pair.inject(&trace, &["--pps", "20000"]);
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    let r = json(&out);
+    let sent = sent["sent"].as_u64().unwrap();
+    assert_eq!(sent, 40_000);
+    assert_identity(&r, sent);
+    let t = &r["trace"];
+    assert_eq!(t["packets"], 40_000, "{stderr:?}");
+    assert_eq!(t["skipped"]["non_ip"], non_ip);
+    assert_eq!(t["skipped"]["bad_ip_version"], bad_version);
+    assert_eq!(t["ip_packets"], 40_000 - non_ip - bad_version);
+    // The skipped frames reach no stage: the report is the file's.
+    let file = replay(&trace, &PIPELINE);
+    assert_eq!(pacing_free(&r), pacing_free(&file));
+    assert_eq!(without_timing(r), without_timing(replay(&pcap, &PIPELINE)));
+}
+
 /// Packets of `trace` that are UDP over IPv4 or IPv6, counted with
 /// etherparse (not with flowsieve's dissector or libpcap).
 fn udp_packets(trace: &Path) -> u64 {
