@@ -43,8 +43,8 @@ pub(crate) fn batch_frames(block_bytes: u32) -> usize {
 /// wrote each frame into its batch as that byte alone and the key's other
 /// 39 bytes copied from the dissection on its stack by loads that straddle
 /// the stores that had just written them. The store buffer cannot forward
-/// such a load, and the one that ended the copy held a tenth of the
-/// reader's samples draining a full ring (BENCHMARKS.md, sixty-fourth
+/// such a load, and the one that ended the copy held a tenth to a fifth
+/// of the reader's samples draining a full ring (BENCHMARKS.md, sixty-fourth
 /// round). Side by side, the key is copied whole, from where it starts,
 /// and the frame is still 96 bytes.
 #[derive(Clone, Copy, Debug)]
