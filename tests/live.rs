@@ -754,8 +754,14 @@ fn vlan_tagged_frames(trace: &Path) -> u64 {
     n
 }
 
-/// The bundled trace with an 802.1Q tag (VLAN 100) in every frame.
-fn vlan_tagged_copy(dir: &Path) -> PathBuf {
+/// A copy of the bundled trace, named `name` in `dir`, with `edit(i,
+/// frame)` applied to each frame `i` (from 0); a frame's wire length
+/// follows what the edit adds or takes away.
+fn edited_default_trace(
+    dir: &Path,
+    name: &str,
+    mut edit: impl FnMut(u64, &mut Vec<u8>),
+) -> PathBuf {
     use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
     let mut reader = flowsieve::ingest::TraceReader::open(default_trace()).unwrap();
     let header = PcapHeader {
@@ -763,28 +769,34 @@ fn vlan_tagged_copy(dir: &Path) -> PathBuf {
         ts_resolution: pcap_file::TsResolution::NanoSecond,
         ..PcapHeader::default()
     };
-    let out = dir.join("vlan.pcap");
+    let out = dir.join(name);
     let mut w = PcapWriter::with_header(std::fs::File::create(&out).unwrap(), header).unwrap();
+    let mut i = 0;
     while let Some(p) = reader.next_packet().unwrap() {
-        let mut data = p.data[..12].to_vec();
-        data.extend_from_slice(&[0x81, 0x00, 0x00, 0x64]);
-        data.extend_from_slice(&p.data[12..]);
+        let mut data = p.data.to_vec();
+        edit(i, &mut data);
+        i += 1;
+        let wire_len = p.wire_len + data.len() as u32 - p.data.len() as u32;
         let ts = Duration::new(p.ts.secs() as u64, p.ts.subsec_nanos());
-        w.write_packet(&PcapPacket::new(ts, p.wire_len + 4, &data))
+        w.write_packet(&PcapPacket::new(ts, wire_len, &data))
             .unwrap();
     }
     out
 }
 
-#[test]
-fn vlan_tagged_frames_key_as_in_the_file() {
-    let Some(pair) = VethPair::new("vlan_tagged_frames_key_as_in_the_file") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let tagged = vlan_tagged_copy(dir.path());
-    let out = dir.path().join("v.json");
-    let pcap = dir.path().join("v.pcap");
+/// The bundled trace with an 802.1Q tag (VLAN 100) in every frame.
+fn vlan_tagged_copy(dir: &Path) -> PathBuf {
+    edited_default_trace(dir, "vlan.pcap", |_, data| {
+        data.splice(12..12, [0x81, 0x00, 0x00, 0x64]);
+    })
+}
+
+/// A live capture of `trace` sent at 20,000 packets a second, with the
+/// pipeline flags every comparison uses, its report written as JSON and
+/// its frames to a file (`-w`): the report, the file, and how many frames
+/// were sent. The capture must exit 0.
+fn capture_to_file(pair: &VethPair, dir: &Path, trace: &Path) -> (Value, PathBuf, u64) {
+    let (out, pcap) = (dir.join("capture.json"), dir.join("capture.pcap"));
     let mut args = vec![
         "-q",
         "--report-every",
@@ -796,11 +808,21 @@ fn vlan_tagged_frames_key_as_in_the_file() {
     ];
     args.extend(PIPELINE);
     let live = pair.live(&args);
-    let sent = pair.inject(&tagged, &["--pps", "20000"]);
+    let sent = pair.inject(trace, &["--pps", "20000"]);
     let (code, _, stderr) = live.stop();
     assert_eq!(code, 0, "{stderr:?}");
-    let r = json(&out);
-    assert_identity(&r, sent["sent"].as_u64().unwrap());
+    (json(&out), pcap, sent["sent"].as_u64().unwrap())
+}
+
+#[test]
+fn vlan_tagged_frames_key_as_in_the_file() {
+    let Some(pair) = VethPair::new("vlan_tagged_frames_key_as_in_the_file") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tagged = vlan_tagged_copy(dir.path());
+    let (r, pcap, sent) = capture_to_file(&pair, dir.path(), &tagged);
+    assert_identity(&r, sent);
     // The kernel stripped every tag; the reader put each back.
     assert_eq!(r["capture"]["interfaces"][0]["vlan_restored"], 40_000);
     let file = replay(&tagged, &PIPELINE);
@@ -820,36 +842,20 @@ fn vlan_tagged_frames_key_as_in_the_file() {
 /// too, so that the reader restores their tags first). Returns the copy
 /// and how many frames each change made.
 fn skipping_copy(dir: &Path) -> (PathBuf, u64, u64) {
-    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
-    let mut reader = flowsieve::ingest::TraceReader::open(default_trace()).unwrap();
-    let header = PcapHeader {
-        snaplen: 65535,
-        ts_resolution: pcap_file::TsResolution::NanoSecond,
-        ..PcapHeader::default()
-    };
-    let out = dir.join("skips.pcap");
-    let mut w = PcapWriter::with_header(std::fs::File::create(&out).unwrap(), header).unwrap();
-    let (mut non_ip, mut bad_version, mut i) = (0, 0, 0u64);
-    while let Some(p) = reader.next_packet().unwrap() {
-        let mut data = p.data.to_vec();
-        match i % 5 {
-            1 => {
-                data[12..14].copy_from_slice(&[0x88, 0xb5]);
-                non_ip += 1;
-            }
-            3 => {
-                // The IP header follows the 802.1Q tag where there is one.
-                let ip = if data[12..14] == [0x81, 0x00] { 18 } else { 14 };
-                data[ip] = 0x50 | (data[ip] & 0x0f);
-                bad_version += 1;
-            }
-            _ => {}
+    let (mut non_ip, mut bad_version) = (0, 0);
+    let out = edited_default_trace(dir, "skips.pcap", |i, data| match i % 5 {
+        1 => {
+            data[12..14].copy_from_slice(&[0x88, 0xb5]);
+            non_ip += 1;
         }
-        i += 1;
-        let ts = Duration::new(p.ts.secs() as u64, p.ts.subsec_nanos());
-        w.write_packet(&PcapPacket::new(ts, p.wire_len, &data))
-            .unwrap();
-    }
+        3 => {
+            // The IP header follows the 802.1Q tag where there is one.
+            let ip = if data[12..14] == [0x81, 0x00] { 18 } else { 14 };
+            data[ip] = 0x50 | (data[ip] & 0x0f);
+            bad_version += 1;
+        }
+        _ => {}
+    });
     (out, non_ip, bad_version)
 }
 
@@ -861,28 +867,11 @@ fn skipped_frames_are_counted_by_reason_as_in_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let (trace, non_ip, bad_version) = skipping_copy(dir.path());
     assert_eq!((non_ip, bad_version), (8_000, 8_000));
-    let out = dir.path().join("s.json");
-    let pcap = dir.path().join("s.pcap");
-    let mut args = vec![
-        "-q",
-        "--report-every",
-        "0",
-        "--json",
-        out.to_str().unwrap(),
-        "-w",
-        pcap.to_str().unwrap(),
-    ];
-    args.extend(PIPELINE);
-    let live = pair.live(&args);
-    let sent = pair.inject(&trace, &["--pps", "20000"]);
-    let (code, _, stderr) = live.stop();
-    assert_eq!(code, 0, "{stderr:?}");
-    let r = json(&out);
-    let sent = sent["sent"].as_u64().unwrap();
+    let (r, pcap, sent) = capture_to_file(&pair, dir.path(), &trace);
     assert_eq!(sent, 40_000);
     assert_identity(&r, sent);
     let t = &r["trace"];
-    assert_eq!(t["packets"], 40_000, "{stderr:?}");
+    assert_eq!(t["packets"], 40_000);
     assert_eq!(t["skipped"]["non_ip"], non_ip);
     assert_eq!(t["skipped"]["bad_ip_version"], bad_version);
     assert_eq!(t["ip_packets"], 40_000 - non_ip - bad_version);
