@@ -37,7 +37,8 @@ pub struct LiveArgs {
     #[arg(short = 's', long = "snaplen", default_value_t = defaults::LIVE_SNAPLEN, value_parser = clap::value_parser!(u32).range(64..=262_144), value_name = "BYTES", help_heading = "Capture")]
     pub snaplen: u32,
     /// Sockets per interface in one PACKET_FANOUT_HASH group, each with its
-    /// own reader thread.
+    /// own reader thread (one ring without -w is read on the pipeline's
+    /// own thread).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64), value_name = "N", help_heading = "Capture")]
     pub fanout: u16,
     /// Ring size per socket, MiB.
@@ -59,7 +60,9 @@ pub struct LiveArgs {
     /// full sheds the frames it holds instead of waiting: below it the
     /// ring absorbs a burst whole, later; 0 sheds at once (the queues
     /// still delay; --max-delay bounds that); 1 waits until the ring is
-    /// full (then the kernel drops).
+    /// full (then the kernel drops). One ring without -w is read on the
+    /// pipeline's thread with no queue: it sheds its oldest block while
+    /// this fill of the ring waits (0: while a block waits behind it).
     #[arg(long, default_value = "0.75", value_parser = parse_shed_at, value_name = "FILL", help_heading = "Capture")]
     pub shed_at: ShedAt,
     /// Shed (and count) every frame older than this when the pipeline

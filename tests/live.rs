@@ -411,6 +411,86 @@ fn shed_at_zero_sheds_as_soon_as_the_queue_is_full() {
     );
 }
 
+/// A capture paused (SIGSTOP) while 400,000 frames come in at top speed,
+/// so that its ring of 64 blocks of 64 KiB is full when it goes on
+/// (SIGCONT): its report, once stopped.
+fn paused_through_a_burst(pair: &VethPair, extra: &[&str]) -> Value {
+    let _one_at_a_time = BURSTS.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.json");
+    let mut args = vec![
+        "-q",
+        "--no-truth",
+        "--report-every",
+        "0",
+        "--ring-mb",
+        "4",
+        "--block-kb",
+        "64",
+        "--json",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let live = pair.live(&args);
+    // `ip netns exec` execs flowsieve, so the child is the capture itself.
+    let pid = live.child.id() as i32;
+    // SAFETY: kill with a child's pid and a valid signal.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let sent = pair.inject(&default_trace(), &["--topspeed", "--loop", "10"]);
+    assert_eq!(sent["sent"].as_u64(), Some(400_000), "{sent}");
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    let r = json(&out);
+    assert_identity(&r, 400_000);
+    r
+}
+
+#[test]
+fn a_ring_read_inline_is_shed_down_to_its_mark_and_a_reader_thread_queues_it() {
+    let test = "a_ring_read_inline_is_shed_down_to_its_mark_and_a_reader_thread_queues_it";
+    let Some(pair) = VethPair::new(test) else {
+        return;
+    };
+    // One ring and no -w: the ring is read on the pipeline's thread, one
+    // block at a time, and a block is shed while 48 of the 64 (three
+    // quarters) wait, counting it. The burst leaves all 64 full, so the
+    // first 17 are shed (a backlog of 64 down to 48) and the other 47 go
+    // to the pipeline: 17/64 = 0.266 of the frames read, give or take the
+    // blocks' differing frame counts.
+    let r = paused_through_a_burst(&pair, &[]);
+    let c = &r["capture"]["totals"];
+    let (received, shed) = (c["received"].as_u64().unwrap(), c["shed"].as_u64().unwrap());
+    assert!(
+        c["kernel_drops"].as_u64().unwrap() > 300_000,
+        "the ring overflowed: {c}"
+    );
+    let share = shed as f64 / received as f64;
+    assert!(
+        (0.22..0.31).contains(&share),
+        "17 of 64 full blocks shed: {shed} of {received} ({share:.3}): {c}"
+    );
+    assert_eq!(c["shed_late"].as_u64(), Some(0), "no --max-delay: {c}");
+    let policy = r["capture"]["shed_policy"].as_str().unwrap();
+    assert!(
+        policy.contains("pipeline's thread")
+            && policy.contains("while 48 of its 64 blocks are full (--shed-at 0.75)"),
+        "{policy}"
+    );
+    // With -w the ring has a reader thread, whose queue to the merger (64
+    // batches) holds all 64 blocks: nothing is shed.
+    let r = paused_through_a_burst(&pair, &["-w", "/dev/null"]);
+    let c = &r["capture"]["totals"];
+    assert_eq!(c["shed"].as_u64(), Some(0), "{c}");
+    assert!(c["received"].as_u64().unwrap() > 10_000, "{c}");
+    let policy = r["capture"]["shed_policy"].as_str().unwrap();
+    assert!(
+        policy.contains("a reader whose merger queue is full"),
+        "{policy}"
+    );
+}
+
 #[test]
 fn a_burst_past_three_quarters_of_the_ring_is_shed_not_dropped() {
     let test = "a_burst_past_three_quarters_of_the_ring_is_shed_not_dropped";

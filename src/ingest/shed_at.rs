@@ -14,6 +14,11 @@
 /// up to the forty-first round); 1 waits until the ring is full, after
 /// which the kernel drops what arrives.
 ///
+/// A capture's only ring, read without `-w`, is read on the pipeline's
+/// thread and has no queue: it sheds its oldest block while this fill of
+/// the ring waits (at least 2 blocks, so 0 sheds a block with another
+/// behind it).
+///
 /// ```
 /// use flowsieve::ingest::ShedAt;
 /// let default = ShedAt::DEFAULT;

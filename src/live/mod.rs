@@ -14,6 +14,17 @@
 //! scheduler between the kernel and the ring and buy nothing, since no
 //! reader ever waits on anything else.
 //!
+//! **One ring: no reader thread.** A capture of one ring (one interface,
+//! no fanout) without `-w` reads it on the merger's own thread, one block
+//! at a time, each released to the pipeline before the next is read
+//! (`ReaderPlace::Inline`, `reader_place`): there is nothing to merge,
+//! and handing every frame to another core through a queue was the
+//! capture side's largest cost. There is no queue then, so the ring is
+//! the only buffer, and the block read is shed while the `--shed-at`
+//! share of the ring waits (at least two blocks). With `-w` the ring keeps
+//! its thread, so that a slow disk or pipe stalls the merger, not the
+//! ring's reading.
+//!
 //! **Order.** Each socket's frames come in kernel order. With `--fanout N`
 //! or several interfaces the merger restores one order: it releases frames
 //! by timestamp up to the lowest watermark of all readers (a reader's
@@ -72,7 +83,7 @@ use crate::replay::{PacketSink, Read, ReplayConfig, ReplayObserver, Totals, summ
 use crate::report::ReplaySummary;
 use crate::truth::{BatchedRecorder, FlowTable};
 use crossbeam_channel::{RecvTimeoutError, bounded};
-use reader::{LiveFrame, Reader, ReaderBatch};
+use reader::{LiveFrame, Reader, ReaderBatch, ReaderPlace};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -142,11 +153,63 @@ impl LiveConfig {
     }
 }
 
-/// What the report says a reader does when its queue to the merger is full,
-/// and what the merger does with frames older than `--max-delay`.
-fn shed_policy(shed_at: ShedAt, blocks: u32, max_delay: Option<Duration>) -> String {
+/// Where the rings' readers run: on the merger's thread when the capture
+/// has one ring and no `-w`, else each on a thread of its own.
+///
+/// Why inline: with one ring there is nothing to merge, and a reader
+/// thread only hands its frames to the merger on another core, through a
+/// queue. Draining a full ring of a million frames (`benches/live_drain.sh`,
+/// three paired runs; BENCHMARKS.md, sixty-fifth round), reading the ring
+/// on the merger's thread took the drain with all stages from 207.4,
+/// 194.0 and 180.6 ms to 160.3, 129.9 and 156.6, and the capture side's
+/// CPU (reader and merger) from 153, 124 and 143 ns a frame to 118, 89
+/// and 106.
+///
+/// The price is buffering: the merger's queue (64 batches of a block's
+/// frames) no longer stands in front of the ring, so an engine slower
+/// than the link for seconds sheds sooner, and its events come sooner.
+/// With the engine held to 2 % of a CPU under a 6-second stream of
+/// 300 kpps (`benches/live_stall.sh`), the default `--shed-at` shed 23 %
+/// of the frames where the reader thread had shed none, and the events'
+/// median delay went from 3.6 to 2.0 s. A larger `--ring-mb` buys the
+/// buffer back, where it is visible to the kernel's counters.
+///
+/// Why not always: several rings need the merge, whose order waits on
+/// every reader's watermark. And with `-w` the merger writes every frame
+/// before the pipeline gets it; a slow disk or a stalled pipe would then
+/// stop the ring's reading, and the kernel would drop where a reader
+/// thread sheds and counts (the `stalled_burst` tests in `tests/live.rs`).
+fn reader_place(rings: usize, writes: bool) -> ReaderPlace {
+    if rings == 1 && !writes {
+        ReaderPlace::Inline
+    } else {
+        ReaderPlace::Thread
+    }
+}
+
+/// What the report says a reader does when its queue to the merger is full
+/// (or, read inline, when its ring's backlog is at the mark), and what the
+/// merger does with frames older than `--max-delay`.
+fn shed_policy(
+    shed_at: ShedAt,
+    blocks: u32,
+    max_delay: Option<Duration>,
+    place: ReaderPlace,
+) -> String {
     let mark = shed_at.blocks(blocks);
-    let mut policy = if mark == 0 {
+    let mut policy = if place == ReaderPlace::Inline {
+        if mark <= 1 {
+            format!(
+                "the ring is read on the pipeline's thread, one block at a time: a block with another waiting behind it is shed and counted (--shed-at {}), so the ring keeps draining",
+                shed_at.fill()
+            )
+        } else {
+            format!(
+                "the ring is read on the pipeline's thread, one block at a time: while {mark} of its {blocks} blocks are full (--shed-at {}), the oldest is shed and counted, so the ring keeps draining",
+                shed_at.fill()
+            )
+        }
+    } else if mark == 0 {
         "a reader whose merger queue is full sheds the batch it holds at once and counts it (--shed-at 0); the ring keeps draining".to_string()
     } else {
         format!(
@@ -342,10 +405,12 @@ impl Source for LiveCapture<'_> {
         // Per reader: frames the merger shed as older than --max-delay,
         // added to their interface's `shed` after each round of releases.
         let mut stale_shed = vec![0u64; readers];
+        let place = reader_place(readers, cfg.write.is_some());
         std::thread::scope(|scope| {
             let mut handles = Vec::new();
+            let mut inline_reader = None;
             for (index, (iface_index, ring)) in rings.into_iter().enumerate() {
-                let r = Reader {
+                let mut r = Reader {
                     index,
                     ring,
                     iface: interfaces[iface_index].clone(),
@@ -361,7 +426,13 @@ impl Source for LiveCapture<'_> {
                     retire_ms: cfg.geometry.retire_ms,
                     shed_at_blocks: cfg.shed_at.blocks(cfg.geometry.blocks),
                     batch_frames: reader::batch_frames(cfg.geometry.block_bytes),
+                    place,
                 };
+                if place == ReaderPlace::Inline {
+                    let st = r.start();
+                    inline_reader = Some((r, st));
+                    continue;
+                }
                 match std::thread::Builder::new()
                     .name("flowsieve-ring".into())
                     .spawn_scoped(scope, move || r.run())
@@ -411,20 +482,49 @@ impl Source for LiveCapture<'_> {
                 if sink.stopped() {
                     stop.store(true, Ordering::Relaxed);
                 }
-                match from_readers.recv_timeout(Duration::from_millis(20)) {
-                    Ok(b) => {
-                        let p = &mut pending[b.reader];
-                        p.watermark = p.watermark.max(b.watermark_ns);
-                        if b.frames.is_empty() {
-                            let _ = free_tx.try_send(b);
-                        } else {
-                            p.batches.push_back((b, 0));
-                        }
+                // Read inline, the reader's step is this loop's wait (on
+                // the ring, up to its retire timeout), and every batch it
+                // sent (with an empty one for its watermark) is taken now.
+                // With reader threads, the wait is for one batch.
+                let inline_now = if let Some((r, st)) = inline_reader.as_mut() {
+                    if !r.step(st) {
+                        r.finish();
+                        inline_reader = None;
                     }
-                    Err(RecvTimeoutError::Timeout) => {}
-                    // Every reader has returned (each drops its sender) and
-                    // its queue is empty.
-                    Err(RecvTimeoutError::Disconnected) => readers_gone = true,
+                    true
+                } else {
+                    false
+                };
+                loop {
+                    let received = if inline_now {
+                        from_readers.try_recv().map_err(|e| match e {
+                            crossbeam_channel::TryRecvError::Empty => RecvTimeoutError::Timeout,
+                            crossbeam_channel::TryRecvError::Disconnected => {
+                                RecvTimeoutError::Disconnected
+                            }
+                        })
+                    } else {
+                        from_readers.recv_timeout(Duration::from_millis(20))
+                    };
+                    match received {
+                        Ok(b) => {
+                            let p = &mut pending[b.reader];
+                            p.watermark = p.watermark.max(b.watermark_ns);
+                            if b.frames.is_empty() {
+                                let _ = free_tx.try_send(b);
+                            } else {
+                                p.batches.push_back((b, 0));
+                            }
+                            if inline_now {
+                                continue;
+                            }
+                        }
+                        Err(RecvTimeoutError::Timeout) => {}
+                        // Every reader has returned (each drops its sender) and
+                        // its queue is empty.
+                        Err(RecvTimeoutError::Disconnected) => readers_gone = true,
+                    }
+                    break;
                 }
                 // Release frames in timestamp order up to every reader's
                 // watermark (all of them once the readers are gone).
@@ -652,7 +752,12 @@ impl Source for LiveCapture<'_> {
             seconds,
             stopped_by,
             error: fatal.clone(),
-            shed_policy: shed_policy(cfg.shed_at, cfg.geometry.blocks, cfg.max_delay),
+            shed_policy: shed_policy(
+                cfg.shed_at,
+                cfg.geometry.blocks,
+                cfg.max_delay,
+                reader_place(readers, cfg.write.is_some()),
+            ),
             max_delay_ms: cfg.max_delay.map(|d| d.as_secs_f64() * 1e3),
         };
         if let Ok(mut slot) = outcome.lock() {

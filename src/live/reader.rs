@@ -120,6 +120,33 @@ pub(crate) struct Reader {
     pub(crate) shed_at_blocks: u32,
     /// The frames a new batch has room for ([`batch_frames`]).
     pub(crate) batch_frames: usize,
+    /// Where the reader runs.
+    pub(crate) place: ReaderPlace,
+}
+
+/// Where a ring's reader runs, which decides how much it reads at a time
+/// and how it sheds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReaderPlace {
+    /// On a thread of its own (several rings, or `-w`): up to 64 blocks a
+    /// step, and a batch shed when the merger's queue is full while the
+    /// ring's backlog is at the `--shed-at` mark ([`Reader::send`]).
+    Thread,
+    /// On the merger's thread (the capture's only ring, no `-w`): one block
+    /// a step, released to the pipeline before the next is read, and the
+    /// block shed whenever the ring's backlog, counting it, is at the mark
+    /// (at least 2 blocks: one waits behind it). There is no queue, so
+    /// the ring is the only buffer; see `LiveCapture::run` for why.
+    Inline,
+}
+
+/// A reader's batch in the making, and the latest frame time it has read.
+pub(crate) struct ReaderState {
+    batch: ReaderBatch,
+    scratch: Vec<u8>,
+    max_ts: i128,
+    /// Blocks read since the socket's counters were last read.
+    blocks_unstated: u32,
 }
 
 /// Now on the wall clock, ns since the epoch: the clock of the kernel's
@@ -148,51 +175,89 @@ impl Reader {
     /// Runs until `stop` is set or the ring fails; drains what the ring
     /// holds before returning.
     pub(crate) fn run(mut self) {
-        let mut batch = self.fresh();
-        let mut scratch = Vec::new();
-        let mut max_ts = i128::MIN;
+        let mut state = self.start();
+        while self.step(&mut state) {}
+        self.finish();
+    }
+
+    /// The reader's last count of its socket's counters.
+    pub(crate) fn finish(&self) {
+        self.read_stats();
+    }
+
+    /// The reader's state between [`Reader::step`]s.
+    pub(crate) fn start(&mut self) -> ReaderState {
+        ReaderState {
+            batch: self.fresh(),
+            scratch: Vec::new(),
+            max_ts: i128::MIN,
+            blocks_unstated: 0,
+        }
+    }
+
+    /// Waits on the ring (up to its retire timeout), reads what it holds
+    /// (at most 64 blocks on a thread of its own, one inline) and sends
+    /// it with the watermark. False once the capture is stopping and the
+    /// ring is empty: the reader is done.
+    pub(crate) fn step(&mut self, st: &mut ReaderState) -> bool {
         let poll_ms = self.retire_ms.clamp(1, 100) as i32;
-        loop {
-            let stopping = self.stop.load(Ordering::Relaxed);
-            match self.ring.wait(if stopping { 0 } else { poll_ms }) {
-                Ok(_) => {}
-                Err(e) => {
-                    self.counters.set_fatal(
-                        crate::ingest::live::LiveError::from_os(
-                            &self.iface.name,
-                            "read the ring",
-                            e,
-                        )
+        let stopping = self.stop.load(Ordering::Relaxed);
+        match self.ring.wait(if stopping { 0 } else { poll_ms }) {
+            Ok(_) => {}
+            Err(e) => {
+                self.counters.set_fatal(
+                    crate::ingest::live::LiveError::from_os(&self.iface.name, "read the ring", e)
                         .to_string(),
-                    );
-                    self.stop.store(true, Ordering::Relaxed);
-                }
-            }
-            let mut blocks = 0;
-            while let Some(_n) = self.take_block(&mut batch, &mut scratch, &mut max_ts) {
-                blocks += 1;
-                if batch.frames.len() >= SEND_AT_FRAMES {
-                    self.send(&mut batch, max_ts);
-                }
-                if blocks >= 64 {
-                    break;
-                }
-            }
-            self.read_stats();
-            // An empty ring: every frame received before the retire timeout
-            // (plus slack) is already in a retired block, so the clock may
-            // move on to there.
-            let watermark = if blocks == 0 {
-                max_ts.max(now_ns() - i128::from(self.retire_ms) * 1_000_000 - 20_000_000)
-            } else {
-                max_ts
-            };
-            self.send(&mut batch, watermark);
-            if stopping && blocks == 0 {
-                break;
+                );
+                self.stop.store(true, Ordering::Relaxed);
             }
         }
-        self.read_stats();
+        let (most, inline_mark) = match self.place {
+            ReaderPlace::Thread => (64, None),
+            ReaderPlace::Inline => (1, (!stopping).then(|| self.shed_at_blocks.max(2))),
+        };
+        let mut blocks = 0;
+        while blocks < most {
+            let shed = inline_mark.is_some_and(|mark| self.ring.backlog_reaches(mark));
+            let before = (st.batch.frames.len(), st.batch.bytes.len());
+            if self
+                .take_block(&mut st.batch, &mut st.scratch, &mut st.max_ts)
+                .is_none()
+            {
+                break;
+            }
+            blocks += 1;
+            if shed {
+                // Read and counted as any block is (so the interface's
+                // figures are those a reader thread gives), then shed.
+                let n = st.batch.frames.len() - before.0;
+                st.batch.frames.truncate(before.0);
+                st.batch.bytes.truncate(before.1);
+                self.counters().shed.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            if st.batch.frames.len() >= SEND_AT_FRAMES {
+                self.send(&mut st.batch, st.max_ts);
+            }
+        }
+        // The socket's counters (a system call) after every step of a
+        // reader thread, as up to the sixty-fourth round; inline, where a
+        // step is one block, after 64 blocks or an empty ring.
+        st.blocks_unstated += blocks;
+        if self.place == ReaderPlace::Thread || blocks == 0 || st.blocks_unstated >= 64 {
+            self.read_stats();
+            st.blocks_unstated = 0;
+        }
+        // An empty ring: every frame received before the retire timeout
+        // (plus slack) is already in a retired block, so the clock may
+        // move on to there.
+        let watermark = if blocks == 0 {
+            st.max_ts
+                .max(now_ns() - i128::from(self.retire_ms) * 1_000_000 - 20_000_000)
+        } else {
+            st.max_ts
+        };
+        self.send(&mut st.batch, watermark);
+        !(stopping && blocks == 0)
     }
 
     fn fresh(&self) -> ReaderBatch {
@@ -223,7 +288,8 @@ impl Reader {
         let result = loop {
             match self.to_merger.try_send(out) {
                 Err(TrySendError::Full(b))
-                    if !b.frames.is_empty()
+                    if self.place == ReaderPlace::Thread
+                        && !b.frames.is_empty()
                         && !self.stop.load(Ordering::Relaxed)
                         && !self.ring.backlog_reaches(shed_at) =>
                 {
