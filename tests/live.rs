@@ -319,20 +319,8 @@ fn stalled_burst(pair: &VethPair, ring_mb: &str, extra: &[&str], hold: Duration)
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("o.json");
     let pipe = StalledPipe::new(dir.path());
-    let mut args = vec![
-        "-q",
-        "--no-truth",
-        "--report-every",
-        "0",
-        "--ring-mb",
-        ring_mb,
-        "--block-kb",
-        "64",
-        "-w",
-        pipe.path.to_str().unwrap(),
-        "--json",
-        out.to_str().unwrap(),
-    ];
+    let mut args = burst_args(ring_mb, &out);
+    args.extend(["-w", pipe.path.to_str().unwrap()]);
     args.extend_from_slice(extra);
     let live = pair.live(&args);
     let sent = pair.inject(&default_trace(), &["--topspeed", "--loop", "10"]);
@@ -411,6 +399,24 @@ fn shed_at_zero_sheds_as_soon_as_the_queue_is_full() {
     );
 }
 
+/// The flags of a capture a burst test reads the report of: quiet, no
+/// truth, no interval reports, a ring of `ring_mb` MiB in 64 KiB blocks,
+/// the report as JSON to `out`.
+fn burst_args<'a>(ring_mb: &'a str, out: &'a Path) -> Vec<&'a str> {
+    vec![
+        "-q",
+        "--no-truth",
+        "--report-every",
+        "0",
+        "--ring-mb",
+        ring_mb,
+        "--block-kb",
+        "64",
+        "--json",
+        out.to_str().unwrap(),
+    ]
+}
+
 /// A capture paused (SIGSTOP) while 400,000 frames come in at top speed,
 /// so that its ring of 64 blocks of 64 KiB is full when it goes on
 /// (SIGCONT): its report, once stopped.
@@ -418,18 +424,7 @@ fn paused_through_a_burst(pair: &VethPair, extra: &[&str]) -> Value {
     let _one_at_a_time = BURSTS.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("o.json");
-    let mut args = vec![
-        "-q",
-        "--no-truth",
-        "--report-every",
-        "0",
-        "--ring-mb",
-        "4",
-        "--block-kb",
-        "64",
-        "--json",
-        out.to_str().unwrap(),
-    ];
+    let mut args = burst_args("4", &out);
     args.extend_from_slice(extra);
     let live = pair.live(&args);
     // `ip netns exec` execs flowsieve, so the child is the capture itself.
