@@ -441,6 +441,14 @@ impl PacketRing {
 /// checked against the block before it is used, so any bytes at all (a
 /// damaged block, or a fuzzer's) end the walk early instead of reading
 /// past the block.
+///
+/// Always inlined: `each` is a `dyn` callback, and only where the walk is
+/// inlined into its caller does the compiler see the closure and call it
+/// directly. Once the ring reader's step became callable from two places
+/// (its thread and the merger's loop), the walk stayed a function, each
+/// frame an indirect call, and the reader ran 9 % more instructions
+/// (callgrind, one drain; BENCHMARKS.md, sixty-fifth round).
+#[inline(always)]
 pub fn walk_block(block: &[u8], each: &mut dyn FnMut(RingFrame<'_>)) -> u32 {
     let word = |at: usize| -> u32 {
         block
