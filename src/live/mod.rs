@@ -119,7 +119,8 @@ pub struct LiveConfig {
     /// classic pcap; nanosecond timestamps either way.
     pub write: Option<PathBuf>,
     /// The ring fill at which a reader whose queue to the merger is full
-    /// sheds instead of waiting.
+    /// sheds instead of waiting; a ring read on the merger's thread (one
+    /// ring, no `-w`) sheds its oldest block at it instead.
     pub shed_at: ShedAt,
     /// Frames older than this (from their kernel timestamp) when the
     /// merger reaches them are shed and counted instead of handed to the
