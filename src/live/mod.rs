@@ -15,9 +15,9 @@
 //! reader ever waits on anything else.
 //!
 //! **One ring: no reader thread.** A capture of one ring (one interface,
-//! no fanout) without `-w` reads it on the merger's own thread, one block
-//! at a time, each released to the pipeline before the next is read
-//! (`ReaderPlace::Inline`, `reader_place`): there is nothing to merge,
+//! no fanout) without `-w` reads it on the merger's own thread, a block
+//! (or a few small ones) at a time, released to the pipeline before the
+//! next is read (`ReaderPlace::Inline`, `reader_place`): there is nothing to merge,
 //! and handing every frame to another core through a queue was the
 //! capture side's largest cost. There is no queue then, so the ring is
 //! the only buffer, and the block read is shed while the `--shed-at`
@@ -201,12 +201,12 @@ fn shed_policy(
     let mut policy = if place == ReaderPlace::Inline {
         if mark <= 1 {
             format!(
-                "the ring is read on the pipeline's thread, one block at a time: a block with another waiting behind it is shed and counted (--shed-at {}), so the ring keeps draining",
+                "the ring is read on the pipeline's thread, block by block: a block with another waiting behind it is shed and counted (--shed-at {}), so the ring keeps draining",
                 shed_at.fill()
             )
         } else {
             format!(
-                "the ring is read on the pipeline's thread, one block at a time: while {mark} of its {blocks} blocks are full (--shed-at {}), the oldest is shed and counted, so the ring keeps draining",
+                "the ring is read on the pipeline's thread, block by block: while {mark} of its {blocks} blocks are full (--shed-at {}), the oldest is shed and counted, so the ring keeps draining",
                 shed_at.fill()
             )
         }
@@ -753,12 +753,7 @@ impl Source for LiveCapture<'_> {
             seconds,
             stopped_by,
             error: fatal.clone(),
-            shed_policy: shed_policy(
-                cfg.shed_at,
-                cfg.geometry.blocks,
-                cfg.max_delay,
-                reader_place(readers, cfg.write.is_some()),
-            ),
+            shed_policy: shed_policy(cfg.shed_at, cfg.geometry.blocks, cfg.max_delay, place),
             max_delay_ms: cfg.max_delay.map(|d| d.as_secs_f64() * 1e3),
         };
         if let Ok(mut slot) = outcome.lock() {

@@ -23,6 +23,15 @@ const ROOM_POLL: Duration = Duration::from_millis(1);
 /// (checked after each whole block).
 const SEND_AT_FRAMES: usize = 4096;
 
+/// Read inline, a step reads blocks until it holds this many frames (or
+/// 64 blocks), then releases them. Why a step at all, and not a block: the
+/// merger's loop around each step (the stop and duration checks, the
+/// interval clock) is worth amortizing over small blocks. Why no more:
+/// the frames, 96 bytes each, are released while still in the core's
+/// cache (1,024 of them are 96 KiB). A default 1 MiB block holds
+/// thousands, so the step is one block.
+const INLINE_STEP_FRAMES: usize = 1024;
+
 /// The frames a new batch has room for, for blocks of `block_bytes`:
 /// [`SEND_AT_FRAMES`] and a block's worth more (a frame takes at least
 /// 64 bytes of a block: its `tpacket3_hdr` and link address alone), at
@@ -132,9 +141,10 @@ pub(crate) enum ReaderPlace {
     /// step, and a batch shed when the merger's queue is full while the
     /// ring's backlog is at the `--shed-at` mark ([`Reader::send`]).
     Thread,
-    /// On the merger's thread (the capture's only ring, no `-w`): one block
-    /// a step, released to the pipeline before the next is read, and the
-    /// block shed whenever the ring's backlog, counting it, is at the mark
+    /// On the merger's thread (the capture's only ring, no `-w`): a block
+    /// a step, or a few small ones ([`INLINE_STEP_FRAMES`]), released to
+    /// the pipeline before the next are read, and a block shed whenever
+    /// the ring's backlog, counting it, is at the mark
     /// (at least 2 blocks: one waits behind it). There is no queue, so
     /// the ring is the only buffer; see `LiveCapture::run` for why.
     Inline,
@@ -196,7 +206,7 @@ impl Reader {
     }
 
     /// Waits on the ring (up to its retire timeout), reads what it holds
-    /// (at most 64 blocks on a thread of its own, one inline) and sends
+    /// (at most 64 blocks; inline, only until [`INLINE_STEP_FRAMES`]) and sends
     /// it with the watermark. False once the capture is stopping and the
     /// ring is empty: the reader is done.
     pub(crate) fn step(&mut self, st: &mut ReaderState) -> bool {
@@ -212,12 +222,15 @@ impl Reader {
                 self.stop.store(true, Ordering::Relaxed);
             }
         }
-        let (most, inline_mark) = match self.place {
-            ReaderPlace::Thread => (64, None),
-            ReaderPlace::Inline => (1, (!stopping).then(|| self.shed_at_blocks.max(2))),
+        let (frames_enough, inline_mark) = match self.place {
+            ReaderPlace::Thread => (usize::MAX, None),
+            ReaderPlace::Inline => (
+                INLINE_STEP_FRAMES,
+                (!stopping).then(|| self.shed_at_blocks.max(2)),
+            ),
         };
-        let mut blocks = 0;
-        while blocks < most {
+        let (mut blocks, mut frames) = (0, 0usize);
+        while blocks < 64 && frames < frames_enough {
             let shed = inline_mark.is_some_and(|mark| self.ring.backlog_reaches(mark));
             let before = (st.batch.frames.len(), st.batch.bytes.len());
             if self
@@ -227,10 +240,11 @@ impl Reader {
                 break;
             }
             blocks += 1;
+            let n = st.batch.frames.len() - before.0;
+            frames += n;
             if shed {
                 // Read and counted as any block is (so the interface's
                 // figures are those a reader thread gives), then shed.
-                let n = st.batch.frames.len() - before.0;
                 st.batch.frames.truncate(before.0);
                 st.batch.bytes.truncate(before.1);
                 self.counters().shed.fetch_add(n as u64, Ordering::Relaxed);
@@ -241,7 +255,7 @@ impl Reader {
         }
         // The socket's counters (a system call) after every step of a
         // reader thread, as up to the sixty-fourth round; inline, where a
-        // step is one block, after 64 blocks or an empty ring.
+        // step is a block or a few, after 64 blocks or an empty ring.
         st.blocks_unstated += blocks;
         if self.place == ReaderPlace::Thread || blocks == 0 || st.blocks_unstated >= 64 {
             self.read_stats();
