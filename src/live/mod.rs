@@ -160,11 +160,11 @@ impl LiveConfig {
 /// Why inline: with one ring there is nothing to merge, and a reader
 /// thread only hands its frames to the merger on another core, through a
 /// queue. Draining a full ring of a million frames (`benches/live_drain.sh`,
-/// four paired runs; BENCHMARKS.md, sixty-fifth round), reading the ring
-/// on the merger's thread took the drain with all stages from 207.4,
-/// 194.0, 180.6 and 226.6 ms to 160.3, 129.9, 156.6 and 183.8, and the
-/// capture side's CPU (reader and merger) from 153, 124, 143 and 162 ns a
-/// frame to 118, 89, 106 and 137.
+/// three paired runs of the committed builds; BENCHMARKS.md, sixty-fifth
+/// round), reading the ring on the merger's thread took the drain with
+/// all stages from 194.0, 180.6 and 226.6 ms to 129.9, 156.6 and 183.8,
+/// and the capture side's CPU (reader and merger) from 124, 143 and 162 ns
+/// a frame to 89, 106 and 137.
 ///
 /// The price is buffering: the merger's queue (64 batches of a block's
 /// frames) no longer stands in front of the ring, so an engine slower
