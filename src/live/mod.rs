@@ -16,12 +16,13 @@
 //!
 //! **One ring: no reader thread.** A capture of one ring (one interface,
 //! no fanout) without `-w` reads it on the merger's own thread, a block
-//! (or a few small ones) at a time, released to the pipeline before the
-//! next is read (`ReaderPlace::Inline`, `reader_place`): there is nothing to merge,
-//! and handing every frame to another core through a queue was the
-//! capture side's largest cost. There is no queue then, so the ring is
-//! the only buffer, and the block read is shed while the `--shed-at`
-//! share of the ring waits (at least two blocks). With `-w` the ring keeps
+//! (or a few small ones) at a time, each frame released to the pipeline
+//! as the block's walk reaches it (`ReaderPlace::Inline`, `reader_place`):
+//! there is nothing to merge, and handing every frame to another core
+//! through a queue was the capture side's largest cost. There is no queue
+//! then, so the ring is the only buffer, and the block read is shed
+//! (counted, not dissected) while the `--shed-at` share of the ring waits
+//! (at least two blocks). With `-w` the ring keeps
 //! its thread, so that a slow disk or pipe stalls the merger, not the
 //! ring's reading.
 //!
@@ -199,7 +200,7 @@ fn shed_policy(
 ) -> String {
     let mark = shed_at.blocks(blocks);
     let mut policy = if place == ReaderPlace::Inline {
-        if mark <= 1 {
+        if mark < reader::inline_shed_mark(mark) {
             format!(
                 "the ring is read on the pipeline's thread, block by block: a block with another waiting behind it is shed and counted (--shed-at {}), so the ring keeps draining",
                 shed_at.fill()
@@ -483,61 +484,6 @@ impl Source for LiveCapture<'_> {
                 if sink.stopped() {
                     stop.store(true, Ordering::Relaxed);
                 }
-                // Read inline, the reader's step is this loop's wait (on
-                // the ring, up to its retire timeout), and every batch it
-                // sent (with an empty one for its watermark) is taken now.
-                // With reader threads, the wait is for one batch.
-                let inline_now = if let Some((r, st)) = inline_reader.as_mut() {
-                    if !r.step(st) {
-                        r.finish();
-                        inline_reader = None;
-                    }
-                    true
-                } else {
-                    false
-                };
-                loop {
-                    let received = if inline_now {
-                        from_readers.try_recv().map_err(|e| match e {
-                            crossbeam_channel::TryRecvError::Empty => RecvTimeoutError::Timeout,
-                            crossbeam_channel::TryRecvError::Disconnected => {
-                                RecvTimeoutError::Disconnected
-                            }
-                        })
-                    } else {
-                        from_readers.recv_timeout(Duration::from_millis(20))
-                    };
-                    match received {
-                        Ok(b) => {
-                            let p = &mut pending[b.reader];
-                            p.watermark = p.watermark.max(b.watermark_ns);
-                            if b.frames.is_empty() {
-                                let _ = free_tx.try_send(b);
-                            } else {
-                                p.batches.push_back((b, 0));
-                            }
-                            if inline_now {
-                                continue;
-                            }
-                        }
-                        Err(RecvTimeoutError::Timeout) => {}
-                        // Every reader has returned (each drops its sender) and
-                        // its queue is empty.
-                        Err(RecvTimeoutError::Disconnected) => readers_gone = true,
-                    }
-                    break;
-                }
-                // Release frames in timestamp order up to every reader's
-                // watermark (all of them once the readers are gone).
-                let bound = if readers_gone {
-                    i128::MAX
-                } else {
-                    pending
-                        .iter()
-                        .map(|p| p.watermark)
-                        .min()
-                        .unwrap_or(i128::MIN)
-                };
                 let mut released = 0u64;
                 // Frames that arrived before this are older than
                 // --max-delay: shed here, not handed to the pipeline. The
@@ -551,9 +497,10 @@ impl Source for LiveCapture<'_> {
                 // frame more; BENCHMARKS.md, sixty-fourth round.) It goes
                 // to -w, then is shed as stale or counted and handed
                 // to truth and the pipeline. True once the packet budget is
-                // spent. It reads the frame where the reader wrote it. A
-                // macro, not a closure: called from both loops below, a
-                // closure stayed a call in the two-reader one (7
+                // spent. It reads the frame where the reader put it: in a
+                // batch, or (inline) in the ring's walk. A macro, not a
+                // closure: called from the inline step and both loops
+                // below, a closure stayed a call in the two-reader one (7
                 // instructions a frame more than writing it out there).
                 macro_rules! release {
                     ($f:expr, $ns:expr, $bytes:expr, $r:expr) => {{
@@ -619,6 +566,58 @@ impl Source for LiveCapture<'_> {
                         }
                     }};
                 }
+                // Read inline, the reader's step is this loop's wait (on
+                // the ring, up to its retire timeout), and it releases each
+                // frame as it reads it; with one reader every frame is at
+                // or below the watermark, so none waits for the bound. With
+                // reader threads, the wait is for one batch.
+                let inline_now = if let Some((r, st)) = inline_reader.as_mut() {
+                    let step = r.step_inline(st, |f, ns| {
+                        if !spent {
+                            spent = release!(f, ns, &[], 0);
+                        }
+                    });
+                    let p = &mut pending[0];
+                    p.watermark = p.watermark.max(step.watermark_ns);
+                    if !step.more {
+                        r.finish();
+                        inline_reader = None;
+                    }
+                    true
+                } else {
+                    false
+                };
+                // (The inline reader sends nothing; once it is done and
+                // dropped with its sender, the next wait here sees the
+                // queue disconnected.)
+                if !inline_now {
+                    match from_readers.recv_timeout(Duration::from_millis(20)) {
+                        Ok(b) => {
+                            let p = &mut pending[b.reader];
+                            p.watermark = p.watermark.max(b.watermark_ns);
+                            if b.frames.is_empty() {
+                                let _ = free_tx.try_send(b);
+                            } else {
+                                p.batches.push_back((b, 0));
+                            }
+                        }
+                        Err(RecvTimeoutError::Timeout) => {}
+                        // Every reader has returned (each drops its sender) and
+                        // its queue is empty.
+                        Err(RecvTimeoutError::Disconnected) => readers_gone = true,
+                    }
+                }
+                // Release frames in timestamp order up to every reader's
+                // watermark (all of them once the readers are gone).
+                let bound = if readers_gone {
+                    i128::MAX
+                } else {
+                    pending
+                        .iter()
+                        .map(|p| p.watermark)
+                        .min()
+                        .unwrap_or(i128::MIN)
+                };
                 if let [only] = pending.as_mut_slice() {
                     // One reader (one interface, no fanout): the merge order
                     // is its own, so its frames go out in turn with no search

@@ -23,14 +23,24 @@ const ROOM_POLL: Duration = Duration::from_millis(1);
 /// (checked after each whole block).
 const SEND_AT_FRAMES: usize = 4096;
 
-/// Read inline, a step reads blocks until it holds this many frames (or
-/// 64 blocks), then releases them. Why a step at all, and not a block: the
+/// Read inline, a step reads blocks until it has released this many
+/// frames (or read 64 blocks). Why a step at all, and not a block: the
 /// merger's loop around each step (the stop and duration checks, the
-/// interval clock) is worth amortizing over small blocks. Why no more:
-/// the frames, 96 bytes each, are released while still in the core's
-/// cache (1,024 of them are 96 KiB). A default 1 MiB block holds
-/// thousands, so the step is one block.
+/// interval clock, the counters' publication) is worth amortizing over
+/// small blocks. Why no more: those checks should still run every few
+/// hundred microseconds. A default 1 MiB block holds thousands of small
+/// frames, so the step is one block.
 const INLINE_STEP_FRAMES: usize = 1024;
+
+/// Read inline, the ring's backlog (in blocks, counting the one about to
+/// be read) at which that block is shed, for a `--shed-at` mark of
+/// `shed_at_blocks`: the mark, but at least 2, so that a block is shed
+/// only with another waiting behind it. (At a mark of 0 or 1 every block
+/// would be shed, the last one too, and an idle link's trickle would
+/// never reach the pipeline.) `shed_policy`'s text follows this.
+pub(crate) fn inline_shed_mark(shed_at_blocks: u32) -> u32 {
+    shed_at_blocks.max(2)
+}
 
 /// The frames a new batch has room for, for blocks of `block_bytes`:
 /// [`SEND_AT_FRAMES`] and a block's worth more (a frame takes at least
@@ -142,12 +152,23 @@ pub(crate) enum ReaderPlace {
     /// ring's backlog is at the `--shed-at` mark ([`Reader::send`]).
     Thread,
     /// On the merger's thread (the capture's only ring, no `-w`): a block
-    /// a step, or a few small ones ([`INLINE_STEP_FRAMES`]), released to
-    /// the pipeline before the next are read, and a block shed whenever
-    /// the ring's backlog, counting it, is at the mark
-    /// (at least 2 blocks: one waits behind it). There is no queue, so
-    /// the ring is the only buffer; see `LiveCapture::run` for why.
+    /// a step, or a few small ones ([`INLINE_STEP_FRAMES`]), each frame
+    /// released to the pipeline from the ring's block as it is read
+    /// ([`Reader::step_inline`]), and a block shed whenever the ring's
+    /// backlog, counting it, is at the mark ([`inline_shed_mark`]). There
+    /// is no queue, so the ring is the only buffer; see `reader_place` for
+    /// why.
     Inline,
+}
+
+/// What an inline step did.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct InlineStep {
+    /// No later frame of the ring has a time (ns) below this.
+    pub(crate) watermark_ns: i128,
+    /// False once the capture is stopping and the ring is empty: the
+    /// reader is done.
+    pub(crate) more: bool,
 }
 
 /// A reader's batch in the making, and the latest frame time it has read.
@@ -195,21 +216,22 @@ impl Reader {
         self.read_stats();
     }
 
-    /// The reader's state between [`Reader::step`]s.
+    /// The reader's state between steps. Inline, it has no batch.
     pub(crate) fn start(&mut self) -> ReaderState {
         ReaderState {
-            batch: self.fresh(),
+            batch: match self.place {
+                ReaderPlace::Thread => self.fresh(),
+                ReaderPlace::Inline => ReaderBatch::default(),
+            },
             scratch: Vec::new(),
             max_ts: i128::MIN,
             blocks_unstated: 0,
         }
     }
 
-    /// Waits on the ring (up to its retire timeout), reads what it holds
-    /// (at most 64 blocks; inline, only until [`INLINE_STEP_FRAMES`]) and sends
-    /// it with the watermark. False once the capture is stopping and the
-    /// ring is empty: the reader is done.
-    pub(crate) fn step(&mut self, st: &mut ReaderState) -> bool {
+    /// Waits on the ring (up to its retire timeout) and returns whether
+    /// the capture was already stopping before the wait.
+    fn wait(&mut self) -> bool {
         let poll_ms = self.retire_ms.clamp(1, 100) as i32;
         let stopping = self.stop.load(Ordering::Relaxed);
         match self.ring.wait(if stopping { 0 } else { poll_ms }) {
@@ -222,37 +244,12 @@ impl Reader {
                 self.stop.store(true, Ordering::Relaxed);
             }
         }
-        let (frames_enough, inline_mark) = match self.place {
-            ReaderPlace::Thread => (usize::MAX, None),
-            ReaderPlace::Inline => (
-                INLINE_STEP_FRAMES,
-                (!stopping).then(|| self.shed_at_blocks.max(2)),
-            ),
-        };
-        let (mut blocks, mut frames) = (0, 0usize);
-        while blocks < 64 && frames < frames_enough {
-            let shed = inline_mark.is_some_and(|mark| self.ring.backlog_reaches(mark));
-            let before = (st.batch.frames.len(), st.batch.bytes.len());
-            if self
-                .take_block(&mut st.batch, &mut st.scratch, &mut st.max_ts)
-                .is_none()
-            {
-                break;
-            }
-            blocks += 1;
-            let n = st.batch.frames.len() - before.0;
-            frames += n;
-            if shed {
-                // Read and counted as any block is (so the interface's
-                // figures are those a reader thread gives), then shed.
-                st.batch.frames.truncate(before.0);
-                st.batch.bytes.truncate(before.1);
-                self.counters().shed.fetch_add(n as u64, Ordering::Relaxed);
-            }
-            if st.batch.frames.len() >= SEND_AT_FRAMES {
-                self.send(&mut st.batch, st.max_ts);
-            }
-        }
+        stopping
+    }
+
+    /// After a step of `blocks` blocks: reads the socket's counters when
+    /// due, and returns the step's watermark.
+    fn end_step(&mut self, st: &mut ReaderState, blocks: u32) -> i128 {
         // The socket's counters (a system call) after every step of a
         // reader thread, as up to the sixty-fourth round; inline, where a
         // step is a block or a few, after 64 blocks or an empty ring.
@@ -264,14 +261,92 @@ impl Reader {
         // An empty ring: every frame received before the retire timeout
         // (plus slack) is already in a retired block, so the clock may
         // move on to there.
-        let watermark = if blocks == 0 {
+        if blocks == 0 {
             st.max_ts
                 .max(now_ns() - i128::from(self.retire_ms) * 1_000_000 - 20_000_000)
         } else {
             st.max_ts
-        };
+        }
+    }
+
+    /// A reader thread's step: waits on the ring, reads what it holds (at
+    /// most 64 blocks) and sends it to the merger with the watermark.
+    /// False once the capture is stopping and the ring is empty: the
+    /// reader is done.
+    fn step(&mut self, st: &mut ReaderState) -> bool {
+        let stopping = self.wait();
+        let mut blocks = 0;
+        while blocks < 64 {
+            let batch = &mut st.batch;
+            let keep = self.keep_bytes;
+            let taken = self.take_block(&mut st.scratch, &mut st.max_ts, false, |frame, data| {
+                let mut frame = frame;
+                if keep {
+                    let start = batch.bytes.len() as u32;
+                    batch.bytes.extend_from_slice(data);
+                    frame.bytes = (start, batch.bytes.len() as u32);
+                }
+                batch.frames.push(frame);
+            });
+            if taken.is_none() {
+                break;
+            }
+            blocks += 1;
+            if st.batch.frames.len() >= SEND_AT_FRAMES {
+                self.send(&mut st.batch, st.max_ts);
+            }
+        }
+        let watermark = self.end_step(st, blocks);
         self.send(&mut st.batch, watermark);
         !(stopping && blocks == 0)
+    }
+
+    /// The inline reader's step, the merger loop's wait: waits on the
+    /// ring, then reads blocks until [`INLINE_STEP_FRAMES`] frames or 64
+    /// blocks, and calls `release` on each frame (with its time, ns) as
+    /// the ring's walk reaches it.
+    ///
+    /// Why straight from the walk, and not through a batch as a reader
+    /// thread sends them: a default block of small frames holds thousands,
+    /// and their batch (96 bytes a frame, more than this core's L2 cache
+    /// for a full block) was written by the walk only to be read back by
+    /// the release a moment later. Released from the walk, a frame stays
+    /// in registers (BENCHMARKS.md, sixty-sixth round). The price is that
+    /// the block goes back to the kernel only once its frames are in the
+    /// pipeline: one block of the ring, for as long as that takes.
+    ///
+    /// A block is shed, counted and not dissected, when the ring's
+    /// backlog counting it reaches [`inline_shed_mark`] (never while the
+    /// capture is stopping: then the ring is drained whole).
+    pub(crate) fn step_inline(
+        &mut self,
+        st: &mut ReaderState,
+        mut release: impl FnMut(&LiveFrame, i128),
+    ) -> InlineStep {
+        let stopping = self.wait();
+        let mark = (!stopping).then(|| inline_shed_mark(self.shed_at_blocks));
+        let (mut blocks, mut frames) = (0, 0u64);
+        while blocks < 64 && frames < INLINE_STEP_FRAMES as u64 {
+            let shed = mark.is_some_and(|mark| self.ring.backlog_reaches(mark));
+            let Some(n) = self.take_block(&mut st.scratch, &mut st.max_ts, shed, |frame, _| {
+                release(&frame, frame.ts.as_nanos());
+            }) else {
+                break;
+            };
+            blocks += 1;
+            frames += u64::from(n);
+            if shed {
+                // Read and counted as any block is (so the interface's
+                // figures are those a reader thread gives), then shed.
+                self.counters()
+                    .shed
+                    .fetch_add(u64::from(n), Ordering::Relaxed);
+            }
+        }
+        InlineStep {
+            watermark_ns: self.end_step(st, blocks),
+            more: !(stopping && blocks == 0),
+        }
     }
 
     fn fresh(&self) -> ReaderBatch {
@@ -302,8 +377,7 @@ impl Reader {
         let result = loop {
             match self.to_merger.try_send(out) {
                 Err(TrySendError::Full(b))
-                    if self.place == ReaderPlace::Thread
-                        && !b.frames.is_empty()
+                    if !b.frames.is_empty()
                         && !self.stop.load(Ordering::Relaxed)
                         && !self.ring.backlog_reaches(shed_at) =>
                 {
@@ -335,17 +409,27 @@ impl Reader {
         }
     }
 
+    /// Walks the ring's next block if the kernel has retired it: counts
+    /// every frame on the interface, restores its VLAN tag, and (unless
+    /// `shed`) dissects, classifies and hashes it and calls `emit` with the
+    /// frame and its bytes. Returns the block's frame count, or `None`
+    /// when the block is not retired yet.
+    ///
+    /// Generic over `emit`, not `dyn`: the ring's walk is inlined here
+    /// (`walk_block`), and so is `emit`, once per caller.
+    #[inline(always)]
     fn take_block(
         &mut self,
-        batch: &mut ReaderBatch,
         scratch: &mut Vec<u8>,
         max_ts: &mut i128,
+        shed: bool,
+        mut emit: impl FnMut(LiveFrame, &[u8]),
     ) -> Option<u32> {
         let counters = Arc::clone(&self.counters);
         let c = &counters.interfaces[self.iface_index];
         let link_type = self.iface.link_type;
         let iface = &self.iface;
-        let (dissector, classifier, keep) = (&self.dissector, &self.classifier, self.keep_bytes);
+        let (dissector, classifier) = (&self.dissector, &self.classifier);
         let hasher = self.hasher;
         let iface_name = Some(self.iface.name.as_str());
         let (mut received, mut bytes, mut supers, mut vlans) = (0u64, 0u64, 0u64, 0u64);
@@ -361,6 +445,10 @@ impl Reader {
             received += 1;
             bytes += u64::from(wire_len);
             supers += u64::from(iface.is_super_frame(data, wire_len));
+            *max_ts = (*max_ts).max(f.ts.as_nanos());
+            if shed {
+                return;
+            }
             let (keyed, skip) = match dissector.dissect(link_type, data) {
                 Ok(d) => (
                     Keyed {
@@ -373,23 +461,18 @@ impl Reader {
                 ),
                 Err(reason) => (Keyed::NONE, Some(reason)),
             };
-            let range = if keep {
-                let start = batch.bytes.len() as u32;
-                batch.bytes.extend_from_slice(data);
-                (start, batch.bytes.len() as u32)
-            } else {
-                (0, 0)
-            };
-            *max_ts = (*max_ts).max(f.ts.as_nanos());
-            batch.frames.push(LiveFrame {
-                ts: f.ts,
-                wire_len,
-                captured: data.len() as u32,
-                link_type,
-                keyed,
-                skip,
-                bytes: range,
-            });
+            emit(
+                LiveFrame {
+                    ts: f.ts,
+                    wire_len,
+                    captured: data.len() as u32,
+                    link_type,
+                    keyed,
+                    skip,
+                    bytes: (0, 0),
+                },
+                data,
+            );
         });
         c.received.fetch_add(received, Ordering::Relaxed);
         c.bytes.fetch_add(bytes, Ordering::Relaxed);
