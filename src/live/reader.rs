@@ -273,6 +273,12 @@ impl Reader {
     /// most 64 blocks) and sends it to the merger with the watermark.
     /// False once the capture is stopping and the ring is empty: the
     /// reader is done.
+    ///
+    /// Why never inlined: once `run` was its only caller, the compiler
+    /// inlined it there, and a reader thread ran 6 instructions a frame
+    /// more than before; as a function of its own, 2 (callgrind, two
+    /// readers; BENCHMARKS.md, sixty-sixth round).
+    #[inline(never)]
     fn step(&mut self, st: &mut ReaderState) -> bool {
         let stopping = self.wait();
         let mut blocks = 0;
