@@ -484,6 +484,10 @@ impl Source for LiveCapture<'_> {
                 if sink.stopped() {
                     stop.store(true, Ordering::Relaxed);
                 }
+                // Read inline, the reader's wait is this loop's wait (on
+                // the ring, up to its retire timeout), before the clock is
+                // read for the cutoff below.
+                let inline_stopping = inline_reader.as_mut().map(|(r, _)| r.wait());
                 let mut released = 0u64;
                 // Frames that arrived before this are older than
                 // --max-delay: shed here, not handed to the pipeline. The
@@ -566,13 +570,14 @@ impl Source for LiveCapture<'_> {
                         }
                     }};
                 }
-                // Read inline, the reader's step is this loop's wait (on
-                // the ring, up to its retire timeout), and it releases each
-                // frame as it reads it; with one reader every frame is at
-                // or below the watermark, so none waits for the bound. With
-                // reader threads, the wait is for one batch.
-                let inline_now = if let Some((r, st)) = inline_reader.as_mut() {
-                    let step = r.step_inline(st, |f, ns| {
+                // Read inline, the reader then releases each frame as it
+                // reads it; with one reader every frame is at or below the
+                // watermark, so none waits for the bound. With reader
+                // threads, the wait is for one batch.
+                let inline_now = if let (Some((r, st)), Some(stopping)) =
+                    (inline_reader.as_mut(), inline_stopping)
+                {
+                    let step = r.read_inline(st, stopping, |f, ns| {
                         if !spent {
                             spent = release!(f, ns, &[], 0);
                         }

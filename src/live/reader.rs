@@ -154,7 +154,7 @@ pub(crate) enum ReaderPlace {
     /// On the merger's thread (the capture's only ring, no `-w`): a block
     /// a step, or a few small ones ([`INLINE_STEP_FRAMES`]), each frame
     /// released to the pipeline from the ring's block as it is read
-    /// ([`Reader::step_inline`]), and a block shed whenever the ring's
+    /// ([`Reader::read_inline`]), and a block shed whenever the ring's
     /// backlog, counting it, is at the mark ([`inline_shed_mark`]). There
     /// is no queue, so the ring is the only buffer; see `reader_place` for
     /// why.
@@ -230,8 +230,9 @@ impl Reader {
     }
 
     /// Waits on the ring (up to its retire timeout) and returns whether
-    /// the capture was already stopping before the wait.
-    fn wait(&mut self) -> bool {
+    /// the capture was already stopping before the wait. Inline, the
+    /// merger calls it, then [`Reader::read_inline`].
+    pub(crate) fn wait(&mut self) -> bool {
         let poll_ms = self.retire_ms.clamp(1, 100) as i32;
         let stopping = self.stop.load(Ordering::Relaxed);
         match self.ring.wait(if stopping { 0 } else { poll_ms }) {
@@ -307,10 +308,12 @@ impl Reader {
         !(stopping && blocks == 0)
     }
 
-    /// The inline reader's step, the merger loop's wait: waits on the
-    /// ring, then reads blocks until [`INLINE_STEP_FRAMES`] frames or 64
-    /// blocks, and calls `release` on each frame (with its time, ns) as
-    /// the ring's walk reaches it.
+    /// The inline reader's step after its [`Reader::wait`] (the merger
+    /// loop's wait), given whether the capture was `stopping` before it:
+    /// reads blocks until [`INLINE_STEP_FRAMES`] frames or 64 blocks, and
+    /// calls `release` on each frame (with its time, ns) as the ring's
+    /// walk reaches it. (Apart from the wait so that the merger reads the
+    /// clock for `--max-delay` after the wait, not before it.)
     ///
     /// Why straight from the walk, and not through a batch as a reader
     /// thread sends them: a default block of small frames holds thousands,
@@ -326,12 +329,12 @@ impl Reader {
     /// A block is shed, counted and not dissected, when the ring's
     /// backlog counting it reaches [`inline_shed_mark`] (never while the
     /// capture is stopping: then the ring is drained whole).
-    pub(crate) fn step_inline(
+    pub(crate) fn read_inline(
         &mut self,
         st: &mut ReaderState,
+        stopping: bool,
         mut release: impl FnMut(&LiveFrame, i128),
     ) -> InlineStep {
-        let stopping = self.wait();
         let mark = (!stopping).then(|| inline_shed_mark(self.shed_at_blocks));
         let (mut blocks, mut frames) = (0, 0u64);
         while blocks < 64 && frames < INLINE_STEP_FRAMES as u64 {
