@@ -277,7 +277,7 @@ impl Reader {
     ///
     /// Why never inlined: once `run` was its only caller, the compiler
     /// inlined it there, and a reader thread ran 6 instructions a frame
-    /// more than before; as a function of its own, 2 (callgrind, two
+    /// more than before; as a function of its own, 0 to 2 (callgrind, two
     /// readers; BENCHMARKS.md, sixty-sixth round).
     #[inline(never)]
     fn step(&mut self, st: &mut ReaderState) -> bool {
