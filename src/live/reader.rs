@@ -23,11 +23,11 @@ const ROOM_POLL: Duration = Duration::from_millis(1);
 /// (checked after each whole block).
 const SEND_AT_FRAMES: usize = 4096;
 
-/// Read inline, a step reads blocks until it has released this many
-/// frames (or read 64 blocks). Why a step at all, and not a block: the
-/// merger's loop around each step (the stop and duration checks, the
-/// interval clock, the counters' publication) is worth amortizing over
-/// small blocks. Why no more: those checks should still run every few
+/// Read inline, a step reads blocks until it has read this many frames
+/// (released, or in shed blocks) or 64 blocks. Why a step at all, and
+/// not a block: the merger's loop around each step (the stop and
+/// duration checks, the interval clock, the counters' publication) is
+/// worth amortizing over small blocks. Why no more: those checks should still run every few
 /// hundred microseconds. A default 1 MiB block holds thousands of small
 /// frames, so the step is one block.
 const INLINE_STEP_FRAMES: usize = 1024;
