@@ -1266,6 +1266,103 @@ fn front_cache_changes_no_report_figure_or_event() {
     }
 }
 
+/// The selective stage counts each query's answers and scores its Bloom
+/// evaluators when a skip decision changes; scoring every evaluator at
+/// each query (`score_each_query`, the reference) gives the same report:
+/// on the bundled trace, a synthetic one, and real captures, with skip
+/// decisions that change within rounds (cost ratios near the Theorem 1
+/// threshold), a counting directory with sweeps, per-packet queries over
+/// packet windows on a blocked directory, and several shards.
+#[test]
+fn scoring_by_outcome_gives_the_report_of_scoring_each_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut traces = vec![default_trace(), distinct_trace(dir.path(), 30_000, 23)];
+    if let Some(shared) =
+        common::shared_traces("scoring_by_outcome_gives_the_report_of_scoring_each_query")
+    {
+        for t in [
+            "backbone_like/auckland2000_uplink_rawip_hdr52.pcap",
+            "many_flows/ddos_tcp_synflood_spoofed.pcap",
+            "many_flows/echo_1000_connections.pcap",
+        ] {
+            traces.push(shared.join(t));
+        }
+    }
+    type Setting = (&'static str, Box<dyn Fn(&mut PipelineConfig)>);
+    let settings: Vec<Setting> = vec![
+        ("default", Box::new(|_| {})),
+        (
+            "cost ratios near the threshold",
+            Box::new(|c| {
+                for (i, a) in c.selective.alpha.iter_mut().enumerate() {
+                    *a = [0.05, 0.1, 0.15][i % 3];
+                }
+            }),
+        ),
+        (
+            "counting directory, sweeps",
+            Box::new(|c| {
+                c.selective.directory = DirectoryKind::Counting;
+                c.selective.prior_sample = 0.3;
+                c.selective.sweeps = Sweeps {
+                    alpha: vec![0.05, 0.1, 10.0],
+                    k: vec![3],
+                    bpe: vec![4.0],
+                    product: vec![2.0, 8.0],
+                };
+            }),
+        ),
+        (
+            "per-packet queries, packet windows, blocked, sweeps",
+            Box::new(|c| {
+                use flowsieve::pipeline::QueryUnit;
+                c.shards = 3;
+                c.selective.layout = CounterLayout::Blocked;
+                c.selective.query_unit = QueryUnit::Packet;
+                c.selective.cache_window = WindowSpec::Packets(2_000);
+                c.selective.query_window = WindowSpec::Packets(9_000);
+                c.selective.alpha.iter_mut().for_each(|a| *a = 0.1);
+                c.selective.sweeps = Sweeps {
+                    alpha: vec![0.08, 0.12],
+                    k: vec![3, 5],
+                    bpe: vec![4.0, 16.0],
+                    product: Vec::new(),
+                };
+            }),
+        ),
+    ];
+    let mut mixed = 0;
+    for trace in &traces {
+        for (name, set) in &settings {
+            let run_with = |reference: bool| {
+                let mut cfg = PipelineConfig::new(Classifier::ports());
+                cfg.threads = 2;
+                cfg.stages = only(StageName::Selective);
+                set(&mut cfg);
+                cfg.selective.score_each_query = reference;
+                run_cfg(std::slice::from_ref(trace), &cfg)
+            };
+            let (reference, by_outcome) = (run_with(true), run_with(false));
+            assert!(
+                without_timing(&reference) == without_timing(&by_outcome),
+                "{}: {name}: reports differ",
+                trace.display()
+            );
+            let s = by_outcome.selective().unwrap();
+            let sq = &s.variants[1];
+            assert_eq!(sq.name, Variant::SelectiveQuery);
+            assert!(
+                s.variants[0].overall.queries > 0,
+                "{}: {name}",
+                trace.display()
+            );
+            // Some classes skipped and some asked: the decisions matter.
+            mixed += usize::from(sq.overall.skipped > 0 && sq.overall.skipped < sq.overall.queries);
+        }
+    }
+    assert!(mixed >= 3, "only {mixed} runs with mixed skip decisions");
+}
+
 proptest::proptest! {
     /// `PeriodCursor::locate` is the quotient and remainder, whatever the
     /// period (1 to u64::MAX) and whatever the order of the positions:

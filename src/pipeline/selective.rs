@@ -209,6 +209,22 @@ impl fmt::Display for Variant {
 
 crate::serialize_as_display!(DirectoryKind, QueryUnit, SweepParam, Variant);
 
+impl Variant {
+    /// A Bloom variant's answer, `(positive, skipped)`, from the plain
+    /// filter's answer, the Selective-insertion filter's, and whether
+    /// Selective query skips the query's class (000 §IV-C); `None` for the
+    /// variants that read the counters of a counting directory.
+    fn bloom_answer(self, plain: bool, insertion: bool, skips: bool) -> Option<(bool, bool)> {
+        match self {
+            Variant::Plain => Some((plain, false)),
+            Variant::SelectiveQuery => Some((plain && !skips, skips)),
+            Variant::SelectiveInsertion => Some((insertion, false)),
+            Variant::Both => Some((insertion && !skips, skips)),
+            Variant::Posterior | Variant::Product => None,
+        }
+    }
+}
+
 /// One sweep: a parameter and its values.
 ///
 /// ```
@@ -338,6 +354,13 @@ pub struct SelectiveConfig {
     /// keeps a hash sample of its flows ([`super::CappedFlowSet`]) and the
     /// report says how much was shed: a flood cannot grow memory.
     pub max_flows: usize,
+    /// Score every evaluator at each query, as it is answered, instead of
+    /// counting the filters' answers per class and scoring them when the
+    /// priors or the directories change (the default, `false`, and the
+    /// faster: [`SelectiveShard`]'s `outcomes`). The report is the same
+    /// either way; this is the reference the tests compare the default
+    /// with, and no command-line flag sets it.
+    pub score_each_query: bool,
 }
 
 impl SelectiveConfig {
@@ -358,6 +381,7 @@ impl SelectiveConfig {
             alpha,
             sweeps: Sweeps::default(),
             max_flows: defaults::SELECTIVE_MAX_FLOWS,
+            score_each_query: false,
         }
     }
 
@@ -1113,7 +1137,28 @@ pub struct SelectiveShard {
     /// taken once here instead of a logarithm per query.
     product_bounds: Vec<f64>,
     tally: SelectiveTally,
+    /// The filters' answers to this query, per directory, for the
+    /// evaluators scored at each query (empty when there are none).
     probes: Vec<Probe>,
+    /// The Bloom evaluators (plain, Selective query, Selective insertion,
+    /// both), scored from `outcomes` by [`SelectiveShard::score_outcomes`];
+    /// empty with [`SelectiveConfig::score_each_query`].
+    scored_later: Vec<usize>,
+    /// The evaluators scored at each query: the posterior and the product
+    /// rule, which read a counting directory's counters (every evaluator
+    /// with [`SelectiveConfig::score_each_query`]).
+    scored_each_query: Vec<usize>,
+    /// Per directory and class (cell `d * classes + c`): how many queries
+    /// since the last [`SelectiveShard::score_outcomes`] got each
+    /// combination of answers ([`outcome_index`]).
+    outcomes: Vec<[u64; 8]>,
+    /// Some cell of `outcomes` is not zero.
+    outcomes_pending: bool,
+    /// Per evaluator and class (cell `e * classes + c`): whether Selective
+    /// query skips the class at the priors and thresholds in force; set by
+    /// [`SelectiveShard::refresh_skips`] for the evaluators in
+    /// `scored_later`.
+    skips: Vec<bool>,
     /// In a live run: the gauges, and what this shard published so far
     /// (the main variants' errors, then per class queries and members).
     live: Option<LivePublish>,
@@ -1164,6 +1209,14 @@ impl SelectiveShard {
         let cap = (cfg.max_flows / shards.max(1)).max(1);
         let plan = stage.plan.clone();
         let evaluators = plan.evaluators.len();
+        let (scored_each_query, scored_later): (Vec<usize>, Vec<usize>) = (0..evaluators)
+            .partition(|&e| {
+                cfg.score_each_query
+                    || matches!(
+                        plan.evaluators[e].variant,
+                        Variant::Posterior | Variant::Product
+                    )
+            });
         SelectiveShard {
             rounds: PeriodCursor::new(stage.period),
             priors: vec![cfg.prior_default; classes],
@@ -1188,6 +1241,11 @@ impl SelectiveShard {
                 .map(|e| SelectiveCountingFilter::<CountingBloomFilter>::ln_product_bound(e.value))
                 .collect(),
             probes: Vec::with_capacity(plan.shapes.len()),
+            outcomes: vec![[0; 8]; plan.shapes.len() * classes],
+            outcomes_pending: false,
+            skips: vec![false; evaluators * classes],
+            scored_later,
+            scored_each_query,
             plan,
             cfg: cfg.clone(),
             state: None,
@@ -1314,15 +1372,29 @@ impl SelectiveShard {
                 self.thresholds[e][c] = d.query.threshold_for(alpha);
             }
         }
+        self.refresh_skips();
         self.tally.directories_built += 1;
         self.tally.set_elements += n as u64;
         self.tally.insertion_skipped += skipped;
     }
 
     /// Answers one query with every evaluator.
+    ///
+    /// A Bloom evaluator's answer depends only on the two Bloom filters'
+    /// answers and on whether Selective query skips the query's class,
+    /// which holds until the priors or the directories change. So a query
+    /// is only counted here, in its class's cell of `outcomes` for each
+    /// directory, and [`SelectiveShard::score_outcomes`] scores each cell
+    /// once for every Bloom evaluator before anything it depends on
+    /// changes. The sums are of integers, so every tally is the one that
+    /// scoring each query as it comes would give
+    /// ([`SelectiveConfig::score_each_query`], which the tests compare
+    /// with); it saves the loop over the evaluators, about half of a
+    /// query's instructions (BENCHMARKS.md, sixty-seventh round).
     fn query(&mut self, h: u64, class: ClassId) {
         let c = usize::from(class);
-        if c >= self.tally.classes.len() {
+        let classes = self.tally.classes.len();
+        if c >= classes {
             return;
         }
         let member = self.cache.contains(h);
@@ -1331,29 +1403,45 @@ impl SelectiveShard {
         t.queries += 1;
         t.members += u64::from(member);
         t.prior_sum += prior;
+        let reference = self.cfg.score_each_query;
+        let probe_counters = !self.scored_each_query.is_empty();
         self.probes.clear();
-        for d in &self.directories {
+        for (i, d) in self.directories.iter().enumerate() {
             let plain = d.query.filter().contains(h);
-            let insertion = d.insertion.as_ref().is_some_and(|s| s.filter().contains(h));
-            let ln_product = match d.counting.as_ref() {
-                Some(cbf) if plain => cbf.ln_counter_product(h),
-                _ => f64::NEG_INFINITY,
-            };
-            self.probes.push(Probe {
-                plain,
-                insertion,
-                ln_product,
-            });
+            // The Selective-insertion filter has the query filter's shape
+            // and holds a subset of its members, so each of its set bits is
+            // set in the query filter too: it answers positive only where
+            // the query filter does, and is asked only then (the reference
+            // asks it always).
+            let insertion = (plain || reference)
+                && d.insertion.as_ref().is_some_and(|s| s.filter().contains(h));
+            if let Some(cell) = self.outcomes.get_mut(i * classes + c) {
+                cell[outcome_index(plain, insertion, member)] += 1;
+            }
+            if probe_counters {
+                let ln_product = match d.counting.as_ref() {
+                    Some(cbf) if plain => cbf.ln_counter_product(h),
+                    _ => f64::NEG_INFINITY,
+                };
+                self.probes.push(Probe {
+                    plain,
+                    insertion,
+                    ln_product,
+                });
+            }
         }
-        for (e, spec) in self.plan.evaluators.iter().enumerate() {
-            let d = &self.directories[spec.directory];
-            let p = self.probes[spec.directory];
-            let skips = d.query.skips(prior, self.thresholds[e][c]);
+        self.outcomes_pending = true;
+        for &e in &self.scored_each_query {
+            let Some(spec) = self.plan.evaluators.get(e) else {
+                continue;
+            };
+            let (Some(d), Some(&p)) = (
+                self.directories.get(spec.directory),
+                self.probes.get(spec.directory),
+            ) else {
+                continue;
+            };
             let (positive, skipped) = match spec.variant {
-                Variant::Plain => (p.plain, false),
-                Variant::SelectiveQuery => (p.plain && !skips, skips),
-                Variant::SelectiveInsertion => (p.insertion, false),
-                Variant::Both => (p.insertion && !skips, skips),
                 Variant::Posterior => {
                     let alpha = spec.alpha.unwrap_or_else(|| self.cfg.alpha_of(c));
                     // The logs kept for this class's prior, or (never in
@@ -1377,6 +1465,12 @@ impl SelectiveShard {
                     ),
                     false,
                 ),
+                bloom => {
+                    let skips = d.query.skips(prior, self.thresholds[e][c]);
+                    bloom
+                        .bloom_answer(p.plain, p.insertion, skips)
+                        .unwrap_or((false, false))
+                }
             };
             let err = &mut self.tally.errors[e][c];
             err.false_positives += u64::from(positive && !member);
@@ -1384,6 +1478,94 @@ impl SelectiveShard {
             err.skipped += u64::from(skipped);
         }
     }
+
+    /// Scores the queries counted in `outcomes` for every Bloom evaluator,
+    /// with the skip decisions in force when they were answered, and
+    /// empties the cells. Called before the priors or the directories
+    /// change, and before the tally is read.
+    fn score_outcomes(&mut self) {
+        if !self.outcomes_pending {
+            return;
+        }
+        self.outcomes_pending = false;
+        let classes = self.tally.classes.len();
+        for &e in &self.scored_later {
+            let (Some(spec), Some(errors)) =
+                (self.plan.evaluators.get(e), self.tally.errors.get_mut(e))
+            else {
+                continue;
+            };
+            for (c, err) in errors.iter_mut().enumerate() {
+                let Some(cell) = self.outcomes.get(spec.directory * classes + c) else {
+                    continue;
+                };
+                let skips = self.skips.get(e * classes + c).copied().unwrap_or(false);
+                for (i, &n) in cell.iter().enumerate() {
+                    let (plain, insertion, member) = (i & 1 != 0, i & 2 != 0, i & 4 != 0);
+                    if let Some((positive, skipped)) =
+                        spec.variant.bloom_answer(plain, insertion, skips)
+                    {
+                        err.false_positives += n * u64::from(positive && !member);
+                        err.false_negatives += n * u64::from(!positive && member);
+                        err.skipped += n * u64::from(skipped);
+                    }
+                }
+            }
+        }
+        self.outcomes.fill([0; 8]);
+    }
+
+    /// Sets `skips` for the Bloom evaluators from the priors and the
+    /// thresholds in force, after scoring the queries counted so far if
+    /// any decision changes. Called whenever the priors or the thresholds
+    /// change. The counts only wait for a change of decision, not of the
+    /// priors: queries answered under the same decisions score alike, and
+    /// on a sparse trace the priors change dozens of times a round while
+    /// the decisions stay. A directory not built yet (a cache window)
+    /// leaves its evaluators' cells as they are: no query reads them
+    /// before [`SelectiveShard::build`] sets them.
+    fn refresh_skips(&mut self) {
+        let classes = self.tally.classes.len();
+        let changed = self.scored_later.iter().any(|&e| {
+            (0..classes).any(|c| {
+                matches!(self.decides_skip(e, c),
+                    Some(s) if self.skips.get(e * classes + c) != Some(&s))
+            })
+        });
+        if !changed {
+            return;
+        }
+        self.score_outcomes();
+        for i in 0..self.scored_later.len() {
+            let e = self.scored_later[i];
+            for c in 0..classes {
+                if let (Some(s), Some(cell)) =
+                    (self.decides_skip(e, c), self.skips.get_mut(e * classes + c))
+                {
+                    *cell = s;
+                }
+            }
+        }
+    }
+
+    /// Whether Selective query skips class `c`'s queries for evaluator
+    /// `e` at the priors and thresholds in force (000 §IV-C); `None`
+    /// before the evaluator's directory is built.
+    fn decides_skip(&self, e: usize, c: usize) -> Option<bool> {
+        let spec = self.plan.evaluators.get(e)?;
+        let d = self.directories.get(spec.directory)?;
+        let threshold = *self.thresholds.get(e)?.get(c)?;
+        let prior = self.priors.get(c).copied().unwrap_or(1.0);
+        Some(d.query.skips(prior, threshold))
+    }
+}
+
+/// The cell of [`SelectiveShard`]'s `outcomes` for a query's answers: the
+/// plain filter's (bit 0), the Selective-insertion filter's (bit 1), and
+/// whether the flow is a member (bit 2).
+#[inline]
+fn outcome_index(plain: bool, insertion: bool, member: bool) -> usize {
+    usize::from(plain) | usize::from(insertion) << 1 | usize::from(member) << 2
 }
 
 /// How many records ahead the selective stage prefetches a record's slots
@@ -1414,6 +1596,9 @@ impl ShardStage for SelectiveShard {
             }
             self.handle(r);
         }
+        if self.live.is_some() {
+            self.score_outcomes();
+        }
         if let Some(live) = self.live.as_mut() {
             live.publish(&self.tally);
         }
@@ -1428,10 +1613,12 @@ impl ShardStage for SelectiveShard {
             for (logs, &v) in self.prior_logs.iter_mut().zip(&u.priors) {
                 *logs = paradox::PriorLogs::new(v);
             }
+            self.refresh_skips();
         }
     }
 
     fn finish(mut self) -> SelectiveTally {
+        self.score_outcomes();
         self.end_round();
         self.tally
     }
