@@ -355,9 +355,9 @@ pub struct SelectiveConfig {
     /// report says how much was shed: a flood cannot grow memory.
     pub max_flows: usize,
     /// Score every evaluator at each query, as it is answered, instead of
-    /// counting the filters' answers per class and scoring them when the
-    /// priors or the directories change (the default, `false`, and the
-    /// faster: [`SelectiveShard`]'s `outcomes`). The report is the same
+    /// counting the filters' answers per class and scoring them when a
+    /// skip decision changes (the default, `false`, and the faster:
+    /// [`SelectiveShard`]'s `outcomes`). The report is the same
     /// either way; this is the reference the tests compare the default
     /// with, and no command-line flag sets it.
     pub score_each_query: bool,
@@ -1382,11 +1382,11 @@ impl SelectiveShard {
     ///
     /// A Bloom evaluator's answer depends only on the two Bloom filters'
     /// answers and on whether Selective query skips the query's class,
-    /// which holds until the priors or the directories change. So a query
-    /// is only counted here, in its class's cell of `outcomes` for each
-    /// directory, and [`SelectiveShard::score_outcomes`] scores each cell
-    /// once for every Bloom evaluator before anything it depends on
-    /// changes. The sums are of integers, so every tally is the one that
+    /// which can change only when the priors or the thresholds do. So a
+    /// query is only counted here, in its class's cell of `outcomes` for
+    /// each directory, and [`SelectiveShard::score_outcomes`] scores each
+    /// cell once for every Bloom evaluator before a skip decision changes
+    /// ([`SelectiveShard::refresh_skips`]). The sums are of integers, so every tally is the one that
     /// scoring each query as it comes would give
     /// ([`SelectiveConfig::score_each_query`], which the tests compare
     /// with); it saves the loop over the evaluators, about half of a
