@@ -1187,6 +1187,22 @@ fn blocked_layout_fp_rate_matches_its_model() {
     }
 }
 
+/// A named change to a configuration, for the tests that compare a
+/// work-saving path with the path it replaces under several settings.
+type Setting = (&'static str, Box<dyn Fn(&mut PipelineConfig)>);
+
+/// The traces those tests run over: the bundled trace, a synthetic one of
+/// 30,000 one-packet flows (`seed`), and the `shared` captures when
+/// `../shared/traces` is there (`test`, the caller's name, is in the
+/// message that says they were skipped).
+fn comparison_traces(dir: &Path, seed: u64, test: &str, shared: &[&str]) -> Vec<PathBuf> {
+    let mut traces = vec![default_trace(), distinct_trace(dir, 30_000, seed)];
+    if let Some(root) = common::shared_traces(test) {
+        traces.extend(shared.iter().map(|t| root.join(t)));
+    }
+    traces
+}
+
 /// Every report figure and every event, the same JSON apart from timing,
 /// with the work-saving front cache of the new-flow stage on and off: on
 /// the bundled trace, real captures (one with time going backwards) and a
@@ -1207,18 +1223,17 @@ fn front_cache_changes_no_report_figure_or_event() {
         }
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut traces = vec![default_trace(), distinct_trace(dir.path(), 30_000, 21)];
-    if let Some(shared) = common::shared_traces("front_cache_changes_no_report_figure_or_event") {
-        for t in [
+    let traces = comparison_traces(
+        dir.path(),
+        21,
+        "front_cache_changes_no_report_figure_or_event",
+        &[
             "backbone_like/auckland2000_uplink_rawip_hdr52.pcap",
             "backbone_like/wand_isp_vlan_snaplen_10k.pcap",
             "many_flows/echo_1000_connections.pcap",
             "many_flows/ddos_udp_bacnet_amp__is_pcap_nonmonotonic.pcapng",
-        ] {
-            traces.push(shared.join(t));
-        }
-    }
-    type Setting = (&'static str, Box<dyn Fn(&mut PipelineConfig)>);
+        ],
+    );
     let variants: Vec<Setting> = vec![
         ("default", Box::new(|_| {})),
         ("no truth", Box::new(|c| c.replay.truth = false)),
@@ -1276,19 +1291,16 @@ fn front_cache_changes_no_report_figure_or_event() {
 #[test]
 fn scoring_by_outcome_gives_the_report_of_scoring_each_query() {
     let dir = tempfile::tempdir().unwrap();
-    let mut traces = vec![default_trace(), distinct_trace(dir.path(), 30_000, 23)];
-    if let Some(shared) =
-        common::shared_traces("scoring_by_outcome_gives_the_report_of_scoring_each_query")
-    {
-        for t in [
+    let traces = comparison_traces(
+        dir.path(),
+        23,
+        "scoring_by_outcome_gives_the_report_of_scoring_each_query",
+        &[
             "backbone_like/auckland2000_uplink_rawip_hdr52.pcap",
             "many_flows/ddos_tcp_synflood_spoofed.pcap",
             "many_flows/echo_1000_connections.pcap",
-        ] {
-            traces.push(shared.join(t));
-        }
-    }
-    type Setting = (&'static str, Box<dyn Fn(&mut PipelineConfig)>);
+        ],
+    );
     let settings: Vec<Setting> = vec![
         ("default", Box::new(|_| {})),
         (

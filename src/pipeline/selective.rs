@@ -1481,8 +1481,9 @@ impl SelectiveShard {
 
     /// Scores the queries counted in `outcomes` for every Bloom evaluator,
     /// with the skip decisions in force when they were answered, and
-    /// empties the cells. Called before the priors or the directories
-    /// change, and before the tally is read.
+    /// empties the cells. Called before a skip decision changes
+    /// ([`SelectiveShard::refresh_skips`]), before the live gauges read
+    /// the tally, and at the end.
     fn score_outcomes(&mut self) {
         if !self.outcomes_pending {
             return;
@@ -1520,8 +1521,9 @@ impl SelectiveShard {
     /// any decision changes. Called whenever the priors or the thresholds
     /// change. The counts only wait for a change of decision, not of the
     /// priors: queries answered under the same decisions score alike, and
-    /// on a sparse trace the priors change dozens of times a round while
-    /// the decisions stay. A directory not built yet (a cache window)
+    /// on a sparse trace the priors change many times a round (about 16
+    /// on the bundled trace tiled, BENCHMARKS.md's sixty-seventh round)
+    /// while the decisions mostly stay. A directory not built yet (a cache window)
     /// leaves its evaluators' cells as they are: no query reads them
     /// before [`SelectiveShard::build`] sets them.
     fn refresh_skips(&mut self) {
