@@ -3,9 +3,9 @@
 //!
 //! Why one binary: each test binary links the whole crate graph, and with
 //! the release profile's thin LTO re-optimises it (12 to 58 s each on the
-//! 2-core CI machine), so eighteen separate binaries cost more build time
+//! 2-core CI machine), so twenty-seven separate binaries cost more build time
 //! than all their tests take to run. The `test-release` profile the README
-//! gives drops the LTO, but linking eighteen binaries would still repeat.
+//! gives drops the LTO, but linking twenty-seven binaries would still repeat.
 //! Each module is still its own file, `tests/<module>.rs`, testing one
 //! module of the library, and a module's tests run alone with `cargo test
 //! --profile test-release --test suite <module>::`.
@@ -37,6 +37,7 @@ mod network_merge;
 mod pages;
 mod pipeline;
 mod prefetch;
+mod refill;
 mod reliability;
 mod reproduce;
 mod schedule;

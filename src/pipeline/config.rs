@@ -31,8 +31,9 @@ pub mod defaults {
     pub const BATCH: usize = 512;
     /// Batches queued per worker thread before the source waits: the
     /// source makes at most `shards + threads * (QUEUE_BATCHES + 1) + 1`
-    /// batch buffers, and waits for one to come back when they are all
-    /// out, whichever shards' queues hold them.
+    /// batch buffers, and when they are all out, whichever shards' queues
+    /// hold them, it sleeps until a quarter of the queues' worth has come
+    /// back (`pipeline::refill` says why).
     ///
     /// Why this many (measured when each worker had a queue of its own,
     /// which the shard scheduler replaced in the fourteenth round): the

@@ -7,6 +7,7 @@ use super::config::{StageName, ValidatedConfig};
 use super::event::{Event, EventKind, PipelineSink, WindowEndEvent};
 use super::latency::Latency;
 use super::record::{PacketRecord, RecordBatch};
+use super::refill::Refill;
 use super::schedule::{FAILURE_POLL, FailOnPanic, Next, Scheduler};
 use super::source::Source;
 use super::stage::{Broadcast, DynCoordinator, DynShard, ReportContext, ShardContext};
@@ -478,6 +479,12 @@ struct Dispatcher<'a> {
     /// one to come back through `free`.
     buffers_left: usize,
     free: Receiver<BatchBuffers>,
+    /// The source's sleep while no buffer is free, until `refill_want`
+    /// are ([`Refill`]).
+    refill: &'a Refill,
+    /// How many free buffers end that sleep: a quarter of what the
+    /// workers' queues hold, at least one.
+    refill_want: usize,
     events: Receiver<(usize, WorkerMessage)>,
     sink: &'a mut dyn PipelineSink,
     sink_error: Option<std::io::Error>,
@@ -582,8 +589,10 @@ impl Dispatcher<'_> {
     }
 
     /// Emptied buffers for a shard's next batch: handed back by a worker,
-    /// or new while the budget lasts; otherwise it waits for a worker to
-    /// hand some back (the records in flight are at their bound).
+    /// or new while the budget lasts; otherwise it sleeps until the
+    /// workers have handed `refill_want` back (the records in flight are
+    /// at their bound), so that it is woken once for that many batches,
+    /// not for each ([`Refill`] says why).
     fn fresh_buffers(&mut self) -> BatchBuffers {
         loop {
             if let Ok(b) = self.free.try_recv() {
@@ -594,11 +603,14 @@ impl Dispatcher<'_> {
                 // Empty: `make_room` sizes it at its first record.
                 return BatchBuffers::default();
             }
-            match self.free.recv_timeout(FAILURE_POLL) {
-                Ok(b) => return b,
+            let free = &self.free;
+            if !self
+                .refill
+                .wait(self.refill_want, FAILURE_POLL, || free.len())
                 // A failed worker never hands its batch back: the run stops.
-                Err(_) if self.scheduler.has_failed() => self.workers_gone = true,
-                Err(_) => {}
+                && self.scheduler.has_failed()
+            {
+                self.workers_gone = true;
             }
         }
     }
@@ -902,7 +914,7 @@ const PREFAULT_PAGES_PER_FAULT: u64 = 8;
 fn worker(
     scheduler: &Shards,
     build_state: &(dyn Fn(usize) -> ShardState + Sync),
-    free: Sender<BatchBuffers>,
+    hand_back: HandBack,
     index: usize,
     events: Sender<(usize, WorkerMessage)>,
     mut latency: Latency,
@@ -959,7 +971,7 @@ fn worker(
             match work {
                 Work::Records(batch) => {
                     run_batch(&mut state, &batch, received, &mut latency, &mut buffer);
-                    recycle(&free, batch);
+                    hand_back.recycle(batch);
                 }
                 Work::Tick {
                     time_ns, seq, tick, ..
@@ -1104,20 +1116,32 @@ fn piece<'a>(
     RecordBatch::with_keys(records, keys.get(from..to).unwrap_or(&[]))
 }
 
-/// Hands a batch's buffers back for reuse, never waiting. The pool holds
-/// every buffer the source may make, so it is never full: the send fails
-/// only when the source is gone, and the buffers are then dropped. (A
-/// dropped buffer while the source runs would be a lost credit: the source
-/// counts the buffers it made and waits for one to come back.) That holds
-/// for a buffer never given room too (a shard's first, sent with updates
-/// only): it comes back as well, and gets its room when it next takes a
-/// record (`Dispatcher::make_room`).
-fn recycle(free: &Sender<BatchBuffers>, mut batch: Batch) {
-    batch.records.clear();
-    batch.keys.clear();
-    batch.truth.clear();
-    batch.updates.clear();
-    let _ = free.try_send((batch.records, batch.keys, batch.truth, batch.updates));
+/// A worker's way back to the source for emptied batch buffers.
+struct HandBack<'a> {
+    /// The pool of free buffers.
+    free: Sender<BatchBuffers>,
+    /// Wakes the source when it sleeps for buffers and enough are back.
+    refill: &'a Refill,
+}
+
+impl HandBack<'_> {
+    /// Hands a batch's buffers back for reuse, never waiting. The pool
+    /// holds every buffer the source may make, so it is never full: the
+    /// send fails only when the source is gone, and the buffers are then
+    /// dropped. (A dropped buffer while the source runs would be a lost
+    /// credit: the source counts the buffers it made and waits for them to
+    /// come back.) That holds for a buffer never given room too (a shard's
+    /// first, sent with updates only): it comes back as well, and gets its
+    /// room when it next takes a record (`Dispatcher::make_room`).
+    fn recycle(&self, mut batch: Batch) {
+        batch.records.clear();
+        batch.keys.clear();
+        batch.truth.clear();
+        batch.updates.clear();
+        let free = &self.free;
+        let _ = free.try_send((batch.records, batch.keys, batch.truth, batch.updates));
+        self.refill.returned(|| free.len());
+    }
 }
 
 /// Runs the pipeline: `source` feeds the dispatcher on the calling thread,
@@ -1221,10 +1245,17 @@ pub fn run_with_gauges<S: Source>(
     let scheduler = Scheduler::unparked(c.shards, threads);
     // The batch buffers in all: one pending per shard, and `queue` queued
     // plus one being handled per worker, as `config::batch_bytes` counts
-    // them. The source waits for one to come back before it makes more, so
+    // them. The source makes no more, and waits for some to come back, so
     // this bounds the records in flight, whichever shards they are for.
     let buffers = c.shards + threads * (queue + 1) + 1;
     let (free_tx, free_rx) = bounded::<BatchBuffers>(buffers);
+    // Made here, on the thread that runs the source below: the one it
+    // wakes. The dispatcher cannot leave this thread: it holds the sink,
+    // `&mut dyn PipelineSink`, which is not `Send`, so no source can hand
+    // it to a thread of its own.
+    let refill = Refill::for_current_thread();
+    let refill = &refill;
+    let refill_want = (threads * queue / 4).max(1);
     let (event_tx, event_rx) = unbounded::<(usize, WorkerMessage)>();
     let mut results = Vec::with_capacity(threads);
     let end = std::thread::scope(|scope| {
@@ -1239,7 +1270,7 @@ pub fn run_with_gauges<S: Source>(
                     worker(
                         scheduler,
                         build_state,
-                        free,
+                        HandBack { free, refill },
                         index,
                         events,
                         latency,
@@ -1274,6 +1305,8 @@ pub fn run_with_gauges<S: Source>(
             filling_since: vec![None; c.shards],
             scheduler,
             free: free_rx,
+            refill,
+            refill_want,
             buffers_left: buffers - c.shards,
             events: event_rx,
             sink,

@@ -45,6 +45,7 @@ pub mod new_flows;
 mod process_start;
 mod rate;
 mod record;
+pub mod refill;
 pub mod schedule;
 pub mod selective;
 mod source;
