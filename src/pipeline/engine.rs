@@ -483,7 +483,8 @@ struct Dispatcher<'a> {
     /// are ([`Refill`]).
     refill: &'a Refill,
     /// How many free buffers end that sleep: a quarter of what the
-    /// workers' queues hold, at least one.
+    /// workers' queues hold, at least one; one for a live capture
+    /// ([`Source::needs_prompt_buffers`]).
     refill_want: usize,
     events: Receiver<(usize, WorkerMessage)>,
     sink: &'a mut dyn PipelineSink,
@@ -1255,7 +1256,13 @@ pub fn run_with_gauges<S: Source>(
     // it to a thread of its own.
     let refill = Refill::for_current_thread();
     let refill = &refill;
-    let refill_want = (threads * queue / 4).max(1);
+    // A quarter of the queues' worth, or one for a source that must be
+    // back at its input as soon as it can go on (a live capture).
+    let refill_want = if source.needs_prompt_buffers() {
+        1
+    } else {
+        (threads * queue / 4).max(1)
+    };
     let (event_tx, event_rx) = unbounded::<(usize, WorkerMessage)>();
     let mut results = Vec::with_capacity(threads);
     let end = std::thread::scope(|scope| {

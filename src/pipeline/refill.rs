@@ -20,6 +20,11 @@
 //! the rest of their queues to work on. Nothing but the timing changes:
 //! which buffer carries which records has no part in any result.
 //!
+//! A live capture waits for one buffer at a time all the same
+//! ([`super::Source::needs_prompt_buffers`]): its ring fills while it
+//! sleeps, and only an awake source sheds frames before the kernel has to
+//! drop them.
+//!
 //! The protocol is Dekker's: the source stores `want`, then (after a
 //! sequentially consistent fence) reads the count of free buffers; a
 //! worker hands a buffer back, then (after the same kind of fence) reads

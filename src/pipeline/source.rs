@@ -28,6 +28,16 @@ pub trait Source {
     fn truth_in_sink(&self) -> bool {
         false
     }
+
+    /// Whether the source must be back at its input as soon as one batch
+    /// buffer is free again: a live capture, whose ring fills while the
+    /// source sleeps, and which sheds frames itself only while it is
+    /// awake. A file waits for nothing, so the engine lets a file's source
+    /// sleep until a quarter of the queues' buffers are back
+    /// ([`super::refill`]). False unless a source says otherwise.
+    fn needs_prompt_buffers(&self) -> bool {
+        false
+    }
 }
 
 /// Trace files (pcap or pcapng, plain, gzip or zstd), read in order.
