@@ -364,13 +364,14 @@ impl Pending {
 }
 
 impl Source for LiveCapture<'_> {
-    /// Woken for each buffer: while the engine is the limit, the source
-    /// sleeps for one batch's work at a time, not for a quarter of the
-    /// queues. With the engine held to 2 % of a CPU under a 300 kpps
-    /// stream, sleeps for 16 batches let the ring overflow before the
-    /// source was back to shed: the kernel dropped frames (a median of 1
-    /// and of 4 in two runs of three) where a wake-up for each buffer
-    /// dropped none (BENCHMARKS.md, sixty-eighth round).
+    /// Woken for each buffer, as before the engine's sleep for a quarter
+    /// of the queues: while the engine is the limit, the source waits for
+    /// one batch's work at a time. With the engine held to 2 % of a CPU
+    /// under a 300 kpps stream, sleeps for 16 batches let the ring
+    /// overflow before the source was back to shed: the kernel dropped
+    /// frames (a median of 1 and of 4 in two runs of three) where a
+    /// wake-up for each buffer dropped none (BENCHMARKS.md, sixty-eighth
+    /// round).
     fn needs_prompt_buffers(&self) -> bool {
         true
     }

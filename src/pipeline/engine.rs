@@ -483,9 +483,10 @@ struct Dispatcher<'a> {
     /// are ([`Refill`]).
     refill: &'a Refill,
     /// How many free buffers end that sleep: a quarter of what the
-    /// workers' queues hold, at least one; one for a live capture
-    /// ([`Source::needs_prompt_buffers`]).
-    refill_want: usize,
+    /// workers' queues hold, at least one. `None` for a source that waits
+    /// on the channel for each buffer, as the engine did before the
+    /// sleep (a live capture, [`Source::needs_prompt_buffers`]).
+    refill_want: Option<usize>,
     events: Receiver<(usize, WorkerMessage)>,
     sink: &'a mut dyn PipelineSink,
     sink_error: Option<std::io::Error>,
@@ -593,7 +594,8 @@ impl Dispatcher<'_> {
     /// or new while the budget lasts; otherwise it sleeps until the
     /// workers have handed `refill_want` back (the records in flight are
     /// at their bound), so that it is woken once for that many batches,
-    /// not for each ([`Refill`] says why).
+    /// not for each ([`Refill`] says why). A live capture waits on the
+    /// channel for each buffer instead.
     fn fresh_buffers(&mut self) -> BatchBuffers {
         loop {
             if let Ok(b) = self.free.try_recv() {
@@ -605,12 +607,15 @@ impl Dispatcher<'_> {
                 return BatchBuffers::default();
             }
             let free = &self.free;
-            if !self
-                .refill
-                .wait(self.refill_want, FAILURE_POLL, || free.len())
-                // A failed worker never hands its batch back: the run stops.
-                && self.scheduler.has_failed()
-            {
+            let back = match self.refill_want {
+                Some(want) => self.refill.wait(want, FAILURE_POLL, || free.len()),
+                None => match free.recv_timeout(FAILURE_POLL) {
+                    Ok(b) => return b,
+                    Err(_) => false,
+                },
+            };
+            // A failed worker never hands its batch back: the run stops.
+            if !back && self.scheduler.has_failed() {
                 self.workers_gone = true;
             }
         }
@@ -1256,13 +1261,10 @@ pub fn run_with_gauges<S: Source>(
     // it to a thread of its own.
     let refill = Refill::for_current_thread();
     let refill = &refill;
-    // A quarter of the queues' worth, or one for a source that must be
-    // back at its input as soon as it can go on (a live capture).
-    let refill_want = if source.needs_prompt_buffers() {
-        1
-    } else {
-        (threads * queue / 4).max(1)
-    };
+    // A quarter of the queues' worth, or each buffer as it comes back for
+    // a source that must be back at its input as soon as it can go on (a
+    // live capture).
+    let refill_want = (!source.needs_prompt_buffers()).then(|| (threads * queue / 4).max(1));
     let (event_tx, event_rx) = unbounded::<(usize, WorkerMessage)>();
     let mut results = Vec::with_capacity(threads);
     let end = std::thread::scope(|scope| {

@@ -20,7 +20,7 @@
 //! the rest of their queues to work on. Nothing but the timing changes:
 //! which buffer carries which records has no part in any result.
 //!
-//! A live capture waits for one buffer at a time all the same
+//! A live capture still waits on the channel for each buffer
 //! ([`super::Source::needs_prompt_buffers`]): its ring fills while it
 //! sleeps, and only an awake source sheds frames before the kernel has to
 //! drop them.

@@ -32,8 +32,9 @@ pub trait Source {
     /// Whether the source must be back at its input as soon as one batch
     /// buffer is free again: a live capture, whose ring fills while the
     /// source sleeps, and which sheds frames itself only while it is
-    /// awake. A file waits for nothing, so the engine lets a file's source
-    /// sleep until a quarter of the queues' buffers are back
+    /// awake. The engine then waits on the buffers' channel for each one.
+    /// A file waits for nothing, so the engine lets a file's source sleep
+    /// until a quarter of the queues' buffers are back
     /// ([`super::refill`]). False unless a source says otherwise.
     fn needs_prompt_buffers(&self) -> bool {
         false
