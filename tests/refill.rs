@@ -3,23 +3,21 @@
 //! before, and no wake-up is lost; with nobody handing back, the wait
 //! times out and says so.
 
+use crate::common;
 use flowsieve::pipeline::refill::Refill;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::time::Duration;
 
-/// Runs `f` on a thread of its own and fails the test if it takes longer
-/// than `limit`: a lost wake-up would leave the waiter asleep until its
-/// (hour-long) timeout.
+/// [`common::within`], for the refill: a lost wake-up would leave the
+/// waiter asleep until its (hour-long) timeout.
 fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(limit)
-        .expect("a wake-up was lost: the waiter slept past every hand-back")
+    common::within(
+        limit,
+        "a wake-up was lost: the waiter slept past every hand-back",
+        f,
+    )
 }
 
 /// The engine's pattern, many times over: the waiter takes every free

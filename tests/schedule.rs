@@ -3,11 +3,11 @@
 //! a busy worker's turns are taken by an idle one; and a failed run stops
 //! instead of hanging.
 
+use crate::common;
 use flowsieve::pipeline::schedule::{FailOnPanic, Next, Scheduler};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::time::Duration;
 
 /// A shard's state in these tests: the items it handled, in order, and
@@ -23,15 +23,10 @@ struct Log {
 /// An item: a number, or the end of the shard's stream.
 type Item = Option<u64>;
 
-/// Runs `f` on a thread of its own and fails the test if it takes longer
-/// than `limit` (a lost turn would otherwise hang the test).
+/// [`common::within`], for the scheduler: a lost turn would otherwise
+/// hang the test.
 fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(limit)
-        .expect("the scheduler lost a turn or a wake-up: the run did not end")
+    common::within(limit, "the scheduler lost a turn or a wake-up", f)
 }
 
 /// The engine's worker loop, with a random pause of up to `pause_us` before

@@ -276,3 +276,21 @@ pub fn manifest_paths(dir: &Path) -> Vec<PathBuf> {
     assert!(paths.len() > 100, "the manifest lists the captures");
     paths
 }
+
+/// Runs `f` on a thread of its own and fails the test, saying `hang`, if
+/// it takes longer than `limit`: for the lock-free hand-offs, whose lost
+/// turn or wake-up would otherwise hang the test instead of failing it.
+pub fn within<T: Send + 'static>(
+    limit: std::time::Duration,
+    hang: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(v) => v,
+        Err(_) => panic!("{hang}: the run did not end within {limit:?}"),
+    }
+}
