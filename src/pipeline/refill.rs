@@ -7,11 +7,11 @@
 //! a buffer before *every* batch. A channel wait spins, yields and parks,
 //! and the worker whose hand-back ends it pays a wake-up system call, on
 //! the run's critical path. On the bundled trace tiled 25 times with one
-//! worker (a million packets in 1,953 batches) that was 700-2,100 `futex`
-//! calls, 1,500-4,400 `sched_yield` and 400-1,100 context switches a run.
-//! With the wait below it is 60-120 `futex` calls and 60-90 switches, and
-//! the process takes 3.5-6 % less CPU time (BENCHMARKS.md, sixty-eighth
-//! round).
+//! worker (a million packets in 1,953 batches) that was 730-2,140 `futex`
+//! calls, 1,490-4,350 `sched_yield` and 390-1,100 context switches a run.
+//! With the wait below it is 63-124 `futex` calls and 55-87 switches, and
+//! the process took 3.5-6.3 % less CPU time in the paired runs that
+//! resolve it (BENCHMARKS.md, sixty-eighth round).
 //!
 //! So the source waits with hysteresis: when no buffer is free, it sleeps
 //! until `want` of them are (a quarter of what the queues hold), and the
