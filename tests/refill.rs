@@ -7,7 +7,7 @@ use crate::common;
 use flowsieve::pipeline::refill::Refill;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// [`common::within`], for the refill: a lost wake-up would leave the
@@ -118,6 +118,82 @@ fn a_hand_back_below_the_count_does_not_end_the_wait() {
             });
             assert!(refill.wait(4, Duration::from_secs(3600), || free.load(Ordering::SeqCst)));
             assert_eq!(last_sent.load(Ordering::SeqCst), 1);
+        });
+    });
+}
+
+#[test]
+fn a_hand_back_that_clears_a_later_wait_does_not_leave_it_asleep() {
+    // A worker reads the waiter's count during one wait and clears it
+    // only during the next, whose count is the same: its compare-exchange
+    // succeeds and wakes the waiter for nothing. The waiter must then be
+    // woken by the next hand-back all the same. `returned` calls its
+    // closure between reading the count and clearing it, which is where
+    // the stalled worker below waits.
+    within(Duration::from_secs(60), || {
+        let free = AtomicUsize::new(0);
+        let stalled_read = AtomicBool::new(false);
+        let release_stalled = AtomicBool::new(false);
+        let second_wait_seen = AtomicBool::new(false);
+        // The helpers stay until the waiter is done: a scoped thread that
+        // ends wakes the scope's owner, the waiter, which would hide a
+        // lost wake-up.
+        let done = AtomicBool::new(false);
+        let stay = || {
+            while !done.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        let refill = Refill::for_current_thread();
+        std::thread::scope(|s| {
+            // The stalled worker: reads the count during the first wait,
+            // then waits until the second wait has begun, and answers
+            // "enough" so that it clears the count.
+            s.spawn(|| {
+                while !stalled_read.load(Ordering::SeqCst) {
+                    refill.returned(|| {
+                        stalled_read.store(true, Ordering::SeqCst);
+                        while !release_stalled.load(Ordering::SeqCst) {
+                            std::thread::yield_now();
+                        }
+                        usize::MAX
+                    });
+                    std::thread::yield_now();
+                }
+                stay();
+            });
+            // A second worker ends the first wait once the stalled one has
+            // read the count; then it watches for the second wait (its
+            // closure runs only while a count is set, and answers "not
+            // enough"), releases the stalled worker, and after a pause
+            // long enough for the waiter to sleep again hands one back.
+            s.spawn(|| {
+                while !stalled_read.load(Ordering::SeqCst) {
+                    std::thread::yield_now();
+                }
+                free.store(1, Ordering::SeqCst);
+                refill.returned(|| free.load(Ordering::SeqCst));
+                while !second_wait_seen.load(Ordering::SeqCst) {
+                    refill.returned(|| {
+                        if free.load(Ordering::SeqCst) == 0 {
+                            second_wait_seen.store(true, Ordering::SeqCst);
+                        }
+                        0
+                    });
+                    std::thread::yield_now();
+                }
+                release_stalled.store(true, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(100));
+                free.store(1, Ordering::SeqCst);
+                refill.returned(|| free.load(Ordering::SeqCst));
+                stay();
+            });
+            let count = || free.load(Ordering::SeqCst);
+            assert!(refill.wait(1, Duration::from_secs(3600), count));
+            free.store(0, Ordering::SeqCst);
+            assert!(refill.wait(1, Duration::from_secs(3600), count));
+            assert_eq!(free.load(Ordering::SeqCst), 1);
+            done.store(true, Ordering::SeqCst);
         });
     });
 }

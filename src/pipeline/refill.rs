@@ -31,8 +31,11 @@
 //! `want`. One of the two sees the other's write, so a wake-up cannot be
 //! lost between the source's last look and its sleep; and a wake-up that
 //! comes before the sleep leaves the thread's park token set, so the sleep
-//! returns at once. A timeout bounds every sleep all the same, so that the
-//! caller can check whether the run failed.
+//! returns at once. The worker clears `want` by a compare-exchange before
+//! it wakes the source, and a worker that read `want` in one wait may
+//! clear the next wait's, equal, value: so the source stores `want` again
+//! each time it wakes, before it looks. A timeout bounds every sleep all
+//! the same, so that the caller can check whether the run failed.
 //!
 //! ```
 //! use flowsieve::pipeline::refill::Refill;
@@ -91,16 +94,21 @@ impl Refill {
             "a refill's wait belongs to the thread that made it"
         );
         let want = want.max(1);
-        self.wanted.store(want, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
         let deadline = Instant::now() + timeout;
         let there = loop {
+            // Stored again after every wake-up: a worker that read the
+            // count during an earlier wait may clear it only now (its
+            // compare-exchange sees the same value again) and wake this
+            // wait for nothing. Left cleared, no later hand-back would
+            // wake it.
+            self.wanted.store(want, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
             if free() >= want {
                 break true;
             }
             let now = Instant::now();
             if now >= deadline {
-                break free() >= want;
+                break false;
             }
             std::thread::park_timeout(deadline - now);
         };
