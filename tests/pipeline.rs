@@ -1375,6 +1375,91 @@ fn scoring_by_outcome_gives_the_report_of_scoring_each_query() {
     assert!(mixed >= 3, "only {mixed} runs with mixed skip decisions");
 }
 
+/// The prior coordinator holds a few sampled records back while their
+/// flow-set slots are fetched (`prior_lookahead`); answering each record
+/// as it comes (0, the reference) gives the same report: on the bundled
+/// trace, a synthetic one and real captures (floods among them), with
+/// every query sampled and a low sample target (the update marks, which a
+/// held query must never cross, come often), per-packet queries over short
+/// packet windows (many rounds and phases), and sets capped low (their
+/// sampling level rises while records are held).
+#[test]
+fn holding_sampled_records_back_changes_no_report_figure() {
+    use flowsieve::pipeline::QueryUnit;
+    let dir = tempfile::tempdir().unwrap();
+    let traces = comparison_traces(
+        dir.path(),
+        29,
+        "holding_sampled_records_back_changes_no_report_figure",
+        &[
+            "backbone_like/auckland2000_uplink_rawip_hdr52.pcap",
+            "backbone_like/wand_isp_vlan_snaplen_10k.pcap",
+            "many_flows/ddos_tcp_synflood_spoofed.pcap",
+            "many_flows/ddos_udp_bacnet_amp__is_pcap_nonmonotonic.pcapng",
+            "many_flows/p2p_gnutella_600s.pcap",
+        ],
+    );
+    let settings: Vec<Setting> = vec![
+        ("default", Box::new(|_| {})),
+        (
+            "every query sampled, a low target, cost ratios near the threshold",
+            Box::new(|c| {
+                c.selective.prior_sample = 1.0;
+                c.selective.prior_min_samples = 40;
+                for (i, a) in c.selective.alpha.iter_mut().enumerate() {
+                    *a = [0.05, 0.1, 0.15][i % 3];
+                }
+            }),
+        ),
+        (
+            "per-packet queries, packet windows, 3 shards",
+            Box::new(|c| {
+                c.shards = 3;
+                c.selective.query_unit = QueryUnit::Packet;
+                c.selective.cache_window = WindowSpec::Packets(1_500);
+                c.selective.query_window = WindowSpec::Packets(7_000);
+                c.selective.prior_sample = 0.5;
+            }),
+        ),
+        (
+            "sets capped at 300 flows",
+            Box::new(|c| {
+                c.selective.max_flows = 300;
+                c.selective.prior_sample = 0.7;
+                c.selective.prior_min_samples = 100;
+            }),
+        ),
+    ];
+    let mut sampled = 0;
+    for trace in &traces {
+        for (name, set) in &settings {
+            let run_with = |held: usize| {
+                let mut cfg = PipelineConfig::new(Classifier::ports());
+                cfg.threads = 2;
+                cfg.stages = only(StageName::Selective);
+                set(&mut cfg);
+                cfg.selective.prior_lookahead = held;
+                run_cfg(std::slice::from_ref(trace), &cfg)
+            };
+            let reference = without_timing(&run_with(0));
+            for held in [1, flowsieve::pipeline::defaults::PRIOR_LOOKAHEAD, 64] {
+                let r = run_with(held);
+                assert!(
+                    reference == without_timing(&r),
+                    "{}: {name}: {held} held: reports differ",
+                    trace.display()
+                );
+                if held == 64 {
+                    let s = r.selective().unwrap();
+                    sampled += s.priors.iter().map(|c| c.samples).sum::<u64>();
+                }
+            }
+        }
+    }
+    // The runs sampled enough to fill the lookahead many times over.
+    assert!(sampled > 10_000, "only {sampled} samples");
+}
+
 proptest::proptest! {
     /// `PeriodCursor::locate` is the quotient and remainder, whatever the
     /// period (1 to u64::MAX) and whatever the order of the positions:

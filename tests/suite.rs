@@ -31,6 +31,7 @@ mod flow_set;
 mod hash;
 mod ingest;
 mod keyed;
+mod lookahead;
 mod manifest;
 mod model;
 mod network_merge;

@@ -89,6 +89,9 @@ pub mod defaults {
     /// Checks per class and round the prior sampler aims for (all of a
     /// class's queries below that).
     pub const PRIOR_MIN_SAMPLES: u64 = 1000;
+    /// Sampled records the prior coordinator holds back while their
+    /// flow-set slots are fetched (`SelectiveConfig::prior_lookahead`).
+    pub const PRIOR_LOOKAHEAD: usize = 8;
     /// Weight of the newest round in the pooled priors.
     pub const PRIOR_SMOOTHING: f64 = 0.2;
     /// Cost of a false negative relative to a false positive.

@@ -41,6 +41,7 @@ pub mod gauges;
 pub mod heavy;
 mod keyed;
 pub(crate) mod latency;
+pub mod lookahead;
 pub mod new_flows;
 mod process_start;
 mod rate;

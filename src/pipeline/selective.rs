@@ -59,6 +59,7 @@ use super::capped::{Admission, CappedFlowSet};
 use super::config::{ConfigError, defaults, in_range};
 use super::event::Event;
 use super::flow_set::FlowSet;
+use super::lookahead::{SampleLookahead, Sampled};
 use super::rate::ratio;
 use super::record::{PacketRecord, RecordBatch};
 use super::stage::{Broadcast, Coordinator};
@@ -361,6 +362,13 @@ pub struct SelectiveConfig {
     /// either way; this is the reference the tests compare the default
     /// with, and no command-line flag sets it.
     pub score_each_query: bool,
+    /// How many sampled records the prior coordinator holds back, their
+    /// flow-set slots fetched, before it answers them
+    /// ([`super::lookahead`]): a few, so that the source thread does not
+    /// wait on the sets' cache misses. 0 answers each record as it comes,
+    /// the reference the tests compare the default with; the report is the
+    /// same either way, and no command-line flag sets it.
+    pub prior_lookahead: usize,
 }
 
 impl SelectiveConfig {
@@ -382,6 +390,7 @@ impl SelectiveConfig {
             sweeps: Sweeps::default(),
             max_flows: defaults::SELECTIVE_MAX_FLOWS,
             score_each_query: false,
+            prior_lookahead: defaults::PRIOR_LOOKAHEAD,
         }
     }
 
@@ -1697,6 +1706,9 @@ struct PriorCoordinator {
     next_update: Vec<u64>,
     /// A class reached its mark: the priors go out before the next record.
     update_due: bool,
+    /// Sampled records whose slots are being fetched, answered in order
+    /// ([`super::lookahead`]).
+    lookahead: SampleLookahead,
     tally: SelectiveTally,
     /// In a live run: where the priors in force are published.
     gauges: Option<Arc<super::gauges::Gauges>>,
@@ -1731,6 +1743,7 @@ impl PriorCoordinator {
             round_queries: vec![0; classes],
             next_update: vec![FIRST_UPDATE_SAMPLES; classes],
             update_due: false,
+            lookahead: SampleLookahead::new(cfg.prior_lookahead, classes),
             tally: SelectiveTally {
                 classes: vec![QueryClassTally::default(); classes],
                 ..SelectiveTally::default()
@@ -1818,6 +1831,9 @@ impl PriorCoordinator {
     /// no value across a call and saves no registers.
     #[inline(never)]
     fn observe_at_boundary(&mut self, r: &PacketRecord, pos: u64) -> Option<Broadcast> {
+        // A new phase or round reads and clears what the held-back records
+        // change: they are answered first.
+        self.answer_held();
         let update = self.advance(pos);
         self.count(r);
         update
@@ -1832,7 +1848,7 @@ impl PriorCoordinator {
         match self.phase {
             Phase::Cache => {
                 if self.sampler.sampled(c, r.hash) {
-                    self.cache_sampled(r.hash);
+                    self.hold_cache_sampled(r.hash);
                 }
             }
             Phase::Query => {
@@ -1842,9 +1858,63 @@ impl PriorCoordinator {
                 // The sampling test first: the per-flow dedup set is only
                 // touched for sampled flows.
                 if self.sampler.sampled(c, r.hash) {
-                    self.query_sampled(c, r.hash);
+                    self.hold_query_sampled(c, r.hash);
                 }
             }
+        }
+    }
+
+    /// A sampled record of a cache window: its slot in the cache set is
+    /// fetched and the record held back; the oldest held record is
+    /// answered when the lookahead is full.
+    #[inline(never)]
+    fn hold_cache_sampled(&mut self, h: u64) {
+        self.cache.prefetch(h);
+        if let Some(oldest) = self.lookahead.push(Sampled::Cache(h)) {
+            self.answer(oldest);
+        }
+    }
+
+    /// A sampled query: held back like a cache record, unless the
+    /// class's samples could reach its update mark with it and the
+    /// class's queries already held. Then every held record is answered
+    /// and this one too, at once: the update it may make due goes out
+    /// before the next record, as it did when each record was answered as
+    /// it came, and a held query can never make one due.
+    #[inline(never)]
+    fn hold_query_sampled(&mut self, c: usize, h: u64) {
+        let mark = self.next_update.get(c).copied().unwrap_or(0);
+        let reach = self.priors.round_samples(c) + self.lookahead.queued_queries(c) + 1;
+        if reach >= mark || self.lookahead.capacity() == 0 {
+            self.answer_held();
+            self.query_sampled(c, h);
+            return;
+        }
+        self.cache.prefetch(h);
+        if self.query_unit == QueryUnit::Flow {
+            self.queried.prefetch(h);
+        }
+        if let Some(oldest) = self.lookahead.push(Sampled::Query { class: c, hash: h }) {
+            self.answer(oldest);
+        }
+    }
+
+    /// Answers a held record.
+    #[inline]
+    fn answer(&mut self, s: Sampled) {
+        match s {
+            Sampled::Cache(h) => self.cache_sampled(h),
+            Sampled::Query { class, hash } => {
+                self.query_sampled(class, hash);
+                debug_assert!(!self.update_due, "a held query reached its mark");
+            }
+        }
+    }
+
+    /// Answers every held record, oldest first.
+    fn answer_held(&mut self) {
+        while let Some(s) = self.lookahead.pop() {
+            self.answer(s);
         }
     }
 
@@ -1904,6 +1974,7 @@ impl Coordinator<SelectiveTally> for PriorCoordinator {
     }
 
     fn finish(mut self: Box<Self>) -> SelectiveTally {
+        self.answer_held();
         if self.cache.level().max(self.queried.level()) > 0 {
             self.tally.flood.prior_rounds += 1;
         }
