@@ -8,20 +8,13 @@ use flowsieve::pipeline::lookahead::{SampleLookahead, Sampled};
 use proptest::prelude::*;
 use std::collections::VecDeque;
 
-/// One step: push a cache record, push a query of a class (some out of
-/// range), or pop.
-#[derive(Clone, Debug)]
-enum Step {
-    Cache(u64),
-    Query(usize, u64),
-    Pop,
-}
-
-fn step() -> impl Strategy<Value = Step> {
+/// One step: push a record (a cache record or a query of a class, some
+/// out of range), or pop (`None`).
+fn step() -> impl Strategy<Value = Option<Sampled>> {
     prop_oneof![
-        any::<u64>().prop_map(Step::Cache),
-        (0usize..5, any::<u64>()).prop_map(|(c, h)| Step::Query(c, h)),
-        Just(Step::Pop),
+        any::<u64>().prop_map(|h| Some(Sampled::Cache(h))),
+        (0usize..5, any::<u64>()).prop_map(|(class, hash)| Some(Sampled::Query { class, hash })),
+        Just(None),
     ]
 }
 
@@ -45,13 +38,8 @@ proptest! {
         prop_assert_eq!(q.capacity(), capacity);
         for s in steps {
             match s {
-                Step::Pop => prop_assert_eq!(q.pop(), model.pop_front()),
-                Step::Cache(_) | Step::Query(..) => {
-                    let s = match s {
-                        Step::Cache(h) => Sampled::Cache(h),
-                        Step::Query(class, hash) => Sampled::Query { class, hash },
-                        Step::Pop => unreachable!(),
-                    };
+                None => prop_assert_eq!(q.pop(), model.pop_front()),
+                Some(s) => {
                     model.push_back(s);
                     let expected = if model.len() > capacity { model.pop_front() } else { None };
                     prop_assert_eq!(q.push(s), expected);

@@ -40,6 +40,8 @@
 //! assert_eq!(q.pop(), None);
 //! ```
 
+use std::collections::VecDeque;
+
 /// A sampled record waiting for its answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sampled {
@@ -58,11 +60,10 @@ pub enum Sampled {
 /// the count of queued queries per class.
 #[derive(Clone, Debug)]
 pub struct SampleLookahead {
-    /// `capacity` slots; the queued records are `len` of them from `head`,
-    /// wrapping.
-    slots: Box<[Sampled]>,
-    head: usize,
-    len: usize,
+    /// The queued records, oldest first (allocated once: it never holds
+    /// more than `capacity`).
+    held: VecDeque<Sampled>,
+    capacity: usize,
     /// Queued queries per class.
     queries: Vec<u64>,
 }
@@ -72,9 +73,8 @@ impl SampleLookahead {
     /// it comes) for `classes` classes.
     pub fn new(capacity: usize, classes: usize) -> SampleLookahead {
         SampleLookahead {
-            slots: vec![Sampled::Cache(0); capacity].into_boxed_slice(),
-            head: 0,
-            len: 0,
+            held: VecDeque::with_capacity(capacity),
+            capacity,
             queries: vec![0; classes],
         }
     }
@@ -82,13 +82,13 @@ impl SampleLookahead {
     /// The most records it holds.
     #[inline]
     pub fn capacity(&self) -> usize {
-        self.slots.len()
+        self.capacity
     }
 
     /// True when nothing is queued.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.held.is_empty()
     }
 
     /// Queries of `class` queued (0 for a class out of range).
@@ -102,23 +102,19 @@ impl SampleLookahead {
     /// capacity of 0, `s` itself comes back.
     #[inline]
     pub fn push(&mut self, s: Sampled) -> Option<Sampled> {
-        let cap = self.slots.len();
-        if cap == 0 {
+        if self.capacity == 0 {
             return Some(s);
         }
-        let out = if self.len == cap { self.pop() } else { None };
-        let mut at = self.head + self.len;
-        if at >= cap {
-            at -= cap;
-        }
-        if let Some(slot) = self.slots.get_mut(at) {
-            *slot = s;
-            self.len += 1;
-            if let Sampled::Query { class, .. } = s
-                && let Some(q) = self.queries.get_mut(class)
-            {
-                *q += 1;
-            }
+        let out = if self.held.len() >= self.capacity {
+            self.pop()
+        } else {
+            None
+        };
+        self.held.push_back(s);
+        if let Sampled::Query { class, .. } = s
+            && let Some(q) = self.queries.get_mut(class)
+        {
+            *q += 1;
         }
         out
     }
@@ -126,15 +122,7 @@ impl SampleLookahead {
     /// The oldest queued record, taken out.
     #[inline]
     pub fn pop(&mut self) -> Option<Sampled> {
-        if self.len == 0 {
-            return None;
-        }
-        let s = *self.slots.get(self.head)?;
-        self.head += 1;
-        if self.head == self.slots.len() {
-            self.head = 0;
-        }
-        self.len -= 1;
+        let s = self.held.pop_front()?;
         if let Sampled::Query { class, .. } = s
             && let Some(q) = self.queries.get_mut(class)
         {
