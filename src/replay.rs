@@ -23,7 +23,7 @@ use crate::report::{
     AnomalySummary, ClassSummary, FileSummary, LinkTypeCount, OptionsInfo, ReplaySummary,
     SCHEMA_VERSION, ToolInfo, TopFlow, TraceSummary,
 };
-use crate::truth::{BatchedRecorder, FlowTable, record_on_own_thread, top_of};
+use crate::truth::{BatchedRecorder, FlowTable, TableSummary, record_on_own_thread};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -404,29 +404,31 @@ pub(crate) fn summarize(
         could_not_open,
     };
     if let Some(t) = table {
-        fill_truth(&mut summary, std::slice::from_ref(t));
+        let part = t.summary(summary.options.top, summary.classes.len());
+        fill_truth(&mut summary, part);
     }
     summary
 }
 
 /// Fills a summary's ground-truth fields (flows, top flows, flows per
-/// class) from the exact tables that together hold every flow of the run,
-/// each flow in one of them: the reader's one table, or the shard workers'
-/// tables when they kept them ([`ReplayConfig::truth_in_sink`]). The
-/// figures are sums and a top list in a total order
-/// ([`crate::truth::top_of`]), so they do not depend on how the flows were
-/// split. The list's length and the class names are the summary's own
-/// (`options.top`, `classes`), so they are the reader's settings whoever
-/// fills them.
-pub(crate) fn fill_truth(summary: &mut ReplaySummary, tables: &[FlowTable]) {
-    summary.trace.flows = Some(tables.iter().map(|t| t.len() as u64).sum());
+/// class) from the summary of the exact tables that together hold every
+/// flow of the run, each flow in one of them: the reader's one table, or
+/// the shard workers' tables when they kept them
+/// ([`ReplayConfig::truth_in_sink`]), merged ([`TableSummary::merge`]).
+/// The figures are sums and a top list in a total order, so they do not
+/// depend on how the flows were split. The tables are summarised with the
+/// summary's own list length and classes (`options.top`, `classes`), so
+/// the figures follow the reader's settings whoever fills them.
+pub(crate) fn fill_truth(summary: &mut ReplaySummary, truth: TableSummary) {
+    summary.trace.flows = Some(truth.flows);
     let classes = &summary.classes;
     let class_name = |id: ClassId| {
         classes
             .get(usize::from(id))
             .map_or_else(|| "?".to_string(), |c| c.class.clone())
     };
-    summary.flows_top = top_of(tables, summary.options.top)
+    summary.flows_top = truth
+        .top
         .into_iter()
         .map(|e| TopFlow {
             src: e.key.src().to_string(),
@@ -442,12 +444,8 @@ pub(crate) fn fill_truth(summary: &mut ReplaySummary, tables: &[FlowTable]) {
             class: class_name(e.stats.class),
         })
         .collect();
-    let mut flows = vec![0u64; summary.classes.len()];
-    for t in tables {
-        t.count_classes(&mut flows);
-    }
-    for (c, f) in summary.classes.iter_mut().zip(flows) {
-        c.flows = Some(f);
+    for (i, c) in summary.classes.iter_mut().enumerate() {
+        c.flows = Some(truth.flows_by_class.get(i).copied().unwrap_or(0));
     }
 }
 

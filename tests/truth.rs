@@ -323,3 +323,41 @@ proptest! {
         prop_assert_eq!(top_of(&parts, n), whole.top(n));
     }
 }
+
+proptest! {
+    /// A table's one-pass summary is its flows, its top list and its
+    /// flows per class as the separate calls give them; and the merged
+    /// summaries of tables that split the flows between them are the
+    /// summary of one table holding them all, whatever the split, the
+    /// list's length and the classes asked for (some flows' classes past
+    /// them, which are not counted).
+    #[test]
+    fn summaries_of_split_tables_merge_into_the_whole_tables(
+        flows in proptest::collection::vec((any::<u16>(), 1u8..4, 0u8..3, 0u8..4, 0u16..6), 1..300),
+        n in 0usize..40,
+        classes in 0usize..6,
+    ) {
+        use flowsieve::truth::TableSummary;
+        let mut whole = FlowTable::default();
+        let mut parts: [FlowTable; 4] = Default::default();
+        for &(port, packets, size, part, class) in &flows {
+            let k = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], port, 80, 6);
+            if whole.get(&k).is_some() {
+                continue; // a flow lives in one part only
+            }
+            for _ in 0..packets {
+                let len = 60 + u32::from(size);
+                whole.record(k, flow_hash(&k), class, Timestamp::ZERO, len, len);
+                parts[usize::from(part)].record(k, flow_hash(&k), class, Timestamp::ZERO, len, len);
+            }
+        }
+        let s = whole.summary(n, classes);
+        let mut by_class = vec![0u64; classes];
+        whole.count_classes(&mut by_class);
+        prop_assert_eq!(s.flows, whole.len() as u64);
+        prop_assert_eq!(&s.top, &whole.top(n));
+        prop_assert_eq!(&s.flows_by_class, &by_class);
+        let merged = TableSummary::merge(parts.iter().map(|p| p.summary(n, classes)), n);
+        prop_assert_eq!(merged, s);
+    }
+}

@@ -18,7 +18,7 @@ use crate::hash::{FlowHasher, shard_of};
 use crate::ingest::Timestamp;
 use crate::replay::{PacketSink, ReplayObserver, fill_truth};
 use crate::report::{PipelineInfo, PipelineReport, StageSection, Throughput};
-use crate::truth::{FlowTable, RecordTruth, TablePacket, record_chunk};
+use crate::truth::{FlowTable, RecordTruth, TablePacket, TableSummary, record_chunk};
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use std::any::Any;
 use std::time::Instant;
@@ -338,6 +338,9 @@ struct ShardState {
     shard: usize,
     stages: Vec<Box<dyn DynShard>>,
     table: Option<FlowTable>,
+    /// The length of the top list and the classes of the table's summary,
+    /// made when the shard finishes ([`FlowTable::summary`]).
+    summary_shape: (usize, usize),
     /// The stages whose memory is not yet faulted in (see
     /// [`PREFAULT_PAGES_PER_FAULT`]).
     unpopulated: Vec<usize>,
@@ -451,7 +454,9 @@ struct SourceEnd {
 struct FinishedShard {
     shard: usize,
     tallies: Vec<Box<dyn Any + Send>>,
-    table: Option<FlowTable>,
+    /// The shard's exact table, with its summary, when the workers keep
+    /// the tables.
+    table: Option<(FlowTable, TableSummary)>,
 }
 
 /// The source side: turns keyed packets into records and per-shard batches.
@@ -1008,10 +1013,18 @@ fn worker(
         if ended {
             // Finish is the last item the source pushes to a shard: no turn
             // of it follows, and its state is done with.
+            // The table is summarised here, on the worker, in parallel with
+            // the other workers and while other shards may still run,
+            // rather than on the source after the last shard (see
+            // `TableSummary`).
+            let (top, classes) = state.summary_shape;
             finished.push(FinishedShard {
                 shard: state.shard,
                 tallies: state.stages.into_iter().map(|st| st.finish()).collect(),
-                table: state.table,
+                table: state.table.map(|t| {
+                    let summary = t.summary(top, classes);
+                    (t, summary)
+                }),
             });
             scheduler.retire();
         } else {
@@ -1244,6 +1257,7 @@ pub fn run_with_gauges<S: Source>(
             stages: stages.iter().map(|s| s.shard(&ctx)).collect(),
             table: truth_in_workers
                 .then(|| FlowTable::with_hasher(FlowHasher::new(c.replay.hash_key))),
+            summary_shape: (c.replay.top, classes),
             unpopulated: (0..stages.len()).collect(),
         }
     };
@@ -1401,6 +1415,7 @@ pub fn run_with_gauges<S: Source>(
     let mut latency = source_latency;
     let mut by_shard: Vec<(usize, Vec<Box<dyn Any + Send>>)> = Vec::with_capacity(c.shards);
     let mut tables = Vec::new();
+    let mut table_summaries = Vec::new();
     // None when any worker's clock could not be read: a partial sum would
     // pass for the whole.
     let worker_cpu_seconds = results.iter().map(|r| r.cpu.seconds).sum::<Option<f64>>();
@@ -1412,12 +1427,16 @@ pub fn run_with_gauges<S: Source>(
         latency.merge(&r.latency);
         for f in r.finished {
             by_shard.push((f.shard, f.tallies));
-            tables.extend(f.table);
+            if let Some((table, summary)) = f.table {
+                tables.push(table);
+                table_summaries.push(summary);
+            }
         }
     }
     let mut summary = summary;
     if truth_in_workers {
-        fill_truth(&mut summary, &tables);
+        let truth = TableSummary::merge(table_summaries, summary.options.top);
+        fill_truth(&mut summary, truth);
     }
     by_shard.sort_by_key(|s| s.0);
     let mut per_stage: Vec<Vec<Box<dyn Any + Send>>> = stages.iter().map(|_| Vec::new()).collect();

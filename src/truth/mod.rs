@@ -33,11 +33,13 @@ use std::num::NonZeroUsize;
 
 mod batched;
 mod slots;
+mod table_summary;
 mod threaded;
 pub use batched::{BATCH, BatchedRecorder, RecordTruth};
 pub(crate) use batched::{TablePacket, record_chunk};
 pub use slots::FlowSlots;
 pub(crate) use slots::{LinearSlots, double_in_place, over_load, slots_for};
+pub use table_summary::TableSummary;
 pub use threaded::{SEND_BATCH, record_on_own_thread};
 
 /// Exact statistics of one flow.
@@ -365,8 +367,49 @@ impl FlowTable {
     /// reads.) The order is total, keys being unique, so the result does
     /// not depend on the table's order.
     pub fn top(&self, n: usize) -> Vec<FlowEntry> {
+        self.best_of(n, |_| {})
+    }
+
+    /// The figures a report takes from the table ([`TableSummary`]): its
+    /// flows, its `n` largest ([`FlowTable::top`]) and its flows of each
+    /// of `classes` classes ([`FlowTable::count_classes`]), in one pass
+    /// over the entries.
+    ///
+    /// ```
+    /// use flowsieve::dissect::FlowKey;
+    /// use flowsieve::hash::flow_hash;
+    /// use flowsieve::ingest::Timestamp;
+    /// use flowsieve::truth::FlowTable;
+    /// let mut t = FlowTable::default();
+    /// for port in 1..=4u16 {
+    ///     let k = FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], port, 80, 6);
+    ///     for _ in 0..port {
+    ///         t.record(k, flow_hash(&k), port % 2, Timestamp::ZERO, 100, 100);
+    ///     }
+    /// }
+    /// let s = t.summary(2, 3);
+    /// assert_eq!((s.flows, s.flows_by_class), (4, vec![2, 2, 0]));
+    /// assert_eq!(s.top, t.top(2));
+    /// ```
+    pub fn summary(&self, n: usize, classes: usize) -> TableSummary {
+        let mut flows_by_class = vec![0; classes];
+        let top = self.best_of(n, |e| {
+            if let Some(c) = flows_by_class.get_mut(usize::from(e.class)) {
+                *c += 1;
+            }
+        });
+        TableSummary {
+            flows: self.len() as u64,
+            top,
+            flows_by_class,
+        }
+    }
+
+    /// [`FlowTable::top`], calling `each` on every entry on the way.
+    fn best_of(&self, n: usize, mut each: impl FnMut(&StoredFlow)) -> Vec<FlowEntry> {
         let mut best: BinaryHeap<Ranked<'_>> = BinaryHeap::with_capacity(n.min(self.len()) + 1);
         for e in &self.entries {
+            each(e);
             if best.len() < n {
                 best.push(Ranked(e));
             } else if best.peek().is_some_and(|worst| Ranked(e) < *worst) {
