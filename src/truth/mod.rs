@@ -429,7 +429,8 @@ impl FlowTable {
 /// shards), in [`FlowTable::top`]'s order. It is the answer `top` gives on
 /// one table holding all of them: that order is total, so the best `n` of
 /// the union are among the best `n` of each part, and sorting those picks
-/// the same ones in the same order whatever the parts were.
+/// the same ones in the same order whatever the parts were. It is the top
+/// list of the tables' merged summaries ([`TableSummary::merge`]).
 ///
 /// ```
 /// use flowsieve::dissect::FlowKey;
@@ -448,10 +449,7 @@ impl FlowTable {
 /// assert_eq!(top_of(&[a, b], 3), all.top(3));
 /// ```
 pub fn top_of(tables: &[FlowTable], n: usize) -> Vec<FlowEntry> {
-    let mut best: Vec<FlowEntry> = tables.iter().flat_map(|t| t.top(n)).collect();
-    best.sort_by(rank);
-    best.truncate(n);
-    best
+    TableSummary::merge(tables.iter().map(|t| t.summary(n, 0)), n).top
 }
 
 /// The entry position an index value stands for (the value is the position
