@@ -897,7 +897,7 @@ impl HeavyShard {
         // touched most lines (70 % of them on the benchmark trace), and a
         // `memset` of the whole filter is what clears those cheapest. A
         // lazy clear (a bitmap of fresh lines, a stale line zeroed at its
-        // first write) was measured 3-29 % slower: its test costs every
+        // first write) took 3-29 % more CPU, paired: its test costs every
         // counter of every packet, each line it zeroes is a scattered
         // write to a line not yet in cache, and a build with no clear at
         // all bounds the gain at about 4 % (BENCHMARKS.md, seventy-first
