@@ -1042,7 +1042,7 @@ fn run_bench(args: BenchArgs) -> u8 {
 
 #[derive(Args)]
 struct GenTraceArgs {
-    /// Output file.
+    /// Output file (`-`: standard output, which must not be a terminal).
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
     /// Distinct flows.
@@ -1104,45 +1104,80 @@ fn run_gen_trace(a: GenTraceArgs) -> u8 {
     if let Err(e) = cfg.validate() {
         return fail(exit::USAGE, e);
     }
+    // `-o -` streams the trace into a pipe (`gen-trace -o - | flowsieve -`),
+    // as `tcpdump -w -` does. The summary line then goes to stderr, where it
+    // cannot end up inside the trace, and a terminal is refused before any
+    // work: a binary trace would only garble it.
+    let to_stdout = writes_stdout(&a.output);
+    if to_stdout && std::io::stdout().is_terminal() {
+        return fail(
+            exit::USAGE,
+            "gen-trace: standard output is a terminal; write the trace to a file (-o FILE) or a pipe (-o - | ...)",
+        );
+    }
+    let name = if to_stdout {
+        "standard output".to_owned()
+    } else {
+        a.output.display().to_string()
+    };
     // Ctrl-C (or SIGTERM) stops at the next progress point; the temporary
     // file is removed, so nothing is left under the name asked for.
     let stop = interrupt_flag();
     let bar = progress_bar(cfg.packets, "packets");
-    let written = flowsieve::report::write_atomically_with(&a.output, |w| {
-        generate_with_progress(&cfg, w, &mut |done| {
-            bar.set_position(done);
-            !stop.load(std::sync::atomic::Ordering::Relaxed)
-        })
-        .map_err(std::io::Error::other)
-    });
-    bar.finish_and_clear();
-    let written = written.map_err(|e| {
+    let mut progress = |done| {
+        bar.set_position(done);
+        !stop.load(std::sync::atomic::Ordering::Relaxed)
+    };
+    // Standard output is written through a duplicate of its descriptor
+    // (see `write_atomically_with`), never renamed over. It is named by
+    // its `/proc` link: were that ever renamed over, the rename would fail
+    // there, where over `/dev/stdout` it would replace the machine's link.
+    let target = if to_stdout {
+        Path::new("/proc/self/fd/1")
+    } else {
+        a.output.as_path()
+    };
+    let written = flowsieve::report::write_atomically_with(target, |w| {
+        generate_with_progress(&cfg, w, &mut progress).map_err(std::io::Error::other)
+    })
+    .map_err(|e| {
         let message = e.to_string();
         match e.into_inner().map(|r| r.downcast::<SynthError>()) {
             Some(Ok(s)) => *s,
             _ => SynthError::Write(message),
         }
     });
+    bar.finish_and_clear();
     match written {
         Ok(s) => {
-            println!(
-                "wrote {}: {} packets, {} flows (largest {} packets), {} wire bytes, {} captured bytes",
-                a.output.display(),
-                s.packets,
-                s.flows,
-                s.largest_flow,
-                s.wire_bytes,
-                s.captured_bytes
+            let summary = format!(
+                "wrote {name}: {} packets, {} flows (largest {} packets), {} wire bytes, {} captured bytes",
+                s.packets, s.flows, s.largest_flow, s.wire_bytes, s.captured_bytes
             );
+            if to_stdout {
+                eprintln!("{summary}");
+            } else {
+                println!("{summary}");
+            }
             exit::OK
         }
         Err(e @ SynthError::Config(_)) => fail(exit::USAGE, e),
+        Err(e @ SynthError::Interrupted { .. }) if to_stdout => fail(
+            exit::INTERRUPTED,
+            format!("{name}: {e}; the trace written so far stops short"),
+        ),
         Err(e @ SynthError::Interrupted { .. }) => fail(
             exit::INTERRUPTED,
-            format!("{}: {e}; nothing was written", a.output.display()),
+            format!("{name}: {e}; nothing was written"),
         ),
-        Err(e) => fail(exit::FAILURE, format!("{}: {e}", a.output.display())),
+        Err(e) => fail(exit::FAILURE, format!("{name}: {e}")),
     }
+}
+
+/// True when `path` names standard output: `-`, or one of the paths that
+/// stand for its descriptor (`/dev/stdout`, `/dev/fd/1`, `/proc/self/fd/1`).
+fn writes_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-" || flowsieve::report::names_stdout(path)
 }
 
 #[derive(Subcommand)]

@@ -655,6 +655,131 @@ fn gen_trace_writes_what_replay_reads() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("packets must be at least flows"));
 }
 
+/// The generator's arguments for the standard-output tests.
+const SMALL_TRACE: &[&str] = &["--flows", "300", "--packets", "2000", "--seed", "5"];
+
+/// `gen-trace -o -` writes the very bytes `-o FILE` writes, to standard
+/// output, and its summary line to stderr, where it cannot end up inside
+/// the trace. A name of standard output is the same, also with stdout
+/// redirected to a regular file: it is written through, never renamed
+/// over. (The test names `/proc/self/fd/1`, not `/dev/stdout`: were the
+/// rename ever back, it would fail there rather than replace the
+/// machine's `/dev/stdout` link.)
+#[test]
+fn gen_trace_to_standard_output_is_the_file_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.pcap");
+    let mut args = vec!["gen-trace", "-o", file.to_str().unwrap()];
+    args.extend_from_slice(SMALL_TRACE);
+    let out = flowsieve(&args);
+    assert_eq!(out.status.code(), Some(0));
+    let expected = std::fs::read(&file).unwrap();
+    assert!(expected.len() > 2000 * 16);
+
+    let mut args = vec!["gen-trace", "-o", "-"];
+    args.extend_from_slice(SMALL_TRACE);
+    let out = flowsieve(&args);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout == expected, "stdout is not the trace");
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        summary.starts_with("wrote standard output: 2000 packets, 300 flows"),
+        "{summary}"
+    );
+
+    let redirected = dir.path().join("redirected.pcap");
+    let status = Command::new(env!("CARGO_BIN_EXE_flowsieve"))
+        .args(["gen-trace", "-o", "/proc/self/fd/1"])
+        .args(SMALL_TRACE)
+        .stdout(std::fs::File::create(&redirected).unwrap())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(std::fs::read(&redirected).unwrap() == expected);
+    // A report file named the same way lands in the redirected file too.
+    let report = dir.path().join("report.json");
+    let status = Command::new(env!("CARGO_BIN_EXE_flowsieve"))
+        .args(["-q", "--no-truth", "--json", "/proc/self/fd/1"])
+        .arg(&file)
+        .stdout(std::fs::File::create(&report).unwrap())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(v["trace"]["packets"], 2000);
+    assert!(
+        std::fs::symlink_metadata("/dev/stdout")
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "/dev/stdout was replaced"
+    );
+}
+
+/// A terminal on standard output is refused before any work (exit 2, one
+/// line), and a reader that goes away part-way ends the writer with exit 1
+/// and one line naming the closed pipe.
+#[test]
+fn gen_trace_refuses_a_terminal_and_names_a_closed_pipe() {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let (mut leader, mut follower) = (0, 0);
+    // SAFETY: both pointers are to live `c_int`s; the name, termios and
+    // window size are optional and passed as null.
+    let opened = unsafe {
+        libc::openpty(
+            &mut leader,
+            &mut follower,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(opened, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: openpty returned two fresh descriptors that nothing else owns.
+    let (leader, follower) =
+        unsafe { (OwnedFd::from_raw_fd(leader), OwnedFd::from_raw_fd(follower)) };
+    let out = Command::new(env!("CARGO_BIN_EXE_flowsieve"))
+        .args(["gen-trace", "-o", "-"])
+        .args(SMALL_TRACE)
+        .stdout(follower)
+        .output()
+        .unwrap();
+    drop(leader);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("standard output is a terminal"), "{err}");
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flowsieve"))
+        .args([
+            "gen-trace",
+            "-o",
+            "-",
+            "--flows",
+            "1000",
+            "--packets",
+            "200000",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = [0u8; 4096];
+    child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+    // The pipe's reading end is dropped with the handle above.
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("flowsieve: error: standard output: cannot write trace: Broken pipe"),
+        "{err}"
+    );
+}
+
 /// 003's exact and Poisson forms at theta 2, 4 counters per element.
 const THRESHOLD_EXACT: &[&str] = &[
     "threshold",

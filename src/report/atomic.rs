@@ -41,10 +41,46 @@ fn temp_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
         .tempfile_in(dir)
 }
 
-/// True when `path` exists and is not a regular file or a directory (a
-/// character device, a FIFO, a socket): such a target is written in place.
+/// True when `path` is one of the names of standard output's descriptor:
+/// `/dev/stdout`, `/dev/fd/1` or `/proc/self/fd/1`.
+///
+/// ```
+/// use std::path::Path;
+/// assert!(flowsieve::report::names_stdout(Path::new("/dev/stdout")));
+/// assert!(!flowsieve::report::names_stdout(Path::new("stdout")));
+/// ```
+pub fn names_stdout(path: &Path) -> bool {
+    ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"]
+        .iter()
+        .any(|p| path.as_os_str() == *p)
+}
+
+/// True when `path` is written in place rather than renamed over: anything
+/// under `/dev` or `/proc`, and anything that exists and is not a regular
+/// file or a directory (a character device, a FIFO, a socket).
+///
+/// Why the two trees by name: `/dev/stdout` with standard output
+/// redirected to a file (`--json /dev/stdout > r.json`) stats as that
+/// regular file, and a temporary renamed over it would replace the device
+/// link itself (as root, for the whole machine), or fail for want of
+/// write access to `/dev`.
 fn is_special(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+    path.starts_with("/dev")
+        || path.starts_with("/proc")
+        || std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
+/// Opens `path` for writing in place: standard output's own names through
+/// a duplicate of descriptor 1, which shares the shell's file description
+/// (its offset, and its append mode for `>>`); anything else as named.
+fn open_in_place(path: &Path) -> std::io::Result<std::fs::File> {
+    if names_stdout(path) {
+        use std::os::fd::AsFd;
+        // What the process printed before goes first.
+        std::io::stdout().flush()?;
+        return Ok(std::io::stdout().as_fd().try_clone_to_owned()?.into());
+    }
+    std::fs::OpenOptions::new().write(true).open(path)
 }
 
 /// Writes `contents` to `path` atomically (temporary file, flush, sync,
@@ -60,10 +96,10 @@ pub fn write_atomically_with<T>(
     path: &Path,
     write: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> std::io::Result<T>,
 ) -> std::io::Result<T> {
-    if is_special(path) {
+    if names_stdout(path) || is_special(path) {
         // A device or a pipe (`/dev/stdout`, a FIFO): written in place.
         // Renaming a file over it would replace the device node itself.
-        let file = std::fs::OpenOptions::new().write(true).open(path)?;
+        let file = open_in_place(path)?;
         let mut w = std::io::BufWriter::with_capacity(1 << 20, &file);
         let value = write(&mut w)?;
         w.flush()?;

@@ -597,7 +597,13 @@ pub fn generate_with_progress<W: Write>(
 ) -> Result<SynthStats, SynthError> {
     check(cfg)?;
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-    let werr = |e: pcap_file::PcapError| SynthError::Write(e.to_string());
+    // pcap-file words every I/O failure as "Error reading bytes", writes
+    // included: the message is the I/O error's own (a full disk, a closed
+    // pipe).
+    let werr = |e: pcap_file::PcapError| match e {
+        pcap_file::PcapError::IoError(io) => SynthError::Write(io.to_string()),
+        other => SynthError::Write(other.to_string()),
+    };
 
     // Distinct flows.
     let mut seen = HashSet::with_capacity(cfg.flows as usize);
