@@ -33,6 +33,7 @@ mod ingest;
 mod keyed;
 mod lookahead;
 mod manifest;
+mod memory;
 mod model;
 mod network_merge;
 mod pages;
