@@ -487,6 +487,32 @@ fn report_without_paths(json: &str) -> serde_json::Value {
     v
 }
 
+/// The size of the pipe behind `fd`, by `F_GETPIPE_SZ`.
+fn pipe_size(fd: &impl std::os::fd::AsRawFd) -> usize {
+    // SAFETY: the descriptor is borrowed open for the call; F_GETPIPE_SZ
+    // only reads the pipe's size.
+    let size = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETPIPE_SZ) };
+    usize::try_from(size).expect("a pipe")
+}
+
+/// The size the reader widens a trace's pipe to: its 1 MiB, where the
+/// system's ceiling for an unprivileged pipe allows it.
+fn widened_pipe_size() -> usize {
+    let ceiling: usize = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        ceiling >= flowsieve::ingest::PIPE_BYTES,
+        "this machine's pipe-max-size ({ceiling}) is below 1 MiB"
+    );
+    flowsieve::ingest::PIPE_BYTES
+}
+
+/// Standard input and FIFOs give the same report as the file, plain or
+/// compressed, and the pipe they come through is widened to 1 MiB, so the
+/// writer can run ahead (see `ingest::PIPE_BYTES`).
 #[test]
 fn standard_input_and_fifos_are_read_as_streams() {
     let t = default_trace();
@@ -509,9 +535,15 @@ fn standard_input_and_fifos_are_read_as_streams() {
                 .spawn()
                 .unwrap();
             let mut stdin = child.stdin.take().unwrap();
-            let writer = std::thread::spawn(move || stdin.write_all(&bytes));
+            let writer = std::thread::spawn(move || {
+                stdin.write_all(&bytes)?;
+                // All but the pipe's last bytes have been read, so the
+                // reader has opened the trace, and widened the pipe.
+                Ok::<_, std::io::Error>(pipe_size(&stdin))
+            });
             let out = child.wait_with_output().unwrap();
-            writer.join().unwrap().unwrap();
+            let size = writer.join().unwrap().unwrap();
+            assert_eq!(size, widened_pipe_size(), "{name}: the pipe's size");
             assert_eq!(
                 out.status.code(),
                 Some(0),
