@@ -731,6 +731,18 @@ fn run_replay(args: ReplayArgs) -> u8 {
     ) {
         return code;
     }
+    // A trace read from a terminal would wait for keystrokes that can never
+    // make a capture: refused before any work, as zstd refuses a console.
+    if traces
+        .iter()
+        .any(|t| t.as_os_str() == flowsieve::ingest::STDIN_PATH)
+        && std::io::stdin().is_terminal()
+    {
+        return fail(
+            exit::USAGE,
+            "-: standard input is a terminal; pipe a trace into it (cat FILE | flowsieve -) or name the file",
+        );
+    }
     let cfg = match args.run.configure(|c| {
         if args.no_mmap && !args.mmap {
             c.replay.read_mode = ReadMode::Read;

@@ -724,23 +724,7 @@ fn gen_trace_to_standard_output_is_the_file_byte_for_byte() {
 #[test]
 fn gen_trace_refuses_a_terminal_and_names_a_closed_pipe() {
     use std::io::Read;
-    use std::os::fd::{FromRawFd, OwnedFd};
-    let (mut leader, mut follower) = (0, 0);
-    // SAFETY: both pointers are to live `c_int`s; the name, termios and
-    // window size are optional and passed as null.
-    let opened = unsafe {
-        libc::openpty(
-            &mut leader,
-            &mut follower,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(opened, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: openpty returned two fresh descriptors that nothing else owns.
-    let (leader, follower) =
-        unsafe { (OwnedFd::from_raw_fd(leader), OwnedFd::from_raw_fd(follower)) };
+    let (leader, follower) = crate::common::pseudo_terminal();
     let out = Command::new(env!("CARGO_BIN_EXE_flowsieve"))
         .args(["gen-trace", "-o", "-"])
         .args(SMALL_TRACE)

@@ -561,6 +561,14 @@ fn standard_input_and_fifos_are_read_as_streams() {
     run_with(&["-q", "-"], Stdio::null(), BOUND)
         .expect(3)
         .one_line_error("empty");
+    // A terminal is refused before any work, never waited on.
+    let (leader, follower) = common::pseudo_terminal();
+    for args in [&["-q", "-"][..], &["-q", &t, "-"][..]] {
+        run_with(args, Stdio::from(follower.try_clone().unwrap()), BOUND)
+            .expect(2)
+            .one_line_error("standard input is a terminal");
+    }
+    drop(leader);
 }
 
 /// `bench` reads each trace once per round, which a stream cannot give:

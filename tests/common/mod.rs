@@ -294,3 +294,30 @@ pub fn within<T: Send + 'static>(
         Err(_) => panic!("{hang}: the run did not end within {limit:?}"),
     }
 }
+
+/// A fresh pseudo-terminal: its leader, which must stay open while the
+/// follower is in use, and its follower, to hand a child as a terminal
+/// standard input or output.
+pub fn pseudo_terminal() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let (mut leader, mut follower) = (0, 0);
+    // SAFETY: both pointers are to live `c_int`s; the name, termios and
+    // window size are optional and passed as null.
+    let opened = unsafe {
+        libc::openpty(
+            &mut leader,
+            &mut follower,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(opened, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: openpty returned two fresh descriptors that nothing else owns.
+    unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(leader),
+            std::os::fd::OwnedFd::from_raw_fd(follower),
+        )
+    }
+}
