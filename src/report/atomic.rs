@@ -63,7 +63,8 @@ pub fn names_stdout(path: &Path) -> bool {
 /// redirected to a file (`--json /dev/stdout > r.json`) stats as that
 /// regular file, and a temporary renamed over it would replace the device
 /// link itself (as root, for the whole machine), or fail for want of
-/// write access to `/dev`.
+/// write access to `/dev`. The price: a plain file under `/dev/shm` is
+/// written in place too, without the rename's all-or-nothing.
 fn is_special(path: &Path) -> bool {
     path.starts_with("/dev")
         || path.starts_with("/proc")
