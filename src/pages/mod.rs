@@ -274,6 +274,27 @@ pub fn anon_huge_page_bytes() -> Option<u64> {
     kb_field(&text, "AnonHugePages").map(|kb| kb.saturating_mul(1024))
 }
 
+/// The process's peak resident memory, in bytes: `VmHWM` of
+/// `/proc/self/status`. `None` on other systems, or when the file cannot
+/// be read or lacks the field.
+///
+/// Why this and not `getrusage`'s `ru_maxrss`: that figure survives
+/// `exec`, so a process started by a large one (a test harness, a
+/// supervisor) reports its parent's peak as its own; `VmHWM` belongs to
+/// the address space this program runs in, and starts with it.
+///
+/// ```
+/// let peak = flowsieve::pages::peak_resident_bytes();
+/// if cfg!(target_os = "linux") {
+///     // At least this process's code and stack are resident.
+///     assert!(peak.is_some_and(|b| b > 0 && b % 1024 == 0));
+/// }
+/// ```
+pub fn peak_resident_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    kb_field(&text, "VmHWM").map(|kb| kb.saturating_mul(1024))
+}
+
 /// The value of a `Name:   value kB` line of a `/proc` file's `text`, in
 /// kB; `None` when no line has that name or its value is not a count of kB.
 ///

@@ -1467,6 +1467,7 @@ pub fn run_with_gauges<S: Source>(
     let cpu_seconds = cpu_seconds() - cpu0;
     // Read while `tables` (the exact flow tables) are still alive.
     let anon_huge_page_bytes = crate::pages::anon_huge_page_bytes();
+    let peak_resident_bytes = crate::pages::peak_resident_bytes();
     drop(tables);
     let read = summary.trace.packets;
     let per = |secs: f64| if secs > 0.0 { read as f64 / secs } else { 0.0 };
@@ -1501,6 +1502,7 @@ pub fn run_with_gauges<S: Source>(
             huge_pages: crate::pages::huge_pages(),
             huge_page_decision: crate::pages::huge_page_decision(),
             anon_huge_page_bytes,
+            peak_resident_bytes,
             memory: cfg.memory(),
         },
         capture: None,

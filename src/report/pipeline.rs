@@ -767,6 +767,11 @@ pub struct Throughput {
     /// ([`crate::pages::anon_huge_page_bytes`]); what the kernel gave,
     /// whatever was asked. `None` where it cannot be read.
     pub anon_huge_page_bytes: Option<u64>,
+    /// The process's peak resident memory when the run ended
+    /// ([`crate::pages::peak_resident_bytes`], `VmHWM`), beside the
+    /// memory the configuration stated below. `None` where it cannot be
+    /// read.
+    pub peak_resident_bytes: Option<u64>,
     /// The memory the configuration stated before it ran (filters,
     /// batches, and the most the selective stage's capped sets can take),
     /// as checked against `--max-memory`. It is here, with the run's

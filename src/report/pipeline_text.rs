@@ -90,6 +90,15 @@ impl PipelineReport {
                 let _ = writeln!(o, "huge pages: {asked}");
             }
         }
+        if let Some(b) = t.peak_resident_bytes {
+            let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
+            let _ = writeln!(
+                o,
+                "memory: {:.1} MiB resident at the peak; the configuration states {:.1} MiB for the filters, batches and flow sets",
+                mib(b),
+                mib(t.memory.total)
+            );
+        }
         o
     }
 }
