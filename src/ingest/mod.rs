@@ -271,7 +271,8 @@ pub const STDIN_PATH: &str = "-";
 /// and flowsieve take turns at every 64 KiB, each woken by the other.
 /// With 1 MiB the writer runs ahead while the engine works, and the reader
 /// finds a full 256 KiB chunk at each `read`. `cat b15.pcap | flowsieve -q
-/// --no-truth -`, eight runs each: 0.264 s wall at 64 KiB, 0.226 at
+/// --no-truth -` (`benches/pipe_size.py`), eight runs each: 0.264 s wall
+/// at 64 KiB, 0.226 at
 /// 256 KiB, 0.220 at 1 MiB. Widened by flowsieve itself, paired against
 /// the build before over 11 runs: 0.89x the wall time and the CPU time of
 /// both processes; the default job 0.96x (BENCHMARKS.md, seventy-second
