@@ -14,9 +14,12 @@
 //! size is the report's `throughput.memory`, whose exactness against the
 //! configured sizes `tests/pipeline.rs` checks.
 
+use etherparse::PacketBuilder;
+use pcap_file::pcap::{PcapPacket, PcapWriter};
 use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 /// Distinct flows in the flood: the figure.
 const FLOWS: u32 = 10_000_000;
@@ -26,63 +29,29 @@ const ALLOWANCE: u64 = 64 << 20;
 
 /// Ethernet (14) + IPv4 (20) + UDP (8) + 22 bytes of payload.
 const FRAME_LEN: usize = 64;
-const IPV4_OFFSET: usize = 14;
-const IPV4_LEN: usize = 20;
-const UDP_LEN: usize = 8;
+const PAYLOAD: [u8; 22] = [0; 22];
 
 /// The flood, as a classic microsecond pcap: flow `i` sends one frame from
 /// 10.0.0.0 + `i`, and the arrivals are 6 µs apart (a minute in all).
+/// etherparse builds each frame (checksums included), pcap-file frames it.
 fn write_flood(out: impl Write) -> std::io::Result<()> {
-    let mut w = BufWriter::with_capacity(1 << 20, out);
-    // Magic, version 2.4, zone, sigfigs, snaplen, link type 1 (Ethernet).
-    w.write_all(&0xa1b2_c3d4u32.to_le_bytes())?;
-    w.write_all(&2u16.to_le_bytes())?;
-    w.write_all(&4u16.to_le_bytes())?;
-    w.write_all(&[0; 8])?;
-    w.write_all(&65535u32.to_le_bytes())?;
-    w.write_all(&1u32.to_le_bytes())?;
-    let mut frame = [0u8; FRAME_LEN];
-    frame[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
-    frame[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-    frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    let ip = IPV4_OFFSET;
-    frame[ip] = 0x45;
-    frame[ip + 2..ip + 4].copy_from_slice(&((FRAME_LEN - IPV4_OFFSET) as u16).to_be_bytes());
-    frame[ip + 8] = 64; // TTL
-    frame[ip + 9] = 17; // UDP
-    frame[ip + 16..ip + 20].copy_from_slice(&[192, 0, 2, 1]);
-    let udp = IPV4_OFFSET + IPV4_LEN;
-    frame[udp..udp + 2].copy_from_slice(&40000u16.to_be_bytes());
-    frame[udp + 2..udp + 4].copy_from_slice(&53u16.to_be_bytes());
-    frame[udp + 4..udp + 6].copy_from_slice(&((FRAME_LEN - udp) as u16).to_be_bytes());
-    debug_assert!(udp + UDP_LEN <= FRAME_LEN);
+    let w = BufWriter::with_capacity(1 << 20, out);
+    let mut pcap = PcapWriter::new(w).map_err(std::io::Error::other)?;
+    let mut frame = Vec::with_capacity(FRAME_LEN);
     for i in 0..FLOWS {
-        let src = 0x0a00_0000u32 + i;
-        frame[ip + 12..ip + 16].copy_from_slice(&src.to_be_bytes());
-        frame[ip + 10..ip + 12].fill(0);
-        let sum = ipv4_checksum(&frame[ip..ip + IPV4_LEN]);
-        frame[ip + 10..ip + 12].copy_from_slice(&sum.to_be_bytes());
+        frame.clear();
+        PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4((0x0a00_0000u32 + i).to_be_bytes(), [192, 0, 2, 1], 64)
+            .udp(40000, 53)
+            .write(&mut frame, &PAYLOAD)
+            .map_err(std::io::Error::other)?;
+        debug_assert_eq!(frame.len(), FRAME_LEN);
         let us = u64::from(i) * 6;
-        let secs = 1_700_000_000 + (us / 1_000_000) as u32;
-        w.write_all(&secs.to_le_bytes())?;
-        w.write_all(&((us % 1_000_000) as u32).to_le_bytes())?;
-        w.write_all(&(FRAME_LEN as u32).to_le_bytes())?;
-        w.write_all(&(FRAME_LEN as u32).to_le_bytes())?;
-        w.write_all(&frame)?;
+        let at = Duration::from_secs(1_700_000_000) + Duration::from_micros(us);
+        pcap.write_packet(&PcapPacket::new(at, FRAME_LEN as u32, &frame))
+            .map_err(std::io::Error::other)?;
     }
-    w.flush()
-}
-
-/// RFC 791's header checksum (the field itself zeroed by the caller).
-fn ipv4_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header
-        .chunks_exact(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
+    pcap.into_writer().flush()
 }
 
 /// What one run of the binary gave: its report and its peak resident set.

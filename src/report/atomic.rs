@@ -97,7 +97,7 @@ pub fn write_atomically_with<T>(
     path: &Path,
     write: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> std::io::Result<T>,
 ) -> std::io::Result<T> {
-    if names_stdout(path) || is_special(path) {
+    if is_special(path) {
         // A device or a pipe (`/dev/stdout`, a FIFO): written in place.
         // Renaming a file over it would replace the device node itself.
         let file = open_in_place(path)?;
