@@ -152,6 +152,9 @@ pub struct BenchReport {
     pub tcpdump_note: Option<String>,
     /// Why there are no preloaded rows, when there are none.
     pub preload_note: Option<String>,
+    /// Set when the traces hold fewer than [`MIN_TIMED_PACKETS`] packets:
+    /// what that does to the figures.
+    pub short_trace_note: Option<String>,
     /// The machine's random-access latency at each working set asked for
     /// ([`LATENCY_WORKING_SETS`] by default, none with `bench
     /// --no-memory`), the median over the rounds.
@@ -363,6 +366,11 @@ pub enum BenchError {
     /// The pipeline failed.
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
+    /// The traces hold no packet: there is nothing to time.
+    #[error(
+        "{0}: no packets to time (bench needs a trace with packets; `flowsieve gen-trace` writes one)"
+    )]
+    NoPackets(String),
     /// Stopped (Ctrl-C) before all rounds ran.
     #[error("interrupted after {rounds} of {of} rounds")]
     Interrupted {
@@ -371,6 +379,36 @@ pub enum BenchError {
         /// Rounds asked for.
         of: usize,
     },
+}
+
+/// Below this many packets `bench` says that its figures are low: each
+/// run's fixed costs (threads started, filters cleared and faulted in,
+/// windows set up) are then a large part of its time, whatever the
+/// pipeline's speed. On the benchmark trace's shape
+/// (`gen-trace --sizes 64-200`, 15 packets a flow), one worker's Mpps per
+/// CPU-second from the file read 0.43 of a 1 M-packet trace's at 10 k
+/// packets, 0.52 at 50 k and 0.86 at 200 k (BENCHMARKS.md,
+/// seventy-third round).
+pub const MIN_TIMED_PACKETS: u64 = 500_000;
+
+/// The note [`BenchReport::short_trace_note`] carries for `packets`
+/// packets, `None` from [`MIN_TIMED_PACKETS`] on.
+///
+/// ```
+/// use flowsieve::bench::{short_trace_note, MIN_TIMED_PACKETS};
+/// assert!(short_trace_note(40_000).unwrap().contains("40000 packets"));
+/// assert!(short_trace_note(MIN_TIMED_PACKETS - 1).is_some());
+/// assert!(short_trace_note(MIN_TIMED_PACKETS).is_none());
+/// ```
+pub fn short_trace_note(packets: u64) -> Option<String> {
+    (packets < MIN_TIMED_PACKETS).then(|| {
+        format!(
+            "a short trace ({packets} packets, under {MIN_TIMED_PACKETS}): each run's fixed costs \
+             (threads, filters cleared and faulted in) weigh in every figure, which reads low; \
+             time throughput on a longer one, such as `flowsieve gen-trace -o FILE --flows 100000 \
+             --packets 1500000 --sizes 64-200`"
+        )
+    })
 }
 
 /// The most rounds `bench` runs (each round replays every trace once per
@@ -450,6 +488,12 @@ pub fn bench_until(
         Err(e @ PreloadError::TooMany { .. }) => (None, Some(e.to_string())),
         Err(PreloadError::Input(e)) => return Err(BenchError::Input(e)),
     };
+    // Nothing to time: said before the memory buffers are built and any
+    // run starts. (Past the preload limit the traces hold packets.)
+    if preloaded.as_ref().is_some_and(|p| p.records() == 0) {
+        let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        return Err(BenchError::NoPackets(names.join(", ")));
+    }
     // Built once (which maps every page: each line is written), chased
     // once a round beside the runs, so that the latency figures sample the
     // same hour as the throughput ones.
@@ -559,6 +603,7 @@ pub fn bench_until(
         tcpdump: None,
         tcpdump_note: None,
         preload_note,
+        short_trace_note: short_trace_note(packets),
         memory_latency: latency_sets
             .iter()
             .zip(latency.iter().zip(&parallel))
@@ -609,6 +654,9 @@ impl fmt::Display for BenchReport {
         }
         if let Some(note) = &self.preload_note {
             writeln!(f, "no preloaded rows: {note}")?;
+        }
+        if let Some(note) = &self.short_trace_note {
+            writeln!(f, "note: {note}")?;
         }
         self.fmt_costs(f)?;
         if !self.memory_latency.is_empty() {
@@ -1047,6 +1095,12 @@ impl fmt::Display for TcpdumpComparison {
                 speed(r.vs_tcpdump)
             };
             let paired = match r.vs_tcpdump_paired {
+                // One round has no interval (its coverage is 0): the
+                // ratio alone.
+                Some(p) if p.coverage <= 0.0 => {
+                    coverage = Some(p.coverage);
+                    speed(p.median)
+                }
                 Some(p) => {
                     coverage = Some(p.coverage);
                     format!("{} [{}]", speed(p.median), speed_range(p.low, p.high))
@@ -1059,7 +1113,13 @@ impl fmt::Display for TcpdumpComparison {
                 r.wall_seconds, r.mpps, vs, paired, r.command
             )?;
         }
-        if let Some(c) = coverage {
+        if coverage.is_some_and(|c| c <= 0.0) {
+            writeln!(
+                f,
+                "  (round by round: each round's tcpdump time over the row's; one round gives no interval, \
+                 3 rounds give one that holds the true median with probability 75 %, 6 or more 95 %)"
+            )?;
+        } else if let Some(c) = coverage {
             writeln!(
                 f,
                 "  (round by round: the median of each round's tcpdump time over the row's, which the host's drift between rounds does not move; \

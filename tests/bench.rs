@@ -10,10 +10,14 @@
 //! that reaches 95 %.
 
 use flowsieve::bench::{
-    MEDIAN_INTERVAL_COVERAGE, PARALLEL_LANES, chase_cycle, chase_cycle_with_lanes, median_interval,
-    parallel_access_ns, random_access_ns,
+    BenchError, MEDIAN_INTERVAL_COVERAGE, PARALLEL_LANES, bench_until, chase_cycle,
+    chase_cycle_with_lanes, median_interval, parallel_access_ns, random_access_ns,
+    short_trace_note,
 };
+use flowsieve::class::Classifier;
+use flowsieve::pipeline::PipelineConfig;
 use proptest::prelude::*;
+use std::sync::atomic::AtomicBool;
 
 /// Words per 64-byte line.
 const WORDS_PER_LINE: usize = 64 / std::mem::size_of::<usize>();
@@ -150,4 +154,41 @@ proptest! {
         values.rotate_left(rotate % len);
         prop_assert_eq!(median_interval(&values), Some(i));
     }
+}
+
+/// A bench of traces without a packet stops with
+/// [`BenchError::NoPackets`], naming them, before any run; a bench of a
+/// short trace runs and carries the note [`short_trace_note`] gives for
+/// its packet count.
+#[test]
+fn traces_without_packets_are_refused_and_short_ones_noted() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.pcap");
+    pcap_file::pcap::PcapWriter::new(std::fs::File::create(&empty).unwrap()).unwrap();
+    let cfg = PipelineConfig::new(Classifier::ports()).validate().unwrap();
+    let stop = AtomicBool::new(false);
+    let mut rounds_done = 0;
+    match bench_until(
+        std::slice::from_ref(&empty),
+        &cfg,
+        &[1],
+        2,
+        &[],
+        &stop,
+        &mut |r| rounds_done = r,
+    ) {
+        Err(e @ BenchError::NoPackets(_)) => {
+            assert_eq!(
+                e.to_string().split(':').next(),
+                Some(empty.to_str().unwrap())
+            );
+        }
+        other => panic!("{:?}", other.map(|r| r.packets)),
+    }
+    assert_eq!(rounds_done, 0, "a round ran");
+    let default = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/default.pcap");
+    let r = bench_until(&[empty, default], &cfg, &[1], 1, &[], &stop, &mut |_| {}).unwrap();
+    assert_eq!(r.packets, 40_000);
+    assert_eq!(r.short_trace_note, short_trace_note(40_000));
+    assert!(r.short_trace_note.is_some());
 }

@@ -1532,6 +1532,137 @@ fn bench_compares_whole_processes_with_tcpdump() {
     assert!(text.contains("page cache: "), "{text}");
 }
 
+/// `bench` on traces that hold no packet says so in one line with exit 1,
+/// names them, and writes no JSON; a pcap of a header alone, and a pcapng
+/// of a section header alone, are both such traces.
+#[test]
+fn bench_refuses_traces_without_packets() {
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("empty.pcap");
+    pcap_file::pcap::PcapWriter::new(std::fs::File::create(&pcap).unwrap()).unwrap();
+    let pcapng = dir.path().join("empty.pcapng");
+    pcap_file::pcapng::PcapNgWriter::new(std::fs::File::create(&pcapng).unwrap()).unwrap();
+    let json = dir.path().join("bench.json");
+    let (pcap, pcapng, json) = (
+        pcap.to_str().unwrap(),
+        pcapng.to_str().unwrap(),
+        json.to_str().unwrap(),
+    );
+    for traces in [vec![pcap], vec![pcapng], vec![pcap, pcapng]] {
+        let mut args = vec!["bench", "--rounds", "1", "--json", json];
+        args.extend(&traces);
+        let out = flowsieve(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{traces:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("{}: no packets to time", traces.join(", "))),
+            "{err}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(!Path::new(json).exists());
+    }
+    // One packet is enough to run.
+    let one = dir.path().join("one.pcap");
+    let out = flowsieve(&[
+        "gen-trace",
+        "-o",
+        one.to_str().unwrap(),
+        "--flows",
+        "1",
+        "--packets",
+        "1",
+    ]);
+    assert!(out.status.success());
+    let out = flowsieve(&[
+        "bench",
+        "--rounds",
+        "1",
+        "--no-memory",
+        "--no-tcpdump",
+        "--threads-list",
+        "1",
+        one.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `bench` says when a trace is too short to time, in the text and the
+/// JSON, from one packet under [`flowsieve::bench::MIN_TIMED_PACKETS`]
+/// down, and not at it; and a one-round comparison with tcpdump gives
+/// each row's ratio without an interval, and says why.
+#[test]
+fn bench_says_when_a_trace_is_too_short_to_time() {
+    let (text, v) = bench_once(&["--threads-list", "1", "--no-memory"]);
+    let note = v["short_trace_note"].as_str().unwrap();
+    assert!(note.contains("40000 packets, under 500000"), "{note}");
+    assert!(text.contains(&format!("note: {note}")), "{text}");
+    if v["tcpdump"].is_object() {
+        assert!(text.contains("one round gives no interval"), "{text}");
+        // No row's round-by-round column holds an interval.
+        assert!(
+            !text.contains("x faster]") && !text.contains("x slower]"),
+            "{text}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let min = flowsieve::bench::MIN_TIMED_PACKETS;
+    for (packets, short) in [(min - 1, true), (min, false)] {
+        let trace = dir.path().join(format!("t{packets}.pcap"));
+        let json = dir.path().join(format!("t{packets}.json"));
+        let n = packets.to_string();
+        let out = flowsieve(&[
+            "gen-trace",
+            "-o",
+            trace.to_str().unwrap(),
+            "--flows",
+            "1000",
+            "--packets",
+            &n,
+            "--sizes",
+            "64-64",
+            "--seed",
+            "3",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = flowsieve(&[
+            "bench",
+            "--rounds",
+            "1",
+            "--no-memory",
+            "--no-tcpdump",
+            "--threads-list",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+            trace.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(v["packets"].as_u64(), Some(packets));
+        assert_eq!(v["short_trace_note"].is_string(), short, "{packets}: {v}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(text.contains("note: a short trace"), short, "{text}");
+    }
+}
+
 /// `bench --gap` waits, untimed, before each command of the comparison
 /// with tcpdump, says so, and is not forwarded to the whole-process runs;
 /// a gap past a minute, or not a duration, is refused before any work.

@@ -239,6 +239,12 @@ impl Preloaded {
     pub fn is_empty(&self) -> bool {
         self.packets.is_empty()
     }
+
+    /// The records the files held, keyed or not (the read's
+    /// `trace.packets`).
+    pub fn records(&self) -> u64 {
+        self.summary.trace.packets
+    }
 }
 
 impl Source for &Preloaded {
