@@ -2,6 +2,7 @@
 //! documented exit codes with one-line errors.
 
 use crate::common::without_timing;
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -1530,6 +1531,75 @@ fn bench_compares_whole_processes_with_tcpdump() {
     assert!(cache["huge_mapped_bytes"].as_u64().unwrap() <= file_bytes.next_multiple_of(4096));
     assert!(text.contains("vs tcpdump"), "{text}");
     assert!(text.contains("page cache: "), "{text}");
+}
+
+/// Every field of `bench --json`, as a path (`results[].per_packet.ns`;
+/// an array's name ends in `[]`), over every element of every array.
+fn json_field_paths(v: &serde_json::Value, prefix: &str, out: &mut BTreeSet<String>) {
+    let serde_json::Value::Object(fields) = v else {
+        return;
+    };
+    for (name, value) in fields {
+        let path = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}.{name}")
+        };
+        match value {
+            serde_json::Value::Array(items) => {
+                let path = format!("{path}[]");
+                for item in items {
+                    json_field_paths(item, &path, out);
+                }
+                out.insert(path);
+            }
+            other => {
+                json_field_paths(other, &path, out);
+                out.insert(path);
+            }
+        }
+    }
+}
+
+/// docs/json-schema.md lists every field of `bench --json`, and nothing
+/// that is not one: the first column of its bench table against the
+/// fields of a bench's JSON (with the tcpdump comparison and the memory
+/// line, so that every optional object is filled).
+#[test]
+fn bench_json_has_the_documented_fields() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/json-schema.md"))
+            .unwrap();
+    let section = doc
+        .split("## `flowsieve bench --json FILE`")
+        .nth(1)
+        .expect("docs/json-schema.md has a bench section");
+    let section = section.split("\n## ").next().unwrap();
+    let mut documented = BTreeSet::new();
+    for row in section.lines().filter(|l| l.starts_with("| `")) {
+        let first_cell = row.split(" | ").next().unwrap();
+        for (i, piece) in first_cell.split('`').enumerate() {
+            if i % 2 == 1 {
+                documented.insert(piece.to_string());
+            }
+        }
+    }
+    let (_, v) = bench_once(&["--threads-list", "1"]);
+    let mut actual = BTreeSet::new();
+    json_field_paths(&v, "", &mut actual);
+    if v["tcpdump"].is_null() {
+        assert!(
+            std::env::var_os("FLOWSIEVE_REQUIRE_LIVE").is_none(),
+            "tcpdump is required in CI (.ci/run installs it)"
+        );
+        documented.retain(|f| !f.starts_with("tcpdump."));
+    }
+    let undocumented: Vec<_> = actual.difference(&documented).collect();
+    let absent: Vec<_> = documented.difference(&actual).collect();
+    assert!(
+        undocumented.is_empty() && absent.is_empty(),
+        "in the JSON, not documented: {undocumented:?}; documented, not in the JSON: {absent:?}"
+    );
 }
 
 /// `bench` on traces that hold no packet says so in one line with exit 1,
