@@ -280,7 +280,8 @@ struct ReplayArgs {
     traces: Vec<PathBuf>,
     #[command(flatten)]
     run: RunArgs,
-    /// Write heavy-flow and new-flow events as JSON lines to FILE.
+    /// Write heavy-flow and new-flow events as JSON lines to FILE (`-` for
+    /// stdout, which then carries them alone, without the text report).
     /// Refused if FILE is an input trace or holds a capture.
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
@@ -330,8 +331,9 @@ struct RunArgs {
     no_truth: bool,
     #[command(flatten)]
     pipeline: PipelineArgs,
-    /// Write the report as JSON (schema_version 2) to FILE (`-` for stdout).
-    /// Refused if FILE is an input trace or holds a capture.
+    /// Write the report as JSON (schema_version 2) to FILE (`-` for stdout,
+    /// which then carries it alone, without the text report). Refused if
+    /// FILE is an input trace or holds a capture.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Write one CSV per table into DIR.
@@ -695,6 +697,20 @@ fn traces_or_default(traces: &[PathBuf]) -> Vec<PathBuf> {
 /// One path given to two outputs (`-` aside) is refused the same way: the
 /// second written would replace the first.
 fn check_outputs(outputs: &[(Option<&Path>, &'static str)], inputs: &[PathBuf]) -> Result<(), u8> {
+    // Two documents on one stream could be read as neither.
+    let to_stdout: Vec<&str> = outputs
+        .iter()
+        .filter(|(p, _)| p.is_some_and(writes_stdout))
+        .map(|(_, what)| *what)
+        .collect();
+    if let [first, second, ..] = to_stdout[..] {
+        return Err(fail(
+            exit::USAGE,
+            format!(
+                "the {first} and the {second} both go to standard output; name a file for one of them"
+            ),
+        ));
+    }
     let mut seen: Vec<(PathBuf, &'static str)> = Vec::new();
     for (path, what) in outputs {
         let Some(path) = path else {
@@ -771,11 +787,23 @@ fn run_replay(args: ReplayArgs) -> u8 {
         Ok(r) => r,
         Err(e) => return fail(exit::FAILURE, e),
     };
-    let code = emit_report(&report, &args.run);
-    if let Err(code) = close_events(events, args.events.as_deref(), args.run.quiet) {
+    let text = prints_text(&args.run, &[args.events.as_deref()]);
+    let code = emit_report(&report, &args.run, text);
+    if let Err(code) = close_events(events, args.events.as_deref(), !text) {
         return code;
     }
     code
+}
+
+/// Whether the text report (and the lines saying what was written) goes to
+/// standard output: not with `-q`, and not when the JSON report or one of
+/// `others` goes there (`-`, `/dev/stdout`), so that a reader of that
+/// stream, such as `jq`, gets the document alone, as `live --json-lines -`
+/// already did.
+fn prints_text(run: &RunArgs, others: &[Option<&Path>]) -> bool {
+    !run.quiet
+        && !run.json.as_deref().is_some_and(writes_stdout)
+        && !others.iter().flatten().any(|p| writes_stdout(p))
 }
 
 /// Writes a JSON document to `path` (`-`: stdout), atomically for a
@@ -803,7 +831,12 @@ fn open_events(path: Option<&Path>) -> Result<Option<EventsFile>, u8> {
     let Some(path) = path else {
         return Ok(None);
     };
-    match std::fs::File::create(path) {
+    let file = if writes_stdout(path) {
+        flowsieve::report::stdout_file()
+    } else {
+        std::fs::File::create(path)
+    };
+    match file {
         Ok(f) => Ok(Some(JsonLinesSink::new(BufWriter::new(f)))),
         Err(e) => Err(fail(
             exit::FAILURE,
@@ -834,16 +867,16 @@ fn close_events(events: Option<EventsFile>, path: Option<&Path>, quiet: bool) ->
     Ok(())
 }
 
-/// Prints the errors, warnings and text report, writes the JSON, CSV and
-/// plots the flags ask for, and returns the exit code.
-fn emit_report(report: &flowsieve::report::PipelineReport, args: &RunArgs) -> u8 {
+/// Prints the errors, warnings and (when `text`) the text report, writes
+/// the JSON, CSV and plots the flags ask for, and returns the exit code.
+fn emit_report(report: &flowsieve::report::PipelineReport, args: &RunArgs, text: bool) -> u8 {
     for e in &report.replay.errors {
         eprintln!("flowsieve: error: {e}");
     }
     for w in &report.replay.warnings {
         eprintln!("flowsieve: warning: {w}");
     }
-    if !args.quiet {
+    if text {
         print!("{}", report.render_text());
     }
     if let Some(path) = &args.json
@@ -888,7 +921,8 @@ struct BenchArgs {
     classes: String,
     #[command(flatten)]
     pipeline: PipelineArgs,
-    /// Write the figures as JSON to FILE.
+    /// Write the figures as JSON to FILE (`-` for stdout, which then
+    /// carries them alone, without the text report).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Memory-map plain trace files (the default, as replay's --mmap).
@@ -1039,15 +1073,17 @@ fn run_bench(args: BenchArgs) -> u8 {
     if stop.load(std::sync::atomic::Ordering::Relaxed) {
         return fail(exit::INTERRUPTED, "bench: interrupted");
     }
-    print!("{report}");
-    if let Some(path) = &args.json {
-        let doc = serde_json::to_string_pretty(&report).unwrap_or_default();
-        if let Err(e) = flowsieve::report::write_atomically(path, (doc + "\n").as_bytes()) {
-            return fail(
-                exit::FAILURE,
-                format!("{}: cannot write JSON: {e}", path.display()),
-            );
-        }
+    // With the JSON on standard output (`--json -`), it goes there alone.
+    if !args.json.as_deref().is_some_and(writes_stdout) {
+        print!("{report}");
+    }
+    if let Some(path) = &args.json
+        && let Err(code) = write_json(
+            path,
+            serde_json::to_string_pretty(&report).unwrap_or_default(),
+        )
+    {
+        return code;
     }
     exit::OK
 }

@@ -380,7 +380,9 @@ mod linux {
                 }
             },
         };
-        let stdout_lines = a.json_lines.as_ref().is_some_and(|p| p.as_os_str() == "-");
+        // The JSON lines or the JSON report on standard output take it
+        // alone: no text report, interval lines or capture summary there.
+        let text = super::super::prints_text(&a.run, &[a.json_lines.as_deref()]);
         let stop = Arc::new(AtomicBool::new(false));
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
             // A second signal while the first is being handled exits at once.
@@ -390,7 +392,7 @@ mod linux {
             }
         }
         let mut printer = Printer {
-            text: !a.run.quiet && !stdout_lines,
+            text,
             out: lines.clone(),
             export: exporter.as_ref().map(|e| e.stats()),
         };
@@ -450,9 +452,9 @@ mod linux {
         if let Some(out) = &lines {
             let _ = out.borrow_mut().flush();
         }
-        let mut code = emit_report(&report, &a.run);
+        let mut code = emit_report(&report, &a.run, text);
         if let Some(s) = &summary {
-            if !a.run.quiet && !stdout_lines {
+            if text {
                 let t = &s.totals.frames;
                 println!(
                     "\ncapture: {} s, stopped by {}",

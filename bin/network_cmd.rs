@@ -106,7 +106,8 @@ pub(crate) struct ProbeArgs {
     export: ExportArgs,
     #[command(flatten)]
     run: RunArgs,
-    /// Write heavy-flow and new-flow events as JSON lines to FILE.
+    /// Write heavy-flow and new-flow events as JSON lines to FILE (`-` for
+    /// stdout, which then carries them alone, without the text report).
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
 }
@@ -148,7 +149,8 @@ pub(crate) struct ResultsArgs {
     /// results and the window before it's (for its new flows).
     #[arg(long, value_name = "W")]
     window: Option<u64>,
-    /// Write the report as JSON to FILE (`-` for stdout).
+    /// Write the report as JSON to FILE (`-` for stdout, which then carries
+    /// it alone, without the text report).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Write the report's tables as CSV files into DIR, as replay's
@@ -362,8 +364,9 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
         Err(e) => return fail(exit::FAILURE, e),
     };
     drop(sink);
-    let mut code = emit_report(&report, &args.run);
-    if let Err(c) = super::close_events(events, args.events.as_deref(), args.run.quiet) {
+    let text = super::prints_text(&args.run, &[args.events.as_deref()]);
+    let mut code = emit_report(&report, &args.run, text);
+    if let Err(c) = super::close_events(events, args.events.as_deref(), !text) {
         code = c;
     }
     finish_export(exporter, &args.export, args.run.quiet, code)
@@ -474,7 +477,8 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
     };
     let mut report = assemble(&cfg, &results, args.window);
     report.listed_per_window = args.top;
-    if !args.quiet {
+    // With the JSON on standard output (`--json -`), it goes there alone.
+    if !args.quiet && !args.json.as_deref().is_some_and(super::writes_stdout) {
         print!("{}", report.text());
     }
     if let Some(path) = &args.json {

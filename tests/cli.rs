@@ -1533,6 +1533,103 @@ fn bench_compares_whole_processes_with_tcpdump() {
     assert!(text.contains("page cache: "), "{text}");
 }
 
+/// `--json -` and `--events -` write to standard output alone: the text
+/// report is left out there, so the stream is one JSON document (the one
+/// `--json FILE` writes), or the JSON lines of the events (the ones
+/// `--events FILE` writes; their order follows the shards' timing, so the
+/// lines are compared as sets). `/dev/stdout` is the same as `-`,
+/// `bench --json -` too, and two outputs on standard output are refused
+/// with exit 2 and one line before any work. Nothing named `-` appears.
+#[test]
+fn json_and_events_on_standard_output_come_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = default_trace();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_flowsieve"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("runs")
+    };
+    let file_json = dir.path().join("r.json");
+    let out = run(&["-q", "--json", file_json.to_str().unwrap(), &trace]);
+    assert!(out.status.success());
+    let from_file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file_json).unwrap()).unwrap();
+    for name in ["-", "/dev/stdout"] {
+        let out = run(&["--json", name, &trace]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let on_stdout: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("--json {name}: stdout is not one JSON document: {e}"));
+        assert_eq!(without_timing(on_stdout), without_timing(from_file.clone()));
+    }
+    let events_file = dir.path().join("e.jsonl");
+    let out = run(&["-q", "--events", events_file.to_str().unwrap(), &trace]);
+    assert!(out.status.success());
+    let mut expected: Vec<String> = std::fs::read_to_string(&events_file)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let out = run(&["--events", "-", &trace]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    for l in &lines {
+        let e: serde_json::Value = serde_json::from_str(l).expect("each line one event");
+        assert!(e["event"].is_string(), "{l}");
+    }
+    expected.sort();
+    lines.sort();
+    assert!(lines.len() > 1000, "{}", lines.len());
+    assert_eq!(lines, expected);
+    for both in [
+        ["--json", "-", "--events", "-"],
+        ["--json", "/dev/stdout", "--events", "-"],
+    ] {
+        let mut args = both.to_vec();
+        args.push(&trace);
+        let out = run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{both:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("both go to standard output"), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+    let out = run(&[
+        "bench",
+        "--rounds",
+        "1",
+        "--no-memory",
+        "--no-tcpdump",
+        "--threads-list",
+        "1",
+        "--json",
+        "-",
+        &trace,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bench: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("bench --json -: stdout is not one JSON document: {e}"));
+    assert_eq!(bench["packets"].as_u64(), Some(40_000));
+    assert!(!dir.path().join("-").exists(), "a file named - was written");
+}
+
 /// Every field of `bench --json`, as a path (`results[].per_packet.ns`;
 /// an array's name ends in `[]`), over every element of every array.
 fn json_field_paths(v: &serde_json::Value, prefix: &str, out: &mut BTreeSet<String>) {

@@ -71,15 +71,24 @@ fn is_special(path: &Path) -> bool {
         || std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
 }
 
+/// Standard output as a file of its own: a duplicate of descriptor 1,
+/// which shares the shell's file description (its offset, and its append
+/// mode for `>>`), after what the process printed before is flushed.
+///
+/// Why a duplicate rather than opening `/dev/stdout`: opening that name
+/// again truncates a file that `>` redirected to and starts a second
+/// offset at its beginning, so the two writers overwrite each other.
+pub fn stdout_file() -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsFd;
+    std::io::stdout().flush()?;
+    Ok(std::io::stdout().as_fd().try_clone_to_owned()?.into())
+}
+
 /// Opens `path` for writing in place: standard output's own names through
-/// a duplicate of descriptor 1, which shares the shell's file description
-/// (its offset, and its append mode for `>>`); anything else as named.
+/// [`stdout_file`]; anything else as named.
 fn open_in_place(path: &Path) -> std::io::Result<std::fs::File> {
     if names_stdout(path) {
-        use std::os::fd::AsFd;
-        // What the process printed before goes first.
-        std::io::stdout().flush()?;
-        return Ok(std::io::stdout().as_fd().try_clone_to_owned()?.into());
+        return stdout_file();
     }
     std::fs::OpenOptions::new().write(true).open(path)
 }

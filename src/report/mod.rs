@@ -13,7 +13,9 @@ mod sections;
 mod table;
 mod text;
 
-pub use atomic::{names_stdout, write_atomically, write_atomically_to_path, write_atomically_with};
+pub use atomic::{
+    names_stdout, stdout_file, write_atomically, write_atomically_to_path, write_atomically_with,
+};
 pub use figure::{Figure, Series, SeriesStyle};
 pub use output_target::{OutputTargetError, check_output_target};
 pub use pipeline::*;
