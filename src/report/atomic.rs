@@ -78,6 +78,14 @@ fn is_special(path: &Path) -> bool {
 /// Why a duplicate rather than opening `/dev/stdout`: opening that name
 /// again truncates a file that `>` redirected to and starts a second
 /// offset at its beginning, so the two writers overwrite each other.
+///
+/// ```
+/// use std::io::Write;
+/// print!("one ");
+/// // "one " is flushed first, so "two" follows it on the same line.
+/// let mut out = flowsieve::report::stdout_file().unwrap();
+/// out.write_all(b"two\n").unwrap();
+/// ```
 pub fn stdout_file() -> std::io::Result<std::fs::File> {
     use std::os::fd::AsFd;
     std::io::stdout().flush()?;
