@@ -1107,10 +1107,12 @@ fn a_replay_delivers_every_window_whatever_the_buffer_bound() {
     }
 }
 
-/// `flowsieve results --json -` with `extra` flags, parsed.
+/// `flowsieve results --json -` with `extra` flags, parsed. Without `-q`:
+/// with the JSON on standard output the text report stays off it, so the
+/// stream is the one document.
 fn results_json(url: &str, extra: &[&str]) -> serde_json::Value {
     let out = Command::new(BIN)
-        .args(["results", "--nats", url, "--json", "-", "-q"])
+        .args(["results", "--nats", url, "--json", "-"])
         .args(extra)
         .output()
         .unwrap();
