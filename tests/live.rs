@@ -1331,6 +1331,33 @@ fn an_idle_link_still_reports_intervals_and_closes_its_window() {
     assert!(packets <= 40_000);
 }
 
+/// `live --json -` without `-q` puts the final report on standard output
+/// alone: no text report, interval lines or capture summary beside it,
+/// so the stream is one JSON document (as with `--json-lines -`); and
+/// `--json -` with `--json-lines -` is refused with exit 2 before any
+/// socket opens.
+#[test]
+fn live_json_on_standard_output_comes_alone() {
+    let Some(pair) = VethPair::new("live_json_on_standard_output_comes_alone") else {
+        return;
+    };
+    let live = pair.live(&["--report-every", "200ms", "--json", "-"]);
+    let sent = pair.inject(&default_trace(), &["--pps", "40000"]);
+    assert_eq!(sent["sent"].as_u64(), Some(40_000), "{sent}");
+    let (code, stdout, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    let r: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {stdout}"));
+    assert_eq!(r["trace"]["packets"], 40_000, "{}", r["capture"]);
+    let out = Command::new(BIN)
+        .args(["live", "-i", "lo", "--json", "-", "--json-lines", "-"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("both go to standard output"), "{err}");
+}
+
 #[test]
 fn an_interface_that_goes_down_ends_with_the_report_and_exit_1() {
     let Some(pair) = VethPair::new("an_interface_that_goes_down_ends_with_the_report_and_exit_1")
