@@ -1380,6 +1380,18 @@ fn reproduce_command() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// `bench` at its quickest: one round, one thread count, no memory line
+/// and no comparison with tcpdump; the trace and any other flags follow.
+const QUICK_BENCH: [&str; 7] = [
+    "bench",
+    "--rounds",
+    "1",
+    "--no-memory",
+    "--no-tcpdump",
+    "--threads-list",
+    "1",
+];
+
 /// One round of `bench` on the bundled trace with `flags`, which must
 /// succeed: its standard output and its JSON figures.
 fn bench_once(flags: &[&str]) -> (String, serde_json::Value) {
@@ -1607,18 +1619,7 @@ fn json_and_events_on_standard_output_come_alone() {
         assert!(err.contains("both go to standard output"), "{err}");
         assert!(out.stdout.is_empty());
     }
-    let out = run(&[
-        "bench",
-        "--rounds",
-        "1",
-        "--no-memory",
-        "--no-tcpdump",
-        "--threads-list",
-        "1",
-        "--json",
-        "-",
-        &trace,
-    ]);
+    let out = run(&[QUICK_BENCH.as_slice(), &["--json", "-", &trace]].concat());
     assert!(
         out.status.success(),
         "{}",
@@ -1745,16 +1746,7 @@ fn bench_refuses_traces_without_packets() {
         "1",
     ]);
     assert!(out.status.success());
-    let out = flowsieve(&[
-        "bench",
-        "--rounds",
-        "1",
-        "--no-memory",
-        "--no-tcpdump",
-        "--threads-list",
-        "1",
-        one.to_str().unwrap(),
-    ]);
+    let out = flowsieve(&[QUICK_BENCH.as_slice(), &[one.to_str().unwrap()]].concat());
     assert!(
         out.status.success(),
         "{}",
@@ -1804,18 +1796,13 @@ fn bench_says_when_a_trace_is_too_short_to_time() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let out = flowsieve(&[
-            "bench",
-            "--rounds",
-            "1",
-            "--no-memory",
-            "--no-tcpdump",
-            "--threads-list",
-            "1",
-            "--json",
-            json.to_str().unwrap(),
-            trace.to_str().unwrap(),
-        ]);
+        let out = flowsieve(
+            &[
+                QUICK_BENCH.as_slice(),
+                &["--json", json.to_str().unwrap(), trace.to_str().unwrap()],
+            ]
+            .concat(),
+        );
         assert!(
             out.status.success(),
             "{}",
