@@ -32,7 +32,6 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Zipf};
 use std::io::Write;
-use std::net::IpAddr;
 use std::time::Duration;
 
 /// Output container.
@@ -298,25 +297,19 @@ enum Addresses {
 }
 
 impl Flow {
-    /// The key's addresses: both of one version, since the key was made
-    /// by [`FlowKey::v4`] or [`FlowKey::v6`].
+    /// The key's addresses, of its version (an IPv4 address is the low 32
+    /// bits of the key's 128).
     fn addresses(&self) -> Addresses {
-        match (self.key.src(), self.key.dst()) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => Addresses::V4(s.octets(), d.octets()),
-            (s, d) => Addresses::V6(v6_octets(s), v6_octets(d)),
+        let (s, d) = (self.key.src_bits(), self.key.dst_bits());
+        if self.is_v6() {
+            Addresses::V6(s.to_be_bytes(), d.to_be_bytes())
+        } else {
+            Addresses::V4((s as u32).to_be_bytes(), (d as u32).to_be_bytes())
         }
     }
 
     fn is_v6(&self) -> bool {
         self.key.version() == IpVersion::V6
-    }
-}
-
-/// An address's 16 bytes (an IPv4 one mapped, which a flow never holds).
-fn v6_octets(a: IpAddr) -> [u8; 16] {
-    match a {
-        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
-        IpAddr::V6(a) => a.octets(),
     }
 }
 
