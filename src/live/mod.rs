@@ -376,6 +376,13 @@ impl Source for LiveCapture<'_> {
         true
     }
 
+    /// Events go out as each shard hands them over: an event held for
+    /// trace order would wait for the slowest-filling shard's batch, and
+    /// a live user wants heavy flows as soon as they are seen.
+    fn events_in_trace_order(&self) -> bool {
+        false
+    }
+
     fn run<P: PacketSink>(self, _observer: &mut dyn ReplayObserver, sink: &mut P) -> ReplaySummary {
         let LiveCapture {
             cfg,

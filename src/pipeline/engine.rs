@@ -11,6 +11,7 @@ use super::refill::Refill;
 use super::schedule::{FAILURE_POLL, FailOnPanic, Next, Scheduler};
 use super::source::Source;
 use super::stage::{Broadcast, DynCoordinator, DynShard, ReportContext, ShardContext};
+use super::trace_order::TraceOrder;
 use super::window::{PeriodCursor, WindowSpec};
 use crate::class::ClassId;
 use crate::dissect::FlowKey;
@@ -365,6 +366,9 @@ type Shards = Scheduler<ShardState, Work>;
 struct WorkerMessage {
     events: Vec<Event>,
     tick_done: Option<u64>,
+    /// Whether the message ends a batch or a tick of the shard's (for
+    /// [`TraceOrder`], which hears of every one).
+    work_done: bool,
 }
 
 /// Follows the heavy stage's windows on the source thread and turns their
@@ -378,21 +382,30 @@ struct WindowEnds {
     current: Option<u64>,
     /// Keyed packets dispatched into `current`.
     packets: u64,
-    /// Closed windows waiting for the workers: the tick that closed them.
-    waiting: std::collections::VecDeque<(u64, WindowEndEvent)>,
+    /// Closed windows waiting for the workers: the tick that closed them,
+    /// and the packet index the stream had reached.
+    waiting: std::collections::VecDeque<(u64, u64, WindowEndEvent)>,
     /// Heavy events seen per window, not yet handed out.
     heavy: std::collections::BTreeMap<u64, u64>,
     /// Each shard's last acknowledged tick.
     acked: Vec<u64>,
+    /// How many shards last acknowledged each tick: its first key is the
+    /// tick every shard has got past, read in O(log) an acknowledgement
+    /// rather than as a minimum over thousands of shards each time (at
+    /// `--shards 4096` that minimum was 16 % of a run's samples;
+    /// BENCHMARKS.md, seventy-fourth round).
+    acks_at: std::collections::BTreeMap<u64, usize>,
 }
 
 impl WindowEnds {
     /// Closes `current` and the empty windows up to (not including)
-    /// `next`; the event waits for tick `tick`.
-    fn close_until(&mut self, next: u64, tick: u64) {
+    /// `next`, with the stream at packet index `seq`; the event waits for
+    /// tick `tick`.
+    fn close_until(&mut self, next: u64, tick: u64, seq: u64) {
         if let Some(w) = self.current.filter(|&w| w < next) {
             self.waiting.push_back((
                 tick,
+                seq,
                 WindowEndEvent {
                     window: w,
                     last_window: next - 1,
@@ -406,21 +419,36 @@ impl WindowEnds {
         self.packets = 0;
     }
 
+    /// Shard `shard` acknowledged tick `tick`.
+    fn acknowledge(&mut self, shard: usize, tick: u64) {
+        let Some(a) = self.acked.get_mut(shard) else {
+            return;
+        };
+        let old = std::mem::replace(a, tick);
+        if let Some(n) = self.acks_at.get_mut(&old) {
+            *n -= 1;
+            if *n == 0 {
+                self.acks_at.remove(&old);
+            }
+        }
+        *self.acks_at.entry(tick).or_insert(0) += 1;
+    }
+
     /// The window events every shard has got past, with their heavy
-    /// counts.
-    fn ready(&mut self) -> Vec<WindowEndEvent> {
-        let done = self.acked.iter().copied().min().unwrap_or(0);
+    /// counts, each with the packet index it was closed at.
+    fn ready(&mut self) -> Vec<(u64, WindowEndEvent)> {
+        let done = self.acks_at.keys().next().copied().unwrap_or(0);
         let mut out = Vec::new();
-        while let Some((tick, _)) = self.waiting.front() {
+        while let Some((tick, _, _)) = self.waiting.front() {
             if *tick > done {
                 break;
             }
-            let Some((_, mut e)) = self.waiting.pop_front() else {
+            let Some((_, seq, mut e)) = self.waiting.pop_front() else {
                 break;
             };
             let later = self.heavy.split_off(&(e.last_window.saturating_add(1)));
             e.heavy = std::mem::replace(&mut self.heavy, later).values().sum();
-            out.push(e);
+            out.push((seq, e));
         }
         out
     }
@@ -508,6 +536,10 @@ struct Dispatcher<'a> {
     ticks: u64,
     /// Window ends, when the heavy stage runs and the sink wants them.
     windows: Option<WindowEnds>,
+    /// The events held back until they can go out in trace order, when the
+    /// sink wants events and the source is not a live one
+    /// ([`Source::events_in_trace_order`]).
+    order: Option<TraceOrder>,
 }
 
 impl Dispatcher<'_> {
@@ -584,6 +616,9 @@ impl Dispatcher<'_> {
                 records.len() as u64,
             );
         }
+        if let Some(o) = self.order.as_mut() {
+            o.sent(shard, records.first().map_or(self.seq, |r| r.seq));
+        }
         let batch = Batch {
             records,
             keys,
@@ -640,14 +675,31 @@ impl Dispatcher<'_> {
                 }
             }
         }
-        self.emit(&m.events);
+        let mut ready = Vec::new();
         if let (Some(t), Some(w)) = (m.tick_done, self.windows.as_mut()) {
-            if let Some(a) = w.acked.get_mut(shard) {
-                *a = t;
-            }
-            let ready: Vec<Event> = w.ready().into_iter().map(Event::WindowEnd).collect();
-            self.emit(&ready);
+            w.acknowledge(shard, t);
+            ready = w.ready();
         }
+        let Some(order) = self.order.as_mut() else {
+            self.emit(&m.events);
+            let ready: Vec<Event> = ready
+                .into_iter()
+                .map(|(_, e)| Event::WindowEnd(e))
+                .collect();
+            self.emit(&ready);
+            return;
+        };
+        // Every event of this work is held before the work counts as done,
+        // and a window end is held before the watermark can pass it (it is
+        // ready once every shard acknowledged its tick, which is when the
+        // last shard's tick stops holding the watermark back).
+        order.arrived(shard, &m.events, m.work_done);
+        for (seq, e) in ready {
+            order.hold_window_end(seq, Event::WindowEnd(e));
+        }
+        let mut out = Vec::new();
+        order.release(&mut out);
+        self.emit(&out);
     }
 
     fn emit(&mut self, events: &[Event]) {
@@ -675,6 +727,9 @@ impl Dispatcher<'_> {
                 tick: self.ticks,
                 sent,
             };
+            if let Some(o) = self.order.as_mut() {
+                o.sent(shard, self.seq);
+            }
             self.push(shard, tick);
         }
         self.drain_events();
@@ -699,7 +754,7 @@ impl Dispatcher<'_> {
         let next = w.cursor.locate(w.spec.position(time_ns, seq)).0;
         match w.current {
             Some(c) if c < next => {
-                w.close_until(next, self.ticks + 1);
+                w.close_until(next, self.ticks + 1, seq);
                 self.tick();
                 true
             }
@@ -712,17 +767,37 @@ impl Dispatcher<'_> {
     }
 
     /// After the workers finished: the last window ends (the shards closed
-    /// it in `finish`).
-    fn close_last_window(&mut self) {
+    /// it in `finish`), and the events held for trace order go out.
+    fn end_of_stream(&mut self) {
         if let Some(w) = self.windows.as_mut() {
             // A window that no packet reached yet has not begun: only a
             // window holding packets ends with the stream.
             if let Some(c) = w.current.filter(|_| w.packets > 0) {
-                w.close_until(c + 1, 0);
+                w.close_until(c + 1, 0, self.seq);
             }
             w.acked.fill(u64::MAX);
-            let ready: Vec<Event> = w.ready().into_iter().map(Event::WindowEnd).collect();
-            self.emit(&ready);
+            w.acks_at = [(u64::MAX, w.acked.len())].into();
+            let ready = w.ready();
+            match self.order.as_mut() {
+                Some(o) => {
+                    for (seq, e) in ready {
+                        o.hold_window_end(seq, Event::WindowEnd(e));
+                    }
+                }
+                None => {
+                    let ready: Vec<Event> = ready
+                        .into_iter()
+                        .map(|(_, e)| Event::WindowEnd(e))
+                        .collect();
+                    self.emit(&ready);
+                }
+            }
+        }
+        // Every shard finished: whatever is held is final.
+        if let Some(o) = self.order.as_mut() {
+            let mut out = Vec::new();
+            o.release_all(&mut out);
+            self.emit(&out);
         }
     }
 
@@ -776,6 +851,9 @@ impl PacketSink for Dispatcher<'_> {
             self.filling_since[shard] = Some(Instant::now());
             if self.pending[shard].capacity() == 0 {
                 self.make_room(shard);
+            }
+            if let Some(o) = self.order.as_mut() {
+                o.filling(shard, seq);
             }
         }
         // The record is written once, straight into its batch, and the
@@ -927,7 +1005,7 @@ fn worker(
     build_state: &(dyn Fn(usize) -> ShardState + Sync),
     hand_back: HandBack,
     index: usize,
-    events: Sender<(usize, WorkerMessage)>,
+    events: EventReturn,
     mut latency: Latency,
     gauges: Option<&super::gauges::LatencyGauges>,
 ) -> WorkerResult {
@@ -995,14 +1073,16 @@ fn worker(
                 Work::Finish => ended = true,
             }
             // Events first, then the tick's acknowledgement after them, in
-            // one message. The source may be gone (a failed sink); then
+            // one message; every batch's end too when the source puts events
+            // in trace order. The source may be gone (a failed sink); then
             // nobody waits, and the events are dropped with the run.
-            if !buffer.is_empty() || tick_done.is_some() {
-                let _ = events.send((
+            if !buffer.is_empty() || tick_done.is_some() || (events.every_batch && !ended) {
+                let _ = events.to_source.send((
                     shard,
                     WorkerMessage {
                         events: std::mem::take(&mut buffer),
                         tick_done,
+                        work_done: !ended,
                     },
                 ));
             }
@@ -1135,6 +1215,14 @@ fn piece<'a>(
     RecordBatch::with_keys(records, keys.get(from..to).unwrap_or(&[]))
 }
 
+/// A worker's way back to the source for its shards' events.
+struct EventReturn {
+    to_source: Sender<(usize, WorkerMessage)>,
+    /// Whether every batch's end is sent, events or not (for
+    /// [`TraceOrder`]); otherwise only events and ticks are.
+    every_batch: bool,
+}
+
 /// A worker's way back to the source for emptied batch buffers.
 struct HandBack<'a> {
     /// The pool of free buffers.
@@ -1222,6 +1310,7 @@ pub fn run_with_gauges<S: Source>(
     };
     let keyed = ctx_for(0).keyed();
     let truth_in_workers = source.truth_in_sink();
+    let ordered = !wants.is_empty() && source.events_in_trace_order();
     // The latency rows after `source` and `queue`: the stages', then the
     // exact table's when the workers keep it.
     let rows: Vec<&'static str> = names
@@ -1295,7 +1384,10 @@ pub fn run_with_gauges<S: Source>(
                         build_state,
                         HandBack { free, refill },
                         index,
-                        events,
+                        EventReturn {
+                            to_source: events,
+                            every_batch: ordered,
+                        },
                         latency,
                         latency_gauges,
                     )
@@ -1353,7 +1445,9 @@ pub fn run_with_gauges<S: Source>(
                     waiting: Default::default(),
                     heavy: Default::default(),
                     acked: vec![0; c.shards],
+                    acks_at: [(0, c.shards)].into(),
                 }),
+            order: ordered.then(|| TraceOrder::new(c.shards)),
         };
         // A panic on this thread (a coordinator's or a sink's bug) must stop
         // the workers too: they wait for batches that will never come, and
@@ -1380,7 +1474,7 @@ pub fn run_with_gauges<S: Source>(
             dispatcher.deliver(shard, m);
         }
         if !panicked && !dispatcher.workers_gone {
-            dispatcher.close_last_window();
+            dispatcher.end_of_stream();
         }
         if panicked || dispatcher.workers_gone {
             return Err(PipelineError::Worker("a shard worker panicked".into()));

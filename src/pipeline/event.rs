@@ -18,6 +18,8 @@ pub struct HeavyEvent {
     /// Trace time of the packet that crossed theta, in nanoseconds since
     /// the first keyed packet.
     pub time_ns: u64,
+    /// That packet's index among the keyed packets (0-based).
+    pub seq: u64,
     /// The filter's estimate after that packet (at least theta).
     pub estimate: u64,
     /// The window's index (0-based).
@@ -99,10 +101,17 @@ impl Event {
 }
 
 /// Receives the stages' events. The engine calls it on the thread that
-/// runs the pipeline, in batches as workers finish them: events of one
-/// shard arrive in trace order; events of different shards interleave in
-/// an order that depends on scheduling. The report does not depend on that
-/// order.
+/// runs the pipeline.
+///
+/// From a trace, events come in trace order: by the index of the packet
+/// that raised them ([`HeavyEvent::seq`], [`NewFlowEvent::seq`]), a
+/// packet's heavy-flow event before its new-flow event, and a window's
+/// end before the events of the packet that began the next window. The
+/// order is then the same whatever the threads, shards and batch size.
+/// From a live capture ([`super::Source::events_in_trace_order`]) they
+/// come as workers finish batches, sooner: events of one shard in trace
+/// order, events of different shards interleaved in an order that depends
+/// on scheduling. The report depends on neither.
 pub trait PipelineSink {
     /// Whether to collect events of this kind at all (stages skip the work
     /// for kinds nobody wants).
@@ -124,9 +133,10 @@ impl PipelineSink for NoEvents {}
 /// One event as a JSON object (one line of an event file): `event`
 /// (`heavy` or `new_flow`), the flow's `src`, `dst`, `sport`, `dport`,
 /// `proto`, its `class` id and `time_s` (seconds since the first keyed
-/// packet), then `estimate` and `window` for a heavy flow or `packet` (the
-/// keyed-packet index) for a new flow. A window end is `event` `window`
-/// with the [`WindowEndEvent`] fields.
+/// packet), then `estimate`, `window` and `packet` (the keyed-packet index
+/// of the packet that reached theta) for a heavy flow, or `packet` for a
+/// new flow. A window end is `event` `window` with the [`WindowEndEvent`]
+/// fields.
 impl serde::Serialize for Event {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
@@ -157,6 +167,7 @@ impl serde::Serialize for Event {
             Event::Heavy(e) => {
                 m.serialize_entry("estimate", &e.estimate)?;
                 m.serialize_entry("window", &e.window)?;
+                m.serialize_entry("packet", &e.seq)?;
             }
             Event::NewFlow(e) => m.serialize_entry("packet", &e.seq)?,
             Event::WindowEnd(_) => {}

@@ -756,6 +756,7 @@ impl HeavyShard {
                     key,
                     class: r.class,
                     time_ns: r.time_ns,
+                    seq: r.seq,
                     estimate,
                     window: w,
                 }));

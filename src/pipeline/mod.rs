@@ -51,6 +51,7 @@ pub mod schedule;
 pub mod selective;
 mod source;
 pub mod stage;
+mod trace_order;
 mod window;
 
 pub use capped::{Admission, CappedFlowSet, admitted_at};

@@ -39,6 +39,17 @@ pub trait Source {
     fn needs_prompt_buffers(&self) -> bool {
         false
     }
+
+    /// Whether the engine hands events to the sink in trace order: by the
+    /// index of the packet that caused them, the same order whatever the
+    /// threads, shards or batches (see `pipeline::trace_order`). Holding
+    /// an event until every shard has got past its packet costs a file
+    /// nothing that matters, but a live link's shards fill their batches at
+    /// the traffic's pace, and a quiet shard would hold every other's
+    /// events back. True unless a source says otherwise.
+    fn events_in_trace_order(&self) -> bool {
+        true
+    }
 }
 
 /// Trace files (pcap or pcapng, plain, gzip or zstd), read in order.
