@@ -693,24 +693,17 @@ impl Dispatcher<'_> {
         // and a window end is held before the watermark can pass it (it is
         // ready once every shard acknowledged its tick, which is when the
         // last shard's tick stops holding the watermark back).
-        order.arrived(shard, &m.events, m.work_done);
+        order.arrived(shard, m.events, m.work_done);
         for (seq, e) in ready {
             order.hold_window_end(seq, Event::WindowEnd(e));
         }
-        let mut out = Vec::new();
-        order.release(&mut out);
-        self.emit(&out);
+        let (sink, failed) = (&mut *self.sink, &mut self.sink_error);
+        order.release(|e| emit_one(sink, failed, e));
     }
 
     fn emit(&mut self, events: &[Event]) {
-        if self.sink_error.is_some() {
-            return;
-        }
         for e in events {
-            if let Err(err) = self.sink.event(e) {
-                self.sink_error = Some(err);
-                return;
-            }
+            emit_one(&mut *self.sink, &mut self.sink_error, e);
         }
     }
 
@@ -795,9 +788,8 @@ impl Dispatcher<'_> {
         }
         // Every shard finished: whatever is held is final.
         if let Some(o) = self.order.as_mut() {
-            let mut out = Vec::new();
-            o.release_all(&mut out);
-            self.emit(&out);
+            let (sink, failed) = (&mut *self.sink, &mut self.sink_error);
+            o.release_all(|e| emit_one(sink, failed, e));
         }
     }
 
@@ -925,6 +917,16 @@ impl PacketSink for Dispatcher<'_> {
 
     fn keeps_truth(&self) -> bool {
         self.truth
+    }
+}
+
+/// Hands `event` to `sink` unless it failed before; its first error is
+/// kept in `failed` and stops the run.
+fn emit_one(sink: &mut dyn PipelineSink, failed: &mut Option<std::io::Error>, event: &Event) {
+    if failed.is_none()
+        && let Err(err) = sink.event(event)
+    {
+        *failed = Some(err);
     }
 }
 

@@ -63,6 +63,38 @@ fn position(event: &Event) -> Position {
     }
 }
 
+/// `events` in trace order: the stages' runs, each sorted, merged in one
+/// pass (a general sort of a message's 80-byte events was 0.3 % of a run's
+/// samples on the benchmark trace, for the few messages with heavy-flow
+/// events).
+fn merge_runs(events: Vec<Event>) -> Vec<Event> {
+    // Where each run begins.
+    let mut starts = vec![0];
+    starts.extend((1..events.len()).filter(|&i| position(&events[i - 1]) > position(&events[i])));
+    if starts.len() > 2 {
+        // Not the two runs of the built-in stages: sort (stable, so equal
+        // positions keep their order).
+        let mut events = events;
+        events.sort_by_key(position);
+        return events;
+    }
+    let (a, b) = events.split_at(starts.get(1).copied().unwrap_or(events.len()));
+    let mut out = Vec::with_capacity(events.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if position(&b[j]) < position(&a[i]) {
+            out.push(b[j]);
+            j += 1;
+        } else {
+            out.push(a[i]);
+            i += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
+}
+
 /// The events held back, and every shard's work in flight.
 ///
 /// Every operation is about O(log shards) a message, not O(shards): at
@@ -85,14 +117,31 @@ pub(super) struct TraceOrder {
     /// becomes `u64::MAX` and later comes back at the stream's position,
     /// above every stale entry of its own.
     fronts: BinaryHeap<Reverse<(u64, usize)>>,
-    /// Per shard, its events not yet released, in trace order; after them,
-    /// the window ends not yet released, in the order they were closed
-    /// (which is trace order).
-    held: Vec<VecDeque<(Position, Event)>>,
-    /// The position of the first event of every queue of `held` that is
-    /// not empty, with the queue's index, smallest first: the merge's
-    /// heads.
+    /// Per shard, its events not yet released, in trace order: the
+    /// workers' messages themselves, each sorted, not copied event by
+    /// event (copies were 2.4 % of a run's samples at 112 k events).
+    held: Vec<VecDeque<Run>>,
+    /// The window ends not yet released, at their positions, in the order
+    /// they were closed (which is trace order).
+    window_ends: VecDeque<(Position, Event)>,
+    /// The position of the first event of every queue that is not empty,
+    /// with the queue's index (`held.len()` for the window ends), smallest
+    /// first: the merge's heads.
     heads: BinaryHeap<Reverse<(Position, usize)>>,
+    /// Scratch for a release's sort keys ([`sort_key`]).
+    keys: Vec<u128>,
+}
+
+/// An event's position and its queue's index in one integer that sorts
+/// as the pair does.
+fn sort_key((seq, rank): Position, queue: usize) -> u128 {
+    (u128::from(seq) << 40) | (u128::from(rank) << 32) | queue as u128
+}
+
+/// One message's events, sorted, and how many of them went out.
+struct Run {
+    events: Vec<Event>,
+    next: usize,
 }
 
 impl TraceOrder {
@@ -102,8 +151,10 @@ impl TraceOrder {
             filling: vec![None; shards],
             front: vec![u64::MAX; shards],
             fronts: BinaryHeap::new(),
-            held: (0..=shards).map(|_| VecDeque::new()).collect(),
+            held: (0..shards).map(|_| VecDeque::new()).collect(),
+            window_ends: VecDeque::new(),
             heads: BinaryHeap::new(),
+            keys: Vec::new(),
         }
     }
 
@@ -130,27 +181,22 @@ impl TraceOrder {
 
     /// `shard` sent `events`, and finished its oldest work if `work_done`
     /// (the events are that work's).
-    pub(super) fn arrived(&mut self, shard: usize, events: &[Event], work_done: bool) {
-        let Some(q) = self
-            .held
-            .get_mut(shard)
-            .filter(|_| shard < self.front.len())
-        else {
+    pub(super) fn arrived(&mut self, shard: usize, mut events: Vec<Event>, work_done: bool) {
+        let Some(q) = self.held.get_mut(shard) else {
             return;
         };
         if !events.is_empty() {
-            let from = q.len();
-            q.extend(events.iter().map(|e| (position(e), *e)));
             // A batch's events are the stages' runs one after the other
             // (most batches hold new-flow events alone, already sorted);
             // every event of it comes after every event held from earlier
             // batches.
-            if !q.range(from..).is_sorted_by_key(|(at, _)| *at) {
-                q.make_contiguous()[from..].sort_by_key(|(at, _)| *at);
+            if !events.is_sorted_by_key(position) {
+                events = merge_runs(events);
             }
-            if let (0, Some((at, _))) = (from, q.front()) {
-                self.heads.push(Reverse((*at, shard)));
+            if q.is_empty() {
+                self.heads.push(Reverse((position(&events[0]), shard)));
             }
+            q.push_back(Run { events, next: 0 });
         }
         if work_done {
             self.in_flight[shard].pop_front();
@@ -160,13 +206,11 @@ impl TraceOrder {
 
     /// A window end, closed when the stream reached packet index `at`.
     pub(super) fn hold_window_end(&mut self, at: u64, event: Event) {
-        let i = self.front.len();
-        if let Some(q) = self.held.get_mut(i) {
-            q.push_back(((at, RANK_WINDOW_END), event));
-            if q.len() == 1 {
-                self.heads.push(Reverse(((at, RANK_WINDOW_END), i)));
-            }
+        let at = (at, RANK_WINDOW_END);
+        if self.window_ends.is_empty() {
+            self.heads.push(Reverse((at, self.held.len())));
         }
+        self.window_ends.push_back((at, event));
     }
 
     fn refresh(&mut self, shard: usize) {
@@ -194,9 +238,9 @@ impl TraceOrder {
         u64::MAX
     }
 
-    /// Moves every event that no later arrival can precede into `out`, in
+    /// Hands every event that no later arrival can precede to `emit`, in
     /// trace order.
-    pub(super) fn release(&mut self, out: &mut Vec<Event>) {
+    pub(super) fn release(&mut self, emit: impl FnMut(&Event)) {
         if self.heads.is_empty() {
             return;
         }
@@ -204,30 +248,100 @@ impl TraceOrder {
         // it: all of their heavy-flow events are below it, and they precede
         // the packet's own events.
         let watermark = self.watermark();
-        self.release_through((watermark, RANK_WINDOW_END), out);
+        self.release_through((watermark, RANK_WINDOW_END), emit);
     }
 
-    /// Moves every event held into `out`, in trace order (the stream ended
+    /// Hands every event held to `emit`, in trace order (the stream ended
     /// and every shard finished).
-    pub(super) fn release_all(&mut self, out: &mut Vec<Event>) {
-        self.release_through((u64::MAX, u8::MAX), out);
+    pub(super) fn release_all(&mut self, emit: impl FnMut(&Event)) {
+        self.release_through((u64::MAX, u8::MAX), emit);
     }
 
-    /// The merge: the smallest head goes out while it is within `bound`,
-    /// and its queue's next event becomes that queue's head.
-    fn release_through(&mut self, bound: Position, out: &mut Vec<Event>) {
+    /// The first event of queue `i` not yet released, and its position.
+    fn head(&self, i: usize) -> Option<(Position, &Event)> {
+        match self.held.get(i) {
+            Some(q) => q
+                .front()
+                .and_then(|r| r.events.get(r.next))
+                .map(|e| (position(e), e)),
+            None => self.window_ends.front().map(|(at, e)| (*at, e)),
+        }
+    }
+
+    /// Drops the first event of queue `i`.
+    fn advance(&mut self, i: usize) {
+        match self.held.get_mut(i) {
+            Some(q) => {
+                if let Some(r) = q.front_mut() {
+                    r.next += 1;
+                    if r.next >= r.events.len() {
+                        q.pop_front();
+                    }
+                }
+            }
+            None => {
+                self.window_ends.pop_front();
+            }
+        }
+    }
+
+    /// The merge. Every queue whose head is within `bound` leaves the
+    /// heap once, its events within `bound` are listed as sort keys, the
+    /// keys are sorted, and each event is taken from the front of its
+    /// queue in that order. Popping the heap for each event instead, as
+    /// a k-way merge does, cost two heap operations an event, since the
+    /// shards' events interleave packet by packet: 1.7 % of a run's
+    /// samples on the benchmark trace (BENCHMARKS.md, seventy-fourth
+    /// round).
+    fn release_through(&mut self, bound: Position, mut emit: impl FnMut(&Event)) {
+        let mut keys = std::mem::take(&mut self.keys);
         while let Some(&Reverse((at, i))) = self.heads.peek() {
             if at > bound {
                 break;
             }
             self.heads.pop();
-            let Some(q) = self.held.get_mut(i) else {
-                continue;
-            };
-            out.extend(q.pop_front().map(|(_, e)| e));
-            if let Some((next, _)) = q.front() {
-                self.heads.push(Reverse((*next, i)));
+            let mut next = None;
+            match self.held.get(i) {
+                Some(q) => {
+                    for r in q {
+                        for e in &r.events[r.next..] {
+                            let at = position(e);
+                            if at > bound {
+                                next = Some(at);
+                                break;
+                            }
+                            keys.push(sort_key(at, i));
+                        }
+                        if next.is_some() {
+                            break;
+                        }
+                    }
+                }
+                None => {
+                    for (at, _) in &self.window_ends {
+                        if *at > bound {
+                            next = Some(*at);
+                            break;
+                        }
+                        keys.push(sort_key(*at, i));
+                    }
+                }
+            }
+            if let Some(at) = next {
+                self.heads.push(Reverse((at, i)));
             }
         }
+        // Keys are unique but for window ends at one position, which come
+        // from one queue in the order they were closed.
+        keys.sort_unstable();
+        for &k in &keys {
+            let i = (k & u128::from(u32::MAX)) as usize;
+            if let Some((_, e)) = self.head(i) {
+                emit(e);
+            }
+            self.advance(i);
+        }
+        keys.clear();
+        self.keys = keys;
     }
 }
