@@ -139,6 +139,9 @@ fn median_cost(runs: &[Option<PacketCost>]) -> Option<PacketCost> {
 pub struct BenchReport {
     /// Packets read per run.
     pub packets: u64,
+    /// Of those, the packets with a flow key (IP), which the stages run
+    /// on.
+    pub keyed_packets: u64,
     /// Rounds.
     pub rounds: usize,
     /// The stages that ran.
@@ -155,6 +158,9 @@ pub struct BenchReport {
     /// Set when the traces hold fewer than [`MIN_TIMED_PACKETS`] packets:
     /// what that does to the figures.
     pub short_trace_note: Option<String>,
+    /// Set when fewer than half of the packets carry a flow key (see
+    /// [`unkeyed_note`]).
+    pub unkeyed_note: Option<String>,
     /// The machine's random-access latency at each working set asked for
     /// ([`LATENCY_WORKING_SETS`] by default, none with `bench
     /// --no-memory`), the median over the rounds.
@@ -411,6 +417,31 @@ pub fn short_trace_note(packets: u64) -> Option<String> {
     })
 }
 
+/// The note [`BenchReport::unkeyed_note`] carries when fewer than half
+/// of `packets` are `keyed` (carry an IP flow key). The pipeline rows count
+/// every packet read, as tcpdump's figures do, but only keyed packets reach
+/// the stages: on a trace of ARP, or of a link type with no IP, the rows
+/// time the reading and an idle engine, and read as a speed the stages
+/// never had.
+///
+/// ```
+/// use flowsieve::bench::unkeyed_note;
+/// assert!(unkeyed_note(1000, 0).unwrap().contains("0 of the 1000 packets"));
+/// assert!(unkeyed_note(1000, 499).is_some());
+/// assert!(unkeyed_note(1000, 500).is_none());
+/// assert!(unkeyed_note(0, 0).is_none());
+/// ```
+pub fn unkeyed_note(packets: u64, keyed: u64) -> Option<String> {
+    (keyed.saturating_mul(2) < packets).then(|| {
+        let share = keyed as f64 / packets as f64 * 100.0;
+        format!(
+            "only {keyed} of the {packets} packets ({share:.1} %) carry an IP flow key: the rows \
+             count every packet read, but the stages ran on those alone, so the figures say \
+             little of the stages' speed"
+        )
+    })
+}
+
 /// The most rounds `bench` runs (each round replays every trace once per
 /// thread count and once more for dissect+hash).
 pub const MAX_ROUNDS: usize = 1000;
@@ -511,6 +542,7 @@ pub fn bench_until(
     let mut cpu = vec![Vec::new(); 2 * t + 1];
     let mut costs: Vec<Vec<Option<PacketCost>>> = vec![Vec::new(); 2 * t + 1];
     let mut packets = 0;
+    let mut keyed_packets = 0;
     for round in 0..rounds {
         stopped(round)?;
         let (c0, t0) = (cpu_seconds(), Instant::now());
@@ -526,6 +558,7 @@ pub fn bench_until(
             stopped(round)?;
             let source = FileSource::new(paths.to_vec(), c);
             let r = run(source, c, &mut NoObserver, &mut NoEvents)?;
+            keyed_packets = r.pipeline.packets;
             wall[i + 1].push(r.throughput.packets_per_sec / 1e6);
             cpu[i + 1].push(r.throughput.packets_per_cpu_sec / 1e6);
             costs[i + 1].push(packet_cost(&r));
@@ -604,6 +637,8 @@ pub fn bench_until(
         tcpdump_note: None,
         preload_note,
         short_trace_note: short_trace_note(packets),
+        keyed_packets,
+        unkeyed_note: unkeyed_note(packets, keyed_packets),
         memory_latency: latency_sets
             .iter()
             .zip(latency.iter().zip(&parallel))
@@ -656,6 +691,9 @@ impl fmt::Display for BenchReport {
             writeln!(f, "no preloaded rows: {note}")?;
         }
         if let Some(note) = &self.short_trace_note {
+            writeln!(f, "note: {note}")?;
+        }
+        if let Some(note) = &self.unkeyed_note {
             writeln!(f, "note: {note}")?;
         }
         self.fmt_costs(f)?;

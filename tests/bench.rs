@@ -12,7 +12,7 @@
 use flowsieve::bench::{
     BenchError, MEDIAN_INTERVAL_COVERAGE, PARALLEL_LANES, bench_until, chase_cycle,
     chase_cycle_with_lanes, median_interval, parallel_access_ns, random_access_ns,
-    short_trace_note,
+    short_trace_note, unkeyed_note,
 };
 use flowsieve::class::Classifier;
 use flowsieve::pipeline::PipelineConfig;
@@ -191,4 +191,67 @@ fn traces_without_packets_are_refused_and_short_ones_noted() {
     assert_eq!(r.packets, 40_000);
     assert_eq!(r.short_trace_note, short_trace_note(40_000));
     assert!(r.short_trace_note.is_some());
+}
+
+/// A trace of `arp` ARP frames and `ip` IPv4/UDP frames (each its own
+/// flow), interleaved.
+fn arp_and_ip_trace(path: &std::path::Path, arp: usize, ip: usize) {
+    use pcap_file::pcap::{PcapPacket, PcapWriter};
+    let mut w = PcapWriter::new(std::fs::File::create(path).unwrap()).unwrap();
+    for i in 0..arp + ip {
+        let mut frame = vec![0u8; 42];
+        let ts = std::time::Duration::from_micros(i as u64);
+        // Alternating while both last, then the rest of the other.
+        let pairs = arp.min(ip);
+        let is_ip = if i < 2 * pairs { i % 2 == 1 } else { ip > arp };
+        if is_ip {
+            frame[12..14].copy_from_slice(&[0x08, 0x00]);
+            frame[14] = 0x45;
+            frame[16..18].copy_from_slice(&28u16.to_be_bytes());
+            frame[22] = 64;
+            frame[23] = 17;
+            frame[26..30].copy_from_slice(&[10, 0, (i >> 8) as u8, i as u8]);
+            frame[30..34].copy_from_slice(&[192, 0, 2, 1]);
+            frame[34..36].copy_from_slice(&(i as u16).to_be_bytes());
+            frame[36..38].copy_from_slice(&53u16.to_be_bytes());
+            frame[38..40].copy_from_slice(&8u16.to_be_bytes());
+        } else {
+            frame[0..6].copy_from_slice(&[0xff; 6]);
+            frame[12..14].copy_from_slice(&[0x08, 0x06]);
+            // Ethernet, IPv4, 6 and 4 byte addresses, a request.
+            frame[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+        }
+        w.write_packet(&PcapPacket::new(ts, 42, &frame)).unwrap();
+    }
+}
+
+/// `bench` says when fewer than half of the packets carry a flow key:
+/// the rows count every packet read, but only keyed ones reach the
+/// stages. `keyed_packets` is the count of IPv4 frames written; the note
+/// is set at 200 of 500 and not at 250 of 500. A trace of ARP alone runs
+/// (its packets are read) and gets the note with 0 keyed.
+#[test]
+fn bench_says_when_few_packets_carry_a_flow_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = PipelineConfig::new(Classifier::ports()).validate().unwrap();
+    let stop = AtomicBool::new(false);
+    for (arp, ip, noted) in [(300, 200, true), (250, 250, false), (400, 0, true)] {
+        let path = dir.path().join(format!("arp{arp}-ip{ip}.pcap"));
+        arp_and_ip_trace(&path, arp, ip);
+        let r = bench_until(
+            std::slice::from_ref(&path),
+            &cfg,
+            &[1],
+            1,
+            &[],
+            &stop,
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!((r.packets, r.keyed_packets), ((arp + ip) as u64, ip as u64));
+        assert_eq!(r.unkeyed_note.is_some(), noted, "{arp} ARP, {ip} IP");
+        assert_eq!(r.unkeyed_note, unkeyed_note(r.packets, r.keyed_packets));
+        let text = r.to_string();
+        assert_eq!(text.contains("carry an IP flow key"), noted, "{text}");
+    }
 }
