@@ -540,6 +540,9 @@ struct Dispatcher<'a> {
     /// sink wants events and the source is not a live one
     /// ([`Source::events_in_trace_order`]).
     order: Option<TraceOrder>,
+    /// Set while the dispatcher sends a batch that held the events back
+    /// ([`TraceOrder::blocking_batch`]).
+    unblocking: bool,
 }
 
 impl Dispatcher<'_> {
@@ -664,6 +667,14 @@ impl Dispatcher<'_> {
     fn drain_events(&mut self) {
         while let Ok((shard, m)) = self.events.try_recv() {
             self.deliver(shard, m);
+        }
+        // Once, not from the `send` below, whose own drain comes back here.
+        if !self.unblocking
+            && let Some(shard) = self.order.as_mut().and_then(|o| o.blocking_batch())
+        {
+            self.unblocking = true;
+            self.send(shard);
+            self.unblocking = false;
         }
     }
 
@@ -1450,6 +1461,7 @@ pub fn run_with_gauges<S: Source>(
                     acks_at: [(0, c.shards)].into(),
                 }),
             order: ordered.then(|| TraceOrder::new(c.shards)),
+            unblocking: false,
         };
         // A panic on this thread (a coordinator's or a sink's bug) must stop
         // the workers too: they wait for batches that will never come, and

@@ -130,7 +130,13 @@ pub(super) struct TraceOrder {
     heads: BinaryHeap<Reverse<(Position, usize)>>,
     /// Scratch for a release's sort keys ([`sort_key`]).
     keys: Vec<u128>,
+    /// Events held, window ends included.
+    holding: usize,
 }
+
+/// Events held past which a batch still being filled may no longer hold
+/// the watermark back ([`TraceOrder::blocking_batch`]); about 6 MB.
+pub(super) const MOST_HELD_EVENTS: usize = 1 << 16;
 
 /// An event's position and its queue's index in one integer that sorts
 /// as the pair does.
@@ -155,6 +161,7 @@ impl TraceOrder {
             window_ends: VecDeque::new(),
             heads: BinaryHeap::new(),
             keys: Vec::new(),
+            holding: 0,
         }
     }
 
@@ -196,6 +203,7 @@ impl TraceOrder {
             if q.is_empty() {
                 self.heads.push(Reverse((position(&events[0]), shard)));
             }
+            self.holding += events.len();
             q.push_back(Run { events, next: 0 });
         }
         if work_done {
@@ -210,6 +218,7 @@ impl TraceOrder {
         if self.window_ends.is_empty() {
             self.heads.push(Reverse((at, self.held.len())));
         }
+        self.holding += 1;
         self.window_ends.push_back((at, event));
     }
 
@@ -225,6 +234,25 @@ impl TraceOrder {
                 self.fronts.push(Reverse((front, shard)));
             }
         }
+    }
+
+    /// The shard whose batch, still being filled, holds the watermark back
+    /// while more than [`MOST_HELD_EVENTS`] events wait: the dispatcher
+    /// sends it as it is, so that the events go out.
+    ///
+    /// Why: a shard that got a packet and then none for a long stretch
+    /// (few flows, or flows that all hash elsewhere for a while) keeps a
+    /// batch of one record open, and without a heavy stage no window's
+    /// tick flushes it, so every other shard's events would wait for the
+    /// end of the trace, in memory: at a new-flow event a flow, 88 bytes
+    /// each, a 10 M-flow trace would hold 880 MB.
+    pub(super) fn blocking_batch(&mut self) -> Option<usize> {
+        if self.holding <= MOST_HELD_EVENTS {
+            return None;
+        }
+        self.watermark();
+        let &Reverse((_, shard)) = self.fronts.peek()?;
+        (self.in_flight[shard].is_empty() && self.filling[shard].is_some()).then_some(shard)
     }
 
     /// The smallest front over the shards.
@@ -340,6 +368,7 @@ impl TraceOrder {
                 emit(e);
             }
             self.advance(i);
+            self.holding -= 1;
         }
         keys.clear();
         self.keys = keys;
