@@ -24,12 +24,14 @@
 //!
 //! Each shard's events are kept in a queue of their own, sorted as they
 //! come (a batch's events are two sorted runs, the heavy stage's and the
-//! new-flow stage's, and every batch's packets follow the last's), and a
-//! release merges the queues through a heap of their heads, one entry a
-//! queue. One heap over every event held instead cost the source thread
-//! 2.8 % of a run's samples in its `pop` alone (80-byte events sifted
-//! down), at 112 k events on the 1.5 M-packet benchmark trace
-//! (BENCHMARKS.md, seventy-fourth round).
+//! new-flow stage's, and every batch's packets follow the last's). A
+//! release finds the queues whose first event is due through a heap of
+//! the queues' heads, lists their due events as integer sort keys, sorts
+//! those, and takes each event from the front of its queue. One heap over
+//! every event held instead cost the source thread 2.8 % of a run's
+//! samples in its `pop` alone (80-byte events sifted down), at 112 k
+//! events on the 1.5 M-packet benchmark trace (BENCHMARKS.md,
+//! seventy-fourth round).
 //!
 //! Ties at one packet follow the stages: the window-end event of the window
 //! that packet's arrival closed comes first (it was sent at the packet's
@@ -119,7 +121,7 @@ pub(super) struct TraceOrder {
     fronts: BinaryHeap<Reverse<(u64, usize)>>,
     /// Per shard, its events not yet released, in trace order: the
     /// workers' messages themselves, each sorted, not copied event by
-    /// event (copies were 2.4 % of a run's samples at 112 k events).
+    /// event.
     held: Vec<VecDeque<Run>>,
     /// The window ends not yet released, at their positions, in the order
     /// they were closed (which is trace order).
@@ -318,9 +320,10 @@ impl TraceOrder {
     /// keys are sorted, and each event is taken from the front of its
     /// queue in that order. Popping the heap for each event instead, as
     /// a k-way merge does, cost two heap operations an event, since the
-    /// shards' events interleave packet by packet: 1.7 % of a run's
-    /// samples on the benchmark trace (BENCHMARKS.md, seventy-fourth
-    /// round).
+    /// shards' events interleave packet by packet: the heap's `pop` alone
+    /// was 0.7 % of a run's samples on the benchmark trace, and such runs
+    /// took 1.05-1.07 times the unordered engine's wall time, against
+    /// none measurable now (BENCHMARKS.md, seventy-fourth round).
     fn release_through(&mut self, bound: Position, mut emit: impl FnMut(&Event)) {
         let mut keys = std::mem::take(&mut self.keys);
         while let Some(&Reverse((at, i))) = self.heads.peek() {
@@ -368,7 +371,7 @@ impl TraceOrder {
                 emit(e);
             }
             self.advance(i);
-            self.holding -= 1;
+            self.holding = self.holding.saturating_sub(1);
         }
         keys.clear();
         self.keys = keys;
