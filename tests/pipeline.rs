@@ -52,6 +52,19 @@ fn run_sink(
     run(source, &validated, &mut NoObserver, sink).unwrap()
 }
 
+/// Collects every event the engine hands over, in the order it does.
+#[derive(Default)]
+struct AllEvents(Vec<flowsieve::pipeline::Event>);
+impl PipelineSink for AllEvents {
+    fn wants(&self, _: flowsieve::pipeline::EventKind) -> bool {
+        true
+    }
+    fn event(&mut self, e: &flowsieve::pipeline::Event) -> std::io::Result<()> {
+        self.0.push(*e);
+        Ok(())
+    }
+}
+
 /// Only one built-in stage.
 fn only(stage: StageName) -> StageList {
     let mut l = StageList::none();
@@ -740,18 +753,7 @@ fn every_event_names_the_key_of_its_own_packet() {
 /// over, so two runs of one command wrote different event files.
 #[test]
 fn events_come_in_trace_order_whatever_the_threads_shards_and_batch() {
-    use flowsieve::pipeline::{Event, EventKind, WindowSpec};
-    #[derive(Default)]
-    struct Collect(Vec<Event>);
-    impl PipelineSink for Collect {
-        fn wants(&self, _: EventKind) -> bool {
-            true
-        }
-        fn event(&mut self, e: &Event) -> std::io::Result<()> {
-            self.0.push(*e);
-            Ok(())
-        }
-    }
+    use flowsieve::pipeline::{Event, WindowSpec};
     let dir = tempfile::tempdir().unwrap();
     let traces = comparison_traces(
         dir.path(),
@@ -771,7 +773,7 @@ fn events_come_in_trace_order_whatever_the_threads_shards_and_batch() {
                 cfg.heavy.window = window.parse::<WindowSpec>().unwrap();
                 cfg.heavy.theta = 5;
                 (cfg.threads, cfg.shards, cfg.batch) = (threads, shards, batch);
-                let mut sink = Collect::default();
+                let mut sink = AllEvents::default();
                 let r = run_sink(std::slice::from_ref(trace), &cfg, &mut sink);
                 let what = format!("{} {window} {threads}/{shards}/{batch}", trace.display());
                 let events = sink.0;
@@ -1478,18 +1480,6 @@ fn comparison_traces(dir: &Path, seed: u64, test: &str, shared: &[&str]) -> Vec<
 /// with and without truth. (tests/filter.rs checks the cache step by step.)
 #[test]
 fn front_cache_changes_no_report_figure_or_event() {
-    use flowsieve::pipeline::{Event, EventKind};
-    #[derive(Default)]
-    struct Collect(Vec<String>);
-    impl PipelineSink for Collect {
-        fn wants(&self, _: EventKind) -> bool {
-            true
-        }
-        fn event(&mut self, e: &Event) -> std::io::Result<()> {
-            self.0.push(serde_json::to_string(e).unwrap());
-            Ok(())
-        }
-    }
     let dir = tempfile::tempdir().unwrap();
     let traces = comparison_traces(
         dir.path(),
@@ -1536,10 +1526,15 @@ fn front_cache_changes_no_report_figure_or_event() {
                 cfg.threads = 2;
                 set(&mut cfg);
                 cfg.new_flows.front_cache = slots;
-                let mut sink = Collect::default();
+                let mut sink = AllEvents::default();
                 let r = run_sink(std::slice::from_ref(trace), &cfg, &mut sink);
-                sink.0.sort();
-                (without_timing(&r), sink.0)
+                let mut events: Vec<String> = sink
+                    .0
+                    .iter()
+                    .map(|e| serde_json::to_string(e).unwrap())
+                    .collect();
+                events.sort();
+                (without_timing(&r), events)
             };
             let (off, on) = (run_with(0), run_with(1024));
             assert!(off.0 == on.0, "{}: {name}: reports differ", trace.display());

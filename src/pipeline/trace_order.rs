@@ -69,18 +69,18 @@ fn position(event: &Event) -> Position {
 /// pass (a general sort of a message's 80-byte events was 0.3 % of a run's
 /// samples on the benchmark trace, for the few messages with heavy-flow
 /// events).
-fn merge_runs(events: Vec<Event>) -> Vec<Event> {
-    // Where each run begins.
-    let mut starts = vec![0];
-    starts.extend((1..events.len()).filter(|&i| position(&events[i - 1]) > position(&events[i])));
-    if starts.len() > 2 {
+fn merge_runs(mut events: Vec<Event>) -> Vec<Event> {
+    // Where the second run begins.
+    let split = (1..events.len())
+        .find(|&i| position(&events[i - 1]) > position(&events[i]))
+        .unwrap_or(events.len());
+    if !events[split..].is_sorted_by_key(position) {
         // Not the two runs of the built-in stages: sort (stable, so equal
         // positions keep their order).
-        let mut events = events;
         events.sort_by_key(position);
         return events;
     }
-    let (a, b) = events.split_at(starts.get(1).copied().unwrap_or(events.len()));
+    let (a, b) = events.split_at(split);
     let mut out = Vec::with_capacity(events.len());
     let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {
