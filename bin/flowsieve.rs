@@ -1225,7 +1225,7 @@ fn run_gen_trace(a: GenTraceArgs) -> u8 {
 /// True when `path` names standard output: `-`, or one of the paths that
 /// stand for its descriptor (`/dev/stdout`, `/dev/fd/1`, `/proc/self/fd/1`).
 fn writes_stdout(path: &Path) -> bool {
-    path.as_os_str() == "-" || flowsieve::report::names_stdout(path)
+    flowsieve::report::writes_stdout(path)
 }
 
 #[derive(Subcommand)]

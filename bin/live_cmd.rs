@@ -88,7 +88,7 @@ pub struct LiveArgs {
     pub json_lines: Option<PathBuf>,
     /// Write every captured frame to a file (nanosecond timestamps, VLAN
     /// tags restored): pcapng with each interface's name when FILE ends in
-    /// .pcapng, else pcap.
+    /// .pcapng, else pcap; `-` for pcap on stdout.
     #[arg(
         short = 'w',
         long = "write",
@@ -199,6 +199,7 @@ mod linux {
     };
     use flowsieve::pipeline::{Event, EventKind, PipelineSink, run_with_gauges};
     use flowsieve::replay::NoObserver;
+    use flowsieve::report::writes_stdout;
     use std::cell::RefCell;
     use std::io::{BufWriter, Write};
     use std::rc::Rc;
@@ -327,14 +328,25 @@ mod linux {
 
     pub fn run_live(a: LiveArgs) -> u8 {
         // Every flag is checked before any socket opens.
+        // The capture file joins the check only on standard output, where
+        // it must come alone; a file it names is replaced, as `tcpdump -w`
+        // replaces one, even when it holds a capture.
+        let capture_on_stdout = a.write.as_deref().filter(|w| writes_stdout(w));
         if let Err(code) = super::super::check_outputs(
             &[
                 (a.run.json.as_deref(), "JSON report"),
                 (a.json_lines.as_deref(), "JSON lines"),
+                (capture_on_stdout, "capture (-w)"),
             ],
             &[],
         ) {
             return code;
+        }
+        if capture_on_stdout.is_some() && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            return fail(
+                exit::USAGE,
+                "live: standard output is a terminal; write the capture to a file (-w FILE) or a pipe (-w - | ...)",
+            );
         }
         let (exporter, cfg) = match a.export.is_probe() {
             // A live probe drops a digest rather than wait for the
@@ -367,9 +379,18 @@ mod linux {
         live.max_delay = a.max_delay.map(|d| Duration::from_nanos(d.0));
         let lines: Option<Shared> = match &a.json_lines {
             None => None,
-            Some(p) if p.as_os_str() == "-" => Some(Rc::new(RefCell::new(Box::new(
-                BufWriter::new(std::io::stdout()),
-            )))),
+            // Standard output through a duplicate of its descriptor: opening
+            // `/dev/stdout` again would truncate a file that `>>` redirected
+            // to and write over it from its start.
+            Some(p) if writes_stdout(p) => match flowsieve::report::stdout_file() {
+                Ok(f) => Some(Rc::new(RefCell::new(Box::new(BufWriter::new(f))))),
+                Err(e) => {
+                    return fail(
+                        exit::FAILURE,
+                        format!("standard output: cannot write JSON lines: {e}"),
+                    );
+                }
+            },
             Some(p) => match std::fs::File::create(p) {
                 Ok(f) => Some(Rc::new(RefCell::new(Box::new(BufWriter::new(f))))),
                 Err(e) => {
@@ -382,7 +403,8 @@ mod linux {
         };
         // The JSON lines or the JSON report on standard output take it
         // alone: no text report, interval lines or capture summary there.
-        let text = super::super::prints_text(&a.run, &[a.json_lines.as_deref()]);
+        let text =
+            super::super::prints_text(&a.run, &[a.json_lines.as_deref(), a.write.as_deref()]);
         let stop = Arc::new(AtomicBool::new(false));
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
             // A second signal while the first is being handled exits at once.

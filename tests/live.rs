@@ -132,6 +132,13 @@ impl VethPair {
     /// `flowsieve live -i CAPTURE_IF ARGS` in the capture namespace,
     /// returned once it printed its readiness line.
     fn live(&self, args: &[&str]) -> Live {
+        self.live_into(args, Stdio::piped())
+    }
+
+    /// As [`VethPair::live`], with standard output going to `stdout` (a
+    /// file the test opened, say) instead of a pipe the test reads; the
+    /// stdout [`Live::stop`] returns is then empty.
+    fn live_into(&self, args: &[&str], stdout: Stdio) -> Live {
         let mut child = Command::new("ip")
             .args([
                 "netns",
@@ -143,7 +150,7 @@ impl VethPair {
                 &self.capture_if,
             ])
             .args(args)
-            .stdout(Stdio::piped())
+            .stdout(stdout)
             .stderr(Stdio::piped())
             .spawn()
             .expect("start flowsieve live");
@@ -159,10 +166,12 @@ impl VethPair {
             }
             lines
         });
-        let stdout = child.stdout.take().expect("stdout");
+        let stdout = child.stdout.take();
         let out = std::thread::spawn(move || {
             let mut s = String::new();
-            let _ = std::io::Read::read_to_string(&mut BufReader::new(stdout), &mut s);
+            if let Some(stdout) = stdout {
+                let _ = std::io::Read::read_to_string(&mut BufReader::new(stdout), &mut s);
+            }
             s
         });
         if rx.recv_timeout(Duration::from_secs(20)).is_err() {
@@ -1356,6 +1365,111 @@ fn live_json_on_standard_output_comes_alone() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("both go to standard output"), "{err}");
+}
+
+/// A file opened for appending, as `>> path` opens it, after `head` was
+/// written to it.
+fn appending_after(path: &Path, head: &[u8]) -> Stdio {
+    std::fs::write(path, head).unwrap();
+    Stdio::from(std::fs::OpenOptions::new().append(true).open(path).unwrap())
+}
+
+/// `-w -` streams the capture to standard output, as `tcpdump -w -` does,
+/// and `--json-lines /dev/stdout` its lines; either one is appended to a
+/// file standard output was redirected to with `>>` (what it held stays),
+/// and takes standard output alone: without `-q`, the text report and the
+/// interval lines stay off it. Either with another output on standard
+/// output is refused with exit 2 before any socket opens.
+#[test]
+fn capture_and_lines_on_standard_output_are_appended_and_come_alone() {
+    let Some(pair) =
+        VethPair::new("capture_and_lines_on_standard_output_are_appended_and_come_alone")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (out, report) = (dir.path().join("out"), dir.path().join("r.json"));
+    const HEAD: &[u8] = b"what the file held\n";
+    let mut args = vec![
+        "--report-every",
+        "200ms",
+        "--json",
+        report.to_str().unwrap(),
+    ];
+    args.extend(["-w", "-"]);
+    args.extend(PIPELINE);
+    let live = pair.live_into(&args, appending_after(&out, HEAD));
+    let sent = pair.inject(&default_trace(), &["--pps", "40000"]);
+    assert_eq!(sent["sent"].as_u64(), Some(40_000), "{sent}");
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    let bytes = std::fs::read(&out).unwrap();
+    assert!(
+        bytes.starts_with(HEAD),
+        "what the file held was written over: {:?}",
+        String::from_utf8_lossy(&bytes[..bytes.len().min(64)])
+    );
+    // The rest is the capture alone, and replays to the live report.
+    let capture = dir.path().join("capture.pcap");
+    std::fs::write(&capture, &bytes[HEAD.len()..]).unwrap();
+    let live_report = json(&report);
+    assert_eq!(live_report["trace"]["packets"], 40_000);
+    assert_eq!(
+        without_timing(live_report),
+        without_timing(replay(&capture, &PIPELINE))
+    );
+
+    let mut args = vec!["-q", "--report-every", "200ms", "--json"];
+    args.push(report.to_str().unwrap());
+    args.extend(["--json-lines", "/dev/stdout"]);
+    args.extend(PIPELINE);
+    let live = pair.live_into(&args, appending_after(&out, HEAD));
+    pair.inject(&default_trace(), &["--pps", "40000"]);
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    let text = String::from_utf8(std::fs::read(&out).unwrap()).unwrap();
+    let lines = text
+        .strip_prefix(std::str::from_utf8(HEAD).unwrap())
+        .unwrap_or_else(|| panic!("what the file held was written over: {text:.200}"));
+    let parsed: Vec<Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let new_flows = parsed.iter().filter(|v| v["event"] == "new_flow").count();
+    assert_eq!(
+        new_flows, 12_000,
+        "the bundled trace's flows each start once"
+    );
+    assert!(parsed.iter().any(|v| v["type"] == "interval"));
+
+    for (a, b) in [
+        (["-w", "-"], ["--json", "-"]),
+        (["-w", "/dev/stdout"], ["--json-lines", "-"]),
+        (["-w", "-"], ["--json-lines", "/dev/fd/1"]),
+    ] {
+        // A capture that starts by mistake stops within 3 s.
+        let out = Command::new(BIN)
+            .args(["live", "-i", "lo", "--duration", "3s"])
+            .args(a)
+            .args(b)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{a:?} {b:?}: {err}");
+        assert!(err.contains("both go to standard output"), "{err}");
+    }
+    // A capture is binary: a terminal on standard output is refused.
+    let (leader, follower) = common::pseudo_terminal();
+    let out = Command::new(BIN)
+        .args(["live", "-i", "lo", "--duration", "3s", "-w", "-"])
+        .stdout(follower)
+        .output()
+        .unwrap();
+    drop(leader);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("standard output is a terminal"), "{err}");
 }
 
 #[test]

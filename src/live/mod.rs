@@ -117,7 +117,9 @@ pub struct LiveConfig {
     pub report_every: Option<Duration>,
     /// Write every captured frame to this file: pcapng (one interface
     /// block per `-i`, with its name) when it ends in `.pcapng`, else
-    /// classic pcap; nanosecond timestamps either way.
+    /// classic pcap; nanosecond timestamps either way. `-` (or
+    /// `/dev/stdout`) writes classic pcap to standard output, appended to
+    /// whatever it already holds.
     pub write: Option<PathBuf>,
     /// The ring fill at which a reader whose queue to the merger is full
     /// sheds instead of waiting; a ring read on the merger's thread (one
@@ -932,14 +934,16 @@ enum PcapOut {
     /// Classic pcap, nanosecond timestamps: one link type.
     Pcap {
         writer: pcap_file::pcap::PcapWriter<std::io::BufWriter<std::fs::File>>,
-        path: PathBuf,
+        /// The file's name in messages.
+        name: String,
     },
     /// pcapng with one Interface Description Block per interface, each
     /// with its `if_name` (so that `iface` class rules and per-interface
     /// link types survive a replay) and `if_tsresol` 9.
     PcapNg {
         writer: pcap_file::pcapng::PcapNgWriter<std::io::BufWriter<std::fs::File>>,
-        path: PathBuf,
+        /// The file's name in messages.
+        name: String,
     },
 }
 
@@ -956,8 +960,23 @@ impl PcapOut {
             InterfaceDescriptionBlock, InterfaceDescriptionOption,
         };
         use pcap_file::{DataLink, Endianness, TsResolution};
-        let failed = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-        let file = std::fs::File::create(path).map_err(|e| failed(&e))?;
+        // `-w -` (or `/dev/stdout`) streams the capture into a pipe, as
+        // `tcpdump -w -` does, through a duplicate of the descriptor:
+        // opening `/dev/stdout` again would truncate a file that `>>`
+        // redirected to and write it from its start, over what was there.
+        let to_stdout = crate::report::writes_stdout(path);
+        let name = if to_stdout {
+            "standard output".to_owned()
+        } else {
+            path.display().to_string()
+        };
+        let failed = |e: &dyn std::fmt::Display| format!("{name}: {e}");
+        let file = if to_stdout {
+            crate::report::stdout_file()
+        } else {
+            std::fs::File::create(path)
+        }
+        .map_err(|e| failed(&e))?;
         let snaplen = snaplen + crate::ingest::live::TAG_BYTES;
         if PcapOut::wants_pcapng(path) {
             let mut writer = pcap_file::pcapng::PcapNgWriter::with_endianness(
@@ -976,10 +995,7 @@ impl PcapOut {
                 };
                 writer.write_pcapng_block(idb).map_err(|e| failed(&e))?;
             }
-            return Ok(PcapOut::PcapNg {
-                writer,
-                path: path.clone(),
-            });
+            return Ok(PcapOut::PcapNg { writer, name });
         }
         let link = interfaces
             .first()
@@ -994,10 +1010,7 @@ impl PcapOut {
         let writer =
             pcap_file::pcap::PcapWriter::with_header(std::io::BufWriter::new(file), header)
                 .map_err(|e| failed(&e))?;
-        Ok(PcapOut::Pcap {
-            writer,
-            path: path.clone(),
-        })
+        Ok(PcapOut::Pcap { writer, name })
     }
 
     /// Writes one frame captured on interface `iface` (an index into the
@@ -1011,11 +1024,11 @@ impl PcapOut {
     ) -> Result<(), String> {
         let t = Duration::new(ts.secs().max(0) as u64, ts.subsec_nanos());
         match self {
-            PcapOut::Pcap { writer, path } => writer
+            PcapOut::Pcap { writer, name } => writer
                 .write_packet(&pcap_file::pcap::PcapPacket::new(t, wire_len, data))
                 .map(|_| ())
-                .map_err(|e| format!("{}: {e}", path.display())),
-            PcapOut::PcapNg { writer, path } => {
+                .map_err(|e| format!("{name}: {e}")),
+            PcapOut::PcapNg { writer, name } => {
                 let epb = pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock {
                     interface_id: iface as u32,
                     timestamp: t,
@@ -1026,17 +1039,17 @@ impl PcapOut {
                 writer
                     .write_pcapng_block(epb)
                     .map(|_| ())
-                    .map_err(|e| format!("{}: {e}", path.display()))
+                    .map_err(|e| format!("{name}: {e}"))
             }
         }
     }
 
     fn finish(self) -> Result<(), String> {
         use std::io::Write;
-        let (flushed, path) = match self {
-            PcapOut::Pcap { writer, path } => (writer.into_writer().flush(), path),
-            PcapOut::PcapNg { writer, path } => (writer.into_inner().flush(), path),
+        let (flushed, name) = match self {
+            PcapOut::Pcap { writer, name } => (writer.into_writer().flush(), name),
+            PcapOut::PcapNg { writer, name } => (writer.into_inner().flush(), name),
         };
-        flushed.map_err(|e| format!("{}: {e}", path.display()))
+        flushed.map_err(|e| format!("{name}: {e}"))
     }
 }

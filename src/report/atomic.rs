@@ -55,6 +55,19 @@ pub fn names_stdout(path: &Path) -> bool {
         .any(|p| path.as_os_str() == *p)
 }
 
+/// True when `path` asks for standard output: `-`, as tcpdump's `-w -`
+/// and most tools take it, or one of the names [`names_stdout`] knows.
+///
+/// ```
+/// use std::path::Path;
+/// assert!(flowsieve::report::writes_stdout(Path::new("-")));
+/// assert!(flowsieve::report::writes_stdout(Path::new("/dev/fd/1")));
+/// assert!(!flowsieve::report::writes_stdout(Path::new("./-x")));
+/// ```
+pub fn writes_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-" || names_stdout(path)
+}
+
 /// True when `path` is written in place rather than renamed over: anything
 /// under `/dev` or `/proc`, and anything that exists and is not a regular
 /// file or a directory (a character device, a FIFO, a socket).

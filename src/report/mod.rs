@@ -15,6 +15,7 @@ mod text;
 
 pub use atomic::{
     names_stdout, stdout_file, write_atomically, write_atomically_to_path, write_atomically_with,
+    writes_stdout,
 };
 pub use figure::{Figure, Series, SeriesStyle};
 pub use output_target::{OutputTargetError, check_output_target};
