@@ -41,6 +41,7 @@ mod pipeline;
 mod prefetch;
 mod refill;
 mod reliability;
+mod report;
 mod reproduce;
 mod schedule;
 mod slots;

@@ -10,6 +10,15 @@
 //! `--json-lines`, a live capture's `-w`) are not written this way: like
 //! `tcpdump -w`, they are appended as they go.
 //!
+//! The file that appears is the one a shell's `>` would have left:
+//! - A new file gets mode 0666 less the umask (a temporary file's own
+//!   0600 would hide a report from the dashboard that reads it).
+//! - A file written over keeps its mode and, where the process may set
+//!   them (as root), its owner and group.
+//! - A symbolic link is followed and the file it leads to is replaced,
+//!   beside that file; the link itself stays (`latest.json ->
+//!   runs/today.json` keeps pointing at today's report).
+//!
 //! ```
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().join("report.json");
@@ -18,11 +27,32 @@
 //! ```
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A temporary file beside `path`, named after it and keeping its
-/// extension.
+/// extension, with the mode (and, where allowed, the owner) of the file
+/// it will replace, or for a new file 0666 less the umask.
 fn temp_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    let old = std::fs::metadata(path).ok().filter(|m| m.is_file());
+    let tmp = temp_named_after(path)?;
+    if let Some(old) = old {
+        // The umask applied at creation is not applied to a mode copied
+        // afterwards, so the old file's mode comes back whole.
+        tmp.as_file().set_permissions(old.permissions())?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            // Only a privileged process may give a file away; otherwise
+            // the new file is the writer's own, as with `cp`.
+            let _ = std::os::unix::fs::fchown(tmp.as_file(), Some(old.uid()), Some(old.gid()));
+        }
+    }
+    Ok(tmp)
+}
+
+/// A temporary file beside `path`, named after it and keeping its
+/// extension; mode 0666 less the umask.
+fn temp_named_after(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -35,10 +65,16 @@ fn temp_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
         .extension()
         .map(|e| format!(".{}", e.to_string_lossy()))
         .unwrap_or_default();
-    tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(&suffix)
-        .tempfile_in(dir)
+    let prefix = format!(".{name}.");
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(&suffix);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // The kernel takes the umask off the mode given at creation.
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    builder.tempfile_in(dir)
 }
 
 /// True when `path` is one of the names of standard output's descriptor:
@@ -68,20 +104,61 @@ pub fn writes_stdout(path: &Path) -> bool {
     path.as_os_str() == "-" || names_stdout(path)
 }
 
-/// True when `path` is written in place rather than renamed over: anything
-/// under `/dev` or `/proc`, and anything that exists and is not a regular
-/// file or a directory (a character device, a FIFO, a socket).
+/// Where a report written to a path goes.
+#[derive(Debug, PartialEq, Eq)]
+enum Destination {
+    /// Written in place: a device, a FIFO, a socket, and the links of
+    /// `/dev` and `/proc` (`/dev/stdout`, `/dev/stderr`, `/proc/self/fd/3`).
+    InPlace,
+    /// Written beside this file, then renamed over it: the path itself,
+    /// or the file its symbolic links lead to.
+    Renamed(PathBuf),
+}
+
+/// The most symbolic links followed in a chain, as Linux's own limit
+/// (`MAXSYMLINKS`); a longer chain or a loop is written through, and the
+/// open reports the loop.
+const MOST_LINKS: usize = 40;
+
+/// Where a report written to `path` goes.
 ///
-/// Why the two trees by name: `/dev/stdout` with standard output
-/// redirected to a file (`--json /dev/stdout > r.json`) stats as that
-/// regular file, and a temporary renamed over it would replace the device
-/// link itself (as root, for the whole machine), or fail for want of
-/// write access to `/dev`. The price: a plain file under `/dev/shm` is
-/// written in place too, without the rename's all-or-nothing.
-fn is_special(path: &Path) -> bool {
-    path.starts_with("/dev")
-        || path.starts_with("/proc")
-        || std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+/// Why the links of `/dev` and `/proc` are written through rather than
+/// followed: they name descriptors. `/dev/stdout` with standard output
+/// redirected to a file (`--json /dev/stdout > r.json`) leads to that
+/// file, and replacing it would cut the shell's file out from under its
+/// descriptor (and write over a file `>>` meant to append to); the same
+/// goes for `/dev/stderr`. Renaming over the link itself would replace the
+/// machine's link (as root) or fail for want of write access to `/dev`. A
+/// plain file in those trees (under `/dev/shm`, say) is renamed over like
+/// any other.
+fn destination(path: &Path) -> Destination {
+    let mut at = path.to_path_buf();
+    for _ in 0..MOST_LINKS {
+        let system = at.starts_with("/dev") || at.starts_with("/proc");
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                if system {
+                    return Destination::InPlace;
+                }
+                let Ok(target) = std::fs::read_link(&at) else {
+                    return Destination::InPlace;
+                };
+                // A relative target is relative to the link's directory;
+                // an absolute one replaces the whole path in `join`.
+                at = match at.parent() {
+                    Some(dir) => dir.join(target),
+                    None => target,
+                };
+            }
+            // A directory is renamed over, and the rename names it.
+            Ok(m) if !m.is_file() && !m.is_dir() => return Destination::InPlace,
+            Ok(_) => return Destination::Renamed(at),
+            // Nothing can be created in `/proc`: the open says so.
+            Err(_) if at.starts_with("/proc") => return Destination::InPlace,
+            Err(_) => return Destination::Renamed(at),
+        }
+    }
+    Destination::InPlace
 }
 
 /// Standard output as a file of its own: a duplicate of descriptor 1,
@@ -127,7 +204,7 @@ pub fn write_atomically_with<T>(
     path: &Path,
     write: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> std::io::Result<T>,
 ) -> std::io::Result<T> {
-    if is_special(path) {
+    let Destination::Renamed(target) = destination(path) else {
         // A device or a pipe (`/dev/stdout`, a FIFO): written in place.
         // Renaming a file over it would replace the device node itself.
         let file = open_in_place(path)?;
@@ -135,8 +212,8 @@ pub fn write_atomically_with<T>(
         let value = write(&mut w)?;
         w.flush()?;
         return Ok(value);
-    }
-    let tmp = temp_beside(path)?;
+    };
+    let tmp = temp_beside(&target)?;
     let value = {
         let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
         let value = write(&mut w)?;
@@ -144,7 +221,7 @@ pub fn write_atomically_with<T>(
         value
     };
     tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
+    tmp.persist(&target).map_err(|e| e.error)?;
     Ok(value)
 }
 
@@ -155,14 +232,14 @@ pub fn write_atomically_to_path<T>(
     path: &Path,
     write: impl FnOnce(&Path) -> Result<T, String>,
 ) -> Result<T, String> {
-    if is_special(path) {
+    let Destination::Renamed(target) = destination(path) else {
         return write(path);
-    }
-    let tmp = temp_beside(path)
+    };
+    let tmp = temp_beside(&target)
         .map_err(|e| format!("{}: {e}", path.display()))?
         .into_temp_path();
     let value = write(&tmp)?;
-    tmp.persist(path)
+    tmp.persist(&target)
         .map_err(|e| format!("{}: {}", path.display(), e.error))?;
     Ok(value)
 }
