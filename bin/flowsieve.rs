@@ -348,6 +348,14 @@ struct RunArgs {
 }
 
 impl RunArgs {
+    /// The outputs that are directories, for [`check_output_dirs`].
+    fn dir_outputs(&self) -> [(Option<&Path>, &'static str); 2] {
+        [
+            (self.csv.as_deref(), "CSV tables"),
+            (self.plot.as_deref(), "plots"),
+        ]
+    }
+
     /// The validated configuration; `edit` adds what the command sets.
     fn configure(&self, edit: impl FnOnce(&mut PipelineConfig)) -> Result<ValidatedConfig, u8> {
         configure(&self.classes, &self.pipeline, |c| {
@@ -690,6 +698,18 @@ fn traces_or_default(traces: &[PathBuf]) -> Vec<PathBuf> {
     }
 }
 
+/// Refuses, with exit 2 and one line before any work starts, a directory
+/// output (`--csv DIR`, `--plot DIR`) that names a file or lies under one
+/// ([`flowsieve::report::check_output_dir`]).
+fn check_output_dirs(dirs: &[(Option<&Path>, &'static str)]) -> Result<(), u8> {
+    for (dir, what) in dirs {
+        if let Some(dir) = dir {
+            flowsieve::report::check_output_dir(dir, what).map_err(|e| fail(exit::USAGE, e))?;
+        }
+    }
+    Ok(())
+}
+
 /// Refuses, with exit 2 and one line before any work starts, a report
 /// output that is one of the run's `inputs` or already holds a capture
 /// ([`flowsieve::report::check_output_target`]).
@@ -744,7 +764,9 @@ fn run_replay(args: ReplayArgs) -> u8 {
             (args.events.as_deref(), "events"),
         ],
         &traces,
-    ) {
+    )
+    .and_then(|()| check_output_dirs(&args.run.dir_outputs()))
+    {
         return code;
     }
     // A trace read from a terminal would wait for keystrokes that can never

@@ -339,7 +339,9 @@ mod linux {
                 (capture_on_stdout, "capture (-w)"),
             ],
             &[],
-        ) {
+        )
+        .and_then(|()| super::super::check_output_dirs(&a.run.dir_outputs()))
+        {
             return code;
         }
         if capture_on_stdout.is_some() && std::io::IsTerminal::is_terminal(&std::io::stdout()) {

@@ -342,7 +342,9 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
             (args.events.as_deref(), "events"),
         ],
         &traces,
-    ) {
+    )
+    .and_then(|()| super::check_output_dirs(&args.run.dir_outputs()))
+    {
         return code;
     }
     let (exporter, cfg) = match start_export(&args.export, &args.run, true) {
@@ -443,7 +445,14 @@ pub(crate) fn run_collect(args: CollectArgs) -> u8 {
 }
 
 pub(crate) fn run_results(args: ResultsArgs) -> u8 {
-    if let Err(code) = super::check_outputs(&[(args.json.as_deref(), "JSON report")], &[]) {
+    if let Err(code) =
+        super::check_outputs(&[(args.json.as_deref(), "JSON report")], &[]).and_then(|()| {
+            super::check_output_dirs(&[
+                (args.csv.as_deref(), "CSV tables"),
+                (args.plot.as_deref(), "plots"),
+            ])
+        })
+    {
         return code;
     }
     let rt = match runtime() {

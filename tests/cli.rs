@@ -2109,3 +2109,77 @@ fn a_report_is_never_written_over_a_trace() {
     let out = flowsieve(&["-q", "--json", "/dev/null", &t]);
     assert_eq!(out.status.code(), Some(0));
 }
+
+/// A report path that can never be written, a directory or a file in a
+/// directory that is not there, is refused with exit 2 and one line
+/// before any work: the trace comes from a pipe this test never writes
+/// to or closes, so a run that started would wait on it for good. So is a
+/// `--csv` or `--plot` directory that names a file or lies under one.
+#[test]
+fn a_report_path_that_cannot_be_written_is_refused_before_any_work() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let missing = format!("{d}/no/such/dir/r.json");
+    let file = dir.path().join("plain");
+    std::fs::write(&file, b"x").unwrap();
+    let under_file = format!("{}/r.json", file.display());
+    let (f, under) = (file.to_str().unwrap(), under_file.as_str());
+    let refused: [(&[&str], &str); 10] = [
+        (&["-q", "--csv", f, "-"], "is not a directory"),
+        (&["-q", "--plot", under, "-"], "is not a directory"),
+        (&["probe", "--csv", f, "-"], "is not a directory"),
+        // Before it connects to the (absent) server.
+        (
+            &["results", "--nats", "nats://127.0.0.1:1", "--plot", f],
+            "is not a directory",
+        ),
+        (&["-q", "--json", &d, "-"], "is a directory"),
+        (&["-q", "--json", &missing, "-"], "there is no directory"),
+        (&["-q", "--json", &under_file, "-"], "there is no directory"),
+        (&["-q", "--events", &d, "-"], "is a directory"),
+        (
+            &["bench", "--rounds", "1", "--no-tcpdump", "--json", &d, "-"],
+            "is a directory",
+        ),
+        // Before any socket opens: the interface does not exist.
+        (
+            &["live", "-i", "flowsieve-none0", "--json-lines", &missing],
+            "there is no directory",
+        ),
+    ];
+    for (args, says) in refused {
+        let (reader, writer) = std::io::pipe().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_flowsieve"))
+            .args(args)
+            .stdin(reader)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{args:?}: started the run instead of refusing the path");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        drop(writer);
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert_eq!(status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    assert!(!Path::new(&missing).exists());
+    assert_eq!(std::fs::read(&file).unwrap(), b"x");
+}

@@ -74,7 +74,19 @@ fn temp_named_after(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
         // The kernel takes the umask off the mode given at creation.
         builder.permissions(std::fs::Permissions::from_mode(0o666));
     }
-    builder.tempfile_in(dir)
+    // tempfile's error names the temporary file, which the user never
+    // asked for; the message names the directory instead.
+    builder.tempfile_in(dir).map_err(|e| {
+        let kind = e.kind();
+        std::io::Error::new(
+            kind,
+            format!(
+                "cannot create a file in {}: {}",
+                dir.display(),
+                std::io::Error::from(kind)
+            ),
+        )
+    })
 }
 
 /// True when `path` is one of the names of standard output's descriptor:

@@ -10,6 +10,11 @@
 //! when it already holds a capture (or a gzip or zstd file, which is how
 //! compressed traces come). Anything else, a missing file, an old report,
 //! `-` or a device such as `/dev/null`, is written as before.
+//!
+//! A target that can never be written is refused at the same point, for
+//! the same reason: a directory, or a file in a directory that does not
+//! exist. Found only when the report is written, it would cost the whole
+//! run, hours of a long trace, for one line of error at the end.
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +36,34 @@ pub enum OutputTargetError {
         path: PathBuf,
         /// What its first bytes say it holds ([`crate::ingest::container_magic`]).
         kind: &'static str,
+        /// What would have been written.
+        what: &'static str,
+    },
+    /// The path is a directory.
+    #[error("{}: is a directory; name a file for the {what}", path.display())]
+    IsDirectory {
+        /// The output path.
+        path: PathBuf,
+        /// What would have been written.
+        what: &'static str,
+    },
+    /// A directory output (`--csv DIR`, `--plot DIR`) names a file, or
+    /// lies under one.
+    #[error("{}: is not a directory; name a directory for the {what}", path.display())]
+    NotADirectory {
+        /// The output path, or the file it lies under.
+        path: PathBuf,
+        /// What would have been written.
+        what: &'static str,
+    },
+    /// The directory the file would be created in does not exist (or is
+    /// not a directory).
+    #[error("{}: there is no directory {} to write the {what} in", path.display(), dir.display())]
+    NoDirectory {
+        /// The output path.
+        path: PathBuf,
+        /// Its parent.
+        dir: PathBuf,
         /// What would have been written.
         what: &'static str,
     },
@@ -59,6 +92,15 @@ pub enum OutputTargetError {
 ///     check_output_target(&trace, "JSON report", &[]),
 ///     Err(OutputTargetError::HoldsCapture { kind: "pcap", .. })
 /// ));
+/// // So are a directory and a file in a directory that is not there.
+/// assert!(matches!(
+///     check_output_target(dir.path(), "JSON report", &[]),
+///     Err(OutputTargetError::IsDirectory { .. })
+/// ));
+/// assert!(matches!(
+///     check_output_target(&dir.path().join("no/r.json"), "JSON report", &[]),
+///     Err(OutputTargetError::NoDirectory { .. })
+/// ));
 /// ```
 pub fn check_output_target(
     path: &Path,
@@ -68,8 +110,20 @@ pub fn check_output_target(
     if path.as_os_str() == "-" {
         return Ok(());
     }
-    // A missing target (the usual case) can be neither.
+    // A missing target (the usual case) is neither an input nor a
+    // capture, but it can only be created in a directory that exists.
     let Ok(meta) = std::fs::metadata(path) else {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if !dir.is_dir() {
+            return Err(OutputTargetError::NoDirectory {
+                path: path.to_path_buf(),
+                dir: dir.to_path_buf(),
+                what,
+            });
+        }
         return Ok(());
     };
     if inputs.iter().any(|i| same_file(path, &meta, i)) {
@@ -78,9 +132,14 @@ pub fn check_output_target(
             what,
         });
     }
+    if meta.is_dir() {
+        return Err(OutputTargetError::IsDirectory {
+            path: path.to_path_buf(),
+            what,
+        });
+    }
     if !meta.is_file() {
-        // A directory fails when it is written, with its own error; a
-        // device or a FIFO is written in place and holds nothing to lose.
+        // A device or a FIFO is written in place and holds nothing to lose.
         return Ok(());
     }
     if let Some(kind) = first_bytes(path)
@@ -126,4 +185,47 @@ fn first_bytes(path: &Path) -> Option<Vec<u8>> {
         .read_to_end(&mut head)
         .ok()?;
     Some(head)
+}
+
+/// Checks that the directory output `path` (`--csv DIR`, `--plot DIR`;
+/// `what` in the error) can be written into: it is a directory, or it is
+/// missing and would be created under a directory. A path that names a
+/// file, or lies under one, is refused before any work rather than when
+/// the tables are written.
+///
+/// ```
+/// use flowsieve::report::{OutputTargetError, check_output_dir};
+/// let dir = tempfile::tempdir().unwrap();
+/// assert_eq!(check_output_dir(dir.path(), "CSV tables"), Ok(()));
+/// assert_eq!(check_output_dir(&dir.path().join("new/deeper"), "CSV tables"), Ok(()));
+/// let file = dir.path().join("r.json");
+/// std::fs::write(&file, b"{}").unwrap();
+/// for p in [file.clone(), file.join("under")] {
+///     assert!(matches!(
+///         check_output_dir(&p, "CSV tables"),
+///         Err(OutputTargetError::NotADirectory { .. })
+///     ));
+/// }
+/// ```
+pub fn check_output_dir(path: &Path, what: &'static str) -> Result<(), OutputTargetError> {
+    // The nearest part of the path that exists must be a directory:
+    // everything below it is created.
+    for at in path.ancestors() {
+        let at = if at.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            at
+        };
+        match std::fs::metadata(at) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) => {
+                return Err(OutputTargetError::NotADirectory {
+                    path: at.to_path_buf(),
+                    what,
+                });
+            }
+            Err(_) => continue,
+        }
+    }
+    Ok(())
 }
