@@ -731,7 +731,7 @@ fn check_outputs(outputs: &[(Option<&Path>, &'static str)], inputs: &[PathBuf]) 
             ),
         ));
     }
-    let mut seen: Vec<(PathBuf, &'static str)> = Vec::new();
+    let mut seen: Vec<(OutputIdentity, &'static str)> = Vec::new();
     for (path, what) in outputs {
         let Some(path) = path else {
             continue;
@@ -741,8 +741,27 @@ fn check_outputs(outputs: &[(Option<&Path>, &'static str)], inputs: &[PathBuf]) 
         if path.as_os_str() == "-" {
             continue;
         }
-        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-        if let Some((_, first)) = seen.iter().find(|(p, _)| *p == absolute) {
+        // An existing file is known by its device and inode, so that a
+        // link and the file it leads to are one target; a new one by its
+        // absolute path. A character device (`/dev/null`) takes any
+        // number of writers, and nothing of one replaces another there.
+        let meta = std::fs::metadata(path);
+        if meta
+            .as_ref()
+            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_char_device(&m.file_type()))
+        {
+            continue;
+        }
+        let target = match meta {
+            Ok(m) => OutputIdentity::File(
+                std::os::unix::fs::MetadataExt::dev(&m),
+                std::os::unix::fs::MetadataExt::ino(&m),
+            ),
+            Err(_) => OutputIdentity::Path(
+                std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+            ),
+        };
+        if let Some((_, first)) = seen.iter().find(|(p, _)| *p == target) {
             return Err(fail(
                 exit::USAGE,
                 format!(
@@ -751,9 +770,19 @@ fn check_outputs(outputs: &[(Option<&Path>, &'static str)], inputs: &[PathBuf]) 
                 ),
             ));
         }
-        seen.push((absolute, what));
+        seen.push((target, what));
     }
     Ok(())
+}
+
+/// What an output path writes to, for telling two outputs given one
+/// target apart in [`check_outputs`].
+#[derive(PartialEq, Eq)]
+enum OutputIdentity {
+    /// An existing file: its device and inode.
+    File(u64, u64),
+    /// A file to be created: its absolute path.
+    Path(PathBuf),
 }
 
 fn run_replay(args: ReplayArgs) -> u8 {

@@ -2183,3 +2183,38 @@ fn a_report_path_that_cannot_be_written_is_refused_before_any_work() {
     assert!(!Path::new(&missing).exists());
     assert_eq!(std::fs::read(&file).unwrap(), b"x");
 }
+
+/// Two outputs given one file are refused even through a link (the JSON
+/// report would be renamed over the events); two given `/dev/null`, a
+/// device that takes any number of writers, run.
+#[test]
+fn two_outputs_to_one_file_through_a_link_are_refused_and_dev_null_takes_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.jsonl");
+    std::fs::write(&events, b"old events\n").unwrap();
+    let link = dir.path().join("latest.jsonl");
+    std::os::unix::fs::symlink("events.jsonl", &link).unwrap();
+    let t = default_trace();
+    let t = t.as_str();
+    let out = flowsieve(&[
+        "-q",
+        "--json",
+        link.to_str().unwrap(),
+        "--events",
+        events.to_str().unwrap(),
+        t,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("given for both the JSON report and the events"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&events).unwrap(), b"old events\n");
+
+    let out = flowsieve(&["-q", "--json", "/dev/null", "--events", "/dev/null", t]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
+}
