@@ -215,6 +215,9 @@ fn run_reproduce(a: ReproduceArgs) -> u8 {
             guess.is_dir().then(|| guess.to_path_buf())
         }
     };
+    if let Err(code) = check_output_dirs(&[(Some(&a.out), "tables and figures")]) {
+        return code;
+    }
     if let Err(e) = std::fs::create_dir_all(&a.out) {
         return fail(exit::FAILURE, format!("{}: {e}", a.out.display()));
     }

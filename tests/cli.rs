@@ -2125,8 +2125,9 @@ fn a_report_path_that_cannot_be_written_is_refused_before_any_work() {
     std::fs::write(&file, b"x").unwrap();
     let under_file = format!("{}/r.json", file.display());
     let (f, under) = (file.to_str().unwrap(), under_file.as_str());
-    let refused: [(&[&str], &str); 10] = [
+    let refused: [(&[&str], &str); 11] = [
         (&["-q", "--csv", f, "-"], "is not a directory"),
+        (&["reproduce", "all", "--out", under], "is not a directory"),
         (&["-q", "--plot", under, "-"], "is not a directory"),
         (&["probe", "--csv", f, "-"], "is not a directory"),
         // Before it connects to the (absent) server.
