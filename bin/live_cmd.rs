@@ -344,6 +344,11 @@ mod linux {
         {
             return code;
         }
+        if let Some(w) = a.write.as_deref()
+            && let Err(e) = flowsieve::report::check_file_target(w, "capture (-w)")
+        {
+            return fail(exit::USAGE, e);
+        }
         if capture_on_stdout.is_some() && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
             return fail(
                 exit::USAGE,
@@ -518,7 +523,10 @@ mod linux {
                 }
             }
             if let Some(e) = &s.error {
-                eprintln!("flowsieve: error: {e}");
+                // The report's own errors, printed with it, may hold it.
+                if !report.replay.errors.contains(e) {
+                    eprintln!("flowsieve: error: {e}");
+                }
                 code = exit::FAILURE;
             }
         }

@@ -1497,7 +1497,11 @@ fn an_interface_that_goes_down_ends_with_the_report_and_exit_1() {
     };
     let stderr = live.stderr.join().unwrap();
     assert_eq!(status.code(), Some(1), "{stderr:?}");
-    assert!(stderr.iter().any(|l| l.contains("went down")), "{stderr:?}");
+    assert_eq!(
+        stderr.iter().filter(|l| l.contains("went down")).count(),
+        1,
+        "the error, once: {stderr:?}"
+    );
     let r = json(&out);
     assert_eq!(
         r["trace"]["packets"], 40_000,
@@ -1567,6 +1571,12 @@ fn bad_live_arguments_exit_before_any_capture() {
             "expected a positive span",
         ),
         (vec!["live", "-i", "lo", "-s", "10"], 2, "snaplen"),
+        (vec!["live", "-i", "lo", "-w", "/tmp"], 2, "is a directory"),
+        (
+            vec!["live", "-i", "lo", "-w", "/flowsieve-no-such-dir/c.pcap"],
+            2,
+            "there is no directory",
+        ),
         (
             vec!["inject", "-i", "lo", "--pps", "0", "traces/default.pcap"],
             2,

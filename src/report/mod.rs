@@ -18,7 +18,9 @@ pub use atomic::{
     writes_stdout,
 };
 pub use figure::{Figure, Series, SeriesStyle};
-pub use output_target::{OutputTargetError, check_output_dir, check_output_target};
+pub use output_target::{
+    OutputTargetError, check_file_target, check_output_dir, check_output_target,
+};
 pub use pipeline::*;
 pub use table::{Cell, Column, Row, Table};
 

@@ -110,30 +110,13 @@ pub fn check_output_target(
     if path.as_os_str() == "-" {
         return Ok(());
     }
-    // A missing target (the usual case) is neither an input nor a
-    // capture, but it can only be created in a directory that exists.
+    check_file_target(path, what)?;
+    // A missing target (the usual case) is neither an input nor a capture.
     let Ok(meta) = std::fs::metadata(path) else {
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        if !dir.is_dir() {
-            return Err(OutputTargetError::NoDirectory {
-                path: path.to_path_buf(),
-                dir: dir.to_path_buf(),
-                what,
-            });
-        }
         return Ok(());
     };
     if inputs.iter().any(|i| same_file(path, &meta, i)) {
         return Err(OutputTargetError::IsInput {
-            path: path.to_path_buf(),
-            what,
-        });
-    }
-    if meta.is_dir() {
-        return Err(OutputTargetError::IsDirectory {
             path: path.to_path_buf(),
             what,
         });
@@ -228,4 +211,51 @@ pub fn check_output_dir(path: &Path, what: &'static str) -> Result<(), OutputTar
         }
     }
     Ok(())
+}
+
+/// Checks that a file can be written at `path` (`what` in the error): it
+/// is not a directory, and a missing one would be created in a directory
+/// that exists. The part of [`check_output_target`] that also holds for
+/// a capture file (`live -w`), which may replace an older capture.
+///
+/// ```
+/// use flowsieve::report::{OutputTargetError, check_file_target};
+/// let dir = tempfile::tempdir().unwrap();
+/// assert_eq!(check_file_target(&dir.path().join("c.pcap"), "capture"), Ok(()));
+/// assert!(matches!(
+///     check_file_target(dir.path(), "capture"),
+///     Err(OutputTargetError::IsDirectory { .. })
+/// ));
+/// assert!(matches!(
+///     check_file_target(&dir.path().join("no/c.pcap"), "capture"),
+///     Err(OutputTargetError::NoDirectory { .. })
+/// ));
+/// ```
+pub fn check_file_target(path: &Path, what: &'static str) -> Result<(), OutputTargetError> {
+    if path.as_os_str() == "-" {
+        return Ok(());
+    }
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Err(OutputTargetError::IsDirectory {
+            path: path.to_path_buf(),
+            what,
+        }),
+        Ok(_) => Ok(()),
+        // Missing: it can only be created in a directory that exists.
+        Err(_) => {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            if dir.is_dir() {
+                Ok(())
+            } else {
+                Err(OutputTargetError::NoDirectory {
+                    path: path.to_path_buf(),
+                    dir: dir.to_path_buf(),
+                    what,
+                })
+            }
+        }
+    }
 }
