@@ -771,6 +771,79 @@ fn a_full_disk_keeps_the_previous_report() {
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 }
 
+/// A report path that can never be written, a directory or a file in a
+/// directory that is not there, is refused with exit 2 and one line
+/// before any work: the trace comes from a pipe this test never writes
+/// to, so a run that started would wait on it until the bound. So is a
+/// `--csv`, `--plot` or `reproduce --out` directory that names a file or
+/// lies under one.
+#[test]
+fn a_report_path_that_cannot_be_written_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let missing = format!("{d}/no/such/dir/r.json");
+    let file = dir.path().join("plain");
+    std::fs::write(&file, b"x").unwrap();
+    let under_file = format!("{}/r.json", file.display());
+    let (f, under) = (file.to_str().unwrap(), under_file.as_str());
+    let refused: [(&[&str], &str); 11] = [
+        (&["-q", "--csv", f, "-"], "is not a directory"),
+        (&["reproduce", "all", "--out", under], "is not a directory"),
+        (&["-q", "--plot", under, "-"], "is not a directory"),
+        (&["probe", "--csv", f, "-"], "is not a directory"),
+        // Before it connects to the (absent) server.
+        (
+            &["results", "--nats", "nats://127.0.0.1:1", "--plot", f],
+            "is not a directory",
+        ),
+        (&["-q", "--json", &d, "-"], "is a directory"),
+        (&["-q", "--json", &missing, "-"], "there is no directory"),
+        (&["-q", "--json", under, "-"], "there is no directory"),
+        (&["-q", "--events", &d, "-"], "is a directory"),
+        (
+            &["bench", "--rounds", "1", "--no-tcpdump", "--json", &d, "-"],
+            "is a directory",
+        ),
+        // Before any socket opens: the interface does not exist.
+        (
+            &["live", "-i", "flowsieve-none0", "--json-lines", &missing],
+            "there is no directory",
+        ),
+    ];
+    for (args, says) in refused {
+        let (reader, _writer) = std::io::pipe().unwrap();
+        run_with(args, Stdio::from(reader), BOUND)
+            .expect(2)
+            .one_line_error(says);
+    }
+    assert!(!Path::new(&missing).exists());
+    assert_eq!(std::fs::read(&file).unwrap(), b"x");
+}
+
+/// Two outputs given one file are refused even through a link (the JSON
+/// report would be renamed over the events); two given `/dev/null`, a
+/// device that takes any number of writers, run.
+#[test]
+fn two_outputs_to_one_file_through_a_link_are_refused_and_dev_null_takes_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.jsonl");
+    std::fs::write(&events, b"old events\n").unwrap();
+    let link = dir.path().join("latest.jsonl");
+    std::os::unix::fs::symlink("events.jsonl", &link).unwrap();
+    let (l, e, t) = (
+        link.to_str().unwrap(),
+        events.to_str().unwrap(),
+        default_trace(),
+    );
+    run(&["-q", "--json", l, "--events", e, &t])
+        .expect(2)
+        .one_line_error("given for both the JSON report and the events");
+    assert_eq!(std::fs::read(&events).unwrap(), b"old events\n");
+    let r = run(&["-q", "--json", "/dev/null", "--events", "/dev/null", &t]);
+    r.expect(0);
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+}
+
 // ---------- keyed hash ----------
 
 /// `--hash-key` runs reproduce each other, record their key, and keep
