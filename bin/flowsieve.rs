@@ -22,6 +22,7 @@ use flowsieve::pipeline::{
     QueryUnit, RecycleSpec, StageList, SweepSpec, ValidatedConfig, WindowSpec, defaults, run,
 };
 use flowsieve::replay::ReplayObserver;
+use flowsieve::report::writes_stdout;
 use flowsieve::report::{FileSummary, Outcome};
 use flowsieve::synth::{
     OutputFormat, ProtoMix, SizeModel, SynthConfig, SynthError, generate_with_progress,
@@ -1274,12 +1275,6 @@ fn run_gen_trace(a: GenTraceArgs) -> u8 {
         ),
         Err(e) => fail(exit::FAILURE, format!("{name}: {e}")),
     }
-}
-
-/// True when `path` names standard output: `-`, or one of the paths that
-/// stand for its descriptor (`/dev/stdout`, `/dev/fd/1`, `/proc/self/fd/1`).
-fn writes_stdout(path: &Path) -> bool {
-    flowsieve::report::writes_stdout(path)
 }
 
 #[derive(Subcommand)]

@@ -487,7 +487,12 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
     let mut report = assemble(&cfg, &results, args.window);
     report.listed_per_window = args.top;
     // With the JSON on standard output (`--json -`), it goes there alone.
-    if !args.quiet && !args.json.as_deref().is_some_and(super::writes_stdout) {
+    if !args.quiet
+        && !args
+            .json
+            .as_deref()
+            .is_some_and(flowsieve::report::writes_stdout)
+    {
         print!("{}", report.text());
     }
     if let Some(path) = &args.json {
