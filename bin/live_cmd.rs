@@ -96,6 +96,11 @@ pub struct LiveArgs {
         help_heading = "Capture"
     )]
     pub write: Option<PathBuf>,
+    /// Packet-buffered -w, as tcpdump -U: hand the frames to the file or
+    /// pipe as soon as the ring releases them (every block, or every
+    /// --block-timeout on a quiet link), not when an 8 KiB buffer fills.
+    #[arg(short = 'U', long = "packet-buffered", help_heading = "Capture")]
+    pub packet_buffered: bool,
     /// Serve Prometheus metrics on ADDR (such as 127.0.0.1:9899) at /metrics.
     #[arg(long, value_name = "ADDR", help_heading = "Capture")]
     pub metrics: Option<std::net::SocketAddr>,
@@ -349,6 +354,12 @@ mod linux {
         {
             return fail(exit::USAGE, e);
         }
+        if a.packet_buffered && a.write.is_none() {
+            return fail(
+                exit::USAGE,
+                "live: -U (--packet-buffered) applies to the capture file, and there is no -w",
+            );
+        }
         if capture_on_stdout.is_some() && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
             return fail(
                 exit::USAGE,
@@ -382,6 +393,7 @@ mod linux {
         live.duration = a.duration.map(|d| Duration::from_nanos(d.0));
         live.report_every = a.report_every.0.map(|d| Duration::from_nanos(d.0));
         live.write = a.write.clone();
+        live.packet_buffered = a.packet_buffered;
         live.shed_at = a.shed_at;
         live.max_delay = a.max_delay.map(|d| Duration::from_nanos(d.0));
         let lines: Option<Shared> = match &a.json_lines {

@@ -1510,6 +1510,167 @@ fn an_interface_that_goes_down_ends_with_the_report_and_exit_1() {
     assert_eq!(r["capture"]["stopped_by"], "error");
 }
 
+/// The first `n` frames of the bundled trace, as a trace of their own.
+fn first_frames_of_default_trace(dir: &Path, n: usize) -> PathBuf {
+    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+    let mut reader = flowsieve::ingest::TraceReader::open(default_trace()).unwrap();
+    let out = dir.join(format!("first{n}.pcap"));
+    let mut w = PcapWriter::with_header(
+        std::fs::File::create(&out).unwrap(),
+        PcapHeader {
+            ts_resolution: pcap_file::TsResolution::NanoSecond,
+            ..PcapHeader::default()
+        },
+    )
+    .unwrap();
+    for _ in 0..n {
+        let p = reader
+            .next_packet()
+            .unwrap()
+            .expect("the bundled trace is long enough");
+        let ts = Duration::new(p.ts.secs() as u64, p.ts.subsec_nanos());
+        w.write_packet(&PcapPacket::new(ts, p.wire_len, p.data))
+            .unwrap();
+    }
+    out
+}
+
+/// How many whole records a little-endian classic pcap stream holds so far
+/// (`None` before its 24-byte header has come).
+fn whole_pcap_records(bytes: &[u8]) -> Option<usize> {
+    let mut at = 24;
+    if bytes.len() < at {
+        return None;
+    }
+    let mut records = 0;
+    while let Some(caplen) = bytes.get(at + 8..at + 12) {
+        let caplen = u32::from_le_bytes(caplen.try_into().unwrap()) as usize;
+        if bytes.len() < at + 16 + caplen {
+            break;
+        }
+        at += 16 + caplen;
+        records += 1;
+    }
+    Some(records)
+}
+
+/// With `-U`, a capture on `-w -` hands each frame to the pipe as the
+/// ring releases it, as `tcpdump -U` does: a reader has a short burst's
+/// frames, whole, while the capture is still running. Without it, the
+/// same frames (about 1.5 KiB with the header) wait in the capture's 8 KiB
+/// buffer until the capture ends, which this checks too, so that the case
+/// is one `-U` changes. Defect: `-w -` had no `-U`, so a pipe into `tcpdump
+/// -r -` showed a quiet link's frames only when the capture stopped.
+#[test]
+fn packet_buffered_capture_reaches_the_pipe_while_the_capture_runs() {
+    let Some(pair) =
+        VethPair::new("packet_buffered_capture_reaches_the_pipe_while_the_capture_runs")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    const FRAMES: usize = 12;
+    let trace = first_frames_of_default_trace(dir.path(), FRAMES);
+    for buffered in [true, false] {
+        let (from_capture, to_reader) = std::io::pipe().unwrap();
+        let mut args = vec!["-q", "--report-every", "0", "-w", "-"];
+        if buffered {
+            args.push("-U");
+        }
+        let mut live = pair.live_into(&args, Stdio::from(to_reader));
+        // The pipe's bytes as they come, chunk by chunk.
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        let reader = std::thread::spawn(move || {
+            let mut from_capture = from_capture;
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut from_capture, &mut chunk) {
+                if n == 0 || tx.send(chunk[..n].to_vec()).is_err() {
+                    break;
+                }
+            }
+        });
+        let sent = pair.inject(&trace, &["--pps", "1000"]);
+        assert_eq!(sent["sent"].as_u64(), Some(FRAMES as u64), "{sent}");
+        let mut bytes = Vec::new();
+        // The ring retires a block within its timeout (50 ms by default);
+        // the frames should be through well within the wait.
+        let wait = if buffered { 15 } else { 3 };
+        let deadline = Instant::now() + Duration::from_secs(wait);
+        while whole_pcap_records(&bytes) != Some(FRAMES) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(chunk) => bytes.extend(chunk),
+                Err(_) => break,
+            }
+        }
+        let running = live.child.try_wait().unwrap().is_none();
+        assert!(running, "-U {buffered}: the capture ended by itself");
+        if buffered {
+            assert_eq!(
+                whole_pcap_records(&bytes),
+                Some(FRAMES),
+                "-U: the frames did not reach the pipe while the capture ran ({} bytes)",
+                bytes.len()
+            );
+        } else {
+            assert!(
+                bytes.is_empty(),
+                "without -U, {} bytes came before the end: the case does not test -U",
+                bytes.len()
+            );
+        }
+        let (code, _, stderr) = live.stop();
+        assert_eq!(code, 0, "-U {buffered}: {stderr:?}");
+        bytes.extend(rx.iter().flatten());
+        reader.join().unwrap();
+        // Whole either way once the capture has ended, and only the frames.
+        assert_eq!(whole_pcap_records(&bytes), Some(FRAMES), "-U {buffered}");
+        let capture = dir.path().join(format!("capture-{buffered}.pcap"));
+        std::fs::write(&capture, &bytes).unwrap();
+        assert_eq!(replay(&capture, &[])["trace"]["packets"], FRAMES as u64);
+    }
+    // A pcapng file is flushed the same way: its packet blocks are in the
+    // file while the capture runs.
+    let file = dir.path().join("capture.pcapng");
+    let live = pair.live(&[
+        "-q",
+        "--report-every",
+        "0",
+        "-U",
+        "-w",
+        file.to_str().unwrap(),
+    ]);
+    pair.inject(&trace, &["--pps", "1000"]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while pcapng_packet_blocks(&std::fs::read(&file).unwrap()) != FRAMES
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let so_far = pcapng_packet_blocks(&std::fs::read(&file).unwrap());
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    assert_eq!(
+        so_far, FRAMES,
+        "-U: the pcapng file's packets while the capture ran"
+    );
+}
+
+/// How many whole enhanced packet blocks (type 6) a little-endian pcapng
+/// file holds.
+fn pcapng_packet_blocks(bytes: &[u8]) -> usize {
+    let (mut at, mut packets) = (0, 0);
+    while let (Some(kind), Some(len)) = (bytes.get(at..at + 4), bytes.get(at + 4..at + 8)) {
+        let len = u32::from_le_bytes(len.try_into().unwrap()) as usize;
+        if len < 12 || bytes.len() < at + len {
+            break;
+        }
+        packets += usize::from(u32::from_le_bytes(kind.try_into().unwrap()) == 6);
+        at += len;
+    }
+    packets
+}
+
 #[test]
 fn bad_live_arguments_exit_before_any_capture() {
     for (args, code, needle) in [
@@ -1571,6 +1732,12 @@ fn bad_live_arguments_exit_before_any_capture() {
             "expected a positive span",
         ),
         (vec!["live", "-i", "lo", "-s", "10"], 2, "snaplen"),
+        (vec!["live", "-i", "lo", "-U"], 2, "there is no -w"),
+        (
+            vec!["live", "-i", "lo", "--packet-buffered", "--json-lines", "-"],
+            2,
+            "there is no -w",
+        ),
         (vec!["live", "-i", "lo", "-w", "/tmp"], 2, "is a directory"),
         (
             vec!["live", "-i", "lo", "-w", "/flowsieve-no-such-dir/c.pcap"],

@@ -121,6 +121,13 @@ pub struct LiveConfig {
     /// `/dev/stdout`) writes classic pcap to standard output, appended to
     /// whatever it already holds.
     pub write: Option<PathBuf>,
+    /// Hand `write`'s frames to the file after every round of frames the
+    /// merger releases, as `tcpdump -U` does after every packet, instead
+    /// of when its buffer fills: a reader at the other end of `-w -` sees
+    /// each frame as soon as the ring hands it over. (A frame leaves the
+    /// ring only with its block, so flushing after each frame would show
+    /// nothing sooner.)
+    pub packet_buffered: bool,
     /// The ring fill at which a reader whose queue to the merger is full
     /// sheds instead of waiting; a ring read on the merger's thread (one
     /// ring, no `-w`) sheds its oldest block at it instead.
@@ -151,6 +158,7 @@ impl LiveConfig {
             duration: None,
             report_every: None,
             write: None,
+            packet_buffered: false,
             shed_at: ShedAt::DEFAULT,
             max_delay: None,
         }
@@ -693,6 +701,14 @@ impl Source for LiveCapture<'_> {
                         }
                     }
                 }
+                if cfg.packet_buffered
+                    && released > 0
+                    && let Some(Ok(w)) = writer.as_mut()
+                    && let Err(e) = w.flush()
+                {
+                    counters.set_fatal(e);
+                    stop.store(true, Ordering::Relaxed);
+                }
                 counters
                     .pipeline_packets
                     .fetch_add(std::mem::take(&mut keyed_unpublished), Ordering::Relaxed);
@@ -932,8 +948,15 @@ impl IntervalClock {
 /// The `-w` file: classic pcap with nanosecond timestamps.
 enum PcapOut {
     /// Classic pcap, nanosecond timestamps: one link type.
+    ///
+    /// Written with pcap-file's header and packet writers into a buffer
+    /// this holds, rather than through its `PcapWriter`, which owns its
+    /// buffer and has no way to flush it but to end the file: `-U` flushes
+    /// after every round of frames.
     Pcap {
-        writer: pcap_file::pcap::PcapWriter<std::io::BufWriter<std::fs::File>>,
+        out: std::io::BufWriter<std::fs::File>,
+        /// The header's snaplen, which no record may pass.
+        snaplen: u32,
         /// The file's name in messages.
         name: String,
     },
@@ -1007,10 +1030,9 @@ impl PcapOut {
             endianness: Endianness::Little,
             ..pcap_file::pcap::PcapHeader::default()
         };
-        let writer =
-            pcap_file::pcap::PcapWriter::with_header(std::io::BufWriter::new(file), header)
-                .map_err(|e| failed(&e))?;
-        Ok(PcapOut::Pcap { writer, name })
+        let mut out = std::io::BufWriter::new(file);
+        header.write_to(&mut out).map_err(|e| failed(&e))?;
+        Ok(PcapOut::Pcap { out, snaplen, name })
     }
 
     /// Writes one frame captured on interface `iface` (an index into the
@@ -1024,10 +1046,16 @@ impl PcapOut {
     ) -> Result<(), String> {
         let t = Duration::new(ts.secs().max(0) as u64, ts.subsec_nanos());
         match self {
-            PcapOut::Pcap { writer, name } => writer
-                .write_packet(&pcap_file::pcap::PcapPacket::new(t, wire_len, data))
-                .map(|_| ())
-                .map_err(|e| format!("{name}: {e}")),
+            PcapOut::Pcap { out, snaplen, name } => {
+                pcap_file::pcap::PcapPacket::new(t, wire_len, data)
+                    .write_to::<_, byteorder_slice::LittleEndian>(
+                        out,
+                        pcap_file::TsResolution::NanoSecond,
+                        *snaplen,
+                    )
+                    .map(|_| ())
+                    .map_err(|e| format!("{name}: {e}"))
+            }
             PcapOut::PcapNg { writer, name } => {
                 let epb = pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock {
                     interface_id: iface as u32,
@@ -1044,10 +1072,20 @@ impl PcapOut {
         }
     }
 
+    /// Hands everything written so far to the file (`-U`).
+    fn flush(&mut self) -> Result<(), String> {
+        use std::io::Write;
+        let (flushed, name) = match self {
+            PcapOut::Pcap { out, name, .. } => (out.flush(), name),
+            PcapOut::PcapNg { writer, name } => (writer.get_mut().flush(), name),
+        };
+        flushed.map_err(|e| format!("{name}: {e}"))
+    }
+
     fn finish(self) -> Result<(), String> {
         use std::io::Write;
         let (flushed, name) = match self {
-            PcapOut::Pcap { writer, name } => (writer.into_writer().flush(), name),
+            PcapOut::Pcap { mut out, name, .. } => (out.flush(), name),
             PcapOut::PcapNg { writer, name } => (writer.into_inner().flush(), name),
         };
         flushed.map_err(|e| format!("{name}: {e}"))
