@@ -173,6 +173,51 @@ fn destination(path: &Path) -> Destination {
     Destination::InPlace
 }
 
+/// The file a write to `path` would create or replace, its symbolic links
+/// followed as a write follows them; `None` for a target written in place
+/// (a device, a FIFO, the links of `/dev` and `/proc`).
+pub(crate) fn file_written_at(path: &Path) -> Option<PathBuf> {
+    match destination(path) {
+        Destination::Renamed(target) => Some(target),
+        Destination::InPlace => None,
+    }
+}
+
+/// Asks, before any work, whether a file can be written at `path`, so
+/// that a read-only file system or a directory no file can be created in
+/// (`/sys`) is found before a long run rather than after it. Nothing
+/// at `path` changes: an existing file is opened for writing without
+/// truncation, and for a new one a temporary file is created, and
+/// removed, where the write would create it. A device, a FIFO (whose open
+/// would wait for a reader) and standard output are only looked up.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let report = dir.path().join("r.json");
+/// flowsieve::report::probe_writable(&report).unwrap();
+/// assert!(!report.exists(), "the probe leaves nothing behind");
+/// // No file can be created in `/proc`.
+/// assert!(flowsieve::report::probe_writable(std::path::Path::new("/proc/r.json")).is_err());
+/// ```
+pub fn probe_writable(path: &Path) -> std::io::Result<()> {
+    if writes_stdout(path) {
+        return Ok(());
+    }
+    let Some(target) = file_written_at(path) else {
+        // Opened in place, never created: it must be there.
+        return std::fs::metadata(path).map(drop);
+    };
+    match std::fs::metadata(&target) {
+        Ok(m) if m.is_file() => std::fs::OpenOptions::new()
+            .write(true)
+            .open(&target)
+            .map(drop),
+        // A directory is refused by the caller's own check.
+        Ok(_) => Ok(()),
+        Err(_) => temp_named_after(&target).map(drop),
+    }
+}
+
 /// Standard output as a file of its own: a duplicate of descriptor 1,
 /// which shares the shell's file description (its offset, and its append
 /// mode for `>>`), after what the process printed before is flushed.

@@ -14,8 +14,8 @@ mod table;
 mod text;
 
 pub use atomic::{
-    names_stdout, stdout_file, write_atomically, write_atomically_to_path, write_atomically_with,
-    writes_stdout,
+    names_stdout, probe_writable, stdout_file, write_atomically, write_atomically_to_path,
+    write_atomically_with, writes_stdout,
 };
 pub use figure::{Figure, Series, SeriesStyle};
 pub use output_target::{

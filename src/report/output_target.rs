@@ -56,6 +56,18 @@ pub enum OutputTargetError {
         /// What would have been written.
         what: &'static str,
     },
+    /// A file cannot be written there: a read-only file system, a
+    /// directory no file can be created in (`/sys`), no permission
+    /// ([`crate::report::probe_writable`]).
+    #[error("{}: cannot write the {what} there: {reason}", path.display())]
+    NotWritable {
+        /// The output path.
+        path: PathBuf,
+        /// What the system said.
+        reason: String,
+        /// What would have been written.
+        what: &'static str,
+    },
     /// The directory the file would be created in does not exist (or is
     /// not a directory).
     #[error("{}: there is no directory {} to write the {what} in", path.display(), dir.display())]
@@ -172,9 +184,11 @@ fn first_bytes(path: &Path) -> Option<Vec<u8>> {
 
 /// Checks that the directory output `path` (`--csv DIR`, `--plot DIR`;
 /// `what` in the error) can be written into: it is a directory, or it is
-/// missing and would be created under a directory. A path that names a
-/// file, or lies under one, is refused before any work rather than when
-/// the tables are written.
+/// missing and would be created under a directory, and a file can be
+/// created in the nearest of the two that exists (an unnamed temporary
+/// file, gone when closed). A path that names a file, or lies under one,
+/// or lies on a read-only file system, is refused before any work rather
+/// than when the tables are written.
 ///
 /// ```
 /// use flowsieve::report::{OutputTargetError, check_output_dir};
@@ -189,6 +203,10 @@ fn first_bytes(path: &Path) -> Option<Vec<u8>> {
 ///         Err(OutputTargetError::NotADirectory { .. })
 ///     ));
 /// }
+/// assert!(matches!(
+///     check_output_dir(std::path::Path::new("/sys/tables"), "CSV tables"),
+///     Err(OutputTargetError::NotWritable { .. })
+/// ));
 /// ```
 pub fn check_output_dir(path: &Path, what: &'static str) -> Result<(), OutputTargetError> {
     // The nearest part of the path that exists must be a directory:
@@ -200,7 +218,17 @@ pub fn check_output_dir(path: &Path, what: &'static str) -> Result<(), OutputTar
             at
         };
         match std::fs::metadata(at) {
-            Ok(m) if m.is_dir() => return Ok(()),
+            // Where the tables, or the directories above them, are
+            // created: a temporary file there says whether anything can be.
+            Ok(m) if m.is_dir() => {
+                return tempfile::tempfile_in(at).map(drop).map_err(|e| {
+                    OutputTargetError::NotWritable {
+                        path: path.to_path_buf(),
+                        reason: format!("cannot create anything in {}: {e}", at.display()),
+                        what,
+                    }
+                });
+            }
             Ok(_) => {
                 return Err(OutputTargetError::NotADirectory {
                     path: at.to_path_buf(),
@@ -214,9 +242,11 @@ pub fn check_output_dir(path: &Path, what: &'static str) -> Result<(), OutputTar
 }
 
 /// Checks that a file can be written at `path` (`what` in the error): it
-/// is not a directory, and a missing one would be created in a directory
-/// that exists. The part of [`check_output_target`] that also holds for
-/// a capture file (`live -w`), which may replace an older capture.
+/// is not a directory, a missing one would be created in a directory
+/// that exists (where its symbolic links lead), and the system lets it be
+/// written ([`crate::report::probe_writable`]). The part of
+/// [`check_output_target`] that also holds for a capture file (`live -w`),
+/// which may replace an older capture.
 ///
 /// ```
 /// use flowsieve::report::{OutputTargetError, check_file_target};
@@ -230,32 +260,51 @@ pub fn check_output_dir(path: &Path, what: &'static str) -> Result<(), OutputTar
 ///     check_file_target(&dir.path().join("no/c.pcap"), "capture"),
 ///     Err(OutputTargetError::NoDirectory { .. })
 /// ));
+/// // A link to a file in a directory that is not there, too.
+/// let link = dir.path().join("latest.pcap");
+/// std::os::unix::fs::symlink(dir.path().join("gone/c.pcap"), &link).unwrap();
+/// assert!(matches!(
+///     check_file_target(&link, "capture"),
+///     Err(OutputTargetError::NoDirectory { .. })
+/// ));
+/// // No file can be created in `/sys`.
+/// assert!(matches!(
+///     check_file_target(std::path::Path::new("/sys/c.pcap"), "capture"),
+///     Err(OutputTargetError::NotWritable { .. })
+/// ));
 /// ```
 pub fn check_file_target(path: &Path, what: &'static str) -> Result<(), OutputTargetError> {
     if path.as_os_str() == "-" {
         return Ok(());
     }
     match std::fs::metadata(path) {
-        Ok(meta) if meta.is_dir() => Err(OutputTargetError::IsDirectory {
-            path: path.to_path_buf(),
-            what,
-        }),
-        Ok(_) => Ok(()),
-        // Missing: it can only be created in a directory that exists.
+        Ok(meta) if meta.is_dir() => {
+            return Err(OutputTargetError::IsDirectory {
+                path: path.to_path_buf(),
+                what,
+            });
+        }
+        Ok(_) => {}
+        // Missing: it can only be created in a directory that exists, the
+        // directory of the file its links lead to when it is a link.
         Err(_) => {
-            let dir = match path.parent() {
+            let target = super::atomic::file_written_at(path).unwrap_or_else(|| path.to_path_buf());
+            let dir = match target.parent() {
                 Some(d) if !d.as_os_str().is_empty() => d,
                 _ => Path::new("."),
             };
-            if dir.is_dir() {
-                Ok(())
-            } else {
-                Err(OutputTargetError::NoDirectory {
+            if !dir.is_dir() {
+                return Err(OutputTargetError::NoDirectory {
                     path: path.to_path_buf(),
                     dir: dir.to_path_buf(),
                     what,
-                })
+                });
             }
         }
     }
+    crate::report::probe_writable(path).map_err(|e| OutputTargetError::NotWritable {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+        what,
+    })
 }
