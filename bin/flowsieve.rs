@@ -309,12 +309,22 @@ struct ReplayArgs {
     dissect_threads: u16,
 }
 
+/// A `-c` value: a whole number of packets, 1 or more.
+fn parse_packet_count(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(0) => Err("a count of no packets reads no trace; give 1 or more, or leave -c out to read every packet".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("not a packet count: {e}")),
+    }
+}
+
 /// What `replay` and `live` share: keys, classes, truth, the pipeline and
 /// the report's outputs.
 #[derive(Args)]
 struct RunArgs {
-    /// Stop after N packets in all.
-    #[arg(short = 'c', value_name = "N")]
+    /// Stop after N packets in all (1 or more, as tcpdump's -c: a run of
+    /// no packets would report no trace at all).
+    #[arg(short = 'c', value_name = "N", value_parser = parse_packet_count)]
     count: Option<u64>,
     /// How many of the largest flows to list.
     #[arg(long, default_value_t = defaults::TOP, value_name = "N")]

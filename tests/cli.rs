@@ -298,6 +298,10 @@ fn bad_pipeline_flags_exit_2_with_one_line() {
         &["--dissect-threads", "65"],
         &["--dissect-threads", "-1"],
         &["--dissect-threads", "two"],
+        // As tcpdump's -c: no packets would report no trace at all (the
+        // run used to print an empty report headed "live").
+        &["-c", "0"],
+        &["-c", "many"],
     ] {
         let out = flowsieve(args);
         let err = String::from_utf8_lossy(&out.stderr);
