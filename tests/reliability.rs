@@ -777,6 +777,16 @@ fn a_full_disk_keeps_the_previous_report() {
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 }
 
+/// Runs `args` with standard input a pipe this test never writes to, so
+/// that a run that started would wait on it until the bound, and checks
+/// exit 2 with one line that says `says`.
+fn refused_before_any_work(args: &[&str], says: &str) {
+    let (reader, _writer) = std::io::pipe().unwrap();
+    run_with(args, Stdio::from(reader), BOUND)
+        .expect(2)
+        .one_line_error(says);
+}
+
 /// A report path that can never be written, a directory or a file in a
 /// directory that is not there, is refused with exit 2 and one line
 /// before any work: the trace comes from a pipe this test never writes
@@ -817,10 +827,7 @@ fn a_report_path_that_cannot_be_written_is_refused_before_any_work() {
         ),
     ];
     for (args, says) in refused {
-        let (reader, _writer) = std::io::pipe().unwrap();
-        run_with(args, Stdio::from(reader), BOUND)
-            .expect(2)
-            .one_line_error(says);
+        refused_before_any_work(args, says);
     }
     assert!(!Path::new(&missing).exists());
     assert_eq!(std::fs::read(&file).unwrap(), b"x");
@@ -872,10 +879,7 @@ fn a_report_path_the_system_refuses_is_refused_before_any_work() {
         ),
     ];
     for (args, says) in refused {
-        let (reader, _writer) = std::io::pipe().unwrap();
-        run_with(args, Stdio::from(reader), BOUND)
-            .expect(2)
-            .one_line_error(says);
+        refused_before_any_work(args, says);
     }
     assert!(!dir.path().join("gone").exists());
 }
