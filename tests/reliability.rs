@@ -884,6 +884,55 @@ fn a_report_path_the_system_refuses_is_refused_before_any_work() {
     assert!(!dir.path().join("gone").exists());
 }
 
+/// What the probe refuses is only what the write would fail on: a report
+/// whose old file the user may not write (mode 0444) in a directory they
+/// may write is renamed over, as before the probe, while the events, a
+/// stream opened in place, are refused for it when they are opened, with
+/// exit 1 and one line before any packet. Run as `nobody`, since
+/// root may write any file. Defect: the probe's first form opened the old
+/// report for writing and refused a run that would have replaced it.
+#[test]
+fn a_read_only_old_report_in_a_writable_directory_is_replaced() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root || Command::new("setpriv").arg("--version").output().is_err() {
+        let required =
+            std::env::var("FLOWSIEVE_REQUIRE_LIVE").is_ok_and(|v| !v.is_empty() && v != "0");
+        assert!(
+            !required,
+            "not root or no setpriv, and FLOWSIEVE_REQUIRE_LIVE is set: this test must run"
+        );
+        eprintln!(
+            "SKIPPED a_read_only_old_report_in_a_writable_directory_is_replaced: needs root and setpriv to drop to nobody"
+        );
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let old = dir.path().join("old.json");
+    std::fs::write(&old, b"{}\n").unwrap();
+    std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let as_nobody = |flag: &str| {
+        let mut command = Command::new("setpriv");
+        command
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .arg(bin())
+            .args(["-q", flag])
+            .arg(&old)
+            .arg(default_trace())
+            .stdin(Stdio::null());
+        run_command(command, BOUND)
+    };
+    as_nobody("--events")
+        .expect(1)
+        .one_line_error("Permission denied");
+    assert_eq!(std::fs::read(&old).unwrap(), b"{}\n");
+    as_nobody("--json").expect(0);
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&old).unwrap()).unwrap();
+    assert_eq!(report["trace"]["packets"], 40_000);
+}
+
 /// On a read-only file system (a directory bind-mounted read-only in a
 /// mount namespace of the run's own, which the host never sees), a new
 /// report, an old one, a CSV directory and a live capture file are each

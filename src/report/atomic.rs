@@ -187,8 +187,10 @@ pub(crate) fn file_written_at(path: &Path) -> Option<PathBuf> {
 /// that a read-only file system or a directory no file can be created in
 /// (`/sys`) is found before a long run rather than after it. Nothing
 /// at `path` changes: an existing file is opened for writing without
-/// truncation, and for a new one a temporary file is created, and
-/// removed, where the write would create it. A device, a FIFO (whose open
+/// truncation (or, where that is refused, a temporary file is created
+/// beside it, as a report renamed over it needs), and for a new one a
+/// temporary file is created, and removed, where the write would create
+/// it. A device, a FIFO (whose open
 /// would wait for a reader) and standard output are only looked up.
 ///
 /// ```
@@ -208,10 +210,14 @@ pub fn probe_writable(path: &Path) -> std::io::Result<()> {
         return std::fs::metadata(path).map(drop);
     };
     match std::fs::metadata(&target) {
+        // A stream (`--events`, `-w`) opens the file itself; a report is
+        // renamed over it, which needs only its directory. Either will do,
+        // so that neither kind is refused for what the other needs.
         Ok(m) if m.is_file() => std::fs::OpenOptions::new()
             .write(true)
             .open(&target)
-            .map(drop),
+            .map(drop)
+            .or_else(|e| temp_named_after(&target).map(drop).map_err(|_| e)),
         // A directory is refused by the caller's own check.
         Ok(_) => Ok(()),
         Err(_) => temp_named_after(&target).map(drop),
