@@ -884,6 +884,23 @@ fn a_report_path_the_system_refuses_is_refused_before_any_work() {
     assert!(!dir.path().join("gone").exists());
 }
 
+/// True when the process is root and `tools` (what else the test needs is
+/// there); otherwise prints why `test` is skipped, which is a failure
+/// where `FLOWSIEVE_REQUIRE_LIVE` is set (as `.ci/run` sets it).
+fn as_root_or_skip(test: &str, needs: &str, tools: bool) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 && tools {
+        return true;
+    }
+    let required = std::env::var("FLOWSIEVE_REQUIRE_LIVE").is_ok_and(|v| !v.is_empty() && v != "0");
+    assert!(
+        !required,
+        "{test}: needs {needs}, and FLOWSIEVE_REQUIRE_LIVE is set: this test must run"
+    );
+    eprintln!("SKIPPED {test}: needs {needs}");
+    false
+}
+
 /// What the probe refuses is only what the write would fail on: a report
 /// whose old file the user may not write (mode 0444) in a directory they
 /// may write is renamed over, as before the probe, while the events, a
@@ -893,18 +910,12 @@ fn a_report_path_the_system_refuses_is_refused_before_any_work() {
 /// report for writing and refused a run that would have replaced it.
 #[test]
 fn a_read_only_old_report_in_a_writable_directory_is_replaced() {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root || Command::new("setpriv").arg("--version").output().is_err() {
-        let required =
-            std::env::var("FLOWSIEVE_REQUIRE_LIVE").is_ok_and(|v| !v.is_empty() && v != "0");
-        assert!(
-            !required,
-            "not root or no setpriv, and FLOWSIEVE_REQUIRE_LIVE is set: this test must run"
-        );
-        eprintln!(
-            "SKIPPED a_read_only_old_report_in_a_writable_directory_is_replaced: needs root and setpriv to drop to nobody"
-        );
+    let can = Command::new("setpriv").arg("--version").output().is_ok();
+    if !as_root_or_skip(
+        "a_read_only_old_report_in_a_writable_directory_is_replaced",
+        "root and setpriv to drop to nobody",
+        can,
+    ) {
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -941,17 +952,11 @@ fn a_read_only_old_report_in_a_writable_directory_is_replaced() {
 /// `FLOWSIEVE_REQUIRE_LIVE` is set, as `.ci/run` sets it.
 #[test]
 fn a_report_on_a_read_only_file_system_is_refused_before_any_work() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        let required =
-            std::env::var("FLOWSIEVE_REQUIRE_LIVE").is_ok_and(|v| !v.is_empty() && v != "0");
-        assert!(
-            !required,
-            "not root, and FLOWSIEVE_REQUIRE_LIVE is set: this test must run"
-        );
-        eprintln!(
-            "SKIPPED a_report_on_a_read_only_file_system_is_refused_before_any_work: needs root for a read-only mount"
-        );
+    if !as_root_or_skip(
+        "a_report_on_a_read_only_file_system_is_refused_before_any_work",
+        "root for a read-only mount",
+        true,
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
