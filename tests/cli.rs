@@ -1058,6 +1058,77 @@ fn model_paradox_posterior_and_query_order() {
     }
 }
 
+/// A model's answer or error, and a pipeline flag's error, shows an
+/// extreme input back as the user could have typed it, on one short line. Defect: `--alpha 1e-300` came back as
+/// 300 zeros, and `--prior 1e300` in an error as 301 digits.
+#[test]
+fn model_echoes_extreme_inputs_in_short_form() {
+    for (args, code, says) in [
+        (
+            &["model", "paradox", "--alpha", "1e-300", "--prior", "0.5"][..],
+            0,
+            "alpha = 1e-300, prior = 0.5:",
+        ),
+        (
+            &["model", "paradox", "--alpha", "1e300", "--m-over-n", "10"],
+            0,
+            "alpha = 1e300, m/n = 10:",
+        ),
+        (
+            &["model", "bloom", "--m-over-n", "1e-300", "--k", "1"],
+            0,
+            "m/n = 1e-300, k = 1",
+        ),
+        (
+            &["model", "threshold", "--theta", "3", "--m-over-n", "1e-300"],
+            0,
+            "m/n = 1e-300:",
+        ),
+        (
+            &["model", "paradox", "--alpha", "1", "--prior", "1e300"],
+            2,
+            "got 1e300",
+        ),
+        (
+            &[
+                "model",
+                "recycle",
+                "--m",
+                "1000",
+                "--k",
+                "3",
+                "--target-fpr",
+                "1e300",
+            ],
+            2,
+            "got 1e300",
+        ),
+        (
+            &["model", "compressed", "--bits-per-element", "1e-300"],
+            2,
+            "fits 1e-300 bits",
+        ),
+        (&["-q", "--prior-sample", "1e300"], 2, "(got 1e300)"),
+        (&["-q", "--target-fpr", "1e300"], 2, "(got 1e300)"),
+        (
+            &["-q", "--recycle", "sigma:1e300"],
+            2,
+            "sigma 1.25e299 per shard",
+        ),
+    ] {
+        let out = flowsieve(args);
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+        let text = String::from_utf8_lossy(if code == 0 { &out.stdout } else { &out.stderr });
+        let line = text.lines().next().unwrap_or_default();
+        assert!(line.contains(says), "{args:?}: {line}");
+        assert!(
+            line.len() < 160,
+            "{args:?}: a {}-character line",
+            line.len()
+        );
+    }
+}
+
 #[test]
 fn model_recycle_forms() {
     // k = 1 has 004's closed form (19).

@@ -48,13 +48,36 @@ fn invalid(param: &'static str, problem: impl Into<String>) -> ModelError {
     }
 }
 
+/// A number given on the command line, shown back in a message: as Rust
+/// writes it plainly (`0.5`, `10`, `0.3333333333333333`), or in exponent
+/// form (`1e-300`, `1e300`) past the magnitudes where the plain form runs
+/// to hundreds of digits, so that an answer or an error stays one short
+/// line.
+///
+/// ```
+/// use flowsieve::model::query::shown;
+/// assert_eq!(shown(0.5), "0.5");
+/// assert_eq!(shown(10.0), "10");
+/// assert_eq!(shown(1e-300), "1e-300");
+/// assert_eq!(shown(-1e300), "-1e300");
+/// assert_eq!(shown(f64::NAN), "NaN");
+/// ```
+pub fn shown(x: f64) -> String {
+    let magnitude = x.abs();
+    if x.is_finite() && x != 0.0 && !(1e-6..1e15).contains(&magnitude) {
+        format!("{x:e}")
+    } else {
+        x.to_string()
+    }
+}
+
 fn probability(param: &'static str, p: f64) -> Result<f64, ModelError> {
     if (0.0..=1.0).contains(&p) {
         Ok(p)
     } else {
         Err(invalid(
             param,
-            format!("must be a probability in [0, 1], got {p}"),
+            format!("must be a probability in [0, 1], got {}", shown(p)),
         ))
     }
 }
@@ -164,7 +187,7 @@ impl BloomQuery {
                     return Err(invalid("exact", "needs m and n, not m_over_n"));
                 }
                 let x = per_element("m_over_n", x)?;
-                (x, format!("m/n = {x}, k = {k}"), None)
+                (x, format!("m/n = {}, k = {k}", shown(x)), None)
             }
             (None, Some(m), Some(n)) => {
                 at_least_k(m, k)?;
@@ -397,7 +420,7 @@ impl fmt::Display for ThresholdAnswer {
             f,
             "count threshold theta = {}, m/n = {}:\n  kappa* = {:.4} (linear fit {:.4})\n  k_opt = {}\n  false-positive rate at k = {}: {:.6e} (Poisson, eq. 3)",
             self.theta,
-            self.m_over_n,
+            shown(self.m_over_n),
             self.kappa_star,
             self.kappa_star_linear,
             self.k_opt,
@@ -496,7 +519,9 @@ impl fmt::Display for ParadoxAnswer {
                 m_over_n,
             } => write!(
                 f,
-                "alpha = {alpha}, m/n = {m_over_n}: the Bloom paradox holds for priors below {prior_threshold:.6e} (Theorem 1)"
+                "alpha = {}, m/n = {}: the Bloom paradox holds for priors below {prior_threshold:.6e} (Theorem 1)",
+                shown(alpha),
+                shown(m_over_n)
             ),
             ParadoxAnswer::Bits {
                 min_bits_per_element,
@@ -504,7 +529,9 @@ impl fmt::Display for ParadoxAnswer {
                 prior,
             } => write!(
                 f,
-                "alpha = {alpha}, prior = {prior}: at least {min_bits_per_element:.3} bits per element escape the Bloom paradox"
+                "alpha = {}, prior = {}: at least {min_bits_per_element:.3} bits per element escape the Bloom paradox",
+                shown(alpha),
+                shown(prior)
             ),
         }
     }
@@ -912,7 +939,7 @@ impl RecycleQuery {
                 if !(target > 0.0 && target < 1.0) {
                     return Err(invalid(
                         "target_fpr",
-                        format!("must be a probability in (0, 1), got {target}"),
+                        format!("must be a probability in (0, 1), got {}", shown(target)),
                     ));
                 }
                 let sized = recycling::sigma_for_target(
@@ -1043,8 +1070,9 @@ impl fmt::Display for RecycleReply {
                 target,
             } => write!(
                 f,
-                "{}, m = {m} ({half} per phase), k = {k}, target {target}:\n  sigma = {}{}\n  expected new messages per cycle {}\n  N-bounded: n_worst = {}, n_avg = {}",
+                "{}, m = {m} ({half} per phase), k = {k}, target {}:\n  sigma = {}{}\n  expected new messages per cycle {}\n  N-bounded: n_worst = {}, n_avg = {}",
                 self.variant,
+                shown(*target),
                 sigma.map_or("none".into(), |s| s.to_string()),
                 match method {
                     Some(recycling::SizingMethod::Chain) =>
@@ -1141,7 +1169,7 @@ impl CompressedQuery {
         let best = compressed::optimize(z, max.max(z), self.max_k).ok_or_else(|| {
             invalid(
                 "bits_per_element",
-                format!("no filter fits {z} bits per element"),
+                format!("no filter fits {} bits per element", shown(z)),
             )
         })?;
         Ok(CompressedAnswer {

@@ -240,7 +240,8 @@ impl NewFlowConfig {
                     return Err(ConfigError::invalid(
                         "new_flows.recycle",
                         format!(
-                            "sigma {sigma} per shard is not below the {mm} bits of a shard's phase"
+                            "sigma {} per shard is not below the {mm} bits of a shard's phase",
+                            crate::model::query::shown(sigma)
                         ),
                     ));
                 }
@@ -251,7 +252,10 @@ impl NewFlowConfig {
                 if !(target > 0.0 && target < 1.0) {
                     return Err(ConfigError::invalid(
                         "new_flows.recycle",
-                        format!("a target rate must be in (0, 1) (got {target})"),
+                        format!(
+                            "a target rate must be in (0, 1) (got {})",
+                            crate::model::query::shown(target)
+                        ),
                     ));
                 }
                 let size = if blocked {

@@ -464,7 +464,7 @@ impl SelectiveConfig {
             if !(0.0..=1.0).contains(&v) {
                 return Err(ConfigError::invalid(
                     field,
-                    format!("must be in [0, 1] (got {v})"),
+                    format!("must be in [0, 1] (got {})", crate::model::query::shown(v)),
                 ));
             }
         }
