@@ -18,7 +18,8 @@ pub enum Direction {
 
 #[derive(Args)]
 pub struct LiveArgs {
-    /// Interface to capture on; repeat for several.
+    /// Interface to capture on; repeat for several (each once: an interface
+    /// given twice, or under two of its names, is refused).
     #[arg(short = 'i', long = "interface", value_name = "IFACE", required = true)]
     pub interfaces: Vec<String>,
     #[command(flatten)]

@@ -1771,6 +1771,48 @@ fn bad_live_arguments_exit_before_any_capture() {
     }
 }
 
+/// Two sockets on one interface would hand the pipeline each frame twice
+/// and double every count; the same interface under its own name twice, or
+/// under an alternative name (`ip link property add … altname`), is refused
+/// before any socket opens. `--duration` bounds the run should it start.
+#[test]
+fn one_interface_given_twice_is_refused_before_any_capture() {
+    let Some(pair) = VethPair::new("one_interface_given_twice_is_refused_before_any_capture")
+    else {
+        return;
+    };
+    let alt = format!("{}alt", pair.capture_if);
+    assert!(
+        pair.in_capture(&[
+            "ip",
+            "link",
+            "property",
+            "add",
+            "dev",
+            &pair.capture_if,
+            "altname",
+            &alt
+        ]),
+        "cannot give {} the alternative name {alt}",
+        pair.capture_if
+    );
+    let same = format!("{} is given twice", pair.capture_if);
+    let aliased = format!("{} and {alt} name the same interface", pair.capture_if);
+    for (second, needle) in [(&pair.capture_if, &same), (&alt, &aliased)] {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &pair.capture_ns, BIN, "live", "-q"])
+            .args(["-i", &pair.capture_if, "-i", second])
+            .args(["--duration", "2s"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "-i twice: {err}");
+        assert_eq!(err.lines().count(), 1, "one line, got {err}");
+        assert!(err.contains(needle.as_str()), "{err}");
+        assert!(!err.contains("listening"), "no capture starts: {err}");
+    }
+}
+
 #[test]
 fn without_privileges_live_names_the_capability() {
     // SAFETY: geteuid has no preconditions.

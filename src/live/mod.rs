@@ -290,6 +290,16 @@ impl<'o> LiveCapture<'o> {
             .iter()
             .map(|n| Interface::by_name(n))
             .collect::<Result<Vec<_>, _>>()?;
+        // By index, not by name: an interface's alternative names
+        // (`ip link property add … altname`) resolve to the same one.
+        for (j, later) in interfaces.iter().enumerate() {
+            if let Some(first) = interfaces[..j].iter().find(|i| i.index == later.index) {
+                return Err(LiveError::SameInterfaceTwice {
+                    first: first.name.clone(),
+                    second: later.name.clone(),
+                });
+            }
+        }
         if cfg
             .write
             .as_deref()

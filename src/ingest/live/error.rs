@@ -54,6 +54,15 @@ pub enum LiveError {
         /// One with another link type.
         other: String,
     },
+    /// One interface named twice with `-i` (or by two of its names): each
+    /// of its frames would reach the pipeline twice and every count double.
+    #[error("{}", same_interface_twice(first, second))]
+    SameInterfaceTwice {
+        /// The first name given.
+        first: String,
+        /// The later name of the same interface.
+        second: String,
+    },
     /// Any other system call failure.
     #[error("{iface}: cannot {what}: {source}")]
     Os {
@@ -66,13 +75,24 @@ pub enum LiveError {
     },
 }
 
+fn same_interface_twice(first: &str, second: &str) -> String {
+    let what = if first == second {
+        format!("{first} is given twice")
+    } else {
+        format!("{first} and {second} name the same interface")
+    };
+    format!("-i: {what}: each of its frames would be counted twice; give it once")
+}
+
 impl LiveError {
     /// Whether the error is the user's argument (a filter that does not
     /// compile) rather than the system's.
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
-            LiveError::Filter(_) | LiveError::MixedLinkTypes { .. }
+            LiveError::Filter(_)
+                | LiveError::MixedLinkTypes { .. }
+                | LiveError::SameInterfaceTwice { .. }
         )
     }
 
