@@ -311,6 +311,53 @@ fn bad_pipeline_flags_exit_2_with_one_line() {
     }
 }
 
+/// `--recycle` totals are split across the shards. One that leaves a shard
+/// nothing (a sigma rounding to 0 bits, fewer insertions than shards) is
+/// refused rather than run as something else: sigma:1 used to run as
+/// sigma 0 per shard (the parser refuses `sigma:0` itself) and n:3 as 1
+/// per shard, 8 in all. The smallest totals that leave each shard one run,
+/// and the report states the per-shard policy.
+#[test]
+fn a_recycle_total_that_leaves_a_shard_nothing_is_refused() {
+    let d = default_trace();
+    for (args, needle) in [
+        (
+            &["--recycle", "sigma:1"][..],
+            "sigma:1 is read as bits in all (a fraction is below 1), 0 per shard for 8 shards",
+        ),
+        (&["--recycle", "sigma:3"], "0 per shard for 8 shards"),
+        (
+            &["--recycle", "sigma:1e-9"],
+            "sigma:1e-9 of a shard's 1048576 bits rounds to 0",
+        ),
+        (
+            &["--recycle", "n:7"],
+            "n:7 leaves 0 insertions per shard for 8 shards (give at least 8)",
+        ),
+        (&["--recycle", "n:1", "--shards", "2"], "for 2 shards"),
+    ] {
+        let mut all = vec!["replay", d.as_str()];
+        all.extend_from_slice(args);
+        let out = flowsieve(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    for (args, policy) in [
+        (&["--recycle", "sigma:4"][..], "sigma:1"),
+        (&["--recycle", "n:8"], "n:1"),
+        (&["--recycle", "n:1", "--shards", "1"], "n:1"),
+        (&["--recycle", "sigma:1e-6"], "sigma:1"),
+    ] {
+        let mut all = vec!["replay", d.as_str()];
+        all.extend_from_slice(args);
+        let (out, v) = json_of(&all);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        assert_eq!(v["new_flows"]["config"]["policy"], policy, "{args:?}");
+    }
+}
+
 /// `--huge-pages off` moves the exact tables to the system allocator and
 /// changes no figure against `--huge-pages on`: the same report, timing
 /// aside, with one worker and with two, and with truth off (where the

@@ -245,6 +245,24 @@ impl NewFlowConfig {
                         ),
                     ));
                 }
+                // A sigma of 0 would recycle at every insertion: a filter
+                // that remembers nothing and calls every packet new.
+                if sigma < 1.0 {
+                    let read = if x < 1.0 {
+                        format!("of a shard's {mm} bits rounds to 0")
+                    } else {
+                        format!(
+                            "is read as bits in all (a fraction is below 1), 0 per shard for {shards} shards"
+                        )
+                    };
+                    return Err(ConfigError::invalid(
+                        "new_flows.recycle",
+                        format!(
+                            "sigma:{} {read}: the filter would recycle at every insertion",
+                            crate::model::query::shown(x)
+                        ),
+                    ));
+                }
                 let sigma = sigma as u64;
                 (RecyclePolicy::Sigma(sigma), fpr(sigma))
             }
@@ -282,8 +300,16 @@ impl NewFlowConfig {
                     Deferred::ready(Some(sized.avg_fpr)),
                 )
             }
-            RecycleSpec::Insertions(n) => {
-                let n = (n / shards as u64).max(1);
+            RecycleSpec::Insertions(n_all) => {
+                let n = n_all / shards as u64;
+                if n == 0 {
+                    return Err(ConfigError::invalid(
+                        "new_flows.recycle",
+                        format!(
+                            "n:{n_all} leaves 0 insertions per shard for {shards} shards (give at least {shards})"
+                        ),
+                    ));
+                }
                 // eq. (3): the average rate of an N-bounded one-phase filter.
                 // The blocked layout has no N-bounded model.
                 let model = (!self.two_phase && !blocked).then(|| recycling::f_average(mm, kk, n));
