@@ -1162,6 +1162,27 @@ fn model_echoes_extreme_inputs_in_short_form() {
             2,
             "sigma 1.25e299 per shard",
         ),
+        // Zero and the other small or large values a check refuses, as
+        // typed: the exponent form used to turn 0 into `0e0` and 4294967356
+        // into `4.294967356e9`.
+        (&["-q", "--dir-bpe", "0"], 2, "(got 0)"),
+        (&["-q", "--dir-bpe=-1e-300"], 2, "(got -1e-300)"),
+        (&["-q", "--alpha=-1e-300"], 2, "(got -1e-300)"),
+        (
+            &["model", "bloom", "--m-over-n", "0", "--k", "3"],
+            2,
+            "must be a positive number, got 0",
+        ),
+        (
+            &["model", "bloom", "--m-over-n", "2e6", "--k", "3"],
+            2,
+            "got 2000000",
+        ),
+        (
+            &["gen-trace", "-o", "-", "--start", "4294967296"],
+            2,
+            "start_secs + span_secs = 4294967356 s",
+        ),
     ] {
         let out = flowsieve(args);
         assert_eq!(out.status.code(), Some(code), "{args:?}");

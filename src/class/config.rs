@@ -319,7 +319,10 @@ impl ClassConfig {
                 },
                 alpha: match r.alpha {
                     Some(a) if !(a.is_finite() && a > 0.0) => {
-                        return Err(bad(format!("alpha must be a positive number, got {a}")));
+                        return Err(bad(format!(
+                            "alpha must be a positive number, got {}",
+                            crate::model::query::shown(a)
+                        )));
                     }
                     a => a,
                 },

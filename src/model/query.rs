@@ -88,7 +88,7 @@ fn positive(param: &'static str, x: f64) -> Result<f64, ModelError> {
     } else {
         Err(invalid(
             param,
-            format!("must be a positive number, got {x:e}"),
+            format!("must be a positive number, got {}", shown(x)),
         ))
     }
 }
@@ -105,7 +105,7 @@ fn per_element(param: &'static str, x: f64) -> Result<f64, ModelError> {
     if x > MAX_M_OVER_N {
         return Err(invalid(
             param,
-            format!("must be at most {MAX_M_OVER_N:e}, got {x:e}"),
+            format!("must be at most {MAX_M_OVER_N:e}, got {}", shown(x)),
         ));
     }
     Ok(x)

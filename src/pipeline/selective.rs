@@ -430,13 +430,19 @@ impl SelectiveConfig {
         if !bpe_ok(self.bpe) {
             return Err(ConfigError::invalid(
                 "selective.bpe",
-                format!("must be in (0, {MAX_BPE}] (got {:e})", self.bpe),
+                format!(
+                    "must be in (0, {MAX_BPE}] (got {})",
+                    crate::model::query::shown(self.bpe)
+                ),
             ));
         }
         if let Some(b) = self.sweeps.bpe.iter().find(|b| !bpe_ok(**b)) {
             return Err(ConfigError::invalid(
                 "selective.sweeps.bpe",
-                format!("values must be in (0, {MAX_BPE}] (got {b:e})"),
+                format!(
+                    "values must be in (0, {MAX_BPE}] (got {})",
+                    crate::model::query::shown(*b)
+                ),
             ));
         }
         if let Some(k) = self.k {
@@ -453,7 +459,10 @@ impl SelectiveConfig {
             if let Some(a) = values.iter().find(|a| !(a.is_finite() && **a > 0.0)) {
                 return Err(ConfigError::invalid(
                     field,
-                    format!("values must be positive (got {a})"),
+                    format!(
+                        "values must be positive (got {})",
+                        crate::model::query::shown(*a)
+                    ),
                 ));
             }
         }

@@ -383,7 +383,8 @@ fn check(cfg: &SynthConfig) -> Result<(), SynthError> {
     };
     if latest >= limit {
         return Err(SynthError::Config(format!(
-            "start_secs + span_secs = {latest:e} s is past {what} (at most {limit:.0} s)"
+            "start_secs + span_secs = {} s is past {what} (at most {limit:.0} s)",
+            crate::model::query::shown(latest)
         )));
     }
     if let SizeModel::Uniform { min, max } = cfg.sizes
