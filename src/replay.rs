@@ -18,7 +18,9 @@ use crate::ahead::{Ahead, Layout, Prepared};
 use crate::class::{ClassId, Classifier};
 use crate::dissect::{Dissector, FlowKey, SkipCounts, SkipReason};
 use crate::hash::{FlowHasher, HashKey};
-use crate::ingest::{Compression, IngestError, LinkTypeCounts, ReadMode, Timestamp, TraceReader};
+use crate::ingest::{
+    Compression, IngestError, LinkTypeCounts, ReadMode, TimeOrder, Timestamp, TraceReader,
+};
 use crate::report::{
     AnomalySummary, ClassSummary, FileSummary, LinkTypeCount, OptionsInfo, ReplaySummary,
     SCHEMA_VERSION, ToolInfo, TopFlow, TraceSummary,
@@ -301,6 +303,15 @@ fn read_files<P: PacketSink>(
         could_not_open |= unopened;
         errors.extend(file.error.clone());
         warnings.extend(file.anomalies.iter().map(|a| a.message.clone()));
+        if let Some(early) = file.starts_before_previous_end_s {
+            // The pipeline's trace time is held monotone, so these packets
+            // fall into the window the earlier files ended in: the run's
+            // windows are not the traces' own.
+            warnings.push(format!(
+                "{}: starts {early:.6} s before the traces read ahead of it end; its packets stamped before that end are counted at it, so the windows are not the traces' own (give the traces in time order, or merge them with mergecap)",
+                file.path
+            ));
+        }
         observer.file_finished(&file);
         files.push(file);
     }
@@ -514,7 +525,7 @@ fn replay_file<P: PacketSink>(
     }
     .into();
     let mut link_types = LinkTypeCounts::default();
-    let (mut first_ts, mut last_ts) = (Timestamp::MAX, Timestamp::MIN);
+    let mut time_order = TimeOrder::new();
     let mut truncated = 0u64;
     let mut error: Option<IngestError> = None;
     let budget = cfg
@@ -537,8 +548,7 @@ fn replay_file<P: PacketSink>(
                 summary.captured_bytes += u64::from(captured);
                 truncated += u64::from(captured < packet.wire_len);
                 if packet.timestamped {
-                    first_ts = first_ts.min(packet.ts);
-                    last_ts = last_ts.max(packet.ts);
+                    time_order.see(packet.ts);
                 }
                 link_types.add(packet.link_type);
                 // Prepared by a helper, when one walked this very record
@@ -606,7 +616,15 @@ fn replay_file<P: PacketSink>(
     totals.wire_bytes += summary.wire_bytes;
     totals.captured_bytes += summary.captured_bytes;
     totals.truncated_packets += truncated;
-    if first_ts <= last_ts {
+    summary.time_steps_back = time_order.steps_back();
+    summary.largest_step_back_s = time_order.largest_step_back_ns() as f64 * 1e-9;
+    if let Some((first_ts, last_ts)) = time_order.span() {
+        if let Some(end) = totals.last_ts
+            && first_ts < end
+        {
+            summary.starts_before_previous_end_s =
+                Some((end.as_nanos() - first_ts.as_nanos()) as f64 * 1e-9);
+        }
         totals.first_ts = Some(totals.first_ts.map_or(first_ts, |t| t.min(first_ts)));
         totals.last_ts = Some(totals.last_ts.map_or(last_ts, |t| t.max(last_ts)));
     }

@@ -8,7 +8,7 @@ use common::{FlowRow, scan, shared_traces, sorted_flows};
 use flowsieve::dissect::Dissector;
 use flowsieve::ingest::{
     AnomalyKind, Compression, ContainerFormat, IngestError, LinkType, PcapError, PcapNgError,
-    Position, ReadMode, Timestamp, TraceReader,
+    Position, ReadMode, TimeOrder, Timestamp, TraceReader,
 };
 use flowsieve::synth::{OutputFormat, SynthConfig, generate};
 use std::io::Write;
@@ -1818,5 +1818,46 @@ proptest::proptest! {
             *plain.entry(lt).or_insert(0) += n;
         }
         proptest::prop_assert_eq!(listed(&runs), plain);
+    }
+}
+
+/// A timestamp drawn mostly from a few seconds (so that equal stamps and
+/// small steps both happen), sometimes from the representable extremes.
+fn any_timestamp() -> impl proptest::strategy::Strategy<Value = Timestamp> {
+    use proptest::prelude::*;
+    prop_oneof![
+        8 => (0i64..4, 0u32..3).prop_map(|(s, n)| Timestamp::new(s, n * 400_000_000).unwrap()),
+        1 => Just(Timestamp::MAX),
+        1 => Just(Timestamp::MIN),
+        1 => (any::<i64>(), 0u32..1_000_000_000).prop_map(|(s, n)| Timestamp::new(s, n).unwrap()),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+    /// [`TimeOrder`] against the plain definition over any sequence, the
+    /// extremes included (a first record stamped `Timestamp::MAX` takes the
+    /// common path, unlike any other first record): steps back are records
+    /// stamped before the record just ahead of them, the largest step is
+    /// the largest such difference, and the span is the minimum and the
+    /// maximum.
+    #[test]
+    fn time_order_is_the_plain_definition(
+        stamps in proptest::collection::vec(any_timestamp(), 0..60),
+    ) {
+        let mut order = TimeOrder::new();
+        for &t in &stamps {
+            order.see(t);
+        }
+        let steps: Vec<i128> = stamps
+            .windows(2)
+            .filter(|w| w[1] < w[0])
+            .map(|w| w[0].as_nanos() - w[1].as_nanos())
+            .collect();
+        proptest::prop_assert_eq!(order.steps_back(), steps.len() as u64);
+        proptest::prop_assert_eq!(order.largest_step_back_ns(), steps.iter().copied().max().unwrap_or(0));
+        let span = stamps.iter().min().copied().zip(stamps.iter().max().copied());
+        proptest::prop_assert_eq!(order.span(), span);
     }
 }

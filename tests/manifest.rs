@@ -261,6 +261,117 @@ fn replay_counts_packets_per_link_type_as_a_packet_at_a_time_count() {
     );
 }
 
+/// Each file's count of packets stamped before the packet ahead of it is
+/// the independent parser's `ts_nonmonotonic`, on every curated capture,
+/// damaged ones included (both count up to the damage); a largest step
+/// back is given exactly when there is a step. A file alone never warns:
+/// the steps are a figure of the file, not an anomaly.
+#[test]
+fn replay_counts_steps_back_in_time_as_the_independent_parser() {
+    let Some(dir) = shared_traces("replay_counts_steps_back_in_time_as_the_independent_parser")
+    else {
+        return;
+    };
+    let cfg = ReplayConfig::new(Classifier::ports());
+    let (mut checked, mut stepping) = (0, 0);
+    let mut failures = Vec::new();
+    for entry in manifest(&dir) {
+        if !entry.format().starts_with("pcap") {
+            continue;
+        }
+        let path = dir.join(&entry.file);
+        let got = replay(std::slice::from_ref(&path), &cfg, &mut NoObserver);
+        let f = &got.trace.files[0];
+        let want = entry.u64("ts_nonmonotonic");
+        if f.time_steps_back != want {
+            failures.push(format!(
+                "{}: {} steps back != manifest {want}",
+                entry.file, f.time_steps_back
+            ));
+        }
+        if (f.time_steps_back > 0) != (f.largest_step_back_s > 0.0) {
+            failures.push(format!(
+                "{}: {} steps back, the largest {} s",
+                entry.file, f.time_steps_back, f.largest_step_back_s
+            ));
+        }
+        if f.starts_before_previous_end_s.is_some()
+            || got
+                .warnings
+                .iter()
+                .any(|w| w.contains("before the traces read ahead"))
+        {
+            failures.push(format!("{}: a lone file overlaps no other", entry.file));
+        }
+        checked += 1;
+        stepping += usize::from(want > 0);
+    }
+    assert!(checked >= 100, "only {checked} curated captures found");
+    assert!(stepping >= 5, "only {stepping} captures step back in time");
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Traces given out of time order warn (exit 4), with how far the later
+/// file reaches back, from the manifest's own first and last timestamps;
+/// in time order they do not. The pipeline holds trace time monotone, so
+/// the out-of-order file's packets would otherwise fall silently into the
+/// earlier file's last window.
+#[test]
+fn traces_given_out_of_time_order_warn_with_the_overlap() {
+    let Some(dir) = shared_traces("traces_given_out_of_time_order_warn_with_the_overlap") else {
+        return;
+    };
+    let entries = manifest(&dir);
+    let span = |file: &str| {
+        let e = entries.iter().find(|e| e.file == file).expect(file);
+        (e.f64("t_first").unwrap(), e.f64("t_last").unwrap())
+    };
+    let (older, newer) = (
+        "backbone_like/wand_isp_vlan_snaplen_10k.pcap",
+        "many_flows/tls_mix_145s.pcap",
+    );
+    let cfg = ReplayConfig::new(Classifier::ports());
+    let run = |files: &[&str]| {
+        let paths: Vec<_> = files.iter().map(|f| dir.join(f)).collect();
+        replay(&paths, &cfg, &mut NoObserver)
+    };
+    let in_order = run(&[older, newer]);
+    assert!(in_order.warnings.is_empty(), "{:?}", in_order.warnings);
+    assert!(
+        in_order
+            .trace
+            .files
+            .iter()
+            .all(|f| f.starts_before_previous_end_s.is_none())
+    );
+    assert_eq!(in_order.outcome(), flowsieve::report::Outcome::Clean);
+
+    for (files, want) in [
+        (&[newer, older][..], span(newer).1 - span(older).0),
+        // The same file twice reaches back over its whole span.
+        (&[newer, newer], span(newer).1 - span(newer).0),
+    ] {
+        let got = run(files);
+        let early = got.trace.files[1]
+            .starts_before_previous_end_s
+            .unwrap_or_else(|| panic!("{files:?}: no overlap"));
+        assert!((early - want).abs() < 1e-5, "{files:?}: {early} != {want}");
+        assert!(got.trace.files[0].starts_before_previous_end_s.is_none());
+        assert_eq!(got.warnings.len(), 1, "{files:?}: {:?}", got.warnings);
+        assert!(
+            got.warnings[0].contains(&format!("{}: starts {early:.6} s before", files[1])),
+            "{:?}",
+            got.warnings
+        );
+        assert_eq!(got.outcome(), flowsieve::report::Outcome::Anomalies);
+    }
+}
+
 #[test]
 fn a_file_without_a_global_header_is_an_unknown_format() {
     let Some(dir) = shared_traces("a_file_without_a_global_header_is_an_unknown_format") else {

@@ -35,6 +35,7 @@ mod shed_at;
 mod source;
 pub mod split;
 pub mod split_ng;
+mod time_order;
 mod timestamp;
 
 pub use anomaly::{AnomalyEntry, AnomalyLog};
@@ -45,6 +46,7 @@ pub use link_type_counts::LinkTypeCounts;
 pub use page_cache::{PageCacheState, page_cache_state};
 pub use pcap::PcapVariant;
 pub use shed_at::ShedAt;
+pub use time_order::TimeOrder;
 pub use timestamp::{DurationError, DurationNs, Timestamp};
 
 use frame::Framed;

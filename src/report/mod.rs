@@ -157,6 +157,19 @@ pub struct FileSummary {
     pub error: Option<String>,
     /// Anomalies, one entry per kind.
     pub anomalies: Vec<AnomalySummary>,
+    /// Records stamped earlier than the timestamped record just before them
+    /// in the file: the file is not in strict time order (capinfos'
+    /// "strict time order: False"). The pipeline counts each such packet
+    /// at the latest time seen so far, so windows follow the file's order.
+    pub time_steps_back: u64,
+    /// The largest of those steps back, in seconds (0 when there is none).
+    pub largest_step_back_s: f64,
+    /// How far, in seconds, the file's earliest packet is stamped before
+    /// the latest packet of the files read ahead of it (`None` when it
+    /// starts at or after them, or is the first). The pipeline counts such
+    /// packets at that later time, so a run warns: the traces were given
+    /// out of time order (or one was given twice).
+    pub starts_before_previous_end_s: Option<f64>,
     /// Packets that helper threads dissected and hashed ahead of the
     /// reader (`replay --dissect-threads`); absent when none ran. A figure
     /// of work, like `read_seconds`: every other figure is the same

@@ -67,6 +67,13 @@ impl ReplaySummary {
                 si(f.wire_bytes as f64),
                 state
             );
+            if f.time_steps_back > 0 {
+                let _ = writeln!(
+                    o,
+                    "    not in time order: {} packets stamped before the one ahead of them (largest step back {:.6} s); each counts at the latest time so far",
+                    f.time_steps_back, f.largest_step_back_s
+                );
+            }
         }
         let _ = writeln!(o);
         let _ = writeln!(o, "trace");
