@@ -370,7 +370,7 @@ mod linux {
         let (exporter, cfg) = match a.export.is_probe() {
             // A live probe drops a digest rather than wait for the
             // exporter: the capture never waits on the network.
-            true => match super::super::network_cmd::start_export(&a.export, &a.run, false) {
+            true => match super::super::network_cmd::start_export(&a.export, &a.run, &[], false) {
                 Ok((e, c)) => (Some(e), c),
                 Err(code) => return code,
             },

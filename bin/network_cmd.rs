@@ -228,6 +228,7 @@ fn network_config(args: &ExportArgs, cfg: &ValidatedConfig) -> Result<NetworkCon
 pub(crate) fn start_export(
     x: &ExportArgs,
     run: &RunArgs,
+    traces: &[PathBuf],
     blocking: bool,
 ) -> Result<(Exporter, ValidatedConfig), u8> {
     let (Some(url), Some(probe_id)) = (&x.url, &x.probe_id) else {
@@ -239,6 +240,14 @@ pub(crate) fn start_export(
     check_probe_id(probe_id).map_err(|e| fail(exit::USAGE, e))?;
     let plain = run.configure(|c| c.epoch_windows = true)?;
     let net = network_config(x, &plain).map_err(|e| fail(exit::USAGE, e))?;
+    // A probe joins the network before it reads: a trace it cannot open
+    // would have it wait out --flush-timeout for an unreachable server and
+    // then declare itself finished with nothing. So a path that cannot be
+    // opened ends the run here, after the flags and before any connection,
+    // as `tcpdump -r` does.
+    for t in traces {
+        flowsieve::ingest::TraceReader::check_openable(t).map_err(|e| fail(exit::FAILURE, e))?;
+    }
     let rt = runtime()?;
     let request_timeout = timeout(x.server.request_timeout);
     // Agree on the configuration before any work when the server is up; a
@@ -347,7 +356,7 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
     {
         return code;
     }
-    let (exporter, cfg) = match start_export(&args.export, &args.run, true) {
+    let (exporter, cfg) = match start_export(&args.export, &args.run, &traces, true) {
         Ok(x) => x,
         Err(code) => return code,
     };

@@ -358,6 +358,58 @@ fn a_recycle_total_that_leaves_a_shard_nothing_is_refused() {
     }
 }
 
+/// A probe given a trace it cannot open stops before it connects, with
+/// replay's one line and exit 1, instead of waiting out `--flush-timeout`
+/// for the server (here a closed port) and then declaring itself finished
+/// with no windows. Flag errors still come first (exit 2). Each run is
+/// bounded by `--flush-timeout 2s` should the check go.
+#[test]
+fn a_probe_stops_at_a_trace_it_cannot_open_before_connecting() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.pcap");
+    let (missing, folder) = (missing.to_str().unwrap(), dir.path().to_str().unwrap());
+    let probe = |extra: &[&str]| {
+        let mut args = vec![
+            "probe",
+            "--nats",
+            "nats://127.0.0.1:1",
+            "--probe-id",
+            "p1",
+            "--flush-timeout",
+            "2s",
+            "-q",
+        ];
+        args.extend_from_slice(extra);
+        flowsieve(&args)
+    };
+    let d = default_trace();
+    for (traces, code, says) in [
+        (
+            vec![missing],
+            1,
+            format!("{missing}: cannot open: No such file or directory"),
+        ),
+        (
+            vec![d.as_str(), folder],
+            1,
+            format!("{folder}: cannot read a trace from a directory"),
+        ),
+        (
+            vec!["--theta", "0", missing],
+            2,
+            "heavy.theta: must be between 1 and 255".to_string(),
+        ),
+    ] {
+        let out = probe(&traces);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{traces:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{traces:?}: one line, got {err}");
+        assert!(err.contains(&says), "{traces:?}: {err}");
+        assert!(!err.contains("NATS"), "no connection tried: {err}");
+        assert!(out.stdout.is_empty(), "no report");
+    }
+}
+
 /// `--huge-pages off` moves the exact tables to the system allocator and
 /// changes no figure against `--huge-pages on`: the same report, timing
 /// aside, with one worker and with two, and with truth off (where the

@@ -329,6 +329,41 @@ impl TraceReader {
         Self::open_with(path, ReadMode::default())
     }
 
+    /// Whether `path` names a trace that [`TraceReader::open`] could
+    /// open, without reading it: the errors `open` gives for a missing,
+    /// unreadable or directory path, `Ok` for anything else. A FIFO or a
+    /// device is not opened (opening a FIFO waits for a writer, and a
+    /// writer's first bytes would go to this check), nor is `-`.
+    ///
+    /// ```
+    /// use flowsieve::ingest::TraceReader;
+    /// assert!(TraceReader::check_openable("traces/default.pcap").is_ok());
+    /// let e = TraceReader::check_openable("no-such.pcap").unwrap_err();
+    /// assert!(e.to_string().starts_with("no-such.pcap: cannot open: "));
+    /// assert!(TraceReader::check_openable("src").is_err());
+    /// ```
+    pub fn check_openable(path: impl AsRef<Path>) -> Result<(), IngestError> {
+        let path = path.as_ref();
+        if path.as_os_str() == STDIN_PATH {
+            return Ok(());
+        }
+        let open_err = |source| IngestError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let meta = std::fs::metadata(path).map_err(open_err)?;
+        if meta.is_dir() {
+            return Err(IngestError::NotAFile {
+                path: path.to_path_buf(),
+                what: "a directory",
+            });
+        }
+        if meta.is_file() {
+            File::open(path).map_err(open_err)?;
+        }
+        Ok(())
+    }
+
     /// Opens a trace in the given mode.
     pub fn open_with(path: impl AsRef<Path>, mode: ReadMode) -> Result<TraceReader, IngestError> {
         let path = path.as_ref().to_path_buf();
