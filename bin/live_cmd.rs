@@ -554,13 +554,19 @@ mod linux {
             (Some(p), _, _) if !(p.is_finite() && p > 0.0 && p <= 1e9) => {
                 return fail(
                     exit::USAGE,
-                    format!("--pps {p}: must be above 0 and at most 1e9"),
+                    format!(
+                        "--pps {}: must be above 0 and at most 1e9",
+                        flowsieve::model::query::shown(p)
+                    ),
                 );
             }
             (_, Some(x), _) if !(x.is_finite() && x > 0.0 && x <= 1e9) => {
                 return fail(
                     exit::USAGE,
-                    format!("--speed {x}: must be above 0 and at most 1e9"),
+                    format!(
+                        "--speed {}: must be above 0 and at most 1e9",
+                        flowsieve::model::query::shown(x)
+                    ),
                 );
             }
             (Some(p), _, _) => Pace::PacketsPerSecond(p),

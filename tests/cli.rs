@@ -1235,6 +1235,17 @@ fn model_echoes_extreme_inputs_in_short_form() {
             2,
             "start_secs + span_secs = 4294967356 s",
         ),
+        // Checked before the interface is looked up, so no frame is sent.
+        (
+            &["inject", "-i", "no-such-if0", "--speed", "1e300", "x.pcap"],
+            2,
+            "--speed 1e300: must be above 0",
+        ),
+        (
+            &["inject", "-i", "no-such-if0", "--pps", "1e20", "x.pcap"],
+            2,
+            "--pps 1e20: must be above 0",
+        ),
     ] {
         let out = flowsieve(args);
         assert_eq!(out.status.code(), Some(code), "{args:?}");
