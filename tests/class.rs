@@ -242,6 +242,65 @@ fn config_errors_name_the_file_and_class() {
     );
 }
 
+/// A value out of range or of the wrong type is named, with the class, in
+/// the one-line error (serde's untagged enums used to say only "data did not
+/// match any variant"); a name that would break a report's rows is refused.
+/// The values at the ends of the ranges are accepted.
+#[test]
+fn config_errors_say_what_is_wrong_with_the_value() {
+    for (rule, want) in [
+        (
+            "dport = [70000]",
+            "x.toml: class \"a\": port 70000 is not a port number (0 to 65535)",
+        ),
+        (
+            "ports = [-1]",
+            "x.toml: class \"a\": port -1 is not a port number (0 to 65535)",
+        ),
+        (
+            "sport = [1.5]",
+            "x.toml: class \"a\": a port is a number (0 to 65535) or a range such as \"1000-2000\", got 1.5",
+        ),
+        (
+            "proto = [256]",
+            "x.toml: class \"a\": protocol 256 is not an IP protocol number (0 to 255)",
+        ),
+        (
+            "proto = [true]",
+            "x.toml: class \"a\": a protocol is a number (0 to 255) or a name such as \"tcp\", got true",
+        ),
+    ] {
+        let e = ClassConfig::parse("x.toml", &format!("[[class]]\nname = \"a\"\n{rule}\n"))
+            .unwrap_err();
+        assert_eq!(e.to_string(), want, "{rule}");
+    }
+    for (text, want) in [
+        (
+            "[[class]]\nname = \"\"\n",
+            "x.toml: class \"\": a class name must not be empty",
+        ),
+        (
+            "[[class]]\nname = \"web\\nsite\"\n",
+            "x.toml: class \"web\\nsite\": class name \"web\\nsite\" has a control character",
+        ),
+        (
+            "default = \"\"\n",
+            "x.toml: invalid class config: default class: a class name must not be empty",
+        ),
+    ] {
+        let e = ClassConfig::parse("x.toml", text).unwrap_err();
+        assert_eq!(e.to_string(), want, "{text}");
+    }
+    let c = ClassConfig::parse(
+        "x.toml",
+        "[[class]]\nname = \"edge\"\nproto = [0, 255, \"udp\"]\nports = [0, 65535, \"1000-2000\"]\n",
+    )
+    .unwrap();
+    let r = &c.rules()[0];
+    assert_eq!(r.proto, [0, 255, 17]);
+    assert_eq!(r.ports, [(0, 0), (65535, 65535), (1000, 2000)]);
+}
+
 #[test]
 fn iface_rules_match_only_a_named_interface() {
     let cfg = ClassConfig::parse(

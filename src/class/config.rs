@@ -94,15 +94,21 @@ fn default_class() -> String {
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum ProtoSpec {
-    Number(u8),
+    // Wider than a protocol number, and a catch-all last, so that a value
+    // out of range or of the wrong type is named in the message instead of
+    // "did not match any variant of untagged enum".
+    Number(i64),
     Name(String),
+    Other(toml::Value),
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum PortSpec {
-    Number(u16),
+    // As ProtoSpec: wide, with a catch-all, for messages that say why.
+    Number(i64),
     Range(String),
+    Other(toml::Value),
 }
 
 #[derive(Debug, Deserialize)]
@@ -173,7 +179,11 @@ const IFACE_NAME_MAX: usize = 255;
 
 fn proto_number(p: &ProtoSpec) -> Result<u8, String> {
     match p {
-        ProtoSpec::Number(n) => Ok(*n),
+        ProtoSpec::Number(n) => u8::try_from(*n)
+            .map_err(|_| format!("protocol {n} is not an IP protocol number (0 to 255)")),
+        ProtoSpec::Other(v) => Err(format!(
+            "a protocol is a number (0 to 255) or a name such as \"tcp\", got {v}"
+        )),
         ProtoSpec::Name(s) => match s.to_ascii_lowercase().as_str() {
             "icmp" => Ok(1),
             "tcp" => Ok(6),
@@ -193,7 +203,12 @@ fn proto_number(p: &ProtoSpec) -> Result<u8, String> {
 
 fn port_range(p: &PortSpec) -> Result<(u16, u16), String> {
     match p {
-        PortSpec::Number(n) => Ok((*n, *n)),
+        PortSpec::Number(n) => u16::try_from(*n)
+            .map(|p| (p, p))
+            .map_err(|_| format!("port {n} is not a port number (0 to 65535)")),
+        PortSpec::Other(v) => Err(format!(
+            "a port is a number (0 to 65535) or a range such as \"1000-2000\", got {v}"
+        )),
         PortSpec::Range(s) => {
             let parse = |t: &str| {
                 t.trim()
@@ -212,6 +227,19 @@ fn port_range(p: &PortSpec) -> Result<(u16, u16), String> {
             }
             Ok((lo, hi))
         }
+    }
+}
+
+/// Why a class name cannot head a report's row, if it cannot: an empty
+/// name leaves a blank cell, and a control character (a newline, say)
+/// breaks the text report's and the CSV's lines.
+fn bad_name(name: &str) -> Option<String> {
+    if name.is_empty() {
+        Some("a class name must not be empty".into())
+    } else if name.chars().any(char::is_control) {
+        Some(format!("class name {name:?} has a control character"))
+    } else {
+        None
     }
 }
 
@@ -290,6 +318,9 @@ impl ClassConfig {
                 message,
             };
             let ranges = |v: &[PortSpec]| v.iter().map(port_range).collect::<Result<Vec<_>, _>>();
+            if let Some(why) = bad_name(&r.name) {
+                return Err(bad(why));
+            }
             rules.push(ClassRule {
                 name: r.name.clone(),
                 class: id_of(&r.name)?,
@@ -326,6 +357,12 @@ impl ClassConfig {
                     }
                     a => a,
                 },
+            });
+        }
+        if let Some(why) = bad_name(&raw.default) {
+            return Err(ClassConfigError::Parse {
+                path: source.into(),
+                message: format!("default class: {why}"),
             });
         }
         let default = id_of(&raw.default)?;
