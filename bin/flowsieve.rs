@@ -712,6 +712,50 @@ fn traces_or_default(traces: &[PathBuf]) -> Vec<PathBuf> {
     }
 }
 
+/// Refuses, with exit 2 and one line before any work starts, a stream
+/// given twice as a trace: `-` twice, `-` and `/dev/stdin`, or one FIFO
+/// under two names. A stream is read once; the second reading found it
+/// empty and ended the run as damaged input (exit 3). Streams are known by
+/// their device and inode, as the outputs are; a regular file may be given
+/// twice (the run warns that its packets go back in time).
+fn check_streams_once(traces: &[PathBuf]) -> Result<(), u8> {
+    let mut seen: Vec<((u64, u64), &Path)> = Vec::new();
+    let identity = |m: &std::fs::Metadata| {
+        (
+            std::os::unix::fs::MetadataExt::dev(m),
+            std::os::unix::fs::MetadataExt::ino(m),
+        )
+    };
+    for t in traces {
+        let id = if t.as_os_str() == flowsieve::ingest::STDIN_PATH {
+            // `-` is read as a stream whatever it is (a file redirected
+            // with `<` is read to its end and not rewound), so two are
+            // always one too many.
+            std::fs::metadata("/dev/stdin")
+                .map(|m| identity(&m))
+                .unwrap_or((u64::MAX, u64::MAX))
+        } else {
+            match std::fs::metadata(t) {
+                Ok(m) if !m.is_file() && !m.is_dir() => identity(&m),
+                _ => continue,
+            }
+        };
+        if let Some((_, first)) = seen.iter().find(|(i, _)| *i == id) {
+            let what = if first == t {
+                format!("{} is given twice", t.display())
+            } else {
+                format!("{} and {} are one stream", first.display(), t.display())
+            };
+            return Err(fail(
+                exit::USAGE,
+                format!("{what}: standard input, a pipe or a FIFO can be read once; give it once"),
+            ));
+        }
+        seen.push((id, t));
+    }
+    Ok(())
+}
+
 /// Refuses, with exit 2 and one line before any work starts, a directory
 /// output (`--csv DIR`, `--plot DIR`) that names a file or lies under one
 /// ([`flowsieve::report::check_output_dir`]).
@@ -809,6 +853,7 @@ fn run_replay(args: ReplayArgs) -> u8 {
         &traces,
     )
     .and_then(|()| check_output_dirs(&args.run.dir_outputs()))
+    .and_then(|()| check_streams_once(&traces))
     {
         return code;
     }

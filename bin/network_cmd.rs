@@ -353,6 +353,7 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
         &traces,
     )
     .and_then(|()| super::check_output_dirs(&args.run.dir_outputs()))
+    .and_then(|()| super::check_streams_once(&traces))
     {
         return code;
     }

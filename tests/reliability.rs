@@ -577,6 +577,59 @@ fn standard_input_and_fifos_are_read_as_streams() {
     drop(leader);
 }
 
+/// A stream is read once: standard input given twice (`- -`, or `-` and
+/// `/dev/stdin`), or a FIFO under its name twice, is refused with exit 2
+/// and one line before any work, by replay and by probe. The second
+/// reading used to find it empty and end the run as damaged (exit 3); a
+/// FIFO that no one writes would hold the run until the bound. `-` twice
+/// is refused even when it is a redirected file (it is read to its end and
+/// not rewound), while a regular file given twice runs, and warns.
+#[test]
+fn a_stream_given_twice_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("trace.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let fifo = fifo.to_str().unwrap();
+    let probe = [
+        "probe",
+        "--nats",
+        "nats://127.0.0.1:1",
+        "--probe-id",
+        "p1",
+        "--flush-timeout",
+        "1s",
+    ];
+    let fifo_twice = format!("{fifo} is given twice");
+    for (args, says) in [
+        (
+            &["-q", "-", "-"][..],
+            "- is given twice: standard input, a pipe or a FIFO can be read once",
+        ),
+        (
+            &["-q", "-", "/dev/stdin"],
+            "- and /dev/stdin are one stream",
+        ),
+        (&["-q", fifo, fifo], fifo_twice.as_str()),
+        (&[&probe[..], &["-", "-"]].concat(), "- is given twice"),
+    ] {
+        refused_before_any_work(args, says);
+    }
+    let d = default_trace();
+    let file = || Stdio::from(std::fs::File::open(&d).unwrap());
+    run_with(&["-q", "-", "-"], file(), BOUND)
+        .expect(2)
+        .one_line_error("- is given twice");
+    let twice = run_with(&["-q", "-", &d], file(), BOUND);
+    twice.expect(4);
+    assert!(
+        twice.stderr.contains("starts 59.995526 s before"),
+        "{}",
+        twice.stderr
+    );
+}
+
 /// `bench` reads each trace once per round, which a stream cannot give:
 /// standard input and a FIFO are refused with exit 2 and one line, before
 /// anything is opened (a FIFO without a writer would otherwise hold the
