@@ -358,6 +358,31 @@ fn a_recycle_total_that_leaves_a_shard_nothing_is_refused() {
     }
 }
 
+/// A span too long for 64-bit nanoseconds is refused with the limit in
+/// the message, which used to read as if the form were wrong; the longest
+/// span that fits runs.
+#[test]
+fn an_overlong_span_names_the_limit() {
+    for args in [
+        &["--horizon", "100000000h"][..],
+        &["--window", "100000000h"],
+        &["--cache-window", "1s", "--query-window", "6000000h"],
+    ] {
+        let out = flowsieve(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains("at most 2^64 ns (about 584 years)"),
+            "{args:?}: {err}"
+        );
+    }
+    let d = default_trace();
+    let (out, v) = json_of(&["replay", d.as_str(), "--horizon", "5000000h"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(v["new_flows"]["config"]["horizon_s"], 1.8e10);
+}
+
 /// A probe given a trace it cannot open stops before it connects, with
 /// replay's one line and exit 1, instead of waiting out `--flush-timeout`
 /// for the server (here a closed port) and then declaring itself finished

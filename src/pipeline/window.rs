@@ -118,7 +118,7 @@ impl PeriodCursor {
 /// Why a window could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "bad window '{0}': expected a duration such as 1s, 250ms, 2m, 10us, or a packet count such as 50000p"
+    "bad window '{0}': expected a duration such as 1s, 250ms, 2m, 10us, of at most 2^64 ns (about 584 years), or a packet count such as 50000p"
 )]
 pub struct WindowParseError(pub String);
 
