@@ -81,7 +81,7 @@ pub struct LiveArgs {
     /// Stop after this long (wall clock).
     #[arg(long, value_name = "DURATION", help_heading = "Capture")]
     pub duration: Option<DurationNs>,
-    /// Print one compact block per interval; 0 turns it off.
+    /// Print one compact block per interval; 0 (or 0s, in any unit) turns it off.
     #[arg(long, default_value_t = ReportEvery(Some(DurationNs(defaults::LIVE_REPORT_EVERY_S * 1_000_000_000))), value_name = "DURATION", value_parser = parse_every, help_heading = "Capture")]
     pub report_every: ReportEvery,
     /// Write intervals and heavy/new-flow events as JSON lines (`-` for stdout).
@@ -145,7 +145,9 @@ fn parse_shed_at(s: &str) -> Result<ShedAt, String> {
 }
 
 fn parse_every(s: &str) -> Result<ReportEvery, String> {
-    if s.trim() == "0" {
+    // Any zero span is off, as `0` is: `0s` used to be refused as not
+    // positive although the help says 0 turns the reports off.
+    if flowsieve::pipeline::parse_duration_ns(s) == Some(0) {
         return Ok(ReportEvery(None));
     }
     s.parse::<DurationNs>()

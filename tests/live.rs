@@ -1340,6 +1340,49 @@ fn an_idle_link_still_reports_intervals_and_closes_its_window() {
     assert!(packets <= 40_000);
 }
 
+/// `--report-every 0` turns interval reports off, and so does a zero span
+/// in any unit (`0s` used to be refused as not positive, although the
+/// help says 0 turns them off): an idle second writes no interval line.
+#[test]
+fn report_every_zero_in_any_unit_turns_intervals_off() {
+    let Some(pair) = VethPair::new("report_every_zero_in_any_unit_turns_intervals_off") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let few = first_frames_of_default_trace(dir.path(), 200);
+    for zero in ["0", "0s", "0ms"] {
+        let lines = dir.path().join(format!("z{zero}.jsonl"));
+        let live = pair.live(&[
+            "-q",
+            "--report-every",
+            zero,
+            "--json-lines",
+            lines.to_str().unwrap(),
+            "--window",
+            "200ms",
+        ]);
+        pair.inject(&few, &["--topspeed"]);
+        std::thread::sleep(Duration::from_millis(1200));
+        let (code, _, stderr) = live.stop();
+        assert_eq!(code, 0, "{zero}: {stderr:?}");
+        let text = std::fs::read_to_string(&lines).unwrap();
+        let kinds: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect();
+        assert!(
+            kinds.iter().all(|v| v["type"] != "interval"),
+            "--report-every {zero}: {text}"
+        );
+        // The windows after the burst end on the clock, so lines were
+        // written, only no interval line.
+        assert!(
+            kinds.iter().any(|v| v["event"] == "window"),
+            "--report-every {zero}: no window line in {text}"
+        );
+    }
+}
+
 /// `live --json -` without `-q` puts the final report on standard output
 /// alone: no text report, interval lines or capture summary beside it,
 /// so the stream is one JSON document (as with `--json-lines -`); and
