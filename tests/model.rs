@@ -799,6 +799,50 @@ fn recycling_model_properties() {
     assert!(RecyclingModel::new(500, 4, 3, Hashing::Colliding, true).is_err());
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// The N-bounded rates are probabilities for any N, including N long
+    /// past the point where a term's f_i rounds to 1 (about m ln(2^53) / k
+    /// insertions), and keep 004's order f_w >= f_a >= f_o. f_a was NaN
+    /// there (an infinite sum over an infinite sum), in `flowsieve model
+    /// recycle --n-bounded` and in the report's model column for
+    /// `--recycle n:N`.
+    #[test]
+    fn n_bounded_rates_are_probabilities_for_any_n(
+        m in 16u64..200_000,
+        k in 1u32..12,
+        n in prop_oneof![1u64..200_000, Just(u64::MAX), (1u64 << 22)..(1u64 << 40)],
+    ) {
+        let (w, a, o) = (rbf::f_worst(m, k, n), rbf::f_average(m, k, n), rbf::f_oracle(m, k, n));
+        for (name, x) in [("f_w", w), ("f_a", a), ("f_o", o)] {
+            prop_assert!((0.0..=1.0).contains(&x), "{name} = {x} for m={m} k={k} n={n}");
+        }
+        prop_assert!(w >= a - 1e-12 && a >= o - 1e-12, "f_w {w} f_a {a} f_o {o}, m={m} k={k} n={n}");
+    }
+}
+
+/// Far past saturation the average-case bound is 1, as the worst case is.
+#[test]
+fn f_average_saturates_at_one() {
+    for n in [20_000u64, 1 << 23, u64::MAX] {
+        let a = rbf::f_average(1000, 3, n);
+        assert!(a > 0.9999 && a <= 1.0, "n={n}: f_a {a}");
+    }
+    assert_eq!(rbf::f_average(1000, 3, u64::MAX), 1.0);
+    assert_eq!(rbf::f_average(1000, 3, 0), 0.0);
+    // Sizing for a target near 1 stops where f_a passes it, by the same
+    // sum (a NaN ratio used to pass no comparison).
+    for target in [0.999_999, 0.999_999_999_999_9, 0.999_999_999_999_999] {
+        let (_, n_avg) = rbf::n_for_target(1000, 3, target, 1 << 20);
+        let n = n_avg.unwrap();
+        assert!(
+            rbf::f_average(1000, 3, n) <= target && rbf::f_average(1000, 3, n + 1) > target,
+            "target {target}: n_avg {n}"
+        );
+    }
+}
+
 #[test]
 fn n_bounded_bounds_are_ordered_and_sizing_inverts_them() {
     // 004 §V: capacities at a target rate are ordered sigma-bounded > f_o >

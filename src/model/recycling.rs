@@ -750,22 +750,30 @@ fn sum_terms(n: u64, g: impl Fn(f64) -> f64) -> f64 {
 /// Beyond [`EXACT_SUM_MAX_TERMS`] terms both sums are integrals of the same
 /// smooth terms (see [`f_oracle`]).
 pub fn f_average(m: u64, k: u32, n: u64) -> f64 {
+    // The denominator is `n + num`. Once a term's `f_i` rounds to 1 (past
+    // about `m ln(2^53) / k` insertions) its ratio is infinite, and
+    // `num / (n + num)` was inf / inf, NaN; as `1 / (1 + n / num)` an
+    // infinite sum gives 1, the limit the true (finite, huge) sum tends to.
+    let rate = |num: f64| {
+        if num > 0.0 {
+            1.0 / (1.0 + n as f64 / num)
+        } else {
+            0.0
+        }
+    };
     if n > EXACT_SUM_MAX_TERMS {
         let r = |i: f64| {
             let f = f_i_real(m, k, i);
             f / (1.0 - f)
         };
-        let num = sum_terms(n, r);
-        return num / (n as f64 + num);
+        return rate(sum_terms(n, r));
     }
-    let (mut num, mut den) = (0.0, 0.0);
+    let mut num = 0.0;
     for i in 1..=n {
         let f = f_i(m, k, i);
-        let r = f / (1.0 - f);
-        num += r;
-        den += 1.0 + r;
+        num += f / (1.0 - f);
     }
-    if den > 0.0 { num / den } else { 0.0 }
+    rate(num)
 }
 
 /// The largest `x` in `lo..=hi` with `ok(x)`, for `ok` true up to a point
@@ -1048,14 +1056,19 @@ pub fn n_for_target(m: u64, k: u32, target: f64, limit: u64) -> (Option<u64>, Op
     }
     let n_worst = largest(1, limit, |n| f_worst(m, k, n) <= target);
     let mut n_avg = None;
-    let (mut num, mut den) = (0.0, 0.0);
+    let mut num = 0.0;
     let mut exhausted = true;
     for i in 1..=limit.min(EXACT_SUM_MAX_TERMS) {
         let f = f_i(m, k, i);
-        let r = f / (1.0 - f);
-        num += r;
-        den += 1.0 + r;
-        if num / den > target {
+        num += f / (1.0 - f);
+        // As in f_average: an infinite sum is a rate of 1, not NaN (which
+        // no comparison passes, so a target near 1 was never reached).
+        let avg = if num > 0.0 {
+            1.0 / (1.0 + i as f64 / num)
+        } else {
+            0.0
+        };
+        if avg > target {
             exhausted = false;
             break;
         }
