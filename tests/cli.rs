@@ -1239,6 +1239,12 @@ fn model_echoes_extreme_inputs_in_short_form() {
             2,
             "sigma 1.25e299 per shard",
         ),
+        // At prior 0 no size escapes: said in words, not "at least inf".
+        (
+            &["model", "paradox", "--alpha", "1", "--prior", "0"][..],
+            0,
+            "prior = 0: no number of bits per element escapes the Bloom paradox",
+        ),
         // Zero and the other small or large values a check refuses, as
         // typed: the exponent form used to turn 0 into `0e0` and 4294967356
         // into `4.294967356e9`.

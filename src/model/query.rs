@@ -523,6 +523,19 @@ impl fmt::Display for ParadoxAnswer {
                 shown(alpha),
                 shown(m_over_n)
             ),
+            // At prior 0 no queried element is a member, so every positive
+            // answer is false and no filter size escapes: said in words,
+            // not as "at least inf bits" (the JSON's null).
+            ParadoxAnswer::Bits {
+                min_bits_per_element,
+                alpha,
+                prior,
+            } if !min_bits_per_element.is_finite() => write!(
+                f,
+                "alpha = {}, prior = {}: no number of bits per element escapes the Bloom paradox (no queried element is a member, so every positive answer is false)",
+                shown(alpha),
+                shown(prior)
+            ),
             ParadoxAnswer::Bits {
                 min_bits_per_element,
                 alpha,
