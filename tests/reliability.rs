@@ -577,6 +577,15 @@ fn standard_input_and_fifos_are_read_as_streams() {
     drop(leader);
 }
 
+/// A FIFO named `trace.fifo` in `dir`, that no one writes.
+fn fifo_in(dir: &Path) -> std::path::PathBuf {
+    let fifo = dir.join("trace.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    fifo
+}
+
 /// A stream is read once: standard input given twice (`- -`, or `-` and
 /// `/dev/stdin`), or a FIFO under its name twice, is refused with exit 2
 /// and one line before any work, by replay and by probe. The second
@@ -587,10 +596,7 @@ fn standard_input_and_fifos_are_read_as_streams() {
 #[test]
 fn a_stream_given_twice_is_refused_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("trace.fifo");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let fifo = fifo_in(dir.path());
     let fifo = fifo.to_str().unwrap();
     let probe = [
         "probe",
@@ -637,10 +643,7 @@ fn a_stream_given_twice_is_refused_before_any_work() {
 #[test]
 fn bench_refuses_streams_before_opening_them() {
     let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("trace.fifo");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let fifo = fifo_in(dir.path());
     let fifo = fifo.to_str().unwrap();
     for args in [
         &["bench", "--rounds", "1", fifo][..],
