@@ -712,6 +712,15 @@ fn traces_or_default(traces: &[PathBuf]) -> Vec<PathBuf> {
     }
 }
 
+/// A file's device and inode: one identity for a file and every link to
+/// it, for outputs and stream inputs alike.
+fn identity(m: &std::fs::Metadata) -> (u64, u64) {
+    (
+        std::os::unix::fs::MetadataExt::dev(m),
+        std::os::unix::fs::MetadataExt::ino(m),
+    )
+}
+
 /// Refuses, with exit 2 and one line before any work starts, a stream
 /// given twice as a trace: `-` twice, `-` and `/dev/stdin`, or one FIFO
 /// under two names. A stream is read once; the second reading found it
@@ -720,12 +729,6 @@ fn traces_or_default(traces: &[PathBuf]) -> Vec<PathBuf> {
 /// twice (the run warns that its packets go back in time).
 fn check_streams_once(traces: &[PathBuf]) -> Result<(), u8> {
     let mut seen: Vec<((u64, u64), &Path)> = Vec::new();
-    let identity = |m: &std::fs::Metadata| {
-        (
-            std::os::unix::fs::MetadataExt::dev(m),
-            std::os::unix::fs::MetadataExt::ino(m),
-        )
-    };
     for t in traces {
         let id = if t.as_os_str() == flowsieve::ingest::STDIN_PATH {
             // `-` is read as a stream whatever it is (a file redirected
@@ -811,10 +814,10 @@ fn check_outputs(outputs: &[(Option<&Path>, &'static str)], inputs: &[PathBuf]) 
             continue;
         }
         let target = match meta {
-            Ok(m) => OutputIdentity::File(
-                std::os::unix::fs::MetadataExt::dev(&m),
-                std::os::unix::fs::MetadataExt::ino(&m),
-            ),
+            Ok(m) => {
+                let (dev, ino) = identity(&m);
+                OutputIdentity::File(dev, ino)
+            }
             Err(_) => OutputIdentity::Path(
                 std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
             ),
