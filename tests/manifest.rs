@@ -303,6 +303,17 @@ fn replay_counts_steps_back_in_time_as_the_independent_parser() {
         {
             failures.push(format!("{}: a lone file overlaps no other", entry.file));
         }
+        // The text report says so under the file exactly when it steps.
+        let said = format!(
+            "not in time order: {} packets stamped before the one ahead of them",
+            f.time_steps_back
+        );
+        if got.render_text().contains(&said) != (want > 0) {
+            failures.push(format!(
+                "{}: the text report's line for {want} steps",
+                entry.file
+            ));
+        }
         checked += 1;
         stepping += usize::from(want > 0);
     }
