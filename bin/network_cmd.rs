@@ -261,15 +261,15 @@ pub(crate) fn start_export(
         )
         .await?;
         n.ensure(usize::from(x.server.replicas)).await?;
-        n.agree_config(&net).await
+        let shared = n.agree_config(&net).await?;
+        // Only the probes still running are known to be in the way
+        // before the first window; the rest is checked when it is known.
+        n.check_room(&shared, probe_id, None).await
     });
     match agreed {
-        Ok(_) => {}
-        Err(NetError::Config(e)) => {
-            return Err(fail(
-                exit::USAGE,
-                format!("{url}: the shared configuration differs: {e}"),
-            ));
+        Ok(()) => {}
+        Err(e @ (NetError::Config(_) | NetError::TooManyProbes { .. })) => {
+            return Err(fail(exit::USAGE, format!("{url}: {e}")));
         }
         Err(e) => eprintln!(
             "flowsieve: warning: {e}; monitoring locally, up to {} windows of digests are kept until the server answers",

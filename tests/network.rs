@@ -12,7 +12,7 @@ mod common;
 
 use common::network::{TRACE, assert_merged_is_whole, whole_trace};
 use flowsieve::class::Classifier;
-use flowsieve::network::transport::connect;
+use flowsieve::network::transport::{PROBES_BUCKET, connect};
 use flowsieve::network::{NetworkConfig, ShardWindowResult};
 use flowsieve::pipeline::{PipelineConfig, ShardWindow};
 use std::collections::{BTreeMap, HashMap};
@@ -1160,6 +1160,81 @@ fn a_probe_with_another_shape_refuses_to_start() {
         err.contains("theta is 10 in the shared configuration but 20 here"),
         "{err}"
     );
+}
+
+/// The registered probes' ids.
+fn registered(url: &str) -> Vec<String> {
+    with_server(url, |n| async move {
+        let states = n.probe_states().await.unwrap();
+        states.into_iter().map(|s| s.probe).collect()
+    })
+}
+
+/// A network of `--probes 2` holds two probes' windows. A third over the
+/// same windows would break the candidate bound ceil(theta/P), so once
+/// its first window is known it stops its export and exits 1 naming the
+/// two, never registered: the collector merges exactly the two probes'
+/// trace. One of the two again under its own id is welcome. Two probes
+/// still running are in the way of any window, so a third is then refused
+/// before any work, with exit 2.
+#[test]
+fn a_probe_beyond_the_declared_number_is_refused() {
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let servers = Servers::start(&bin, 1, None);
+    let url = servers.url();
+    let (_dir, splits) = two_probes(&url, &[]);
+    let third = probe(&url, "r2", &splits[0], 2, 1)
+        .wait_with_output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&third.stderr);
+    assert_eq!(third.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("export stopped: the shared configuration declares 2 probes, and r0, r1 already report these windows"),
+        "{err}"
+    );
+    assert_eq!(registered(&url), ["r0", "r1"]);
+    finish(
+        probe(&url, "r1", &splits[1], 2, 1),
+        "r1 again",
+        Duration::from_secs(120),
+    );
+    finish(
+        collector(&url, "0-7", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    assert_matches_whole_trace(&url, &["r0", "r1"]);
+
+    // Both marked running again, as two live probes would be.
+    with_server(&url, |n| async move {
+        let store = n.bucket(PROBES_BUCKET).await.unwrap();
+        for mut s in n.probe_states().await.unwrap() {
+            s.finished = false;
+            let bytes = serde_json::to_vec(&s).unwrap();
+            store.put(s.probe.as_str(), bytes.into()).await.unwrap();
+        }
+    });
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new(BIN)
+        .args(["probe", TRACE, "--nats", &url, "--probe-id", "r2"])
+        .args(["--probes", "2", "-q", "--no-truth", "--json"])
+        .arg(json.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{url}: the shared configuration declares 2 probes, and r0, r1 already report"
+        )),
+        "{err}"
+    );
+    assert_eq!(std::fs::metadata(json.path()).unwrap().len(), 0, "no work");
+    assert_eq!(registered(&url), ["r0", "r1"]);
 }
 
 /// Runs `args` inside network namespace `ns`.

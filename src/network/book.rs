@@ -106,6 +106,36 @@ impl ProbeState {
         self.from_window <= w && !(self.finished && self.watermark <= w)
     }
 
+    /// Whether this probe is expected for some window at or after `from`
+    /// (any window, while `from` is not known yet): then a probe that
+    /// starts at `from` reports beside it.
+    ///
+    /// A finished probe is expected for its windows `from_window ..
+    /// watermark` ([`ProbeState::expected_for`]); an unfinished one for
+    /// every window from its first on, so it is always beside.
+    ///
+    /// ```
+    /// use flowsieve::network::book::ProbeState;
+    /// let done = ProbeState {
+    ///     probe: "a".into(), from_window: 10, watermark: 20,
+    ///     finished: true, lost_windows: vec![], stored: vec![],
+    /// };
+    /// assert!(done.reports_beside(Some(19)));
+    /// assert!(done.reports_beside(Some(5)));
+    /// assert!(!done.reports_beside(Some(20)));
+    /// assert!(!done.reports_beside(None));
+    /// let running = ProbeState { finished: false, ..done };
+    /// assert!(running.reports_beside(Some(1_000)));
+    /// assert!(running.reports_beside(None));
+    /// ```
+    pub fn reports_beside(&self, from: Option<u64>) -> bool {
+        match from {
+            _ if !self.finished => true,
+            None => false,
+            Some(f) => f.max(self.from_window) < self.watermark,
+        }
+    }
+
     /// The stream sequence at or below which all this probe's digests of
     /// window `w` are, if a span says so.
     ///
@@ -172,6 +202,38 @@ impl ProbeState {
             }
         }
     }
+}
+
+/// The registered probes, other than `me`, that a probe starting at
+/// window `from` (`None`: not known yet) would report beside, by id.
+///
+/// The network's candidate bound needs it: a flow is exported by a probe
+/// whose local estimate reaches `⌈θ/P⌉`, which catches every flow of θ
+/// packets only while at most `P` probes share a window (pigeonhole,
+/// docs/scale-out.md). So a probe refuses to join when `P` others already
+/// report beside it, rather than let the collectors merge windows in which
+/// a heavy flow split over `P + 1` probes can be missed, or, once they are
+/// written, call its digests late. A probe run again under its own id
+/// replaces itself and is never counted.
+///
+/// ```
+/// use flowsieve::network::book::{ProbeState, probes_beside};
+/// let probe = |id: &str, finished| ProbeState {
+///     probe: id.into(), from_window: 0, watermark: 60,
+///     finished, lost_windows: vec![], stored: vec![],
+/// };
+/// let states = [probe("a", true), probe("b", false)];
+/// assert_eq!(probes_beside(&states, "c", Some(10)), ["a", "b"]);
+/// assert_eq!(probes_beside(&states, "c", Some(60)), ["b"]);
+/// assert_eq!(probes_beside(&states, "c", None), ["b"]);
+/// assert_eq!(probes_beside(&states, "a", Some(10)), ["b"]);
+/// ```
+pub fn probes_beside(states: &[ProbeState], me: &str, from: Option<u64>) -> Vec<String> {
+    states
+        .iter()
+        .filter(|q| q.probe != me && q.reports_beside(from))
+        .map(|q| q.probe.clone())
+        .collect()
 }
 
 /// What became of an offered digest.

@@ -460,8 +460,8 @@ async fn export_loop(
                 }
                 // Still connecting: neither up nor failed yet.
                 Ok(false) => {}
-                Err(NetError::Config(e)) => {
-                    let msg = format!("export stopped: the shared configuration differs: {e}");
+                Err(e @ (NetError::Config(_) | NetError::TooManyProbes { .. })) => {
+                    let msg = format!("export stopped: {e}");
                     if let Ok(mut g) = error.lock() {
                         *g = Some(msg.clone());
                     }
@@ -585,6 +585,11 @@ async fn step(
     }
     let probes = n.bucket(PROBES_BUCKET).await?;
     if written.is_none() {
+        // Its first window is known now, so a probe that finished before
+        // it is no longer in the way (the start checked only the running
+        // ones).
+        n.check_room(cfg, &opts.probe, Some(state.from_window))
+            .await?;
         // Digests of these windows that an earlier run of this probe
         // stored are at or below the stream's end now.
         *stored_through = (*stored_through).max(n.stream_last_sequence().await?);

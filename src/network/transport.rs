@@ -53,6 +53,20 @@ pub enum NetError {
     /// The shared configuration differs from this process's.
     #[error("the shared configuration differs: {0}")]
     Config(String),
+    /// As many probes as the shared configuration declares already report
+    /// the windows this probe would ([`super::book::probes_beside`]).
+    #[error(
+        "the shared configuration declares {declared} probe{}, and {} already report{} these windows: one more would break the candidate bound ceil(theta/P), so a heavy flow split over the probes could be missed; run a probe again under its own id, or declare every probe of the network with --probes on a fresh server",
+        if *declared == 1 { "" } else { "s" },
+        beside.join(", "),
+        if beside.len() == 1 { "s" } else { "" }
+    )]
+    TooManyProbes {
+        /// The shared configuration's `probes`.
+        declared: u32,
+        /// The registered probes already reporting those windows.
+        beside: Vec<String>,
+    },
     /// A stored value could not be read.
     #[error("stored {what} {key}: {detail}")]
     Stored {
@@ -378,6 +392,29 @@ impl Nats {
         }
         out.sort_by(|a, b| a.probe.cmp(&b.probe));
         Ok(out)
+    }
+
+    /// Whether probe `me`, starting at window `from` (`None`: not known
+    /// yet), has room in the network: fewer than the declared `probes`
+    /// others already report beside it ([`super::book::probes_beside`]).
+    ///
+    /// Two probes that check at the same moment can both find room; the
+    /// check is against a mistake (a probe started without `--probes`
+    /// raised), not a race.
+    pub async fn check_room(
+        &self,
+        cfg: &NetworkConfig,
+        me: &str,
+        from: Option<u64>,
+    ) -> Result<(), NetError> {
+        let beside = super::book::probes_beside(&self.probe_states().await?, me, from);
+        if beside.len() >= cfg.probes as usize {
+            return Err(NetError::TooManyProbes {
+                declared: cfg.probes,
+                beside,
+            });
+        }
+        Ok(())
     }
 
     /// Every written shard-window result, by window then shard.
