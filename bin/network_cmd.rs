@@ -39,8 +39,9 @@ pub(crate) struct ServerArgs {
 
 #[derive(Args)]
 pub(crate) struct NatsArgs {
-    /// The NATS server (JetStream enabled), such as nats://127.0.0.1:4222.
-    #[arg(long, value_name = "URL", help_heading = "Network")]
+    /// The NATS server (JetStream enabled), such as nats://127.0.0.1:4222,
+    /// or several of a cluster separated by commas.
+    #[arg(long, value_name = "URL", value_parser = nats_servers, help_heading = "Network")]
     nats: String,
     #[command(flatten)]
     server: ServerArgs,
@@ -51,8 +52,9 @@ pub(crate) struct NatsArgs {
 /// and `--probe-id` go together (checked before any work).
 #[derive(Args)]
 pub(crate) struct ExportArgs {
-    /// The NATS server (JetStream enabled), such as nats://127.0.0.1:4222.
-    #[arg(long = "nats", value_name = "URL", help_heading = "Network")]
+    /// The NATS server (JetStream enabled), such as nats://127.0.0.1:4222,
+    /// or several of a cluster separated by commas.
+    #[arg(long = "nats", value_name = "URL", value_parser = nats_servers, help_heading = "Network")]
     url: Option<String>,
     #[command(flatten)]
     server: ServerArgs,
@@ -382,6 +384,12 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
         code = c;
     }
     finish_export(exporter, &args.export, args.run.quiet, code)
+}
+
+/// A `--nats` value that names servers ([`transport::server_addrs`]),
+/// kept as given.
+fn nats_servers(s: &str) -> Result<String, String> {
+    transport::server_addrs(s).map(|_| s.to_string())
 }
 
 /// `0-3` or `0,2,5`.

@@ -435,6 +435,59 @@ fn a_probe_stops_at_a_trace_it_cannot_open_before_connecting() {
     }
 }
 
+/// A `--nats` value that names no server is a bad flag value: exit 2 and
+/// one line naming it, before any work and before any name lookup or
+/// connection, for every command that takes one. (Before, `--nats ''`
+/// and `nats://` looked up the empty name, and `http://` or a port past
+/// 65535 exited 1 as a failed connection.) Each run is bounded by short
+/// timeouts should the check go.
+#[test]
+fn a_nats_value_that_names_no_server_is_refused() {
+    let d = default_trace();
+    let commands: [&[&str]; 4] = [
+        &[
+            "probe",
+            "--probe-id",
+            "p1",
+            "--flush-timeout",
+            "2s",
+            "-q",
+            &d,
+        ],
+        &["live", "-i", "fs-no-such-if", "--probe-id", "p1", "-q"],
+        &["collect", "--shards", "0-7", "--config-wait", "2s"],
+        &["results", "-q", "--request-timeout", "2s"],
+    ];
+    for (value, says) in [
+        (
+            "http://127.0.0.1:4222",
+            "invalid scheme for NATS server URL: http",
+        ),
+        ("nats://", "'nats://' has no host"),
+        ("", "has an empty server"),
+        (
+            "nats://127.0.0.1:1,,nats://127.0.0.1:2",
+            "has an empty server",
+        ),
+        ("nats://127.0.0.1:65536", "invalid port number"),
+    ] {
+        for cmd in commands {
+            let mut args = cmd.to_vec();
+            args.extend(["--nats", value]);
+            let out = flowsieve(&args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{args:?}: one line, got {err}");
+            assert!(
+                err.contains(&format!("invalid value '{value}' for '--nats <URL>'"))
+                    && err.contains(says),
+                "{args:?}: {err}"
+            );
+            assert!(out.stdout.is_empty(), "{args:?}: no report");
+        }
+    }
+}
+
 /// `--huge-pages off` moves the exact tables to the system allocator and
 /// changes no figure against `--huge-pages on`: the same report, timing
 /// aside, with one worker and with two, and with truth off (where the

@@ -1124,6 +1124,10 @@ fn results_json(url: &str, extra: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// A probe whose shape differs from the shared configuration exits 2
+/// with one line naming the difference. It is given a `--nats` list whose
+/// first server does not answer, so the line also shows the list reaching
+/// the server behind it.
 #[test]
 fn a_probe_with_another_shape_refuses_to_start() {
     let Some(bin) = nats_server() else {
@@ -1136,12 +1140,15 @@ fn a_probe_with_another_shape_refuses_to_start() {
         "first probe",
         Duration::from_secs(120),
     );
+    // A list whose first server does not answer: the client goes on to
+    // the next, and the difference is the shared configuration's.
+    let list = format!("nats://127.0.0.1:{},{url}", free_port());
     let out = Command::new(BIN)
         .args([
             "probe",
             TRACE,
             "--nats",
-            &url,
+            &list,
             "--probe-id",
             "b",
             "--probes",

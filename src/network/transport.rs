@@ -161,9 +161,49 @@ pub fn reconnect_delay(attempts: usize) -> Duration {
     Duration::from_millis(failures.saturating_mul(100).min(1000))
 }
 
-/// Connects to `url`. With `retry`, returns at once and keeps trying in
-/// the background (a probe starts monitoring whether or not the server is
-/// up); without, fails after `timeout`.
+/// The servers a `--nats` value names: one URL, or several separated by
+/// commas (as the `nats` command line takes them), each `nats://`,
+/// `tls://`, `ws://` or `wss://` with a host (`nats://` and port 4222 when
+/// left out). The client tries them in turn and learns a cluster's other
+/// nodes from the one it reaches, so one is enough while it is up.
+///
+/// Checked where the flag is read, so a value that names no server ends
+/// the run with exit 2 before any work, instead of a name lookup of `""`.
+///
+/// ```
+/// use flowsieve::network::transport::server_addrs;
+/// let two = server_addrs("nats://127.0.0.1:4222, 127.0.0.1:4223").unwrap();
+/// assert_eq!(two.len(), 2);
+/// assert_eq!((two[1].host(), two[1].port()), ("127.0.0.1", 4223));
+/// assert!(server_addrs("http://127.0.0.1:4222").unwrap_err().contains("scheme"));
+/// assert!(server_addrs("nats://").unwrap_err().contains("no host"));
+/// assert!(server_addrs("nats://127.0.0.1:99999").is_err());
+/// assert!(server_addrs("nats://a,,nats://b").unwrap_err().contains("empty"));
+/// ```
+pub fn server_addrs(list: &str) -> Result<Vec<async_nats::ServerAddr>, String> {
+    list.split(',')
+        .map(|one| {
+            let one = one.trim();
+            if one.is_empty() {
+                return Err(format!(
+                    "'{list}' has an empty server: give nats://HOST:PORT, or several separated by commas"
+                ));
+            }
+            let addr: async_nats::ServerAddr = one
+                .parse()
+                .map_err(|e: std::io::Error| format!("'{one}': {e}"))?;
+            if addr.host().is_empty() {
+                return Err(format!("'{one}' has no host: give nats://HOST:PORT"));
+            }
+            Ok(addr)
+        })
+        .collect()
+}
+
+/// Connects to the servers `url` names ([`server_addrs`]). With `retry`,
+/// returns at once and keeps trying in the background (a probe starts
+/// monitoring whether or not the server is up); without, fails after
+/// `timeout`.
 pub async fn connect(
     url: &str,
     name: &str,
@@ -179,10 +219,14 @@ pub async fn connect(
     if retry {
         opts = opts.retry_on_initial_connect();
     }
+    let servers = server_addrs(url).map_err(|detail| NetError::Nats {
+        what: "connect",
+        detail,
+    })?;
     let client = if retry {
-        opts.connect(url).await
+        opts.connect(servers).await
     } else {
-        tokio::time::timeout(timeout, opts.connect(url))
+        tokio::time::timeout(timeout, opts.connect(servers))
             .await
             .map_err(|_| NetError::Nats {
                 what: "connect",
