@@ -1127,7 +1127,8 @@ fn results_json(url: &str, extra: &[&str]) -> serde_json::Value {
 /// A probe whose shape differs from the shared configuration exits 2
 /// with one line naming the difference. It is given a `--nats` list whose
 /// first server does not answer, so the line also shows the list reaching
-/// the server behind it.
+/// the server behind it. So does a collector given shards past the
+/// network's.
 #[test]
 fn a_probe_with_another_shape_refuses_to_start() {
     let Some(bin) = nats_server() else {
@@ -1166,6 +1167,25 @@ fn a_probe_with_another_shape_refuses_to_start() {
     assert!(
         err.contains("theta is 10 in the shared configuration but 20 here"),
         "{err}"
+    );
+    // A collector told of shards the network does not have: exit 2 and
+    // one line, and no consumer made for any of its shards.
+    let out = Command::new(BIN)
+        .args(["collect", "--nats", &url, "--shards", "6-9"])
+        .args(["--exit-when-done", "2s"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("shard 8 is past the 8 shards of the shared configuration"),
+        "{err}"
+    );
+    assert_eq!(
+        consumer_backlogs(&url, 6..8),
+        Some(vec![None, None]),
+        "no consumer for shards 6 and 7"
     );
 }
 
