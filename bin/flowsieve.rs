@@ -216,7 +216,7 @@ fn run_reproduce(a: ReproduceArgs) -> u8 {
             guess.is_dir().then(|| guess.to_path_buf())
         }
     };
-    if let Err(code) = check_output_dirs(&[(Some(&a.out), "tables and figures")]) {
+    if let Err(code) = check_output_dirs(&[(Some(&a.out), "tables and figures")], &[]) {
         return code;
     }
     if let Err(e) = std::fs::create_dir_all(&a.out) {
@@ -761,11 +761,23 @@ fn check_streams_once(traces: &[PathBuf]) -> Result<(), u8> {
 
 /// Refuses, with exit 2 and one line before any work starts, a directory
 /// output (`--csv DIR`, `--plot DIR`) that names a file or lies under one
-/// ([`flowsieve::report::check_output_dir`]).
-fn check_output_dirs(dirs: &[(Option<&Path>, &'static str)]) -> Result<(), u8> {
-    for (dir, what) in dirs {
-        if let Some(dir) = dir {
-            flowsieve::report::check_output_dir(dir, what).map_err(|e| fail(exit::USAGE, e))?;
+/// ([`flowsieve::report::check_output_dir`]), is `-`, or is the path of
+/// one of the run's file outputs `files` or lies under it
+/// ([`flowsieve::report::check_dir_apart_from_file`]).
+fn check_output_dirs(
+    dirs: &[(Option<&Path>, &'static str)],
+    files: &[(Option<&Path>, &'static str)],
+) -> Result<(), u8> {
+    for &(dir, what) in dirs {
+        let Some(dir) = dir else {
+            continue;
+        };
+        flowsieve::report::check_output_dir(dir, what).map_err(|e| fail(exit::USAGE, e))?;
+        for &(file, file_what) in files {
+            if let Some(file) = file {
+                flowsieve::report::check_dir_apart_from_file(dir, what, file, file_what)
+                    .map_err(|e| fail(exit::USAGE, e))?;
+            }
         }
     }
     Ok(())
@@ -792,13 +804,24 @@ fn check_outputs(outputs: &[(Option<&Path>, &'static str)], inputs: &[PathBuf]) 
             ),
         ));
     }
+    for (path, what) in outputs {
+        if let Some(path) = path {
+            flowsieve::report::check_output_target(path, what, inputs)
+                .map_err(|e| fail(exit::USAGE, e))?;
+        }
+    }
+    check_outputs_distinct(outputs)
+}
+
+/// Refuses, with exit 2 and one line before any work starts, one path
+/// given to two file outputs (`-` and character devices aside): the
+/// second written would replace the first.
+fn check_outputs_distinct(outputs: &[(Option<&Path>, &'static str)]) -> Result<(), u8> {
     let mut seen: Vec<(OutputIdentity, &'static str)> = Vec::new();
     for (path, what) in outputs {
         let Some(path) = path else {
             continue;
         };
-        flowsieve::report::check_output_target(path, what, inputs)
-            .map_err(|e| fail(exit::USAGE, e))?;
         if path.as_os_str() == "-" {
             continue;
         }
@@ -848,15 +871,13 @@ enum OutputIdentity {
 
 fn run_replay(args: ReplayArgs) -> u8 {
     let traces = traces_or_default(&args.traces);
-    if let Err(code) = check_outputs(
-        &[
-            (args.run.json.as_deref(), "JSON report"),
-            (args.events.as_deref(), "events"),
-        ],
-        &traces,
-    )
-    .and_then(|()| check_output_dirs(&args.run.dir_outputs()))
-    .and_then(|()| check_streams_once(&traces))
+    let files = [
+        (args.run.json.as_deref(), "JSON report"),
+        (args.events.as_deref(), "events"),
+    ];
+    if let Err(code) = check_outputs(&files, &traces)
+        .and_then(|()| check_output_dirs(&args.run.dir_outputs(), &files))
+        .and_then(|()| check_streams_once(&traces))
     {
         return code;
     }

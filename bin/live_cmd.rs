@@ -339,7 +339,14 @@ mod linux {
         // The capture file joins the check only on standard output, where
         // it must come alone; a file it names is replaced, as `tcpdump -w`
         // replaces one, even when it holds a capture.
+        // It still may not share a path with another output, which would
+        // replace the capture at the end of the run.
         let capture_on_stdout = a.write.as_deref().filter(|w| writes_stdout(w));
+        let files = [
+            (a.run.json.as_deref(), "JSON report"),
+            (a.json_lines.as_deref(), "JSON lines"),
+            (a.write.as_deref(), "capture (-w)"),
+        ];
         if let Err(code) = super::super::check_outputs(
             &[
                 (a.run.json.as_deref(), "JSON report"),
@@ -348,7 +355,8 @@ mod linux {
             ],
             &[],
         )
-        .and_then(|()| super::super::check_output_dirs(&a.run.dir_outputs()))
+        .and_then(|()| super::super::check_outputs_distinct(&files))
+        .and_then(|()| super::super::check_output_dirs(&a.run.dir_outputs(), &files))
         {
             return code;
         }

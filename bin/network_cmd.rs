@@ -347,15 +347,13 @@ pub(crate) fn finish_export(exporter: Exporter, x: &ExportArgs, quiet: bool, cod
 
 pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
     let traces = traces_or_default(&args.traces);
-    if let Err(code) = super::check_outputs(
-        &[
-            (args.run.json.as_deref(), "JSON report"),
-            (args.events.as_deref(), "events"),
-        ],
-        &traces,
-    )
-    .and_then(|()| super::check_output_dirs(&args.run.dir_outputs()))
-    .and_then(|()| super::check_streams_once(&traces))
+    let files = [
+        (args.run.json.as_deref(), "JSON report"),
+        (args.events.as_deref(), "events"),
+    ];
+    if let Err(code) = super::check_outputs(&files, &traces)
+        .and_then(|()| super::check_output_dirs(&args.run.dir_outputs(), &files))
+        .and_then(|()| super::check_streams_once(&traces))
     {
         return code;
     }
@@ -468,10 +466,13 @@ pub(crate) fn run_collect(args: CollectArgs) -> u8 {
 pub(crate) fn run_results(args: ResultsArgs) -> u8 {
     if let Err(code) =
         super::check_outputs(&[(args.json.as_deref(), "JSON report")], &[]).and_then(|()| {
-            super::check_output_dirs(&[
-                (args.csv.as_deref(), "CSV tables"),
-                (args.plot.as_deref(), "plots"),
-            ])
+            super::check_output_dirs(
+                &[
+                    (args.csv.as_deref(), "CSV tables"),
+                    (args.plot.as_deref(), "plots"),
+                ],
+                &[(args.json.as_deref(), "JSON report")],
+            )
         })
     {
         return code;

@@ -1090,6 +1090,76 @@ fn two_outputs_to_one_file_through_a_link_are_refused_and_dev_null_takes_both() 
     assert!(r.stderr.is_empty(), "{}", r.stderr);
 }
 
+/// A directory output and a file output on one path cannot both be
+/// written: the file went first and the directory failed after all the
+/// work (exit 1), or a capture written all run long was replaced by the
+/// JSON report at its end. Each is refused with exit 2 and one line
+/// before any work, with the trace on a pipe this test never writes to:
+/// one path for a directory and a file (the file and the directory both
+/// new), a directory under a file output, `-` for a directory, and a
+/// live capture's file given to another output. A file inside a
+/// directory output, and one directory for the tables and the plots, run.
+#[test]
+fn a_directory_output_on_a_file_outputs_path_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (r, under, c) = (p("r.json"), p("r.json/tables"), p("c.pcap"));
+    let refused: [(&[&str], &str); 8] = [
+        (
+            &["-q", "--json", &r, "--plot", &r, "-"],
+            "given for both the plots (a directory) and the JSON report (a file)",
+        ),
+        (
+            &["-q", "--events", &r, "--csv", &r, "-"],
+            "given for both the CSV tables (a directory) and the events (a file)",
+        ),
+        (
+            &["-q", "--json", &r, "--csv", &under, "-"],
+            &format!("the CSV tables' directory would lie under {r}, the JSON report's file"),
+        ),
+        (&["-q", "--csv", "-", "-"], "-: is standard output"),
+        (&["-q", "--plot", "-", "-"], "-: is standard output"),
+        (
+            &[
+                "results",
+                "--nats",
+                "nats://127.0.0.1:1",
+                "--json",
+                &r,
+                "--csv",
+                &r,
+            ],
+            "given for both the CSV tables (a directory) and the JSON report (a file)",
+        ),
+        // Before any socket opens: the interface does not exist.
+        (
+            &["live", "-i", "flowsieve-none0", "-w", &c, "--json", &c],
+            "given for both the JSON report and the capture (-w)",
+        ),
+        (
+            &["live", "-i", "flowsieve-none0", "-w", &c, "--plot", &c],
+            "given for both the plots (a directory) and the capture (-w) (a file)",
+        ),
+    ];
+    for (args, says) in refused {
+        refused_before_any_work(args, says);
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing made"
+    );
+    let t = default_trace();
+    let out = p("out");
+    let inside = p("out/r.json");
+    std::fs::create_dir(&out).unwrap();
+    let r = run(&["-q", "--json", &inside, "--csv", &out, "--plot", &out, &t]);
+    r.expect(0);
+    for f in ["r.json", "stages.csv", "heavy_fp.svg"] {
+        assert!(Path::new(&out).join(f).is_file(), "{f} in {out}");
+    }
+}
+
 // ---------- keyed hash ----------
 
 /// `--hash-key` runs reproduce each other, record their key, and keep

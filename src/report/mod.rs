@@ -19,7 +19,8 @@ pub use atomic::{
 };
 pub use figure::{Figure, Series, SeriesStyle};
 pub use output_target::{
-    OutputTargetError, check_file_target, check_output_dir, check_output_target,
+    OutputTargetError, check_dir_apart_from_file, check_file_target, check_output_dir,
+    check_output_target,
 };
 pub use pipeline::*;
 pub use table::{Cell, Column, Row, Table};

@@ -56,6 +56,29 @@ pub enum OutputTargetError {
         /// What would have been written.
         what: &'static str,
     },
+    /// A directory output is `-`: standard output takes one stream, not a
+    /// directory of files.
+    #[error(
+        "-: is standard output, but the {what} are a directory of files; name a directory (./- for one called '-')"
+    )]
+    StandardOutput {
+        /// What would have been written.
+        what: &'static str,
+    },
+    /// A directory output is the path of a file output, or lies under
+    /// it: the one would be written as a file and the other as a
+    /// directory there ([`check_dir_apart_from_file`]).
+    #[error("{}: {}", dir.display(), if dir == file { format!("given for both the {dir_what} (a directory) and the {file_what} (a file)") } else { format!("the {dir_what}' directory would lie under {}, the {file_what}'s file", file.display()) })]
+    DirectoryOverFile {
+        /// The directory output.
+        dir: PathBuf,
+        /// What goes in it.
+        dir_what: &'static str,
+        /// The file output.
+        file: PathBuf,
+        /// What goes in that.
+        file_what: &'static str,
+    },
     /// A file cannot be written there: a read-only file system, a
     /// directory no file can be created in (`/sys`), no permission
     /// ([`crate::report::probe_writable`]).
@@ -209,6 +232,9 @@ fn first_bytes(path: &Path) -> Option<Vec<u8>> {
 /// ));
 /// ```
 pub fn check_output_dir(path: &Path, what: &'static str) -> Result<(), OutputTargetError> {
+    if path.as_os_str() == "-" {
+        return Err(OutputTargetError::StandardOutput { what });
+    }
     // The nearest part of the path that exists must be a directory:
     // everything below it is created.
     for at in path.ancestors() {
@@ -237,6 +263,51 @@ pub fn check_output_dir(path: &Path, what: &'static str) -> Result<(), OutputTar
             }
             Err(_) => continue,
         }
+    }
+    Ok(())
+}
+
+/// Checks that the directory output `dir` (`what`: `dir_what`) and the
+/// file output `file` (`file_what`) are apart: `dir` is not `file`'s path
+/// and does not lie under it, compared as absolute paths. Both may be new,
+/// so [`check_output_dir`] cannot see it: the file would be written, and
+/// then the directory could not be made there, after all the work. A file
+/// inside the directory is fine, and `-` (standard output) is apart from
+/// every path.
+///
+/// ```
+/// use flowsieve::report::{OutputTargetError, check_dir_apart_from_file};
+/// use std::path::Path;
+/// let apart = |d: &str, f: &str| check_dir_apart_from_file(Path::new(d), "plots", Path::new(f), "JSON report");
+/// assert_eq!(apart("out", "out/report.json"), Ok(()));
+/// assert_eq!(apart("out", "-"), Ok(()));
+/// assert_eq!(apart("plots", "report.json"), Ok(()));
+/// for (d, f) in [("r.json", "r.json"), ("./r.json", "r.json"), ("r.json/plots", "r.json")] {
+///     assert!(matches!(apart(d, f), Err(OutputTargetError::DirectoryOverFile { .. })), "{d} {f}");
+/// }
+/// ```
+pub fn check_dir_apart_from_file(
+    dir: &Path,
+    dir_what: &'static str,
+    file: &Path,
+    file_what: &'static str,
+) -> Result<(), OutputTargetError> {
+    if file.as_os_str() == "-" {
+        return Ok(());
+    }
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let (d, f) = (abs(dir), abs(file));
+    if d.starts_with(&f) {
+        return Err(OutputTargetError::DirectoryOverFile {
+            dir: dir.to_path_buf(),
+            dir_what,
+            file: if d == f {
+                dir.to_path_buf()
+            } else {
+                file.to_path_buf()
+            },
+            file_what,
+        });
     }
     Ok(())
 }
