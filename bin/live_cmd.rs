@@ -377,22 +377,36 @@ mod linux {
                 "live: standard output is a terminal; write the capture to a file (-w FILE) or a pipe (-w - | ...)",
             );
         }
-        let (exporter, cfg) = match a.export.is_probe() {
-            // A live probe drops a digest rather than wait for the
-            // exporter: the capture never waits on the network.
-            true => match super::super::network_cmd::start_export(&a.export, &a.run, &[], false) {
-                Ok((e, c)) => (Some(e), c),
-                Err(code) => return code,
-            },
-            false => match a.run.configure(|_| {}) {
-                Ok(c) => (None, c),
-                Err(code) => return code,
-            },
-        };
         let retire_ms = a.block_timeout.0 / 1_000_000;
         let geometry = match RingGeometry::new(a.ring_mb << 20, a.block_kb << 10, retire_ms) {
             Ok(g) => g,
             Err(e) => return fail(exit::USAGE, format!("ring: {e}")),
+        };
+        // The kernel allocates every socket's ring when it is set up and
+        // holds it to the end: it is memory the run takes, stated and
+        // checked against --max-memory with the filters before any socket
+        // opens (64 rings of 64 MiB are 4 GiB).
+        let capture_rings = geometry
+            .bytes()
+            .saturating_mul(u64::from(a.fanout))
+            .saturating_mul(a.interfaces.len() as u64);
+        let (exporter, cfg) = match a.export.is_probe() {
+            // A live probe drops a digest rather than wait for the
+            // exporter: the capture never waits on the network.
+            true => match super::super::network_cmd::start_export(
+                &a.export,
+                &a.run,
+                &[],
+                false,
+                capture_rings,
+            ) {
+                Ok((e, c)) => (Some(e), c),
+                Err(code) => return code,
+            },
+            false => match a.run.configure(|c| c.capture_rings = capture_rings) {
+                Ok(c) => (None, c),
+                Err(code) => return code,
+            },
         };
         let mut live = LiveConfig::new(a.interfaces.clone());
         live.fanout = usize::from(a.fanout);

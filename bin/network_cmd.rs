@@ -227,11 +227,14 @@ fn network_config(args: &ExportArgs, cfg: &ValidatedConfig) -> Result<NetworkCon
 /// the exporter, and validates the run's configuration with the export
 /// tap and epoch windows. `blocking`: the shards wait for the exporter
 /// (a replay) instead of dropping a digest (a live capture).
+/// `capture_rings`: a live capture's ring bytes, stated and checked with
+/// the rest (0 for a replay).
 pub(crate) fn start_export(
     x: &ExportArgs,
     run: &RunArgs,
     traces: &[PathBuf],
     blocking: bool,
+    capture_rings: u64,
 ) -> Result<(Exporter, ValidatedConfig), u8> {
     let (Some(url), Some(probe_id)) = (&x.url, &x.probe_id) else {
         return Err(fail(
@@ -240,7 +243,10 @@ pub(crate) fn start_export(
         ));
     };
     check_probe_id(probe_id).map_err(|e| fail(exit::USAGE, e))?;
-    let plain = run.configure(|c| c.epoch_windows = true)?;
+    let plain = run.configure(|c| {
+        c.epoch_windows = true;
+        c.capture_rings = capture_rings;
+    })?;
     let net = network_config(x, &plain).map_err(|e| fail(exit::USAGE, e))?;
     // A probe joins the network before it reads: a trace it cannot open
     // would have it wait out --flush-timeout for an unreachable server and
@@ -296,6 +302,7 @@ pub(crate) fn start_export(
     let export = exporter.window_export();
     let cfg = run.configure(|c| {
         c.epoch_windows = true;
+        c.capture_rings = capture_rings;
         c.export = Some(export);
     })?;
     Ok((exporter, cfg))
@@ -357,7 +364,7 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
     {
         return code;
     }
-    let (exporter, cfg) = match start_export(&args.export, &args.run, &traces, true) {
+    let (exporter, cfg) = match start_export(&args.export, &args.run, &traces, true, 0) {
         Ok(x) => x,
         Err(code) => return code,
     };

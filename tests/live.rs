@@ -794,6 +794,8 @@ fn live_report_equals_replay_and_the_written_file() {
     assert!(0.0 < p50 && p50 <= p99 && p99 < 60_000.0, "{lat}");
 }
 
+/// Two sockets in one fanout group give the one-socket report, and the
+/// stated memory counts each socket's ring.
 #[test]
 fn fanout_two_gives_the_fanout_one_report() {
     let Some(pair) = VethPair::new("fanout_two_gives_the_fanout_one_report") else {
@@ -820,6 +822,22 @@ fn fanout_two_gives_the_fanout_one_report() {
         let r = json(&out);
         assert_identity(&r, sent["sent"].as_u64().unwrap());
         assert_eq!(r["capture"]["fanout"], fanout.parse::<u64>().unwrap());
+        // Each socket's ring (64 MiB by default) is memory the run takes:
+        // stated with the rest, and in the total.
+        let m = &r["throughput"]["memory"];
+        let rings = fanout.parse::<u64>().unwrap() << 26;
+        assert_eq!(m["capture_rings"], rings, "{m}");
+        let parts: u64 = [
+            "heavy",
+            "new_flows",
+            "selective",
+            "batches",
+            "capture_rings",
+        ]
+        .iter()
+        .map(|k| m[k].as_u64().unwrap())
+        .sum();
+        assert_eq!(m["total"], parts, "{m}");
         reports.push(r);
     }
     assert_eq!(pacing_free(&reports[0]), pacing_free(&reports[1]));
@@ -1739,6 +1757,18 @@ fn bad_live_arguments_exit_before_any_capture() {
             "multiple of the 4 KiB page",
         ),
         (vec!["live", "-i", "lo", "--fanout", "0"], 2, "fanout"),
+        // 64 rings of 16 GiB: refused with the filters' memory before
+        // any socket is set up (the kernel allocates each ring whole).
+        (
+            vec!["live", "-i", "lo", "--fanout", "64", "--ring-mb", "16384"],
+            2,
+            "+ capture rings 1099511627776), more than the limit",
+        ),
+        (
+            vec!["live", "-i", "lo", "-i", "lo2", "--max-memory", "150M"],
+            2,
+            "+ capture rings 134217728), more than the limit of 157286400 bytes",
+        ),
         (
             vec!["live", "-i", "lo", "--shed-at", "1.5"],
             2,

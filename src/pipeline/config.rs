@@ -332,6 +332,10 @@ pub struct PipelineConfig {
     /// The heavy stage's window digests, handed out at each window close
     /// (the network mode's probe); `None` for a plain run.
     pub export: Option<super::WindowExport>,
+    /// Bytes of a live capture's rings, all sockets together: the kernel
+    /// holds them for the whole run, so they join the stated memory and
+    /// the [`PipelineConfig::max_memory`] check. 0 for a trace.
+    pub capture_rings: u64,
 }
 
 impl PipelineConfig {
@@ -354,6 +358,7 @@ impl PipelineConfig {
             max_memory: None,
             epoch_windows: false,
             export: None,
+            capture_rings: 0,
         }
     }
 
@@ -369,6 +374,7 @@ impl PipelineConfig {
         in_range("queue_batches", self.queue_batches, 1, MAX_QUEUE_BATCHES)?;
         let mut memory = MemoryEstimate {
             batches: batch_bytes(self)?,
+            capture_rings: self.capture_rings,
             ..MemoryEstimate::default()
         };
         let mut validated = ValidatedConfig {
@@ -483,6 +489,10 @@ pub struct MemoryEstimate {
     /// Records in flight, each counted with its flow key (a bound: a run
     /// that names no flows carries no keys).
     pub batches: u64,
+    /// A live capture's rings ([`PipelineConfig::capture_rings`]); left
+    /// out of a trace's report, where it is 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub capture_rings: u64,
     /// The sum.
     pub total: u64,
 }
@@ -494,8 +504,22 @@ impl MemoryEstimate {
             .checked_add(self.new_flows)
             .and_then(|t| t.checked_add(self.selective))
             .and_then(|t| t.checked_add(self.batches))
+            .and_then(|t| t.checked_add(self.capture_rings))
             .ok_or(ConfigError::MemoryOverflow)
     }
+
+    /// ` + capture rings N` when there are rings, for the messages that
+    /// list the parts.
+    fn rings_part(&self) -> String {
+        match self.capture_rings {
+            0 => String::new(),
+            n => format!(" + capture rings {n}"),
+        }
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why a configuration cannot run.
@@ -510,7 +534,7 @@ pub enum ConfigError {
         problem: String,
     },
     /// The run would take more memory than allowed.
-    #[error("the configuration needs {needed} bytes (heavy {} + new flows {} + selective at most {} + batches {}), more than the limit of {limit} bytes", estimate.heavy, estimate.new_flows, estimate.selective, estimate.batches)]
+    #[error("the configuration needs {needed} bytes (heavy {} + new flows {} + selective at most {} + batches {}{}), more than the limit of {limit} bytes", estimate.heavy, estimate.new_flows, estimate.selective, estimate.batches, estimate.rings_part())]
     Memory {
         /// Bytes needed.
         needed: u64,

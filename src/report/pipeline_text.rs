@@ -45,7 +45,7 @@ impl PipelineReport {
         let _ = writeln!(o);
         let _ = writeln!(
             o,
-            "pipeline: {} keyed packets, {} shards on {} threads, batches of {}; memory {:.1} MiB stated (filters {:.1}, selective sets at most {:.1}, batches {:.1})",
+            "pipeline: {} keyed packets, {} shards on {} threads, batches of {}; memory {:.1} MiB stated (filters {:.1}, selective sets at most {:.1}, batches {:.1}{})",
             self.pipeline.packets,
             self.pipeline.shards,
             self.throughput.threads,
@@ -53,7 +53,11 @@ impl PipelineReport {
             mib(self.throughput.memory.total),
             mib(self.throughput.memory.heavy + self.throughput.memory.new_flows),
             mib(self.throughput.memory.selective),
-            mib(self.throughput.memory.batches)
+            mib(self.throughput.memory.batches),
+            match self.throughput.memory.capture_rings {
+                0 => String::new(),
+                n => format!(", capture rings {:.1}", mib(n)),
+            }
         );
         for s in &self.sections {
             let _ = writeln!(o);
@@ -94,9 +98,14 @@ impl PipelineReport {
             let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
             let _ = writeln!(
                 o,
-                "memory: {:.1} MiB resident at the peak; the configuration states {:.1} MiB for the filters, batches and flow sets",
+                "memory: {:.1} MiB resident at the peak; the configuration states {:.1} MiB for the {}",
                 mib(b),
-                mib(t.memory.total)
+                mib(t.memory.total),
+                if t.memory.capture_rings > 0 {
+                    "filters, batches, flow sets and capture rings"
+                } else {
+                    "filters, batches and flow sets"
+                }
             );
         }
         o
