@@ -20,7 +20,13 @@ pub enum Direction {
 pub struct LiveArgs {
     /// Interface to capture on; repeat for several (each once: an interface
     /// given twice, or under two of its names, is refused).
-    #[arg(short = 'i', long = "interface", value_name = "IFACE", required = true)]
+    #[arg(
+        short = 'i',
+        long = "interface",
+        value_name = "IFACE",
+        required = true,
+        value_parser = interface_name
+    )]
     pub interfaces: Vec<String>,
     #[command(flatten)]
     pub run: RunArgs,
@@ -158,7 +164,7 @@ fn parse_every(s: &str) -> Result<ReportEvery, String> {
 #[derive(Args)]
 pub struct InjectArgs {
     /// Interface to send on.
-    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
+    #[arg(short = 'i', long = "interface", value_name = "IFACE", value_parser = interface_name)]
     pub interface: String,
     /// The trace whose frames to send.
     pub trace: PathBuf,
@@ -187,6 +193,15 @@ pub struct InjectArgs {
 #[cfg(not(target_os = "linux"))]
 pub fn run_live(_: LiveArgs) -> u8 {
     fail(exit::FAILURE, "live capture needs Linux (AF_PACKET)")
+}
+
+/// An `-i` value that can name an interface (the kernel's rule), kept
+/// as given; one that cannot is a bad flag value, refused before any
+/// work.
+fn interface_name(s: &str) -> Result<String, String> {
+    #[cfg(target_os = "linux")]
+    flowsieve::ingest::live::check_interface_name(s)?;
+    Ok(s.to_string())
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -606,6 +621,7 @@ mod linux {
         }
         let iface = match Interface::by_name(&a.interface) {
             Ok(i) => i,
+            Err(e) if e.is_usage() => return fail(exit::USAGE, e),
             Err(e) => return fail(exit::FAILURE, e),
         };
         let injector = match Injector::open(&iface) {

@@ -1827,6 +1827,40 @@ fn bad_live_arguments_exit_before_any_capture() {
             1,
             "no such interface",
         ),
+        // A string no interface can be called (the kernel's rule) is a bad
+        // value, not a missing interface, and `any`, tcpdump's
+        // pseudo-device, is named as such.
+        (
+            vec!["live", "-i", "lo", "-i", ""],
+            2,
+            "\"\" cannot name an interface: a name is 1 to 15 bytes",
+        ),
+        (
+            vec!["live", "-i", "sixteen-bytes-00"],
+            2,
+            "a name is 1 to 15 bytes",
+        ),
+        (
+            vec!["live", "-i", "eth0:1"],
+            2,
+            "':' is not allowed in a name",
+        ),
+        (vec!["live", "-i", ".."], 2, "'.' and '..' are not names"),
+        (
+            vec!["inject", "-i", "a b", "traces/default.pcap"],
+            2,
+            "' ' is not allowed in a name",
+        ),
+        (
+            vec!["live", "-i", "any"],
+            2,
+            "does not capture tcpdump's 'any' pseudo-device",
+        ),
+        (
+            vec!["inject", "-i", "any", "traces/default.pcap"],
+            2,
+            "does not capture tcpdump's 'any' pseudo-device",
+        ),
     ] {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 && args.contains(&"-f") {

@@ -12,6 +12,15 @@ pub enum LiveError {
         /// The name given.
         iface: String,
     },
+    /// `-i` was given a string that cannot name an interface
+    /// ([`super::check_interface_name`]).
+    #[error("-i: {0}")]
+    BadInterfaceName(String),
+    /// `-i any` with no interface of that name: tcpdump's pseudo-device.
+    #[error(
+        "any: there is no interface called any, and flowsieve does not capture tcpdump's 'any' pseudo-device (cooked headers of every interface); give each interface with -i"
+    )]
+    AnyDevice,
     /// The process lacks the capabilities a packet socket needs.
     #[error(
         "{iface}: cannot {what}: not permitted (live capture needs CAP_NET_RAW, and CAP_NET_ADMIN for promiscuous mode; run as root or grant them with setcap)"
@@ -93,6 +102,8 @@ impl LiveError {
             LiveError::Filter(_)
                 | LiveError::MixedLinkTypes { .. }
                 | LiveError::SameInterfaceTwice { .. }
+                | LiveError::BadInterfaceName(_)
+                | LiveError::AnyDevice
         )
     }
 

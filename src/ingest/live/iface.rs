@@ -53,24 +53,54 @@ fn read_u64(path: PathBuf) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
+/// Checks that `name` can name a Linux network interface, by the
+/// kernel's own rule (`dev_valid_name`): 1 to 15 bytes, not `.` or `..`,
+/// and no `/`, `:`, white space or NUL. A name that fails it can never be
+/// found, so it is a bad `-i` value (exit 2), not a missing interface.
+///
+/// ```
+/// use flowsieve::ingest::live::check_interface_name;
+/// assert!(check_interface_name("eth0").is_ok());
+/// assert!(check_interface_name("veth-a.100").is_ok());
+/// for bad in ["", ".", "..", "eth0:1", "a b", "a/b", "a-name-of-16-byt"] {
+///     assert!(check_interface_name(bad).is_err(), "{bad:?}");
+/// }
+/// ```
+pub fn check_interface_name(name: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("{name:?} cannot name an interface: {why}"));
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return bad(&format!("a name is 1 to {} bytes", libc::IFNAMSIZ - 1));
+    }
+    if name == "." || name == ".." {
+        return bad("'.' and '..' are not names");
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|&c| c == '/' || c == ':' || c == '\0' || c.is_ascii_whitespace())
+    {
+        return bad(&format!("{c:?} is not allowed in a name"));
+    }
+    Ok(())
+}
+
 impl Interface {
     /// Looks an interface up by name.
     pub fn by_name(name: &str) -> Result<Interface, LiveError> {
         let missing = || LiveError::NoSuchInterface {
             iface: name.to_string(),
         };
-        if name.is_empty()
-            || name.len() >= libc::IFNAMSIZ
-            || name.contains(['/', '\0'])
-            || name == "."
-            || name == ".."
-        {
-            return Err(missing());
+        if let Err(reason) = check_interface_name(name) {
+            return Err(LiveError::BadInterfaceName(reason));
         }
         let c = std::ffi::CString::new(name).map_err(|_| missing())?;
         // SAFETY: `c` is a valid NUL-terminated string.
         let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
         if index == 0 {
+            // tcpdump's pseudo-device for every interface at once, with
+            // cooked link headers; not one flowsieve captures.
+            if name == "any" {
+                return Err(LiveError::AnyDevice);
+            }
             return Err(missing());
         }
         let dir = sys_dir(name);

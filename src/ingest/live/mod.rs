@@ -42,7 +42,7 @@ mod vlan;
 
 pub use error::LiveError;
 pub use filter::SocketFilter;
-pub use iface::{DeviceCounters, Interface};
+pub use iface::{DeviceCounters, Interface, check_interface_name};
 pub use inject::{InjectError, InjectSummary, Injector, Pace};
 pub use ring::{
     MAX_BLOCK_BYTES, MIN_BLOCK_BYTES, PacketRing, RingFrame, RingGeometry, RingOptions, RingStats,
