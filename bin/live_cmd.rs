@@ -108,8 +108,11 @@ pub struct LiveArgs {
     /// --block-timeout on a quiet link), not when an 8 KiB buffer fills.
     #[arg(short = 'U', long = "packet-buffered", help_heading = "Capture")]
     pub packet_buffered: bool,
-    /// Serve Prometheus metrics on ADDR (such as 127.0.0.1:9899) at /metrics.
-    #[arg(long, value_name = "ADDR", help_heading = "Capture")]
+    /// Serve Prometheus metrics on ADDR at /metrics: HOST:PORT (such as
+    /// 127.0.0.1:9899, [::1]:9899 or localhost:9899), or :PORT for every
+    /// IPv4 address, as Prometheus exporters take it. Port 0 picks a free
+    /// one, printed at start.
+    #[arg(long, value_name = "ADDR", value_parser = listen_addr, help_heading = "Capture")]
     pub metrics: Option<std::net::SocketAddr>,
     /// Run as a probe of a network (with --nats and --probe-id): each
     /// window's digests go to NATS JetStream as `flowsieve probe` sends
@@ -193,6 +196,14 @@ pub struct InjectArgs {
 #[cfg(not(target_os = "linux"))]
 pub fn run_live(_: LiveArgs) -> u8 {
     fail(exit::FAILURE, "live capture needs Linux (AF_PACKET)")
+}
+
+/// A `--metrics` address (`HOST:PORT` or `:PORT`).
+#[cfg(target_os = "linux")]
+use flowsieve::live::metrics::parse_listen_addr as listen_addr;
+#[cfg(not(target_os = "linux"))]
+fn listen_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    s.parse().map_err(|e| format!("{e}"))
 }
 
 /// An `-i` value that can name an interface (the kernel's rule), kept

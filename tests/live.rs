@@ -1050,8 +1050,10 @@ fn metrics_answer_in_prometheus_text_format() {
         "-q",
         "--report-every",
         "0",
+        // Every IPv4 address, as Prometheus exporters take `:PORT`; the
+        // scrape below comes through the namespace's loopback.
         "--metrics",
-        "127.0.0.1:0",
+        ":0",
         "--json",
         out.to_str().unwrap(),
         // Packet windows, so that the selective stage has rounds to query
@@ -1075,7 +1077,7 @@ fn metrics_answer_in_prometheus_text_format() {
     let text = String::from_utf8_lossy(&ss.stdout).to_string();
     let port = text
         .split_whitespace()
-        .find_map(|w| w.strip_prefix("127.0.0.1:"))
+        .find_map(|w| w.strip_prefix("0.0.0.0:"))
         .and_then(|p| p.parse::<u16>().ok())
         .unwrap_or_else(|| panic!("no metrics listener in {text:?}"));
     let body = common::scrape_in_netns(&pair.capture_ns, port);
@@ -1805,6 +1807,17 @@ fn bad_live_arguments_exit_before_any_capture() {
             "expected a positive span",
         ),
         (vec!["live", "-i", "lo", "-s", "10"], 2, "snaplen"),
+        (vec!["live", "-i", "lo", "--metrics", "9100"], 2, "no port"),
+        (
+            vec!["live", "-i", "lo", "--metrics", ":65536"],
+            2,
+            "'65536' is not a port from 0 to 65535",
+        ),
+        (
+            vec!["live", "-i", "lo", "--metrics", "localhost:http"],
+            2,
+            "expected HOST:PORT",
+        ),
         (vec!["live", "-i", "lo", "-U"], 2, "there is no -w"),
         (
             vec!["live", "-i", "lo", "--packet-buffered", "--json-lines", "-"],

@@ -23,6 +23,48 @@ fn family(registry: &mut Registry, name: &str, help: &str) -> Family<Labels, Cou
     f
 }
 
+/// Reads a `--metrics` address: a socket address (`127.0.0.1:9899`,
+/// `[::1]:9899`), `:PORT` for every IPv4 address (as Prometheus
+/// exporters such as node_exporter take `:9100`), or a host name and port
+/// (`localhost:9899`), looked up here, so that one that does not resolve
+/// is a bad flag value rather than a failure after the capture started.
+/// Port 0 asks the kernel for a free one.
+///
+/// ```
+/// use flowsieve::live::metrics::parse_listen_addr;
+/// assert_eq!(parse_listen_addr("127.0.0.1:9899").unwrap().port(), 9899);
+/// assert_eq!(parse_listen_addr(":9100").unwrap().to_string(), "0.0.0.0:9100");
+/// assert!(parse_listen_addr("localhost:0").unwrap().ip().is_loopback());
+/// assert!(parse_listen_addr("9100").unwrap_err().contains("no port"));
+/// assert!(parse_listen_addr(":99999").unwrap_err().contains("not a port"));
+/// assert!(parse_listen_addr("localhost:http").is_err());
+/// ```
+pub fn parse_listen_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::{SocketAddr, ToSocketAddrs};
+    let expected = "expected HOST:PORT such as 127.0.0.1:9899, [::1]:9899 or localhost:9899, or :PORT for every IPv4 address";
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Some(port) = s.strip_prefix(':') {
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("'{port}' is not a port from 0 to 65535; {expected}"))?;
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err(format!("no port; {expected}"));
+    };
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(expected.to_string());
+    }
+    match s.to_socket_addrs() {
+        Ok(mut addrs) => addrs
+            .next()
+            .ok_or_else(|| format!("'{host}' has no address")),
+        Err(e) => Err(format!("'{host}': {e}")),
+    }
+}
+
 /// The exposition text for the counters now.
 ///
 /// ```
