@@ -171,10 +171,11 @@ pub struct InjectArgs {
     pub interface: String,
     /// The trace whose frames to send.
     pub trace: PathBuf,
-    /// Frames per second.
+    /// Frames per second (0.001 to 1e9).
     #[arg(long, value_name = "N", conflicts_with_all = ["speed", "topspeed"])]
     pub pps: Option<f64>,
-    /// A multiple of the trace's own timing (1 = as captured).
+    /// A multiple of the trace's own timing (1 = as captured; 0.001 to
+    /// 1e9).
     #[arg(long, value_name = "X", conflicts_with = "topspeed")]
     pub speed: Option<f64>,
     /// As fast as the socket takes frames.
@@ -601,20 +602,20 @@ mod linux {
 
     pub fn run_inject(a: InjectArgs) -> u8 {
         let pace = match (a.pps, a.speed, a.topspeed) {
-            (Some(p), _, _) if !(p.is_finite() && p > 0.0 && p <= 1e9) => {
+            (Some(p), _, _) if !(0.001..=1e9).contains(&p) => {
                 return fail(
                     exit::USAGE,
                     format!(
-                        "--pps {}: must be above 0 and at most 1e9",
+                        "--pps {}: must be at least 0.001 and at most 1e9",
                         flowsieve::model::query::shown(p)
                     ),
                 );
             }
-            (_, Some(x), _) if !(x.is_finite() && x > 0.0 && x <= 1e9) => {
+            (_, Some(x), _) if !(0.001..=1e9).contains(&x) => {
                 return fail(
                     exit::USAGE,
                     format!(
-                        "--speed {}: must be above 0 and at most 1e9",
+                        "--speed {}: must be at least 0.001 and at most 1e9",
                         flowsieve::model::query::shown(x)
                     ),
                 );

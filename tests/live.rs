@@ -231,6 +231,45 @@ impl Drop for VethPair {
     }
 }
 
+/// A slow pace is stopped by SIGTERM (as by Ctrl-C) within the wait,
+/// not after it: `--pps 0.001` holds the second frame back 1,000 s, and
+/// the injector sleeps in slices that look at the stop flag, so it ends
+/// with its summary (one frame sent) well inside the test's bound.
+/// Before, the wait was one sleep, and the process ran on after the
+/// signal until the frame was due; a pace far below (`--pps 1e-300`)
+/// panicked converting the wait to a `Duration`, and is now refused.
+#[test]
+fn a_slow_inject_stops_at_once_on_sigterm() {
+    let Some(pair) = VethPair::new("a_slow_inject_stops_at_once_on_sigterm") else {
+        return;
+    };
+    let trace = default_trace();
+    let child = Command::new("ip")
+        .args(["netns", "exec", &pair.inject_ns, BIN, "inject", "--json"])
+        .args(["-i", &pair.inject_if, "--pps", "0.001"])
+        .arg(&trace)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run flowsieve inject");
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill has no memory preconditions; the pid is our child's
+    // (`ip netns exec` execs the program in place).
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("inject still waiting 30 s after SIGTERM")
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let summary: Value = serde_json::from_slice(&out.stdout).expect("inject --json");
+    assert_eq!(summary["sent"], 1, "{summary}");
+}
+
 struct Live {
     child: Child,
     stderr: std::thread::JoinHandle<Vec<String>>,
@@ -1834,6 +1873,30 @@ fn bad_live_arguments_exit_before_any_capture() {
             vec!["inject", "-i", "lo", "--pps", "0", "traces/default.pcap"],
             2,
             "--pps",
+        ),
+        (
+            vec![
+                "inject",
+                "-i",
+                "lo",
+                "--pps",
+                "1e-300",
+                "traces/default.pcap",
+            ],
+            2,
+            "--pps 1e-300: must be at least 0.001 and at most 1e9",
+        ),
+        (
+            vec![
+                "inject",
+                "-i",
+                "lo",
+                "--speed",
+                "0.0009",
+                "traces/default.pcap",
+            ],
+            2,
+            "--speed 0.0009: must be at least 0.001 and at most 1e9",
         ),
         (
             vec!["inject", "-i", "no-such-if0", "traces/default.pcap"],

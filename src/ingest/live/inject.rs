@@ -276,18 +276,18 @@ impl Injector {
             let loop_start = Instant::now();
             while let Some(p) = reader.next_packet().map_err(InjectError::Trace)? {
                 if stop.load(Ordering::Relaxed) {
-                    self.flush(&mut batch, &mut outcomes, &mut summary)?;
+                    self.flush(&mut batch, &mut outcomes, &mut summary, stop)?;
                     return Ok(finish(summary, started));
                 }
                 let due = match pace {
                     Pace::TopSpeed => None,
                     Pace::PacketsPerSecond(pps) => {
-                        Some(sent_at_start + Duration::from_secs_f64(index as f64 / pps))
+                        Some(sent_at_start + Duration::from_secs_f64(due_secs(index as f64 / pps)))
                     }
                     Pace::Speed(x) => {
                         let first = *first_ts.get_or_insert(p.ts.as_nanos());
                         let offset = (p.ts.as_nanos() - first).max(0) as f64 * 1e-9 / x;
-                        Some(loop_start + Duration::from_secs_f64(offset.min(1e9)))
+                        Some(loop_start + Duration::from_secs_f64(due_secs(offset)))
                     }
                 };
                 // A frame due later than the batch's slack goes in the next
@@ -296,7 +296,7 @@ impl Injector {
                 if let (Some(due), Some(first)) = (due, batch.due)
                     && due > first + BATCH_SLACK
                 {
-                    self.flush(&mut batch, &mut outcomes, &mut summary)?;
+                    self.flush(&mut batch, &mut outcomes, &mut summary, stop)?;
                 }
                 if index == 0 {
                     sent_at_start = Instant::now();
@@ -322,26 +322,32 @@ impl Injector {
                     batch.push(p.data);
                 }
                 if batch.len() >= SEND_BATCH {
-                    self.flush(&mut batch, &mut outcomes, &mut summary)?;
+                    self.flush(&mut batch, &mut outcomes, &mut summary, stop)?;
                 }
             }
         }
-        self.flush(&mut batch, &mut outcomes, &mut summary)?;
+        self.flush(&mut batch, &mut outcomes, &mut summary, stop)?;
         Ok(finish(summary, started))
     }
 
-    /// Waits until the batch is due, sends it, and counts the outcomes.
+    /// Waits until the batch is due, sends it, and counts the outcomes. A
+    /// `stop` while it waits drops the batch unsent: Ctrl-C ends a slow
+    /// pace at once, as it ends tcpreplay.
     fn flush(
         &self,
         batch: &mut FrameBatch,
         outcomes: &mut Vec<Result<(), &'static str>>,
         summary: &mut InjectSummary,
+        stop: &AtomicBool,
     ) -> Result<(), InjectError> {
         if batch.is_empty() {
             return Ok(());
         }
-        if let Some(due) = batch.due {
-            wait_until(due);
+        if let Some(due) = batch.due
+            && !wait_until(due, stop)
+        {
+            batch.clear();
+            return Ok(());
         }
         outcomes.clear();
         self.send_batch(batch, outcomes)
@@ -430,17 +436,38 @@ fn finish(mut s: InjectSummary, started: Instant) -> InjectSummary {
     s
 }
 
+/// The longest a frame is held back, in seconds (about 31 years): a due
+/// time past it is this far off, so that no pace can overflow a
+/// `Duration` or an `Instant` (the command line bounds the pace well
+/// inside it).
+const MAX_DUE_SECS: f64 = 1e9;
+
+/// `secs` bounded to `0..=MAX_DUE_SECS`.
+fn due_secs(secs: f64) -> f64 {
+    if secs.is_nan() {
+        return MAX_DUE_SECS;
+    }
+    secs.clamp(0.0, MAX_DUE_SECS)
+}
+
+/// How long one sleep of a wait lasts at most, so that `stop` is seen.
+const STOP_CHECK: Duration = Duration::from_millis(100);
+
 /// Sleeps most of the way, then spins the last stretch (sleep alone
-/// overshoots by tens of microseconds, which caps the rate).
-fn wait_until(due: Instant) {
+/// overshoots by tens of microseconds, which caps the rate). Sleeps in
+/// slices of [`STOP_CHECK`] and gives up when `stop` is set: `false`.
+fn wait_until(due: Instant, stop: &AtomicBool) -> bool {
     loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
         let now = Instant::now();
         if now >= due {
-            return;
+            return true;
         }
         let left = due - now;
         if left > Duration::from_micros(200) {
-            std::thread::sleep(left - Duration::from_micros(100));
+            std::thread::sleep((left - Duration::from_micros(100)).min(STOP_CHECK));
         } else {
             std::hint::spin_loop();
         }
