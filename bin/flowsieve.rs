@@ -1116,6 +1116,27 @@ fn forwarded_pipeline_flags(traces: &[PathBuf]) -> Vec<String> {
 }
 
 fn run_bench(args: BenchArgs) -> u8 {
+    // bench runs the pipeline once per count of --threads-list, so a
+    // --threads would be ignored without a word.
+    if let Some(n) = args.pipeline.threads {
+        return fail(
+            exit::USAGE,
+            format!(
+                "bench: --threads does not apply: the pipeline runs at each count of --threads-list (such as --threads-list {n})"
+            ),
+        );
+    }
+    if let Some(n) = args
+        .threads_list
+        .iter()
+        .enumerate()
+        .find_map(|(i, n)| args.threads_list[..i].contains(n).then_some(n))
+    {
+        return fail(
+            exit::USAGE,
+            format!("--threads-list: {n} is given twice; each count runs once"),
+        );
+    }
     let cfg = match configure(&args.classes, &args.pipeline, |c| {
         c.replay.truth = false;
         if args.no_mmap && !args.mmap {

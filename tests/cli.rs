@@ -1711,6 +1711,33 @@ fn row_paths(v: &serde_json::Value) -> Vec<&str> {
         .collect()
 }
 
+/// `bench` runs the pipeline at each count of `--threads-list`, so a
+/// `--threads` it would ignore, and a count given twice, which would run
+/// twice, exit 2 with one line before any work: the trace named is
+/// missing, which a run that went on would meet with exit 1.
+#[test]
+fn bench_refuses_thread_flags_it_would_not_use() {
+    for (flags, says) in [
+        (
+            &["--threads", "3"][..],
+            "--threads does not apply: the pipeline runs at each count of --threads-list (such as --threads-list 3)",
+        ),
+        (
+            &["--threads-list", "1,2,1"][..],
+            "--threads-list: 1 is given twice",
+        ),
+    ] {
+        let mut args = vec!["bench", "--no-tcpdump", "--rounds", "1"];
+        args.extend_from_slice(flags);
+        args.push("/nonexistent/flowsieve-bench.pcap");
+        let out = flowsieve(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
 /// `flowsieve bench` times whole processes against `tcpdump -r FILE -w
 /// /dev/null` by itself, forwarding the pipeline flags (and only those) to
 /// its own runs; without tcpdump it says how to install it.
