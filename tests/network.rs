@@ -1203,7 +1203,8 @@ fn registered(url: &str) -> Vec<String> {
 /// two, never registered: the collector merges exactly the two probes'
 /// trace. One of the two again under its own id is welcome. Two probes
 /// still running are in the way of any window, so a third is then refused
-/// before any work, with exit 2.
+/// before any work, with exit 2. (On the way, `results --window` for a
+/// window without a result says so on stderr.)
 #[test]
 fn a_probe_beyond_the_declared_number_is_refused() {
     let Some(bin) = nats_server() else {
@@ -1234,6 +1235,26 @@ fn a_probe_beyond_the_declared_number_is_refused() {
         Duration::from_secs(120),
     );
     assert_matches_whole_trace(&url, &["r0", "r1"]);
+    // A window asked by a number no result has says so on stderr; one
+    // that has results says nothing there.
+    let (_, results) = stored_results(&url);
+    let written = results[0].window.to_string();
+    for (w, note) in [("5", true), (written.as_str(), false)] {
+        let out = Command::new(BIN)
+            .args(["results", "--nats", &url, "-q", "--window", w])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert_eq!(
+            err.contains(&format!(
+                "results: no result written for window {w}: none yet"
+            )),
+            note,
+            "{w}: {err}"
+        );
+        assert_eq!(err.lines().count(), usize::from(note), "{w}: {err}");
+    }
 
     // Both marked running again, as two live probes would be.
     with_server(&url, |n| async move {
