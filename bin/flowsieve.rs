@@ -703,7 +703,84 @@ fn configure(
     flowsieve::pages::apply_huge_page_choice(pipeline.huge_page_choice());
     let mut cfg = pipeline.config(classifier);
     edit(&mut cfg);
-    cfg.validate().map_err(|e| fail(exit::USAGE, e))
+    let validated = cfg.validate().map_err(|e| fail(exit::USAGE, e))?;
+    if let Ok(mut notes) = STAGE_NOTES.lock() {
+        *notes = notes_on_stages_left_out(&cfg.stages);
+    }
+    Ok(validated)
+}
+
+/// The flags given on the command line (not defaults), by clap id, of the
+/// command that runs; set once in `main`.
+static GIVEN_FLAGS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// Records which flags of the running (sub)command were typed, for
+/// [`note_flags_of_stages_left_out`].
+fn remember_given_flags(matches: &clap::ArgMatches) {
+    let mut m = matches;
+    while let Some((_, sub)) = m.subcommand() {
+        m = sub;
+    }
+    let given = m
+        .ids()
+        .filter(|id| m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine))
+        .map(|id| id.to_string())
+        .collect();
+    let _ = GIVEN_FLAGS.set(given);
+}
+
+/// What [`notes_on_stages_left_out`] found for the run's configuration,
+/// printed once the run is over (not beside an error, which is its one
+/// line alone). Set while the flags are read, never on the packet path.
+static STAGE_NOTES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// A stage's own flags change nothing when `--stages` leaves the stage
+/// out; the run goes on (the throughput issue's own command line is
+/// `--stages none --recycle sigma:0.5`), and one line a stage on stderr,
+/// after the run, says which flags it did not use, so that none is
+/// ignored without a word.
+fn notes_on_stages_left_out(stages: &StageList) -> Vec<String> {
+    let mut notes = Vec::new();
+    let Some(given) = GIVEN_FLAGS.get() else {
+        return notes;
+    };
+    let groups = [
+        (
+            flowsieve::pipeline::StageName::Heavy,
+            "heavy-flow",
+            HeavyArgs::augment_args(clap::Command::new("heavy")),
+        ),
+        (
+            flowsieve::pipeline::StageName::NewFlows,
+            "new-flow",
+            NewFlowArgs::augment_args(clap::Command::new("new")),
+        ),
+        (
+            flowsieve::pipeline::StageName::Selective,
+            "selective",
+            SelectiveArgs::augment_args(clap::Command::new("selective")),
+        ),
+    ];
+    for (stage, what, cmd) in groups {
+        if stages.stages().contains(&stage) {
+            continue;
+        }
+        let unused: Vec<String> = cmd
+            .get_arguments()
+            .filter(|a| given.iter().any(|g| g == a.get_id().as_str()))
+            .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+            .collect();
+        if !unused.is_empty() {
+            let one = unused.len() == 1;
+            notes.push(format!(
+                "{} {} to the {what} stage, which --stages leaves out: {} nothing in this run",
+                unused.join(", "),
+                if one { "applies" } else { "apply" },
+                if one { "it changes" } else { "they change" },
+            ));
+        }
+    }
+    notes
 }
 
 fn traces_or_default(traces: &[PathBuf]) -> Vec<PathBuf> {
@@ -1448,8 +1525,17 @@ fn run_model(cmd: ModelCommand) -> u8 {
 fn main() -> ExitCode {
     // First of all, so that a run's `start-up` counts the command line too.
     flowsieve::pipeline::mark_process_start();
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
+    let parsed = <Cli as clap::CommandFactory>::command()
+        .try_get_matches()
+        .and_then(|m| {
+            let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&m)?;
+            Ok((cli, m))
+        });
+    let cli = match parsed {
+        Ok((c, m)) => {
+            remember_given_flags(&m);
+            c
+        }
         Err(e) => {
             use clap::error::ErrorKind;
             if matches!(
@@ -1485,7 +1571,7 @@ fn main() -> ExitCode {
     ) {
         on_interrupt(false);
     }
-    ExitCode::from(match cli.command {
+    let code = match cli.command {
         None => run_replay(cli.replay),
         Some(Command::Replay(a)) => run_replay(*a),
         Some(Command::GenTrace(a)) => run_gen_trace(a),
@@ -1497,5 +1583,13 @@ fn main() -> ExitCode {
         Some(Command::Probe(a)) => network_cmd::run_probe(*a),
         Some(Command::Collect(a)) => network_cmd::run_collect(*a),
         Some(Command::Results(a)) => network_cmd::run_results(*a),
-    })
+    };
+    // After a run that went through (an error is its one line alone).
+    if matches!(code, exit::OK | exit::DAMAGED_INPUT | exit::ANOMALIES) {
+        let notes = STAGE_NOTES.lock().map(|n| n.clone()).unwrap_or_default();
+        for n in notes {
+            eprintln!("flowsieve: note: {n}");
+        }
+    }
+    ExitCode::from(code)
 }
