@@ -742,6 +742,51 @@ fn a_digest_after_its_window_was_written_complete_is_named() {
     assert_eq!(log.matches("warning").count(), 0, "{log}");
     let (_, again) = stored_results(&url);
     assert!(again == after, "{log}");
+
+    // Many at once, as two collectors owning a shard would leave: the
+    // first 20 windows are named one by one, then one line says the rest
+    // are not listed; each is still noted in its result.
+    let others: Vec<&ShardWindow> = whole
+        .iter()
+        .filter(|w| (w.window, w.shard as u32) != (window, shard))
+        .take(25)
+        .collect();
+    with_server(&url, |n| async move {
+        use flowsieve::network::transport::digest_subject;
+        for w in others {
+            let d = common::network::digest(&net, "r9", w).encode();
+            let (sw, ss) = (w.window, w.shard as u32);
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Nats-Msg-Id", format!("r9.{ss}.{sw}.many").as_str());
+            n.js.publish_with_headers(digest_subject(ss, sw, "r9"), headers, d.into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+    });
+    let log = finish(
+        collector(&url, "0-7", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    assert!(log.contains(", 25 late,"), "{log}");
+    assert_eq!(
+        log.matches("was written complete from probes r0,r1, but probe r9's digest came after it")
+            .count(),
+        20,
+        "{log}"
+    );
+    assert_eq!(
+        log.matches(
+            "more windows written complete lack a late digest; they are not listed one by one"
+        )
+        .count(),
+        1,
+        "{log}"
+    );
+    let (_, many) = stored_results(&url);
+    assert_eq!(many.iter().filter(|r| r.late == ["r9"]).count(), 26);
 }
 
 /// Digests the collector consumers `collect-s0` to `collect-s7` still

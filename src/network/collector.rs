@@ -23,6 +23,7 @@ use super::transport::{
 use async_nats::jetstream::{AckKind, Message, consumer, kv};
 use futures_util::StreamExt;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How a collector runs.
@@ -250,6 +251,8 @@ pub async fn collect(
     // whole result, whose presence filter alone is 11 KB in base64.
     let mut written: HashMap<(u64, u32), WrittenWindow> = HashMap::new();
     let mut summary = CollectSummary::default();
+    // Windows written complete that then got a late digest, warned of.
+    let late_warnings = AtomicU64::new(0);
     let start = Instant::now();
     let mut last_message = Instant::now();
     let mut last_progress = Instant::now();
@@ -337,7 +340,7 @@ pub async fn collect(
                     last_progress = Instant::now();
                 }
             }
-            settle(&results, given_back, opts, stop).await;
+            settle(&results, given_back, opts, stop, &late_warnings).await;
             if Instant::now() >= drain_until {
                 break;
             }
@@ -731,6 +734,11 @@ struct LateDigest {
     read: Option<StoredResult>,
 }
 
+/// How many windows written complete that then got a late digest the
+/// collector names on stderr one by one without `-v`; one line says the
+/// rest are not listed.
+const LATE_WARNINGS_LISTED: u64 = 20;
+
 /// Acknowledges the digests the book gave back in one fetch, [`IN_FLIGHT`]
 /// at a time: a late one after its probe is noted in its window's stored
 /// result, so that the result says what it lacks before the digest is
@@ -742,6 +750,7 @@ async fn settle(
     given_back: Vec<GivenBack>,
     opts: &CollectOptions,
     stop: &(dyn Fn() -> bool + Sync),
+    late_warnings: &AtomicU64,
 ) {
     futures_util::stream::iter(given_back.into_iter().map(|mut g| async move {
         if let Some(l) = g.late.as_mut() {
@@ -755,13 +764,23 @@ async fn settle(
             // announced. One for a window written complete means that
             // result lacks it: said whether or not -v is on, once (a
             // digest delivered again, already noted, says nothing).
+            // Past LATE_WARNINGS_LISTED (without -v) one line says the
+            // rest are not listed: a fault such as two collectors owning a
+            // shard makes one per shard-window, thousands an hour.
             if let Some(probes) = &l.written_complete_from
                 && noted != LateNote::AlreadyNoted
             {
-                eprintln!(
-                    "collect: warning: window {} shard {} was written complete from probes {probes}, but probe {}'s digest came after it: that result lacks it, and now lists it as late (two collectors owning one shard?)",
-                    l.window, l.shard, l.probe
-                );
+                let n = late_warnings.fetch_add(1, Ordering::Relaxed);
+                if opts.verbose || n < LATE_WARNINGS_LISTED {
+                    eprintln!(
+                        "collect: warning: window {} shard {} was written complete from probes {probes}, but probe {}'s digest came after it: that result lacks it, and now lists it as late (two collectors owning one shard?)",
+                        l.window, l.shard, l.probe
+                    );
+                } else if n == LATE_WARNINGS_LISTED {
+                    eprintln!(
+                        "collect: warning: more windows written complete lack a late digest; they are not listed one by one (-v lists each): `flowsieve results` names each window's late probes, and the summary line counts the late digests"
+                    );
+                }
             }
         }
         let r = if g.refused {
