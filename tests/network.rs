@@ -1169,6 +1169,15 @@ fn results_json(url: &str, extra: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// Asserts that `out` exited with `code` and one line on stderr that
+/// says `says`.
+fn assert_one_line(out: &std::process::Output, code: i32, says: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(says), "{err}");
+}
+
 /// A probe whose shape differs from the shared configuration exits 2
 /// with one line naming the difference. It is given a `--nats` list whose
 /// first server does not answer, so the line also shows the list reaching
@@ -1206,12 +1215,10 @@ fn a_probe_with_another_shape_refuses_to_start() {
         ])
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.contains("theta is 10 in the shared configuration but 20 here"),
-        "{err}"
+    assert_one_line(
+        &out,
+        2,
+        "theta is 10 in the shared configuration but 20 here",
     );
     // A collector told of shards the network does not have: exit 2 and
     // one line, and no consumer made for any of its shards.
@@ -1220,12 +1227,10 @@ fn a_probe_with_another_shape_refuses_to_start() {
         .args(["--exit-when-done", "2s"])
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.contains("shard 8 is past the 8 shards of the shared configuration"),
-        "{err}"
+    assert_one_line(
+        &out,
+        2,
+        "shard 8 is past the 8 shards of the shared configuration",
     );
     assert_eq!(
         consumer_backlogs(&url, 6..8),
@@ -1261,12 +1266,10 @@ fn a_probe_beyond_the_declared_number_is_refused() {
     let third = probe(&url, "r2", &splits[0], 2, 1)
         .wait_with_output()
         .unwrap();
-    let err = String::from_utf8_lossy(&third.stderr);
-    assert_eq!(third.status.code(), Some(1), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.contains("export stopped: the shared configuration declares 2 probes, and r0, r1 already report these windows"),
-        "{err}"
+    assert_one_line(
+        &third,
+        1,
+        "export stopped: the shared configuration declares 2 probes, and r0, r1 already report these windows",
     );
     assert_eq!(registered(&url), ["r0", "r1"]);
     finish(
@@ -1317,14 +1320,10 @@ fn a_probe_beyond_the_declared_number_is_refused() {
         .arg(json.path())
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.contains(&format!(
-            "{url}: the shared configuration declares 2 probes, and r0, r1 already report"
-        )),
-        "{err}"
+    assert_one_line(
+        &out,
+        2,
+        &format!("{url}: the shared configuration declares 2 probes, and r0, r1 already report"),
     );
     assert_eq!(std::fs::metadata(json.path()).unwrap().len(), 0, "no work");
     assert_eq!(registered(&url), ["r0", "r1"]);
