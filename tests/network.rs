@@ -673,14 +673,7 @@ fn a_digest_after_its_window_was_written_complete_is_named() {
     let publish = |id: &'static str| {
         let forged = forged.encode();
         with_server(&url, |n| async move {
-            use flowsieve::network::transport::digest_subject;
-            let mut headers = async_nats::HeaderMap::new();
-            headers.insert("Nats-Msg-Id", format!("r9.{shard}.{window}.{id}").as_str());
-            n.js.publish_with_headers(digest_subject(shard, window, "r9"), headers, forged.into())
-                .await
-                .unwrap()
-                .await
-                .unwrap();
+            publish_as_r9(&n, shard, window, id, forged).await;
         })
     };
     publish("first");
@@ -752,17 +745,9 @@ fn a_digest_after_its_window_was_written_complete_is_named() {
         .take(25)
         .collect();
     with_server(&url, |n| async move {
-        use flowsieve::network::transport::digest_subject;
         for w in others {
             let d = common::network::digest(&net, "r9", w).encode();
-            let (sw, ss) = (w.window, w.shard as u32);
-            let mut headers = async_nats::HeaderMap::new();
-            headers.insert("Nats-Msg-Id", format!("r9.{ss}.{sw}.many").as_str());
-            n.js.publish_with_headers(digest_subject(ss, sw, "r9"), headers, d.into())
-                .await
-                .unwrap()
-                .await
-                .unwrap();
+            publish_as_r9(&n, w.shard as u32, w.window, "many", d).await;
         }
     });
     let log = finish(
@@ -787,6 +772,26 @@ fn a_digest_after_its_window_was_written_complete_is_named() {
     );
     let (_, many) = stored_results(&url);
     assert_eq!(many.iter().filter(|r| r.late == ["r9"]).count(), 26);
+}
+
+/// Publishes `digest` for a shard-window as a probe `r9` the results do
+/// not list, with the message id `r9.<shard>.<window>.<id>` (another `id`,
+/// another message the stream keeps).
+async fn publish_as_r9(
+    n: &flowsieve::network::transport::Nats,
+    shard: u32,
+    window: u64,
+    id: &str,
+    digest: Vec<u8>,
+) {
+    use flowsieve::network::transport::digest_subject;
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Msg-Id", format!("r9.{shard}.{window}.{id}").as_str());
+    n.js.publish_with_headers(digest_subject(shard, window, "r9"), headers, digest.into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
 }
 
 /// Digests the collector consumers `collect-s0` to `collect-s7` still
