@@ -1259,7 +1259,8 @@ fn registered(url: &str) -> Vec<String> {
 /// trace. One of the two again under its own id is welcome. Two probes
 /// still running are in the way of any window, so a third is then refused
 /// before any work, with exit 2. (On the way, `results --window` for a
-/// window without a result says so on stderr.)
+/// window without a result says so on stderr.) Three registered at once,
+/// as a race of two joins would leave, draw a collector's warning.
 #[test]
 fn a_probe_beyond_the_declared_number_is_refused() {
     let Some(bin) = nats_server() else {
@@ -1332,6 +1333,51 @@ fn a_probe_beyond_the_declared_number_is_refused() {
     );
     assert_eq!(std::fs::metadata(json.path()).unwrap().len(), 0, "no work");
     assert_eq!(registered(&url), ["r0", "r1"]);
+
+    // Two probes that join at the same moment can both find room: a third
+    // registration written by hand stands for that race. A collector
+    // names the crowded window on stderr, once.
+    let from = with_server(&url, |n| async move {
+        let store = n.bucket(PROBES_BUCKET).await.unwrap();
+        let mut s = n.probe_states().await.unwrap().remove(0);
+        s.probe = "r2".into();
+        let bytes = serde_json::to_vec(&s).unwrap();
+        store.put("r2", bytes.into()).await.unwrap();
+        s.from_window
+    });
+    let mut c = collector(&url, "0-7", 1);
+    let stderr = c.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let want = format!(
+        "collect: warning: 3 probes (r0, r1, r2) report window {from}, but the shared configuration declares 2"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = Vec::new();
+    while Instant::now() < deadline && !seen.iter().any(|l: &String| l.contains(&want)) {
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
+            seen.push(l);
+        }
+    }
+    // Several more rounds of the collector's loop, each of which reads
+    // the registrations again: the warning does not come back.
+    let more = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < more {
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
+            seen.push(l);
+        }
+    }
+    let _ = c.kill();
+    let _ = c.wait();
+    assert_eq!(
+        seen.iter().filter(|l| l.contains(&want)).count(),
+        1,
+        "{seen:?}"
+    );
 }
 
 /// Runs `args` inside network namespace `ns`.

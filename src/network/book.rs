@@ -236,6 +236,47 @@ pub fn probes_beside(states: &[ProbeState], me: &str, from: Option<u64>) -> Vec<
         .collect()
 }
 
+/// The largest set of registered probes expected for one window, by id,
+/// and the first window they share (`None`: no probe registered).
+///
+/// Each probe is expected for its windows from its first on, to its
+/// watermark once it finished ([`ProbeState::expected_for`]), so the most
+/// that share a window share the first window of one of them. More than
+/// the declared `probes` there breaks the candidate bound ⌈θ/P⌉; a probe
+/// checks it when it joins ([`probes_beside`]), and two that join at the
+/// same moment can pass that check together, which the collector names
+/// with this.
+///
+/// ```
+/// use flowsieve::network::book::{ProbeState, most_probes_at_once};
+/// let probe = |id: &str, from, watermark, finished| ProbeState {
+///     probe: id.into(), from_window: from, watermark,
+///     finished, lost_windows: vec![], stored: vec![],
+/// };
+/// // a: 0..60 done; b: 30.. running; c: 60.. running.
+/// let states = [probe("a", 0, 60, true), probe("b", 30, 30, false), probe("c", 60, 60, false)];
+/// assert_eq!(most_probes_at_once(&states), Some((30, vec!["a".to_string(), "b".to_string()])));
+/// assert_eq!(most_probes_at_once(&[]), None);
+/// ```
+pub fn most_probes_at_once(states: &[ProbeState]) -> Option<(u64, Vec<String>)> {
+    let mut best: Option<(u64, Vec<String>)> = None;
+    for p in states {
+        let w = p.from_window;
+        let at: Vec<String> = states
+            .iter()
+            .filter(|q| q.expected_for(w))
+            .map(|q| q.probe.clone())
+            .collect();
+        if best
+            .as_ref()
+            .is_none_or(|(bw, b)| at.len() > b.len() || (at.len() == b.len() && w < *bw))
+        {
+            best = Some((w, at));
+        }
+    }
+    best
+}
+
 /// What became of an offered digest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {

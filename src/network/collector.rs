@@ -257,6 +257,7 @@ pub async fn collect(
     let mut last_message = Instant::now();
     let mut last_progress = Instant::now();
     let mut warned_elsewhere: Vec<u32> = Vec::new();
+    let mut warned_crowded = false;
     // Shards that held DRAIN_HELD_MAX digests or more after a round that
     // wrote none of their windows: their next drain is not capped.
     let mut stalled: Vec<u32> = Vec::new();
@@ -273,6 +274,20 @@ pub async fn collect(
                 continue;
             }
         };
+        // Once: more probes share a window than the network declares (two
+        // that joined at the same moment both found room).
+        if !warned_crowded
+            && let Some((w, at)) = super::book::most_probes_at_once(&probes)
+            && at.len() > cfg.probes as usize
+        {
+            warned_crowded = true;
+            eprintln!(
+                "collect: warning: {} probes ({}) report window {w}, but the shared configuration declares {}: a heavy flow split over more probes than that can be missed (the candidate bound ceil(theta/P)); stop one of them",
+                at.len(),
+                at.join(", "),
+                cfg.probes
+            );
+        }
         let mut got = 0u64;
         // The drain stops after DRAIN_BUDGET, and the held digests'
         // progress acknowledgements go out as they fall due, also in the
