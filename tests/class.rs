@@ -228,12 +228,14 @@ fn config_errors_name_the_file_and_class() {
     let e = ClassConfig::parse("x.toml", "[[class]]\nname = \"a\"\nalpha = -1.0\n").unwrap_err();
     assert!(
         e.to_string()
-            .contains("alpha must be a positive number, got -1"),
+            .contains("alpha must be a positive finite number, got -1"),
         "{e}"
     );
     // A tiny value is shown as typed, not as 300 zeros.
     let e = ClassConfig::parse("x.toml", "[[class]]\nname = \"a\"\nalpha = -1e-300\n").unwrap_err();
     assert!(e.to_string().ends_with("got -1e-300"), "{e}");
+    let e = ClassConfig::parse("x.toml", "[[class]]\nname = \"a\"\nalpha = inf\n").unwrap_err();
+    assert!(e.to_string().ends_with("finite number, got inf"), "{e}");
     let e = Classifier::from_spec("/nonexistent/classes.toml").unwrap_err();
     assert!(
         e.to_string()

@@ -1235,6 +1235,42 @@ fn model_paradox_posterior_and_query_order() {
     }
 }
 
+/// The report's selective tables show an extreme alpha in short form and
+/// keep their columns in line. Defect: `--alpha 1e300` filled each priors
+/// row with 301 digits, and a swept alpha of 1e-5 read `0.0000` (it was
+/// shown as a rate).
+#[test]
+fn report_tables_show_extreme_alphas_in_short_form() {
+    let out = flowsieve(&["--alpha", "1e300", "--sweep", "alpha=1e-5,0.5"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let web = text
+        .lines()
+        .find(|l| {
+            l.trim_start().starts_with("web ") && l.contains("plain") && !l.contains("selective")
+        })
+        .unwrap_or_else(|| panic!("no priors row for web:\n{text}"));
+    let cells: Vec<&str> = web.split_whitespace().collect();
+    assert_eq!(cells[1], "1e300", "{web}");
+    assert!(web.len() < 120, "{web}");
+    let swept: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|c| c.first() == Some(&"alpha") && c.len() == 11)
+        .collect();
+    assert!(!swept.is_empty(), "{text}");
+    for c in &swept {
+        // value and alpha columns agree, each as typed.
+        assert!(c[1] == "0.00001" || c[1] == "0.5", "{c:?}");
+        assert_eq!(c[1], c[5], "{c:?}");
+    }
+}
+
 /// A model's answer or error, and a pipeline flag's error, shows an
 /// extreme input back as the user could have typed it, on one short line. Defect: `--alpha 1e-300` came back as
 /// 300 zeros, and `--prior 1e300` in an error as 301 digits.
@@ -1304,6 +1340,12 @@ fn model_echoes_extreme_inputs_in_short_form() {
         (&["-q", "--dir-bpe", "0"], 2, "(got 0)"),
         (&["-q", "--dir-bpe=-1e-300"], 2, "(got -1e-300)"),
         (&["-q", "--alpha=-1e-300"], 2, "(got -1e-300)"),
+        (&["-q", "--alpha=inf"], 2, "positive and finite (got inf)"),
+        (
+            &["-q", "--sweep", "alpha=1,inf"],
+            2,
+            "positive finite numbers",
+        ),
         (
             &["model", "bloom", "--m-over-n", "0", "--k", "3"],
             2,

@@ -1,8 +1,11 @@
 //! `report`'s atomic writes: the file a report leaves is the one a shell's
 //! `>` would have left (mode, owner, links followed), and a write that
-//! fails part-way leaves the old file whole, also under `/dev/shm`.
+//! fails part-way leaves the old file whole, also under `/dev/shm`. And
+//! its tables: a number keeps its column narrow in text and exact in CSV.
 
-use flowsieve::report::{write_atomically, write_atomically_to_path, write_atomically_with};
+use flowsieve::report::{
+    Cell, Column, Table, write_atomically, write_atomically_to_path, write_atomically_with,
+};
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -134,4 +137,77 @@ fn a_write_that_fails_part_way_leaves_the_old_file_also_under_dev_shm() {
             path.display()
         );
     }
+}
+
+const NUMBER_COLUMNS: &[Column] = &[
+    Column::new("name", 4),
+    Column::new("number", 8),
+    Column::new("cost", 8),
+];
+
+/// The text rows of a one-table rendering, header left out.
+fn text_rows(table: &Table) -> Vec<Vec<String>> {
+    let mut out = String::new();
+    table.render_text(&mut out);
+    out.lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
+
+#[test]
+fn a_number_past_sixteen_characters_is_shown_in_exponent_form_and_kept_whole_in_csv() {
+    let mut t = Table::new("numbers", NUMBER_COLUMNS);
+    let rows: [(f64, f64); 6] = [
+        (1e300, 2.5e300),
+        (1e-12, 0.04),
+        (1_733_400_000.5, 123_456_789_012.75),
+        (0.5, 1e15),
+        (-3e200, -1e16),
+        (0.1 + 0.2, 7.0),
+    ];
+    for (n, c) in rows {
+        t.push(vec![
+            Cell::Text("r".into()),
+            Cell::Number(Some(n)),
+            Cell::Cost(c),
+        ]);
+    }
+    t.push(vec![
+        Cell::Text("r".into()),
+        Cell::Number(None),
+        Cell::Cost(0.0),
+    ]);
+    let text = text_rows(&t);
+    let shown: Vec<(&str, &str)> = text
+        .iter()
+        .map(|r| (r[1].as_str(), r[2].as_str()))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("1e300", "2.500e300"),
+            // 14 characters: under the cap, so positional.
+            ("0.000000000001", "0.0"),
+            // A Unix time with a fraction stays positional, as does a
+            // cost of 14 characters; one of 18 does not.
+            ("1733400000.5", "123456789012.8"),
+            ("0.5", "1.000e15"),
+            ("-3e200", "-1.000e16"),
+            // 19 characters, but the exponent form is no shorter.
+            ("0.30000000000000004", "7.0"),
+            ("-", "0.0"),
+        ]
+    );
+    // The CSV keeps every digit, and parses back to the same value.
+    let csv = t.render_csv();
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("name,number,cost"));
+    for ((n, c), line) in rows.iter().zip(lines.by_ref()) {
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f[1].parse::<f64>().unwrap(), *n, "{line}");
+        assert_eq!(f[2].parse::<f64>().unwrap(), *c, "{line}");
+        assert!(!f[1].contains('e'), "{line}");
+    }
+    assert_eq!(lines.next(), Some("r,,0"));
 }

@@ -351,7 +351,7 @@ impl ClassConfig {
                 alpha: match r.alpha {
                     Some(a) if !(a.is_finite() && a > 0.0) => {
                         return Err(bad(format!(
-                            "alpha must be a positive number, got {}",
+                            "alpha must be a positive finite number, got {}",
                             crate::model::query::shown(a)
                         )));
                     }

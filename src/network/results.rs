@@ -386,7 +386,7 @@ impl Section for NetworkReport {
         for w in &self.windows {
             windows.push(vec![
                 Cell::Count(Some(w.window)),
-                Cell::Number(w.start_s),
+                Cell::Number(Some(w.start_s)),
                 Cell::Count(Some(w.packets)),
                 Cell::Estimate(Some(w.flows_estimate)),
                 Cell::Estimate(w.new_flows_estimate),

@@ -270,7 +270,7 @@ impl FromStr for SweepSpec {
             .map_err(|_| err(format!("sweep {param}: bad number in '{list}'")))?;
         if values.iter().any(|v| !(v.is_finite() && *v > 0.0)) {
             return Err(err(format!(
-                "sweep {param}: values must be positive numbers"
+                "sweep {param}: values must be positive finite numbers"
             )));
         }
         if param == SweepParam::K && values.iter().any(|v| v.fract() != 0.0 || *v > MAX_K as f64) {
@@ -460,7 +460,7 @@ impl SelectiveConfig {
                 return Err(ConfigError::invalid(
                     field,
                     format!(
-                        "values must be positive (got {})",
+                        "values must be positive and finite (got {})",
                         crate::model::query::shown(*a)
                     ),
                 ));

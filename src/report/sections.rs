@@ -233,7 +233,7 @@ impl Section for SelectiveReport {
             pr.push_row(
                 vec![
                     Cell::Text(p.class.clone()),
-                    Cell::Number(p.alpha),
+                    Cell::Number(Some(p.alpha)),
                     Cell::Rate(Some(p.threshold)),
                     Cell::Rate(p.prior),
                     Cell::Rate(p.prior_se),
@@ -278,11 +278,11 @@ impl Section for SelectiveReport {
         for p in &self.sweeps {
             sweeps.push(vec![
                 Cell::Text(p.parameter.to_string()),
-                Cell::Number(p.value),
+                Cell::Number(Some(p.value)),
                 Cell::Text(p.variant.to_string()),
-                Cell::Number(p.bpe),
+                Cell::Number(Some(p.bpe)),
                 Cell::Count(Some(p.k as u64)),
-                Cell::Rate(p.alpha),
+                Cell::Number(p.alpha),
                 Cell::Count(Some(p.queries)),
                 Cell::Count(Some(p.members)),
                 Cell::Rate(Some(p.fp_rate)),

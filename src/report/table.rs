@@ -45,12 +45,16 @@ pub enum Cell {
     Count(Option<u64>),
     /// A rate or probability; text shows 4 decimals, `-` when `None`.
     Rate(Option<f64>),
-    /// A cost; text shows 1 decimal.
+    /// A cost; text shows 1 decimal (or 4 significant digits in exponent
+    /// form past 16 characters).
     Cost(f64),
     /// A fraction shown as a percentage in text (CSV keeps the fraction).
     Percent(f64),
-    /// Any other number, as Rust prints it.
-    Number(f64),
+    /// Any other number, as Rust prints it (its shortest round-trip form),
+    /// or in exponent form when that is shorter and the plain form is past
+    /// 16 characters: an `--alpha` of 1e300 is `1e300`, not 301 digits.
+    /// `-` (empty in CSV) when `None`.
+    Number(Option<f64>),
     /// An estimated count; text shows `~` and the nearest integer, `-`
     /// when `None`.
     Estimate(Option<f64>),
@@ -62,9 +66,11 @@ impl Cell {
             Cell::Text(s) => s.clone(),
             Cell::Count(c) => c.map_or("-".into(), |v| v.to_string()),
             Cell::Rate(r) => r.map_or("-".into(), |v| format!("{v:.4}")),
-            Cell::Cost(c) => format!("{c:.1}"),
+            Cell::Cost(c) => cap_width(format!("{c:.1}"), || format!("{c:.3e}")),
             Cell::Percent(p) => format!("{:.1}%", 100.0 * p),
-            Cell::Number(x) => x.to_string(),
+            Cell::Number(x) => x.map_or("-".into(), |v| {
+                cap_width(v.to_string(), || format!("{v:e}"))
+            }),
             Cell::Estimate(e) => e.map_or("-".into(), |v| format!("~{v:.0}")),
         }
     }
@@ -74,10 +80,28 @@ impl Cell {
             Cell::Text(s) => quote(s),
             Cell::Count(c) => c.map_or(String::new(), |v| v.to_string()),
             Cell::Rate(r) => r.map_or(String::new(), |v| v.to_string()),
-            Cell::Cost(x) | Cell::Percent(x) | Cell::Number(x) => x.to_string(),
+            Cell::Cost(x) | Cell::Percent(x) => x.to_string(),
+            Cell::Number(x) => x.map_or(String::new(), |v| v.to_string()),
             Cell::Estimate(e) => e.map_or(String::new(), |v| v.to_string()),
         }
     }
+}
+
+/// The widest plain number the text keeps before [`cap_width`] tries
+/// exponent form.
+const PLAIN_NUMBER_WIDTH: usize = 16;
+
+/// `plain`, unless it is past [`PLAIN_NUMBER_WIDTH`] characters and the
+/// exponent form is shorter. Rust prints an `f64` in full positional form
+/// (1e300 as 301 digits), which in a padded text column pushes every cell
+/// after it out of line; the CSV keeps the positional form, which any
+/// reader parses back exactly.
+fn cap_width(plain: String, exponent: impl FnOnce() -> String) -> String {
+    if plain.len() <= PLAIN_NUMBER_WIDTH {
+        return plain;
+    }
+    let e = exponent();
+    if e.len() < plain.len() { e } else { plain }
 }
 
 /// Quotes a CSV text cell when it needs it.
