@@ -99,6 +99,91 @@ fn kappa_star_matches_table_1_at_every_theta() {
     assert!((threshold::kappa_star(5) - 1.6117).abs() < 5e-5);
 }
 
+/// Past Table 1: 003 §3.3 says the fit is within "about 2 percent" of
+/// kappa* for theta > 30 (Fig. 6). Checked at every theta an 8-bit counter
+/// allows and at doublings up to a 16-bit counter's largest. Defect: from
+/// theta = 35 the root search underflowed and answered kappa* = 1e-9.
+#[test]
+fn kappa_star_past_table_1_stays_within_two_percent_of_the_fit() {
+    let doublings = (9..16).map(|b| 1u64 << b);
+    let mut last = threshold::kappa_star(30);
+    for theta in (31..=255).chain(doublings).chain([65_535]) {
+        let k = threshold::kappa_star(theta);
+        let fit = threshold::kappa_star_linear(theta);
+        assert!(
+            ((k - fit) / k).abs() < 0.02,
+            "theta={theta}: {k} vs fit {fit}"
+        );
+        // Increasing in theta, and the root: g's sign (through g / T,
+        // which does not underflow) changes there.
+        assert!(k > last, "theta={theta}: {k} after {last}");
+        last = k;
+        assert!(
+            threshold::g_over_tail(theta, k * 0.999) < 0.0,
+            "theta={theta}"
+        );
+        assert!(
+            threshold::g_over_tail(theta, k * 1.001) > 0.0,
+            "theta={theta}"
+        );
+    }
+}
+
+/// g / T agrees with g divided by the directly summed tail wherever both
+/// are representable, on both sides of the root and across the switch of
+/// form at kappa = theta.
+#[test]
+fn g_over_tail_is_g_divided_by_the_tail_where_both_are_representable() {
+    use flowsieve::model::special::poisson_tail;
+    for theta in [1u64, 2, 5, 10, 30, 60] {
+        for i in 1..=80 {
+            let kappa = f64::from(i) * (theta as f64 + 2.0) / 60.0;
+            let t = poisson_tail(theta, kappa);
+            if t < 1e-200 {
+                continue;
+            }
+            let want = threshold::g(theta, kappa) / t;
+            let got = threshold::g_over_tail(theta, kappa);
+            assert!(
+                (got - want).abs() <= 1e-9 * want.abs().max(1.0),
+                "theta={theta} kappa={kappa}: {got} vs {want}"
+            );
+        }
+    }
+}
+
+/// k_opt (003 Theorem 1) is the k of the lowest eq. (3) rate, found by
+/// trying every k, also past Table 1. The rates are compared as
+/// `k ln T`, since `T^k` underflows. Defect: k_opt(100, x) was 1.
+#[test]
+fn k_opt_past_table_1_is_the_best_k_by_brute_force() {
+    use flowsieve::model::special::poisson_tail;
+    for (theta, m_over_n) in [
+        (40u64, 0.5),
+        (40, 2.0),
+        (100, 0.2),
+        (100, 1.0),
+        (255, 0.06),
+        (255, 0.1),
+    ] {
+        let ln_rate = |k: u32| f64::from(k) * poisson_tail(theta, f64::from(k) / m_over_n).ln();
+        let best = (1..=400u32)
+            .min_by(|a, b| ln_rate(*a).total_cmp(&ln_rate(*b)))
+            .unwrap();
+        // Every k's rate is representable in this form, so the search saw
+        // them all.
+        assert!(
+            (1..=400).all(|k| ln_rate(k).is_finite()),
+            "theta={theta} m/n={m_over_n}"
+        );
+        assert_eq!(
+            threshold::k_opt(theta, m_over_n),
+            best,
+            "theta={theta} m/n={m_over_n}"
+        );
+    }
+}
+
 #[test]
 fn poisson_form_within_0_48_percent_of_the_exact_form_at_n_1000_m_4000() {
     // 003 §3.1 / Fig. 2: n = 1000, m = 4000, theta = 1..5, at k_opt.

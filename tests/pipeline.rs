@@ -1010,6 +1010,23 @@ fn k_from_model_reports_the_load_that_chose_k() {
     assert!(!r.heavy().unwrap().config.k_from_model);
 }
 
+/// Past 003's Table 1 the default `k` is still `k_opt`: at theta = 40 and
+/// one counter per packet of the load, `kappa*` is within 2% of the fit
+/// `0.2037 * 40 + 0.9176 = 9.07` (003 §3.3), so `k` is 8, 9 or 10. Defect:
+/// the root search underflowed from theta = 35 and the default `k` was 1.
+#[test]
+fn the_default_k_past_table_1_is_the_models() {
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    cfg.stages = only(StageName::Heavy);
+    cfg.heavy.theta = 40;
+    cfg.heavy.counters = 1 << 20;
+    cfg.heavy.load = Some(1 << 20);
+    let r = run_cfg(&[default_trace()], &cfg);
+    let c = &r.heavy().unwrap().config;
+    assert!(c.k_from_model);
+    assert!((8..=10).contains(&c.k), "k = {}", c.k);
+}
+
 /// Defect: sizes near `u64::MAX` aborted or panicked. Every one is now a
 /// configuration error naming the field, before anything is allocated.
 #[test]

@@ -130,8 +130,18 @@ fn compressed_tables_and_the_range_coder() {
 fn kappa_star_table_agrees_to_the_printed_digit() {
     let out = run("003-kappa");
     assert_sound(&out);
-    assert_eq!(out.checks.len(), 90);
+    // 30 rows of three values, then Fig. 6's bound past theta = 30.
+    assert_eq!(out.checks.len(), 91);
     assert!(out.checks.iter().all(|c| c.verdict == Verdict::Agrees));
+    let fig6 = &out.checks[90];
+    assert_eq!(
+        (fig6.table.as_str(), fig6.label.as_str()),
+        ("Fig. 6", "theta=31..65535")
+    );
+    // Table 1's last row is -0.0197 at theta = 30, and the error shrinks
+    // from there: the worst past 30 is just below it.
+    let worst = fig6.model.unwrap();
+    assert!(worst > 0.015 && worst < 0.0197, "{worst}");
 }
 
 #[test]
@@ -258,9 +268,15 @@ fn figures_are_written_as_csv_svg_and_png() {
     let svg = std::fs::read_to_string(dir.path().join("003-kappa.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("kappa*"));
     let rows = std::fs::read_to_string(dir.path().join("003-kappa-rows.csv")).unwrap();
-    assert_eq!(rows.lines().count(), 1 + 90, "the rows' CSV");
+    assert_eq!(rows.lines().count(), 1 + 91, "the rows' CSV");
     let points = std::fs::read_to_string(dir.path().join("003-kappa.csv")).unwrap();
-    assert_eq!(points.lines().count(), 1 + 3 * 30, "the figure's CSV");
+    // Table 1's 30 thetas in three series, then the model and the fit
+    // on to theta = 255.
+    assert_eq!(
+        points.lines().count(),
+        1 + 3 * 30 + 2 * 225,
+        "the figure's CSV"
+    );
 }
 
 #[test]

@@ -70,13 +70,73 @@ pub fn g(theta: u64, kappa: f64) -> f64 {
     t * t.ln() + density
 }
 
+/// `g(theta, kappa) / T`, where `T = P(Poisson(kappa) >= theta)`: it has
+/// the sign of [`g`] at every `kappa > 0` (there `T > 0`), but it is
+/// computed without forming `T`, which underflows to zero far from the
+/// root. At `theta = 40` and `kappa = 1e-9`, `T` is about `1e-408`; [`g`]
+/// then returns 0, and a root search on `g` alone stopped there.
+///
+/// Below `theta`, write `T = e^{-kappa} kappa^theta / theta! * S` with
+/// `S = sum_{j >= 0} kappa^j theta! / (theta + j)!`, whose terms fall by
+/// the factor `kappa / (theta + j) < 1`. Then `ln T` is a sum of logs, and
+/// the density term of `g` divided by `T` is `theta / S`:
+///
+/// ```text
+/// g / T = ln T + theta / S
+/// ```
+///
+/// From `theta` on, `T` is at least about one half and [`g`]`/ T` is
+/// formed directly.
+///
+/// ```
+/// use flowsieve::model::threshold::{g, g_over_tail};
+/// // The same sign as g where g is representable, and a sign where it is not.
+/// assert!(g(5, 1.0) < 0.0 && g_over_tail(5, 1.0) < 0.0);
+/// assert!(g(5, 2.0) > 0.0 && g_over_tail(5, 2.0) > 0.0);
+/// assert_eq!(g(40, 1e-9), 0.0);
+/// assert!(g_over_tail(40, 1e-9) < 0.0);
+/// ```
+pub fn g_over_tail(theta: u64, kappa: f64) -> f64 {
+    let theta = theta.max(1);
+    if kappa.is_nan() {
+        return f64::NAN;
+    }
+    if kappa <= 0.0 {
+        // g < 0 on (0, kappa*) (003 Lemma 3), and ln T -> -infinity.
+        return f64::NEG_INFINITY;
+    }
+    let th = theta as f64;
+    if kappa >= th {
+        return g(theta, kappa) / poisson_tail(theta, kappa);
+    }
+    let mut sum = 1.0_f64;
+    let mut term = 1.0_f64;
+    let mut j = 1u64;
+    // Each term is the last times kappa / (theta + j) < 1, so the loop
+    // ends; past j = 2 sqrt(theta) * 20 or so the terms are below 1e-17 of
+    // the sum even at kappa = theta.
+    loop {
+        term *= kappa / (th + j as f64);
+        sum += term;
+        if term <= sum * 1e-17 {
+            break;
+        }
+        j += 1;
+    }
+    let ln_tail = th * kappa.ln() - kappa - ln_factorial(theta) + sum.ln();
+    ln_tail + th / sum
+}
+
 /// `kappa*(theta)`, the unique root of [`g`] (003 Theorem 1 and Table 1).
 ///
 /// `g < 0` on `(0, kappa*)` and `g > 0` on `(kappa*, infinity)` (Lemmas
 /// 3-5), so bisection on `(0, theta + 1]` finds it to machine precision.
+/// The bisection runs on [`g_over_tail`], which has `g`'s sign but does not
+/// underflow: on `g` itself the search found a false root at its lower end
+/// for every `theta` from 35 on, and `k_opt` fell to 1.
 pub fn kappa_star(theta: u64) -> f64 {
     let theta = theta.max(1);
-    bisect(1e-9, theta as f64 + 1.0, |kappa| g(theta, kappa)).unwrap_or(f64::NAN)
+    bisect(1e-9, theta as f64 + 1.0, |kappa| g_over_tail(theta, kappa)).unwrap_or(f64::NAN)
 }
 
 /// The linear approximation `0.2037 theta + 0.9176` (003 §3.3).
