@@ -1281,6 +1281,102 @@ fn report_tables_show_extreme_alphas_in_short_form() {
     }
 }
 
+/// Every line of a model's answer stays short at extreme inputs, and the
+/// blocked recycling layout says what it is under two blocks. Defects: the
+/// minimal counter product and an expected cost printed 270 to 300
+/// digits, a cost of 1e-9 read `0.000000`, and a 64-bit phase was called
+/// "1 blocks of 512 bits".
+#[test]
+fn model_answers_keep_every_line_short() {
+    for (args, says) in [
+        (
+            &[
+                "model",
+                "cbf-posterior",
+                "--counters",
+                "1,1,1",
+                "--prior",
+                "1e-300",
+                "--m",
+                "1000000000",
+                "--n",
+                "1",
+                "--alpha",
+                "1",
+            ][..],
+            // (nk/m)^k (1 - P) / (alpha P) of 000 §V-C: 2.7e274, as the
+            // f64 nearest it.
+            "minimal counter product: 2.6999999999999998e274",
+        ),
+        (
+            &[
+                "model",
+                "query-order",
+                "--probs",
+                "0,0",
+                "--costs",
+                "1,1",
+                "--special-cost",
+                "1e300",
+            ],
+            "expected cost: 1.000000e300",
+        ),
+        (
+            &[
+                "model",
+                "query-order",
+                "--probs",
+                "0.5",
+                "--costs",
+                "1e-9",
+                "--special-cost",
+                "1e-9",
+            ],
+            "expected cost: 1.000000e-9",
+        ),
+        (
+            &[
+                "model",
+                "recycle",
+                "--m",
+                "64",
+                "--k",
+                "4",
+                "--sigma",
+                "30",
+                "--blocked",
+            ],
+            "blocked layout (one block: the whole 64-bit phase, as 004's layout): sigma = 30",
+        ),
+        (
+            &[
+                "model",
+                "recycle",
+                "--m",
+                "4096",
+                "--k",
+                "4",
+                "--sigma",
+                "300",
+                "--blocked",
+            ],
+            "blocked layout (8 blocks of 512 bits a phase): sigma = 300",
+        ),
+    ] {
+        let out = flowsieve(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(says), "{args:?}: {text}");
+        for line in text.lines() {
+            assert!(
+                line.len() < 200,
+                "{args:?}: a {}-character line",
+                line.len()
+            );
+        }
+    }
+}
+
 /// A model's answer or error, and a pipeline flag's error, shows an
 /// extreme input back as the user could have typed it, on one short line. Defect: `--alpha 1e-300` came back as
 /// 300 zeros, and `--prior 1e300` in an error as 301 digits.

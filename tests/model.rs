@@ -404,6 +404,18 @@ fn minimal_counter_products_match_fig_8() {
             0.25
         ));
     }
+    // Past 2^52 the bound is not shrunk by the rounding guard: a product
+    // below `(nk/m)^k (1 - P) / (alpha P)` would not reach the threshold.
+    // Defect: at 2.7e274 the answer was 2.6999999999973e274.
+    for (k, prior, m, n) in [
+        (3u32, 1e-300, 1_000_000_000u64, 1u64),
+        (6, 1e-20, 26_624, 3328),
+    ] {
+        let k_f = f64::from(k);
+        let bound = (n as f64 * k_f / m as f64).powf(k_f) * (1.0 - prior) / prior;
+        assert!(bound > 2f64.powi(52));
+        assert_eq!(paradox::min_counter_product(k, prior, 1.0, m, n), bound);
+    }
     // Corollary 3: only the product matters (Example 1's 1*10 vs 5*5 vs 2*5).
     let a = paradox::cbf_posterior(&[2, 5], 0.01, 1000, 100);
     let b = paradox::cbf_posterior(&[10, 1], 0.01, 1000, 100);

@@ -142,12 +142,20 @@ pub fn decide(posterior: f64, alpha: f64) -> bool {
     posterior >= 1.0 / (alpha + 1.0)
 }
 
+/// 2^52: from here on an `f64` has no fraction.
+const TWO_POW_52: f64 = 4_503_599_627_370_496.0;
+
 /// `Pi(x, k)` (000 §V-C): the smallest counter product whose Theorem 2
 /// posterior reaches `1 / (alpha + 1)`, `ceil((nk/m)^k (1 - P) / (alpha P))`
 /// (at least 1: a zero counter is always a negative answer).
 pub fn min_counter_product(k: u32, prior: f64, alpha: f64, m: u64, n: u64) -> f64 {
     let k_f = f64::from(k);
     let x = (n as f64 * k_f / m as f64).powf(k_f) * (1.0 - prior) / (alpha * prior);
+    // Past 2^52 every f64 is an integer and x is the answer; shrinking it
+    // by the guard below would answer a product below the bound.
+    if x >= TWO_POW_52 {
+        return x;
+    }
     // Guard the ceiling against rounding just above an integer.
     let c = (x * (1.0 - 1e-12)).ceil();
     c.max(1.0)

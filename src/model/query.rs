@@ -63,11 +63,34 @@ fn invalid(param: &'static str, problem: impl Into<String>) -> ModelError {
 /// assert_eq!(shown(f64::NAN), "NaN");
 /// ```
 pub fn shown(x: f64) -> String {
-    let magnitude = x.abs();
-    if x.is_finite() && x != 0.0 && !(1e-6..1e15).contains(&magnitude) {
-        format!("{x:e}")
-    } else {
+    if short_range(x) {
         x.to_string()
+    } else {
+        format!("{x:e}")
+    }
+}
+
+/// Whether [`shown`] prints `x` positionally: zero, NaN, an infinity, or a
+/// magnitude in `[1e-6, 1e15)`.
+fn short_range(x: f64) -> bool {
+    !(x.is_finite() && x != 0.0 && !(1e-6..1e15).contains(&x.abs()))
+}
+
+/// `x` to six decimals where [`shown`] would print it positionally, and in
+/// exponent form (6 significant decimals) where it would not: an expected
+/// cost of 1e300 is not 300 digits, and one of 1e-9 is not `0.000000`.
+///
+/// ```
+/// use flowsieve::model::query::fixed6;
+/// assert_eq!(fixed6(1.5), "1.500000");
+/// assert_eq!(fixed6(1e300), "1.000000e300");
+/// assert_eq!(fixed6(1e-9), "1.000000e-9");
+/// ```
+pub fn fixed6(x: f64) -> String {
+    if short_range(x) {
+        format!("{x:.6}")
+    } else {
+        format!("{x:.6e}")
     }
 }
 
@@ -632,9 +655,10 @@ impl fmt::Display for CbfPosteriorAnswer {
         if let (Some(alpha), Some(d), Some(p)) = (self.alpha, self.decision, self.min_product) {
             write!(
                 f,
-                "\n  threshold 1/(alpha+1) = {:.6e}: answer {} (Theorem 4)\n  minimal counter product: {p}",
+                "\n  threshold 1/(alpha+1) = {:.6e}: answer {} (Theorem 4)\n  minimal counter product: {}",
                 1.0 / (alpha + 1.0),
-                if d { "positive" } else { "negative" }
+                if d { "positive" } else { "negative" },
+                shown(p)
             )?;
         }
         Ok(())
@@ -729,9 +753,9 @@ impl fmt::Display for QueryOrderAnswer {
             .collect();
         write!(
             f,
-            "query order: {} (Theorem 6)\nexpected cost: {:.6}",
+            "query order: {} (Theorem 6)\nexpected cost: {}",
             steps.join(" -> "),
-            self.expected_cost
+            fixed6(self.expected_cost)
         )
     }
 }
@@ -1102,10 +1126,16 @@ impl fmt::Display for RecycleReply {
             ),
         }?;
         if let Some(b) = &self.blocked {
+            // Under two blocks a phase the layout is one block of the
+            // whole phase: 004's own (`blocked_recycling`'s `shape`).
+            let blocks = if b.blocks < 2 {
+                format!("one block: the whole {half}-bit phase, as 004's layout")
+            } else {
+                format!("{} blocks of 512 bits a phase", b.blocks)
+            };
             write!(
                 f,
-                "\n  blocked layout ({} blocks of 512 bits a phase): sigma = {}, long-term average false-positive rate {} ((R3)/(R4)), expected new messages per cycle {}",
-                b.blocks,
+                "\n  blocked layout ({blocks}): sigma = {}, long-term average false-positive rate {} ((R3)/(R4)), expected new messages per cycle {}",
                 b.sigma.map_or("none".into(), |s| s.to_string()),
                 b.avg_fpr.map_or("-".into(), |r| format!("{r:.6e}")),
                 b.expected_messages
