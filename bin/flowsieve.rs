@@ -1105,10 +1105,13 @@ fn emit_report(report: &flowsieve::report::PipelineReport, args: &RunArgs, text:
             format!("{}: cannot write CSV: {e}", dir.display()),
         );
     }
-    if let Some(dir) = &args.plot
-        && let Err(e) = report.write_plots(dir)
-    {
-        return fail(exit::FAILURE, format!("cannot write plots: {e}"));
+    if let Some(dir) = &args.plot {
+        if let Err(e) = report.write_plots(dir) {
+            return fail(exit::FAILURE, format!("cannot write plots: {e}"));
+        }
+        for why in report.plots_left_out() {
+            eprintln!("flowsieve: note: --plot {}: no {why}", dir.display());
+        }
     }
     outcome_code(report.outcome())
 }

@@ -207,6 +207,74 @@ fn json_has_the_pipeline_sections_with_exact_names() {
     assert_eq!(v["new_flows"]["overall"]["true_new"], 12000);
 }
 
+/// `--plot DIR` says on stderr which charts it left out and what each
+/// needs, one note each. Defect: `--no-truth --plot DIR` or a run without
+/// sweeps left the directory empty or short with no word.
+#[test]
+fn plot_notes_each_chart_it_leaves_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes_for = |name: &str, args: &[&str]| -> (Vec<String>, Vec<String>) {
+        let plots = dir.path().join(name);
+        let p = plots.to_str().unwrap().to_string();
+        let trace = default_trace();
+        let mut all = vec!["-q", "--plot", &p];
+        all.extend_from_slice(args);
+        // Named: the bare default job adds sweeps of its own.
+        all.push(&trace);
+        let out = flowsieve(&all);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let prefix = format!("flowsieve: note: --plot {p}: no ");
+        let notes = String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .map(|l| {
+                l.strip_prefix(&prefix)
+                    .unwrap_or_else(|| panic!("{args:?}: {l}"))
+                    .to_string()
+            })
+            .collect();
+        let mut files: Vec<String> = std::fs::read_dir(&plots)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        (notes, files)
+    };
+    let (notes, files) = notes_for("none", &["--stages", "heavy", "--no-truth"]);
+    assert!(files.is_empty(), "{files:?}");
+    assert_eq!(
+        notes,
+        [
+            "tradeoff.svg: the selective stage did not run (--stages)",
+            "cost_alpha.svg: the selective stage did not run (--stages)",
+            "cost_bpe.svg: the selective stage did not run (--stages)",
+            "heavy_fp.svg: needs ground truth for the measured rates (the run had --no-truth)",
+        ]
+    );
+    let (notes, files) = notes_for("default", &[]);
+    assert_eq!(files, ["heavy_fp.svg"]);
+    assert_eq!(
+        notes,
+        [
+            "tradeoff.svg: needs --sweep product=LIST, alpha=LIST or k=LIST",
+            "cost_alpha.svg: needs --sweep alpha=LIST",
+            "cost_bpe.svg: needs --sweep bpe=LIST",
+        ]
+    );
+    // At theta = 1 every flow is heavy: with truth, no class has a flow
+    // that could be a false positive.
+    let (notes, files) = notes_for("theta1", &["--stages", "heavy", "--theta", "1"]);
+    assert!(files.is_empty(), "{files:?}");
+    assert_eq!(
+        notes.last().map(String::as_str),
+        Some(
+            "heavy_fp.svg: no class had a flow below theta in any window, so none could be a false positive"
+        )
+    );
+    let (notes, files) = notes_for("all", &["--sweep", "alpha=1,2", "--sweep", "bpe=5,10"]);
+    assert_eq!(files.len(), 4, "{files:?}");
+    assert!(notes.is_empty(), "{notes:?}");
+}
+
 #[test]
 fn csv_and_plot_outputs() {
     let dir = tempfile::tempdir().unwrap();

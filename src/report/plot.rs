@@ -58,20 +58,88 @@ fn group(
     out
 }
 
+/// One chart `--plot` can draw: its file name, title, axis labels and
+/// series (a chart with no points is not drawn).
+struct PlotSpec {
+    name: &'static str,
+    title: &'static str,
+    x_label: String,
+    y_label: &'static str,
+    series: Vec<Series>,
+}
+
+impl PlotSpec {
+    fn has_points(&self) -> bool {
+        self.series.iter().any(|s| !s.1.is_empty())
+    }
+}
+
+/// Every chart `--plot` can draw, in the order it draws them.
+const PLOT_NAMES: [&str; 4] = [
+    "tradeoff.svg",
+    "cost_alpha.svg",
+    "cost_bpe.svg",
+    "heavy_fp.svg",
+];
+
 impl PipelineReport {
     /// Writes the plots that have data into `dir` (created if missing);
     /// returns the files written, or a one-line error.
+    /// [`plots_left_out`](Self::plots_left_out) says why any other was not.
     pub fn write_plots(&self, dir: &Path) -> Result<Vec<PathBuf>, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut written = Vec::new();
-        let mut emit = |name: &str, title: &str, x: &str, y: &str, series: Vec<Series>| {
-            if series.iter().any(|s| !s.1.is_empty()) {
-                let path = dir.join(name);
-                chart(&path, title, x, y, &series)?;
-                written.push(path);
+        for p in self.plot_specs().into_iter().filter(PlotSpec::has_points) {
+            let path = dir.join(p.name);
+            chart(&path, p.title, &p.x_label, p.y_label, &p.series)?;
+            written.push(path);
+        }
+        Ok(written)
+    }
+
+    /// One line for each chart of [`PLOT_NAMES`] that
+    /// [`write_plots`](Self::write_plots) leaves out of this report, naming
+    /// it and what it needs; empty when every chart is drawn. A user who
+    /// asks for `--plot DIR` and finds it empty, or without the trade-off
+    /// curve, is told why rather than left to guess (the command line
+    /// prints each as a note).
+    pub fn plots_left_out(&self) -> Vec<String> {
+        let specs = self.plot_specs();
+        PLOT_NAMES
+            .iter()
+            .filter(|name| !specs.iter().any(|p| p.name == **name && p.has_points()))
+            .map(|name| format!("{name}: {}", self.why_no_plot(name)))
+            .collect()
+    }
+
+    /// What the chart `name` needs that this report lacks.
+    fn why_no_plot(&self, name: &str) -> &'static str {
+        if name == "heavy_fp.svg" {
+            match self.heavy() {
+                None => "the heavy stage did not run (--stages)",
+                // Without truth no class counts its flows below theta.
+                Some(h) if h.classes.iter().all(|r| r.flows_below.is_none()) => {
+                    "needs ground truth for the measured rates (the run had --no-truth)"
+                }
+                Some(_) => {
+                    "no class had a flow below theta in any window, so none could be a false positive"
+                }
             }
-            Ok::<(), String>(())
-        };
+        } else if self.selective().is_none() {
+            "the selective stage did not run (--stages)"
+        } else {
+            match name {
+                "tradeoff.svg" => "needs --sweep product=LIST, alpha=LIST or k=LIST",
+                "cost_alpha.svg" => "needs --sweep alpha=LIST",
+                _ => "needs --sweep bpe=LIST",
+            }
+        }
+    }
+
+    /// The charts this report's stages and sweeps give, in
+    /// [`PLOT_NAMES`]'s order; some may have no points.
+    fn plot_specs(&self) -> Vec<PlotSpec> {
+        let mut specs = Vec::new();
         if let Some(s) = self.selective() {
             let mut tradeoff = group(
                 &s.sweeps,
@@ -93,37 +161,37 @@ impl PipelineReport {
                 |p| format!("{} over k", p.variant),
                 |p| (p.fn_rate, p.fp_rate),
             ));
-            emit(
-                "tradeoff.svg",
-                "Directory trade-off: false positives against false negatives",
-                "false-negative rate",
-                "false-positive rate",
-                tradeoff,
-            )?;
-            emit(
-                "cost_alpha.svg",
-                "Total cost against alpha (FP costs 1, FN costs alpha)",
-                "alpha",
-                "total cost",
-                group(
+            specs.push(PlotSpec {
+                name: "tradeoff.svg",
+                title: "Directory trade-off: false positives against false negatives",
+                x_label: "false-negative rate".into(),
+                y_label: "false-positive rate",
+                series: tradeoff,
+            });
+            specs.push(PlotSpec {
+                name: "cost_alpha.svg",
+                title: "Total cost against alpha (FP costs 1, FN costs alpha)",
+                x_label: "alpha".into(),
+                y_label: "total cost",
+                series: group(
                     &s.sweeps,
                     SweepParam::Alpha,
                     |p| p.variant.to_string(),
                     |p| (p.value, p.cost),
                 ),
-            )?;
-            emit(
-                "cost_bpe.svg",
-                "Total cost against bits per element of the directory",
-                "bits per element",
-                "total cost",
-                group(
+            });
+            specs.push(PlotSpec {
+                name: "cost_bpe.svg",
+                title: "Total cost against bits per element of the directory",
+                x_label: "bits per element".into(),
+                y_label: "total cost",
+                series: group(
                     &s.sweeps,
                     SweepParam::Bpe,
                     |p| p.variant.to_string(),
                     |p| (p.value, p.cost),
                 ),
-            )?;
+            });
         }
         if let Some(h) = self.heavy() {
             let rows: Vec<_> = h
@@ -152,18 +220,18 @@ impl PipelineReport {
                 .enumerate()
                 .map(|(i, r)| format!("{i}={}", r.class.as_deref().unwrap_or("?")))
                 .collect();
-            emit(
-                "heavy_fp.svg",
-                "Heavy flows: measured and model false-positive rates by class",
-                &format!("class ({})", names.join(", ")),
-                "false-positive rate",
-                vec![
+            specs.push(PlotSpec {
+                name: "heavy_fp.svg",
+                title: "Heavy flows: measured and model false-positive rates by class",
+                x_label: format!("class ({})", names.join(", ")),
+                y_label: "false-positive rate",
+                series: vec![
                     ("measured".into(), measured),
                     ("model, distinct elements (003)".into(), model),
                     ("model, compound (flow sizes)".into(), compound),
                 ],
-            )?;
+            });
         }
-        Ok(written)
+        specs
     }
 }
