@@ -1405,6 +1405,76 @@ fn blocked_model_reduces_to_eq3_at_k1_and_exceeds_partitioned_above() {
     );
 }
 
+/// (B1) summed the plain way, in logarithms, with no early stop: every
+/// block load `l` from `theta` to `theta + 600` (the Poisson(16) weight
+/// there is below e^-1600, against terms above e^-800), every tail term `j`
+/// from `theta` to `l`.
+fn ln_b1_naive(theta: u64, k: u32, lambda: f64, per_block: u64) -> f64 {
+    use flowsieve::model::special::ln_factorial;
+    let p = 1.0 / (per_block / u64::from(k)) as f64;
+    let lse = |xs: &[f64]| {
+        let m = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        m + xs.iter().map(|x| (x - m).exp()).sum::<f64>().ln()
+    };
+    let mut terms = Vec::new();
+    for l in theta..theta + 600 {
+        let tail: Vec<f64> = (theta..=l)
+            .map(|j| {
+                ln_factorial(l) - ln_factorial(j) - ln_factorial(l - j)
+                    + j as f64 * p.ln()
+                    + (l - j) as f64 * (-p).ln_1p()
+            })
+            .collect();
+        let w = l as f64 * lambda.ln() - lambda - ln_factorial(l);
+        terms.push(w + f64::from(k) * lse(&tail));
+    }
+    lse(&terms)
+}
+
+/// (B1) at large theta, where the rate is tiny or below any f64: its
+/// logarithm and the rate itself against the plain sum, and the blocked
+/// k_opt against a search over every k of the plain sum. Defects: the
+/// mixture stopped at a Poisson weight below 1e-18, which at theta = 40 cut
+/// off the terms the sum is made of (1.7e-175 for 3e-131), and k_opt
+/// compared rates that were all +0 from theta of about 50 on.
+#[test]
+fn blocked_rate_and_k_opt_at_large_theta_match_the_plain_sum() {
+    use flowsieve::model::blocked;
+    // 62,500 blocks of 64 counters and 10^6 keys: 16 keys a block.
+    let (n, blocks, per_block) = (1_000_000u64, 62_500u64, 64u64);
+    for (theta, k) in [(5u64, 4u32), (30, 4), (30, 8), (40, 7), (100, 8), (100, 2)] {
+        let want = ln_b1_naive(theta, k, 16.0, per_block);
+        let ln = blocked::ln_fpr_blocked(theta, k, n, blocks, per_block);
+        assert!(
+            (ln - want).abs() <= 1e-9 * want.abs(),
+            "theta {theta} k {k}: {ln} vs {want}"
+        );
+        let f = blocked::fpr_blocked(theta, k, n, blocks, per_block);
+        if want > -700.0 {
+            assert!(
+                (f.ln() - want).abs() <= 1e-9 * want.abs(),
+                "theta {theta} k {k}: {f}"
+            );
+        } else {
+            // Subnormal or +0: the rate as an f64 is gone, its log is not.
+            assert!(f < 1e-300, "theta {theta} k {k}: {f}");
+        }
+    }
+    for theta in [30u64, 60, 100] {
+        let best = (1..=32u32)
+            .min_by(|a, b| {
+                ln_b1_naive(theta, *a, 16.0, per_block)
+                    .total_cmp(&ln_b1_naive(theta, *b, 16.0, per_block))
+            })
+            .unwrap();
+        assert_eq!(
+            blocked::k_opt_blocked(theta, n, blocks, per_block, 32),
+            best,
+            "theta {theta}"
+        );
+    }
+}
+
 /// An explicit sigma past the chain's work bound is answered by the
 /// continuum limit (`continuum_rates`); at the largest exactly solved work
 /// it must agree with the chain to the order of `k / m`, one- and

@@ -45,12 +45,18 @@
 //! assert!(b > p); // the block load's variance costs accuracy
 //! ```
 
-use super::special::{binomial_tail, ln_factorial};
+use super::special::{binomial_tail, ln_add, ln_binomial_tail, ln_factorial};
 use super::threshold::OnlineTerms;
 
 /// `sum_l Poisson(l; lambda) * tail(l)` for a `tail` that is 0 below
 /// `from` and at most 1, summed outward from the Poisson mode so that
 /// neither a huge nor a tiny `lambda` underflows the starting term.
+///
+/// Each direction stops when the Poisson weight, which bounds every later
+/// term there, is below `1e-17` of the sum so far (or is `+0`). It used to
+/// stop at a weight below `1e-18` outright, which at a large `theta` cut
+/// off the very terms the sum is made of: at `theta = 40`, 4 counters per
+/// key and `k = 7` it answered `1.7e-175` for a rate of `3e-131`.
 pub(super) fn poisson_mixture(lambda: f64, from: u64, tail: &mut dyn FnMut(u64) -> f64) -> f64 {
     if lambda.is_nan() || lambda <= 0.0 {
         return if from == 0 { tail(0) } else { 0.0 };
@@ -64,7 +70,9 @@ pub(super) fn poisson_mixture(lambda: f64, from: u64, tail: &mut dyn FnMut(u64) 
     loop {
         let t = p * tail(l);
         sum += t;
-        if (p < 1e-18 && l as f64 > lambda) || l > start + 1_000_000 {
+        // Past the mode the weights fall geometrically (by lambda / l), so
+        // the rest is below p / (1 - lambda / l) and negligible.
+        if (l as f64 > 2.0 * lambda && (p < sum * 1e-17 || p == 0.0)) || l > start + 1_000_000 {
             break;
         }
         l += 1;
@@ -77,7 +85,8 @@ pub(super) fn poisson_mixture(lambda: f64, from: u64, tail: &mut dyn FnMut(u64) 
         p *= l as f64 / lambda;
         l -= 1;
         sum += p * tail(l);
-        if p < 1e-18 {
+        // Below the mode the weights fall as l does, and so do the tails.
+        if p < sum * 1e-17 || p == 0.0 {
             break;
         }
     }
@@ -138,6 +147,76 @@ pub fn fpr_blocked(theta: u64, k: u32, n: u64, blocks: u64, per_block: u64) -> f
     poisson_mixture(n as f64 / blocks.max(1) as f64, theta, &mut |l| tail.at(l))
 }
 
+/// `ln` of (B1), [`fpr_blocked`]'s logarithm, also where the rate is below
+/// the smallest `f64`. Past `theta` of about 50 at a few counters per key,
+/// (B1) is `+0` for every `k`, and a search for the best `k` on the rate
+/// itself compared zeros; on the logarithm it compares the rates.
+///
+/// The mixture is summed in logarithms from the larger of `theta` and the
+/// Poisson mode outward: upward until `ln Poisson(l)`, which bounds every
+/// later term (the tail is at most 1 and past the mode the weights only
+/// fall), is 50 below the largest term so far; downward to `theta` until a
+/// term is 50 below it (below the mode the weights and the tails both fall
+/// as `l` does). A term 50 below the largest changes the sum by less than
+/// `e^-50` of it, and so does the rest, which falls geometrically.
+///
+/// ```
+/// use flowsieve::model::blocked::{fpr_blocked, ln_fpr_blocked};
+/// let f = fpr_blocked(3, 4, 20_000, 1024, 64);
+/// assert!((ln_fpr_blocked(3, 4, 20_000, 1024, 64) - f.ln()).abs() < 1e-9 * f.ln().abs());
+/// assert_eq!(fpr_blocked(100, 4, 1_000_000, 62_500, 64), 0.0);
+/// assert!(ln_fpr_blocked(100, 4, 1_000_000, 62_500, 64).is_finite());
+/// ```
+pub fn ln_fpr_blocked(theta: u64, k: u32, n: u64, blocks: u64, per_block: u64) -> f64 {
+    let Some(sub) = sub_block(k, per_block) else {
+        return 0.0;
+    };
+    if theta == 0 {
+        return 0.0;
+    }
+    let p = 1.0 / sub.max(1) as f64;
+    let kf = f64::from(k);
+    let ln_tail_pow = |l: u64| kf * ln_binomial_tail(theta, l, p);
+    let lambda = n as f64 / blocks.max(1) as f64;
+    if lambda.is_nan() || lambda <= 0.0 {
+        // No load: every counter is 0, below any theta >= 1.
+        return f64::NEG_INFINITY;
+    }
+    let ln_pmf = |l: u64| l as f64 * lambda.ln() - lambda - ln_factorial(l);
+    let start = (lambda.floor() as u64).max(theta);
+    let mut sum = f64::NEG_INFINITY;
+    let mut best = f64::NEG_INFINITY;
+    let mut l = start;
+    loop {
+        let w = ln_pmf(l);
+        if l > start && w < best - MIXTURE_SPAN {
+            break;
+        }
+        let t = w + ln_tail_pow(l);
+        sum = ln_add(sum, t);
+        best = best.max(t);
+        if l > start + 10_000_000 {
+            break;
+        }
+        l += 1;
+    }
+    let mut l = start;
+    while l > theta {
+        l -= 1;
+        let t = ln_pmf(l) + ln_tail_pow(l);
+        sum = ln_add(sum, t);
+        if t < best - MIXTURE_SPAN {
+            break;
+        }
+        best = best.max(t);
+    }
+    sum.min(0.0)
+}
+
+/// How far below the largest term [`ln_fpr_blocked`] stops adding: `e^-50`
+/// is about `2e-22`, far below an `f64`'s precision relative to the sum.
+const MIXTURE_SPAN: f64 = 50.0;
+
 /// (B2): the online rate, averaged over a window of `n` distinct
 /// insertions, at which a one-packet key is reported at its own insertion.
 pub fn fpr_blocked_online(theta: u64, k: u32, n: u64, blocks: u64, per_block: u64) -> f64 {
@@ -175,12 +254,15 @@ pub fn fpr_blocked_online_with(
 
 /// The `k` in `1..=max_k` (and at most a block's counters) that minimises
 /// (B1) at `n` insertions: the blocked layout's counterpart of 003's
-/// `k_opt`. Ties go to the smaller `k` (fewer counters touched).
+/// `k_opt`. Ties go to the smaller `k` (fewer counters touched). The rates
+/// are compared as logarithms ([`ln_fpr_blocked`]): past `theta` of about
+/// 50 they are all `+0` as `f64`s, and the comparison of the rates
+/// themselves answered whichever `k` underflowed first.
 pub fn k_opt_blocked(theta: u64, n: u64, blocks: u64, per_block: u64, max_k: u32) -> u32 {
     let top = max_k.min(per_block.min(u64::from(u32::MAX)) as u32).max(1);
     let mut best = (1, f64::INFINITY);
     for k in 1..=top {
-        let f = fpr_blocked(theta, k, n, blocks, per_block);
+        let f = ln_fpr_blocked(theta, k, n, blocks, per_block);
         if f < best.1 {
             best = (k, f);
         }

@@ -170,6 +170,60 @@ pub fn binomial_tail(theta: u64, trials: u64, p: f64) -> f64 {
     }
 }
 
+/// `ln P(X >= theta)` for `X ~ Binomial(trials, p)`: [`binomial_tail`]'s
+/// logarithm, also where the tail is below the smallest `f64` (its terms
+/// are added as logarithms, scaled by the first). `-infinity` when the tail
+/// is 0 (`theta > trials` or `p <= 0`).
+///
+/// ```
+/// use flowsieve::model::special::{binomial_tail, ln_binomial_tail};
+/// let t = binomial_tail(20, 200, 1.0 / 64.0);
+/// assert!((ln_binomial_tail(20, 200, 1.0 / 64.0) - t.ln()).abs() < 1e-12 * t.ln().abs());
+/// // P(Binomial(500, 1/64) >= 300) is about 1e-330: 0 as an f64, not as a log.
+/// assert_eq!(binomial_tail(300, 500, 1.0 / 64.0), 0.0);
+/// assert!((ln_binomial_tail(300, 500, 1.0 / 64.0) / std::f64::consts::LN_10 + 330.0).abs() < 30.0);
+/// ```
+pub fn ln_binomial_tail(theta: u64, trials: u64, p: f64) -> f64 {
+    if theta == 0 || p >= 1.0 {
+        return 0.0;
+    }
+    if theta > trials || p.is_nan() || p <= 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if (theta as f64) <= trials as f64 * p {
+        // At or below the mean the tail is at least about a half: no
+        // underflow, and the complement is summed without cancellation.
+        return binomial_tail(theta, trials, p).ln();
+    }
+    let (lp, lq) = (p.ln(), (-p).ln_1p());
+    let ln_trials = ln_factorial(trials);
+    let ln_pmf = |l: u64| {
+        (ln_trials - ln_factorial(l) - ln_factorial(trials - l))
+            + l as f64 * lp
+            + (trials - l) as f64 * lq
+    };
+    // Above the mean the terms only fall: scale them by the first.
+    let first = ln_pmf(theta);
+    let mut scaled = 0.0;
+    for l in theta..=trials {
+        let t = (ln_pmf(l) - first).exp();
+        scaled += t;
+        if t < scaled * 1e-17 {
+            break;
+        }
+    }
+    first + scaled.ln()
+}
+
+/// `ln(e^a + e^b)`, exact where one of them is `-infinity`.
+pub fn ln_add(a: f64, b: f64) -> f64 {
+    let (hi, lo) = if a >= b { (a, b) } else { (b, a) };
+    if lo == f64::NEG_INFINITY {
+        return hi;
+    }
+    hi + (lo - hi).exp().ln_1p()
+}
+
 /// The root of `f` in `[lo, hi]` by bisection, given `f(lo)` and `f(hi)` of
 /// opposite signs; `None` otherwise. Converges to the last representable
 /// bit, so no tolerance to tune.
