@@ -572,7 +572,8 @@ struct SelectiveArgs {
     /// `alpha` in the --classes file overrides it).
     #[arg(long, default_value_t = defaults::ALPHA)]
     alpha: f64,
-    /// Sweep: alpha=1,2,5 | k=4,5,6 | bpe=10,20,30 | product=1,2,4,8 (repeatable).
+    /// Sweep: alpha=1,2,5 | k=4,5,6 | bpe=10,20,30 | product=1,2,4,8 (repeatable, once per
+    /// parameter; each value once).
     #[arg(long, value_name = "PARAM=LIST")]
     sweep: Vec<SweepSpec>,
     /// Distinct flows the exact cache and query sets hold per window (over
@@ -697,6 +698,7 @@ fn configure(
     pipeline: &PipelineArgs,
     edit: impl FnOnce(&mut PipelineConfig),
 ) -> Result<ValidatedConfig, u8> {
+    SweepSpec::check_each_once(&pipeline.selective.sweep).map_err(|e| fail(exit::USAGE, e))?;
     let classifier = Classifier::from_spec(classes).map_err(|e| fail(exit::FAILURE, e))?;
     // Process-wide, and before any table is made: blocks are told apart by
     // address, so this only decides where the run's tables go.

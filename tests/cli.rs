@@ -1515,6 +1515,31 @@ fn model_echoes_extreme_inputs_in_short_form() {
         (&["-q", "--dir-bpe=-1e-300"], 2, "(got -1e-300)"),
         (&["-q", "--alpha=-1e-300"], 2, "(got -1e-300)"),
         (&["-q", "--alpha=inf"], 2, "positive and finite (got inf)"),
+        // Defect: the second list replaced the first without a word, and
+        // a value given twice ran and printed twice.
+        (
+            &[
+                "-q",
+                "--sweep",
+                "alpha=1,2",
+                "--sweep",
+                "k=4",
+                "--sweep",
+                "alpha=2,5",
+            ],
+            2,
+            "--sweep: alpha is swept twice; give one list, such as --sweep alpha=1,2,5",
+        ),
+        (
+            &["-q", "--sweep", "k=4,5,4"],
+            2,
+            "sweep k: 4 is given twice",
+        ),
+        (
+            &["-q", "--sweep", "bpe=1e-3,0.001"],
+            2,
+            "sweep bpe: 0.001 is given twice",
+        ),
         (
             &["-q", "--sweep", "alpha=1,inf"],
             2,

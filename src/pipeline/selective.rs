@@ -278,7 +278,67 @@ impl FromStr for SweepSpec {
                 "sweep k: values must be whole numbers from 1 to {MAX_K}"
             )));
         }
+        // The same value twice would run the same point twice and print
+        // its rows twice.
+        if let Some(v) = values
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| values[..i].contains(v).then_some(v))
+        {
+            return Err(err(format!(
+                "sweep {param}: {} is given twice; each value runs once",
+                crate::model::query::shown(*v)
+            )));
+        }
         Ok(SweepSpec { param, values })
+    }
+}
+
+impl SweepSpec {
+    /// Refuses a parameter swept twice, as `--sweep alpha=1 --sweep
+    /// alpha=2`: [`Sweeps::set`] keeps the last list, so the first would
+    /// be dropped without a word. One list per parameter says it all.
+    ///
+    /// ```
+    /// use flowsieve::pipeline::SweepSpec;
+    /// let a: SweepSpec = "alpha=1".parse().unwrap();
+    /// let b: SweepSpec = "alpha=2,5".parse().unwrap();
+    /// let k: SweepSpec = "k=4".parse().unwrap();
+    /// assert!(SweepSpec::check_each_once(&[a.clone(), k]).is_ok());
+    /// let e = SweepSpec::check_each_once(&[a, b]).unwrap_err();
+    /// assert!(e.to_string().contains("alpha is swept twice"));
+    /// ```
+    pub fn check_each_once(specs: &[SweepSpec]) -> Result<(), SelectiveParseError> {
+        match specs
+            .iter()
+            .enumerate()
+            .find(|(i, s)| specs[..*i].iter().any(|t| t.param == s.param))
+        {
+            Some((_, s)) => {
+                // The lists run together, each value once, as the one
+                // list the user likely meant.
+                let mut merged: Vec<f64> = Vec::new();
+                for v in specs
+                    .iter()
+                    .filter(|t| t.param == s.param)
+                    .flat_map(|t| &t.values)
+                {
+                    if !merged.contains(v) {
+                        merged.push(*v);
+                    }
+                }
+                let list: Vec<String> = merged
+                    .iter()
+                    .map(|v| crate::model::query::shown(*v))
+                    .collect();
+                Err(SelectiveParseError(format!(
+                    "--sweep: {0} is swept twice; give one list, such as --sweep {0}={1}",
+                    s.param,
+                    list.join(",")
+                )))
+            }
+            None => Ok(()),
+        }
     }
 }
 
