@@ -1196,6 +1196,31 @@ fn model_bad_parameters_exit_2_with_one_line() {
         String::from_utf8_lossy(&out.stderr).trim(),
         "flowsieve: error: m: must be at least k (5), got 3"
     );
+    // A blocked layout of 4-bit counters cannot count to 16, as the heavy
+    // stage's --cbf-width 4 --theta 16 is refused; 15 is the most.
+    // Defect: the model answered for a filter that cannot exist.
+    let blocked4 = |theta: &str| {
+        flowsieve(&[
+            "model",
+            "threshold",
+            "--theta",
+            theta,
+            "--n",
+            "1000",
+            "--m",
+            "4000",
+            "--blocked",
+            "--counter-bits",
+            "4",
+        ])
+    };
+    let out = blocked4("16");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "flowsieve: error: theta: 16 is more than a 4-bit counter holds (15): give --counter-bits 8 or 16"
+    );
+    assert_eq!(blocked4("15").status.code(), Some(0));
 }
 
 #[test]

@@ -386,6 +386,18 @@ impl ThresholdQuery {
             let (Some(n), Some(m)) = (self.n, self.m) else {
                 return Err(ModelError::Missing("n and m with blocked"));
             };
+            // A counter saturates at its largest value, so no key could
+            // reach a larger theta: the heavy stage refuses the same pair.
+            let most = (1u64 << self.counter_bits) - 1;
+            if self.theta > most {
+                return Err(invalid(
+                    "theta",
+                    format!(
+                        "{} is more than a {}-bit counter holds ({most}): give --counter-bits 8 or 16",
+                        self.theta, self.counter_bits
+                    ),
+                ));
+            }
             if m < per_block {
                 return Err(invalid(
                     "m",
