@@ -457,8 +457,9 @@ struct HeavyArgs {
     /// Heavy-flow window: trace time (1s, 250ms) or packets (50000p).
     #[arg(long, default_value_t = WindowSpec::Time(defaults::HEAVY_WINDOW_NS), value_name = "SPAN")]
     window: WindowSpec,
-    /// Heavy-flow window of N packets (same as --window Np).
-    #[arg(long, value_name = "N")]
+    /// Heavy-flow window of N packets (same as --window Np; not with
+    /// --window, which it would override).
+    #[arg(long, value_name = "N", conflicts_with = "window")]
     window_packets: Option<u64>,
     /// Report a flow when its estimate reaches THETA packets in a window.
     #[arg(long, default_value_t = defaults::THETA)]

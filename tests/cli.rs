@@ -1560,6 +1560,12 @@ fn model_echoes_extreme_inputs_in_short_form() {
             2,
             "sweep k: 4 is given twice",
         ),
+        // Defect: --window-packets overrode --window without a word.
+        (
+            &["-q", "--window", "1s", "--window-packets", "5000"],
+            2,
+            "'--window <SPAN>' cannot be used with '--window-packets <N>'",
+        ),
         (
             &["-q", "--sweep", "bpe=1e-3,0.001"],
             2,
