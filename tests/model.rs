@@ -1475,6 +1475,42 @@ fn blocked_rate_and_k_opt_at_large_theta_match_the_plain_sum() {
     }
 }
 
+/// (B1) at the largest thetas 16-bit counters allow, against a walk over
+/// every load from theta to theta + 400,000 with no search and no early
+/// stop (the tail carried from load to load). The model finds the peak of
+/// the terms by a search; walking up from theta to it took half a second
+/// of start-up at theta = 65535.
+#[test]
+fn blocked_rate_at_sixteen_bit_thetas_matches_a_walk_over_every_load() {
+    use flowsieve::model::blocked;
+    use flowsieve::model::special::{ln_add, ln_factorial};
+    // 2^22 counters of 16 bits (131,072 blocks of 32) and 2^20 keys.
+    let (n, blocks, per_block) = (1u64 << 20, 1u64 << 17, 32u64);
+    let lambda = 8.0f64;
+    for theta in [4096u64, 65_535] {
+        for k in [1u32, 4, 8, 16] {
+            let p = 1.0 / f64::from(32 / k);
+            let (lp, lq) = (p.ln(), (-p).ln_1p());
+            let mut ln_tail = theta as f64 * lp;
+            let mut sum = f64::NEG_INFINITY;
+            for l in theta..theta + 400_000 {
+                let w = l as f64 * lambda.ln() - lambda - ln_factorial(l);
+                sum = ln_add(sum, w + f64::from(k) * ln_tail);
+                let j = theta - 1;
+                let at = ln_factorial(l) - ln_factorial(j) - ln_factorial(l - j)
+                    + j as f64 * lp
+                    + (l - j) as f64 * lq;
+                ln_tail = ln_add(ln_tail, lp + at).min(0.0);
+            }
+            let got = blocked::ln_fpr_blocked(theta, k, n, blocks, per_block);
+            assert!(
+                (got - sum).abs() <= 1e-9 * sum.abs(),
+                "theta {theta} k {k}: {got} vs {sum}"
+            );
+        }
+    }
+}
+
 /// An explicit sigma past the chain's work bound is answered by the
 /// continuum limit (`continuum_rates`); at the largest exactly solved work
 /// it must agree with the chain to the order of `k / m`, one- and

@@ -152,13 +152,16 @@ pub fn fpr_blocked(theta: u64, k: u32, n: u64, blocks: u64, per_block: u64) -> f
 /// (B1) is `+0` for every `k`, and a search for the best `k` on the rate
 /// itself compared zeros; on the logarithm it compares the rates.
 ///
-/// The mixture is summed in logarithms from the larger of `theta` and the
-/// Poisson mode outward: upward until `ln Poisson(l)`, which bounds every
-/// later term (the tail is at most 1 and past the mode the weights only
-/// fall), is 50 below the largest term so far; downward to `theta` until a
-/// term is 50 below it (below the mode the weights and the tails both fall
-/// as `l` does). A term 50 below the largest changes the sum by less than
-/// `e^-50` of it, and so does the rest, which falls geometrically.
+/// The mixture is summed in logarithms. Its terms are concave in the load
+/// `l` (log Poisson weights are; the tail `P(Bin(l, p) >= theta)` is the
+/// distribution function of a negative binomial waiting time, whose
+/// weights are log-concave, and so is it), so from the larger of `theta`
+/// and the Poisson mode they rise to one peak and fall. The peak is found
+/// by a ternary search, both edges where the terms are 50 below it by
+/// binary searches, and the loads between them are summed with the tail
+/// carried from one to the next; below the mode, loads down to `theta`
+/// are added until a term is 50 below the peak. Each term left out is
+/// below `e^-50` of the sum, and they fall away geometrically.
 ///
 /// ```
 /// use flowsieve::model::blocked::{fpr_blocked, ln_fpr_blocked};
@@ -184,22 +187,83 @@ pub fn ln_fpr_blocked(theta: u64, k: u32, n: u64, blocks: u64, per_block: u64) -
     }
     let ln_pmf = |l: u64| l as f64 * lambda.ln() - lambda - ln_factorial(l);
     let start = (lambda.floor() as u64).max(theta);
-    let mut sum = f64::NEG_INFINITY;
-    let mut best = f64::NEG_INFINITY;
-    let mut l = start;
-    loop {
-        let w = ln_pmf(l);
-        if l > start && w < best - MIXTURE_SPAN {
-            break;
+    let term = |l: u64| ln_pmf(l) + ln_tail_pow(l);
+    // Upward from `start` the terms rise to one peak and fall (the log of
+    // the Poisson weight and of the binomial tail are both concave in l).
+    // At a theta in the thousands the rise is tens of thousands of loads
+    // long, and walking it made the heavy stage's start-up take half a
+    // second; so the peak is found by a ternary search, and the sum walks
+    // only the loads within MIXTURE_SPAN of it. `hi` is past the peak: no
+    // term beyond a load whose weight is MIXTURE_SPAN below the start's
+    // term can matter (a term is at most its weight).
+    let floor = term(start) - MIXTURE_SPAN;
+    let mut step = 1u64;
+    while ln_pmf(start + step) >= floor && step < 1 << 40 {
+        step *= 2;
+    }
+    let top = start + step;
+    let (mut lo, mut hi) = (start, top);
+    while hi - lo > 2 {
+        let m1 = lo + (hi - lo) / 3;
+        let m2 = hi - (hi - lo) / 3;
+        if term(m1) < term(m2) {
+            lo = m1 + 1;
+        } else {
+            hi = m2;
         }
-        let t = w + ln_tail_pow(l);
+    }
+    let peak = (lo..=hi)
+        .max_by(|a, b| term(*a).total_cmp(&term(*b)))
+        .unwrap_or(start);
+    let mut best = term(peak);
+    // Down from the peak to where the terms are MIXTURE_SPAN below it: the
+    // terms rise up to the peak, so a binary search finds the first load
+    // within the span.
+    let (mut left, mut right) = (start, peak);
+    while left < right {
+        let mid = left + (right - left) / 2;
+        if term(mid) >= best - MIXTURE_SPAN {
+            right = mid;
+        } else {
+            left = mid + 1;
+        }
+    }
+    // The right edge: the last load within MIXTURE_SPAN of the peak.
+    let (mut r_lo, mut r_hi) = (peak, top);
+    while r_lo < r_hi {
+        let mid = r_lo + (r_hi - r_lo).div_ceil(2);
+        if term(mid) >= best - MIXTURE_SPAN {
+            r_lo = mid;
+        } else {
+            r_hi = mid - 1;
+        }
+    }
+    // Up from there, the tail carried from one load to the next:
+    // P(Bin(l + 1, p) >= theta) = P(Bin(l, p) >= theta) + p P(Bin(l, p) =
+    // theta - 1).
+    let (lp, lq) = (p.ln(), (-p).ln_1p());
+    let mut ln_tail = ln_binomial_tail(theta, left, p);
+    let mut sum = f64::NEG_INFINITY;
+    // To the right edge only: past it the terms keep falling (they are
+    // log-concave), and the Poisson weight alone, which bounds them, can
+    // stay far above them for tens of thousands of loads when the tail is
+    // tiny.
+    for l in left..=r_lo {
+        let t = ln_pmf(l) + kf * ln_tail;
         sum = ln_add(sum, t);
         best = best.max(t);
-        if l > start + 10_000_000 {
-            break;
-        }
-        l += 1;
+        ln_tail = if p >= 1.0 {
+            0.0
+        } else {
+            let j = theta - 1;
+            let ln_at = ln_factorial(l) - ln_factorial(j) - ln_factorial(l - j)
+                + j as f64 * lp
+                + (l - j) as f64 * lq;
+            ln_add(ln_tail, lp + ln_at).min(0.0)
+        };
     }
+    // Below the mode (when it is above theta), down to theta: the weights
+    // and the tails both fall as the load does.
     let mut l = start;
     while l > theta {
         l -= 1;
