@@ -733,8 +733,9 @@ fn remember_given_flags(matches: &clap::ArgMatches) {
 }
 
 /// What [`notes_on_stages_left_out`] found for the run's configuration,
-/// printed once the run is over (not beside an error, which is its one
-/// line alone). Set while the flags are read, never on the packet path.
+/// and the charts `--plot` left out, printed once the run is over (not
+/// beside an error, which is its one line alone). Set while the flags are
+/// read and once the report is written, never on the packet path.
 static STAGE_NOTES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
 /// A stage's own flags change nothing when `--stages` leaves the stage
@@ -1112,8 +1113,16 @@ fn emit_report(report: &flowsieve::report::PipelineReport, args: &RunArgs, text:
         if let Err(e) = report.write_plots(dir) {
             return fail(exit::FAILURE, format!("cannot write plots: {e}"));
         }
-        for why in report.plots_left_out() {
-            eprintln!("flowsieve: note: --plot {}: no {why}", dir.display());
+        // Printed with the stage notes once the run has ended well: a run
+        // that then fails (a probe whose digests were not delivered) has
+        // its one error line alone.
+        if let Ok(mut notes) = STAGE_NOTES.lock() {
+            notes.extend(
+                report
+                    .plots_left_out()
+                    .into_iter()
+                    .map(|why| format!("--plot {}: no {why}", dir.display())),
+            );
         }
     }
     outcome_code(report.outcome())
