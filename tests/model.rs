@@ -1511,6 +1511,24 @@ fn blocked_rate_at_sixteen_bit_thetas_matches_a_walk_over_every_load() {
     }
 }
 
+/// At a load so large that every counter is far above theta, (B1) is 1:
+/// the walked sum just below the point where the model stops walking, and
+/// the answer at 2^64 - 1 keys (`--cbf-load`'s largest), which before
+/// never came back (`--layout blocked --cbf-load 18446744073709551615`
+/// ran for minutes before the first packet).
+#[test]
+fn blocked_rate_at_a_saturating_load_is_one_on_both_sides_of_the_shortcut() {
+    use flowsieve::model::blocked;
+    // theta 10, k 4 of 64 counters a block: sub-blocks of 16. The model
+    // stops walking from about 32,500 keys a block.
+    for per_block_load in [30_000u64, 32_000, 40_000] {
+        let ln = blocked::ln_fpr_blocked(10, 4, per_block_load * 1024, 1024, 64);
+        assert!(ln <= 0.0 && ln > -1e-15, "{per_block_load}: {ln}");
+    }
+    assert_eq!(blocked::ln_fpr_blocked(10, 4, u64::MAX, 1 << 16, 64), 0.0);
+    assert_eq!(blocked::k_opt_blocked(10, u64::MAX, 1 << 16, 64, 32), 1);
+}
+
 /// An explicit sigma past the chain's work bound is answered by the
 /// continuum limit (`continuum_rates`); at the largest exactly solved work
 /// it must agree with the chain to the order of `k / m`, one- and

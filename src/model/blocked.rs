@@ -185,6 +185,16 @@ pub fn ln_fpr_blocked(theta: u64, k: u32, n: u64, blocks: u64, per_block: u64) -
         // No load: every counter is 0, below any theta >= 1.
         return f64::NEG_INFINITY;
     }
+    // A load so large that even 40 standard deviations below it (where the
+    // Poisson weight is below e^-800) a counter's count is 40 of its own
+    // deviations above theta: every term that counts has a tail of 1 to
+    // within e^-800, and the weights sum to 1, so the rate is 1. Walking
+    // the mixture there would take sqrt(lambda) steps, which at a
+    // --cbf-load near 2^64 never ended.
+    let l_low = lambda - 40.0 * lambda.sqrt();
+    if l_low * p - theta as f64 >= 40.0 * (l_low * p).sqrt() {
+        return 0.0;
+    }
     let ln_pmf = |l: u64| l as f64 * lambda.ln() - lambda - ln_factorial(l);
     let start = (lambda.floor() as u64).max(theta);
     let term = |l: u64| ln_pmf(l) + ln_tail_pow(l);
