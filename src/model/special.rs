@@ -126,6 +126,19 @@ pub fn poisson_tail(theta: u64, mean: f64) -> f64 {
     }
 }
 
+/// `ln P(X = l)` for `X ~ Binomial(trials, p)`, `l <= trials`: `ln C(trials,
+/// l)` with `ln(trials!)` taken out of the caller's loop, the same
+/// operations in the same order as [`ln_binomial`], so the same bits.
+fn binomial_ln_pmf(trials: u64, p: f64) -> impl Fn(u64) -> f64 {
+    let (lp, lq) = (p.ln(), (-p).ln_1p());
+    let ln_trials = ln_factorial(trials);
+    move |l: u64| {
+        (ln_trials - ln_factorial(l) - ln_factorial(trials - l))
+            + l as f64 * lp
+            + (trials - l) as f64 * lq
+    }
+}
+
 /// `P(X >= theta)` for `X ~ Binomial(trials, p)`, summed from whichever side
 /// avoids cancellation.
 pub fn binomial_tail(theta: u64, trials: u64, p: f64) -> f64 {
@@ -138,17 +151,11 @@ pub fn binomial_tail(theta: u64, trials: u64, p: f64) -> f64 {
     if p >= 1.0 {
         return 1.0;
     }
-    let (lp, lq) = (p.ln(), (-p).ln_1p());
-    // ln C(trials, l) with ln(trials!) taken out of the loop: the same
-    // operations in the same order as `ln_binomial`, so the same bits.
-    let ln_trials = ln_factorial(trials);
-    let ln_pmf = |l: u64| {
-        (ln_trials - ln_factorial(l) - ln_factorial(trials - l))
-            + l as f64 * lp
-            + (trials - l) as f64 * lq
-    };
+    let ln_pmf = binomial_ln_pmf(trials, p);
     if (theta as f64) > trials as f64 * p {
-        let zero_below = zero_term_bound(ln_trials + trials as f64 * (lp.abs() + lq.abs()));
+        let (lp, lq) = (p.ln(), (-p).ln_1p());
+        let magnitude = ln_factorial(trials) + trials as f64 * (lp.abs() + lq.abs());
+        let zero_below = zero_term_bound(magnitude);
         let mut sum = 0.0;
         for l in theta..=trials {
             let ln = ln_pmf(l);
@@ -194,13 +201,7 @@ pub fn ln_binomial_tail(theta: u64, trials: u64, p: f64) -> f64 {
     if theta > trials || p.is_nan() || p <= 0.0 {
         return f64::NEG_INFINITY;
     }
-    let (lp, lq) = (p.ln(), (-p).ln_1p());
-    let ln_trials = ln_factorial(trials);
-    let ln_pmf = |l: u64| {
-        (ln_trials - ln_factorial(l) - ln_factorial(trials - l))
-            + l as f64 * lp
-            + (trials - l) as f64 * lq
-    };
+    let ln_pmf = binomial_ln_pmf(trials, p);
     if (theta as f64) <= trials as f64 * p {
         // At or below the mean the tail is at least about a half, and the
         // head below theta is summed downward from theta - 1, where its
