@@ -1470,6 +1470,93 @@ fn model_answers_keep_every_line_short() {
     }
 }
 
+/// A rate below the smallest f64 is printed from its logarithm, to the
+/// same 7 significant digits, not as `0.000000e0`; the JSON carries the
+/// logarithm. Checked against a plain log-space sum of eq. (3)'s Poisson
+/// tail at `theta = 100`, `m/n = 10`, `k = 213` (the k_opt, which was 212
+/// while the two candidates' rates were compared as +0 against +0).
+#[test]
+fn model_threshold_prints_rates_below_the_f64_range_from_their_logarithm() {
+    use flowsieve::model::special::ln_factorial;
+    let mean = 213.0 / 10.0;
+    let terms: Vec<f64> = (100u64..4100)
+        .map(|l| l as f64 * f64::ln(mean) - mean - ln_factorial(l))
+        .collect();
+    let top = terms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let want = 213.0 * (top + terms.iter().map(|x| (x - top).exp()).sum::<f64>().ln());
+    let out = flowsieve(&["model", "threshold", "--theta", "100", "--m-over-n", "10"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("k_opt = 213"), "{text}");
+    let shown = text
+        .lines()
+        .find_map(|l| l.strip_prefix("  false-positive rate at k = 213: "))
+        .and_then(|l| l.strip_suffix(" (Poisson, eq. 3)"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let (mantissa, exponent) = shown.split_once('e').unwrap();
+    assert_eq!(mantissa.len(), 8, "{shown}");
+    let log10 = mantissa.parse::<f64>().unwrap().log10() + exponent.parse::<f64>().unwrap();
+    assert!(
+        (log10 - want / std::f64::consts::LN_10).abs() < 1e-6,
+        "{shown} against e^{want}"
+    );
+    let v = model_json(&["threshold", "--theta", "100", "--m-over-n", "10"]);
+    assert_eq!(v["fpr"].as_f64(), Some(0.0));
+    let ln = v["ln_fpr"].as_f64().unwrap();
+    assert!((ln - want).abs() < 1e-9 * want.abs(), "{ln} vs {want}");
+    // The exact and blocked forms too: no rate on any line is a bare 0.
+    let out = flowsieve(&[
+        "model",
+        "threshold",
+        "--theta",
+        "100",
+        "--n",
+        "1000",
+        "--m",
+        "10000",
+        "--exact",
+        "--blocked",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("0.000000e0"), "{text}");
+    let rates = text
+        .split_whitespace()
+        .filter(|w| {
+            w.split_once("e-").is_some_and(|(m, e)| {
+                m.parse::<f64>().is_ok_and(|m| (1.0..10.0).contains(&m))
+                    && e.parse::<u32>().is_ok_and(|e| e > 308)
+            })
+        })
+        .count();
+    // Poisson, exact, (B1) and (B2), each below the f64 range.
+    assert_eq!(rates, 4, "{text}");
+    let v = model_json(&[
+        "threshold",
+        "--theta",
+        "100",
+        "--n",
+        "1000",
+        "--m",
+        "10000",
+        "--blocked",
+    ]);
+    assert!(v["blocked"]["ln_fpr"].as_f64().unwrap() < -700.0);
+    assert!(v["blocked"]["ln_fpr_online"].as_f64().unwrap() < -700.0);
+    // Where the rates are ordinary numbers the online log is left out.
+    let v = model_json(&[
+        "threshold",
+        "--theta",
+        "3",
+        "--n",
+        "1000",
+        "--m",
+        "4000",
+        "--blocked",
+    ]);
+    assert!(v["blocked"].get("ln_fpr_online").is_none(), "{v}");
+}
+
 /// A model's answer or error, and a pipeline flag's error, shows an
 /// extreme input back as the user could have typed it, on one short line. Defect: `--alpha 1e-300` came back as
 /// 300 zeros, and `--prior 1e300` in an error as 301 digits.

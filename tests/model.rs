@@ -1589,3 +1589,155 @@ proptest::proptest! {
         }
     }
 }
+
+/// `ln P(Poisson(mean) >= theta)` summed the plain way: every term from
+/// `theta` to `theta + 4000` as a logarithm, added with a log-sum-exp and
+/// no early stop (past `theta + 4000` a term at these means is below
+/// e^-20000 of the first).
+fn ln_poisson_tail_naive(theta: u64, mean: f64) -> f64 {
+    use flowsieve::model::special::ln_factorial;
+    let terms: Vec<f64> = (theta..theta + 4000)
+        .map(|l| l as f64 * mean.ln() - mean - ln_factorial(l))
+        .collect();
+    let m = terms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    m + terms.iter().map(|x| (x - m).exp()).sum::<f64>().ln()
+}
+
+/// The Poisson tail's logarithm against the plain sum, where the tail is
+/// an ordinary number and where it and its k-th power are far below any
+/// f64.
+#[test]
+fn ln_poisson_tail_matches_the_plain_sum_above_and_below_the_f64_range() {
+    use flowsieve::model::special::{ln_poisson_tail, poisson_tail};
+    for (theta, mean) in [
+        (1u64, 0.3),
+        (10, 3.0),
+        (10, 9.5),
+        (40, 9.0),
+        (100, 21.3),
+        (255, 0.5),
+        (1000, 200.0),
+        (4096, 1.0),
+    ] {
+        let want = ln_poisson_tail_naive(theta, mean);
+        let got = ln_poisson_tail(theta, mean);
+        assert!(
+            (got - want).abs() <= 1e-12 * want.abs().max(1.0),
+            "theta {theta} mean {mean}: {got} vs {want}"
+        );
+        let t = poisson_tail(theta, mean);
+        if want > -700.0 {
+            assert!((t.ln() - want).abs() <= 1e-12 * want.abs().max(1.0));
+        } else {
+            assert!(t < 1e-300, "theta {theta} mean {mean}: {t}");
+        }
+    }
+    // At and above the mean the tail is the direct sum's.
+    assert_eq!(ln_poisson_tail(10, 12.0), poisson_tail(10, 12.0).ln());
+    assert_eq!(ln_poisson_tail(0, 1.0), 0.0);
+    assert_eq!(ln_poisson_tail(5, 0.0), f64::NEG_INFINITY);
+}
+
+/// `k_opt` is the floor or the ceiling of `kappa* m/n`, whichever has the
+/// lower rate. Defect: where both rates were +0 as f64s (theta of about 30
+/// and up, at a few counters per element) the comparison tied and the
+/// floor won, the optimum or not; at theta = 100 and m/n = 10 that was 212
+/// for 213. Checked against every k from 1 to 400 on the plain sum, at
+/// points where both candidates' rates underflow.
+#[test]
+fn k_opt_where_both_candidates_underflow_is_the_best_k_of_the_plain_sum() {
+    let mut ceilings = 0;
+    for (theta, m_over_n) in [
+        (40u64, 3.0),
+        (36, 3.380128936281333),
+        (100, 10.0),
+        (100, 1.5),
+        (255, 1.0),
+        (61, 1.1662540838894275),
+    ] {
+        let r = threshold::kappa_star(theta) * m_over_n;
+        let (lo, hi) = (r.floor() as u32, r.ceil() as u32);
+        assert!(
+            threshold::fpr_poisson(theta, lo, m_over_n) < 1e-300
+                && threshold::fpr_poisson(theta, hi, m_over_n) < 1e-300,
+            "theta {theta} m/n {m_over_n}: not an underflow case"
+        );
+        let ln_rate = |k: u32| f64::from(k) * ln_poisson_tail_naive(theta, f64::from(k) / m_over_n);
+        let best = (lo.saturating_sub(30).max(1)..=hi + 30)
+            .min_by(|a, b| ln_rate(*a).total_cmp(&ln_rate(*b)))
+            .unwrap();
+        assert_eq!(
+            threshold::k_opt(theta, m_over_n),
+            best,
+            "theta {theta} m/n {m_over_n}"
+        );
+        // And its logarithm is the plain sum's.
+        let ln = threshold::ln_fpr_poisson(theta, best, m_over_n);
+        assert!((ln - ln_rate(best)).abs() <= 1e-12 * ln.abs());
+        ceilings += usize::from(best == hi);
+    }
+    // The cases were picked where the floor is not the optimum.
+    assert!(ceilings >= 4, "{ceilings}");
+}
+
+/// eq. (2)'s logarithm against the rate where it is representable, and
+/// its sign and finiteness where it is not.
+#[test]
+fn ln_fpr_binomial_is_the_log_of_eq_2() {
+    for (theta, k, n, m) in [
+        (1u64, 3u32, 1000u64, 4000u64),
+        (5, 6, 1000, 4000),
+        (20, 4, 5000, 4000),
+    ] {
+        let f = threshold::fpr_binomial(theta, k, n, m);
+        let ln = threshold::ln_fpr_binomial(theta, k, n, m);
+        assert!(
+            (ln - f.ln()).abs() <= 1e-12 * ln.abs().max(1.0),
+            "{theta} {k}: {ln} {f}"
+        );
+    }
+    assert_eq!(threshold::fpr_binomial(100, 213, 1000, 10_000), 0.0);
+    let ln = threshold::ln_fpr_binomial(100, 213, 1000, 10_000);
+    // Within 1% of eq. (3)'s logarithm there (n, m in the thousands).
+    let poisson = threshold::ln_fpr_poisson(100, 213, 10.0);
+    assert!(
+        ln.is_finite() && (ln - poisson).abs() < 0.01 * poisson.abs(),
+        "{ln} {poisson}"
+    );
+    // theta above every increment: the rate is exactly 0.
+    assert_eq!(
+        threshold::ln_fpr_binomial(50, 1, 10, 100),
+        f64::NEG_INFINITY
+    );
+}
+
+/// (B2)'s logarithm against the rate wherever the rate is representable,
+/// and below the end-of-window rate at theta - 1 where it is not (the
+/// online rate is an average over loads up to the window's).
+#[test]
+fn ln_blocked_online_rate_is_the_log_of_b2() {
+    use flowsieve::model::blocked::{
+        fpr_blocked, fpr_blocked_online, ln_fpr_blocked, ln_fpr_blocked_online,
+    };
+    for (theta, k, n, blocks) in [
+        (2u64, 3u32, 100u64, 16u64),
+        (3, 4, 20_000, 1024),
+        (10, 6, 50_000, 1024),
+        (20, 8, 4000, 100),
+    ] {
+        let f = fpr_blocked_online(theta, k, n, blocks, 64);
+        let ln = ln_fpr_blocked_online(theta, k, n, blocks, 64);
+        assert!(f > 1e-300, "{theta}: {f}");
+        assert!(
+            (ln - f.ln()).abs() <= 1e-9 * ln.abs().max(1.0),
+            "theta {theta}: {ln} vs {}",
+            f.ln()
+        );
+    }
+    let (theta, k, n, blocks) = (100u64, 8u32, 1000u64, 156u64);
+    assert_eq!(fpr_blocked_online(theta, k, n, blocks, 64), 0.0);
+    assert_eq!(fpr_blocked(theta - 1, k, n - 1, blocks, 64), 0.0);
+    let ln = ln_fpr_blocked_online(theta, k, n, blocks, 64);
+    let end = ln_fpr_blocked(theta - 1, k, n - 1, blocks, 64);
+    assert!(ln.is_finite() && ln < end && ln > end - 50.0, "{ln} {end}");
+}

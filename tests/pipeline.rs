@@ -1027,6 +1027,41 @@ fn the_default_k_past_table_1_is_the_models() {
     assert!((8..=10).contains(&c.k), "k = {}", c.k);
 }
 
+/// The default `k` where 003's rates at the floor and the ceiling of
+/// `kappa* m/n` are both +0 as f64s: the better of the two by their
+/// logarithms, found here by searching every k from 1 to 60 on the
+/// Poisson tail summed in logarithms. Defect: the floor won every such
+/// tie (26 here, for 27), whatever the rates' logarithms said.
+#[test]
+fn the_default_k_where_the_rates_underflow_is_the_best_by_logarithm() {
+    use flowsieve::model::special::ln_factorial;
+    use flowsieve::pipeline::heavy::default_k;
+    let ln_tail = |mean: f64| {
+        let terms: Vec<f64> = (40u64..2040)
+            .map(|l| l as f64 * mean.ln() - mean - ln_factorial(l))
+            .collect();
+        let top = terms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        top + terms.iter().map(|x| (x - top).exp()).sum::<f64>().ln()
+    };
+    // theta = 40 at three counters per expected insertion.
+    let ln_rate = |k: usize| k as f64 * ln_tail(k as f64 / 3.0);
+    let best = (1..=60usize)
+        .min_by(|a, b| ln_rate(*a).total_cmp(&ln_rate(*b)))
+        .unwrap();
+    assert_eq!(best, 27);
+    assert!(ln_rate(26) < -708.0, "an underflow case: {}", ln_rate(26));
+    assert_eq!(default_k(40, 3 << 20, 1 << 20), best);
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    cfg.stages = only(StageName::Heavy);
+    cfg.heavy.theta = 40;
+    cfg.heavy.counters = 3 << 20;
+    cfg.heavy.load = Some(1 << 20);
+    let r = run_cfg(&[default_trace()], &cfg);
+    let c = &r.heavy().unwrap().config;
+    assert!(c.k_from_model);
+    assert_eq!(c.k, best);
+}
+
 /// Defect: sizes near `u64::MAX` aborted or panicked. Every one is now a
 /// configuration error naming the field, before anything is allocated.
 #[test]

@@ -326,6 +326,33 @@ pub fn fpr_blocked_online_with(
     })
 }
 
+/// `ln` of (B2), [`fpr_blocked_online`]'s logarithm, also where the rate
+/// is below the smallest `f64`: the same positions of the window averaged,
+/// each load's term (B1) at `theta - 1` from [`ln_fpr_blocked`], added as
+/// logarithms. Each term costs a search rather than a memoised tail, so
+/// this is for answers (`flowsieve model threshold --blocked`), not for a
+/// shard's every window.
+///
+/// ```
+/// use flowsieve::model::blocked::{fpr_blocked_online, ln_fpr_blocked_online};
+/// let f = fpr_blocked_online(3, 4, 20_000, 1024, 64);
+/// assert!((ln_fpr_blocked_online(3, 4, 20_000, 1024, 64) - f.ln()).abs() < 1e-9 * f.ln().abs());
+/// assert_eq!(fpr_blocked_online(100, 8, 1000, 156, 64), 0.0);
+/// assert!(ln_fpr_blocked_online(100, 8, 1000, 156, 64).is_finite());
+/// ```
+pub fn ln_fpr_blocked_online(theta: u64, k: u32, n: u64, blocks: u64, per_block: u64) -> f64 {
+    if n == 0 {
+        return f64::NEG_INFINITY;
+    }
+    if theta <= 1 || sub_block(k, per_block).is_none() {
+        return 0.0;
+    }
+    let ln_sum = super::threshold::online_points(n)
+        .map(|i| ln_fpr_blocked(theta - 1, k, i, blocks, per_block))
+        .fold(f64::NEG_INFINITY, ln_add);
+    ln_sum - (n.min(super::threshold::ONLINE_POINTS) as f64).ln()
+}
+
 /// The `k` in `1..=max_k` (and at most a block's counters) that minimises
 /// (B1) at `n` insertions: the blocked layout's counterpart of 003's
 /// `k_opt`. Ties go to the smaller `k` (fewer counters touched). The rates

@@ -94,6 +94,35 @@ pub fn fixed6(x: f64) -> String {
     }
 }
 
+/// A rate to 7 significant digits in exponent form, as `{:.6e}` prints it,
+/// taken from its natural logarithm `ln` where the rate itself is below
+/// the smallest normal `f64`: `e^-17,000` is not `0.000000e0`.
+///
+/// ```
+/// use flowsieve::model::query::rate_with_ln;
+/// assert_eq!(rate_with_ln(2.5e-7, 2.5e-7_f64.ln()), "2.500000e-7");
+/// assert_eq!(rate_with_ln(0.0, -1000.0 * std::f64::consts::LN_10), "1.000000e-1000");
+/// assert_eq!(rate_with_ln(0.0, f64::NEG_INFINITY), "0.000000e0");
+/// // 9.99999998e-400 rounds to the next power of ten, as `{:.6e}` would.
+/// let ln = (-399.0 - 1e-9) * std::f64::consts::LN_10;
+/// assert_eq!(rate_with_ln(0.0, ln), "1.000000e-399");
+/// assert_eq!(format!("{:.6e}", 9.99999998e-300), "1.000000e-299");
+/// ```
+pub fn rate_with_ln(rate: f64, ln: f64) -> String {
+    if rate >= f64::MIN_POSITIVE || !ln.is_finite() {
+        return format!("{rate:.6e}");
+    }
+    let log10 = ln / std::f64::consts::LN_10;
+    let mut exponent = log10.floor();
+    let mut mantissa = 10f64.powf(log10 - exponent);
+    // Rounding to 6 decimals can carry the mantissa to 10.
+    if format!("{mantissa:.6}").starts_with("10") {
+        mantissa /= 10.0;
+        exponent += 1.0;
+    }
+    format!("{mantissa:.6}e{exponent}")
+}
+
 fn probability(param: &'static str, p: f64) -> Result<f64, ModelError> {
     if (0.0..=1.0).contains(&p) {
         Ok(p)
@@ -305,9 +334,15 @@ pub struct BlockedAnswer {
     pub k: u32,
     /// (B1): a key never inserted, after `n` insertions.
     pub fpr: f64,
+    /// The natural logarithm of (B1), also where `fpr` underflows to 0.
+    pub ln_fpr: f64,
     /// (B2): a one-packet key at its own insertion, averaged over the
     /// window (the heavy stage's model column).
     pub fpr_online: f64,
+    /// The natural logarithm of (B2), where `fpr_online` underflows to 0
+    /// (else absent: it costs a search per load of the window).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ln_fpr_online: Option<f64>,
 }
 
 /// The answer to a [`ThresholdQuery`].
@@ -328,6 +363,11 @@ pub struct ThresholdAnswer {
     /// The binomial form, eq. (2), with `exact`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fpr_exact: Option<f64>,
+    /// The natural logarithm of `fpr`, also where `fpr` underflows to 0
+    /// (`-infinity`, shown as `null`, where the rate is 0: `theta > kn`).
+    pub ln_fpr: f64,
+    #[serde(skip)]
+    ln_fpr_approx: f64,
     /// The blocked layout's rates, with `blocked`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub blocked: Option<BlockedAnswer>,
@@ -418,13 +458,18 @@ impl ThresholdQuery {
             let blocks = m / per_block;
             let k_opt = blocked::k_opt_blocked(self.theta, n, blocks, per_block, 32);
             let k = self.k.unwrap_or(k_opt);
+            let fpr_online = blocked::fpr_blocked_online(self.theta, k, n, blocks, per_block);
             Some(BlockedAnswer {
                 blocks,
                 counters_per_block: per_block,
                 k_opt,
                 k,
                 fpr: blocked::fpr_blocked(self.theta, k, n, blocks, per_block),
-                fpr_online: blocked::fpr_blocked_online(self.theta, k, n, blocks, per_block),
+                ln_fpr: blocked::ln_fpr_blocked(self.theta, k, n, blocks, per_block),
+                fpr_online,
+                ln_fpr_online: (0.0..f64::MIN_POSITIVE)
+                    .contains(&fpr_online)
+                    .then(|| blocked::ln_fpr_blocked_online(self.theta, k, n, blocks, per_block)),
             })
         } else {
             None
@@ -433,6 +478,8 @@ impl ThresholdQuery {
         let k = self.k.unwrap_or(k_opt);
         let approx = threshold::fpr_poisson(self.theta, k, x);
         let exact = nm.map(|(n, m)| threshold::fpr_binomial(self.theta, k, n, m));
+        let ln_approx = threshold::ln_fpr_poisson(self.theta, k, x);
+        let ln_exact = nm.map(|(n, m)| threshold::ln_fpr_binomial(self.theta, k, n, m));
         Ok(ThresholdAnswer {
             kappa_star: threshold::kappa_star(self.theta),
             kappa_star_linear: threshold::kappa_star_linear(self.theta),
@@ -441,6 +488,8 @@ impl ThresholdQuery {
             fpr: exact.unwrap_or(approx),
             fpr_approx: approx,
             fpr_exact: exact,
+            ln_fpr: ln_exact.unwrap_or(ln_approx),
+            ln_fpr_approx: ln_approx,
             blocked,
             theta: self.theta,
             m_over_n: x,
@@ -453,23 +502,35 @@ impl fmt::Display for ThresholdAnswer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "count threshold theta = {}, m/n = {}:\n  kappa* = {:.4} (linear fit {:.4})\n  k_opt = {}\n  false-positive rate at k = {}: {:.6e} (Poisson, eq. 3)",
+            "count threshold theta = {}, m/n = {}:\n  kappa* = {:.4} (linear fit {:.4})\n  k_opt = {}\n  false-positive rate at k = {}: {} (Poisson, eq. 3)",
             self.theta,
             shown(self.m_over_n),
             self.kappa_star,
             self.kappa_star_linear,
             self.k_opt,
             self.k,
-            self.fpr_approx
+            rate_with_ln(self.fpr_approx, self.ln_fpr_approx)
         )?;
         if let (Some(e), Some((n, m))) = (self.fpr_exact, self.nm) {
-            write!(f, "\n  exact (binomial, eq. 2, n = {n}, m = {m}): {e:.6e}")?;
+            write!(
+                f,
+                "\n  exact (binomial, eq. 2, n = {n}, m = {m}): {}",
+                rate_with_ln(e, self.ln_fpr)
+            )?;
         }
         if let Some(b) = &self.blocked {
             write!(
                 f,
-                "\n  blocked layout ({} blocks of {} counters): k_opt = {}; at k = {}: {:.6e} (B1), online {:.6e} (B2)",
-                b.blocks, b.counters_per_block, b.k_opt, b.k, b.fpr, b.fpr_online
+                "\n  blocked layout ({} blocks of {} counters): k_opt = {}; at k = {}: {} (B1), online {} (B2)",
+                b.blocks,
+                b.counters_per_block,
+                b.k_opt,
+                b.k,
+                rate_with_ln(b.fpr, b.ln_fpr),
+                match b.ln_fpr_online {
+                    Some(ln) => rate_with_ln(b.fpr_online, ln),
+                    None => format!("{:.6e}", b.fpr_online),
+                }
             )?;
         }
         Ok(())

@@ -29,7 +29,10 @@
 //! assert_eq!(threshold::k_opt(1, 4.0), 3);                   // (m/n) ln 2 = 2.77
 //! ```
 
-use super::special::{binomial_tail, bisect, ln_factorial, poisson_tail};
+use super::special::{
+    binomial_tail, bisect, ln_binomial_tail, ln_factorial, ln_poisson_tail, poisson_tail,
+    poisson_tail_from_theta,
+};
 
 /// eq. (3)/(4): `P(Poisson(kappa) >= theta)^k` with `kappa = k / (m/n)`.
 pub fn fpr_poisson(theta: u64, k: u32, m_over_n: f64) -> f64 {
@@ -39,6 +42,23 @@ pub fn fpr_poisson(theta: u64, k: u32, m_over_n: f64) -> f64 {
     poisson_tail(theta, f64::from(k) / m_over_n).powi(k as i32)
 }
 
+/// The logarithm of [`fpr_poisson`], also where the rate is below the
+/// smallest `f64`: at `theta = 100` and `m/n = 10`, eq. (3) at `k_opt` is
+/// about `e^-17,000`, and every `k` near the optimum gives `+0` as a rate.
+///
+/// ```
+/// use flowsieve::model::threshold::{fpr_poisson, ln_fpr_poisson};
+/// assert!((ln_fpr_poisson(10, 7, 2.0) - fpr_poisson(10, 7, 2.0).ln()).abs() < 1e-12);
+/// assert_eq!(fpr_poisson(100, 212, 10.0), 0.0);
+/// assert!(ln_fpr_poisson(100, 212, 10.0).is_finite());
+/// ```
+pub fn ln_fpr_poisson(theta: u64, k: u32, m_over_n: f64) -> f64 {
+    if k == 0 || m_over_n.is_nan() || m_over_n <= 0.0 {
+        return 0.0;
+    }
+    f64::from(k) * ln_poisson_tail(theta, f64::from(k) / m_over_n)
+}
+
 /// eq. (2): `(1 - sum_{l<theta} b(l; kn, 1/m))^k`, `m` counters in one
 /// array (the paper's layout).
 pub fn fpr_binomial(theta: u64, k: u32, n: u64, m: u64) -> f64 {
@@ -46,6 +66,15 @@ pub fn fpr_binomial(theta: u64, k: u32, n: u64, m: u64) -> f64 {
         return 1.0;
     }
     binomial_tail(theta, u64::from(k) * n, 1.0 / m as f64).powi(k as i32)
+}
+
+/// The logarithm of [`fpr_binomial`], also where the rate is below the
+/// smallest `f64`; `-infinity` where the rate is 0 (`theta > kn`).
+pub fn ln_fpr_binomial(theta: u64, k: u32, n: u64, m: u64) -> f64 {
+    if k == 0 || m == 0 {
+        return 0.0;
+    }
+    f64::from(k) * ln_binomial_tail(theta, u64::from(k) * n, 1.0 / m as f64)
 }
 
 /// eq. (2) for flowsieve's partitioned layout: each of the `k` subarrays of
@@ -109,21 +138,8 @@ pub fn g_over_tail(theta: u64, kappa: f64) -> f64 {
     if kappa >= th {
         return g(theta, kappa) / poisson_tail(theta, kappa);
     }
-    let mut sum = 1.0_f64;
-    let mut term = 1.0_f64;
-    let mut j = 1u64;
-    // Each term is the last times kappa / (theta + j) < 1, so the loop
-    // ends; past j = 2 sqrt(theta) * 20 or so the terms are below 1e-17 of
-    // the sum even at kappa = theta.
-    loop {
-        term *= kappa / (th + j as f64);
-        sum += term;
-        if term <= sum * 1e-17 {
-            break;
-        }
-        j += 1;
-    }
-    let ln_tail = th * kappa.ln() - kappa - ln_factorial(theta) + sum.ln();
+    let (ln_first, sum) = poisson_tail_from_theta(theta, kappa);
+    let ln_tail = ln_first + sum.ln();
     ln_tail + th / sum
 }
 
@@ -145,13 +161,15 @@ pub fn kappa_star_linear(theta: u64) -> f64 {
 }
 
 /// `k_opt(theta)` for `m/n` counters per element: the floor or the ceiling
-/// of `kappa* m/n` (003 Theorem 1), whichever has the lower [`fpr_poisson`];
-/// at least 1.
+/// of `kappa* m/n` (003 Theorem 1), whichever has the lower rate; at
+/// least 1. The two are compared as logarithms ([`ln_fpr_poisson`]): at
+/// large `theta` both rates are `+0` as `f64`s, and the floor won every
+/// such tie whether or not it was the optimum.
 pub fn k_opt(theta: u64, m_over_n: f64) -> u32 {
     let r = kappa_star(theta) * m_over_n;
     let lo = (r.floor().max(1.0)) as u32;
     let hi = (r.ceil().max(1.0)) as u32;
-    if fpr_poisson(theta, hi, m_over_n) < fpr_poisson(theta, lo, m_over_n) {
+    if ln_fpr_poisson(theta, hi, m_over_n) < ln_fpr_poisson(theta, lo, m_over_n) {
         hi
     } else {
         lo
@@ -162,7 +180,7 @@ pub fn k_opt(theta: u64, m_over_n: f64) -> u32 {
 /// when the window holds more insertions than this (the summand is smooth
 /// and increasing, so the midpoint rule at 256 points is far inside the
 /// binomial standard errors of any measured rate).
-const ONLINE_POINTS: u64 = 256;
+pub(crate) const ONLINE_POINTS: u64 = 256;
 
 /// eq. (2) read *online*, for flowsieve's heavy-flow stage: a flow of one
 /// packet is reported when its own insertion leaves all `k` of its
@@ -319,16 +337,22 @@ impl OnlineTerms {
 /// The average of `at(i)` over a window's positions `i = 0..n` (`n > 0`):
 /// exact up to [`ONLINE_POINTS`] positions, else the midpoint rule at that
 /// many evenly spaced loads. Shared by the online models of every layout.
-pub(crate) fn online_average(n: u64, mut at: impl FnMut(u64) -> f64) -> f64 {
-    if n <= ONLINE_POINTS {
-        (0..n).map(at).sum::<f64>() / n as f64
-    } else {
-        let step = n as f64 / ONLINE_POINTS as f64;
-        (0..ONLINE_POINTS)
-            .map(|j| at(((j as f64 + 0.5) * step) as u64))
-            .sum::<f64>()
-            / ONLINE_POINTS as f64
-    }
+pub(crate) fn online_average(n: u64, at: impl FnMut(u64) -> f64) -> f64 {
+    online_points(n).map(at).sum::<f64>() / n.min(ONLINE_POINTS) as f64
+}
+
+/// The positions [`online_average`] evaluates: every `i` in `0..n` up to
+/// [`ONLINE_POINTS`] of them, else that many evenly spaced midpoints.
+pub(crate) fn online_points(n: u64) -> impl Iterator<Item = u64> {
+    let step = n as f64 / ONLINE_POINTS as f64;
+    let every = n <= ONLINE_POINTS;
+    (0..n.min(ONLINE_POINTS)).map(move |j| {
+        if every {
+            j
+        } else {
+            ((j as f64 + 0.5) * step) as u64
+        }
+    })
 }
 
 /// Points along the window at which [`fpr_compound_online`] evaluates the
