@@ -1741,3 +1741,107 @@ fn ln_blocked_online_rate_is_the_log_of_b2() {
     let end = ln_fpr_blocked(theta - 1, k, n - 1, blocks, 64);
     assert!(ln.is_finite() && ln < end && ln > end - 50.0, "{ln} {end}");
 }
+
+/// The continuum limit's one-phase rate `f1(s)` summed the plain way: the
+/// tail `sum_{j>k} s^j / j` of `L = -ln(1 - s)`, 400 terms with no early
+/// stop, over `L`; and eq. (26)'s two-phase form `F1 + s^k - F1 s^k`.
+fn continuum_rate_naive(k: u32, s: f64, two_phase: bool) -> f64 {
+    if s == 0.0 {
+        return 0.0;
+    }
+    let tail: f64 = (k + 1..k + 401)
+        .map(|j| s.powi(j as i32) / f64::from(j))
+        .sum();
+    let f1 = tail / -(-s).ln_1p();
+    if two_phase {
+        let frozen = s.powi(k as i32);
+        f1 + frozen - f1 * frozen
+    } else {
+        f1
+    }
+}
+
+/// The continuum limit at small fills, against the plain tail sum.
+/// Defect: `f1` was formed as `L - sum_{j<=k} s^j / j`, which cancels to
+/// rounding noise once the rate is below about 1e-16 of `L`: at `m =
+/// 10^12`, `k = 4`, `sigma = 10^7` it gave 1.69e-16 for 2.0e-21, and a
+/// sizing for a target of 1e-20 at `m = 10^6` answered sigma = 105, whose
+/// exact chain rate is 2.5e-17. The two-phase form `1 - (1 - F1)(1 - F2)`
+/// was 0 for every pair of rates below about 1e-17.
+#[test]
+fn continuum_rates_and_sizing_at_tiny_rates_match_the_plain_sum() {
+    // Both sides of the switch from the tail series to the difference at
+    // a fill of one half are checked.
+    for (s, k) in [
+        (1e-5, 4u32),
+        (1e-3, 2),
+        (0.01, 8),
+        (0.3, 4),
+        (0.5, 4),
+        (0.500001, 4),
+        (0.5, 1),
+        (0.500001, 1),
+        (0.7, 6),
+    ] {
+        for two_phase in [false, true] {
+            let m = 1u64 << 40;
+            let sigma = (s * m as f64) as u64;
+            let (rate, _) = rbf::continuum_rates(m, k, sigma, two_phase);
+            let want = continuum_rate_naive(k, sigma as f64 / m as f64, two_phase);
+            assert!(
+                (rate - want).abs() <= 1e-12 * want,
+                "s={s} k={k} two_phase={two_phase}: {rate:e} vs {want:e}"
+            );
+        }
+    }
+    for two_phase in [false, true] {
+        for target in [1e-12, 1e-16, 1e-20, 1e-30] {
+            let m = 1_000_000u64;
+            let s =
+                rbf::sigma_for_target(m, 4, Hashing::Colliding, false, two_phase, target).unwrap();
+            assert_eq!(s.method, rbf::SizingMethod::Continuum);
+            let at = continuum_rate_naive(4, s.sigma as f64 / m as f64, two_phase);
+            let next = continuum_rate_naive(4, (s.sigma + 1) as f64 / m as f64, two_phase);
+            assert!(
+                at <= target && next > target,
+                "two_phase={two_phase} target {target:e}: sigma {} gives {at:e}, {} gives {next:e}",
+                s.sigma,
+                s.sigma + 1
+            );
+        }
+    }
+    // The answer for 1e-20 meets the target on the exact chain as well.
+    let s = rbf::sigma_for_target(1_000_000, 4, Hashing::Colliding, false, false, 1e-20).unwrap();
+    let chain = RecyclingModel::new(1_000_000, 4, s.sigma, Hashing::Colliding, false).unwrap();
+    assert!(
+        chain.one_phase_fpr() <= 1e-20,
+        "sigma {}: {:e}",
+        s.sigma,
+        chain.one_phase_fpr()
+    );
+}
+
+/// eq. (26) from the chain: the two-phase rate is `F1 + F2 - F1 F2`, with
+/// the frozen half's rate `F2` from eqs. (24) and (25), also where both are
+/// far below 1e-16 (the `1 - (1 - F1)(1 - F2)` form gave 0 there).
+#[test]
+fn two_phase_rate_keeps_rates_below_rounding_of_one() {
+    let model = RecyclingModel::new(1_000_000, 4, 14, Hashing::Colliding, false).unwrap();
+    let f1 = model.one_phase_fpr();
+    let frozen: f64 = model
+        .frozen_distribution()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| f * rbf::rho(1_000_000, 4, Hashing::Colliding, i as u64))
+        .sum();
+    assert!(
+        f1 > 0.0 && f1 < 1e-19 && frozen > 0.0 && frozen < 1e-19,
+        "{f1:e} {frozen:e}"
+    );
+    let two = model.two_phase_fpr();
+    assert!(
+        (two - (f1 + frozen)).abs() <= 1e-12 * two,
+        "{two:e} vs {:e}",
+        f1 + frozen
+    );
+}

@@ -343,7 +343,7 @@ fn rates_at(
     let lambda = lambda_at_fill(fill, c);
     let f1 = f1_over_cycle(occ, lambda);
     let rate = if two_phase {
-        1.0 - (1.0 - f1) * (1.0 - rho_b(occ, lambda))
+        super::recycling::either_phase(f1, rho_b(occ, lambda))
     } else {
         f1
     };

@@ -603,7 +603,7 @@ pub fn average_fpr(
         let f = if raw_total > 0.0 { x / raw_total } else { 0.0 };
         a + f * rho(m, k, hashing, i)
     });
-    Ok(1.0 - (1.0 - one) * (1.0 - frozen))
+    Ok(either_phase(one, frozen))
 }
 
 impl RecyclingModel {
@@ -681,7 +681,7 @@ impl RecyclingModel {
             .enumerate()
             .map(|(i, f)| f * rho(self.m, self.k, self.hashing, i as u64))
             .sum();
-        1.0 - (1.0 - self.one_phase_fpr()) * (1.0 - frozen)
+        either_phase(self.one_phase_fpr(), frozen)
     }
 
     /// Expected new messages per cycle, the triggering one included (004
@@ -958,7 +958,7 @@ fn sigma_chain(
                 wr += recent_v[at] * pass * recent_rho[at];
             }
             let frozen = if w > 0.0 { wr / w } else { 0.0 };
-            1.0 - (1.0 - f1) * (1.0 - frozen)
+            either_phase(f1, frozen)
         } else {
             f1
         };
@@ -974,13 +974,55 @@ fn sigma_chain(
     best
 }
 
+/// The two-phase rate of 004 eq. (26), `1 - (1 - F1)(1 - F2)`: a message
+/// is a false positive when either half has all its positions. Computed as
+/// `F1 + F2 (1 - F1)`, which is the same number without the cancellation:
+/// in the `1 - ...` form every pair of rates below about 1e-17 came out
+/// as 0, and a sizing for a target of 1e-20 accepted any sigma whose
+/// rates were that small.
+///
+/// ```
+/// use flowsieve::model::recycling::either_phase;
+/// assert_eq!(either_phase(0.5, 0.5), 0.75);
+/// assert_eq!(either_phase(1e-18, 1e-18), 2e-18);
+/// assert_eq!(1.0 - (1.0 - 1e-18) * (1.0 - 1e-18), 0.0);
+/// ```
+pub fn either_phase(one: f64, frozen: f64) -> f64 {
+    one + frozen * (1.0 - one)
+}
+
 /// The continuum-limit one-phase rate at fill `s = sigma / m` (see
-/// [`SizingMethod::Continuum`]).
+/// [`SizingMethod::Continuum`]): `f1(s) = (L - sum_{j<=k} s^j / j) / L`
+/// with `L = -ln(1 - s) = sum_{j>=1} s^j / j`.
+///
+/// The numerator is the series' tail `sum_{j>k} s^j / j`. Up to a fill of
+/// one half it is summed as that tail (its terms fall at least twofold,
+/// so about 60 of them): the difference `L - partial` cancels to rounding
+/// noise once the tail is below about `1e-16 L`, and at a fill of 1e-4
+/// with `k = 4` it was noise near 1e-17 against a true 2e-21, so a sizing
+/// for a target below 1e-16 stopped at whatever sigma the noise allowed.
+/// Above one half the tail is a large enough share of `L` (over 1.6% at
+/// `k = 4`, and more for smaller k) that the difference keeps 13 or more
+/// digits, while the tail's series would need thousands of terms near a
+/// fill of 1.
 fn continuum_f1(k: u32, s: f64) -> f64 {
     if s <= 0.0 {
         return 0.0;
     }
     let l = -(-s).ln_1p();
+    if s <= 0.5 {
+        // s^(k+1) / (k+1) and on, each the last times s j / (j + 1).
+        let first = s.powi(k as i32 + 1) / f64::from(k + 1);
+        let mut term = first;
+        let mut tail = first;
+        let mut j = f64::from(k + 1);
+        while term > tail * 1e-17 {
+            term *= s * j / (j + 1.0);
+            tail += term;
+            j += 1.0;
+        }
+        return (tail / l).clamp(0.0, 1.0);
+    }
     let mut partial = 0.0;
     let mut p = 1.0;
     for j in 1..=k {
@@ -995,7 +1037,7 @@ fn sigma_continuum(m: u64, k: u32, two_phase: bool, target: f64) -> Option<Sigma
     let rate = |s: f64| {
         let f1 = continuum_f1(k, s);
         if two_phase {
-            1.0 - (1.0 - f1) * (1.0 - s.powi(k as i32))
+            either_phase(f1, s.powi(k as i32))
         } else {
             f1
         }
@@ -1035,7 +1077,7 @@ pub fn continuum_rates(m: u64, k: u32, sigma: u64, two_phase: bool) -> (f64, f64
     let s = (sigma as f64 / m.max(1) as f64).clamp(0.0, 1.0 - f64::EPSILON);
     let f1 = continuum_f1(k, s);
     let rate = if two_phase {
-        1.0 - (1.0 - f1) * (1.0 - s.powi(k as i32))
+        either_phase(f1, s.powi(k as i32))
     } else {
         f1
     };
