@@ -1557,6 +1557,69 @@ fn model_threshold_prints_rates_below_the_f64_range_from_their_logarithm() {
     assert!(v["blocked"].get("ln_fpr_online").is_none(), "{v}");
 }
 
+/// The printed value `M.MMMMMMeE` as a base-10 logarithm.
+fn printed_log10(shown: &str) -> f64 {
+    let (mantissa, exponent) = shown.split_once('e').unwrap_or_else(|| panic!("{shown}"));
+    assert_eq!(mantissa.len(), 8, "{shown}");
+    mantissa.parse::<f64>().unwrap().log10() + exponent.parse::<f64>().unwrap()
+}
+
+/// Summary Cache's rate and Theorem 1's prior threshold below the
+/// smallest f64 are printed from their logarithms (they read
+/// `0.000000e0`, and "the paradox holds for priors below 0"), checked
+/// against the formulas evaluated here by series: `(1 - e^{-y})^k` with
+/// `y = k n/m = 10^-4`, and `1 / (1 + alpha 2^{ln2 m/n})` at `m/n = 2000`.
+#[test]
+fn model_bloom_and_paradox_print_values_below_the_f64_range_from_their_logarithm() {
+    let y = 1e-4f64;
+    let want = 100.0 * (y - y * y / 2.0 + y * y * y / 6.0).ln();
+    let out = flowsieve(&["model", "bloom", "--m-over-n", "1e6", "--k", "100"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let shown = text
+        .trim()
+        .strip_prefix("Bloom filter, m/n = 1000000, k = 100: false-positive rate ")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        (printed_log10(shown) - want / std::f64::consts::LN_10).abs() < 1e-6,
+        "{shown} against e^{want}"
+    );
+    let v = model_json(&["bloom", "--m-over-n", "1e6", "--k", "100"]);
+    assert_eq!(v["fpr"].as_f64(), Some(0.0));
+    assert!((v["ln_fpr"].as_f64().unwrap() - want).abs() < 1e-9 * want.abs());
+    // The exact form, and the approximate beside it, both from logarithms.
+    let out = flowsieve(&[
+        "model",
+        "bloom",
+        "--m",
+        "1000000000",
+        "--n",
+        "10",
+        "--k",
+        "300",
+        "--exact",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("0.000000e0"), "{text}");
+    let ln2 = std::f64::consts::LN_2;
+    let want = -(ln2 * ln2 * 2000.0);
+    let out = flowsieve(&["model", "paradox", "--alpha", "1", "--m-over-n", "2000"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let shown = text
+        .trim()
+        .strip_prefix("alpha = 1, m/n = 2000: the Bloom paradox holds for priors below ")
+        .and_then(|t| t.strip_suffix(" (Theorem 1)"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        (printed_log10(shown) - want / std::f64::consts::LN_10).abs() < 1e-6,
+        "{shown} against e^{want}"
+    );
+    let v = model_json(&["paradox", "--alpha", "1", "--m-over-n", "2000"]);
+    assert_eq!(v["prior_threshold"].as_f64(), Some(0.0));
+    assert!((v["ln_prior_threshold"].as_f64().unwrap() - want).abs() < 1e-9);
+}
+
 /// A model's answer or error, and a pipeline flag's error, shows an
 /// extreme input back as the user could have typed it, on one short line. Defect: `--alpha 1e-300` came back as
 /// 300 zeros, and `--prior 1e300` in an error as 301 digits.

@@ -1845,3 +1845,31 @@ fn two_phase_rate_keeps_rates_below_rounding_of_one() {
         f1 + frozen
     );
 }
+
+/// Summary Cache's exact and approximate rates as logarithms: the log of
+/// the rate where it is representable, and where it is not, the exact
+/// form's log tends to the approximate one's as `m` grows (001).
+#[test]
+fn bloom_rate_logarithms_match_the_rates_and_each_other() {
+    for (m, n, k) in [
+        (1000u64, 100u64, 4u32),
+        (4000, 1000, 3),
+        (1 << 20, 1 << 16, 11),
+        (10, 10, 1),
+    ] {
+        let e = bloom::fpr_exact(m, n, k);
+        assert!((bloom::ln_fpr_exact(m, n, k) - e.ln()).abs() <= 1e-13 * e.ln().abs().max(1.0));
+        let x = m as f64 / n as f64;
+        let a = bloom::fpr_approx(x, k);
+        assert!((bloom::ln_fpr_approx(x, k) - a.ln()).abs() <= 1e-13 * a.ln().abs().max(1.0));
+    }
+    assert_eq!(bloom::fpr_exact(1_000_000_000, 10, 300), 0.0);
+    let exact = bloom::ln_fpr_exact(1_000_000_000, 10, 300);
+    let approx = bloom::ln_fpr_approx(1e8, 300);
+    assert!(
+        exact.is_finite() && (exact - approx).abs() < 1e-6 * approx.abs(),
+        "{exact} {approx}"
+    );
+    assert_eq!(bloom::ln_fpr_exact(100, 0, 3), f64::NEG_INFINITY);
+    assert_eq!(bloom::ln_fpr_approx(f64::INFINITY, 3), f64::NEG_INFINITY);
+}

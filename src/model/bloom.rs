@@ -47,6 +47,39 @@ pub fn fpr_exact(m: u64, n: u64, k: u32) -> f64 {
     (1.0 - zero).powi(k as i32)
 }
 
+/// The logarithm of [`fpr_approx`], also where the rate is below the
+/// smallest `f64` (`m/n = 10^6`, `k = 100`: about `e^-921`).
+///
+/// ```
+/// use flowsieve::model::bloom::{fpr_approx, ln_fpr_approx};
+/// assert!((ln_fpr_approx(10.0, 4) - fpr_approx(10.0, 4).ln()).abs() < 1e-14);
+/// assert_eq!(fpr_approx(1e6, 100), 0.0);
+/// assert!((ln_fpr_approx(1e6, 100) - 100.0 * (1e-4f64).ln()).abs() < 0.01);
+/// ```
+pub fn ln_fpr_approx(m_over_n: f64, k: u32) -> f64 {
+    if m_over_n.is_nan() || m_over_n <= 0.0 || k == 0 {
+        return 0.0;
+    }
+    if m_over_n == f64::INFINITY {
+        return f64::NEG_INFINITY;
+    }
+    let k = f64::from(k);
+    k * (-(-k / m_over_n).exp_m1()).ln()
+}
+
+/// The logarithm of [`fpr_exact`], also where the rate is below the
+/// smallest `f64`; `-infinity` with nothing inserted.
+pub fn ln_fpr_exact(m: u64, n: u64, k: u32) -> f64 {
+    if m == 0 || k == 0 {
+        return 0.0;
+    }
+    if n == 0 {
+        return f64::NEG_INFINITY;
+    }
+    let ln_zero = f64::from(k) * n as f64 * (-1.0 / m as f64).ln_1p();
+    f64::from(k) * (-ln_zero.exp_m1()).ln()
+}
+
 /// `(1 - (1 - k/m)^n)^k`: the exact rate of a partitioned filter, `k`
 /// subarrays of `m/k` bits, each hash setting one bit of its own subarray.
 pub fn fpr_partitioned(m: u64, n: u64, k: u32) -> f64 {

@@ -30,6 +30,22 @@ pub fn prior_threshold(alpha: f64, m_over_n: f64) -> f64 {
     1.0 / (1.0 + alpha * (LN_2 * m_over_n).exp2())
 }
 
+/// The logarithm of [`prior_threshold`], `-ln(1 + alpha 2^{ln2 m/n})`,
+/// also where the threshold is below the smallest `f64` (`m/n = 2000`
+/// puts it near `e^-961`).
+///
+/// ```
+/// use flowsieve::model::paradox::{ln_prior_threshold, prior_threshold};
+/// assert!((ln_prior_threshold(2.0, 10.0) - prior_threshold(2.0, 10.0).ln()).abs() < 1e-14);
+/// assert_eq!(prior_threshold(1.0, 2000.0), 0.0);
+/// let ln2 = std::f64::consts::LN_2;
+/// assert!((ln_prior_threshold(1.0, 2000.0) + ln2 * ln2 * 2000.0).abs() < 1e-9);
+/// ```
+pub fn ln_prior_threshold(alpha: f64, m_over_n: f64) -> f64 {
+    let x = alpha.ln() + LN_2 * LN_2 * m_over_n;
+    -super::special::ln_add(0.0, x)
+}
+
 /// Theorem 1 for any false-positive rate (its proof before the optimal-`k`
 /// substitution): the paradox occurs iff `fpr (1 - P) > alpha P`, i.e.
 /// `P < fpr / (fpr + alpha)`.

@@ -221,6 +221,10 @@ pub struct BloomAnswer {
     /// The exact form, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fpr_exact: Option<f64>,
+    /// The natural logarithm of `fpr`, also where `fpr` underflows to 0.
+    pub ln_fpr: f64,
+    #[serde(skip)]
+    ln_fpr_approx: f64,
     /// The blocked layout's rate at the same bits per element, with
     /// `blocked`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -250,16 +254,21 @@ impl BloomQuery {
                 } else {
                     m as f64 / n as f64
                 };
-                let exact = self.exact.then(|| bloom::fpr_exact(m, n, k));
+                let exact = self
+                    .exact
+                    .then(|| (bloom::fpr_exact(m, n, k), bloom::ln_fpr_exact(m, n, k)));
                 (x, format!("m = {m}, n = {n}, k = {k}"), exact)
             }
             _ => return Err(ModelError::Missing("m_over_n, or m and n")),
         };
         let approx = bloom::fpr_approx(x, k);
+        let ln_approx = bloom::ln_fpr_approx(x, k);
         Ok(BloomAnswer {
-            fpr: exact.unwrap_or(approx),
+            fpr: exact.map_or(approx, |e| e.0),
             fpr_approx: approx,
-            fpr_exact: exact,
+            fpr_exact: exact.map(|e| e.0),
+            ln_fpr: exact.map_or(ln_approx, |e| e.1),
+            ln_fpr_approx: ln_approx,
             fpr_blocked: self.blocked.then(|| blocked::fpr_bloom_blocked(x, k)),
             shape,
         })
@@ -270,11 +279,14 @@ impl fmt::Display for BloomAnswer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "Bloom filter, {}: false-positive rate {:.6e}{}",
+            "Bloom filter, {}: false-positive rate {}{}",
             self.shape,
-            self.fpr,
+            rate_with_ln(self.fpr, self.ln_fpr),
             if self.fpr_exact.is_some() {
-                format!(" (exact; approximate {:.6e})", self.fpr_approx)
+                format!(
+                    " (exact; approximate {})",
+                    rate_with_ln(self.fpr_approx, self.ln_fpr_approx)
+                )
             } else {
                 String::new()
             },
@@ -560,6 +572,8 @@ pub enum ParadoxAnswer {
     Threshold {
         /// Priors below this make a positive answer more likely false.
         prior_threshold: f64,
+        /// Its natural logarithm, also where it underflows to 0.
+        ln_prior_threshold: f64,
         #[serde(skip)]
         /// The cost ratio asked for.
         alpha: f64,
@@ -589,6 +603,7 @@ impl ParadoxQuery {
                 let x = per_element("m_over_n", x)?;
                 Ok(ParadoxAnswer::Threshold {
                     prior_threshold: paradox::prior_threshold(alpha, x),
+                    ln_prior_threshold: paradox::ln_prior_threshold(alpha, x),
                     alpha,
                     m_over_n: x,
                 })
@@ -611,13 +626,15 @@ impl fmt::Display for ParadoxAnswer {
         match *self {
             ParadoxAnswer::Threshold {
                 prior_threshold,
+                ln_prior_threshold,
                 alpha,
                 m_over_n,
             } => write!(
                 f,
-                "alpha = {}, m/n = {}: the Bloom paradox holds for priors below {prior_threshold:.6e} (Theorem 1)",
+                "alpha = {}, m/n = {}: the Bloom paradox holds for priors below {} (Theorem 1)",
                 shown(alpha),
-                shown(m_over_n)
+                shown(m_over_n),
+                rate_with_ln(prior_threshold, ln_prior_threshold)
             ),
             // At prior 0 no queried element is a member, so every positive
             // answer is false and no filter size escapes: said in words,
