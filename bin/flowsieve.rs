@@ -350,10 +350,10 @@ struct RunArgs {
     /// FILE is an input trace or holds a capture.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Write one CSV per table into DIR.
+    /// Write one CSV per table into DIR (created if missing, with its parents).
     #[arg(long, value_name = "DIR")]
     csv: Option<PathBuf>,
-    /// Write SVG trade-off and cost curves into DIR.
+    /// Write SVG trade-off and cost curves into DIR (created if missing, with its parents).
     #[arg(long, value_name = "DIR")]
     plot: Option<PathBuf>,
     /// Do not print the text report.

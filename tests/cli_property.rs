@@ -55,7 +55,11 @@ const SPECIAL: &[&str] = &[
     "99999999999999999999T",
     "1G",
     "/dev/zero",
-    "/nonexistent/x",
+    // A path under a folder that does not exist, relative to the run's own
+    // temporary directory: output flags that create their folder do so
+    // there. (It was "/nonexistent/x", and `--csv` made that folder at the
+    // root of the machine running the tests.)
+    "missing-folder/x",
     "random",
     "ffffffffffffffffffffffffffffffff",
     "heavy,heavy",
