@@ -1557,6 +1557,45 @@ fn model_threshold_prints_rates_below_the_f64_range_from_their_logarithm() {
     assert!(v["blocked"].get("ln_fpr_online").is_none(), "{v}");
 }
 
+/// eq. (2) has `k n` increments; past 2^64 they wrapped around, and at
+/// `--n` 2^64 - 1 the exact form answered for a different `n`. Now an error
+/// naming `n`.
+#[test]
+fn model_threshold_exact_refuses_more_than_2_64_increments() {
+    let out = flowsieve(&[
+        "model",
+        "threshold",
+        "--theta",
+        "5",
+        "--n",
+        "18446744073709551615",
+        "--m",
+        "18446744073709551615",
+        "--exact",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("n: k n = ") && err.contains("more than 2^64"),
+        "{err}"
+    );
+    // One increment per element fits.
+    let v = model_json(&[
+        "threshold",
+        "--theta",
+        "5",
+        "--n",
+        "18446744073709551615",
+        "--m",
+        "18446744073709551615",
+        "--exact",
+        "--k",
+        "1",
+    ]);
+    assert!(v["fpr"].as_f64().unwrap() > 0.0, "{v}");
+}
+
 /// The printed value `M.MMMMMMeE` as a base-10 logarithm.
 fn printed_log10(shown: &str) -> f64 {
     let (mantissa, exponent) = shown.split_once('e').unwrap_or_else(|| panic!("{shown}"));

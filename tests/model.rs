@@ -1873,3 +1873,43 @@ fn bloom_rate_logarithms_match_the_rates_and_each_other() {
     assert_eq!(bloom::ln_fpr_exact(100, 0, 3), f64::NEG_INFINITY);
     assert_eq!(bloom::ln_fpr_approx(f64::INFINITY, 3), f64::NEG_INFINITY);
 }
+
+/// The binomial tail at trials in the trillions, against its Poisson limit
+/// (the two differ by terms of order `p theta^2`, below 1e-9 here).
+/// Defect: `ln(trials!) - ln((trials - l)!)` was formed by subtracting two
+/// numbers near `trials ln trials` (6.8e15 at 2e14 trials), whose rounding
+/// was the whole error: eq. (2) at `theta = 100`, `k = 213`, `n = 10^12`,
+/// `m = 10^13` came out 10^7 times the Poisson form's 2.3e-7302.
+#[test]
+fn binomial_tails_at_trillions_of_trials_match_the_poisson_limit() {
+    use flowsieve::model::special::{
+        binomial_tail, ln_binomial_tail, ln_poisson_tail, poisson_tail,
+    };
+    for (theta, trials, p) in [
+        (100u64, 213_000_000_000_000u64, 1e-13),
+        (10, 3_000_000_000_000, 1e-12),
+        (3, 1 << 40, 1.0 / (1u64 << 40) as f64),
+        (40, 1 << 50, 9.0 / (1u64 << 50) as f64),
+        (5, u64::MAX, 2.0 / u64::MAX as f64),
+    ] {
+        let mean = trials as f64 * p;
+        let want = ln_poisson_tail(theta, mean);
+        let got = ln_binomial_tail(theta, trials, p);
+        assert!(
+            (got - want).abs() <= 1e-9 * want.abs(),
+            "theta {theta} trials {trials}: {got} vs {want}"
+        );
+        let t = poisson_tail(theta, mean);
+        if t > 1e-300 {
+            let b = binomial_tail(theta, trials, p);
+            assert!((b - t).abs() <= 1e-9 * t, "theta {theta}: {b:e} vs {t:e}");
+        }
+    }
+    // And eq. (2) through its public form.
+    let exact = threshold::ln_fpr_binomial(100, 213, 1_000_000_000_000, 10_000_000_000_000);
+    let poisson = threshold::ln_fpr_poisson(100, 213, 10.0);
+    assert!(
+        (exact - poisson).abs() <= 1e-9 * poisson.abs(),
+        "{exact} {poisson}"
+    );
+}

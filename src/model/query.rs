@@ -488,6 +488,17 @@ impl ThresholdQuery {
         };
         let k_opt = threshold::k_opt(self.theta, x);
         let k = self.k.unwrap_or(k_opt);
+        if let Some((n, _)) = nm
+            && u64::from(k).checked_mul(n).is_none()
+        {
+            // eq. (2) has k n increments: past 2^64 they wrapped around.
+            return Err(invalid(
+                "n",
+                format!(
+                    "k n = {k} x {n} increments is more than 2^64 for the exact form: give a smaller --n (or --k)"
+                ),
+            ));
+        }
         let approx = threshold::fpr_poisson(self.theta, k, x);
         let exact = nm.map(|(n, m)| threshold::fpr_binomial(self.theta, k, n, m));
         let ln_approx = threshold::ln_fpr_poisson(self.theta, k, x);

@@ -61,11 +61,12 @@ pub fn ln_fpr_poisson(theta: u64, k: u32, m_over_n: f64) -> f64 {
 
 /// eq. (2): `(1 - sum_{l<theta} b(l; kn, 1/m))^k`, `m` counters in one
 /// array (the paper's layout).
+/// The `kn` increments saturate at `2^64 - 1`.
 pub fn fpr_binomial(theta: u64, k: u32, n: u64, m: u64) -> f64 {
     if k == 0 || m == 0 {
         return 1.0;
     }
-    binomial_tail(theta, u64::from(k) * n, 1.0 / m as f64).powi(k as i32)
+    binomial_tail(theta, u64::from(k).saturating_mul(n), 1.0 / m as f64).powi(k as i32)
 }
 
 /// The logarithm of [`fpr_binomial`], also where the rate is below the
@@ -74,7 +75,7 @@ pub fn ln_fpr_binomial(theta: u64, k: u32, n: u64, m: u64) -> f64 {
     if k == 0 || m == 0 {
         return 0.0;
     }
-    f64::from(k) * ln_binomial_tail(theta, u64::from(k) * n, 1.0 / m as f64)
+    f64::from(k) * ln_binomial_tail(theta, u64::from(k).saturating_mul(n), 1.0 / m as f64)
 }
 
 /// eq. (2) for flowsieve's partitioned layout: each of the `k` subarrays of
