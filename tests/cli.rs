@@ -1596,6 +1596,35 @@ fn model_threshold_exact_refuses_more_than_2_64_increments() {
     assert!(v["fpr"].as_f64().unwrap() > 0.0, "{v}");
 }
 
+/// `model compressed` at budgets past where the standard filter's rate is
+/// an f64: short lines, rates from their logarithms, the standard `k`
+/// being (m/n) ln 2; and a budget whose standard `k` is past 32 bits is
+/// refused. Defect: a budget of 1e300 printed three 300-digit numbers, a
+/// standard `k` of 4294967295 and a compressed filter "sent" in 0 bits.
+#[test]
+fn model_compressed_at_huge_budgets_answers_or_refuses_on_one_line() {
+    let out = flowsieve(&["model", "compressed", "--bits-per-element", "2000"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("0.000000e0"), "{text}");
+    assert!(text.contains("standard:   m/n = 2000, k = 1386,"), "{text}");
+    assert!(text.lines().all(|l| l.len() < 120), "{text}");
+    let v = model_json(&["compressed", "--bits-per-element", "2000"]);
+    let ln = v["standard"]["ln_fpr"].as_f64().unwrap();
+    let want = 1386.0 * (1.0 - (-1386.0f64 / 2000.0).exp()).ln();
+    assert!((ln - want).abs() < 1e-9 * want.abs(), "{ln} vs {want}");
+    for budget in ["1e10", "1e300"] {
+        let out = flowsieve(&["model", "compressed", "--bits-per-element", budget]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{budget}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(
+            err.contains("bits_per_element: must be at most 6.1963e9"),
+            "{err}"
+        );
+    }
+}
+
 /// The printed value `M.MMMMMMeE` as a base-10 logarithm.
 fn printed_log10(shown: &str) -> f64 {
     let (mantissa, exponent) = shown.split_once('e').unwrap_or_else(|| panic!("{shown}"));

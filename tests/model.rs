@@ -1913,3 +1913,60 @@ fn binomial_tails_at_trillions_of_trials_match_the_poisson_limit() {
         "{exact} {poisson}"
     );
 }
+
+/// The optimal Bloom `k` past the bits per element where its rate is +0
+/// as an f64: the better of the floor and the ceiling of `(m/n) ln 2` by
+/// the rates' logarithms, computed here as `k ln(1 - e^{-k/x})`. Defect:
+/// both were +0, and the floor won every tie.
+#[test]
+fn optimal_bloom_k_past_the_f64_range_is_the_better_by_logarithm() {
+    let mut ceilings = 0;
+    for x in 1550..1650u32 {
+        let x = f64::from(x);
+        let ln_rate = |k: u32| f64::from(k) * (1.0 - (-f64::from(k) / x).exp()).ln();
+        let r = x * std::f64::consts::LN_2;
+        let (lo, hi) = (r.floor() as u32, r.ceil() as u32);
+        assert!(bloom::fpr_approx(x, lo) < 1e-300);
+        let best = if ln_rate(hi) < ln_rate(lo) { hi } else { lo };
+        assert_eq!(bloom::optimal_k(x), best, "m/n = {x}");
+        ceilings += usize::from(best == hi);
+    }
+    assert!(ceilings > 20, "{ceilings}");
+}
+
+/// Compressed filters (002) for sparse arrays: the transmitted size
+/// against `(m/n) H(e^{-k/(m/n)})` with `H` from series in `y = k/(m/n)`,
+/// and the best `k` where every rate is +0. Defect: `H` of the rounded
+/// zero fraction lost every digit (a budget of 1e300 was "sent" in 0
+/// bits), and the rates were compared as +0 against +0.
+#[test]
+fn compressed_sizes_and_choice_for_sparse_filters() {
+    use flowsieve::model::compressed;
+    for (x, k) in [(1e6f64, 32u32), (1e9, 2), (1e12, 64), (1e15, 1)] {
+        let y = f64::from(k) / x;
+        // p ln(1/p) with p = 1 - e^{-y} = y - y^2/2 + ..., and
+        // (1 - p) ln(1/(1 - p)) = e^{-y} y.
+        let p = y - y * y / 2.0 + y * y * y / 6.0;
+        let want = x * (-p * p.ln() + (1.0 - p) * y) / std::f64::consts::LN_2;
+        let got = compressed::transmitted_bits_per_element(x, k);
+        assert!(
+            (got - want).abs() <= 1e-9 * want,
+            "x {x} k {k}: {got} vs {want}"
+        );
+    }
+    // Every k up to 64 at m/n up to 10^12 has a rate below the f64 range
+    // from k of about 40 on; the best is the largest k within budget, as
+    // the rates' logarithms say.
+    let c = compressed::optimize(1e4, 1e12, 64).unwrap();
+    assert_eq!(c.fpr, 0.0);
+    let by_log = (1..=64u32)
+        .filter_map(|k| {
+            let all = compressed::optimize(1e4, 1e12, k)?;
+            Some((all.k, all.ln_fpr))
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap();
+    assert_eq!(c.k, by_log.0);
+    assert!(c.k > 40, "{}", c.k);
+    assert!(c.transmitted_bits_per_element <= 1e4);
+}

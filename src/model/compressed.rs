@@ -16,7 +16,7 @@
 //! assert!((flowsieve::model::bloom::fpr_approx(14.0, 2) - 0.0177).abs() < 5e-5);
 //! ```
 
-use super::bloom::fpr_approx;
+use super::bloom::{fpr_approx, ln_fpr_approx};
 
 /// Binary entropy `H(p) = -p log2 p - (1-p) log2 (1-p)`, in bits.
 pub fn entropy(p: f64) -> f64 {
@@ -32,8 +32,29 @@ pub fn zero_fraction(m_over_n: f64, k: u32) -> f64 {
 }
 
 /// Bits per element after optimal compression, `(m/n) H(p)` (002 §2).
+///
+/// With `y = k/(m/n)`, `p = e^{-y}` and `1 - p = -expm1(-y)`, so `H(p) =
+/// (p y - (1 - p) ln(1 - p)) / ln 2` is formed without `1 - p` or `ln p`
+/// rounding away: for a sparse filter (`m/n` in the thousands and up)
+/// [`entropy`] of the rounded `p` lost every digit, and a budget of 1e300
+/// bits per element was "sent" in 0 bits.
+///
+/// ```
+/// use flowsieve::model::compressed::{entropy, transmitted_bits_per_element, zero_fraction};
+/// let direct = 14.0 * entropy(zero_fraction(14.0, 2));
+/// assert!((transmitted_bits_per_element(14.0, 2) - direct).abs() < 1e-12);
+/// // 10^12 bits per element, k = 2: about 2 (log2(5e11) + log2 e) bits.
+/// let sparse = transmitted_bits_per_element(1e12, 2);
+/// assert!((sparse - 2.0 * ((5e11f64).log2() + std::f64::consts::LOG2_E)).abs() < 1e-6);
+/// ```
 pub fn transmitted_bits_per_element(m_over_n: f64, k: u32) -> f64 {
-    m_over_n * entropy(zero_fraction(m_over_n, k))
+    let y = f64::from(k) / m_over_n;
+    if y.is_nan() || y <= 0.0 || y == f64::INFINITY {
+        return 0.0;
+    }
+    let zeros = (-y).exp();
+    let ones = -(-y).exp_m1();
+    m_over_n * (zeros * y - ones * ones.ln()) / std::f64::consts::LN_2
 }
 
 /// A filter shape and what it costs.
@@ -45,6 +66,9 @@ pub struct CompressedChoice {
     pub k: u32,
     /// False-positive rate.
     pub fpr: f64,
+    /// Its natural logarithm ([`super::bloom::ln_fpr_approx`]), also where
+    /// the rate underflows to 0.
+    pub ln_fpr: f64,
     /// Bits per element sent after compression.
     pub transmitted_bits_per_element: f64,
 }
@@ -53,7 +77,8 @@ pub struct CompressedChoice {
 /// fits `z_over_n` bits per element, with `m/n` at most `max_m_over_n` and
 /// `k` at most `max_k` (002 §3). For each `k`, the transmitted size grows
 /// with `m/n`, so the largest `m/n` within budget is found by bisection;
-/// then the best `k` wins. `None` if nothing fits.
+/// then the best `k` wins, compared by the rates' logarithms (at budgets
+/// in the thousands of bits every rate is +0). `None` if nothing fits.
 pub fn optimize(z_over_n: f64, max_m_over_n: f64, max_k: u32) -> Option<CompressedChoice> {
     let mut best: Option<CompressedChoice> = None;
     for k in 1..=max_k.max(1) {
@@ -82,9 +107,10 @@ pub fn optimize(z_over_n: f64, max_m_over_n: f64, max_k: u32) -> Option<Compress
             m_over_n: m,
             k,
             fpr: fpr_approx(m, k),
+            ln_fpr: ln_fpr_approx(m, k),
             transmitted_bits_per_element: transmitted_bits_per_element(m, k),
         };
-        if best.is_none_or(|b| c.fpr < b.fpr) {
+        if best.is_none_or(|b| c.ln_fpr < b.ln_fpr) {
             best = Some(c);
         }
     }
@@ -99,6 +125,7 @@ pub fn standard(z_over_n: f64) -> CompressedChoice {
         m_over_n: z_over_n,
         k,
         fpr: fpr_approx(z_over_n, k),
+        ln_fpr: ln_fpr_approx(z_over_n, k),
         transmitted_bits_per_element: z_over_n,
     }
 }

@@ -123,6 +123,16 @@ pub fn rate_with_ln(rate: f64, ln: f64) -> String {
     format!("{mantissa:.6}e{exponent}")
 }
 
+/// `x` to three decimals where [`shown`] would print it positionally, in
+/// exponent form (4 significant decimals) where it would not.
+fn fixed3(x: f64) -> String {
+    if short_range(x) {
+        format!("{x:.3}")
+    } else {
+        format!("{x:.4e}")
+    }
+}
+
 fn probability(param: &'static str, p: f64) -> Result<f64, ModelError> {
     if (0.0..=1.0).contains(&p) {
         Ok(p)
@@ -1271,6 +1281,8 @@ pub struct CompressedShape {
     pub k: u32,
     /// False-positive rate.
     pub fpr: f64,
+    /// Its natural logarithm, also where the rate underflows to 0.
+    pub ln_fpr: f64,
     /// Bits per element sent.
     pub transmitted_bits_per_element: f64,
 }
@@ -1281,6 +1293,7 @@ impl From<compressed::CompressedChoice> for CompressedShape {
             m_over_n: c.m_over_n,
             k: c.k,
             fpr: c.fpr,
+            ln_fpr: c.ln_fpr,
             transmitted_bits_per_element: c.transmitted_bits_per_element,
         }
     }
@@ -1303,6 +1316,17 @@ impl CompressedQuery {
     /// Checks the parameters and evaluates the model.
     pub fn answer(&self) -> Result<CompressedAnswer, ModelError> {
         let z = positive("bits_per_element", self.bits_per_element)?;
+        // The standard filter's k is (m/n) ln 2 (001), a 32-bit count.
+        let most = f64::from(u32::MAX) / std::f64::consts::LN_2;
+        if z > most {
+            return Err(invalid(
+                "bits_per_element",
+                format!(
+                    "must be at most {most:.4e} (the standard filter's k = (m/n) ln 2 is a 32-bit count), got {}",
+                    shown(z)
+                ),
+            ));
+        }
         let max = positive("max_m_over_n", self.max_m_over_n)?;
         if self.max_k == 0 || self.max_k > 64 {
             return Err(invalid(
@@ -1329,15 +1353,15 @@ impl fmt::Display for CompressedAnswer {
         let (o, s) = (&self.best, &self.standard);
         write!(
             f,
-            "budget {} transmitted bits per element:\n  compressed: m/n = {:.3}, k = {}, false-positive rate {:.6e} ({:.3} bits sent)\n  standard:   m/n = {}, k = {}, false-positive rate {:.6e}",
-            self.budget,
-            o.m_over_n,
+            "budget {} transmitted bits per element:\n  compressed: m/n = {}, k = {}, false-positive rate {} ({} bits sent)\n  standard:   m/n = {}, k = {}, false-positive rate {}",
+            shown(self.budget),
+            fixed3(o.m_over_n),
             o.k,
-            o.fpr,
-            o.transmitted_bits_per_element,
-            s.m_over_n,
+            rate_with_ln(o.fpr, o.ln_fpr),
+            fixed3(o.transmitted_bits_per_element),
+            shown(s.m_over_n),
             s.k,
-            s.fpr
+            rate_with_ln(s.fpr, s.ln_fpr)
         )
     }
 }
