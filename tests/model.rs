@@ -1591,16 +1591,10 @@ proptest::proptest! {
 }
 
 /// `ln P(Poisson(mean) >= theta)` summed the plain way: every term from
-/// `theta` to `theta + 4000` as a logarithm, added with a log-sum-exp and
-/// no early stop (past `theta + 4000` a term at these means is below
+/// `theta` to `theta + 4000` (past it a term at these means is below
 /// e^-20000 of the first).
 fn ln_poisson_tail_naive(theta: u64, mean: f64) -> f64 {
-    use flowsieve::model::special::ln_factorial;
-    let terms: Vec<f64> = (theta..theta + 4000)
-        .map(|l| l as f64 * mean.ln() - mean - ln_factorial(l))
-        .collect();
-    let m = terms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    m + terms.iter().map(|x| (x - m).exp()).sum::<f64>().ln()
+    crate::common::ln_poisson_tail_plain(theta, mean, 4000)
 }
 
 /// The Poisson tail's logarithm against the plain sum, where the tail is

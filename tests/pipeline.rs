@@ -1016,15 +1016,23 @@ fn k_from_model_reports_the_load_that_chose_k() {
 /// the root search underflowed from theta = 35 and the default `k` was 1.
 #[test]
 fn the_default_k_past_table_1_is_the_models() {
+    let (k, from_model) = heavy_k_on_default_trace(40, 1 << 20, 1 << 20);
+    assert!(from_model);
+    assert!((8..=10).contains(&k), "k = {k}");
+}
+
+/// The heavy stage alone on the bundled trace at `theta`, `counters` and
+/// `load` insertions a window: the `k` it ran with, and whether that came
+/// from the model.
+fn heavy_k_on_default_trace(theta: u64, counters: usize, load: u64) -> (usize, bool) {
     let mut cfg = PipelineConfig::new(Classifier::ports());
     cfg.stages = only(StageName::Heavy);
-    cfg.heavy.theta = 40;
-    cfg.heavy.counters = 1 << 20;
-    cfg.heavy.load = Some(1 << 20);
+    cfg.heavy.theta = theta;
+    cfg.heavy.counters = counters;
+    cfg.heavy.load = Some(load);
     let r = run_cfg(&[default_trace()], &cfg);
     let c = &r.heavy().unwrap().config;
-    assert!(c.k_from_model);
-    assert!((8..=10).contains(&c.k), "k = {}", c.k);
+    (c.k, c.k_from_model)
 }
 
 /// The default `k` where 003's rates at the floor and the ceiling of
@@ -1034,32 +1042,19 @@ fn the_default_k_past_table_1_is_the_models() {
 /// tie (26 here, for 27), whatever the rates' logarithms said.
 #[test]
 fn the_default_k_where_the_rates_underflow_is_the_best_by_logarithm() {
-    use flowsieve::model::special::ln_factorial;
     use flowsieve::pipeline::heavy::default_k;
-    let ln_tail = |mean: f64| {
-        let terms: Vec<f64> = (40u64..2040)
-            .map(|l| l as f64 * mean.ln() - mean - ln_factorial(l))
-            .collect();
-        let top = terms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        top + terms.iter().map(|x| (x - top).exp()).sum::<f64>().ln()
-    };
     // theta = 40 at three counters per expected insertion.
-    let ln_rate = |k: usize| k as f64 * ln_tail(k as f64 / 3.0);
+    let ln_rate =
+        |k: usize| k as f64 * crate::common::ln_poisson_tail_plain(40, k as f64 / 3.0, 2000);
     let best = (1..=60usize)
         .min_by(|a, b| ln_rate(*a).total_cmp(&ln_rate(*b)))
         .unwrap();
     assert_eq!(best, 27);
     assert!(ln_rate(26) < -708.0, "an underflow case: {}", ln_rate(26));
     assert_eq!(default_k(40, 3 << 20, 1 << 20), best);
-    let mut cfg = PipelineConfig::new(Classifier::ports());
-    cfg.stages = only(StageName::Heavy);
-    cfg.heavy.theta = 40;
-    cfg.heavy.counters = 3 << 20;
-    cfg.heavy.load = Some(1 << 20);
-    let r = run_cfg(&[default_trace()], &cfg);
-    let c = &r.heavy().unwrap().config;
-    assert!(c.k_from_model);
-    assert_eq!(c.k, best);
+    let (k, from_model) = heavy_k_on_default_trace(40, 3 << 20, 1 << 20);
+    assert!(from_model);
+    assert_eq!(k, best);
 }
 
 /// Defect: sizes near `u64::MAX` aborted or panicked. Every one is now a

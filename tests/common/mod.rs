@@ -321,3 +321,15 @@ pub fn pseudo_terminal() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
         )
     }
 }
+
+/// `ln P(Poisson(mean) >= theta)` summed the plain way, to check the
+/// models' tails against: the `terms` terms from `theta` on as
+/// logarithms, added by a log-sum-exp with no early stop.
+pub fn ln_poisson_tail_plain(theta: u64, mean: f64, terms: u64) -> f64 {
+    use flowsieve::model::special::ln_factorial;
+    let logs: Vec<f64> = (theta..theta + terms)
+        .map(|l| l as f64 * mean.ln() - mean - ln_factorial(l))
+        .collect();
+    let top = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    top + logs.iter().map(|x| (x - top).exp()).sum::<f64>().ln()
+}
