@@ -1616,6 +1616,45 @@ fn model_compressed_at_huge_budgets_answers_or_refuses_on_one_line() {
     }
 }
 
+/// A minimal counter product past the largest f64 is printed from its
+/// logarithm: `(2e-8)^2 / 1e-600 = 4e584`, not "inf"; the JSON gives
+/// `ln_min_product`.
+#[test]
+fn model_cbf_posterior_prints_a_product_past_the_f64_range_from_its_logarithm() {
+    let args = [
+        "cbf-posterior",
+        "--counters",
+        "1,1",
+        "--prior",
+        "1e-300",
+        "--m",
+        "1000000000",
+        "--n",
+        "10",
+        "--alpha",
+        "1e-300",
+    ];
+    let mut text_args = vec!["model"];
+    text_args.extend_from_slice(&args);
+    let out = flowsieve(&text_args);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let shown = text
+        .lines()
+        .find_map(|l| l.strip_prefix("  minimal counter product: "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        (printed_log10(shown) - (584.0 + 4f64.log10())).abs() < 1e-6,
+        "{shown}"
+    );
+    let v = model_json(&args);
+    let ln = v["ln_min_product"].as_f64().unwrap();
+    assert!(
+        (ln / std::f64::consts::LN_10 - 584.0 - 4f64.log10()).abs() < 1e-9,
+        "{ln}"
+    );
+}
+
 /// The printed value `M.MMMMMMeE` as a base-10 logarithm.
 fn printed_log10(shown: &str) -> f64 {
     let (mantissa, exponent) = shown.split_once('e').unwrap_or_else(|| panic!("{shown}"));

@@ -1964,3 +1964,32 @@ fn compressed_sizes_and_choice_for_sparse_filters() {
     assert!(c.k > 40, "{}", c.k);
     assert!(c.transmitted_bits_per_element <= 1e4);
 }
+
+/// Theorem 4's minimal counter product (000 §V-C) where `alpha P`
+/// underflows but the bound does not: `(nk/m)^k (1 - P) / (alpha P)` at
+/// `k = 10`, `n k / m = 10^-18`, `alpha = P = 10^-200` is 10^220. Defect:
+/// the quotient by `alpha P = +0` answered +inf, and `model
+/// cbf-posterior` printed "minimal counter product: inf". Its logarithm is
+/// the bound's at ordinary inputs too.
+#[test]
+fn min_counter_product_survives_an_underflowing_alpha_p() {
+    let got = paradox::min_counter_product(10, 1e-200, 1e-200, 10_000_000_000_000_000_000, 1);
+    assert!((got / 1e220 - 1.0).abs() < 1e-12, "{got:e}");
+    for (k, prior, alpha, m, n) in [
+        (4u32, 0.01, 1.0, 4000u64, 1000u64),
+        (7, 1e-3, 10.0, 1 << 20, 1 << 16),
+        (2, 0.5, 0.25, 100, 10),
+    ] {
+        let bound =
+            (n as f64 * f64::from(k) / m as f64).powi(k as i32) * (1.0 - prior) / (alpha * prior);
+        let ln = paradox::ln_min_counter_product(k, prior, alpha, m, n);
+        assert!(
+            (ln - bound.ln()).abs() < 1e-12 * bound.ln().abs().max(1.0),
+            "{ln} {bound}"
+        );
+        assert_eq!(
+            paradox::min_counter_product(k, prior, alpha, m, n),
+            (bound * (1.0 - 1e-12)).ceil().max(1.0)
+        );
+    }
+}

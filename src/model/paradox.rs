@@ -166,7 +166,14 @@ const TWO_POW_52: f64 = 4_503_599_627_370_496.0;
 /// (at least 1: a zero counter is always a negative answer).
 pub fn min_counter_product(k: u32, prior: f64, alpha: f64, m: u64, n: u64) -> f64 {
     let k_f = f64::from(k);
-    let x = (n as f64 * k_f / m as f64).powf(k_f) * (1.0 - prior) / (alpha * prior);
+    let mut x = (n as f64 * k_f / m as f64).powf(k_f) * (1.0 - prior) / (alpha * prior);
+    if !x.is_finite() && prior > 0.0 && prior < 1.0 && alpha > 0.0 && m > 0 && n > 0 {
+        // alpha P (or the power) left the f64 range while the bound itself
+        // may not have: alpha = P = 1e-200 with (nk/m)^k = 1e-200 is
+        // 1e200, but alpha P is +0 and the quotient +inf. Taken from
+        // logarithms it is +inf only where the bound is.
+        x = (ln_min_counter_product(k, prior, alpha, m, n)).exp();
+    }
     // Past 2^52 every f64 is an integer and x is the answer; shrinking it
     // by the guard below would answer a product below the bound.
     if x >= TWO_POW_52 {
@@ -175,6 +182,22 @@ pub fn min_counter_product(k: u32, prior: f64, alpha: f64, m: u64, n: u64) -> f6
     // Guard the ceiling against rounding just above an integer.
     let c = (x * (1.0 - 1e-12)).ceil();
     c.max(1.0)
+}
+
+/// The natural logarithm of the bound [`min_counter_product`] rounds up,
+/// `k ln(nk/m) + ln(1 - P) - ln alpha - ln P`, also where the bound is
+/// past the largest `f64`.
+///
+/// ```
+/// use flowsieve::model::paradox::{ln_min_counter_product, min_counter_product};
+/// let ln = ln_min_counter_product(2, 1e-300, 1e-300, 1_000_000_000, 10);
+/// assert_eq!(min_counter_product(2, 1e-300, 1e-300, 1_000_000_000, 10), f64::INFINITY);
+/// // (2e-8)^2 / 1e-600 = 4e584.
+/// assert!((ln / std::f64::consts::LN_10 - 584.0 - 4f64.log10()).abs() < 1e-9);
+/// ```
+pub fn ln_min_counter_product(k: u32, prior: f64, alpha: f64, m: u64, n: u64) -> f64 {
+    let k_f = f64::from(k);
+    k_f * (n as f64 * k_f / m as f64).ln() + (-prior).ln_1p() - alpha.ln() - prior.ln()
 }
 
 /// Theorem 5 (000): `delta`, the B_h counting filter's replacement for the

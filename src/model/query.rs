@@ -96,20 +96,22 @@ pub fn fixed6(x: f64) -> String {
 
 /// A rate to 7 significant digits in exponent form, as `{:.6e}` prints it,
 /// taken from its natural logarithm `ln` where the rate itself is below
-/// the smallest normal `f64`: `e^-17,000` is not `0.000000e0`.
+/// the smallest normal `f64` (`e^-17,000` is not `0.000000e0`), or any
+/// other value where it is past the largest (`inf`).
 ///
 /// ```
 /// use flowsieve::model::query::rate_with_ln;
 /// assert_eq!(rate_with_ln(2.5e-7, 2.5e-7_f64.ln()), "2.500000e-7");
 /// assert_eq!(rate_with_ln(0.0, -1000.0 * std::f64::consts::LN_10), "1.000000e-1000");
 /// assert_eq!(rate_with_ln(0.0, f64::NEG_INFINITY), "0.000000e0");
+/// assert_eq!(rate_with_ln(f64::INFINITY, 400.0 * std::f64::consts::LN_10), "1.000000e400");
 /// // 9.99999998e-400 rounds to the next power of ten, as `{:.6e}` would.
 /// let ln = (-399.0 - 1e-9) * std::f64::consts::LN_10;
 /// assert_eq!(rate_with_ln(0.0, ln), "1.000000e-399");
 /// assert_eq!(format!("{:.6e}", 9.99999998e-300), "1.000000e-299");
 /// ```
 pub fn rate_with_ln(rate: f64, ln: f64) -> String {
-    if rate >= f64::MIN_POSITIVE || !ln.is_finite() {
+    if (rate >= f64::MIN_POSITIVE && rate.is_finite()) || !ln.is_finite() {
         return format!("{rate:.6e}");
     }
     let log10 = ln / std::f64::consts::LN_10;
@@ -716,6 +718,10 @@ pub struct CbfPosteriorAnswer {
     /// The least counter product answered positive (with `alpha`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_product: Option<f64>,
+    /// The natural logarithm of the bound `min_product` rounds up (with
+    /// `alpha`), also where that bound is past the largest `f64`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ln_min_product: Option<f64>,
     #[serde(skip)]
     counters: Vec<u64>,
     #[serde(skip)]
@@ -736,20 +742,22 @@ impl CbfPosteriorQuery {
             return Err(invalid("n", "must be at least 1"));
         }
         let posterior = paradox::cbf_posterior(&self.counters, prior, self.m, self.n);
-        let (decision, min_product) = match self.alpha {
+        let (decision, min_product, ln_min_product) = match self.alpha {
             Some(a) => {
                 let a = positive("alpha", a)?;
                 (
                     Some(paradox::decide(posterior, a)),
                     Some(paradox::min_counter_product(k, prior, a, self.m, self.n)),
+                    Some(paradox::ln_min_counter_product(k, prior, a, self.m, self.n)),
                 )
             }
-            None => (None, None),
+            None => (None, None, None),
         };
         Ok(CbfPosteriorAnswer {
             posterior,
             decision,
             min_product,
+            ln_min_product,
             counters: self.counters.clone(),
             alpha: self.alpha,
         })
@@ -769,7 +777,12 @@ impl fmt::Display for CbfPosteriorAnswer {
                 "\n  threshold 1/(alpha+1) = {:.6e}: answer {} (Theorem 4)\n  minimal counter product: {}",
                 1.0 / (alpha + 1.0),
                 if d { "positive" } else { "negative" },
-                shown(p)
+                match self.ln_min_product {
+                    // Past the largest f64 (no counters reach it): from
+                    // its logarithm, not "inf".
+                    Some(ln) if p.is_infinite() => rate_with_ln(p, ln),
+                    _ => shown(p),
+                }
             )?;
         }
         Ok(())
