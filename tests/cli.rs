@@ -1482,14 +1482,11 @@ fn model_threshold_prints_rates_below_the_f64_range_from_their_logarithm() {
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("k_opt = 213"), "{text}");
-    let shown = text
-        .lines()
-        .find_map(|l| l.strip_prefix("  false-positive rate at k = 213: "))
-        .and_then(|l| l.strip_suffix(" (Poisson, eq. 3)"))
-        .unwrap_or_else(|| panic!("{text}"));
-    assert!(
-        (printed_log10(shown) - want / std::f64::consts::LN_10).abs() < 1e-6,
-        "{shown} against e^{want}"
+    assert_printed_is_e_to(
+        &text,
+        "  false-positive rate at k = 213: ",
+        " (Poisson, eq. 3)",
+        want,
     );
     let v = model_json(&["threshold", "--theta", "100", "--m-over-n", "10"]);
     assert_eq!(v["fpr"].as_f64(), Some(0.0));
@@ -1639,14 +1636,8 @@ fn model_cbf_posterior_prints_a_product_past_the_f64_range_from_its_logarithm() 
     let out = flowsieve(&text_args);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
-    let shown = text
-        .lines()
-        .find_map(|l| l.strip_prefix("  minimal counter product: "))
-        .unwrap_or_else(|| panic!("{text}"));
-    assert!(
-        (printed_log10(shown) - (584.0 + 4f64.log10())).abs() < 1e-6,
-        "{shown}"
-    );
+    let want = (584.0 + 4f64.log10()) * std::f64::consts::LN_10;
+    assert_printed_is_e_to(&text, "  minimal counter product: ", "", want);
     let v = model_json(&args);
     let ln = v["ln_min_product"].as_f64().unwrap();
     assert!(
@@ -1662,6 +1653,20 @@ fn printed_log10(shown: &str) -> f64 {
     mantissa.parse::<f64>().unwrap().log10() + exponent.parse::<f64>().unwrap()
 }
 
+/// The value on the line of `text` between `prefix` and `suffix` is
+/// `e^want_ln` to the seven digits printed.
+fn assert_printed_is_e_to(text: &str, prefix: &str, suffix: &str, want_ln: f64) {
+    let shown = text
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .and_then(|l| l.strip_suffix(suffix))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        (printed_log10(shown) - want_ln / std::f64::consts::LN_10).abs() < 1e-6,
+        "{shown} against e^{want_ln}"
+    );
+}
+
 /// Summary Cache's rate and Theorem 1's prior threshold below the
 /// smallest f64 are printed from their logarithms (they read
 /// `0.000000e0`, and "the paradox holds for priors below 0"), checked
@@ -1674,13 +1679,11 @@ fn model_bloom_and_paradox_print_values_below_the_f64_range_from_their_logarithm
     let out = flowsieve(&["model", "bloom", "--m-over-n", "1e6", "--k", "100"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
-    let shown = text
-        .trim()
-        .strip_prefix("Bloom filter, m/n = 1000000, k = 100: false-positive rate ")
-        .unwrap_or_else(|| panic!("{text}"));
-    assert!(
-        (printed_log10(shown) - want / std::f64::consts::LN_10).abs() < 1e-6,
-        "{shown} against e^{want}"
+    assert_printed_is_e_to(
+        &text,
+        "Bloom filter, m/n = 1000000, k = 100: false-positive rate ",
+        "",
+        want,
     );
     let v = model_json(&["bloom", "--m-over-n", "1e6", "--k", "100"]);
     assert_eq!(v["fpr"].as_f64(), Some(0.0));
@@ -1704,14 +1707,11 @@ fn model_bloom_and_paradox_print_values_below_the_f64_range_from_their_logarithm
     let out = flowsieve(&["model", "paradox", "--alpha", "1", "--m-over-n", "2000"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
-    let shown = text
-        .trim()
-        .strip_prefix("alpha = 1, m/n = 2000: the Bloom paradox holds for priors below ")
-        .and_then(|t| t.strip_suffix(" (Theorem 1)"))
-        .unwrap_or_else(|| panic!("{text}"));
-    assert!(
-        (printed_log10(shown) - want / std::f64::consts::LN_10).abs() < 1e-6,
-        "{shown} against e^{want}"
+    assert_printed_is_e_to(
+        &text,
+        "alpha = 1, m/n = 2000: the Bloom paradox holds for priors below ",
+        " (Theorem 1)",
+        want,
     );
     let v = model_json(&["paradox", "--alpha", "1", "--m-over-n", "2000"]);
     assert_eq!(v["prior_threshold"].as_f64(), Some(0.0));
