@@ -371,8 +371,14 @@ impl RunArgs {
     }
 
     /// The validated configuration; `edit` adds what the command sets.
-    fn configure(&self, edit: impl FnOnce(&mut PipelineConfig)) -> Result<ValidatedConfig, u8> {
-        configure(&self.classes, &self.pipeline, |c| {
+    /// `trace_bytes`: the traces' total size when known before the run
+    /// ([`flowsieve::ingest::plain_trace_bytes`]), for `--huge-pages auto`.
+    fn configure(
+        &self,
+        trace_bytes: Option<u64>,
+        edit: impl FnOnce(&mut PipelineConfig),
+    ) -> Result<ValidatedConfig, u8> {
+        configure(&self.classes, &self.pipeline, trace_bytes, |c| {
             c.replay.truth = !self.no_truth;
             c.replay.max_packets = self.count;
             c.replay.top = self.top;
@@ -421,7 +427,8 @@ struct PipelineArgs {
     /// selective stage's sets; off leaves every table to the system
     /// allocator's pages. auto is on, but on a virtual machine whose memory
     /// balloon hands free memory back to its host (virtio-balloon free page
-    /// reporting) it times each fresh huge page and turns huge pages off at
+    /// reporting) it runs traces under 128 MiB (plain files) without them,
+    /// and otherwise times each fresh huge page and turns huge pages off at
     /// the first one that takes over 1 ms to fault in. Results are the same
     /// either way.
     #[arg(
@@ -693,17 +700,20 @@ impl ReplayObserver for Progress {
 }
 
 /// The classifier and the validated configuration; a bad class file is
-/// exit code 1, a bad value exit code 2.
+/// exit code 1, a bad value exit code 2. `trace_bytes` is the traces'
+/// total size when known before the run, which `--huge-pages auto` looks
+/// at ([`flowsieve::pages::apply_huge_page_choice_for`]).
 fn configure(
     classes: &str,
     pipeline: &PipelineArgs,
+    trace_bytes: Option<u64>,
     edit: impl FnOnce(&mut PipelineConfig),
 ) -> Result<ValidatedConfig, u8> {
     SweepSpec::check_each_once(&pipeline.selective.sweep).map_err(|e| fail(exit::USAGE, e))?;
     let classifier = Classifier::from_spec(classes).map_err(|e| fail(exit::FAILURE, e))?;
     // Process-wide, and before any table is made: blocks are told apart by
     // address, so this only decides where the run's tables go.
-    flowsieve::pages::apply_huge_page_choice(pipeline.huge_page_choice());
+    flowsieve::pages::apply_huge_page_choice_for(pipeline.huge_page_choice(), trace_bytes);
     let mut cfg = pipeline.config(classifier);
     edit(&mut cfg);
     let validated = cfg.validate().map_err(|e| fail(exit::USAGE, e))?;
@@ -976,7 +986,8 @@ fn run_replay(args: ReplayArgs) -> u8 {
             "-: standard input is a terminal; pipe a trace into it (cat FILE | flowsieve -) or name the file",
         );
     }
-    let cfg = match args.run.configure(|c| {
+    let trace_bytes = flowsieve::ingest::plain_trace_bytes(&traces);
+    let cfg = match args.run.configure(trace_bytes, |c| {
         if args.no_mmap && !args.mmap {
             c.replay.read_mode = ReadMode::Read;
         }
@@ -1229,7 +1240,9 @@ fn run_bench(args: BenchArgs) -> u8 {
             format!("--threads-list: {n} is given twice; each count runs once"),
         );
     }
-    let cfg = match configure(&args.classes, &args.pipeline, |c| {
+    // No size for `auto`: the rows run in this process back to back, and
+    // keep the page policy every earlier round measured them with.
+    let cfg = match configure(&args.classes, &args.pipeline, None, |c| {
         c.replay.truth = false;
         if args.no_mmap && !args.mmap {
             c.replay.read_mode = ReadMode::Read;

@@ -430,7 +430,7 @@ mod linux {
                 Ok((e, c)) => (Some(e), c),
                 Err(code) => return code,
             },
-            false => match a.run.configure(|c| c.capture_rings = capture_rings) {
+            false => match a.run.configure(None, |c| c.capture_rings = capture_rings) {
                 Ok(c) => (None, c),
                 Err(code) => return code,
             },

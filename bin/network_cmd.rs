@@ -243,7 +243,9 @@ pub(crate) fn start_export(
         ));
     };
     check_probe_id(probe_id).map_err(|e| fail(exit::USAGE, e))?;
-    let plain = run.configure(|c| {
+    // A live probe passes no traces, and so no size.
+    let trace_bytes = flowsieve::ingest::plain_trace_bytes(traces);
+    let plain = run.configure(trace_bytes, |c| {
         c.epoch_windows = true;
         c.capture_rings = capture_rings;
     })?;
@@ -300,7 +302,7 @@ pub(crate) fn start_export(
     )
     .map_err(|e| fail(exit::FAILURE, e))?;
     let export = exporter.window_export();
-    let cfg = run.configure(|c| {
+    let cfg = run.configure(trace_bytes, |c| {
         c.epoch_windows = true;
         c.capture_rings = capture_rings;
         c.export = Some(export);

@@ -559,9 +559,12 @@ fn a_nats_value_that_names_no_server_is_refused() {
 /// `--huge-pages off` moves the exact tables to the system allocator and
 /// changes no figure against `--huge-pages on`: the same report, timing
 /// aside, with one worker and with two, and with truth off (where the
-/// tables are not made). `--no-huge-pages` is `--huge-pages off`, and
-/// `auto` (the default) is on exactly when the machine's memory balloon
-/// does not report free pages to its host.
+/// tables are not made). `--no-huge-pages` is `--huge-pages off`. `auto`
+/// (the default) is on where the machine's memory balloon does not report
+/// free pages to its host; where it does, the bundled trace, a plain file
+/// under `SHORT_RUN_BYTES`, runs without huge pages from the start and
+/// times no page (`auto_times_fresh_pages_when_the_size_comes_with_the_run`
+/// checks the watch).
 #[test]
 fn huge_pages_on_and_off_give_the_same_report() {
     let d = default_trace();
@@ -600,37 +603,22 @@ fn huge_pages_on_and_off_give_the_same_report() {
             decision(&off),
             "{flags:?} --no-huge-pages"
         );
-        // `auto` starts on. Where the host takes back free memory it times
-        // the fresh huge pages and ends off exactly when one was slow;
-        // elsewhere it stays on and times nothing.
+        // `auto` on the bundled trace: where the host takes back free
+        // memory, off from the start with the file's size given as the
+        // reason, and no page timed; elsewhere on, timing nothing.
         let t = &auto["throughput"];
         let d = &t["huge_page_decision"];
         assert_eq!(d["choice"], "auto", "{flags:?}");
         assert_eq!(d["host_reclaims_free_pages"], reclaims, "{flags:?}");
-        let slow = d["slow_huge_page_ms"].as_f64();
-        assert_eq!(t["huge_pages"], slow.is_none(), "{flags:?} auto: {d}");
-        if let Some(ms) = slow {
-            assert!(
-                ms > flowsieve::pages::SLOW_HUGE_PAGE_MS,
-                "{flags:?} auto: {d}"
-            );
-        }
-        if !reclaims {
-            assert_eq!(
-                (&d["fast_huge_pages"], slow),
-                (&0.into(), None),
-                "{flags:?}"
-            );
-        } else if flags != ["--no-truth"]
-            && std::fs::read_to_string("/proc/sys/vm/overcommit_memory")
-                .is_ok_and(|p| p.trim() != "2")
-        {
-            // With truth on the exact tables take at least the region's
-            // first huge page, fresh, so the watch timed at least one (the
-            // region exists unless the overcommit policy is strict).
-            let timed = d["fast_huge_pages"].as_u64().unwrap_or(0) + u64::from(slow.is_some());
-            assert!(timed >= 1, "{flags:?} auto: {d}");
-        }
+        let size = std::fs::metadata(default_trace()).unwrap().len();
+        let short = reclaims.then_some(size);
+        assert_eq!(d["short_run_trace_bytes"].as_u64(), short, "{flags:?}");
+        assert_eq!(t["huge_pages"], !reclaims, "{flags:?} auto: {d}");
+        assert_eq!(
+            (&d["fast_huge_pages"], &d["slow_huge_page_ms"]),
+            (&0.into(), &serde_json::Value::Null),
+            "{flags:?} auto: {d}"
+        );
         // Where THP is left to programs (`madvise`, the common default),
         // nothing but flowsieve's own advice gets huge pages, so a run that
         // asks for none must end with none: the switch covers the region
@@ -653,14 +641,89 @@ fn huge_pages_on_and_off_give_the_same_report() {
     }
 }
 
+/// `auto` where the traces' size is not known before the run (a trace on
+/// standard input, a compressed one): as before the size rule, it starts
+/// on and, where the host takes back free memory, times the fresh huge
+/// pages and ends off exactly when one was slow. The report is the one
+/// `--huge-pages off` gives, timing aside.
+#[test]
+fn auto_times_fresh_pages_when_the_size_comes_with_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = default_trace();
+    let gz = dir.path().join("d.pcap.gz");
+    let mut enc = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gz).unwrap(),
+        flate2::Compression::fast(),
+    );
+    std::io::copy(&mut std::fs::File::open(&trace).unwrap(), &mut enc).unwrap();
+    enc.finish().unwrap();
+    let reclaims = flowsieve::pages::host_reclaims_free_pages();
+    let strict_overcommit =
+        std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|p| p.trim() == "2");
+    let json = dir.path().join("r.json");
+    let run = |input: &Path, path: &str, extra: &[&str]| {
+        let mut args = vec!["replay", path, "-q", "--json", json.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = Command::new(env!("CARGO_BIN_EXE_flowsieve"))
+            .args(&args)
+            .stdin(std::fs::File::open(input).unwrap())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(v["trace"]["packets"], 40000, "{args:?}");
+        v
+    };
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    for (input, path) in [
+        (Path::new(&trace), "-"),
+        (empty.as_path(), gz.to_str().unwrap()),
+    ] {
+        let auto = run(input, path, &[]);
+        let t = &auto["throughput"];
+        let d = &t["huge_page_decision"];
+        assert_eq!(d["choice"], "auto", "{path}");
+        assert_eq!(d["host_reclaims_free_pages"], reclaims, "{path}");
+        assert_eq!(
+            d["short_run_trace_bytes"],
+            serde_json::Value::Null,
+            "{path}"
+        );
+        let slow = d["slow_huge_page_ms"].as_f64();
+        assert_eq!(t["huge_pages"], slow.is_none(), "{path}: {d}");
+        if let Some(ms) = slow {
+            assert!(ms > flowsieve::pages::SLOW_HUGE_PAGE_MS, "{path}: {d}");
+        }
+        if !reclaims {
+            assert_eq!((&d["fast_huge_pages"], slow), (&0.into(), None), "{path}");
+        } else if !strict_overcommit {
+            // With truth on the exact tables take at least the region's
+            // first huge page, fresh, so the watch timed at least one (the
+            // region exists unless the overcommit policy is strict).
+            let timed = d["fast_huge_pages"].as_u64().unwrap_or(0) + u64::from(slow.is_some());
+            assert!(timed >= 1, "{path}: {d}");
+        }
+        let off = run(input, path, &["--huge-pages", "off"]);
+        assert_eq!(without_timing(auto), without_timing(off), "{path}");
+    }
+}
+
 /// The text report says which way the run went and why, in one line.
 #[test]
 fn the_huge_pages_line_says_what_was_asked_and_why() {
     let d = default_trace();
-    let line = |extra: &[&str]| {
-        let mut args = vec!["replay", d.as_str(), "--no-truth"];
+    // The trace named, or on standard input (`-`), where its size is not
+    // known before the run.
+    let line_of = |trace: &str, extra: &[&str]| {
+        let mut args = vec!["replay", trace, "--no-truth"];
         args.extend_from_slice(extra);
-        let out = flowsieve(&args);
+        let out = Command::new(env!("CARGO_BIN_EXE_flowsieve"))
+            .args(&args)
+            .stdin(std::fs::File::open(&d).unwrap())
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{args:?}: {out:?}");
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let found: Vec<&str> = text
@@ -670,17 +733,37 @@ fn the_huge_pages_line_says_what_was_asked_and_why() {
         assert_eq!(found.len(), 1, "{args:?}: {text}");
         found[0].to_string()
     };
+    let line = |extra: &[&str]| line_of(&d, extra);
     assert!(line(&["--huge-pages", "on"]).starts_with("huge pages: on (--huge-pages on)"));
     assert!(line(&["--huge-pages", "off"]).starts_with("huge pages: off (--huge-pages off)"));
-    // Where the host takes back free memory, `auto` says how the fresh
-    // huge pages went (all quick, or off after some); elsewhere it is on.
+    // Where the host takes back free memory, `auto` on the bundled trace
+    // (3.0 MiB) says it ran without huge pages for the trace's size;
+    // elsewhere it is on.
     let auto = line(&[]);
+    if flowsieve::pages::host_reclaims_free_pages() {
+        assert!(
+            auto.starts_with(
+                "huge pages: off (auto: this virtual machine's memory balloon hands free memory \
+                 back to its host, and the traces total 3.0 MiB, under the 128 MiB where huge \
+                 pages can make up for a slow fresh one; --huge-pages on keeps them)"
+            ),
+            "{auto}"
+        );
+    } else {
+        assert!(auto.starts_with("huge pages: on (auto)"), "{auto}");
+    }
+    // On standard input `auto` says how the fresh huge pages went (all
+    // quick, or off after some).
+    let streamed = line_of("-", &[]);
     if flowsieve::pages::host_reclaims_free_pages() {
         let quick = "huge pages: on (auto: this virtual machine's memory balloon hands free memory back to its host, but all ";
         let slow = "huge pages: off after ";
-        assert!(auto.starts_with(quick) || auto.starts_with(slow), "{auto}");
+        assert!(
+            streamed.starts_with(quick) || streamed.starts_with(slow),
+            "{streamed}"
+        );
     } else {
-        assert!(auto.starts_with("huge pages: on (auto)"), "{auto}");
+        assert!(streamed.starts_with("huge pages: on (auto)"), "{streamed}");
     }
 }
 

@@ -1340,6 +1340,68 @@ fn container_magic_agrees_with_the_manifest() {
     assert!(seen.len() == 3 && seen.values().all(|&n| n > 0), "{seen:?}");
 }
 
+/// `plain_trace_bytes`, the size `--huge-pages auto` looks at before a
+/// run: each shared capture the manifest's independent parser read as pcap
+/// or pcapng counts its manifest size, the text files count as unknown,
+/// and so does a list holding any one of them. A gzip copy of a trace, a
+/// folder, a missing path, standard input and an empty list are unknown.
+#[test]
+fn plain_trace_bytes_are_the_manifests_sizes_of_plain_captures() {
+    use flowsieve::ingest::plain_trace_bytes;
+    let Some(dir) = shared_traces("plain_trace_bytes_are_the_manifests_sizes_of_plain_captures")
+    else {
+        return;
+    };
+    let entries = common::manifest(&dir);
+    let (mut plain, mut other) = (Vec::new(), Vec::new());
+    for e in &entries {
+        let path = dir.join(&e.file);
+        let size = e.stats["bytes"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{}: manifest has no stats.bytes", e.file));
+        let trace = e.format().starts_with("pcap");
+        let expected = trace.then_some(size);
+        assert_eq!(plain_trace_bytes(&[&path]), expected, "{}", e.file);
+        if trace {
+            plain.push((path, size));
+        } else {
+            other.push(path);
+        }
+    }
+    assert!(
+        plain.len() > 100 && !other.is_empty(),
+        "{} {}",
+        plain.len(),
+        other.len()
+    );
+    let paths: Vec<&std::path::PathBuf> = plain.iter().map(|(p, _)| p).collect();
+    let total: u64 = plain.iter().map(|(_, s)| s).sum();
+    assert_eq!(plain_trace_bytes(&paths), Some(total));
+    let mut with_text = paths.clone();
+    with_text.insert(1, &other[0]);
+    assert_eq!(plain_trace_bytes(&with_text), None);
+
+    let tmp = tempfile::tempdir().unwrap();
+    let gz = tmp.path().join("t.pcap.gz");
+    let mut enc = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gz).unwrap(),
+        flate2::Compression::fast(),
+    );
+    std::io::copy(&mut std::fs::File::open(paths[0]).unwrap(), &mut enc).unwrap();
+    enc.finish().unwrap();
+    let missing = tmp.path().join("missing.pcap");
+    for unknown in [
+        gz.as_path(),
+        tmp.path(),
+        &missing,
+        std::path::Path::new("-"),
+    ] {
+        assert_eq!(plain_trace_bytes(&[unknown]), None, "{}", unknown.display());
+        assert_eq!(plain_trace_bytes(&[paths[0].as_path(), unknown]), None);
+    }
+    assert_eq!(plain_trace_bytes::<&std::path::Path>(&[]), None);
+}
+
 /// `page_cache_state` reads a file in through a map and reports it whole:
 /// every page cached (the length rounded up to whole pages), the 2 MiB
 /// part a whole number of 2 MiB entries within it. An empty file is

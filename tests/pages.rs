@@ -558,3 +558,54 @@ fn a_slow_fresh_huge_page_turns_the_region_off() {
         give_back(b);
     }
 }
+
+/// What a run starts with, for every choice, host and size: `on` and
+/// `off` are what they say whatever else; `auto` is plain on where the host
+/// keeps the guest's free memory; where it takes it back, `auto` is off
+/// from the start exactly for a known size under `SHORT_RUN_BYTES`, and
+/// otherwise on and timing fresh pages.
+#[test]
+fn auto_starts_off_exactly_for_short_known_traces_where_the_host_reclaims() {
+    use pages::{HugePageChoice, HugePageDecision, SHORT_RUN_BYTES};
+    let sizes = [
+        None,
+        Some(0),
+        Some(1),
+        Some(SHORT_RUN_BYTES - 1),
+        Some(SHORT_RUN_BYTES),
+        Some(u64::MAX),
+    ];
+    for choice in [
+        HugePageChoice::Auto,
+        HugePageChoice::On,
+        HugePageChoice::Off,
+    ] {
+        for reclaims in [false, true] {
+            for size in sizes {
+                let d = HugePageDecision::starting(choice, reclaims, size);
+                let what = format!("{choice:?} reclaims {reclaims} size {size:?}");
+                let auto_reclaims = choice == HugePageChoice::Auto && reclaims;
+                let short = auto_reclaims && size.is_some_and(|b| b < SHORT_RUN_BYTES);
+                assert_eq!(d.choice, choice, "{what}");
+                assert_eq!(d.host_reclaims_free_pages, auto_reclaims, "{what}");
+                assert_eq!(d.short_run_trace_bytes, size.filter(|_| short), "{what}");
+                assert_eq!(
+                    d.starts_on(),
+                    choice != HugePageChoice::Off && !short,
+                    "{what}"
+                );
+                assert_eq!(d.times_fresh_pages(), auto_reclaims && !short, "{what}");
+                assert_eq!(
+                    (d.fast_huge_pages, d.slow_huge_page_ms),
+                    (0, None),
+                    "{what}"
+                );
+            }
+        }
+    }
+    // The bundled trace is a short one.
+    let bundled = std::fs::metadata(concat!(env!("CARGO_MANIFEST_DIR"), "/traces/default.pcap"))
+        .unwrap()
+        .len();
+    assert!(bundled < SHORT_RUN_BYTES);
+}

@@ -155,6 +155,53 @@ pub fn container_magic(first: &[u8]) -> Option<&'static str> {
     }
 }
 
+/// The traces' total size in bytes, when it is known before they are
+/// read: every one is a regular file that opens and starts as a plain pcap
+/// or pcapng ([`container_magic`]). `None` for no traces, for standard
+/// input ([`STDIN_PATH`]), for a compressed trace (its size on disk is not
+/// what the run reads), and for any path that cannot be opened or read;
+/// the run itself then says what is wrong with it.
+///
+/// The command line gives it to [`crate::pages::apply_huge_page_choice_for`],
+/// which runs short traces without huge pages on some virtual machines.
+///
+/// ```
+/// use flowsieve::ingest::plain_trace_bytes;
+/// let dir = std::env::temp_dir().join(format!("plain-bytes-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// let pcap = dir.join("a.pcap");
+/// let mut bytes = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+/// bytes.resize(24, 0);
+/// std::fs::write(&pcap, &bytes).unwrap();
+/// let gz = dir.join("b.pcap.gz");
+/// std::fs::write(&gz, [0x1f, 0x8b, 8, 0]).unwrap();
+/// assert_eq!(plain_trace_bytes(&[&pcap, &pcap]), Some(48));
+/// assert_eq!(plain_trace_bytes(&[&pcap, &gz]), None);
+/// assert_eq!(plain_trace_bytes(&[std::path::Path::new("-")]), None);
+/// assert_eq!(plain_trace_bytes::<&std::path::Path>(&[]), None);
+/// std::fs::remove_dir_all(&dir).unwrap();
+/// ```
+pub fn plain_trace_bytes<P: AsRef<Path>>(paths: &[P]) -> Option<u64> {
+    if paths.is_empty() {
+        return None;
+    }
+    paths.iter().try_fold(0u64, |total, path| {
+        let path = path.as_ref();
+        if path.as_os_str() == STDIN_PATH {
+            return None;
+        }
+        let mut file = File::open(path).ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.is_file() {
+            return None;
+        }
+        let mut first = [0u8; 4];
+        file.read_exact(&mut first).ok()?;
+        matches!(container_magic(&first), Some("pcap" | "pcapng"))
+            .then(|| total.saturating_add(meta.len()))
+    })
+}
+
 enum Framer {
     Pcap(PcapFramer),
     PcapNg(PcapNgFramer),

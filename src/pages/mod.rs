@@ -58,7 +58,9 @@ pub fn huge_pages() -> bool {
 pub enum HugePageChoice {
     /// On; where the host takes back the guest's free memory
     /// ([`host_reclaims_free_pages`]), off from the first fresh huge page
-    /// that is slow to fault in ([`apply_huge_page_choice`]). The default.
+    /// that is slow to fault in ([`apply_huge_page_choice`]), or from the
+    /// start for traces known to be short ([`apply_huge_page_choice_for`]).
+    /// The default.
     #[default]
     Auto,
     /// On whatever the machine.
@@ -85,7 +87,78 @@ pub struct HugePageDecision {
     /// fresh huge page that took longer and turned huge pages off for the
     /// rest of the run; `None` when none did.
     pub slow_huge_page_ms: Option<f64>,
+    /// The run's traces' total size when `auto` left huge pages off from
+    /// the start because it is under [`SHORT_RUN_BYTES`] on a host that
+    /// takes back free memory; `None` otherwise (a longer run, a size not
+    /// known before the run, another choice, another host).
+    pub short_run_trace_bytes: Option<u64>,
 }
+
+impl HugePageDecision {
+    /// What a run starts with, before any fresh huge page was timed: the
+    /// choice, whether the host takes back the guest's free memory (only
+    /// looked at for `auto`), and the run's traces' total size in bytes
+    /// when it is known before the run (plain files; `None` for standard
+    /// input, compressed traces and live capture). `auto` on such a host
+    /// leaves huge pages off from the start for traces under
+    /// [`SHORT_RUN_BYTES`]; [`apply_huge_page_choice_for`] says why.
+    ///
+    /// ```
+    /// use flowsieve::pages::{HugePageChoice, HugePageDecision, SHORT_RUN_BYTES};
+    /// let short = HugePageDecision::starting(HugePageChoice::Auto, true, Some(3 << 20));
+    /// assert!(!short.starts_on() && !short.times_fresh_pages());
+    /// assert_eq!(short.short_run_trace_bytes, Some(3 << 20));
+    /// let long = HugePageDecision::starting(HugePageChoice::Auto, true, Some(SHORT_RUN_BYTES));
+    /// assert!(long.starts_on() && long.times_fresh_pages());
+    /// let unknown = HugePageDecision::starting(HugePageChoice::Auto, true, None);
+    /// assert!(unknown.starts_on() && unknown.times_fresh_pages());
+    /// // `on` is on whatever the size; elsewhere `auto` is plain on.
+    /// assert!(HugePageDecision::starting(HugePageChoice::On, true, Some(1)).starts_on());
+    /// let elsewhere = HugePageDecision::starting(HugePageChoice::Auto, false, Some(1));
+    /// assert!(elsewhere.starts_on() && !elsewhere.times_fresh_pages());
+    /// ```
+    pub fn starting(
+        choice: HugePageChoice,
+        host_reclaims_free_pages: bool,
+        trace_bytes: Option<u64>,
+    ) -> HugePageDecision {
+        let reclaims = choice == HugePageChoice::Auto && host_reclaims_free_pages;
+        HugePageDecision {
+            choice,
+            host_reclaims_free_pages: reclaims,
+            fast_huge_pages: 0,
+            slow_huge_page_ms: None,
+            short_run_trace_bytes: trace_bytes.filter(|&bytes| reclaims && bytes < SHORT_RUN_BYTES),
+        }
+    }
+
+    /// Whether the run starts with huge pages on ([`set_huge_pages`]).
+    pub fn starts_on(&self) -> bool {
+        self.choice != HugePageChoice::Off && self.short_run_trace_bytes.is_none()
+    }
+
+    /// Whether the run times the first touch of each fresh huge page and
+    /// turns huge pages off at the first slow one
+    /// ([`watch_fresh_huge_pages`]).
+    pub fn times_fresh_pages(&self) -> bool {
+        self.host_reclaims_free_pages && self.starts_on()
+    }
+}
+
+/// The traces' total size under which `auto`, on a host that takes back
+/// the guest's free memory, runs without huge pages from the start
+/// ([`apply_huge_page_choice_for`]): 128 MiB.
+///
+/// Why this size: such a run pays for at most one slow fresh huge page
+/// before `auto` turns them off, 4.5-16 ms on the test guest. The most
+/// huge pages saved over 4 KiB pages, back to back on the 222 MB
+/// benchmark trace, was about 5 % of the default job's 265 ms of CPU,
+/// some 0.06 ms a MB of trace; one slow page is worth 75-270 MB of that.
+/// After a pause, as a user's single command starts, 4 KiB pages were
+/// ahead at every size measured below this bound: the bundled 3 MB trace
+/// 0.66 of the wall time, 20 MB 0.88, 60 MB 0.91 (BENCHMARKS.md,
+/// eighty-first round).
+pub const SHORT_RUN_BYTES: u64 = 128 << 20;
 
 /// The first touch of a fresh huge page, in milliseconds, past which
 /// `auto` takes the host to be backing huge pages again and turns them
@@ -140,15 +213,42 @@ static DECISION: std::sync::OnceLock<HugePageDecision> = std::sync::OnceLock::ne
 /// assert_eq!(pages::huge_page_decision().map(|d| d.choice), Some(HugePageChoice::Off));
 /// ```
 pub fn apply_huge_page_choice(choice: HugePageChoice) -> HugePageDecision {
+    apply_huge_page_choice_for(choice, None)
+}
+
+/// [`apply_huge_page_choice`] for a run whose traces' total size is known
+/// before the run (`trace_bytes`: plain files,
+/// [`crate::ingest::plain_trace_bytes`]). The one difference: on a host
+/// that takes back free memory, `auto` leaves huge pages off from the
+/// start for traces under [`SHORT_RUN_BYTES`], and times no page.
+///
+/// Why: timing the pages turns them off only after the first slow one
+/// has been paid for, and on a short run that one page costs more than
+/// all the page walks huge pages could save ([`SHORT_RUN_BYTES`] has the
+/// figures). The bundled trace's default job, the first command a user
+/// runs, took 27 ms of wall time with the watch and 16 ms without huge
+/// pages after a pause (medians of 12 paired rounds). A size known only
+/// as the run goes (standard input, a compressed trace, a live capture)
+/// keeps the watch.
+///
+/// ```
+/// use flowsieve::pages::{self, HugePageChoice};
+/// let d = pages::apply_huge_page_choice_for(HugePageChoice::Auto, Some(40_000));
+/// assert_eq!(pages::huge_pages(), d.starts_on());
+/// if pages::host_reclaims_free_pages() {
+///     assert_eq!(d.short_run_trace_bytes, Some(40_000));
+/// } else {
+///     assert!(d.starts_on() && d.short_run_trace_bytes.is_none());
+/// }
+/// ```
+pub fn apply_huge_page_choice_for(
+    choice: HugePageChoice,
+    trace_bytes: Option<u64>,
+) -> HugePageDecision {
     let reclaims = choice == HugePageChoice::Auto && host_reclaims_free_pages();
-    set_huge_pages(choice != HugePageChoice::Off);
-    watch_fresh_huge_pages(reclaims.then_some(SLOW_HUGE_PAGE_MS));
-    let decision = HugePageDecision {
-        choice,
-        host_reclaims_free_pages: reclaims,
-        fast_huge_pages: 0,
-        slow_huge_page_ms: None,
-    };
+    let decision = HugePageDecision::starting(choice, reclaims, trace_bytes);
+    set_huge_pages(decision.starts_on());
+    watch_fresh_huge_pages(decision.times_fresh_pages().then_some(SLOW_HUGE_PAGE_MS));
     let _ = DECISION.set(decision);
     decision
 }
@@ -157,7 +257,7 @@ pub fn apply_huge_page_choice(choice: HugePageChoice) -> HugePageDecision {
 /// was called, with what the watch of fresh huge pages has seen so far.
 pub fn huge_page_decision() -> Option<HugePageDecision> {
     let mut d = DECISION.get().copied()?;
-    if d.host_reclaims_free_pages {
+    if d.times_fresh_pages() {
         let (fast, slow_ns) = table_arena::fresh_pages_seen();
         d.fast_huge_pages = fast;
         d.slow_huge_page_ms = slow_ns.map(|ns| ns as f64 / 1e6);

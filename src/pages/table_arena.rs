@@ -39,7 +39,9 @@
 //! `--huge-pages auto`, the default, times the first touch of each fresh
 //! huge page this region hands out (`time_first_touch`) and turns the
 //! region off for the rest of the run at the first one over 1 ms
-//! ([`super::apply_huge_page_choice`]); `--huge-pages on` keeps it.
+//! ([`super::apply_huge_page_choice`]); traces known to be shorter than
+//! [`super::SHORT_RUN_BYTES`] run without the region from the start
+//! ([`super::apply_huge_page_choice_for`]); `--huge-pages on` keeps it.
 //! Where that matters for every program, THP set to `never` makes the
 //! region's blocks 4 KiB pages again, and the gain goes with it (on the
 //! benchmark trace 1.011 of the system allocator's CPU, where `madvise`

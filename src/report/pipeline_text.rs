@@ -146,17 +146,30 @@ fn huge_pages_asked(t: &super::Throughput) -> String {
     let Some(d) = t.huge_page_decision else {
         return if t.huge_pages { "on" } else { "off" }.to_string();
     };
-    match (d.choice, d.host_reclaims_free_pages, d.slow_huge_page_ms) {
+    const MIB: f64 = (1u64 << 20) as f64;
+    match (
+        d.choice,
+        d.host_reclaims_free_pages,
+        d.short_run_trace_bytes,
+        d.slow_huge_page_ms,
+    ) {
         (HugePageChoice::On, ..) => "on (--huge-pages on)".to_string(),
         (HugePageChoice::Off, ..) => "off (--huge-pages off)".to_string(),
-        (HugePageChoice::Auto, false, _) => "on (auto)".to_string(),
-        (HugePageChoice::Auto, true, None) => format!(
+        (HugePageChoice::Auto, false, ..) => "on (auto)".to_string(),
+        (HugePageChoice::Auto, true, Some(bytes), _) => format!(
+            "off (auto: this virtual machine's memory balloon hands free memory back to its host, \
+             and the traces total {:.1} MiB, under the {:.0} MiB where huge pages can make up \
+             for a slow fresh one; --huge-pages on keeps them)",
+            bytes as f64 / MIB,
+            crate::pages::SHORT_RUN_BYTES as f64 / MIB
+        ),
+        (HugePageChoice::Auto, true, None, None) => format!(
             "on (auto: this virtual machine's memory balloon hands free memory back to its host, \
              but all {} fresh huge pages faulted in within {} ms)",
             d.fast_huge_pages,
             crate::pages::SLOW_HUGE_PAGE_MS
         ),
-        (HugePageChoice::Auto, true, Some(ms)) => format!(
+        (HugePageChoice::Auto, true, None, Some(ms)) => format!(
             "off after {} (auto: this virtual machine's memory balloon hands free memory back to its host, \
              and the next fresh huge page took {ms:.1} ms to fault in; --huge-pages on keeps them)",
             d.fast_huge_pages
