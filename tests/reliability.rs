@@ -586,6 +586,56 @@ fn fifo_in(dir: &Path) -> std::path::PathBuf {
     fifo
 }
 
+/// A trace written into a FIFO while the run reads it is read whole. The
+/// size `--huge-pages auto` asks of a run's traces before it starts is not
+/// taken from a FIFO by opening it: that open would wait for the writer,
+/// and its close could leave the writer with no reader (a broken pipe)
+/// before the run opened the FIFO again, which would then wait for a
+/// writer that has gone, until the bound.
+#[test]
+fn a_trace_written_into_a_fifo_during_the_run_is_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = fifo_in(dir.path());
+    let json = dir.path().join("r.json");
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || -> std::io::Result<u64> {
+            let mut out = std::fs::OpenOptions::new().write(true).open(&fifo)?;
+            std::io::copy(&mut std::fs::File::open(default_trace())?, &mut out)
+        })
+    };
+    let run = run(&[
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+        fifo.to_str().unwrap(),
+    ]);
+    if run.code.is_none() {
+        // A writer may still wait for a reader: a reader opened without
+        // waiting for a writer (O_NONBLOCK) lets it go, so the test ends.
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo);
+    }
+    let written = writer.join().unwrap();
+    run.expect(0);
+    let size = std::fs::metadata(default_trace()).unwrap().len();
+    assert_eq!(
+        written.ok(),
+        Some(size),
+        "the writer met a reader to the end"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["trace"]["packets"], 40000);
+    assert_eq!(
+        v["throughput"]["huge_page_decision"]["short_run_trace_bytes"],
+        serde_json::Value::Null
+    );
+}
+
 /// A stream is read once: standard input given twice (`- -`, or `-` and
 /// `/dev/stdin`), or a FIFO under its name twice, is refused with exit 2
 /// and one line before any work, by replay and by probe. The second

@@ -159,8 +159,9 @@ pub fn container_magic(first: &[u8]) -> Option<&'static str> {
 /// read: every one is a regular file that opens and starts as a plain pcap
 /// or pcapng ([`container_magic`]). `None` for no traces, for standard
 /// input ([`STDIN_PATH`]), for a compressed trace (its size on disk is not
-/// what the run reads), and for any path that cannot be opened or read;
-/// the run itself then says what is wrong with it.
+/// what the run reads), for anything but a regular file (a named pipe is
+/// not opened), and for any path that cannot be opened or read; the run
+/// itself then says what is wrong with it.
 ///
 /// The command line gives it to [`crate::pages::apply_huge_page_choice_for`],
 /// which runs short traces without huge pages on some virtual machines.
@@ -190,11 +191,14 @@ pub fn plain_trace_bytes<P: AsRef<Path>>(paths: &[P]) -> Option<u64> {
         if path.as_os_str() == STDIN_PATH {
             return None;
         }
-        let mut file = File::open(path).ok()?;
-        let meta = file.metadata().ok()?;
+        // Asked of the path before it is opened: opening a named pipe would
+        // wait for its writer, and closing it again could leave the writer
+        // with no reader before the run opens it.
+        let meta = std::fs::metadata(path).ok()?;
         if !meta.is_file() {
             return None;
         }
+        let mut file = File::open(path).ok()?;
         let mut first = [0u8; 4];
         file.read_exact(&mut first).ok()?;
         matches!(container_magic(&first), Some("pcap" | "pcapng"))
