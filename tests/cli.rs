@@ -651,12 +651,7 @@ fn auto_times_fresh_pages_when_the_size_comes_with_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let trace = default_trace();
     let gz = dir.path().join("d.pcap.gz");
-    let mut enc = flate2::write::GzEncoder::new(
-        std::fs::File::create(&gz).unwrap(),
-        flate2::Compression::fast(),
-    );
-    std::io::copy(&mut std::fs::File::open(&trace).unwrap(), &mut enc).unwrap();
-    enc.finish().unwrap();
+    crate::common::gzip_file(Path::new(&trace), &gz);
     let reclaims = flowsieve::pages::host_reclaims_free_pages();
     let strict_overcommit =
         std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|p| p.trim() == "2");

@@ -1383,12 +1383,7 @@ fn plain_trace_bytes_are_the_manifests_sizes_of_plain_captures() {
 
     let tmp = tempfile::tempdir().unwrap();
     let gz = tmp.path().join("t.pcap.gz");
-    let mut enc = flate2::write::GzEncoder::new(
-        std::fs::File::create(&gz).unwrap(),
-        flate2::Compression::fast(),
-    );
-    std::io::copy(&mut std::fs::File::open(paths[0]).unwrap(), &mut enc).unwrap();
-    enc.finish().unwrap();
+    common::gzip_file(paths[0], &gz);
     let missing = tmp.path().join("missing.pcap");
     for unknown in [
         gz.as_path(),

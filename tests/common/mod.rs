@@ -13,6 +13,17 @@ use flowsieve::truth::FlowTable;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+/// A gzip copy of the file `from`, written to `to`: a trace whose size on
+/// disk is not what a run reads.
+pub fn gzip_file(from: &Path, to: &Path) {
+    let mut enc = flate2::write::GzEncoder::new(
+        std::fs::File::create(to).unwrap(),
+        flate2::Compression::fast(),
+    );
+    std::io::copy(&mut std::fs::File::open(from).unwrap(), &mut enc).unwrap();
+    enc.finish().unwrap();
+}
+
 /// A JSON report without the figures that may differ between two runs of
 /// the same work: the timing sections (`throughput`, `stages`, `capture`)
 /// and the trace's read time and rate. The throughput issue's rule is that
