@@ -1628,8 +1628,7 @@ fn model_threshold_prints_rates_below_the_f64_range_from_their_logarithm() {
 /// naming `n`.
 #[test]
 fn model_threshold_exact_refuses_more_than_2_64_increments() {
-    let out = flowsieve(&[
-        "model",
+    let query = [
         "threshold",
         "--theta",
         "5",
@@ -1638,7 +1637,8 @@ fn model_threshold_exact_refuses_more_than_2_64_increments() {
         "--m",
         "18446744073709551615",
         "--exact",
-    ]);
+    ];
+    let out = flowsieve(&[&["model"][..], &query].concat());
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
@@ -1647,18 +1647,7 @@ fn model_threshold_exact_refuses_more_than_2_64_increments() {
         "{err}"
     );
     // One increment per element fits.
-    let v = model_json(&[
-        "threshold",
-        "--theta",
-        "5",
-        "--n",
-        "18446744073709551615",
-        "--m",
-        "18446744073709551615",
-        "--exact",
-        "--k",
-        "1",
-    ]);
+    let v = model_json(&[&query[..], &["--k", "1"]].concat());
     assert!(v["fpr"].as_f64().unwrap() > 0.0, "{v}");
 }
 
