@@ -1338,6 +1338,80 @@ proptest::proptest! {
     }
 }
 
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Above `STIRLING_DIFFERENCE_TRIALS` (2^32 trials) `binomial_tail`
+    /// stops where the rest of its true tail is below `e^-800`, by the
+    /// terms' ratio, not by the global rounding bound, which let it add up
+    /// to 3.5·10^8 zero terms. Against the logarithm of the same tail
+    /// (`ln_binomial_tail`, whose terms are scaled by the first and never
+    /// underflow): the tail is `+0` exactly where that logarithm is below
+    /// the subnormal range, and `exp` of it elsewhere, from the normal
+    /// range down to the subnormals, so the stop never cuts a term that
+    /// counts.
+    ///
+    /// The tail's logarithm is drawn, not the mean, so that the edge of
+    /// the `f64` range, a few dozen wide among tails down to `e^-450,000`,
+    /// is met in every run: `p` is solved for it by bisection.
+    /// Theta is drawn on a log scale: below a few thousand the first
+    /// term's ratio is under a half at the edge of the range, which is
+    /// where the stop is asked first.
+    #[test]
+    fn binomial_tail_of_huge_trials_stops_only_below_the_f64_range(
+        theta_exp in 1.0f64..16.0,
+        trials_exp in 32.5f64..63.9,
+        target in proptest::prop_oneof![-800f64..-650.0, -5_000f64..-2.0],
+    ) {
+        use flowsieve::model::special::{binomial_tail, bisect, ln_binomial_tail};
+        let theta = 2f64.powf(theta_exp).round() as u64;
+        let trials = 2f64.powf(trials_exp) as u64;
+        // The mean below theta: the branch that sums the tail upward.
+        let top = 0.999 * theta as f64 / trials as f64;
+        let p = bisect(top * 1e-200, top, |p| ln_binomial_tail(theta, trials, p) - target);
+        proptest::prop_assume!(p.is_some());
+        let p = p.unwrap_or_default();
+        let tail = binomial_tail(theta, trials, p);
+        let ln = ln_binomial_tail(theta, trials, p);
+        if ln < -766.0 {
+            // Every term is below half the smallest subnormal, 2^-1075
+            // (e^-745.1), by far more than the remainder's sum: +0.
+            proptest::prop_assert_eq!(tail.to_bits(), 0f64.to_bits(), "ln {}", ln);
+        } else if ln > -700.0 {
+            let relative = (tail.ln() - ln).abs() / ln.abs().max(1.0);
+            proptest::prop_assert!(relative < 1e-9, "tail {:e} ln {} ({})", tail, ln, relative);
+        } else {
+            // The subnormals and the edge of the normal range, where each
+            // term is rounded to a multiple of 2^-1074: at most half of
+            // one a term, a few dozen terms before they fall below it.
+            let expected = ln.exp();
+            let allowed = 64.0 * f64::from_bits(1) + 1e-9 * expected;
+            proptest::prop_assert!(
+                (tail - expected).abs() <= allowed,
+                "tail {:e} against {:e} (ln {})", tail, expected, ln
+            );
+        }
+    }
+}
+
+/// `model threshold --exact --theta 65535 --n 10^15 --m 10^15` (k_opt
+/// 13,318): the tail of one counter is `e^-52,235`, `+0` as an `f64`, and
+/// its logarithm is the printed rate's over k.
+#[test]
+fn binomial_tail_at_the_largest_theta_and_huge_trials_is_zero_with_its_logarithm() {
+    use flowsieve::model::special::{binomial_tail, ln_binomial_tail};
+    let (theta, trials, p) = (65_535u64, 13_318u64 * 1_000_000_000_000_000, 1e-15);
+    assert_eq!(binomial_tail(theta, trials, p).to_bits(), 0f64.to_bits());
+    // The rate printed is 1.080250e-302020558: ln of it over k.
+    let printed_ln = (-302_020_558.0 + 1.080250f64.log10()) * std::f64::consts::LN_10;
+    let per_counter = printed_ln / 13_318.0;
+    let ln = ln_binomial_tail(theta, trials, p);
+    assert!(
+        (ln - per_counter).abs() < 1e-6 * per_counter.abs(),
+        "{ln} {per_counter}"
+    );
+}
+
 /// The deep tails the two tests above draw at random, at fixed points: the
 /// heavy stage's online model at `--theta 100` at a load of 300 packets
 /// in a 524,288-counter, k = 11 shard (every term below 1e-308, the tail
