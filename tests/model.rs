@@ -1603,6 +1603,82 @@ fn blocked_rate_at_a_saturating_load_is_one_on_both_sides_of_the_shortcut() {
     assert_eq!(blocked::k_opt_blocked(10, u64::MAX, 1 << 16, 64, 32), 1);
 }
 
+/// (B1) as `fpr_blocked` summed it before it stopped early: the Poisson
+/// mixture walked up to twice lambda whatever its weights, and every
+/// load's tail was summed in full. The reference for the stops below.
+fn b1_walked_in_full(theta: u64, k: u32, n: u64, blocks: u64, per_block: u64) -> f64 {
+    use flowsieve::model::special::{binomial_tail, ln_factorial};
+    let sub = per_block / u64::from(k);
+    let p_tail = 1.0 / sub as f64;
+    let tail = |l: u64| binomial_tail(theta, l, p_tail).powi(k as i32);
+    let lambda = n as f64 / blocks as f64;
+    let ln_pmf = |l: u64| l as f64 * lambda.ln() - lambda - ln_factorial(l);
+    let start = (lambda.floor() as u64).max(theta);
+    let mut sum = 0.0;
+    let mut p = ln_pmf(start).exp();
+    let mut l = start;
+    loop {
+        sum += p * tail(l);
+        if (l as f64 > 2.0 * lambda && (p < sum * 1e-17 || p == 0.0)) || l > start + 1_000_000 {
+            break;
+        }
+        l += 1;
+        p *= lambda / l as f64;
+    }
+    let mut p = ln_pmf(start).exp();
+    let mut l = start;
+    while l > theta {
+        p *= l as f64 / lambda;
+        l -= 1;
+        sum += p * tail(l);
+        if p < sum * 1e-17 || p == 0.0 {
+            break;
+        }
+    }
+    sum.min(1.0)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// `fpr_blocked` stops walking the mixture up once a weight is below
+    /// half the last bit of the sum, and takes a tail to be 1 without
+    /// summing it where theta is 40 deviations below the load's mean.
+    /// Neither may move a bit: against the full walk, over loads from
+    /// under one key a block to 20,000 (where sub-blocks of 4 counters
+    /// put every tail that counts at exactly 1), thetas from 1 to 255 and
+    /// k from 1 to 16.
+    #[test]
+    fn blocked_rate_stopping_early_is_bit_identical_to_the_full_walk(
+        theta in 1u64..256,
+        k_exp in 0u32..5,
+        load_exp in -1.0f64..4.3,
+        blocks in 1u64..5_000,
+    ) {
+        use flowsieve::model::blocked::fpr_blocked;
+        let k = 1u32 << k_exp;
+        let n = (10f64.powf(load_exp) * blocks as f64) as u64;
+        proptest::prop_assert_eq!(
+            fpr_blocked(theta, k, n, blocks, 64).to_bits(),
+            b1_walked_in_full(theta, k, n, blocks, 64).to_bits(),
+            "n {}", n
+        );
+    }
+}
+
+/// An overloaded filter: 2^64 - 1 keys in 156,250,000 blocks is 1.2·10^11
+/// keys a block, and every counter is far above theta 255, so (B1) is 1.
+/// The walk up the mixture was bounded at a million loads, 3 standard
+/// deviations there: it answered 0.998. Its logarithm says 0 (rate 1).
+#[test]
+fn blocked_rate_of_an_overloaded_filter_is_one() {
+    use flowsieve::model::blocked::{fpr_blocked, ln_fpr_blocked};
+    let (n, blocks) = (u64::MAX, 156_250_000u64);
+    let f = fpr_blocked(255, 1, n, blocks, 64);
+    assert!(f <= 1.0 && 1.0 - f < 1e-12, "{f}");
+    assert_eq!(ln_fpr_blocked(255, 1, n, blocks, 64), 0.0);
+}
+
 /// An explicit sigma past the chain's work bound is answered by the
 /// continuum limit (`continuum_rates`); at the largest exactly solved work
 /// it must agree with the chain to the order of `k / m`, one- and

@@ -63,6 +63,12 @@ pub(super) fn poisson_mixture(lambda: f64, from: u64, tail: &mut dyn FnMut(u64) 
     }
     let ln_pmf = |l: u64| l as f64 * lambda.ln() - lambda - ln_factorial(l);
     let start = (lambda.floor() as u64).max(from);
+    // A bound on the walk up. It was a million loads; at a lambda of 10^11
+    // (`model threshold --blocked` near n = 2^64) that is 3 standard
+    // deviations, and the sum of weights near 1 came out 0.998. 64
+    // deviations leave out a weight below e^-2000; the stop on `sum`'s
+    // last bit below ends the walk long before.
+    let last = start.saturating_add((64.0 * lambda.sqrt()).max(1e6) as u64);
     let mut sum = 0.0;
     // Upward from the start (the terms fall once past the mode).
     let mut p = ln_pmf(start).exp();
@@ -72,7 +78,18 @@ pub(super) fn poisson_mixture(lambda: f64, from: u64, tail: &mut dyn FnMut(u64) 
         sum += t;
         // Past the mode the weights fall geometrically (by lambda / l), so
         // the rest is below p / (1 - lambda / l) and negligible.
-        if (l as f64 > 2.0 * lambda && (p < sum * 1e-17 || p == 0.0)) || l > start + 1_000_000 {
+        if (l as f64 > 2.0 * lambda && (p < sum * 1e-17 || p == 0.0)) || l > last {
+            break;
+        }
+        // Past the mode every later term is at most its weight, which is
+        // at most this one's: once that is below half the gap from `sum`
+        // to the next `f64` up, adding any of them leaves `sum` as it is,
+        // bit for bit, so the loop can stop without changing the answer.
+        // The rule above waits for a load of twice lambda; at a lambda of
+        // 10^5 (2 million keys in 16 blocks) that walked 10^5 loads past
+        // weights of +0, a tail each, for each of the online form's 256
+        // points: five seconds of a run's report.
+        if l as f64 > lambda && p < 0.5 * (sum.next_up() - sum) {
             break;
         }
         l += 1;
@@ -101,6 +118,11 @@ struct TailPow {
     memo: Vec<f64>,
 }
 
+/// How many loads [`TailPow`] remembers (8 bytes each, grown only as far
+/// as a mixture reaches): the online form asks for the same loads at each
+/// of its 256 points.
+const TAIL_MEMO_LOADS: usize = 1 << 20;
+
 impl TailPow {
     fn new(theta: u64, sub: u64, k: u32) -> TailPow {
         TailPow {
@@ -111,15 +133,37 @@ impl TailPow {
         }
     }
 
+    /// Whether `binomial_tail(theta, l, p)` is exactly `1.0`, known
+    /// without summing its head: where `theta` is 40 standard deviations
+    /// below the mean `l p`, Chernoff's bound `P(X <= (1 - d) mu) <=
+    /// e^(-d^2 mu / 2)` puts the head below `e^-800`. Each of its `theta`
+    /// terms, computed from logarithms accurate to far better than 1, is
+    /// then below `e^-799`, their sum far below `2^-54`, and `1 - head`
+    /// rounds to `1.0`, whose `k`-th power is `1.0`: the value the sum
+    /// would give, bit for bit. At a load of 10^5 and more, the head is
+    /// `theta` logarithms and exponentials a load, and it was most of a
+    /// report's time with an overloaded `--layout blocked` filter.
+    fn certainly_one(&self, l: u64) -> bool {
+        let mean = l as f64 * self.p;
+        mean - self.theta as f64 >= 40.0 * mean.sqrt()
+    }
+
     fn at(&mut self, l: u64) -> f64 {
+        if self.certainly_one(l) {
+            return 1.0;
+        }
         let Ok(i) = usize::try_from(l) else {
             return binomial_tail(self.theta, l, self.p).powi(self.k);
         };
-        if i < 1 << 16 {
-            while self.memo.len() <= i {
-                let next = self.memo.len() as u64;
-                self.memo
-                    .push(binomial_tail(self.theta, next, self.p).powi(self.k));
+        if i < TAIL_MEMO_LOADS {
+            // Only the loads asked for are computed (NaN marks the rest; a
+            // tail is never NaN): a mixture around a load of 64,000 asks
+            // for a few thousand, not the 64,000 below them.
+            if self.memo.len() <= i {
+                self.memo.resize(i + 1, f64::NAN);
+            }
+            if self.memo[i].is_nan() {
+                self.memo[i] = binomial_tail(self.theta, l, self.p).powi(self.k);
             }
             return self.memo[i];
         }
