@@ -176,7 +176,8 @@ struct ReproduceArgs {
     #[arg(long)]
     quick: bool,
     /// The shared captures folder for the trace experiment (default:
-    /// ../shared/traces when it exists).
+    /// ../shared/traces when it exists); refused if it holds none of the
+    /// captures that experiment reads.
     #[arg(long, value_name = "DIR")]
     traces: Option<PathBuf>,
     /// Seed of every simulation.
@@ -208,6 +209,25 @@ fn run_reproduce(a: ReproduceArgs) -> u8 {
             return fail(
                 exit::USAGE,
                 format!("--traces {}: not a directory", t.display()),
+            );
+        }
+        // A folder given by name that holds none of the captures is a
+        // wrong path, not a partial set: the trace experiment would run
+        // on its synthetic trace alone and say so only in its notes.
+        Some(t)
+            if chosen.iter().any(|e| e.reads_traces())
+                && reproduce::trace_captures()
+                    .iter()
+                    .all(|c| !t.join(c).is_file()) =>
+        {
+            return fail(
+                exit::USAGE,
+                format!(
+                    "--traces {}: holds none of the captures {} reads ({})",
+                    t.display(),
+                    reproduce::TRACE_EXPERIMENT,
+                    reproduce::trace_captures().join(", ")
+                ),
             );
         }
         Some(t) => Some(t),

@@ -2265,6 +2265,88 @@ fn reproduce_command() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// `reproduce --traces DIR` with a folder that holds none of the captures
+/// the trace experiment reads: a wrong path, refused in one line before
+/// any work (no output folder made), naming the folder and the captures.
+/// It ran, and said "not read (missing)" three times among its notes.
+/// An experiment that reads no captures does not look at the folder.
+#[test]
+fn reproduce_refuses_a_traces_folder_without_the_captures() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let out_dir = dir.path().join("out");
+    for experiment in ["000-fig9", "000", "all"] {
+        let out = flowsieve(&[
+            "reproduce",
+            experiment,
+            "--quick",
+            "-q",
+            "--traces",
+            empty.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{experiment}");
+        assert!(out.stdout.is_empty(), "{experiment}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            err.trim_end(),
+            format!(
+                "flowsieve: error: --traces {}: holds none of the captures 000-fig9 reads \
+                 (many_flows/ddos_tcp_synflood_spoofed.pcap, \
+                 backbone_like/wand_isp_vlan_snaplen_10k.pcap, \
+                 backbone_like/auckland2000_uplink_rawip_hdr52.pcap)",
+                empty.display()
+            ),
+            "{experiment}"
+        );
+        assert!(
+            !out_dir.exists(),
+            "{experiment}: the output folder was made"
+        );
+    }
+    let out = flowsieve(&[
+        "reproduce",
+        "003-kappa",
+        "--quick",
+        "-q",
+        "--traces",
+        empty.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out_dir.join("003-kappa.csv").is_file());
+    // A partial set is a folder with something in it: the run goes on,
+    // and its notes say which capture was read and which was not.
+    let partial = dir.path().join("partial");
+    std::fs::create_dir_all(partial.join("many_flows")).unwrap();
+    std::fs::write(
+        partial.join("many_flows/ddos_tcp_synflood_spoofed.pcap"),
+        b"",
+    )
+    .unwrap();
+    let out = flowsieve(&[
+        "reproduce",
+        "000-fig9",
+        "--quick",
+        "-q",
+        "--traces",
+        partial.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("many_flows/ddos_tcp_synflood_spoofed.pcap: not read (")
+            && text.contains("empty file (0 bytes))")
+            && text.contains("backbone_like/wand_isp_vlan_snaplen_10k.pcap: not read (missing)"),
+        "{text}"
+    );
+}
+
 /// `bench` at its quickest: one round, one thread count, no memory line
 /// and no comparison with tcpdump; the trace and any other flags follow.
 const QUICK_BENCH: [&str; 7] = [

@@ -150,12 +150,35 @@ pub fn experiments() -> &'static [Experiment] {
             run: paradox::fig_8,
         },
         Experiment {
-            id: "000-fig9",
+            id: TRACE_EXPERIMENT,
             paper: "000",
             title: "The Bloom paradox: Fig. 9 on traces (trade-off, cost against alpha and bpe, per address class)",
             run: trace::fig_9,
         },
     ]
+}
+
+/// The one experiment that reads the shared captures (`--traces`).
+pub const TRACE_EXPERIMENT: &str = "000-fig9";
+
+/// The captures [`TRACE_EXPERIMENT`] reads, relative to the traces folder.
+///
+/// ```
+/// use flowsieve::reproduce::{select, trace_captures, TRACE_EXPERIMENT};
+/// assert_eq!(trace_captures().len(), 3);
+/// assert!(select(TRACE_EXPERIMENT).unwrap()[0].reads_traces());
+/// assert!(!select("003-kappa").unwrap()[0].reads_traces());
+/// assert_eq!(select("000").unwrap().iter().filter(|e| e.reads_traces()).count(), 1);
+/// ```
+pub fn trace_captures() -> &'static [&'static str] {
+    trace::CAPTURES
+}
+
+impl Experiment {
+    /// Whether it reads the shared captures given by `--traces`.
+    pub fn reads_traces(&self) -> bool {
+        self.id == TRACE_EXPERIMENT
+    }
 }
 
 /// The experiments an argument names: an id, a paper (`000`), or `all`.

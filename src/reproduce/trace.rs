@@ -38,7 +38,7 @@ const COUNTERS_PER_ELEMENT: f64 = 7.5;
 
 /// The shared captures the per-class experiment runs on (the largest real
 /// many-flow and backbone-like ones), relative to the traces folder.
-const CAPTURES: &[&str] = &[
+pub(super) const CAPTURES: &[&str] = &[
     "many_flows/ddos_tcp_synflood_spoofed.pcap",
     "backbone_like/wand_isp_vlan_snaplen_10k.pcap",
     "backbone_like/auckland2000_uplink_rawip_hdr52.pcap",
