@@ -731,6 +731,14 @@ fn configure(
 ) -> Result<ValidatedConfig, u8> {
     SweepSpec::check_each_once(&pipeline.selective.sweep).map_err(|e| fail(exit::USAGE, e))?;
     let classifier = Classifier::from_spec(classes).map_err(|e| fail(exit::FAILURE, e))?;
+    // With no rule there is one class, the default, and its name is the
+    // only one.
+    let no_rules = classifier.has_no_rules().then(|| {
+        format!(
+            "--classes {classes}: no [[class]] rule, so every flow is in the default class {:?}",
+            classifier.name(0)
+        )
+    });
     // Process-wide, and before any table is made: blocks are told apart by
     // address, so this only decides where the run's tables go.
     flowsieve::pages::apply_huge_page_choice_for(pipeline.huge_page_choice(), trace_bytes);
@@ -739,6 +747,9 @@ fn configure(
     let validated = cfg.validate().map_err(|e| fail(exit::USAGE, e))?;
     if let Ok(mut notes) = STAGE_NOTES.lock() {
         *notes = notes_on_stages_left_out(&cfg.stages);
+        if let Some(note) = &no_rules {
+            notes.push(note.clone());
+        }
     }
     Ok(validated)
 }

@@ -860,6 +860,46 @@ fn count_top_bidirectional_no_truth_and_classes_flags() {
     assert_eq!(v["trace"]["files"].as_array().unwrap().len(), 2);
 }
 
+/// A class file with no `[[class]]` rule (empty, only comments, or only
+/// a `default`) puts every flow in the default class. The run goes
+/// through with its report, and says so in one note line after it; a
+/// file with a rule says nothing.
+#[test]
+fn a_class_file_without_rules_runs_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = default_trace();
+    for (name, text, default) in [
+        ("empty.toml", "", "other"),
+        ("comments.toml", "# [[class]]\n# name = \"web\"\n", "other"),
+        ("default.toml", "default = \"all\"\n", "all"),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let (out, v) = json_of(&["--classes", path.to_str().unwrap(), &d]);
+        assert!(out.status.success(), "{name}: {out:?}");
+        let classes: Vec<(&str, u64)> = v["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["class"].as_str().unwrap(), c["flows"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(classes, [(default, 12_000)], "{name}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr).trim_end(),
+            format!(
+                "flowsieve: note: --classes {}: no [[class]] rule, so every flow is in \
+                 the default class {default:?}",
+                path.display()
+            ),
+            "{name}"
+        );
+    }
+    let web = dir.path().join("web.toml");
+    std::fs::write(&web, "[[class]]\nname = \"web\"\nports = [80]\n").unwrap();
+    let (out, _) = json_of(&["--classes", web.to_str().unwrap(), &d]);
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+}
+
 #[test]
 fn damaged_input_exits_3_with_one_line_error_and_a_report() {
     let dir = tempfile::tempdir().unwrap();

@@ -109,6 +109,22 @@ impl Classifier {
         }
     }
 
+    /// Whether it is a config file with no `[[class]]` rule: every flow
+    /// then falls in the default class, which is seldom what was meant
+    /// (an empty file, or every rule commented out).
+    ///
+    /// ```
+    /// use flowsieve::class::{ClassConfig, Classifier};
+    /// let none = ClassConfig::parse("empty.toml", "").unwrap();
+    /// assert!(Classifier::from_config(none).has_no_rules());
+    /// let one = ClassConfig::parse("web.toml", "[[class]]\nname = \"web\"\nports = [80]\n").unwrap();
+    /// assert!(!Classifier::from_config(one).has_no_rules());
+    /// assert!(!Classifier::ports().has_no_rules());
+    /// ```
+    pub fn has_no_rules(&self) -> bool {
+        matches!(&self.kind, Kind::Config(c) if c.rules().is_empty())
+    }
+
     /// A short description for reports (`ports`, `ipclass`, or `config:PATH`).
     pub fn describe(&self) -> String {
         match &self.kind {
