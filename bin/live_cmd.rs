@@ -655,14 +655,29 @@ mod linux {
                 } else {
                     let refused: u64 = s.refused.values().sum();
                     println!(
-                        "sent {} frames ({} bytes) in {:.3} s, {:.0} pps; refused {}",
-                        s.sent, s.bytes, s.seconds, s.packets_per_sec, refused
+                        "sent {} frames ({} bytes) in {:.3} s, {:.0} pps; refused {}{}",
+                        s.sent,
+                        s.bytes,
+                        s.seconds,
+                        s.packets_per_sec,
+                        refused,
+                        if s.interrupted {
+                            "; interrupted before the end of the trace"
+                        } else {
+                            ""
+                        }
                     );
                     for (why, n) in &s.refused {
                         println!("  refused {n}: {why}");
                     }
                 }
-                exit::OK
+                // As gen-trace and bench: a job cut short by Ctrl-C exits
+                // 130, so that a script does not take a part for the whole.
+                if s.interrupted {
+                    exit::INTERRUPTED
+                } else {
+                    exit::OK
+                }
             }
             Err(e) => fail(exit::FAILURE, e),
         }

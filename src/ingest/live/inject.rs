@@ -36,6 +36,9 @@ pub struct InjectSummary {
     pub seconds: f64,
     /// Frames per second achieved.
     pub packets_per_sec: f64,
+    /// Stopped (Ctrl-C, SIGTERM) before every frame of every loop went
+    /// out: the counts above are of what did.
+    pub interrupted: bool,
 }
 
 /// A send socket bound to one interface.
@@ -277,6 +280,7 @@ impl Injector {
             while let Some(p) = reader.next_packet().map_err(InjectError::Trace)? {
                 if stop.load(Ordering::Relaxed) {
                     self.flush(&mut batch, &mut outcomes, &mut summary, stop)?;
+                    summary.interrupted = true;
                     return Ok(finish(summary, started));
                 }
                 let due = match pace {
@@ -327,6 +331,8 @@ impl Injector {
             }
         }
         self.flush(&mut batch, &mut outcomes, &mut summary, stop)?;
+        // A stop during the last batch's wait dropped that batch.
+        summary.interrupted = stop.load(Ordering::Relaxed);
         Ok(finish(summary, started))
     }
 
