@@ -1666,6 +1666,34 @@ proptest::proptest! {
     }
 }
 
+/// Where the loads' counts sit 6 to 11 deviations above theta: the band
+/// in which a tail stops being exactly 1 (below about 8.5) and becomes it.
+/// `fpr_blocked` takes a tail to be 1 from 10 deviations on without
+/// summing it; at these loads a cut any lower moves the sum's last bits.
+/// Sub-blocks of `64 / k` counters, so a load `l` gives each counter a
+/// mean of `l k / 64`; at k = 1 the count's deviation is nearly
+/// `sqrt(mean)`, and the band is at about 8.3 of them.
+#[test]
+fn blocked_rate_where_tails_turn_exactly_one_is_bit_identical_to_the_full_walk() {
+    use flowsieve::model::blocked::fpr_blocked;
+    let blocks = 1_000u64;
+    for k in [1u32, 4, 16] {
+        for theta in [20u64, 60, 100, 180, 250] {
+            for z in [6.0f64, 7.0, 7.5, 8.0, 8.5, 9.0, 10.0, 11.0] {
+                // mean - theta = z sqrt(mean): sqrt(mean) = z/2 + sqrt(z^2/4 + theta).
+                let root = z / 2.0 + (z * z / 4.0 + theta as f64).sqrt();
+                let lambda = 64.0 / f64::from(k) * root * root;
+                let n = (lambda * blocks as f64) as u64;
+                assert_eq!(
+                    fpr_blocked(theta, k, n, blocks, 64).to_bits(),
+                    b1_walked_in_full(theta, k, n, blocks, 64).to_bits(),
+                    "k {k} theta {theta} z {z}"
+                );
+            }
+        }
+    }
+}
+
 /// An overloaded filter: 2^64 - 1 keys in 156,250,000 blocks is 1.2·10^11
 /// keys a block, and every counter is far above theta 255, so (B1) is 1.
 /// The walk up the mixture was bounded at a million loads, 3 standard

@@ -134,18 +134,20 @@ impl TailPow {
     }
 
     /// Whether `binomial_tail(theta, l, p)` is exactly `1.0`, known
-    /// without summing its head: where `theta` is 40 standard deviations
-    /// below the mean `l p`, Chernoff's bound `P(X <= (1 - d) mu) <=
-    /// e^(-d^2 mu / 2)` puts the head below `e^-800`. Each of its `theta`
-    /// terms, computed from logarithms accurate to far better than 1, is
-    /// then below `e^-799`, their sum far below `2^-54`, and `1 - head`
-    /// rounds to `1.0`, whose `k`-th power is `1.0`: the value the sum
-    /// would give, bit for bit. At a load of 10^5 and more, the head is
-    /// `theta` logarithms and exponentials a load, and it was most of a
-    /// report's time with an overloaded `--layout blocked` filter.
+    /// without summing its head: where `theta` is 10 standard deviations
+    /// (of a Poisson count, `sqrt(mu)`) below the mean `mu = l p`,
+    /// Chernoff's bound `P(X <= (1 - d) mu) <= e^(-d^2 mu / 2)`, with `d
+    /// sqrt(mu) = 10`, puts the head below `e^-50` (2·10^-22). Its terms
+    /// are computed from logarithms accurate to far better than 10^-6, so
+    /// their computed sum is below 3·10^-22 too, far below `2^-54`
+    /// (5.6·10^-17); `1 - head` then rounds to `1.0`, and so does its
+    /// `k`-th power: the value the sum would give, bit for bit. At a load
+    /// of 10^5 and more the head is `theta` logarithms and exponentials a
+    /// load, and it was most of a report's time with an overloaded
+    /// `--layout blocked` filter.
     fn certainly_one(&self, l: u64) -> bool {
         let mean = l as f64 * self.p;
-        mean - self.theta as f64 >= 40.0 * mean.sqrt()
+        mean - self.theta as f64 >= 10.0 * mean.sqrt()
     }
 
     fn at(&mut self, l: u64) -> f64 {
