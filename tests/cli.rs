@@ -2316,17 +2316,20 @@ fn reproduce_refuses_a_traces_folder_without_the_captures() {
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     let out_dir = dir.path().join("out");
-    for experiment in ["000-fig9", "000", "all"] {
-        let out = flowsieve(&[
+    let reproduce = |experiment: &str, traces: &Path| {
+        flowsieve(&[
             "reproduce",
             experiment,
             "--quick",
             "-q",
             "--traces",
-            empty.to_str().unwrap(),
+            traces.to_str().unwrap(),
             "--out",
             out_dir.to_str().unwrap(),
-        ]);
+        ])
+    };
+    for experiment in ["000-fig9", "000", "all"] {
+        let out = reproduce(experiment, &empty);
         assert_eq!(out.status.code(), Some(2), "{experiment}");
         assert!(out.stdout.is_empty(), "{experiment}");
         let err = String::from_utf8_lossy(&out.stderr);
@@ -2346,16 +2349,7 @@ fn reproduce_refuses_a_traces_folder_without_the_captures() {
             "{experiment}: the output folder was made"
         );
     }
-    let out = flowsieve(&[
-        "reproduce",
-        "003-kappa",
-        "--quick",
-        "-q",
-        "--traces",
-        empty.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
+    let out = reproduce("003-kappa", &empty);
     assert_eq!(out.status.code(), Some(0));
     assert!(out_dir.join("003-kappa.csv").is_file());
     // A partial set is a folder with something in it: the run goes on,
@@ -2367,16 +2361,7 @@ fn reproduce_refuses_a_traces_folder_without_the_captures() {
         b"",
     )
     .unwrap();
-    let out = flowsieve(&[
-        "reproduce",
-        "000-fig9",
-        "--quick",
-        "-q",
-        "--traces",
-        partial.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
+    let out = reproduce("000-fig9", &partial);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
