@@ -432,14 +432,16 @@ struct PipelineArgs {
     #[arg(long, value_name = "BYTES", help_heading = "Pipeline")]
     max_memory: Option<ByteSize>,
     /// Key the flow hash: 32 hex digits, or `random` (drawn from the OS and
-    /// printed in the report so the run can be repeated). Without it the
+    /// printed in the report, or on a note line when `-q` leaves no report,
+    /// so the run can be repeated). Without it the
     /// hash is the fixed, public one: reproducible, but its collisions can
     /// be crafted by anyone who reads the constants.
     #[arg(long, value_name = "HEX|random", help_heading = "Pipeline")]
-    hash_key: Option<HashKey>,
-    /// Count windows from the Unix epoch instead of from the first packet,
-    /// as probes do (so a replay's windows line up with `flowsieve
-    /// results`).
+    hash_key: Option<HashKeyArg>,
+    /// Count time windows from the Unix epoch instead of from the first
+    /// packet, as probes do (so a replay's windows line up with `flowsieve
+    /// results`). A run with no time window (heavy and selective windows
+    /// in packets, or those stages left out) is refused.
     #[arg(long, help_heading = "Pipeline")]
     epoch_windows: bool,
     /// Transparent huge pages for the tables: on puts the exact tables
@@ -635,7 +637,7 @@ impl PipelineArgs {
         cfg.batch = self.batch;
         cfg.queue_batches = self.queue_batches;
         cfg.max_memory = self.max_memory.map(|b| b.0);
-        cfg.replay.hash_key = self.hash_key.unwrap_or(HashKey::FIXED);
+        cfg.replay.hash_key = self.hash_key.map_or(HashKey::FIXED, |k| k.key);
         cfg.epoch_windows = self.epoch_windows;
         let (h, hc) = (&self.heavy, &mut cfg.heavy);
         hc.window = h.window_packets.map_or(h.window, WindowSpec::Packets);
@@ -678,6 +680,51 @@ impl PipelineArgs {
         }
         cfg
     }
+}
+
+/// `--hash-key`: a key given in hex, or one drawn from the operating
+/// system (`random`), which exists nowhere but in this run's outputs.
+#[derive(Clone, Copy, Debug)]
+struct HashKeyArg {
+    key: HashKey,
+    drawn: bool,
+}
+
+impl std::str::FromStr for HashKeyArg {
+    type Err = flowsieve::hash::HashKeyError;
+    fn from_str(s: &str) -> Result<HashKeyArg, Self::Err> {
+        Ok(HashKeyArg {
+            key: s.parse()?,
+            drawn: s == "random",
+        })
+    }
+}
+
+/// Why `--epoch-windows` is refused for `cfg`, which has no time window:
+/// the windows of the stages that run, or that none of those stages has
+/// windows.
+fn epoch_windows_without_time(cfg: &PipelineConfig) -> String {
+    let mut windows = Vec::new();
+    if cfg.stages.contains(flowsieve::pipeline::StageName::Heavy) {
+        windows.push(format!("heavy window {}", cfg.heavy.window));
+    }
+    if cfg
+        .stages
+        .contains(flowsieve::pipeline::StageName::Selective)
+    {
+        windows.push(format!(
+            "selective cache window {}",
+            cfg.selective.cache_window
+        ));
+    }
+    let what = if windows.is_empty() {
+        "neither the heavy nor the selective stage runs".to_string()
+    } else {
+        windows.join(", ")
+    };
+    format!(
+        "--epoch-windows aligns time windows, and this run has none ({what}); give a time window or leave the flag out"
+    )
 }
 
 /// Progress on stderr, only when stderr is a terminal.
@@ -744,6 +791,12 @@ fn configure(
     flowsieve::pages::apply_huge_page_choice_for(pipeline.huge_page_choice(), trace_bytes);
     let mut cfg = pipeline.config(classifier);
     edit(&mut cfg);
+    // The flag moves time windows only. With none in the run it would
+    // change nothing, and a user who asked for windows that line up with
+    // `flowsieve results` would compare windows that never did.
+    if pipeline.epoch_windows && !cfg.has_time_window() {
+        return Err(fail(exit::USAGE, epoch_windows_without_time(&cfg)));
+    }
     let validated = cfg.validate().map_err(|e| fail(exit::USAGE, e))?;
     if let Ok(mut notes) = STAGE_NOTES.lock() {
         *notes = notes_on_stages_left_out(&cfg.stages);
@@ -1142,6 +1195,18 @@ fn emit_report(report: &flowsieve::report::PipelineReport, args: &RunArgs, text:
         && let Err(code) = write_json(path, report.to_json())
     {
         return code;
+    }
+    // A drawn key is in the text report and the JSON. Without either, the
+    // run's events, CSV and plots could never be made again.
+    if let Some(k) = args.pipeline.hash_key.filter(|k| k.drawn)
+        && !text
+        && args.json.is_none()
+        && let Ok(mut notes) = STAGE_NOTES.lock()
+    {
+        notes.push(format!(
+            "--hash-key random drew {}; give it as --hash-key to repeat this run",
+            k.key
+        ));
     }
     if let Some(dir) = &args.csv
         && let Err(e) = report.write_csv(dir)

@@ -900,6 +900,113 @@ fn a_class_file_without_rules_runs_with_a_note() {
     assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
 }
 
+/// `--epoch-windows` counts time windows from 1970. One flow sends five
+/// packets in the second half of second T and five in the first half of
+/// T + 1: counted from its first packet the ten share one 1 s window, and
+/// the flow is heavy at theta 10; counted from the epoch they split five
+/// and five, and it is not. The report says which count ran. A run whose
+/// stages have no time window is refused before any work: the flag would
+/// change nothing there.
+#[test]
+fn epoch_windows_move_time_windows_and_are_refused_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("straddle.pcap");
+    {
+        let file = std::fs::File::create(&trace).unwrap();
+        let mut pcap = pcap_file::pcap::PcapWriter::new(file).unwrap();
+        let mut frame = Vec::new();
+        for i in 0..10 {
+            frame.clear();
+            etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+                .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+                .udp(40000, 53)
+                .write(&mut frame, &[0; 22])
+                .unwrap();
+            // T + 0.5 s, T + 0.6 s, ..., T + 1.4 s.
+            let at = std::time::Duration::from_secs(1_700_000_000)
+                + std::time::Duration::from_millis(500 + 100 * i);
+            let packet = pcap_file::pcap::PcapPacket::new(at, frame.len() as u32, &frame);
+            pcap.write_packet(&packet).unwrap();
+        }
+    }
+    let t = trace.to_str().unwrap();
+    let heavy = ["--stages", "heavy", "--theta", "10", "--window", "1s"];
+    let outcome = |epoch: bool| {
+        let mut args = heavy.to_vec();
+        if epoch {
+            args.push("--epoch-windows");
+        }
+        args.push(t);
+        let (out, v) = json_of(&args);
+        assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+        // Every field of the pipeline object is in the JSON's reference.
+        let schema = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/json-schema.md"),
+        )
+        .unwrap();
+        for field in v["pipeline"].as_object().unwrap().keys() {
+            assert!(schema.contains(&format!("`pipeline.{field}`")), "{field}");
+        }
+        let o = &v["heavy"]["overall"];
+        (
+            v["pipeline"]["epoch_windows"].as_bool(),
+            [&o["flows_above"], &o["flows_below"], &o["reported"]].map(|x| x.as_u64()),
+        )
+    };
+    assert_eq!(outcome(false), (Some(false), [Some(1), Some(0), Some(1)]));
+    assert_eq!(outcome(true), (Some(true), [Some(0), Some(2), Some(0)]));
+    let said =
+        "  time windows counted from the Unix epoch (--epoch-windows), not from the first packet";
+    for (epoch, lines) in [(false, 0), (true, 1)] {
+        let mut args = heavy.to_vec();
+        if epoch {
+            args.push("--epoch-windows");
+        }
+        args.push(t);
+        let out = flowsieve(&args);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(text.lines().filter(|l| *l == said).count(), lines, "{text}");
+    }
+    // The selective stage's 1 s cache window is a time window, so a
+    // packet heavy window beside it runs.
+    let (out, _) = json_of(&["--epoch-windows", "--window", "5p", t]);
+    assert!(out.status.success(), "{out:?}");
+    for (args, none) in [
+        (
+            &[
+                "--window",
+                "5p",
+                "--cache-window",
+                "2p",
+                "--query-window",
+                "4p",
+            ][..],
+            "heavy window 5 packets, selective cache window 2 packets",
+        ),
+        (
+            &["--stages", "heavy", "--window", "5p"][..],
+            "heavy window 5 packets",
+        ),
+        (
+            &["--stages", "new", "--recycle", "time:1s"][..],
+            "neither the heavy nor the selective stage runs",
+        ),
+    ] {
+        let mut all = vec!["--epoch-windows"];
+        all.extend_from_slice(args);
+        all.push(t);
+        let out = flowsieve(&all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!(
+                "flowsieve: error: --epoch-windows aligns time windows, and this run has none ({none}); give a time window or leave the flag out\n"
+            )
+        );
+    }
+}
+
 #[test]
 fn damaged_input_exits_3_with_one_line_error_and_a_report() {
     let dir = tempfile::tempdir().unwrap();

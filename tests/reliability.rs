@@ -1245,6 +1245,70 @@ fn a_keyed_run_is_reproducible_and_records_its_key() {
         .one_line_error("--hash-key");
 }
 
+/// A drawn key is on the text report's second line, and with `-q` and no
+/// JSON on one note line; either way, given back as `--hash-key`, it
+/// repeats the run. The selective stage at 2 bits per element is where a
+/// key shows: its directory's false positives differ from key to key.
+#[test]
+fn a_drawn_key_is_printed_wherever_the_report_goes() {
+    let t = default_trace();
+    let dir = tempfile::tempdir().unwrap();
+    let selective_run = |extra: &[&str]| {
+        let mut args = vec!["--stages", "selective", "--dir-bpe", "2"];
+        args.extend_from_slice(extra);
+        args.push(&t);
+        let r = run(&args);
+        r.expect(0);
+        r
+    };
+    // The selective stage's section: its heading to the blank line after it.
+    let section = |text: &str| -> String {
+        let from = text.find("\nselective query").expect("a selective section");
+        let rest = &text[from + 1..];
+        rest[..rest.find("\n\n").unwrap_or(rest.len())].to_string()
+    };
+    let first = selective_run(&["--hash-key", "random"]);
+    assert_eq!(first.stderr, "");
+    let second_line = first.stdout.lines().nth(1).unwrap();
+    let key = second_line
+        .strip_prefix("flow hash keyed: --hash-key ")
+        .unwrap_or_else(|| panic!("no key on {second_line:?}"));
+    assert_eq!(key.len(), 32);
+    assert!(key.bytes().all(|b| b.is_ascii_hexdigit()), "{key}");
+    let again = selective_run(&["--hash-key", key]);
+    assert_eq!(again.stdout.lines().nth(1), Some(second_line));
+    assert_eq!(section(&again.stdout), section(&first.stdout));
+    let other = selective_run(&["--hash-key", "random"]);
+    assert_ne!(
+        section(&other.stdout),
+        section(&first.stdout),
+        "another key gives other false positives"
+    );
+    assert_eq!(
+        selective_run(&[]).stdout.lines().nth(1),
+        Some(""),
+        "unkeyed"
+    );
+    // Quiet, with only CSV tables: the key is on one note line.
+    let csv = |name: &str| dir.path().join(name).display().to_string();
+    let (drawn_csv, given_csv) = (csv("drawn"), csv("given"));
+    let quiet = selective_run(&["-q", "--hash-key", "random", "--csv", &drawn_csv]);
+    assert_eq!(quiet.stdout, "");
+    let key = quiet
+        .stderr
+        .strip_prefix("flowsieve: note: --hash-key random drew ")
+        .and_then(|rest| rest.strip_suffix("; give it as --hash-key to repeat this run\n"))
+        .unwrap_or_else(|| panic!("not the one note line: {:?}", quiet.stderr));
+    assert_eq!(key.len(), 32);
+    let repeated = selective_run(&["-q", "--hash-key", key, "--csv", &given_csv]);
+    assert_eq!(repeated.stderr, "", "a given key needs no note");
+    let table = |d: &str| std::fs::read_to_string(Path::new(d).join("selective.csv")).unwrap();
+    assert_eq!(table(&given_csv), table(&drawn_csv));
+    // The JSON holds the key, so a quiet run writing it has no note.
+    let json = selective_run(&["-q", "--hash-key", "random", "--json", &csv("r.json")]);
+    assert_eq!(json.stderr, "");
+}
+
 // ---------- long jobs stop on Ctrl-C ----------
 
 /// Sends SIGINT to a long job once it has run for `after`, and returns its

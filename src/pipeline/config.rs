@@ -13,6 +13,7 @@ use super::new_flows::{NewFlowConfig, NewFlowStage};
 use super::record::PacketRecord;
 use super::selective::{SelectiveConfig, SelectiveStage};
 use super::stage::{DynStage, Stage};
+use super::window::WindowSpec;
 use crate::class::Classifier;
 use crate::dissect::FlowKey;
 use crate::replay::ReplayConfig;
@@ -360,6 +361,33 @@ impl PipelineConfig {
             export: None,
             capture_rings: 0,
         }
+    }
+
+    /// Whether a listed built-in stage has a window of trace time, the only
+    /// thing [`PipelineConfig::epoch_windows`] moves: the heavy stage's
+    /// window or the selective stage's cache window (its query window is
+    /// on the same axis). Packet windows count keyed packets from the
+    /// first, and the new-flow stage's `time:T` recycling counts from its
+    /// own first message, so neither moves with the epoch.
+    ///
+    /// ```
+    /// use flowsieve::class::Classifier;
+    /// use flowsieve::pipeline::{PipelineConfig, StageList, WindowSpec};
+    /// let mut c = PipelineConfig::new(Classifier::ports());
+    /// assert!(c.has_time_window());
+    /// c.heavy.window = WindowSpec::Packets(100);
+    /// assert!(c.has_time_window()); // the selective stage's 1 s cache window
+    /// c.selective.cache_window = WindowSpec::Packets(10);
+    /// c.selective.query_window = WindowSpec::Packets(20);
+    /// assert!(!c.has_time_window());
+    /// c.heavy.window = WindowSpec::Time(1_000_000_000);
+    /// c.stages = "new,selective".parse::<StageList>().unwrap();
+    /// assert!(!c.has_time_window()); // the heavy stage does not run
+    /// ```
+    pub fn has_time_window(&self) -> bool {
+        let timed = |w: WindowSpec| matches!(w, WindowSpec::Time(_));
+        (self.stages.contains(StageName::Heavy) && timed(self.heavy.window))
+            || (self.stages.contains(StageName::Selective) && timed(self.selective.cache_window))
     }
 
     /// Checks every field, sizes the listed stages (the new-flow stage's

@@ -1585,6 +1585,7 @@ pub fn run_with_gauges<S: Source>(
             shards: c.shards,
             batch,
             packets,
+            epoch_windows: c.epoch_windows,
         },
         sections,
         stages: latency.summary(),

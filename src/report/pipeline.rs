@@ -326,6 +326,11 @@ pub struct PipelineInfo {
     pub batch: usize,
     /// Keyed packets that went through the stages.
     pub packets: u64,
+    /// Time windows counted from the Unix epoch (`--epoch-windows`, and
+    /// every probe) instead of from the first keyed packet: the same
+    /// trace then closes its windows at other instants, and so can report
+    /// other heavy flows.
+    pub epoch_windows: bool,
 }
 
 /// The heavy-flow stage's configuration as it ran.

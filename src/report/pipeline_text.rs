@@ -59,6 +59,12 @@ impl PipelineReport {
                 n => format!(", capture rings {:.1}", mib(n)),
             }
         );
+        if self.pipeline.epoch_windows {
+            let _ = writeln!(
+                o,
+                "  time windows counted from the Unix epoch (--epoch-windows), not from the first packet"
+            );
+        }
         for s in &self.sections {
             let _ = writeln!(o);
             s.section.render_text(&mut o);

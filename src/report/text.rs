@@ -37,6 +37,12 @@ impl ReplaySummary {
         // report instead.
         let what = if t.files.is_empty() { "live" } else { "replay" };
         let _ = writeln!(o, "flowsieve {} {what}", self.tool.version);
+        // The key is what makes a run with `--hash-key random` repeatable:
+        // a report that left it out would be the only record of a run that
+        // nobody can run again.
+        if let Some(key) = &self.options.hash_key {
+            let _ = writeln!(o, "flow hash keyed: --hash-key {key}");
+        }
         let _ = writeln!(o);
         if !t.files.is_empty() {
             let _ = writeln!(o, "files");
