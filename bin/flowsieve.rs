@@ -682,6 +682,51 @@ impl PipelineArgs {
     }
 }
 
+/// Lets every option that takes a value take a negative number, in every
+/// subcommand. Without it `--alpha -1` ends in clap's "unexpected argument
+/// '-1' found", which names no option, and whose tip (`-- -1`) would make
+/// the number a trace; with it the option's own check answers ("must be
+/// positive", "invalid digit"). Positional arguments are left alone: `-5`
+/// there is still a flag, not a trace named `-5`.
+fn negative_numbers_as_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        if !a.is_positional() && a.get_action().takes_values() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    })
+    .mut_subcommands(negative_numbers_as_values)
+}
+
+/// clap's message on one line, without its "error: " prefix, its usage and
+/// its pointer to --help. The lines before the usage are kept, joined: a
+/// missing argument is named on the line after "the following required
+/// arguments were not provided:", and the values an option takes on the
+/// line after "invalid value".
+fn clap_error_on_one_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut one = String::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if line.is_empty() {
+            continue;
+        }
+        let line = line.strip_prefix("error: ").unwrap_or(line);
+        if !one.is_empty() {
+            let continues = one.ends_with(':') || line.starts_with('[');
+            one.push_str(if continues { " " } else { "; " });
+        }
+        one.push_str(line);
+    }
+    if one.is_empty() {
+        one.push_str("bad command line");
+    }
+    one
+}
+
 /// `--hash-key`: a key given in hex, or one drawn from the operating
 /// system (`random`), which exists nowhere but in this run's outputs.
 #[derive(Clone, Copy, Debug)]
@@ -1649,7 +1694,7 @@ fn run_model(cmd: ModelCommand) -> u8 {
 fn main() -> ExitCode {
     // First of all, so that a run's `start-up` counts the command line too.
     flowsieve::pipeline::mark_process_start();
-    let parsed = <Cli as clap::CommandFactory>::command()
+    let parsed = negative_numbers_as_values(<Cli as clap::CommandFactory>::command())
         .try_get_matches()
         .and_then(|m| {
             let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&m)?;
@@ -1671,14 +1716,7 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::from(exit::OK);
             }
-            // clap's message, on one line: its first line without the
-            // "error: " prefix (the rest is usage and a pointer to --help).
-            let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("bad command line");
-            return ExitCode::from(fail(
-                exit::USAGE,
-                first.strip_prefix("error: ").unwrap_or(first),
-            ));
+            return ExitCode::from(fail(exit::USAGE, clap_error_on_one_line(&e)));
         }
     };
     // Commands without a graceful stop of their own end at once on Ctrl-C

@@ -1007,6 +1007,54 @@ fn epoch_windows_move_time_windows_and_are_refused_without_one() {
     }
 }
 
+/// clap's errors keep what they name on their one line (the missing
+/// argument, the values an option takes), and an option given a negative
+/// number answers with that option's own check rather than taking the
+/// number for a flag.
+#[test]
+fn command_line_errors_name_what_is_wrong_on_one_line() {
+    for (args, line) in [
+        (
+            &["model", "bloom", "--m-over-n", "3"][..],
+            "the following required arguments were not provided: --k <K>",
+        ),
+        (
+            &["live"][..],
+            "the following required arguments were not provided: --interface <IFACE>",
+        ),
+        (
+            &["--huge-pages", "x"][..],
+            "invalid value 'x' for '--huge-pages <auto|on|off>' [possible values: auto, on, off]",
+        ),
+        (
+            &["--alpha", "-1"][..],
+            "selective.alpha: values must be positive and finite (got -1)",
+        ),
+        (
+            &["--theta", "-1"][..],
+            "invalid value '-1' for '--theta <THETA>': invalid digit found in string",
+        ),
+        (
+            &["model", "paradox", "--m-over-n", "-2", "--alpha", "1"][..],
+            "m_over_n: must be a positive number, got -2",
+        ),
+        // A positional `-5` is still a flag, not a trace named `-5`.
+        (
+            &["-5"][..],
+            "unexpected argument '-5' found; tip: to pass '-5' as a value, use '-- -5'",
+        ),
+    ] {
+        let out = flowsieve(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("flowsieve: error: {line}\n"),
+            "{args:?}"
+        );
+    }
+}
+
 #[test]
 fn damaged_input_exits_3_with_one_line_error_and_a_report() {
     let dir = tempfile::tempdir().unwrap();
