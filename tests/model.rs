@@ -2143,6 +2143,57 @@ fn compressed_sizes_and_choice_for_sparse_filters() {
     assert!(c.transmitted_bits_per_element <= 1e4);
 }
 
+/// `model compressed` says when its best filter stands on a bound of its
+/// search, and only then. At 1,000 bits per element the defaults (k up to
+/// 32, m/n up to 10^6) stop it at both, at a rate above the standard
+/// filter's (whose k of 693 is unbounded); past them, at k 53 and m/n
+/// 9.3·10^6, it is far below. At 8 bits the optimum is inside: wider
+/// bounds find the same filter. Defect: the bound-limited answer was
+/// printed as "the lowest false-positive rate" with no sign of the bounds.
+#[test]
+fn compressed_answer_names_the_bounds_it_stands_on() {
+    use flowsieve::model::query::CompressedQuery;
+    let ask = |z: f64, max_m_over_n: f64, max_k: u32| {
+        CompressedQuery {
+            bits_per_element: z,
+            max_m_over_n,
+            max_k,
+        }
+        .answer()
+        .unwrap()
+    };
+    let bounded = ask(1000.0, 1e6, 32);
+    assert_eq!(bounded.bounds_reached, ["max_k", "max_m_over_n"]);
+    assert_eq!((bounded.best.k, bounded.best.m_over_n), (32, 1e6));
+    assert!(bounded.best.ln_fpr > bounded.standard.ln_fpr);
+    let wider = ask(1000.0, 1e8, 64);
+    assert!(wider.bounds_reached.is_empty(), "{wider:?}");
+    assert!(
+        wider.best.ln_fpr < bounded.standard.ln_fpr - 100.0,
+        "{wider:?}"
+    );
+    assert_eq!(
+        bounded.to_string().lines().skip(3).collect::<Vec<_>>(),
+        [
+            "  the compressed filter is at the search's bounds, past which its rate may be lower:",
+            "    k = --max-k 32; m/n = --max-m-over-n 1000000 (523.968 of 1000 bits sent)"
+        ]
+    );
+    // One bound: the array, at the budget of 16 in 48 bits per element.
+    let capped = ask(16.0, 48.0, 32);
+    assert_eq!(capped.bounds_reached, ["max_m_over_n"]);
+    assert!(capped.best.transmitted_bits_per_element < 16.0);
+    // Inside both: the same filter with wider bounds, and no note.
+    let inside = ask(8.0, 1e6, 32);
+    assert!(inside.bounds_reached.is_empty());
+    assert_eq!(inside.to_string().lines().count(), 3);
+    let again = ask(8.0, 1e8, 64);
+    assert_eq!(
+        (again.best.k, again.best.m_over_n),
+        (inside.best.k, inside.best.m_over_n)
+    );
+}
+
 /// Theorem 4's minimal counter product (000 §V-C) where `alpha P`
 /// underflows but the bound does not: `(nk/m)^k (1 - P) / (alpha P)` at
 /// `k = 10`, `n k / m = 10^-18`, `alpha = P = 10^-200` is 10^220. Defect:

@@ -1321,8 +1321,19 @@ pub struct CompressedAnswer {
     pub best: CompressedShape,
     /// The standard (uncompressed) filter for the same budget.
     pub standard: CompressedShape,
+    /// The search's bounds the best filter stands on: `max_k` when its
+    /// `k` is `--max-k`, and `max_m_over_n` when its array is
+    /// `--max-m-over-n` bits per element (it then sends less than the
+    /// budget). A filter past a bound may have a lower rate, even below
+    /// the standard filter's, whose `k` is unbounded; empty when the best
+    /// filter is inside both.
+    pub bounds_reached: Vec<&'static str>,
     #[serde(skip)]
     budget: f64,
+    #[serde(skip)]
+    max_k: u32,
+    #[serde(skip)]
+    max_m_over_n: f64,
 }
 
 impl CompressedQuery {
@@ -1347,16 +1358,28 @@ impl CompressedQuery {
                 format!("must be between 1 and 64, got {}", self.max_k),
             ));
         }
-        let best = compressed::optimize(z, max.max(z), self.max_k).ok_or_else(|| {
+        let cap = max.max(z);
+        let best = compressed::optimize(z, cap, self.max_k).ok_or_else(|| {
             invalid(
                 "bits_per_element",
                 format!("no filter fits {} bits per element", shown(z)),
             )
         })?;
+        let mut bounds_reached = Vec::new();
+        if best.k == self.max_k {
+            bounds_reached.push("max_k");
+        }
+        // `optimize` takes the cap itself when the whole array fits.
+        if best.m_over_n == cap {
+            bounds_reached.push("max_m_over_n");
+        }
         Ok(CompressedAnswer {
             best: best.into(),
             standard: compressed::standard(z).into(),
+            bounds_reached,
             budget: z,
+            max_k: self.max_k,
+            max_m_over_n: cap,
         })
     }
 }
@@ -1375,6 +1398,27 @@ impl fmt::Display for CompressedAnswer {
             shown(s.m_over_n),
             s.k,
             rate_with_ln(s.fpr, s.ln_fpr)
+        )?;
+        if self.bounds_reached.is_empty() {
+            return Ok(());
+        }
+        let bounds: Vec<String> = self
+            .bounds_reached
+            .iter()
+            .map(|&b| match b {
+                "max_k" => format!("k = --max-k {}", self.max_k),
+                _ => format!(
+                    "m/n = --max-m-over-n {} ({} of {} bits sent)",
+                    shown(self.max_m_over_n),
+                    fixed3(o.transmitted_bits_per_element),
+                    shown(self.budget)
+                ),
+            })
+            .collect();
+        write!(
+            f,
+            "\n  the compressed filter is at the search's bounds, past which its rate may be lower:\n    {}",
+            bounds.join("; ")
         )
     }
 }
