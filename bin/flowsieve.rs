@@ -302,6 +302,10 @@ struct ReplayArgs {
     /// Trace files (pcap, pcapng, optionally .gz/.zst), read in order.
     /// Default: the bundled trace.
     traces: Vec<PathBuf>,
+    /// Read this trace, as `tcpdump -r` and `tshark -r` do (repeatable,
+    /// read in order; the same as naming the files, and not with them).
+    #[arg(short = 'r', value_name = "FILE", conflicts_with = "traces")]
+    read: Vec<PathBuf>,
     #[command(flatten)]
     run: RunArgs,
     /// Write heavy-flow and new-flow events as JSON lines to FILE (`-` for
@@ -926,6 +930,17 @@ fn notes_on_stages_left_out(stages: &StageList) -> Vec<String> {
     notes
 }
 
+impl ReplayArgs {
+    /// The traces named, with `-r` or as arguments.
+    fn named_traces(&self) -> &[PathBuf] {
+        if self.read.is_empty() {
+            &self.traces
+        } else {
+            &self.read
+        }
+    }
+}
+
 fn traces_or_default(traces: &[PathBuf]) -> Vec<PathBuf> {
     if traces.is_empty() {
         vec![default_trace()]
@@ -1092,7 +1107,7 @@ enum OutputIdentity {
 }
 
 fn run_replay(args: ReplayArgs) -> u8 {
-    let traces = traces_or_default(&args.traces);
+    let traces = traces_or_default(args.named_traces());
     let files = [
         (args.run.json.as_deref(), "JSON report"),
         (args.events.as_deref(), "events"),
@@ -1123,7 +1138,7 @@ fn run_replay(args: ReplayArgs) -> u8 {
         c.replay.dissect_threads = usize::from(args.dissect_threads);
         // The default job (no trace given) also sweeps bits per element and
         // alpha, so a new user sees where selective querying pays.
-        if args.traces.is_empty() && args.run.pipeline.selective.sweep.is_empty() {
+        if args.named_traces().is_empty() && args.run.pipeline.selective.sweep.is_empty() {
             c.selective.sweeps.bpe = defaults::DEMO_SWEEP_BPE.to_vec();
             c.selective.sweeps.alpha = defaults::DEMO_SWEEP_ALPHA.to_vec();
         }

@@ -1055,6 +1055,39 @@ fn command_line_errors_name_what_is_wrong_on_one_line() {
     }
 }
 
+/// `-r FILE`, as tcpdump and tshark take it, reads the traces named as
+/// naming them does: the same report, timing aside, for one file and for
+/// two in order; a named trace, even the bundled one, gets no demo
+/// sweeps. With trace arguments beside it, it is refused on one line.
+#[test]
+fn dash_r_reads_traces_as_naming_them_does() {
+    let d = default_trace();
+    // The exit code, stderr and report, timing aside.
+    let report = |args: &[&str]| {
+        let (out, v) = json_of(args);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), err, without_timing(v))
+    };
+    let by_name = report(&[&d]);
+    assert_eq!((by_name.0, by_name.1.as_str()), (Some(0), ""));
+    assert_eq!(report(&["-r", &d]), by_name);
+    assert_eq!(report(&["replay", "-r", &d]), by_name);
+    // The second copy starts before the first ends: exit 4 and a warning,
+    // the same either way.
+    let twice = report(&["-r", &d, "-r", &d]);
+    assert_eq!(twice, report(&[&d, &d]));
+    assert_eq!(twice.0, Some(4));
+    assert_eq!(twice.2["trace"]["packets"], 80_000);
+    assert_ne!(report(&[]).2, by_name.2, "the default job sweeps");
+    let out = flowsieve(&["-r", &d, &d]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "flowsieve: error: the argument '-r <FILE>' cannot be used with '[TRACES]...'\n"
+    );
+}
+
 #[test]
 fn damaged_input_exits_3_with_one_line_error_and_a_report() {
     let dir = tempfile::tempdir().unwrap();
