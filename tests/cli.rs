@@ -1055,6 +1055,181 @@ fn command_line_errors_name_what_is_wrong_on_one_line() {
     }
 }
 
+/// Every field name of a replay report with all three stages and every
+/// sweep is named in docs/json-schema.md's replay and pipeline sections.
+/// The replay sections describe an object's fields in one row, so this
+/// checks names, not paths. Defect: `selective.flood` and
+/// `throughput.huge_page_decision` and their twelve fields were in every
+/// report and in no reference.
+#[test]
+fn every_replay_json_field_is_in_the_reference() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/json-schema.md"))
+            .unwrap();
+    let replay = doc
+        .split("## `flowsieve model")
+        .next()
+        .expect("docs/json-schema.md has the replay sections first");
+    let documented = backticked_words(replay);
+    let (out, v) = json_of(&[
+        "--sweep",
+        "alpha=1,2",
+        "--sweep",
+        "k=3,5",
+        "--sweep",
+        "bpe=5,10",
+        "--sweep",
+        "product=1,2",
+        &default_trace(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let actual = json_field_names(&v);
+    assert!(actual.len() > 150, "{} names", actual.len());
+    let undocumented: Vec<_> = actual.difference(&documented).collect();
+    assert!(
+        undocumented.is_empty(),
+        "not in the reference: {undocumented:?}"
+    );
+}
+
+/// Every word inside backticks in `text`: `selective.flood` gives
+/// `selective` and `flood`, `P* = f` gives `P` and `f`.
+fn backticked_words(text: &str) -> BTreeSet<String> {
+    let mut words = BTreeSet::new();
+    for (i, quoted) in text.split('`').enumerate() {
+        if i % 2 == 1 {
+            words.extend(
+                quoted
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .filter(|w| !w.is_empty())
+                    .map(str::to_string),
+            );
+        }
+    }
+    words
+}
+
+/// Every object key in a JSON value, at any depth.
+fn json_field_names(v: &serde_json::Value) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            serde_json::Value::Object(o) => {
+                names.extend(o.keys().cloned());
+                stack.extend(o.values());
+            }
+            serde_json::Value::Array(a) => stack.extend(a),
+            _ => {}
+        }
+    }
+    names
+}
+
+/// Every field name each `model` subcommand prints with `--json` is in
+/// that subcommand's row of docs/json-schema.md, with every option that
+/// adds fields. Defect: `ln_fpr` (all rates), `ln_prior_threshold`,
+/// `ln_min_product`, `method`, `threshold --blocked`'s section and
+/// `compressed`'s `bounds_reached` were printed and not in the reference.
+#[test]
+fn every_model_json_field_is_in_its_row_of_the_reference() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/json-schema.md"))
+            .unwrap();
+    let row = |name: &str| {
+        let start = format!("| `{name}` |");
+        let line = doc.lines().find(|l| l.starts_with(&start));
+        backticked_words(line.unwrap_or_else(|| panic!("no row for {name}")))
+    };
+    for args in [
+        &[
+            "bloom",
+            "--m",
+            "1000",
+            "--n",
+            "100",
+            "--k",
+            "7",
+            "--exact",
+            "--blocked",
+        ][..],
+        &[
+            "threshold",
+            "--theta",
+            "10",
+            "--n",
+            "1000",
+            "--m",
+            "10000",
+            "--exact",
+        ],
+        &[
+            "threshold",
+            "--theta",
+            "10",
+            "--n",
+            "1000",
+            "--m",
+            "10000",
+            "--blocked",
+        ],
+        &["paradox", "--alpha", "1", "--m-over-n", "10"],
+        &["paradox", "--alpha", "1", "--prior", "0.1"],
+        &[
+            "cbf-posterior",
+            "--counters",
+            "1,2",
+            "--prior",
+            "0.1",
+            "--m",
+            "1000",
+            "--n",
+            "100",
+            "--alpha",
+            "1",
+        ],
+        &[
+            "recycle",
+            "--sigma",
+            "100",
+            "--m",
+            "1000",
+            "--k",
+            "3",
+            "--blocked",
+        ],
+        &["recycle", "--n-bounded", "100", "--m", "1000", "--k", "3"],
+        &[
+            "recycle",
+            "--target-fpr",
+            "0.01",
+            "--m",
+            "1000",
+            "--k",
+            "3",
+            "--blocked",
+        ],
+        &["compressed", "--bits-per-element", "1000"],
+        &[
+            "query-order",
+            "--probs",
+            "0.5,0.2",
+            "--costs",
+            "1,2",
+            "--special-cost",
+            "10",
+        ],
+    ] {
+        let documented = row(args[0]);
+        let actual = json_field_names(&model_json(args));
+        let undocumented: Vec<_> = actual.difference(&documented).collect();
+        assert!(
+            undocumented.is_empty(),
+            "{args:?}: not in its row: {undocumented:?}"
+        );
+    }
+}
+
 /// `-r FILE`, as tcpdump and tshark take it, reads the traces named as
 /// naming them does: the same report, timing aside, for one file and for
 /// two in order; a named trace, even the bundled one, gets no demo
