@@ -1,7 +1,7 @@
 //! The `flowsieve` binary: default run, JSON field names, flags, and the
 //! documented exit codes with one-line errors.
 
-use crate::common::without_timing;
+use crate::common::{backticked_words, json_field_names, replay_json_reference, without_timing};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -1063,14 +1063,7 @@ fn command_line_errors_name_what_is_wrong_on_one_line() {
 /// report and in no reference.
 #[test]
 fn every_replay_json_field_is_in_the_reference() {
-    let doc =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/json-schema.md"))
-            .unwrap();
-    let replay = doc
-        .split("## `flowsieve model")
-        .next()
-        .expect("docs/json-schema.md has the replay sections first");
-    let documented = backticked_words(replay);
+    let documented = replay_json_reference();
     let (out, v) = json_of(&[
         "--sweep",
         "alpha=1,2",
@@ -1090,40 +1083,6 @@ fn every_replay_json_field_is_in_the_reference() {
         undocumented.is_empty(),
         "not in the reference: {undocumented:?}"
     );
-}
-
-/// Every word inside backticks in `text`: `selective.flood` gives
-/// `selective` and `flood`, `P* = f` gives `P` and `f`.
-fn backticked_words(text: &str) -> BTreeSet<String> {
-    let mut words = BTreeSet::new();
-    for (i, quoted) in text.split('`').enumerate() {
-        if i % 2 == 1 {
-            words.extend(
-                quoted
-                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                    .filter(|w| !w.is_empty())
-                    .map(str::to_string),
-            );
-        }
-    }
-    words
-}
-
-/// Every object key in a JSON value, at any depth.
-fn json_field_names(v: &serde_json::Value) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let mut stack = vec![v];
-    while let Some(v) = stack.pop() {
-        match v {
-            serde_json::Value::Object(o) => {
-                names.extend(o.keys().cloned());
-                stack.extend(o.values());
-            }
-            serde_json::Value::Array(a) => stack.extend(a),
-            _ => {}
-        }
-    }
-    names
 }
 
 /// Every field name each `model` subcommand prints with `--json` is in

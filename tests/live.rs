@@ -744,6 +744,16 @@ fn live_report_equals_replay_and_the_written_file() {
     let sent = sent["sent"].as_u64().unwrap();
     assert_eq!(sent, 40_000, "every frame of the bundled trace is sent");
     assert_identity(&live, sent);
+    // Every field name of the live report, its capture section included,
+    // is in docs/json-schema.md.
+    let undocumented: Vec<_> = common::json_field_names(&live)
+        .difference(&common::replay_json_reference())
+        .cloned()
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "not in the reference: {undocumented:?}"
+    );
     assert_eq!(
         live["capture"]["totals"]["kernel_drops"], 0,
         "no drops at 20 kpps"

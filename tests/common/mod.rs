@@ -344,3 +344,52 @@ pub fn ln_poisson_tail_plain(theta: u64, mean: f64, terms: u64) -> f64 {
     let top = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     top + logs.iter().map(|x| (x - top).exp()).sum::<f64>().ln()
 }
+
+/// Every word inside backticks in `text`: `selective.flood` gives
+/// `selective` and `flood`, `P* = f` gives `P` and `f`.
+pub fn backticked_words(text: &str) -> std::collections::BTreeSet<String> {
+    let mut words = std::collections::BTreeSet::new();
+    for (i, quoted) in text.split('`').enumerate() {
+        if i % 2 == 1 {
+            words.extend(
+                quoted
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .filter(|w| !w.is_empty())
+                    .map(str::to_string),
+            );
+        }
+    }
+    words
+}
+
+/// Every object key in a JSON value, at any depth.
+pub fn json_field_names(v: &serde_json::Value) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            serde_json::Value::Object(o) => {
+                names.extend(o.keys().cloned());
+                stack.extend(o.values());
+            }
+            serde_json::Value::Array(a) => stack.extend(a),
+            _ => {}
+        }
+    }
+    names
+}
+
+/// The words of docs/json-schema.md's replay and pipeline sections (those
+/// before the `model` section), by [`backticked_words`]: every field name
+/// a replay or live report has must be among them.
+pub fn replay_json_reference() -> std::collections::BTreeSet<String> {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/json-schema.md"),
+    )
+    .unwrap();
+    let replay = doc
+        .split("## `flowsieve model")
+        .next()
+        .expect("docs/json-schema.md has the replay sections first");
+    backticked_words(replay)
+}
