@@ -1159,7 +1159,9 @@ fn a_replay_delivers_every_window_whatever_the_buffer_bound() {
 
 /// `flowsieve results --json -` with `extra` flags, parsed. Without `-q`:
 /// with the JSON on standard output the text report stays off it, so the
-/// stream is the one document.
+/// stream is the one document. Every field name in it is in
+/// docs/json-schema.md's `results` section (class names, the keys of
+/// `class_packets`, are data).
 fn results_json(url: &str, extra: &[&str]) -> serde_json::Value {
     let out = Command::new(BIN)
         .args(["results", "--nats", url, "--json", "-"])
@@ -1171,7 +1173,29 @@ fn results_json(url: &str, extra: &[&str]) -> serde_json::Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut fields = report.clone();
+    for w in fields["windows"].as_array_mut().into_iter().flatten() {
+        w["class_packets"] = serde_json::json!({});
+    }
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/json-schema.md"),
+    )
+    .unwrap();
+    let section = doc
+        .split("## `flowsieve results --json FILE`")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("docs/json-schema.md has a results section");
+    let undocumented: Vec<_> = common::json_field_names(&fields)
+        .difference(&common::backticked_words(section))
+        .cloned()
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "not in the reference: {undocumented:?}"
+    );
+    report
 }
 
 /// Asserts that `out` exited with `code` and one line on stderr that
