@@ -99,6 +99,26 @@ fn fail(code: u8, msg: impl Display) -> u8 {
     code
 }
 
+/// Writes `text` to standard output. `print!` panics when it cannot
+/// write, which a reader that went away (`flowsieve model ... | head -0`,
+/// a `bench` piped into `head`) made happen; here that ends the run with
+/// one line and exit 1, as `gen-trace -o -` and `--events -` do.
+fn print_out(text: impl Display) -> Result<(), u8> {
+    write_stdout(text).map_err(|e| fail(exit::FAILURE, stdout_failed(e)))
+}
+
+/// Writes `text` to standard output and flushes it.
+fn write_stdout(text: impl Display) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    write!(out, "{text}").and_then(|()| out.flush())
+}
+
+/// The one line for an error writing standard output.
+fn stdout_failed(e: std::io::Error) -> String {
+    format!("standard output: cannot write: {e}")
+}
+
 /// The bundled default trace, found from the crate root or the working
 /// directory.
 fn default_trace() -> PathBuf {
@@ -270,10 +290,13 @@ fn run_reproduce(a: ReproduceArgs) -> u8 {
             }
         };
         let outcome = (e.run)(&opts, &mut tick);
-        let text = outcome.to_text(a.all_rows);
-        match &bar {
-            Some(b) => b.suspend(|| println!("{text}")),
-            None => println!("{text}"),
+        let text = format!("{}\n", outcome.to_text(a.all_rows));
+        let printed = match &bar {
+            Some(b) => b.suspend(|| print_out(&text)),
+            None => print_out(&text),
+        };
+        if let Err(code) = printed {
+            return code;
         }
         deviations += outcome.counts().2;
         if let Err(err) = outcome.write(&a.out) {
@@ -283,10 +306,12 @@ fn run_reproduce(a: ReproduceArgs) -> u8 {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    println!(
-        "wrote {} (one CSV of rows per experiment; CSV, SVG and PNG per figure)",
+    if let Err(code) = print_out(format_args!(
+        "wrote {} (one CSV of rows per experiment; CSV, SVG and PNG per figure)\n",
         a.out.display()
-    );
+    )) {
+        return code;
+    }
     if deviations > 0 {
         eprintln!(
             "flowsieve: {deviations} row(s) deviate without a known reason (see DEVIATES above)"
@@ -1231,10 +1256,10 @@ fn close_events(events: Option<EventsFile>, path: Option<&Path>, quiet: bool) ->
         ));
     }
     if !quiet {
-        println!(
-            "events: {heavy} heavy, {new} new-flow written to {}",
+        print_out(format_args!(
+            "events: {heavy} heavy, {new} new-flow written to {}\n",
             path.display()
-        );
+        ))?;
     }
     Ok(())
 }
@@ -1248,9 +1273,13 @@ fn emit_report(report: &flowsieve::report::PipelineReport, args: &RunArgs, text:
     for w in &report.replay.warnings {
         eprintln!("flowsieve: warning: {w}");
     }
-    if text {
-        print!("{}", report.render_text());
-    }
+    // A report that could not be written to standard output (its reader
+    // went away) still leaves the files asked for; the run then exits 1.
+    let printed = if text {
+        print_out(report.render_text())
+    } else {
+        Ok(())
+    };
     if let Some(path) = &args.json
         && let Err(code) = write_json(path, report.to_json())
     {
@@ -1292,7 +1321,10 @@ fn emit_report(report: &flowsieve::report::PipelineReport, args: &RunArgs, text:
             );
         }
     }
-    outcome_code(report.outcome())
+    match printed {
+        Err(code) => code,
+        Ok(()) => outcome_code(report.outcome()),
+    }
 }
 
 #[derive(Args)]
@@ -1492,9 +1524,12 @@ fn run_bench(args: BenchArgs) -> u8 {
         return fail(exit::INTERRUPTED, "bench: interrupted");
     }
     // With the JSON on standard output (`--json -`), it goes there alone.
-    if !args.json.as_deref().is_some_and(writes_stdout) {
-        print!("{report}");
-    }
+    // The JSON file is written even when standard output has no reader.
+    let printed = if args.json.as_deref().is_some_and(writes_stdout) {
+        Ok(())
+    } else {
+        print_out(&report)
+    };
     if let Some(path) = &args.json
         && let Err(code) = write_json(
             path,
@@ -1503,7 +1538,7 @@ fn run_bench(args: BenchArgs) -> u8 {
     {
         return code;
     }
-    exit::OK
+    printed.err().unwrap_or(exit::OK)
 }
 
 #[derive(Args)]
@@ -1624,8 +1659,8 @@ fn run_gen_trace(a: GenTraceArgs) -> u8 {
             );
             if to_stdout {
                 eprintln!("{summary}");
-            } else {
-                println!("{summary}");
+            } else if let Err(code) = print_out(format_args!("{summary}\n")) {
+                return code;
             }
             exit::OK
         }
@@ -1683,13 +1718,12 @@ struct WithJson<Q: Args> {
 fn answer<A: Serialize + Display>(json: bool, a: Result<A, ModelError>) -> u8 {
     match a {
         Ok(a) if json => {
-            println!("{}", serde_json::to_string(&a).unwrap_or_default());
-            exit::OK
+            let json = serde_json::to_string(&a).unwrap_or_default();
+            print_out(format_args!("{json}\n"))
+                .err()
+                .unwrap_or(exit::OK)
         }
-        Ok(a) => {
-            println!("{a}");
-            exit::OK
-        }
+        Ok(a) => print_out(format_args!("{a}\n")).err().unwrap_or(exit::OK),
         Err(e) => fail(exit::USAGE, e),
     }
 }

@@ -306,13 +306,18 @@ mod linux {
 
         fn interval(&mut self, r: &IntervalReport) -> std::io::Result<()> {
             if self.text {
+                use std::io::Write;
+                // A reader that went away fails the sink, and the run
+                // ends with one line, not println!'s panic.
+                let mut stdout = std::io::stdout().lock();
                 let d = &r.delta;
                 let cost: Vec<String> = r
                     .selective
                     .iter()
                     .map(|v| format!("{} {:.0}", v.variant, v.cost))
                     .collect();
-                println!(
+                writeln!(
+                    stdout,
                     "[{:>8.1}s] packets {} ({:.0} pps)  drops: kernel {} shed {}{} filtered {} device {}  heavy {} (windows {})  new flows {}{}",
                     r.elapsed_s,
                     d.frames.received,
@@ -330,9 +335,10 @@ mod linux {
                     } else {
                         format!("  cost: {}", cost.join(", "))
                     }
-                );
+                )?;
                 if let Some(x) = self.export.as_ref().map(|x| x.snapshot()) {
-                    println!(
+                    writeln!(
+                        stdout,
                         "           export: {} published ({} via the object store), {} queued, {} dropped, {} windows lost, watermark {}, server {}",
                         x.published,
                         x.objects,
@@ -341,7 +347,7 @@ mod linux {
                         x.lost_windows,
                         x.watermark,
                         if x.server_up { "up" } else { "unreachable" }
-                    );
+                    )?;
                 }
             }
             if let Some(out) = &self.out {
@@ -548,14 +554,18 @@ mod linux {
         let mut code = emit_report(&report, &a.run, text);
         if let Some(s) = &summary {
             if text {
+                use std::fmt::Write;
                 let t = &s.totals.frames;
-                println!(
+                let mut o = String::new();
+                let _ = writeln!(
+                    o,
                     "\ncapture: {} s, stopped by {}",
                     format_args!("{:.1}", s.seconds),
                     s.stopped_by
                 );
                 for i in &s.interfaces {
-                    println!(
+                    let _ = writeln!(
+                        o,
                         "  {:<12} received {:>10}  bytes {:>12}  kernel drops {:>8}  freezes {:>4}  shed {:>8}{}  super-frames {:>6}  vlan restored {:>6}  device rx {} dropped {}",
                         i.name,
                         i.counters.received,
@@ -570,7 +580,8 @@ mod linux {
                         i.device.rx_dropped
                     );
                 }
-                println!(
+                let _ = writeln!(
+                    o,
                     "  total: received {}, to pipeline {}, kernel drops {}, shed {}{}, filtered out {} (device counters less socket counts)",
                     t.received,
                     t.received - t.shed,
@@ -580,10 +591,19 @@ mod linux {
                     s.filtered_out
                 );
                 if let Some(l) = events.latency.summary() {
-                    println!(
+                    let _ = writeln!(
+                        o,
                         "  arrival to heavy-flow event: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} events",
                         l.p50_ms, l.p99_ms, l.max_ms, l.events
                     );
+                }
+                // After a report that could not be written, its one line
+                // stands alone.
+                if let Err(e) = crate::write_stdout(&o) {
+                    if code != exit::FAILURE {
+                        fail(exit::FAILURE, crate::stdout_failed(e));
+                    }
+                    code = exit::FAILURE;
                 }
             }
             if let Some(e) = &s.error {
@@ -650,11 +670,15 @@ mod linux {
         }
         match injector.inject(&a.trace, pace, a.loops, &stop) {
             Ok(s) => {
-                if a.json {
-                    println!("{}", serde_json::to_string(&s).unwrap_or_default());
+                let printed = if a.json {
+                    let json = serde_json::to_string(&s).unwrap_or_default();
+                    crate::print_out(format_args!("{json}\n"))
                 } else {
+                    use std::fmt::Write;
                     let refused: u64 = s.refused.values().sum();
-                    println!(
+                    let mut o = String::new();
+                    let _ = writeln!(
+                        o,
                         "sent {} frames ({} bytes) in {:.3} s, {:.0} pps; refused {}{}",
                         s.sent,
                         s.bytes,
@@ -668,8 +692,12 @@ mod linux {
                         }
                     );
                     for (why, n) in &s.refused {
-                        println!("  refused {n}: {why}");
+                        let _ = writeln!(o, "  refused {n}: {why}");
                     }
+                    crate::print_out(&o)
+                };
+                if let Err(code) = printed {
+                    return code;
                 }
                 // As gen-trace and bench: a job cut short by Ctrl-C exits
                 // 130, so that a script does not take a part for the whole.

@@ -532,8 +532,9 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
             .json
             .as_deref()
             .is_some_and(flowsieve::report::writes_stdout)
+        && let Err(code) = super::print_out(report.text())
     {
-        print!("{}", report.text());
+        return code;
     }
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&report).unwrap_or_default();

@@ -1189,6 +1189,72 @@ fn every_model_json_field_is_in_its_row_of_the_reference() {
     }
 }
 
+/// Standard output whose reader is gone (`| head -0`, a closed pipe)
+/// ends each command with one line and exit 1, where print's panic used
+/// to end `model`, `bench` and the rest with exit 101 and a backtrace;
+/// the files asked for beside it are still written.
+#[test]
+fn a_closed_standard_output_is_one_line_and_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = default_trace();
+    let json = dir.path().join("r.json");
+    let bench_json = dir.path().join("bench.json");
+    let reproduced = dir.path().join("reproduced");
+    let trace = dir.path().join("g.pcap");
+    for args in [
+        vec!["model", "bloom", "--m-over-n", "10", "--k", "7"],
+        vec!["model", "bloom", "--m-over-n", "10", "--k", "7", "--json"],
+        vec!["--json", json.to_str().unwrap(), &d],
+        vec![
+            "bench",
+            "--rounds",
+            "1",
+            "--threads-list",
+            "1",
+            "--no-tcpdump",
+            "--no-memory",
+            "--json",
+            bench_json.to_str().unwrap(),
+            &d,
+        ],
+        vec![
+            "reproduce",
+            "003-kappa",
+            "--quick",
+            "--out",
+            reproduced.to_str().unwrap(),
+        ],
+        vec![
+            "gen-trace",
+            "-o",
+            trace.to_str().unwrap(),
+            "--flows",
+            "10",
+            "--packets",
+            "100",
+        ],
+    ] {
+        // The reading end is closed before the command starts, so its
+        // first write finds no reader.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_flowsieve"))
+            .args(&args)
+            .stdout(writer)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "flowsieve: error: standard output: cannot write: Broken pipe (os error 32)\n",
+            "{args:?}"
+        );
+    }
+    for written in [json, bench_json, trace] {
+        assert!(written.is_file(), "{}", written.display());
+    }
+}
+
 /// `-r FILE`, as tcpdump and tshark take it, reads the traces named as
 /// naming them does: the same report, timing aside, for one file and for
 /// two in order; a named trace, even the bundled one, gets no demo
