@@ -3,6 +3,19 @@
 //! returns, and maps outcomes to exit codes. Every default, parser,
 //! validator and model lives in the `flowsieve` crate.
 
+/// `eprintln!` that loses its line when standard error cannot be written,
+/// instead of panicking. With both streams piped into a reader that went
+/// away (`flowsieve ... 2>&1 | head -0`) the one error line has nowhere to
+/// go, and std's `eprintln!` turned that into a panic (exit 101) in place
+/// of the run's own exit code. Defined before the modules, so that it
+/// stands in for std's in all of them.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod live_cmd;
 mod network_cmd;
 

@@ -35,6 +35,19 @@ macro_rules! serialize_as_display {
 }
 pub(crate) use serialize_as_display;
 
+/// `eprintln!` that loses its line when standard error cannot be written,
+/// instead of panicking. With both streams piped into a reader that went
+/// away (a collector's `2>&1 | head -0`) the one error line has nowhere to
+/// go, and std's `eprintln!` turned that into a panic (exit 101) in place
+/// of the run's own exit code. Defined before the modules, so that it
+/// stands in for std's in all of them.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod ahead;
 pub mod bench;
 pub mod class;

@@ -1253,6 +1253,23 @@ fn a_closed_standard_output_is_one_line_and_exit_1() {
     for written in [json, bench_json, trace] {
         assert!(written.is_file(), "{}", written.display());
     }
+    // Standard error into the same closed pipe (`2>&1 | head -0`): the
+    // line is lost, and the exit code is still the run's own, not a
+    // panic's 101.
+    for (args, code) in [
+        (&["model", "bloom", "--m-over-n", "10", "--k", "7"][..], 1),
+        (&["--no-such-flag"][..], 2),
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let status = Command::new(env!("CARGO_BIN_EXE_flowsieve"))
+            .args(args)
+            .stdout(writer.try_clone().unwrap())
+            .stderr(writer)
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(code), "{args:?}");
+    }
 }
 
 /// `-r FILE`, as tcpdump and tshark take it, reads the traces named as
