@@ -967,6 +967,24 @@ fn epoch_windows_move_time_windows_and_are_refused_without_one() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert_eq!(text.lines().filter(|l| *l == said).count(), lines, "{text}");
     }
+    // Event times count from the same origin as the windows: the first
+    // packet is at 0 s, or at T + 0.5 s from the epoch.
+    for (epoch, first) in [(false, 0.0), (true, 1_700_000_000.5)] {
+        let mut args = vec!["-q", "--stages", "heavy,new", "--events", "-"];
+        if epoch {
+            args.push("--epoch-windows");
+        }
+        args.push(t);
+        let out = flowsieve(&args);
+        assert!(out.status.success(), "{out:?}");
+        let line = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .map(str::to_string);
+        let event: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        assert_eq!(event["event"], "new_flow");
+        assert_eq!(event["time_s"].as_f64(), Some(first), "epoch {epoch}");
+    }
     // The selective stage's 1 s cache window is a time window, so a
     // packet heavy window beside it runs.
     let (out, _) = json_of(&["--epoch-windows", "--window", "5p", t]);
