@@ -1,7 +1,10 @@
 //! The `flowsieve` binary: default run, JSON field names, flags, and the
 //! documented exit codes with one-line errors.
 
-use crate::common::{backticked_words, json_field_names, replay_json_reference, without_timing};
+use crate::common::{
+    assert_documented, backticked_words, json_field_names, json_reference, replay_json_reference,
+    without_timing,
+};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -940,10 +943,7 @@ fn epoch_windows_move_time_windows_and_are_refused_without_one() {
         let (out, v) = json_of(&args);
         assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
         // Every field of the pipeline object is in the JSON's reference.
-        let schema = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/json-schema.md"),
-        )
-        .unwrap();
+        let schema = json_reference();
         for field in v["pipeline"].as_object().unwrap().keys() {
             assert!(schema.contains(&format!("`pipeline.{field}`")), "{field}");
         }
@@ -1094,13 +1094,8 @@ fn every_replay_json_field_is_in_the_reference() {
         &default_trace(),
     ]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let actual = json_field_names(&v);
-    assert!(actual.len() > 150, "{} names", actual.len());
-    let undocumented: Vec<_> = actual.difference(&documented).collect();
-    assert!(
-        undocumented.is_empty(),
-        "not in the reference: {undocumented:?}"
-    );
+    assert!(json_field_names(&v).len() > 150, "{v}");
+    assert_documented(&v, &documented, "the replay report");
 }
 
 /// Every field name each `model` subcommand prints with `--json` is in
@@ -1110,100 +1105,28 @@ fn every_replay_json_field_is_in_the_reference() {
 /// `compressed`'s `bounds_reached` were printed and not in the reference.
 #[test]
 fn every_model_json_field_is_in_its_row_of_the_reference() {
-    let doc =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/json-schema.md"))
-            .unwrap();
+    let doc = json_reference();
     let row = |name: &str| {
         let start = format!("| `{name}` |");
         let line = doc.lines().find(|l| l.starts_with(&start));
         backticked_words(line.unwrap_or_else(|| panic!("no row for {name}")))
     };
-    for args in [
-        &[
-            "bloom",
-            "--m",
-            "1000",
-            "--n",
-            "100",
-            "--k",
-            "7",
-            "--exact",
-            "--blocked",
-        ][..],
-        &[
-            "threshold",
-            "--theta",
-            "10",
-            "--n",
-            "1000",
-            "--m",
-            "10000",
-            "--exact",
-        ],
-        &[
-            "threshold",
-            "--theta",
-            "10",
-            "--n",
-            "1000",
-            "--m",
-            "10000",
-            "--blocked",
-        ],
-        &["paradox", "--alpha", "1", "--m-over-n", "10"],
-        &["paradox", "--alpha", "1", "--prior", "0.1"],
-        &[
-            "cbf-posterior",
-            "--counters",
-            "1,2",
-            "--prior",
-            "0.1",
-            "--m",
-            "1000",
-            "--n",
-            "100",
-            "--alpha",
-            "1",
-        ],
-        &[
-            "recycle",
-            "--sigma",
-            "100",
-            "--m",
-            "1000",
-            "--k",
-            "3",
-            "--blocked",
-        ],
-        &["recycle", "--n-bounded", "100", "--m", "1000", "--k", "3"],
-        &[
-            "recycle",
-            "--target-fpr",
-            "0.01",
-            "--m",
-            "1000",
-            "--k",
-            "3",
-            "--blocked",
-        ],
-        &["compressed", "--bits-per-element", "1000"],
-        &[
-            "query-order",
-            "--probs",
-            "0.5,0.2",
-            "--costs",
-            "1,2",
-            "--special-cost",
-            "10",
-        ],
+    // Each case's words, split at spaces.
+    for case in [
+        "bloom --m 1000 --n 100 --k 7 --exact --blocked",
+        "threshold --theta 10 --n 1000 --m 10000 --exact",
+        "threshold --theta 10 --n 1000 --m 10000 --blocked",
+        "paradox --alpha 1 --m-over-n 10",
+        "paradox --alpha 1 --prior 0.1",
+        "cbf-posterior --counters 1,2 --prior 0.1 --m 1000 --n 100 --alpha 1",
+        "recycle --sigma 100 --m 1000 --k 3 --blocked",
+        "recycle --n-bounded 100 --m 1000 --k 3",
+        "recycle --target-fpr 0.01 --m 1000 --k 3 --blocked",
+        "compressed --bits-per-element 1000",
+        "query-order --probs 0.5,0.2 --costs 1,2 --special-cost 10",
     ] {
-        let documented = row(args[0]);
-        let actual = json_field_names(&model_json(args));
-        let undocumented: Vec<_> = actual.difference(&documented).collect();
-        assert!(
-            undocumented.is_empty(),
-            "{args:?}: not in its row: {undocumented:?}"
-        );
+        let args: Vec<&str> = case.split(' ').collect();
+        assert_documented(&model_json(&args), &row(args[0]), case);
     }
 }
 
@@ -3227,9 +3150,7 @@ fn json_field_paths(v: &serde_json::Value, prefix: &str, out: &mut BTreeSet<Stri
 /// line, so that every optional object is filled).
 #[test]
 fn bench_json_has_the_documented_fields() {
-    let doc =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/json-schema.md"))
-            .unwrap();
+    let doc = json_reference();
     let section = doc
         .split("## `flowsieve bench --json FILE`")
         .nth(1)

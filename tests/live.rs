@@ -746,14 +746,7 @@ fn live_report_equals_replay_and_the_written_file() {
     assert_identity(&live, sent);
     // Every field name of the live report, its capture section included,
     // is in docs/json-schema.md.
-    let undocumented: Vec<_> = common::json_field_names(&live)
-        .difference(&common::replay_json_reference())
-        .cloned()
-        .collect();
-    assert!(
-        undocumented.is_empty(),
-        "not in the reference: {undocumented:?}"
-    );
+    common::assert_documented(&live, &common::replay_json_reference(), "the live report");
     assert_eq!(
         live["capture"]["totals"]["kernel_drops"], 0,
         "no drops at 20 kpps"

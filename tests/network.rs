@@ -1178,23 +1178,13 @@ fn results_json(url: &str, extra: &[&str]) -> serde_json::Value {
     for w in fields["windows"].as_array_mut().into_iter().flatten() {
         w["class_packets"] = serde_json::json!({});
     }
-    let doc = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/json-schema.md"),
-    )
-    .unwrap();
+    let doc = common::json_reference();
     let section = doc
         .split("## `flowsieve results --json FILE`")
         .nth(1)
         .and_then(|s| s.split("\n## ").next())
         .expect("docs/json-schema.md has a results section");
-    let undocumented: Vec<_> = common::json_field_names(&fields)
-        .difference(&common::backticked_words(section))
-        .cloned()
-        .collect();
-    assert!(
-        undocumented.is_empty(),
-        "not in the reference: {undocumented:?}"
-    );
+    common::assert_documented(&fields, &common::backticked_words(section), "results");
     report
 }
 

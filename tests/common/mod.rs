@@ -383,13 +383,35 @@ pub fn json_field_names(v: &serde_json::Value) -> std::collections::BTreeSet<Str
 /// before the `model` section), by [`backticked_words`]: every field name
 /// a replay or live report has must be among them.
 pub fn replay_json_reference() -> std::collections::BTreeSet<String> {
-    let doc = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/json-schema.md"),
-    )
-    .unwrap();
+    let doc = json_reference();
     let replay = doc
         .split("## `flowsieve model")
         .next()
         .expect("docs/json-schema.md has the replay sections first");
     backticked_words(replay)
+}
+
+/// The text of docs/json-schema.md, the JSON outputs' reference.
+pub fn json_reference() -> String {
+    std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/json-schema.md"),
+    )
+    .unwrap()
+}
+
+/// Asserts that every field name of `v` ([`json_field_names`]) is among
+/// `documented`, naming those that are not and `what` was checked.
+pub fn assert_documented(
+    v: &serde_json::Value,
+    documented: &std::collections::BTreeSet<String>,
+    what: &str,
+) {
+    let undocumented: Vec<_> = json_field_names(v)
+        .difference(documented)
+        .cloned()
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "{what}: not in the reference: {undocumented:?}"
+    );
 }
