@@ -791,19 +791,11 @@ impl std::str::FromStr for HashKeyArg {
 /// the windows of the stages that run, or that none of those stages has
 /// windows.
 fn epoch_windows_without_time(cfg: &PipelineConfig) -> String {
-    let mut windows = Vec::new();
-    if cfg.stages.contains(flowsieve::pipeline::StageName::Heavy) {
-        windows.push(format!("heavy window {}", cfg.heavy.window));
-    }
-    if cfg
-        .stages
-        .contains(flowsieve::pipeline::StageName::Selective)
-    {
-        windows.push(format!(
-            "selective cache window {}",
-            cfg.selective.cache_window
-        ));
-    }
+    let windows: Vec<String> = cfg
+        .stage_windows()
+        .into_iter()
+        .map(|(name, w)| format!("{name} {w}"))
+        .collect();
     let what = if windows.is_empty() {
         "neither the heavy nor the selective stage runs".to_string()
     } else {

@@ -363,12 +363,41 @@ impl PipelineConfig {
         }
     }
 
-    /// Whether a listed built-in stage has a window of trace time, the only
-    /// thing [`PipelineConfig::epoch_windows`] moves: the heavy stage's
-    /// window or the selective stage's cache window (its query window is
-    /// on the same axis). Packet windows count keyed packets from the
-    /// first, and the new-flow stage's `time:T` recycling counts from its
-    /// own first message, so neither moves with the epoch.
+    /// The windows of the listed built-in stages, named: the heavy stage's
+    /// window and the selective stage's cache window (its query window is
+    /// on the same axis). The new-flow stage has none: its `time:T`
+    /// recycling counts from its own first message.
+    ///
+    /// ```
+    /// use flowsieve::class::Classifier;
+    /// use flowsieve::pipeline::{PipelineConfig, StageList, WindowSpec};
+    /// let mut c = PipelineConfig::new(Classifier::ports());
+    /// c.heavy.window = WindowSpec::Packets(100);
+    /// assert_eq!(
+    ///     c.stage_windows(),
+    ///     [
+    ///         ("heavy window", WindowSpec::Packets(100)),
+    ///         ("selective cache window", WindowSpec::Time(1_000_000_000)),
+    ///     ]
+    /// );
+    /// c.stages = "new".parse::<StageList>().unwrap();
+    /// assert!(c.stage_windows().is_empty());
+    /// ```
+    pub fn stage_windows(&self) -> Vec<(&'static str, WindowSpec)> {
+        let mut windows = Vec::new();
+        if self.stages.contains(StageName::Heavy) {
+            windows.push(("heavy window", self.heavy.window));
+        }
+        if self.stages.contains(StageName::Selective) {
+            windows.push(("selective cache window", self.selective.cache_window));
+        }
+        windows
+    }
+
+    /// Whether a [stage window](PipelineConfig::stage_windows) is one of
+    /// trace time, the only thing [`PipelineConfig::epoch_windows`] moves.
+    /// Packet windows count keyed packets from the first, so they do not
+    /// move with the epoch.
     ///
     /// ```
     /// use flowsieve::class::Classifier;
@@ -385,9 +414,9 @@ impl PipelineConfig {
     /// assert!(!c.has_time_window()); // the heavy stage does not run
     /// ```
     pub fn has_time_window(&self) -> bool {
-        let timed = |w: WindowSpec| matches!(w, WindowSpec::Time(_));
-        (self.stages.contains(StageName::Heavy) && timed(self.heavy.window))
-            || (self.stages.contains(StageName::Selective) && timed(self.selective.cache_window))
+        self.stage_windows()
+            .iter()
+            .any(|(_, w)| matches!(w, WindowSpec::Time(_)))
     }
 
     /// Checks every field, sizes the listed stages (the new-flow stage's
