@@ -2325,6 +2325,99 @@ fn model_echoes_extreme_inputs_in_short_form() {
     }
 }
 
+/// The replay's new-flow model rate for an explicit sigma is what
+/// `flowsieve model recycle` answers for one shard's phase, to the bit, and
+/// both say how it was computed: the exact chain while its work
+/// (`sigma k^2`) is at most 2^26, its continuum limit past it. The last
+/// two rows are the defects this pins: with 8 shards of 2^24 bits, `k = 32`
+/// and `sigma:0.9` the replay solved the chain anyway (20 s after its one
+/// packet, for the same figure to five digits), and a phase past 2^24 bits
+/// had no model rate at all.
+#[test]
+fn replay_new_flow_model_is_model_recycles_answer() {
+    let trace = default_trace();
+    for (bits, k, frac, two_phase, method) in [
+        (8_388_608u64, 4u32, 0.5f64, false, "chain"),
+        (8_388_608, 8, 0.9, true, "chain"),
+        (8_388_608, 16, 0.9, false, "continuum"),
+        (134_217_728, 32, 0.9, false, "continuum"),
+        (536_870_912, 4, 0.5, true, "continuum"),
+    ] {
+        let (k_arg, sigma_arg) = (k.to_string(), format!("sigma:{frac}"));
+        let bits_arg = bits.to_string();
+        let mut args = vec![
+            "-c",
+            "1",
+            "--stages",
+            "new",
+            "--rbf-bits",
+            &bits_arg,
+            "--rbf-k",
+            &k_arg,
+            "--recycle",
+            &sigma_arg,
+            &trace,
+        ];
+        if two_phase {
+            args.push("--two-phase");
+        }
+        let (out, v) = json_of(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let nf = &v["new_flows"];
+        assert_eq!(nf["config"]["model_method"], method, "{args:?}");
+        // The policy names the per-shard sigma the model was asked for.
+        let phase = bits / 8 / if two_phase { 2 } else { 1 };
+        let sigma = (frac * phase as f64).round() as u64;
+        assert_eq!(nf["config"]["policy"], format!("sigma:{sigma}"), "{args:?}");
+        let (m_arg, k_arg, s_arg) = ((bits / 8).to_string(), k.to_string(), sigma.to_string());
+        let mut ask = vec!["recycle", "--m", &m_arg, "--k", &k_arg, "--sigma", &s_arg];
+        if two_phase {
+            ask.push("--two-phase");
+        }
+        let model = model_json(&ask);
+        assert_eq!(model["method"], method, "{ask:?}");
+        let (replay, asked) = (
+            nf["overall"]["model_fp_rate"].as_f64().unwrap(),
+            model["avg_fpr"].as_f64().unwrap(),
+        );
+        assert_eq!(
+            replay.to_bits(),
+            asked.to_bits(),
+            "{args:?}: {replay} vs {asked}"
+        );
+    }
+    // The text report says which of the two it is.
+    for (k, line) in [
+        (
+            "4",
+            "model average rate (004's chain, count-instance) 0.0157",
+        ),
+        (
+            "16",
+            "model average rate (004's chain, continuum limit, count-instance) 0.0306",
+        ),
+    ] {
+        let out = flowsieve(&[
+            "-c",
+            "1",
+            "--stages",
+            "new",
+            "--rbf-k",
+            k,
+            "--recycle",
+            if k == "4" { "sigma:0.5" } else { "sigma:0.9" },
+            &trace,
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(line), "{line}: {text}");
+    }
+}
+
 #[test]
 fn model_recycle_forms() {
     // k = 1 has 004's closed form (19).

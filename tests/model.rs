@@ -732,12 +732,12 @@ proptest! {
     /// The solved chain (which walks the states far from sigma by a faster
     /// route than [`rbf::transitions`]) is, bit for bit, the chain solved
     /// state by state with it: the stationary distribution and E[N], for
-    /// both hashings, any `k` up to past the fast route's 16, retaining or
-    /// not, and sigma from just above `k` to just below `m`.
+    /// both hashings, any `k` up to past the lanes' 32 (and the ring's 16),
+    /// retaining or not, and sigma from just above `k` to just below `m`.
     #[test]
     fn the_solved_chain_is_the_state_by_state_solve_bit_for_bit(
-        m in 20u64..20_000,
-        k in 1u32..20,
+        m in 40u64..20_000,
+        k in 1u32..36,
         sigma_frac in 0.0f64..1.0,
         colliding in any::<bool>(),
         retaining in any::<bool>(),
@@ -760,13 +760,13 @@ proptest! {
     /// The rate the pipeline reports, solved without keeping the chain's
     /// states ([`rbf::average_fpr`]), is bit for bit the stored model's
     /// eq. (18) or (26): both hashings, `k` past the four-state lanes'
-    /// 16, retaining or not, sigma from just above `k` to just below `m`
+    /// 32, retaining or not, sigma from just above `k` to just below `m`
     /// (so that the last states, the only ones that recycle, vary from
     /// all of the chain to a few of it).
     #[test]
     fn the_streamed_rate_is_the_stored_models_bit_for_bit(
-        m in 20u64..50_000,
-        k in 1u32..20,
+        m in 40u64..50_000,
+        k in 1u32..36,
         sigma_frac in 0.0f64..1.0,
         colliding in any::<bool>(),
         retaining in any::<bool>(),
@@ -779,6 +779,32 @@ proptest! {
         let want = if two_phase { model.two_phase_fpr() } else { model.one_phase_fpr() };
         let got = rbf::average_fpr(m, k, sigma, hashing, retaining, two_phase).unwrap();
         prop_assert_eq!(got.to_bits(), want.to_bits());
+    }
+}
+
+proptest! {
+    /// Every filter the pipeline accepts (`k` up to 32, at least `2k` bits
+    /// a phase, sigma below the phase) has a model rate for an explicit
+    /// sigma, exact or continuum: the chain when its work is at most
+    /// `EXACT_CHAIN_MAX_WORK`, the continuum only past it.
+    #[test]
+    fn every_pipeline_filter_has_an_explicit_sigma_method(
+        k in 1u32..=32,
+        m_log in 1.0f64..40.0,
+        sigma_frac in 0.0f64..1.0,
+    ) {
+        let m = (2.0f64.powf(m_log) as u64).max(2 * u64::from(k));
+        let sigma = ((m as f64 * sigma_frac) as u64).min(m - 1);
+        let work = u128::from(sigma) * u128::from(k).pow(2);
+        let exact = work <= u128::from(rbf::EXACT_CHAIN_MAX_WORK);
+        match rbf::explicit_sigma_method(m, k, sigma) {
+            Some(rbf::SizingMethod::Chain) => prop_assert!(exact),
+            // Past the bound, and where the continuum is within 1 %.
+            Some(rbf::SizingMethod::Continuum) => {
+                prop_assert!(!exact && u64::from(k) * 100 <= m)
+            }
+            other => prop_assert!(false, "m = {}, k = {}, sigma = {}: {:?}", m, k, sigma, other),
+        }
     }
 }
 

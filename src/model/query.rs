@@ -1051,30 +1051,8 @@ impl RecycleQuery {
                         format!("({sigma}) must be below the {half} bits of a phase"),
                     ));
                 }
-                let work = u128::from(sigma) * u128::from(k) * u128::from(k);
-                if work > u128::from(recycling::EXACT_CHAIN_MAX_WORK) {
-                    // The continuum's relative error is of order k/m: past
-                    // 1 % it is no answer, and neither is a chain that takes
-                    // minutes, so the question is refused.
-                    if u128::from(k) * 100 > u128::from(half) {
-                        return Err(invalid(
-                            "sigma",
-                            format!(
-                                "the exact chain is too large here (sigma k^2 = {work}, above {}) and its continuum limit is inaccurate at k/m = {:.3}; use a smaller k or a larger m",
-                                recycling::EXACT_CHAIN_MAX_WORK,
-                                f64::from(k) / half as f64
-                            ),
-                        ));
-                    }
-                    let (avg_fpr, expected_messages) =
-                        recycling::continuum_rates(half, k, sigma, self.two_phase);
-                    RecycleAnswer::Sigma {
-                        avg_fpr,
-                        expected_messages,
-                        method: recycling::SizingMethod::Continuum,
-                        sigma,
-                    }
-                } else {
+                let method = recycling::explicit_sigma_method(half, k, sigma);
+                if method == Some(recycling::SizingMethod::Chain) {
                     let model =
                         recycling::RecyclingModel::new(half, k, sigma, hashing, self.retaining)
                             .map_err(|e| invalid("sigma", e.to_string()))?;
@@ -1086,6 +1064,28 @@ impl RecycleQuery {
                         },
                         expected_messages: model.expected_messages(),
                         method: recycling::SizingMethod::Chain,
+                        sigma,
+                    }
+                } else if method.is_none() {
+                    // The continuum's relative error is of order k/m: past
+                    // 1 % it is no answer, and neither is a chain that takes
+                    // minutes, so the question is refused.
+                    let work = u128::from(sigma) * u128::from(k) * u128::from(k);
+                    return Err(invalid(
+                        "sigma",
+                        format!(
+                            "the exact chain is too large here (sigma k^2 = {work}, above {}) and its continuum limit is inaccurate at k/m = {:.3}; use a smaller k or a larger m",
+                            recycling::EXACT_CHAIN_MAX_WORK,
+                            f64::from(k) / half as f64
+                        ),
+                    ));
+                } else {
+                    let (avg_fpr, expected_messages) =
+                        recycling::continuum_rates(half, k, sigma, self.two_phase);
+                    RecycleAnswer::Sigma {
+                        avg_fpr,
+                        expected_messages,
+                        method: recycling::SizingMethod::Continuum,
                         sigma,
                     }
                 }

@@ -144,6 +144,14 @@ fn transitions_into(m: u64, k: u32, sigma: u64, hashing: Hashing, i: u64, dist: 
 /// `k` divides per step, as the formula is written).
 const COLLIDING_TABLE: usize = 16;
 
+/// The largest `k` [`ChainJumps::at_lanes`] walks (the pipeline's largest,
+/// `--rbf-k 32`). Larger than [`COLLIDING_TABLE`]: the lanes take the
+/// states far from sigma, nearly all of a chain, and there a `k` of 17 to
+/// 32 ran five times slower through [`transitions_into`]. The ring of
+/// [`ChainJumps::at`] stays at 16: widened to 32, it made the sizing's
+/// chain (which walks every state through `at`) a sixth slower at `k = 4`.
+const LANES_MAX_K: usize = 32;
+
 /// The jump distributions of a chain's states, visited in increasing order,
 /// bit for bit what [`transitions_into`] gives.
 ///
@@ -165,7 +173,8 @@ const COLLIDING_TABLE: usize = 16;
 /// state, and runs the walk for a `k` known at compile time, in registers.
 /// Every product and sum is the same operation on the same operands in the
 /// same order as in [`walk_positions`], so the bits are the same; the
-/// other states (and non-colliding positions, and `k > 16`) go through
+/// other states (and non-colliding positions, and `k > 16`, which the
+/// lanes of [`ChainJumps::at_lanes`] take up to 32) go through
 /// [`transitions_into`] itself.
 struct ChainJumps {
     m: u64,
@@ -257,34 +266,26 @@ impl ChainJumps {
     /// the bits are the same; see [`walk_free_lanes`] for the one step it
     /// does not skip.
     #[inline]
-    fn at_lanes(&mut self, i: u64, dists: &mut [[f64; COLLIDING_TABLE + 1]; LANES]) -> bool {
+    fn at_lanes(&mut self, i: u64, dists: &mut [[f64; LANES_MAX_K + 1]; LANES]) -> bool {
         let kk = self.k as usize;
         let free = i
             .checked_add(u64::from(self.k) + LANES as u64 - 1)
             .is_some_and(|e| e <= self.sigma);
-        if self.hashing != Hashing::Colliding || kk > COLLIDING_TABLE || !free {
+        if self.hashing != Hashing::Colliding || kk > LANES_MAX_K || !free {
             return false;
         }
         // The ring of `at` is left behind: the next `at` refills it.
         self.next = None;
-        // Bit counts i .. i + k + LANES - 1, divided as `quotients` does.
         let mf = self.m as f64;
-        let mut stay = [0.0; COLLIDING_TABLE + LANES];
-        let mut advance = [0.0; COLLIDING_TABLE + LANES];
-        for j in 0..kk + LANES - 1 {
-            let bf = (i + j as u64) as f64;
-            stay[j] = bf / mf;
-            advance[j] = (mf - bf) / mf;
-        }
         macro_rules! walk {
             ($($n:literal)*) => {
                 match kk {
-                    $($n => walk_free_lanes::<$n>(&stay, &advance, dists),)*
-                    _ => unreachable!("k is 1 to 16 here"),
+                    $($n => walk_free_lanes::<$n, { $n + 1 }, { $n + LANES }>(i, mf, dists),)*
+                    _ => unreachable!("k is 1 to 32 here"),
                 }
             };
         }
-        walk!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+        walk!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32);
         true
     }
 }
@@ -292,9 +293,15 @@ impl ChainJumps {
 /// States [`ChainJumps::at_lanes`] walks at once.
 const LANES: usize = 4;
 
-/// [`walk_free`] for the [`LANES`] consecutive states whose bit counts
-/// start at offset 0 of `stay` and `advance`: lane `l` reads offset
-/// `l + off` where [`walk_free`] reads ring slot `off` of its state.
+/// [`walk_free`] for the [`LANES`] consecutive states from `i`: it
+/// divides the bit counts `i .. i + K + LANES - 1` as
+/// [`ChainJumps::quotients`] does, and lane `l` reads offset `l + off`
+/// where [`walk_free`] reads ring slot `off` of its state.
+///
+/// `ROWS` is `K + 1` and `COUNTS` is `K + LANES`, given by the caller
+/// because an array length cannot be computed from `K` here: with arrays
+/// sized for the largest `k` (32), every `k` would clear 33 rows and 36
+/// quotients per call, however few it uses.
 ///
 /// The one difference: [`walk_free`] skips a step whose probability `p` is
 /// 0.0, and a lane cannot skip alone, so here that step runs. It changes no
@@ -304,13 +311,20 @@ const LANES: usize = 4;
 /// is never `-0.0`), and adding `+0.0 * advance = +0.0` to a non-negative
 /// entry leaves it as it was.
 #[inline(always)]
-fn walk_free_lanes<const K: usize>(
-    stay: &[f64; COLLIDING_TABLE + LANES],
-    advance: &[f64; COLLIDING_TABLE + LANES],
-    dists: &mut [[f64; COLLIDING_TABLE + 1]; LANES],
+fn walk_free_lanes<const K: usize, const ROWS: usize, const COUNTS: usize>(
+    i: u64,
+    mf: f64,
+    dists: &mut [[f64; LANES_MAX_K + 1]; LANES],
 ) {
+    let mut stay = [0.0; COUNTS];
+    let mut advance = [0.0; COUNTS];
+    for j in 0..K + LANES - 1 {
+        let bf = (i + j as u64) as f64;
+        stay[j] = bf / mf;
+        advance[j] = (mf - bf) / mf;
+    }
     // d[off][lane], so that one step of all lanes is one vector.
-    let mut d = [[0.0f64; LANES]; COLLIDING_TABLE + 1];
+    let mut d = [[0.0f64; LANES]; ROWS];
     d[0] = [1.0; LANES];
     for h in 0..K {
         d[h + 1] = [0.0; LANES];
@@ -524,7 +538,7 @@ fn solve(
     };
     let mut dist = vec![0.0; k as usize + 1];
     let mut jumps = ChainJumps::new(m, k, sigma, hashing);
-    let mut lanes = [[0.0; COLLIDING_TABLE + 1]; LANES];
+    let mut lanes = [[0.0; LANES_MAX_K + 1]; LANES];
     let mut i = 0;
     while i < states {
         if jumps.at_lanes(i as u64, &mut lanes) {
@@ -1062,10 +1076,45 @@ fn sigma_continuum(m: u64, k: u32, two_phase: bool, target: f64) -> Option<Sigma
 }
 
 /// The most `sigma k^2` (the chain's work) an explicit sigma is solved for
-/// exactly by `flowsieve model recycle`: 2^26, about a second here. Past it
+/// exactly, by `flowsieve model recycle` and by the pipeline's model column
+/// alike: 2^26. Solving it takes about 20 ms at `k = 32`, 100 ms at
+/// `k = 4` (more states, each cheaper) and twice that with non-colliding
+/// positions, on the 2-core machine of BENCHMARKS.md. Past it
 /// the answer is the chain's continuum limit ([`continuum_rates`]), and
-/// says so.
+/// says so (see [`explicit_sigma_method`]).
 pub const EXACT_CHAIN_MAX_WORK: u64 = 1 << 26;
+
+/// How the rate of an explicit `sigma` in a phase of `m` bits with `k`
+/// positions is computed: the exact chain while its work, `sigma k^2`, is
+/// at most [`EXACT_CHAIN_MAX_WORK`]; past it the continuum limit, whose
+/// relative error is of order `k / m`, while that is at most 1 %; `None`
+/// past both, where neither is an answer.
+///
+/// Why a bound on the work: the chain costs `O(sigma k^2)`, and the
+/// pipeline waits for its figure before the report. Solved for any sigma,
+/// `--rbf-bits 134217728 --rbf-k 32 --recycle sigma:0.9` made a run over
+/// one packet take 20 s, for a figure the continuum gives within about
+/// `k / m`, 2e-6 there.
+///
+/// With `k` at most 32 (the pipeline's bound) the answer is never `None`:
+/// work past 2^26 needs `sigma` above 2^16, so `m` is above 100 k.
+///
+/// ```
+/// use flowsieve::model::recycling::{explicit_sigma_method, SizingMethod};
+/// assert_eq!(explicit_sigma_method(1 << 20, 4, 1 << 19), Some(SizingMethod::Chain));
+/// assert_eq!(explicit_sigma_method(1 << 20, 16, 943_718), Some(SizingMethod::Continuum));
+/// assert_eq!(explicit_sigma_method(10_000, 200, 9_000), None);
+/// ```
+pub fn explicit_sigma_method(m: u64, k: u32, sigma: u64) -> Option<SizingMethod> {
+    let work = u128::from(sigma) * u128::from(k) * u128::from(k);
+    if work <= u128::from(EXACT_CHAIN_MAX_WORK) {
+        Some(SizingMethod::Chain)
+    } else if u128::from(k) * 100 <= u128::from(m) {
+        Some(SizingMethod::Continuum)
+    } else {
+        None
+    }
+}
 
 /// The continuum limit of 004's chain for an explicit `sigma` in a phase of
 /// `m` bits (see [`SizingMethod::Continuum`]): the long-term average rate

@@ -25,7 +25,7 @@ use crate::dissect::FlowKey;
 use crate::filter::{BitLayout, MAX_K, PreparedMessage, RecyclePolicy, RecyclingBloomFilter};
 use crate::ingest::Timestamp;
 use crate::model::blocked_recycling;
-use crate::model::recycling::{self, Hashing};
+use crate::model::recycling::{self, Hashing, SizingMethod};
 use crate::report::{NewFlowConfigInfo, NewFlowNote, NewFlowRates, NewFlowReport};
 use crate::truth::FlowSlots;
 
@@ -130,11 +130,6 @@ impl Default for NewFlowConfig {
     }
 }
 
-/// The largest phase whose model rate is computed by solving the chain for
-/// a given sigma (`O(sigma k^2)`); larger phases report no model rate for
-/// an explicit sigma (a target rate is sized in closed form at any size).
-pub const MODEL_MAX_PHASE_BITS: u64 = 1 << 24;
-
 /// The most front-cache slots a shard may have (16 MiB of slots).
 pub const MAX_FRONT_CACHE_SLOTS: usize = 1 << 20;
 
@@ -149,6 +144,8 @@ pub struct NewFlowStage {
     /// 004's long-term average false-positive rate (count-instance) for
     /// this filter, when the model covers its policy.
     model_fp_rate: Deferred<Option<f64>>,
+    /// How that rate is computed, for a sigma policy (explicit or sized).
+    model_method: Option<SizingMethod>,
     bytes: u64,
 }
 
@@ -208,28 +205,42 @@ impl NewFlowConfig {
         // The chain costs O(sigma k^2): about 8 ms at 2^18 bits per phase,
         // k = 4 and sigma near m (`flowsieve model recycle`). Past a millisecond's work (2^14 bits at
         // k = 4) it runs in the background, so the first packet never waits
-        // for a figure only the report needs.
+        // for a figure only the report needs. Past `EXACT_CHAIN_MAX_WORK`
+        // it is not solved at all: the report would wait for it (seconds
+        // to a minute at k = 32), and its continuum limit is the same
+        // figure to about k/m, which `flowsieve model recycle` gives there
+        // too.
         let fpr = |sigma: u64| {
             if blocked {
                 // (R3) or (R4): a mixture over the block loads, a
                 // millisecond or so at a usual sigma but up to tens of ms
                 // for one near m (its cycles hold thousands of messages a
                 // block): in the background, as the chain.
-                Deferred::spawn(None, move || {
+                let model = Deferred::spawn(None, move || {
                     blocked_recycling::blocked_average_fpr(
                         mm, kk, sigma, hashing, retaining, two_phase,
                     )
                     .ok()
-                })
-            } else if mm > MODEL_MAX_PHASE_BITS {
-                Deferred::ready(None)
-            } else if mm.saturating_mul(u64::from(kk).pow(2)) > (1 << 14) * 16 {
-                Deferred::spawn(None, move || chain(sigma))
-            } else {
-                Deferred::ready(chain(sigma))
+                });
+                return (model, Some(SizingMethod::BlockedMixture));
             }
+            let method = recycling::explicit_sigma_method(mm, kk, sigma);
+            let model = match method {
+                Some(SizingMethod::Chain)
+                    if mm.saturating_mul(u64::from(kk).pow(2)) > (1 << 14) * 16 =>
+                {
+                    Deferred::spawn(None, move || chain(sigma))
+                }
+                Some(SizingMethod::Chain) => Deferred::ready(chain(sigma)),
+                Some(SizingMethod::Continuum) => {
+                    Deferred::ready(Some(recycling::continuum_rates(mm, kk, sigma, two_phase).0))
+                }
+                // Not reached with k <= MAX_K (see `explicit_sigma_method`).
+                _ => Deferred::ready(None),
+            };
+            (model, method)
         };
-        let (policy, model) = match self.recycle {
+        let (policy, (model, model_method)) = match self.recycle {
             RecycleSpec::Sigma(x) => {
                 let sigma = if x < 1.0 {
                     (x * m as f64).round()
@@ -297,7 +308,7 @@ impl NewFlowConfig {
                 })?;
                 (
                     RecyclePolicy::Sigma(sized.sigma),
-                    Deferred::ready(Some(sized.avg_fpr)),
+                    (Deferred::ready(Some(sized.avg_fpr)), Some(sized.method)),
                 )
             }
             RecycleSpec::Insertions(n_all) => {
@@ -313,9 +324,9 @@ impl NewFlowConfig {
                 // eq. (3): the average rate of an N-bounded one-phase filter.
                 // The blocked layout has no N-bounded model.
                 let model = (!self.two_phase && !blocked).then(|| recycling::f_average(mm, kk, n));
-                (RecyclePolicy::Insertions(n), Deferred::ready(model))
+                (RecyclePolicy::Insertions(n), (Deferred::ready(model), None))
             }
-            RecycleSpec::Time(ns) => (RecyclePolicy::Time(ns), Deferred::ready(None)),
+            RecycleSpec::Time(ns) => (RecyclePolicy::Time(ns), (Deferred::ready(None), None)),
         };
         in_range(
             "new_flows.front_cache",
@@ -333,6 +344,7 @@ impl NewFlowConfig {
             phase_bits: m,
             policy,
             model_fp_rate: model,
+            model_method,
             bytes,
         })
     }
@@ -371,14 +383,6 @@ impl Stage for NewFlowStage {
                     NewFlowNote::NoModelForBlockedInsertions
                 }
                 RecyclePolicy::Insertions(_) => NewFlowNote::NoModelForTwoPhaseInsertions,
-                RecyclePolicy::Sigma(_)
-                    if self.phase_bits as u64 > MODEL_MAX_PHASE_BITS
-                        && n.layout == BitLayout::Scattered =>
-                {
-                    NewFlowNote::ModelTooLarge {
-                        max_phase_bits: MODEL_MAX_PHASE_BITS,
-                    }
-                }
                 RecyclePolicy::Sigma(_) => NewFlowNote::NoModelForSigma,
             });
         }
@@ -397,6 +401,7 @@ impl Stage for NewFlowStage {
                 colliding: n.hashing == Hashing::Colliding,
                 layout: n.layout,
                 horizon_s: n.horizon_ns.map(|h| h as f64 * 1e-9),
+                model_method: self.model_method,
             },
             overall: new_flow_rates(None, &all, truth, t.recycles, model),
             classes: names

@@ -217,11 +217,6 @@ pub enum NewFlowNote {
     NoModelForTwoPhaseInsertions,
     /// The blocked layout is modelled for sigma-bounded filters only.
     NoModelForBlockedInsertions,
-    /// The chain is too large to solve for an explicit sigma.
-    ModelTooLarge {
-        /// The largest phase solved.
-        max_phase_bits: u64,
-    },
     /// The chain has no solution for this sigma (retaining with sigma below k).
     NoModelForSigma,
     /// A horizon makes idle flows new again; the model knows no horizon.
@@ -277,7 +272,6 @@ impl fmt::Display for NewFlowNote {
             NewFlowNote::NoModelForTimePolicy => f.write_str("004 models sigma- and N-bounded filters; a time-bounded filter has no model rate"),
             NewFlowNote::NoModelForTwoPhaseInsertions => f.write_str("004's N-bounded average (eq. 3) is for one phase; a two-phase N-bounded filter has no model rate"),
             NewFlowNote::NoModelForBlockedInsertions => f.write_str("the blocked layout's model (model::blocked_recycling) is for sigma-bounded filters; an N-bounded blocked filter has no model rate"),
-            NewFlowNote::ModelTooLarge { max_phase_bits } => write!(f, "the chain of 004 is solved for phases of up to {max_phase_bits} bits; this filter's phase is larger, so there is no model rate for its sigma (size it by a target rate instead)"),
             NewFlowNote::NoModelForSigma => f.write_str("004's chain has no solution for this sigma (a retaining filter needs sigma >= k)"),
             NewFlowNote::HorizonNotModelled => f.write_str("with a horizon, a flow idle longer than the horizon starts a new instance; the model knows no horizon"),
         }
@@ -437,6 +431,12 @@ pub struct NewFlowConfigInfo {
     pub layout: crate::filter::BitLayout,
     /// The idle horizon, in seconds.
     pub horizon_s: Option<f64>,
+    /// How `model_fp_rate` is computed for a sigma policy, explicit or
+    /// sized by a target rate: 004's chain solved exactly (`chain`), its
+    /// continuum limit for a chain too large to solve before the report
+    /// (`continuum`, relative error of order `k / m`), or the blocked
+    /// layout's mixture (`blocked_mixture`); `None` for `n:N` and `time:T`.
+    pub model_method: Option<crate::model::recycling::SizingMethod>,
 }
 
 /// Stage 2's figures for one class or overall.

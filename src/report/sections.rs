@@ -153,9 +153,12 @@ impl Section for NewFlowReport {
             .overall
             .model_fp_rate
             .map_or("-".into(), |v| format!("{v:.4}"));
-        let source = match self.config.layout {
-            crate::filter::BitLayout::Scattered => "004",
-            crate::filter::BitLayout::Blocked => "blocked layout, (R3)/(R4)",
+        use crate::model::recycling::SizingMethod;
+        let source = match (self.config.layout, self.config.model_method) {
+            (crate::filter::BitLayout::Blocked, _) => "blocked layout, (R3)/(R4)",
+            (_, Some(SizingMethod::Chain)) => "004's chain",
+            (_, Some(SizingMethod::Continuum)) => "004's chain, continuum limit",
+            _ => "004",
         };
         let mut out = vec![format!(
             "recycles {}; model average rate ({source}, count-instance) {model}",
