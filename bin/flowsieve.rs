@@ -741,6 +741,84 @@ fn negative_numbers_as_values(cmd: clap::Command) -> clap::Command {
     .mut_subcommands(negative_numbers_as_values)
 }
 
+/// Parses the command line into [`Cli`] and the matches behind it.
+fn parse_command_line() -> Result<(Cli, clap::ArgMatches), clap::Error> {
+    let command = negative_numbers_as_values(<Cli as clap::CommandFactory>::command());
+    let parse = |args: &[std::ffi::OsString]| {
+        command.clone().try_get_matches_from(args).and_then(|m| {
+            let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&m)?;
+            Ok((cli, m))
+        })
+    };
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    match parse(&args) {
+        Err(e) if e.kind() == clap::error::ErrorKind::UnknownArgument => {
+            match hyphen_values_joined(&command, &args) {
+                Some(joined) => parse(&joined),
+                None => Err(e),
+            }
+        }
+        parsed => parsed,
+    }
+}
+
+/// The command line with each option that takes a value joined to a
+/// following value that starts with a hyphen and a digit (`--window -1s`
+/// as `--window=-1s`, `-c -5k` as `-c=-5k`), or `None` when it has none.
+///
+/// Why: clap takes `-1s` for short flags and answers "unexpected argument
+/// '-1' found", naming no option, with a tip (`-- -1`) that would make the
+/// value a trace. [`negative_numbers_as_values`] covers plain numbers;
+/// a duration or a size is not one. Joined, the option's own check
+/// answers ("bad window '-1s': expected a duration ..."). This runs only
+/// after clap has refused the line, so no line that parses changes
+/// meaning, and a positional `-5` is left alone as before.
+fn hyphen_values_joined(
+    command: &clap::Command,
+    args: &[std::ffi::OsString],
+) -> Option<Vec<std::ffi::OsString>> {
+    fn value_options(cmd: &clap::Command, out: &mut Vec<String>) {
+        for a in cmd.get_arguments() {
+            if !a.is_positional() && a.get_action().takes_values() {
+                out.extend(a.get_long().map(|l| format!("--{l}")));
+                out.extend(a.get_short().map(|c| format!("-{c}")));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            value_options(sub, out);
+        }
+    }
+    let mut options = Vec::new();
+    value_options(command, &mut options);
+    let hyphen_value = |a: &std::ffi::OsString| {
+        let b = a.as_encoded_bytes();
+        b.len() > 1 && b[0] == b'-' && (b[1].is_ascii_digit() || b[1] == b'.')
+    };
+    let mut joined = Vec::with_capacity(args.len());
+    let mut changed = false;
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        if a == "--" {
+            joined.push(a.clone());
+            joined.extend(rest.cloned());
+            break;
+        }
+        let takes_value = a.to_str().is_some_and(|s| options.iter().any(|o| o == s));
+        match rest.clone().next() {
+            Some(value) if takes_value && hyphen_value(value) => {
+                let mut both = a.clone();
+                both.push("=");
+                both.push(value);
+                joined.push(both);
+                rest.next();
+                changed = true;
+            }
+            _ => joined.push(a.clone()),
+        }
+    }
+    changed.then_some(joined)
+}
+
 /// clap's message on one line, without its "error: " prefix, its usage and
 /// its pointer to --help. The lines before the usage are kept, joined: a
 /// missing argument is named on the line after "the following required
@@ -1748,13 +1826,7 @@ fn run_model(cmd: ModelCommand) -> u8 {
 fn main() -> ExitCode {
     // First of all, so that a run's `start-up` counts the command line too.
     flowsieve::pipeline::mark_process_start();
-    let parsed = negative_numbers_as_values(<Cli as clap::CommandFactory>::command())
-        .try_get_matches()
-        .and_then(|m| {
-            let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&m)?;
-            Ok((cli, m))
-        });
-    let cli = match parsed {
+    let cli = match parse_command_line() {
         Ok((c, m)) => {
             remember_given_flags(&m);
             c

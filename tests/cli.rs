@@ -1056,9 +1056,29 @@ fn command_line_errors_name_what_is_wrong_on_one_line() {
             &["model", "paradox", "--m-over-n", "-2", "--alpha", "1"][..],
             "m_over_n: must be a positive number, got -2",
         ),
-        // A positional `-5` is still a flag, not a trace named `-5`.
+        // A value that starts with a hyphen and a digit but is no number
+        // goes to its option's own check (clap alone answered
+        // "unexpected argument '-1' found", naming no option).
+        (
+            &["--window", "-1s", "--theta", "5"][..],
+            "invalid value '-1s' for '--window <SPAN>': bad window '-1s': expected a duration such as 1s, 250ms, 2m, 10us, of at most 2^64 ns (about 584 years), or a packet count such as 50000p",
+        ),
+        (
+            &["-c", "-5k"][..],
+            "invalid value '-5k' for '-c <N>': not a packet count: invalid digit found in string",
+        ),
+        (
+            &["gen-trace", "-o", "-", "--sizes", "-64-200"][..],
+            "invalid value '-64-200' for '--sizes <SIZES>': sizes: expected `realistic` or MIN-MAX frame bytes, got \"-64-200\"",
+        ),
+        // A positional `-5` is still a flag, not a trace named `-5`, also
+        // after an option's value.
         (
             &["-5"][..],
+            "unexpected argument '-5' found; tip: to pass '-5' as a value, use '-- -5'",
+        ),
+        (
+            &["--window", "1s", "-5"][..],
             "unexpected argument '-5' found; tip: to pass '-5' as a value, use '-- -5'",
         ),
     ] {
