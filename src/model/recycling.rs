@@ -173,9 +173,10 @@ const LANES_MAX_K: usize = 32;
 /// state, and runs the walk for a `k` known at compile time, in registers.
 /// Every product and sum is the same operation on the same operands in the
 /// same order as in [`walk_positions`], so the bits are the same; the
-/// other states (and non-colliding positions, and `k > 16`, which the
-/// lanes of [`ChainJumps::at_lanes`] take up to 32) go through
-/// [`transitions_into`] itself.
+/// other states (and `k > 16`, which the lanes of
+/// [`ChainJumps::at_lanes`] take up to 32) go through
+/// [`transitions_into`] itself. Non-colliding positions have rings of
+/// their own, one per position ([`ChainJumps::at_distinct`]).
 struct ChainJumps {
     m: u64,
     k: u32,
@@ -184,6 +185,11 @@ struct ChainJumps {
     /// `b / m` and `(m - b) / m` for bit count `b`, at slot `b % 16`.
     stay: [f64; COLLIDING_TABLE],
     advance: [f64; COLLIDING_TABLE],
+    /// Non-colliding positions: row `h` holds position `h`'s
+    /// `(b - h) / (m - h)` and `(m - b) / (m - h)` for bit count `b`, at
+    /// slot `b % 16`, for the `h + 1` bit counts a state's walk reads.
+    distinct_stay: [[f64; COLLIDING_TABLE]; COLLIDING_TABLE],
+    distinct_advance: [[f64; COLLIDING_TABLE]; COLLIDING_TABLE],
     /// The bit counts `next .. next + k - 1` are in the ring (the state
     /// the ring is ready for), or `None` before the first fast state.
     next: Option<u64>,
@@ -198,8 +204,64 @@ impl ChainJumps {
             hashing,
             stay: [0.0; COLLIDING_TABLE],
             advance: [0.0; COLLIDING_TABLE],
+            distinct_stay: [[0.0; COLLIDING_TABLE]; COLLIDING_TABLE],
+            distinct_advance: [[0.0; COLLIDING_TABLE]; COLLIDING_TABLE],
             next: None,
         }
+    }
+
+    /// Stores position `h`'s two quotients at bit count `b`, for
+    /// non-colliding positions: the operations of [`transitions_into`]'s
+    /// non-colliding step, on the same operands.
+    #[inline(always)]
+    fn distinct_quotients(&mut self, h: usize, b: u64) {
+        let mf = self.m as f64;
+        let bf = b as f64;
+        let hf = h as f64;
+        let slot = (b % COLLIDING_TABLE as u64) as usize;
+        self.distinct_stay[h][slot] = (bf - hf) / (mf - hf);
+        self.distinct_advance[h][slot] = (mf - bf) / (mf - hf);
+    }
+
+    /// [`ChainJumps::at`] for non-colliding positions and a state no
+    /// message carries past sigma (`k` at most 16, `dist` `k + 1` long).
+    ///
+    /// Why: [`transitions_into`] divides twice at every step of the walk,
+    /// `k (k + 1)` divisions a state, and a chain with `--non-colliding`
+    /// took twice as long as a colliding one. Step `(h, off)` depends only
+    /// on `h` and the bit count `i + off`, and state `i + 1` reads the same
+    /// bit counts as state `i` but one more a position, so each row of the
+    /// ring gains one pair a state: `2k` divisions.
+    #[inline(never)]
+    fn at_distinct(&mut self, i: u64, dist: &mut [f64]) -> f64 {
+        let kk = self.k as usize;
+        match self.next {
+            // Row h holds i - 1 .. i - 1 + h already: one new bit count.
+            Some(n) if n == i => {
+                for h in 0..kk {
+                    self.distinct_quotients(h, i + h as u64);
+                }
+            }
+            _ => {
+                for h in 0..kk {
+                    for b in i..=i + h as u64 {
+                        self.distinct_quotients(h, b);
+                    }
+                }
+            }
+        }
+        self.next = Some(i + 1);
+        let base = (i % COLLIDING_TABLE as u64) as usize;
+        macro_rules! walk {
+            ($($n:literal)*) => {
+                match kk {
+                    $($n => walk_free_distinct::<$n>(&self.distinct_stay, &self.distinct_advance, base, dist),)*
+                    _ => unreachable!("k is 1 to 16 here"),
+                }
+            };
+        }
+        walk!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+        0.0
     }
 
     /// Stores bit count `b`'s two quotients in the ring.
@@ -225,6 +287,16 @@ impl ChainJumps {
             || dist.len() != kk + 1
             || !free
         {
+            // Checked in here, not beside the colliding test above: that
+            // kept the colliding route's code as it was (with the test
+            // beside it, the sizing chain at k = 4 ran a sixth slower).
+            if self.hashing == Hashing::NonColliding
+                && kk <= COLLIDING_TABLE
+                && dist.len() == kk + 1
+                && free
+            {
+                return self.at_distinct(i, dist);
+            }
             self.next = None;
             return transitions_into(self.m, self.k, self.sigma, self.hashing, i, dist);
         }
@@ -370,6 +442,34 @@ fn walk_free<const K: usize>(
             let slot = (base + off) % COLLIDING_TABLE;
             d[off] = p * stay[slot];
             d[off + 1] += p * advance[slot];
+        }
+    }
+    dist[..=K].copy_from_slice(&d[..=K]);
+}
+
+/// [`walk_free`] for non-colliding positions: step `(h, off)` reads row
+/// `h` of the rings of [`ChainJumps::at_distinct`].
+#[inline(always)]
+fn walk_free_distinct<const K: usize>(
+    stay: &[[f64; COLLIDING_TABLE]; COLLIDING_TABLE],
+    advance: &[[f64; COLLIDING_TABLE]; COLLIDING_TABLE],
+    base: usize,
+    dist: &mut [f64],
+) {
+    let mut d = [0.0f64; COLLIDING_TABLE + 1];
+    d[0] = 1.0;
+    for h in 0..K {
+        d[h + 1] = 0.0;
+        let mut off = h + 1;
+        while off > 0 {
+            off -= 1;
+            let p = d[off];
+            if p == 0.0 {
+                continue;
+            }
+            let slot = (base + off) % COLLIDING_TABLE;
+            d[off] = p * stay[h][slot];
+            d[off + 1] += p * advance[h][slot];
         }
     }
     dist[..=K].copy_from_slice(&d[..=K]);
