@@ -255,7 +255,9 @@ impl ChainJumps {
         macro_rules! walk {
             ($($n:literal)*) => {
                 match kk {
-                    $($n => walk_free_distinct::<$n>(&self.distinct_stay, &self.distinct_advance, base, dist),)*
+                    $($n => walk_free::<$n>(base, dist, |h, slot| {
+                        (self.distinct_stay[h][slot], self.distinct_advance[h][slot])
+                    }),)*
                     _ => unreachable!("k is 1 to 16 here"),
                 }
             };
@@ -314,7 +316,7 @@ impl ChainJumps {
         macro_rules! walk {
             ($($n:literal)*) => {
                 match kk {
-                    $($n => walk_free::<$n>(&self.stay, &self.advance, base, dist),)*
+                    $($n => walk_free::<$n>(base, dist, |_, slot| (self.stay[slot], self.advance[slot])),)*
                     _ => unreachable!("k is 1 to 16 here"),
                 }
             };
@@ -419,14 +421,15 @@ fn walk_free_lanes<const K: usize, const ROWS: usize, const COUNTS: usize>(
 
 /// [`walk_positions`] for a state no message carries past sigma, with `K`
 /// known at compile time: the same steps, unrolled, on a local array the
-/// compiler keeps in registers. `stay` and `advance` are the ring of
-/// [`ChainJumps`], whose offset 0 is at slot `base`.
+/// compiler keeps in registers. `step(h, slot)` gives position `h`'s
+/// `(stay, advance)` at ring slot `slot`, where offset 0 is at `base`:
+/// the ring of [`ChainJumps`] for colliding positions, row `h` of the
+/// rings of [`ChainJumps::at_distinct`] for non-colliding ones.
 #[inline(always)]
 fn walk_free<const K: usize>(
-    stay: &[f64; COLLIDING_TABLE],
-    advance: &[f64; COLLIDING_TABLE],
     base: usize,
     dist: &mut [f64],
+    step: impl Fn(usize, usize) -> (f64, f64),
 ) {
     let mut d = [0.0f64; COLLIDING_TABLE + 1];
     d[0] = 1.0;
@@ -439,37 +442,9 @@ fn walk_free<const K: usize>(
             if p == 0.0 {
                 continue;
             }
-            let slot = (base + off) % COLLIDING_TABLE;
-            d[off] = p * stay[slot];
-            d[off + 1] += p * advance[slot];
-        }
-    }
-    dist[..=K].copy_from_slice(&d[..=K]);
-}
-
-/// [`walk_free`] for non-colliding positions: step `(h, off)` reads row
-/// `h` of the rings of [`ChainJumps::at_distinct`].
-#[inline(always)]
-fn walk_free_distinct<const K: usize>(
-    stay: &[[f64; COLLIDING_TABLE]; COLLIDING_TABLE],
-    advance: &[[f64; COLLIDING_TABLE]; COLLIDING_TABLE],
-    base: usize,
-    dist: &mut [f64],
-) {
-    let mut d = [0.0f64; COLLIDING_TABLE + 1];
-    d[0] = 1.0;
-    for h in 0..K {
-        d[h + 1] = 0.0;
-        let mut off = h + 1;
-        while off > 0 {
-            off -= 1;
-            let p = d[off];
-            if p == 0.0 {
-                continue;
-            }
-            let slot = (base + off) % COLLIDING_TABLE;
-            d[off] = p * stay[h][slot];
-            d[off + 1] += p * advance[h][slot];
+            let (stay, advance) = step(h, (base + off) % COLLIDING_TABLE);
+            d[off] = p * stay;
+            d[off + 1] += p * advance;
         }
     }
     dist[..=K].copy_from_slice(&d[..=K]);

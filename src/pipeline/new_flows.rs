@@ -206,10 +206,10 @@ impl NewFlowConfig {
         // k = 4 and sigma near m (`flowsieve model recycle`). Past a millisecond's work (2^14 bits at
         // k = 4) it runs in the background, so the first packet never waits
         // for a figure only the report needs. Past `EXACT_CHAIN_MAX_WORK`
-        // it is not solved at all: the report would wait for it (seconds
-        // to a minute at k = 32), and its continuum limit is the same
-        // figure to about k/m, which `flowsieve model recycle` gives there
-        // too.
+        // it is not solved at all: the report would wait for it (20 s for
+        // a 2^24-bit phase at k = 32 and sigma:0.9), and its continuum
+        // limit is the same figure to about k/m, which `flowsieve model
+        // recycle` gives there too.
         let fpr = |sigma: u64| {
             if blocked {
                 // (R3) or (R4): a mixture over the block loads, a
