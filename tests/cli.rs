@@ -2411,6 +2411,32 @@ fn replay_new_flow_model_is_model_recycles_answer() {
             "{args:?}: {replay} vs {asked}"
         );
     }
+    // A retaining filter with sigma below k has no chain, so no rate and
+    // no method either.
+    let (out, v) = json_of(&[
+        "-c",
+        "1",
+        "--stages",
+        "new",
+        "--shards",
+        "1",
+        "--rbf-bits",
+        "64",
+        "--rbf-k",
+        "32",
+        "--retaining",
+        "--recycle",
+        "sigma:20",
+        &trace,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(v["new_flows"]["overall"]["model_fp_rate"].is_null(), "{v}");
+    assert!(v["new_flows"]["config"]["model_method"].is_null(), "{v}");
     // The text report says which of the two it is.
     for (k, line) in [
         (

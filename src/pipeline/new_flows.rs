@@ -401,7 +401,9 @@ impl Stage for NewFlowStage {
                 colliding: n.hashing == Hashing::Colliding,
                 layout: n.layout,
                 horizon_s: n.horizon_ns.map(|h| h as f64 * 1e-9),
-                model_method: self.model_method,
+                // No method where the chain has no solution (a retaining
+                // filter with sigma below k): there is no rate to explain.
+                model_method: model.and(self.model_method),
             },
             overall: new_flow_rates(None, &all, truth, t.recycles, model),
             classes: names

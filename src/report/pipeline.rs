@@ -435,7 +435,8 @@ pub struct NewFlowConfigInfo {
     /// sized by a target rate: 004's chain solved exactly (`chain`), its
     /// continuum limit for a chain too large to solve before the report
     /// (`continuum`, relative error of order `k / m`), or the blocked
-    /// layout's mixture (`blocked_mixture`); `None` for `n:N` and `time:T`.
+    /// layout's mixture (`blocked_mixture`); `None` for `n:N` and `time:T`,
+    /// and wherever `model_fp_rate` is `None`.
     pub model_method: Option<crate::model::recycling::SizingMethod>,
 }
 
