@@ -149,7 +149,8 @@ const COLLIDING_TABLE: usize = 16;
 /// states far from sigma, nearly all of a chain, and there a `k` of 17 to
 /// 32 ran five times slower through [`transitions_into`]. The ring of
 /// [`ChainJumps::at`] stays at 16: widened to 32, it made the sizing's
-/// chain (which walks every state through `at`) a sixth slower at `k = 4`.
+/// chain (which walks every state through `at`) 1.18 times slower at
+/// `k = 4` (paired; BENCHMARKS.md, eighty-fourth round).
 const LANES_MAX_K: usize = 32;
 
 /// The jump distributions of a chain's states, visited in increasing order,
@@ -291,7 +292,7 @@ impl ChainJumps {
         {
             // Checked in here, not beside the colliding test above: that
             // kept the colliding route's code as it was (with the test
-            // beside it, the sizing chain at k = 4 ran a sixth slower).
+            // beside it, the sizing chain at k = 4 ran 1.30 times slower).
             if self.hashing == Hashing::NonColliding
                 && kk <= COLLIDING_TABLE
                 && dist.len() == kk + 1
