@@ -106,10 +106,46 @@ fn outcome_code(o: Outcome) -> u8 {
     }
 }
 
-/// One line on stderr, then the exit code.
+/// What went wrong in this run, for the one error line `main` prints
+/// when the command returns ([`print_error_line`]).
+///
+/// Collected rather than printed at once because one run can fail in
+/// more than one place: the text report to a closed standard output, then
+/// the JSON report to a full disk, then the line saying where the events
+/// went. Each used to print its own `error:` line; now the user gets one
+/// line that names every failure, in the order they happened. A command
+/// that fails returns at once, so nothing waits behind a long job. Not a
+/// hot path: a run fails a handful of times at most.
+static ERRORS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Records `msg` for the run's one error line, then returns the exit code.
+/// The same failure twice (standard output refusing the report, then the
+/// line after it) is named once.
 fn fail(code: u8, msg: impl Display) -> u8 {
-    eprintln!("flowsieve: error: {msg}");
+    let msg = msg.to_string();
+    match ERRORS.lock() {
+        Ok(mut errors) => {
+            if !errors.contains(&msg) {
+                errors.push(msg);
+            }
+        }
+        // Only a panic while the list was held could poison it, and none
+        // can: print the line at once rather than lose it.
+        Err(_) => eprintln!("flowsieve: error: {msg}"),
+    }
     code
+}
+
+/// Prints the failures [`fail`] recorded as one line on stderr, joined by
+/// `; `, and forgets them.
+fn print_error_line() {
+    let errors = ERRORS
+        .lock()
+        .map(|mut e| std::mem::take(&mut *e))
+        .unwrap_or_default();
+    if !errors.is_empty() {
+        eprintln!("flowsieve: error: {}", errors.join("; "));
+    }
 }
 
 /// Writes `text` to standard output. `print!` panics when it cannot
@@ -1265,7 +1301,7 @@ fn run_replay(args: ReplayArgs) -> u8 {
     let source = FileSource::new(traces, &cfg);
     let report = match run(source, &cfg, &mut Progress { bar: None }, sink) {
         Ok(r) => r,
-        Err(e) => return fail(exit::FAILURE, e),
+        Err(e) => return fail(exit::FAILURE, run_failed(e, args.events.as_deref())),
     };
     let text = prints_text(&args.run, &[args.events.as_deref()]);
     let code = emit_report(&report, &args.run, text);
@@ -1325,6 +1361,25 @@ fn open_events(path: Option<&Path>) -> Result<Option<EventsFile>, u8> {
     }
 }
 
+/// The line for a run the pipeline stopped: a failed event sink is the
+/// `--events` output, named as [`events_failed`] names it.
+fn run_failed(e: flowsieve::pipeline::PipelineError, events: Option<&Path>) -> String {
+    match (e, events) {
+        (flowsieve::pipeline::PipelineError::Sink(e), Some(path)) => events_failed(path, &e),
+        (e, _) => e.to_string(),
+    }
+}
+
+/// The line for an `--events` output that could not be written: its
+/// path, or standard output for `-` and `/dev/stdout`.
+fn events_failed(path: &Path, e: &std::io::Error) -> String {
+    if writes_stdout(path) {
+        format!("standard output: cannot write events: {e}")
+    } else {
+        format!("{}: cannot write events: {e}", path.display())
+    }
+}
+
 /// Flushes the `--events` file and says what it holds; exit 1 naming it
 /// when it cannot be written.
 fn close_events(events: Option<EventsFile>, path: Option<&Path>, quiet: bool) -> Result<(), u8> {
@@ -1333,10 +1388,7 @@ fn close_events(events: Option<EventsFile>, path: Option<&Path>, quiet: bool) ->
     };
     let (heavy, new) = (w.heavy, w.new_flows);
     if let Err(e) = w.finish() {
-        return Err(fail(
-            exit::FAILURE,
-            format!("{}: cannot write events: {e}", path.display()),
-        ));
+        return Err(fail(exit::FAILURE, events_failed(path, &e)));
     }
     if !quiet {
         print_out(format_args!(
@@ -1356,17 +1408,15 @@ fn emit_report(report: &flowsieve::report::PipelineReport, args: &RunArgs, text:
     for w in &report.replay.warnings {
         eprintln!("flowsieve: warning: {w}");
     }
-    // A report that could not be written to standard output (its reader
-    // went away) still leaves the files asked for; the run then exits 1.
-    let printed = if text {
-        print_out(report.render_text())
-    } else {
-        Ok(())
-    };
-    if let Some(path) = &args.json
-        && let Err(code) = write_json(path, report.to_json())
-    {
-        return code;
+    // An output that cannot be written (standard output whose reader went
+    // away, a full disk) does not keep the others from being written; the
+    // run then exits 1, its one error line naming each that failed.
+    let mut failed = false;
+    if text {
+        failed |= print_out(report.render_text()).is_err();
+    }
+    if let Some(path) = &args.json {
+        failed |= write_json(path, report.to_json()).is_err();
     }
     // A drawn key is in the text report and the JSON. Without either, the
     // run's events, CSV and plots could never be made again.
@@ -1383,14 +1433,16 @@ fn emit_report(report: &flowsieve::report::PipelineReport, args: &RunArgs, text:
     if let Some(dir) = &args.csv
         && let Err(e) = report.write_csv(dir)
     {
-        return fail(
+        failed = true;
+        fail(
             exit::FAILURE,
             format!("{}: cannot write CSV: {e}", dir.display()),
         );
     }
     if let Some(dir) = &args.plot {
         if let Err(e) = report.write_plots(dir) {
-            return fail(exit::FAILURE, format!("cannot write plots: {e}"));
+            failed = true;
+            fail(exit::FAILURE, format!("cannot write plots: {e}"));
         }
         // Printed with the stage notes once the run has ended well: a run
         // that then fails (a probe whose digests were not delivered) has
@@ -1404,9 +1456,10 @@ fn emit_report(report: &flowsieve::report::PipelineReport, args: &RunArgs, text:
             );
         }
     }
-    match printed {
-        Err(code) => code,
-        Ok(()) => outcome_code(report.outcome()),
+    if failed {
+        exit::FAILURE
+    } else {
+        outcome_code(report.outcome())
     }
 }
 
@@ -1842,7 +1895,9 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::from(exit::OK);
             }
-            return ExitCode::from(fail(exit::USAGE, clap_error_on_one_line(&e)));
+            let code = fail(exit::USAGE, clap_error_on_one_line(&e));
+            print_error_line();
+            return ExitCode::from(code);
         }
     };
     // Commands without a graceful stop of their own end at once on Ctrl-C
@@ -1872,6 +1927,7 @@ fn main() -> ExitCode {
         Some(Command::Collect(a)) => network_cmd::run_collect(*a),
         Some(Command::Results(a)) => network_cmd::run_results(*a),
     };
+    print_error_line();
     // After a run that went through (an error is its one line alone).
     if matches!(code, exit::OK | exit::DAMAGED_INPUT | exit::ANOMALIES) {
         let notes = STAGE_NOTES.lock().map(|n| n.clone()).unwrap_or_default();

@@ -536,6 +536,17 @@ mod linux {
         };
         let mut report = match run {
             Ok(r) => r,
+            // The sink writes only the `--json-lines` output: name it.
+            Err(flowsieve::pipeline::PipelineError::Sink(e)) => {
+                let target = match &a.json_lines {
+                    Some(p) if !writes_stdout(p) => p.display().to_string(),
+                    _ => "standard output".to_string(),
+                };
+                return fail(
+                    exit::FAILURE,
+                    format!("{target}: cannot write JSON lines: {e}"),
+                );
+            }
             Err(e) => return fail(exit::FAILURE, e),
         };
         let summary = slot.lock().ok().and_then(|mut s| s.take());
@@ -597,19 +608,16 @@ mod linux {
                         l.p50_ms, l.p99_ms, l.max_ms, l.events
                     );
                 }
-                // After a report that could not be written, its one line
-                // stands alone.
+                // A second failure of standard output, after the report's,
+                // is the same failure and is named once.
                 if let Err(e) = crate::write_stdout(&o) {
-                    if code != exit::FAILURE {
-                        fail(exit::FAILURE, crate::stdout_failed(e));
-                    }
-                    code = exit::FAILURE;
+                    code = fail(exit::FAILURE, crate::stdout_failed(e));
                 }
             }
             if let Some(e) = &s.error {
                 // The report's own errors, printed with it, may hold it.
                 if !report.replay.errors.contains(e) {
-                    eprintln!("flowsieve: error: {e}");
+                    fail(exit::FAILURE, e);
                 }
                 code = exit::FAILURE;
             }

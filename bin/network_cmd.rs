@@ -315,10 +315,8 @@ pub(crate) fn start_export(
 /// one line saying what was not.
 pub(crate) fn finish_export(exporter: Exporter, x: &ExportArgs, quiet: bool, code: u8) -> u8 {
     let s = exporter.finish();
-    if code == exit::FAILURE {
-        // An output could not be written, and said so on its one line.
-        return code;
-    }
+    // An output that could not be written is on the run's error line
+    // already; digests not delivered join it there rather than go unsaid.
     if let Some(e) = s.error {
         return fail(exit::FAILURE, format!("probe {}: {e}", s.probe));
     }
@@ -336,6 +334,9 @@ pub(crate) fn finish_export(exporter: Exporter, x: &ExportArgs, quiet: bool, cod
                 s.lost_windows
             ),
         );
+    }
+    if code == exit::FAILURE {
+        return code;
     }
     if !quiet || !s.lost_windows.is_empty() {
         eprintln!(
@@ -382,7 +383,7 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
     let mut sink = exporter.sink(inner);
     let report = match run(source, &cfg, &mut Progress { bar: None }, &mut sink) {
         Ok(r) => r,
-        Err(e) => return fail(exit::FAILURE, e),
+        Err(e) => return fail(exit::FAILURE, super::run_failed(e, args.events.as_deref())),
     };
     drop(sink);
     let text = super::prints_text(&args.run, &[args.events.as_deref()]);

@@ -1233,6 +1233,95 @@ fn a_closed_standard_output_is_one_line_and_exit_1() {
     }
 }
 
+/// A run whose outputs fail in more than one place names each failure on
+/// its one error line, in order, and still writes the outputs that can be
+/// written; an `--events` output that fails mid-run is named by its path.
+/// Each used to print its own `error:` line (two or three in all), and a
+/// failed event sink was "the event sink failed", naming nothing.
+#[test]
+fn failed_outputs_are_named_on_one_line() {
+    let full = Path::new("/dev/full");
+    if !full.exists() {
+        eprintln!("SKIPPED: /dev/full is absent, so no write can be made to fail");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = default_trace();
+    // A path that writes to /dev/full: every write is refused as "No
+    // space left on device".
+    let full_json = dir.path().join("full.json");
+    std::os::unix::fs::symlink(full, &full_json).unwrap();
+    let full_events = dir.path().join("full.jsonl");
+    std::os::unix::fs::symlink(full, &full_events).unwrap();
+    let events = dir.path().join("events.jsonl");
+    let csv = dir.path().join("csv");
+    let (fj, fe, ev, cs) = (
+        full_json.to_str().unwrap(),
+        full_events.to_str().unwrap(),
+        events.to_str().unwrap(),
+        csv.to_str().unwrap(),
+    );
+    let enospc = "No space left on device (os error 28)";
+    let epipe = "Broken pipe (os error 32)";
+    // (arguments, standard output: a closed pipe or /dev/full, the line)
+    let cases: [(Vec<&str>, bool, String); 4] = [
+        (
+            vec!["--json", fj, "--csv", cs, &d],
+            true,
+            format!("standard output: cannot write: {epipe}; {fj}: cannot write JSON: {enospc}"),
+        ),
+        // The text report and then the line saying where the events went
+        // both meet the closed pipe: one failure, named once.
+        (
+            vec!["--events", ev, &d],
+            true,
+            format!("standard output: cannot write: {epipe}"),
+        ),
+        (
+            vec!["-q", "--events", fe, &d],
+            true,
+            format!("{fe}: cannot write events: {enospc}"),
+        ),
+        (
+            vec!["--events", "-", &d],
+            false,
+            format!("standard output: cannot write events: {enospc}"),
+        ),
+    ];
+    for (args, closed_pipe, line) in cases {
+        let stdout = if closed_pipe {
+            let (reader, writer) = std::io::pipe().unwrap();
+            drop(reader);
+            std::process::Stdio::from(writer)
+        } else {
+            std::process::Stdio::from(std::fs::File::create(full).unwrap())
+        };
+        let out = Command::new(env!("CARGO_BIN_EXE_flowsieve"))
+            .args(&args)
+            .stdout(stdout)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("flowsieve: error: {line}\n"),
+            "{args:?}"
+        );
+    }
+    // The CSV after the failed JSON report, and the events file after the
+    // failed text report, were still written in full.
+    let heavy_csv = std::fs::read_to_string(csv.join("heavy.csv")).unwrap();
+    assert_eq!(heavy_csv.lines().count(), 8, "{heavy_csv}");
+    let written = std::fs::read_to_string(&events).unwrap();
+    let kinds = |kind: &str| {
+        written
+            .lines()
+            .filter(|l| l.contains(&format!("\"event\":\"{kind}\"")))
+            .count()
+    };
+    assert_eq!((kinds("heavy"), kinds("new_flow")), (369, 12_000));
+}
+
 /// `-r FILE`, as tcpdump and tshark take it, reads the traces named as
 /// naming them does: the same report, timing aside, for one file and for
 /// two in order; a named trace, even the bundled one, gets no demo

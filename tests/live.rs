@@ -1620,6 +1620,62 @@ fn an_interface_that_goes_down_ends_with_the_report_and_exit_1() {
     assert_eq!(r["capture"]["stopped_by"], "error");
 }
 
+/// A `--json-lines` output that cannot be written ends the capture with
+/// exit 1 and one line naming it: the file's path, or standard output for
+/// `-`. The line used to be "the event sink failed", naming nothing.
+#[test]
+fn json_lines_that_cannot_be_written_are_named_on_one_line() {
+    let Some(pair) = VethPair::new("json_lines_that_cannot_be_written_are_named_on_one_line")
+    else {
+        return;
+    };
+    let full = Path::new("/dev/full");
+    assert!(full.exists(), "/dev/full, a device every write to fails");
+    let dir = tempfile::tempdir().unwrap();
+    let full_lines = dir.path().join("full.jsonl");
+    std::os::unix::fs::symlink(full, &full_lines).unwrap();
+    let enospc = "No space left on device (os error 28)";
+    for (lines, stdout, target) in [
+        (
+            full_lines.to_str().unwrap(),
+            Stdio::null(),
+            full_lines.display().to_string(),
+        ),
+        (
+            "-",
+            Stdio::from(std::fs::File::create(full).unwrap()),
+            "standard output".to_string(),
+        ),
+    ] {
+        let mut live = pair.live_into(
+            &["-q", "--report-every", "0", "--json-lines", lines],
+            stdout,
+        );
+        pair.inject(&default_trace(), &["--pps", "40000"]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = live.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{target}: live did not stop when its JSON lines failed"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let stderr = live.stderr.join().unwrap();
+        assert_eq!(status.code(), Some(1), "{stderr:?}");
+        let errors: Vec<&String> = stderr.iter().filter(|l| l.contains("error")).collect();
+        assert_eq!(
+            errors,
+            [&format!(
+                "flowsieve: error: {target}: cannot write JSON lines: {enospc}"
+            )],
+            "{stderr:?}"
+        );
+    }
+}
+
 /// The first `n` frames of the bundled trace, as a trace of their own.
 fn first_frames_of_default_trace(dir: &Path, n: usize) -> PathBuf {
     use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
