@@ -116,24 +116,38 @@ fn outcome_code(o: Outcome) -> u8 {
 /// line that names every failure, in the order they happened. A command
 /// that fails returns at once, so nothing waits behind a long job. Not a
 /// hot path: a run fails a handful of times at most.
-static ERRORS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+/// Each with whether it is on stderr already: a report's own errors (a
+/// damaged file, a live capture's fatal error) are printed with it.
+static ERRORS: std::sync::Mutex<Vec<(String, bool)>> = std::sync::Mutex::new(Vec::new());
 
 /// Records `msg` for the run's one error line, then returns the exit code.
 /// The same failure twice (standard output refusing the report, then the
-/// line after it) is named once.
+/// line after it; a live capture's error, then the report it is in) is
+/// named once.
 fn fail(code: u8, msg: impl Display) -> u8 {
-    let msg = msg.to_string();
+    record_error(msg.to_string(), false);
+    code
+}
+
+/// Prints a report's own error line at once, and records it so that
+/// [`fail`] does not name it again.
+fn print_report_error(msg: &str) {
+    eprintln!("flowsieve: error: {msg}");
+    record_error(msg.to_string(), true);
+}
+
+fn record_error(msg: String, printed: bool) {
     match ERRORS.lock() {
         Ok(mut errors) => {
-            if !errors.contains(&msg) {
-                errors.push(msg);
+            if !errors.iter().any(|(m, _)| *m == msg) {
+                errors.push((msg, printed));
             }
         }
         // Only a panic while the list was held could poison it, and none
         // can: print the line at once rather than lose it.
-        Err(_) => eprintln!("flowsieve: error: {msg}"),
+        Err(_) if !printed => eprintln!("flowsieve: error: {msg}"),
+        Err(_) => {}
     }
-    code
 }
 
 /// Prints the failures [`fail`] recorded as one line on stderr, joined by
@@ -143,8 +157,12 @@ fn print_error_line() {
         .lock()
         .map(|mut e| std::mem::take(&mut *e))
         .unwrap_or_default();
-    if !errors.is_empty() {
-        eprintln!("flowsieve: error: {}", errors.join("; "));
+    let unsaid: Vec<String> = errors
+        .into_iter()
+        .filter_map(|(m, printed)| (!printed).then_some(m))
+        .collect();
+    if !unsaid.is_empty() {
+        eprintln!("flowsieve: error: {}", unsaid.join("; "));
     }
 }
 
@@ -1403,7 +1421,7 @@ fn close_events(events: Option<EventsFile>, path: Option<&Path>, quiet: bool) ->
 /// the JSON, CSV and plots the flags ask for, and returns the exit code.
 fn emit_report(report: &flowsieve::report::PipelineReport, args: &RunArgs, text: bool) -> u8 {
     for e in &report.replay.errors {
-        eprintln!("flowsieve: error: {e}");
+        print_report_error(e);
     }
     for w in &report.replay.warnings {
         eprintln!("flowsieve: warning: {w}");

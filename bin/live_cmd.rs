@@ -291,6 +291,9 @@ mod linux {
     struct Printer {
         text: bool,
         out: Option<Shared>,
+        /// What `out` writes to, for its error line: the `--json-lines`
+        /// path, or standard output.
+        lines_target: String,
         /// A live probe's export figures.
         export: Option<Arc<flowsieve::network::ExportStats>>,
     }
@@ -305,6 +308,20 @@ mod linux {
         }
 
         fn interval(&mut self, r: &IntervalReport) -> std::io::Result<()> {
+            // Each error names its output: it becomes the capture's error
+            // line and the report's `capture.error`.
+            self.text_block(r)
+                .map_err(|e| std::io::Error::new(e.kind(), crate::stdout_failed(e)))?;
+            self.json_line(r).map_err(|e| {
+                let line = format!("{}: cannot write JSON lines: {e}", self.lines_target);
+                std::io::Error::new(e.kind(), line)
+            })
+        }
+    }
+
+    impl Printer {
+        /// The interval's text block on standard output, unless `-q`.
+        fn text_block(&self, r: &IntervalReport) -> std::io::Result<()> {
             if self.text {
                 use std::io::Write;
                 // A reader that went away fails the sink, and the run
@@ -350,6 +367,11 @@ mod linux {
                     )?;
                 }
             }
+            Ok(())
+        }
+
+        /// The interval as a JSON line, with `--json-lines`.
+        fn json_line(&self, r: &IntervalReport) -> std::io::Result<()> {
             if let Some(out) = &self.out {
                 let mut w = out.borrow_mut();
                 let mut v = serde_json::to_value(r)?;
@@ -364,6 +386,15 @@ mod linux {
                 w.flush()?;
             }
             Ok(())
+        }
+    }
+
+    /// What `--json-lines` writes to, as its error line names it: the
+    /// path, or standard output for `-` and `/dev/stdout`.
+    fn lines_target(path: Option<&std::path::Path>) -> String {
+        match path {
+            Some(p) if !writes_stdout(p) => p.display().to_string(),
+            _ => "standard output".to_string(),
         }
     }
 
@@ -493,6 +524,7 @@ mod linux {
         let mut printer = Printer {
             text,
             out: lines.clone(),
+            lines_target: lines_target(a.json_lines.as_deref()),
             export: exporter.as_ref().map(|e| e.stats()),
         };
         let capture = match LiveCapture::open(
@@ -538,10 +570,7 @@ mod linux {
             Ok(r) => r,
             // The sink writes only the `--json-lines` output: name it.
             Err(flowsieve::pipeline::PipelineError::Sink(e)) => {
-                let target = match &a.json_lines {
-                    Some(p) if !writes_stdout(p) => p.display().to_string(),
-                    _ => "standard output".to_string(),
-                };
+                let target = lines_target(a.json_lines.as_deref());
                 return fail(
                     exit::FAILURE,
                     format!("{target}: cannot write JSON lines: {e}"),
@@ -615,11 +644,9 @@ mod linux {
                 }
             }
             if let Some(e) = &s.error {
-                // The report's own errors, printed with it, may hold it.
-                if !report.replay.errors.contains(e) {
-                    fail(exit::FAILURE, e);
-                }
-                code = exit::FAILURE;
+                // Named once: the report's own errors, printed with it,
+                // hold it.
+                code = fail(exit::FAILURE, e);
             }
         }
         match exporter {

@@ -1623,6 +1623,11 @@ fn an_interface_that_goes_down_ends_with_the_report_and_exit_1() {
 /// A `--json-lines` output that cannot be written ends the capture with
 /// exit 1 and one line naming it: the file's path, or standard output for
 /// `-`. The line used to be "the event sink failed", naming nothing.
+///
+/// An interval report that cannot be written (its JSON line, or its text
+/// block on standard output) ends the capture the same way, with
+/// `stopped_by` "error" and the line as the report's `capture.error`. The
+/// capture used to stop with exit 0, no line, and `stopped_by` "signal".
 #[test]
 fn json_lines_that_cannot_be_written_are_named_on_one_line() {
     let Some(pair) = VethPair::new("json_lines_that_cannot_be_written_are_named_on_one_line")
@@ -1673,6 +1678,45 @@ fn json_lines_that_cannot_be_written_are_named_on_one_line() {
             )],
             "{stderr:?}"
         );
+    }
+    // No traffic: the first interval, 200 ms in, is what fails.
+    let report = dir.path().join("r.json");
+    let r = report.to_str().unwrap();
+    let every = ["--report-every", "200ms", "--json", r, "--duration", "20s"];
+    for (output, line) in [
+        // The interval's JSON line.
+        (
+            vec!["-q", "--json-lines", full_lines.to_str().unwrap()],
+            format!(
+                "{}: cannot write JSON lines: {enospc}",
+                full_lines.display()
+            ),
+        ),
+        // The interval's text block.
+        (vec![], format!("standard output: cannot write: {enospc}")),
+    ] {
+        let mut live = pair.live_into(
+            &[&every[..], &output[..]].concat(),
+            Stdio::from(std::fs::File::create(full).unwrap()),
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(s) = live.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{line}: live did not stop when its interval failed"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let stderr = live.stderr.join().unwrap();
+        assert_eq!(status.code(), Some(1), "{stderr:?}");
+        let errors: Vec<&String> = stderr.iter().filter(|l| l.contains("error")).collect();
+        assert_eq!(errors, [&format!("flowsieve: error: {line}")], "{stderr:?}");
+        let r = json(&report);
+        assert_eq!(r["capture"]["stopped_by"], "error", "{line}");
+        assert_eq!(r["capture"]["error"], line.as_str());
     }
 }
 

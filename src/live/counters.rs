@@ -237,10 +237,10 @@ pub struct CaptureSummary {
     pub filtered_out: u64,
     /// Wall-clock seconds captured.
     pub seconds: f64,
-    /// Why the capture stopped: `count`, `duration`, `signal`, or an
-    /// interface error.
+    /// Why the capture stopped: `count`, `duration`, `signal`, or `error`
+    /// (an interface failed, or an output could not be written).
     pub stopped_by: String,
-    /// The fatal error, when an interface failed.
+    /// The fatal error, when an interface or an output failed.
     pub error: Option<String>,
     /// The policy for full pipeline queues.
     pub shed_policy: String,

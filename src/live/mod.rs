@@ -249,7 +249,9 @@ fn stale_cutoff(max_delay: Option<Duration>) -> i128 {
 pub trait LiveObserver {
     /// Every socket is bound: frames from now on are captured.
     fn ready(&mut self, _interfaces: &[Interface]) {}
-    /// One interval ended.
+    /// One interval ended. An error ends the capture: it becomes the
+    /// capture's fatal error (`stopped_by` "error"), its text the report's
+    /// error line, so it should name the output that failed.
     fn interval(&mut self, _report: &IntervalReport) -> std::io::Result<()> {
         Ok(())
     }
@@ -750,9 +752,14 @@ impl Source for LiveCapture<'_> {
                     }
                     last_clock = Instant::now();
                 }
+                // An interval that cannot be written ends the capture as an
+                // error, with the observer's own line (which names its
+                // output): stopping without one left `stopped_by` at
+                // "signal" and the exit code at 0.
                 if let Some(report) = intervals.tick(&counters, &interfaces)
-                    && observer.interval(&report).is_err()
+                    && let Err(e) = observer.interval(&report)
                 {
+                    counters.set_fatal(e.to_string());
                     stop.store(true, Ordering::Relaxed);
                 }
                 // Done once the readers are gone and everything they sent
