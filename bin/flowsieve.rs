@@ -138,11 +138,10 @@ fn print_report_error(msg: &str) {
 
 fn record_error(msg: String, printed: bool) {
     match ERRORS.lock() {
-        Ok(mut errors) => {
-            if !errors.iter().any(|(m, _)| *m == msg) {
-                errors.push((msg, printed));
-            }
-        }
+        Ok(mut errors) => match errors.iter_mut().find(|(m, _)| *m == msg) {
+            Some((_, said)) => *said |= printed,
+            None => errors.push((msg, printed)),
+        },
         // Only a panic while the list was held could poison it, and none
         // can: print the line at once rather than lose it.
         Err(_) if !printed => eprintln!("flowsieve: error: {msg}"),

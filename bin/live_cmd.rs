@@ -588,10 +588,22 @@ mod linux {
                 );
             }
         }
-        if let Some(out) = &lines {
-            let _ = out.borrow_mut().flush();
-        }
+        // The last events are still in the buffer: a flush that fails
+        // loses them, and says so (it used to end the run with exit 0).
+        let lines_failed = lines
+            .as_ref()
+            .and_then(|out| out.borrow_mut().flush().err())
+            .map(|e| {
+                let target = lines_target(a.json_lines.as_deref());
+                fail(
+                    exit::FAILURE,
+                    format!("{target}: cannot write JSON lines: {e}"),
+                )
+            });
         let mut code = emit_report(&report, &a.run, text);
+        if let Some(failed) = lines_failed {
+            code = failed;
+        }
         if let Some(s) = &summary {
             if text {
                 use std::fmt::Write;

@@ -1628,9 +1628,13 @@ fn an_interface_that_goes_down_ends_with_the_report_and_exit_1() {
 /// block on standard output) ends the capture the same way, with
 /// `stopped_by` "error" and the line as the report's `capture.error`. The
 /// capture used to stop with exit 0, no line, and `stopped_by` "signal".
+///
+/// JSON lines (or a `-w` capture) whose only write is the flush at the end
+/// end the run with exit 1 and their line, after the report; the flush's
+/// error used to be dropped, with exit 0.
 #[test]
-fn json_lines_that_cannot_be_written_are_named_on_one_line() {
-    let Some(pair) = VethPair::new("json_lines_that_cannot_be_written_are_named_on_one_line")
+fn outputs_that_cannot_be_written_are_named_on_one_line() {
+    let Some(pair) = VethPair::new("outputs_that_cannot_be_written_are_named_on_one_line")
     else {
         return;
     };
@@ -1652,24 +1656,14 @@ fn json_lines_that_cannot_be_written_are_named_on_one_line() {
             "standard output".to_string(),
         ),
     ] {
-        let mut live = pair.live_into(
+        let live = pair.live_into(
             &["-q", "--report-every", "0", "--json-lines", lines],
             stdout,
         );
         pair.inject(&default_trace(), &["--pps", "40000"]);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let status = loop {
-            if let Some(s) = live.child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{target}: live did not stop when its JSON lines failed"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let stderr = live.stderr.join().unwrap();
-        assert_eq!(status.code(), Some(1), "{stderr:?}");
+        let (code, _, stderr) =
+            live.wait_exit(Duration::from_secs(20), "stop when its JSON lines failed");
+        assert_eq!(code, 1, "{stderr:?}");
         let errors: Vec<&String> = stderr.iter().filter(|l| l.contains("error")).collect();
         assert_eq!(
             errors,
@@ -1695,28 +1689,58 @@ fn json_lines_that_cannot_be_written_are_named_on_one_line() {
         // The interval's text block.
         (vec![], format!("standard output: cannot write: {enospc}")),
     ] {
-        let mut live = pair.live_into(
+        let live = pair.live_into(
             &[&every[..], &output[..]].concat(),
             Stdio::from(std::fs::File::create(full).unwrap()),
         );
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let status = loop {
-            if let Some(s) = live.child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{line}: live did not stop when its interval failed"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let stderr = live.stderr.join().unwrap();
-        assert_eq!(status.code(), Some(1), "{stderr:?}");
+        let (code, _, stderr) =
+            live.wait_exit(Duration::from_secs(10), "stop when its interval failed");
+        assert_eq!(code, 1, "{stderr:?}");
         let errors: Vec<&String> = stderr.iter().filter(|l| l.contains("error")).collect();
         assert_eq!(errors, [&format!("flowsieve: error: {line}")], "{stderr:?}");
         let r = json(&report);
         assert_eq!(r["capture"]["stopped_by"], "error", "{line}");
         assert_eq!(r["capture"]["error"], line.as_str());
+    }
+    // Five frames' events (or frames, with -w) fit in the output's buffer,
+    // and no interval flushes it: the flush at the end is the first write,
+    // and fails.
+    let five = first_frames_of_default_trace(dir.path(), 5);
+    let full_capture = dir.path().join("full.pcap");
+    std::os::unix::fs::symlink(full, &full_capture).unwrap();
+    for (output, what) in [
+        ("--json-lines", "cannot write JSON lines"),
+        ("-w", "cannot write the capture"),
+    ] {
+        let target = if output == "-w" {
+            &full_capture
+        } else {
+            &full_lines
+        };
+        let live = pair.live(&[
+            "-q",
+            "--report-every",
+            "0",
+            output,
+            target.to_str().unwrap(),
+            "--json",
+            r,
+        ]);
+        pair.inject(&five, &["--topspeed"]);
+        std::thread::sleep(Duration::from_millis(500));
+        let (code, _, stderr) = live.stop();
+        assert_eq!(code, 1, "{stderr:?}");
+        let errors: Vec<&String> = stderr.iter().filter(|l| l.contains("error")).collect();
+        let line = format!("{}: {what}: {enospc}", target.display());
+        assert_eq!(errors, [&format!("flowsieve: error: {line}")], "{stderr:?}");
+        // The report itself was written, and covers the five frames.
+        let r = json(&report);
+        assert_eq!(r["trace"]["packets"], 5, "{output}");
+        // A failed capture file is the capture's error; failed JSON lines
+        // come after the capture has ended.
+        if output == "-w" {
+            assert_eq!(r["capture"]["error"], line.as_str());
+        }
     }
 }
 

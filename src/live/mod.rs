@@ -1010,13 +1010,13 @@ impl PcapOut {
         } else {
             path.display().to_string()
         };
-        let failed = |e: &dyn std::fmt::Display| format!("{name}: {e}");
+        let failed = |e: &dyn std::fmt::Display| format!("{name}: cannot write the capture: {e}");
         let file = if to_stdout {
             crate::report::stdout_file()
         } else {
             std::fs::File::create(path)
         }
-        .map_err(|e| failed(&e))?;
+        .map_err(|e| format!("{name}: cannot create: {e}"))?;
         let snaplen = snaplen + crate::ingest::live::TAG_BYTES;
         if PcapOut::wants_pcapng(path) {
             let mut writer = pcap_file::pcapng::PcapNgWriter::with_endianness(
@@ -1071,7 +1071,7 @@ impl PcapOut {
                         *snaplen,
                     )
                     .map(|_| ())
-                    .map_err(|e| format!("{name}: {e}"))
+                    .map_err(|e| format!("{name}: cannot write the capture: {e}"))
             }
             PcapOut::PcapNg { writer, name } => {
                 let epb = pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock {
@@ -1084,7 +1084,7 @@ impl PcapOut {
                 writer
                     .write_pcapng_block(epb)
                     .map(|_| ())
-                    .map_err(|e| format!("{name}: {e}"))
+                    .map_err(|e| format!("{name}: cannot write the capture: {e}"))
             }
         }
     }
@@ -1096,7 +1096,7 @@ impl PcapOut {
             PcapOut::Pcap { out, name, .. } => (out.flush(), name),
             PcapOut::PcapNg { writer, name } => (writer.get_mut().flush(), name),
         };
-        flushed.map_err(|e| format!("{name}: {e}"))
+        flushed.map_err(|e| format!("{name}: cannot write the capture: {e}"))
     }
 
     fn finish(self) -> Result<(), String> {
@@ -1105,6 +1105,6 @@ impl PcapOut {
             PcapOut::Pcap { mut out, name, .. } => (out.flush(), name),
             PcapOut::PcapNg { writer, name } => (writer.into_inner().flush(), name),
         };
-        flushed.map_err(|e| format!("{name}: {e}"))
+        flushed.map_err(|e| format!("{name}: cannot write the capture: {e}"))
     }
 }
