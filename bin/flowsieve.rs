@@ -1010,6 +1010,7 @@ fn configure(
     let validated = cfg.validate().map_err(|e| fail(exit::USAGE, e))?;
     if let Ok(mut notes) = STAGE_NOTES.lock() {
         *notes = notes_on_stages_left_out(&cfg.stages);
+        notes.extend(note_on_top_without_truth(cfg.replay.truth));
         if let Some(note) = &no_rules {
             notes.push(note.clone());
         }
@@ -1089,6 +1090,16 @@ fn notes_on_stages_left_out(stages: &StageList) -> Vec<String> {
         }
     }
     notes
+}
+
+/// `--top` lists the largest flows of the exact flow table, which
+/// `--no-truth` does not keep: given with it, it changes nothing, and one
+/// note says so, as for a stage's flags when `--stages` leaves it out.
+fn note_on_top_without_truth(truth: bool) -> Option<String> {
+    let given = GIVEN_FLAGS.get()?;
+    (!truth && given.iter().any(|g| g == "top")).then(|| {
+        "--top lists the largest flows of the exact flow table, which --no-truth does not keep: it changes nothing in this run".to_string()
+    })
 }
 
 impl ReplayArgs {

@@ -3043,6 +3043,39 @@ fn flags_of_a_stage_left_out_are_named_not_ignored_silently() {
     );
 }
 
+/// `--top` lists the largest flows of the exact flow table: with
+/// `--no-truth` there is none, so one note says the flag changed nothing,
+/// and the JSON is the one without it, timing aside. With truth kept (or
+/// `--truth` after `--no-truth`), or `--top` left at its default, nothing
+/// is said, and with truth `--top 3` lists three flows.
+#[test]
+fn top_without_truth_is_named_not_ignored_silently() {
+    let d = default_trace();
+    let strip = |v: serde_json::Value| {
+        let mut v = without_timing(v);
+        v.as_object_mut().unwrap().remove("options");
+        v
+    };
+    let (out, with) = json_of(&["--no-truth", "--top", "3", &d]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(
+        err,
+        "flowsieve: note: --top lists the largest flows of the exact flow table, which --no-truth does not keep: it changes nothing in this run\n"
+    );
+    let (plain_out, plain) = json_of(&["--no-truth", &d]);
+    assert!(plain_out.stderr.is_empty(), "{:?}", plain_out.stderr);
+    assert_eq!(strip(with), strip(plain));
+    for args in [
+        &["--top", "3", &d][..],
+        &["--no-truth", "--top", "3", "--truth", &d],
+    ] {
+        let (out, v) = json_of(args);
+        assert!(out.stderr.is_empty(), "{args:?}: {:?}", out.stderr);
+        assert_eq!(v["flows_top"].as_array().map(Vec::len), Some(3), "{args:?}");
+    }
+}
+
 /// `bench` runs the pipeline at each count of `--threads-list`, so a
 /// `--threads` it would ignore, and a count given twice, which would run
 /// twice, exit 2 with one line before any work: the trace named is

@@ -1634,8 +1634,7 @@ fn an_interface_that_goes_down_ends_with_the_report_and_exit_1() {
 /// error used to be dropped, with exit 0.
 #[test]
 fn outputs_that_cannot_be_written_are_named_on_one_line() {
-    let Some(pair) = VethPair::new("outputs_that_cannot_be_written_are_named_on_one_line")
-    else {
+    let Some(pair) = VethPair::new("outputs_that_cannot_be_written_are_named_on_one_line") else {
         return;
     };
     let full = Path::new("/dev/full");
