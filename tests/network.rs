@@ -1039,6 +1039,37 @@ fn digests_over_the_message_limit_go_through_the_object_store() {
     assert!(before == after, "{log}");
 }
 
+/// `results` and `collect` with no server at the address end with exit 1
+/// and one line that names the address they tried: with several servers
+/// given, or a mistyped port, "Connection refused" alone said nothing of
+/// which. Needs no server, so it runs without nats-server too.
+#[test]
+fn a_server_that_is_not_there_is_named() {
+    let port = free_port_below_the_ephemeral_range();
+    let other = (port + 1..)
+        .find(|&p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        .unwrap();
+    for url in [
+        format!("nats://127.0.0.1:{port}"),
+        format!("127.0.0.1:{port},127.0.0.1:{other}"),
+    ] {
+        for (command, extra) in [("results", &[][..]), ("collect", &["--shards", "0"][..])] {
+            let out = Command::new(env!("CARGO_BIN_EXE_flowsieve"))
+                .args([command, "--nats", &url, "--request-timeout", "5s"])
+                .args(extra)
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(1), "{command} {url}: {out:?}");
+            assert_eq!(
+                String::from_utf8_lossy(&out.stderr),
+                format!(
+                    "flowsieve: error: {command}: NATS connect: {url}: IO error: Connection refused (os error 111)\n"
+                ),
+            );
+        }
+    }
+}
+
 #[test]
 fn a_probe_delivers_after_the_server_comes_up() {
     let Some(bin) = nats_server() else {

@@ -233,7 +233,12 @@ pub async fn connect(
                 detail: format!("no answer from {url} within {timeout:?}"),
             })?
     }
-    .map_err(|e| nats_err("connect")(&e))?;
+    // The error names the servers: with several given, or a mistyped
+    // port, "Connection refused" alone does not say which.
+    .map_err(|e| NetError::Nats {
+        what: "connect",
+        detail: format!("{url}: {e}"),
+    })?;
     let mut js = jetstream::new(client.clone());
     js.set_timeout(timeout);
     Ok(Nats {
