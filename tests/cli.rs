@@ -2807,6 +2807,20 @@ fn every_plot_has_two_distinct_series_or_a_note() {
     assert!(seen >= 3, "{seen} plots");
 }
 
+/// A whole cost as README writes it: 6,297.
+fn thousands(cost: f64) -> String {
+    assert_eq!(cost.fract(), 0.0, "{cost}");
+    let digits = format!("{cost:.0}");
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The default job (no trace given) shows the trade-off: its sweep of bits
 /// per element reaches the regime where Selective query pays (every class
 /// below its Theorem 1 threshold at 2 bits per element) and leaves it at 10.
@@ -2828,6 +2842,28 @@ fn the_default_job_shows_where_selective_querying_pays() {
     };
     assert!(cost(2.0, "selective-query") < 0.5 * cost(2.0, "plain"));
     assert_eq!(cost(10.0, "selective-query"), cost(10.0, "plain"));
+    // README quotes the two costs at 2 bits per element, and says they are
+    // the same above 5.5: the figures it gives are this run's.
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .unwrap()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let quoted = format!(
+        "on the bundled trace it costs {} against the plain filter's {} at 2 bits per element, and the same above 5.5.",
+        thousands(cost(2.0, "selective-query")),
+        thousands(cost(2.0, "plain"))
+    );
+    assert!(readme.contains(&quoted), "README should say: {quoted}");
+    for p in sweeps.iter().filter(|p| p["parameter"] == "bpe") {
+        let bpe = p["value"].as_f64().unwrap();
+        let (selective, plain) = (cost(bpe, "selective-query"), cost(bpe, "plain"));
+        if bpe > 5.5 {
+            assert_eq!(selective, plain, "{bpe} bits per element");
+        } else {
+            assert!(selective < plain, "{bpe} bits per element");
+        }
+    }
     assert_eq!(
         sweeps.iter().filter(|p| p["parameter"] == "alpha").count(),
         3 * 2
