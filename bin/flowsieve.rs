@@ -1782,6 +1782,13 @@ fn run_gen_trace(a: GenTraceArgs) -> u8 {
             "gen-trace: standard output is a terminal; write the trace to a file (-o FILE) or a pipe (-o - | ...)",
         );
     }
+    // A directory, a folder that is not there, or one no file can be
+    // created in: exit 2 before any work, as every other output's check
+    // does (it used to be exit 1 after the generator had started, with
+    // "entity not found").
+    if !to_stdout && let Err(e) = flowsieve::report::check_file_target(&a.output, "trace") {
+        return fail(exit::USAGE, e);
+    }
     let name = if to_stdout {
         "standard output".to_owned()
     } else {

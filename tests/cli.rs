@@ -1436,6 +1436,50 @@ fn anomalies_exit_4_missing_files_exit_1_bad_flags_exit_2() {
     );
 }
 
+/// A gen-trace output that cannot be a file there (a directory, a folder
+/// that is not there, one no file can be created in) exits 2 with one
+/// line before any work, as every other output's check does. It used to
+/// be exit 1 from the writer, with "entity not found".
+#[test]
+fn gen_trace_refuses_an_output_it_cannot_create_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    let missing = dir.path().join("no/t.pcap");
+    for (output, line) in [
+        (
+            dir.path().to_path_buf(),
+            format!("{d}: is a directory; name a file for the trace"),
+        ),
+        (
+            missing.clone(),
+            format!(
+                "{}: there is no directory {d}/no to write the trace in",
+                missing.display()
+            ),
+        ),
+        (
+            "/sys/t.pcap".into(),
+            "/sys/t.pcap: cannot write the trace there: cannot create a file in /sys: permission denied".into(),
+        ),
+    ] {
+        // Ten million packets: a check made after the generator started
+        // would take seconds, not fail at once.
+        let out = flowsieve(&[
+            "gen-trace",
+            "-o",
+            output.to_str().unwrap(),
+            "--packets",
+            "10000000",
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{}", output.display());
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("flowsieve: error: {line}\n")
+        );
+    }
+    assert!(!missing.exists());
+}
+
 #[test]
 fn gen_trace_writes_what_replay_reads() {
     let dir = tempfile::tempdir().unwrap();
