@@ -1581,6 +1581,15 @@ fn run_bench(args: BenchArgs) -> u8 {
             ),
         );
     }
+    // Checked here so that the line names the flag given: the pipeline's
+    // own check of each count said "threads".
+    let max = flowsieve::pipeline::MAX_THREADS;
+    if let Some(n) = args.threads_list.iter().find(|n| !(1..=max).contains(*n)) {
+        return fail(
+            exit::USAGE,
+            format!("--threads-list: must be between 1 and {max} (got {n})"),
+        );
+    }
     if let Some(n) = args
         .threads_list
         .iter()

@@ -3171,6 +3171,15 @@ fn bench_refuses_thread_flags_it_would_not_use() {
             &["--threads-list", "1,2,1"][..],
             "--threads-list: 1 is given twice",
         ),
+        // Named as the flag given; the pipeline's check said "threads".
+        (
+            &["--threads-list", "1,0"][..],
+            "flowsieve: error: --threads-list: must be between 1 and 1024 (got 0)\n",
+        ),
+        (
+            &["--threads-list", "1025"][..],
+            "flowsieve: error: --threads-list: must be between 1 and 1024 (got 1025)\n",
+        ),
     ] {
         let mut args = vec!["bench", "--no-tcpdump", "--rounds", "1"];
         args.extend_from_slice(flags);
