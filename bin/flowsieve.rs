@@ -1007,7 +1007,9 @@ fn configure(
     if pipeline.epoch_windows && !cfg.has_time_window() {
         return Err(fail(exit::USAGE, epoch_windows_without_time(&cfg)));
     }
-    let validated = cfg.validate().map_err(|e| fail(exit::USAGE, e))?;
+    let validated = cfg
+        .validate()
+        .map_err(|e| fail(exit::USAGE, config_error_line(e)))?;
     if let Ok(mut notes) = STAGE_NOTES.lock() {
         *notes = notes_on_stages_left_out(&cfg.stages);
         notes.extend(note_on_top_without_truth(cfg.replay.truth));
@@ -1016,6 +1018,101 @@ fn configure(
         }
     }
     Ok(validated)
+}
+
+/// For each configuration field a check can refuse, the flags (by clap
+/// id) that set it: the first of them given on the command line names the
+/// error, or the first when none was (a default that another flag made
+/// wrong, such as the new-flow filter's bits over `--shards 4000`).
+const FLAGS_OF_FIELDS: &[(&str, &[&str])] = &[
+    ("shards", &["shards"]),
+    ("threads", &["threads"]),
+    ("batch", &["batch"]),
+    ("queue_batches", &["queue_batches"]),
+    ("heavy.theta", &["theta"]),
+    ("heavy.k", &["cbf_k"]),
+    ("heavy.counters", &["cbf_counters"]),
+    ("heavy.load", &["cbf_load", "window_packets"]),
+    ("heavy.window", &["window", "window_packets"]),
+    ("new_flows.k", &["rbf_k"]),
+    ("new_flows.bits", &["rbf_bits"]),
+    ("new_flows.horizon_ns", &["horizon"]),
+    ("new_flows.front_cache", &["front_cache"]),
+    ("new_flows.recycle", &["target_fpr", "recycle"]),
+    ("selective.k", &["dir_k"]),
+    ("selective.bpe", &["dir_bpe"]),
+    ("selective.layout", &["dir_layout", "directory"]),
+    ("selective.max_flows", &["selective_max_flows"]),
+    ("selective.query_window", &["query_window", "cache_window"]),
+    ("selective.alpha", &["alpha"]),
+    ("selective.prior_sample", &["prior_sample"]),
+];
+
+/// A refused configuration's line, naming the flag as typed (`--theta`)
+/// where the library names its field (`heavy.theta`): the promise is one
+/// line naming the flag, the value and the allowed range.
+fn config_error_line(e: flowsieve::pipeline::ConfigError) -> String {
+    let flowsieve::pipeline::ConfigError::Invalid { field, problem } = &e else {
+        return e.to_string();
+    };
+    // `--sweep PARAM=LIST`: the parameter, as typed.
+    if let Some(param) = field.strip_prefix("selective.sweeps.") {
+        return format!("--sweep {param}: {problem}");
+    }
+    let Some((_, ids)) = FLAGS_OF_FIELDS.iter().find(|(f, _)| f == field) else {
+        return e.to_string();
+    };
+    let given = GIVEN_FLAGS.get();
+    let id = ids
+        .iter()
+        .find(|id| given.is_some_and(|g| g.iter().any(|g| g == *id)))
+        .unwrap_or(&ids[0]);
+    let cmd = PipelineArgs::augment_args(clap::Command::new("pipeline"));
+    match cmd
+        .get_arguments()
+        .find(|a| a.get_id().as_str() == *id)
+        .and_then(|a| a.get_long())
+    {
+        Some(long) => format!("--{long}: {problem}"),
+        None => e.to_string(),
+    }
+}
+
+/// A model's error with each parameter named as the flag that gives it
+/// (`--m-over-n`, where the library says `m_over_n`), for the flags `Q`
+/// takes; a word that is no flag of `Q` is left as it is.
+fn model_error_line<Q: clap::Args>(e: &ModelError) -> String {
+    let cmd = Q::augment_args(clap::Command::new("model"));
+    let flag = |word: &str| {
+        let long = word.replace('_', "-");
+        cmd.get_arguments()
+            .any(|a| a.get_long() == Some(long.as_str()))
+            .then(|| format!("--{long}"))
+    };
+    match e {
+        ModelError::Invalid { param, problem } => match flag(param) {
+            Some(f) => format!("{f}: {problem}"),
+            None => e.to_string(),
+        },
+        // "m_over_n (or exact with n and m)": each word that names a flag.
+        ModelError::Missing(what) => {
+            let mut out = String::from("give ");
+            let mut word = String::new();
+            for c in what.chars().chain(std::iter::once(' ')) {
+                if c.is_ascii_alphanumeric() || c == '_' {
+                    word.push(c);
+                    continue;
+                }
+                if !word.is_empty() {
+                    out.push_str(&flag(&word).unwrap_or_else(|| word.clone()));
+                    word.clear();
+                }
+                out.push(c);
+            }
+            out.pop();
+            out
+        }
+    }
 }
 
 /// The flags given on the command line (not defaults), by clap id, of the
@@ -1759,6 +1856,28 @@ struct GenTraceArgs {
     format: OutputFormat,
 }
 
+/// A refused generator setting's line, naming the gen-trace flag that
+/// sets it (`--zipf`, where the library names `zipf_exponent`).
+fn synth_error_line(e: SynthError) -> String {
+    let SynthError::Invalid { setting, problem } = &e else {
+        return e.to_string();
+    };
+    let flag = match *setting {
+        "flows" => "--flows",
+        "packets" => "--packets",
+        "zipf_exponent" => "--zipf",
+        "ipv6_share" => "--ipv6-share",
+        "vlan_share" => "--vlan-share",
+        "proto_weights" => "--proto-mix",
+        "start_secs" => "--start",
+        "span_secs" => "--span",
+        "start_secs + span_secs" => "--start + --span",
+        "sizes" => "--sizes",
+        _ => return e.to_string(),
+    };
+    format!("{flag}: {problem}")
+}
+
 fn run_gen_trace(a: GenTraceArgs) -> u8 {
     let cfg = SynthConfig {
         flows: a.flows,
@@ -1778,7 +1897,7 @@ fn run_gen_trace(a: GenTraceArgs) -> u8 {
     // file behind, and a failure part-way leaves no half-written trace
     // under the name asked for (written beside it, then renamed).
     if let Err(e) = cfg.validate() {
-        return fail(exit::USAGE, e);
+        return fail(exit::USAGE, synth_error_line(e));
     }
     // `-o -` streams the trace into a pipe (`gen-trace -o - | flowsieve -`),
     // as `tcpdump -w -` does. The summary line then goes to stderr, where it
@@ -1844,7 +1963,9 @@ fn run_gen_trace(a: GenTraceArgs) -> u8 {
             }
             exit::OK
         }
-        Err(e @ SynthError::Config(_)) => fail(exit::USAGE, e),
+        Err(e @ (SynthError::Config(_) | SynthError::Invalid { .. })) => {
+            fail(exit::USAGE, synth_error_line(e))
+        }
         Err(e @ SynthError::Interrupted { .. }) if to_stdout => fail(
             exit::INTERRUPTED,
             format!("{name}: {e}; the trace written so far stops short"),
@@ -1894,8 +2015,9 @@ struct WithJson<Q: Args> {
     json: bool,
 }
 
-/// Prints a model's answer as text or one JSON object.
-fn answer<A: Serialize + Display>(json: bool, a: Result<A, ModelError>) -> u8 {
+/// Prints a model's answer as text or one JSON object; an error names
+/// the flags of `Q`, the query asked.
+fn answer<Q: clap::Args, A: Serialize + Display>(json: bool, a: Result<A, ModelError>) -> u8 {
     match a {
         Ok(a) if json => {
             let json = serde_json::to_string(&a).unwrap_or_default();
@@ -1904,19 +2026,19 @@ fn answer<A: Serialize + Display>(json: bool, a: Result<A, ModelError>) -> u8 {
                 .unwrap_or(exit::OK)
         }
         Ok(a) => print_out(format_args!("{a}\n")).err().unwrap_or(exit::OK),
-        Err(e) => fail(exit::USAGE, e),
+        Err(e) => fail(exit::USAGE, model_error_line::<Q>(&e)),
     }
 }
 
 fn run_model(cmd: ModelCommand) -> u8 {
     match cmd {
-        ModelCommand::Bloom(a) => answer(a.json, a.query.answer()),
-        ModelCommand::Threshold(a) => answer(a.json, a.query.answer()),
-        ModelCommand::Paradox(a) => answer(a.json, a.query.answer()),
-        ModelCommand::CbfPosterior(a) => answer(a.json, a.query.answer()),
-        ModelCommand::QueryOrder(a) => answer(a.json, a.query.answer()),
-        ModelCommand::Recycle(a) => answer(a.json, a.query.answer()),
-        ModelCommand::Compressed(a) => answer(a.json, a.query.answer()),
+        ModelCommand::Bloom(a) => answer::<BloomQuery, _>(a.json, a.query.answer()),
+        ModelCommand::Threshold(a) => answer::<ThresholdQuery, _>(a.json, a.query.answer()),
+        ModelCommand::Paradox(a) => answer::<ParadoxQuery, _>(a.json, a.query.answer()),
+        ModelCommand::CbfPosterior(a) => answer::<CbfPosteriorQuery, _>(a.json, a.query.answer()),
+        ModelCommand::QueryOrder(a) => answer::<QueryOrderQuery, _>(a.json, a.query.answer()),
+        ModelCommand::Recycle(a) => answer::<RecycleQuery, _>(a.json, a.query.answer()),
+        ModelCommand::Compressed(a) => answer::<CompressedQuery, _>(a.json, a.query.answer()),
     }
 }
 

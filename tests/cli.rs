@@ -382,6 +382,160 @@ fn bad_pipeline_flags_exit_2_with_one_line() {
     }
 }
 
+/// A value the configuration's checks refuse is named by the flag typed,
+/// not by the library's field: "--theta: must be between 1 and 255 (got
+/// 0)", where the line used to say "heavy.theta". A field two flags set
+/// is named by the one given (`--window-packets`, `--target-fpr`).
+#[test]
+fn refused_values_name_the_flag_typed() {
+    for (args, line) in [
+        (
+            &["--shards", "0"][..],
+            "--shards: must be between 1 and 4096 (got 0)",
+        ),
+        (
+            &["--threads", "0"],
+            "--threads: must be between 1 and 1024 (got 0)",
+        ),
+        (
+            &["--batch", "0"],
+            "--batch: must be between 1 and 65536 (got 0)",
+        ),
+        (
+            &["--queue-batches", "0"],
+            "--queue-batches: must be between 1 and 1024 (got 0)",
+        ),
+        (
+            &["--theta", "0"],
+            "--theta: must be between 1 and 255 (got 0)",
+        ),
+        (
+            &["--cbf-k", "0"],
+            "--cbf-k: must be between 1 and 32 (got 0)",
+        ),
+        (
+            &["--cbf-counters", "0"],
+            "--cbf-counters: 0 counters leave 0 per shard for 8 shards, fewer than k = 1",
+        ),
+        (
+            &["--cbf-load", "0"],
+            "--cbf-load: must be between 1 and 18446744073709551615 (got 0)",
+        ),
+        (
+            &["--window-packets", "0"],
+            "--window-packets: must be longer than 0",
+        ),
+        (
+            &["--rbf-k", "0"],
+            "--rbf-k: must be between 1 and 32 (got 0)",
+        ),
+        (
+            &["--rbf-bits", "0"],
+            "--rbf-bits: 0 bits leave 0 per shard for 8 shards, fewer than 2k = 8",
+        ),
+        // Bits too few for the shards: named by the flag that sets the
+        // bits.
+        (
+            &["--shards", "4096", "--rbf-bits", "16384"],
+            "--rbf-bits: 16384 bits leave 4 per shard for 4096 shards, fewer than 2k = 8",
+        ),
+        (
+            &["--target-fpr", "2"],
+            "--target-fpr: a target rate must be in (0, 1) (got 2)",
+        ),
+        (
+            &["--recycle", "n:3"],
+            "--recycle: n:3 leaves 0 insertions per shard for 8 shards (give at least 8)",
+        ),
+        (
+            &["--front-cache", "2000000"],
+            "--front-cache: must be between 0 and 1048576 (got 2000000)",
+        ),
+        (
+            &["--dir-k", "0"],
+            "--dir-k: must be between 1 and 32 (got 0)",
+        ),
+        (
+            &["--dir-bpe", "0"],
+            "--dir-bpe: must be in (0, 10000] (got 0)",
+        ),
+        (
+            &["--alpha", "0"],
+            "--alpha: values must be positive and finite (got 0)",
+        ),
+        (
+            &["--prior-sample", "2"],
+            "--prior-sample: must be in [0, 1] (got 2)",
+        ),
+        (
+            &["--selective-max-flows", "0"],
+            "--selective-max-flows: must be between 1 and 1073741824 (got 0)",
+        ),
+        (
+            &["--cache-window", "5s", "--query-window", "1s"],
+            "--query-window: (1s) must be longer than the cache window (5s) and on the same axis (both time or both packets)",
+        ),
+    ] {
+        let out = flowsieve(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("flowsieve: error: {line}\n"),
+            "{args:?}"
+        );
+    }
+    // The model's parameters too, and the words of a "give" line that
+    // name its flags; and gen-trace's settings.
+    for (args, line) in [
+        (
+            &["gen-trace", "-o", "-", "--zipf", "-1"][..],
+            "--zipf: must be a finite number >= 0 (got -1)",
+        ),
+        (
+            &["gen-trace", "-o", "-", "--ipv6-share", "2"],
+            "--ipv6-share: must be in [0, 1] (got 2)",
+        ),
+        (
+            &[
+                "gen-trace",
+                "-o",
+                "-",
+                "--start",
+                "4294967290",
+                "--span",
+                "10",
+            ],
+            "--start + --span: 4294967300 s is past classic pcap's 32-bit seconds (at most 4294967295 s)",
+        ),
+        (
+            &["model", "bloom", "--k", "7", "--m-over-n", "-2"],
+            "--m-over-n: must be a positive number, got -2",
+        ),
+        (
+            &["model", "bloom", "--k", "7"],
+            "give --m-over-n, or --m and --n",
+        ),
+        (
+            &["model", "threshold", "--theta", "10"],
+            "give --m-over-n (or --exact with --n and --m)",
+        ),
+        (
+            &[
+                "model", "recycle", "--m", "100", "--k", "2", "--sigma", "200",
+            ],
+            "--sigma: (200) must be below the 100 bits of a phase",
+        ),
+    ] {
+        let out = flowsieve(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("flowsieve: error: {line}\n"),
+            "{args:?}"
+        );
+    }
+}
+
 /// `--recycle` totals are split across the shards. One that leaves a shard
 /// nothing (a sigma rounding to 0 bits, fewer insertions than shards) is
 /// refused rather than run as something else: sigma:1 used to run as
@@ -493,7 +647,7 @@ fn a_probe_stops_at_a_trace_it_cannot_open_before_connecting() {
         (
             vec!["--theta", "0", missing],
             2,
-            "heavy.theta: must be between 1 and 255".to_string(),
+            "--theta: must be between 1 and 255".to_string(),
         ),
     ] {
         let out = probe(&traces);
@@ -1046,7 +1200,7 @@ fn command_line_errors_name_what_is_wrong_on_one_line() {
         ),
         (
             &["--alpha", "-1"][..],
-            "selective.alpha: values must be positive and finite (got -1)",
+            "--alpha: values must be positive and finite (got -1)",
         ),
         (
             &["--theta", "-1"][..],
@@ -1054,7 +1208,7 @@ fn command_line_errors_name_what_is_wrong_on_one_line() {
         ),
         (
             &["model", "paradox", "--m-over-n", "-2", "--alpha", "1"][..],
-            "m_over_n: must be a positive number, got -2",
+            "--m-over-n: must be a positive number, got -2",
         ),
         // A value that starts with a hyphen and a digit but is no number
         // goes to its option's own check (clap alone answered
@@ -1519,7 +1673,9 @@ fn gen_trace_writes_what_replay_reads() {
         "10",
     ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("packets must be at least flows"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(
+        "flowsieve: error: --packets: must be at least flows (every flow has a packet): got"
+    ));
 }
 
 /// The generator's arguments for the standard-output tests.
@@ -1811,7 +1967,7 @@ fn model_bad_parameters_exit_2_with_one_line() {
     let out = flowsieve(&["model", "bloom", "--m", "3", "--n", "1", "--k", "5"]);
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).trim(),
-        "flowsieve: error: m: must be at least k (5), got 3"
+        "flowsieve: error: --m: must be at least k (5), got 3"
     );
     // A blocked layout of 4-bit counters cannot count to 16, as the heavy
     // stage's --cbf-width 4 --theta 16 is refused; 15 is the most.
@@ -1835,7 +1991,7 @@ fn model_bad_parameters_exit_2_with_one_line() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).trim(),
-        "flowsieve: error: theta: 16 is more than a 4-bit counter holds (15): give --counter-bits 8 or 16"
+        "flowsieve: error: --theta: 16 is more than a 4-bit counter holds (15): give --counter-bits 8 or 16"
     );
     assert_eq!(blocked4("15").status.code(), Some(0));
 }
@@ -2213,7 +2369,7 @@ fn model_compressed_at_huge_budgets_answers_or_refuses_on_one_line() {
         assert_eq!(out.status.code(), Some(2), "{budget}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         assert!(
-            err.contains("bits_per_element: must be at most 6.1963e9"),
+            err.contains("flowsieve: error: --bits-per-element: must be at most 6.1963e9"),
             "{err}"
         );
     }
@@ -2451,7 +2607,7 @@ fn model_echoes_extreme_inputs_in_short_form() {
         (
             &["gen-trace", "-o", "-", "--start", "4294967296"],
             2,
-            "start_secs + span_secs = 4294967356 s",
+            "--start + --span: 4294967356 s",
         ),
         // Checked before the interface is looked up, so no frame is sent.
         (

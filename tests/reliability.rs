@@ -158,7 +158,7 @@ fn sweep_values_past_their_range_name_the_value_on_one_short_line() {
     for v in ["bpe=1e10", "bpe=1e300"] {
         run(&["-q", "--sweep", v, &t])
             .expect(2)
-            .one_line_error("sweeps.bpe");
+            .one_line_error("--sweep bpe: values must be in (0, 10000]");
     }
 }
 
@@ -280,9 +280,7 @@ fn gen_trace_refuses_what_its_container_cannot_hold() {
         if value == "4294967290" {
             args.extend(["--span", "10"]);
         }
-        run(&args)
-            .expect(2)
-            .one_line_error("start_secs + span_secs");
+        run(&args).expect(2).one_line_error("--start + --span: ");
         assert!(!out.exists(), "nothing written for a refused setting");
     }
     run(&[
@@ -335,7 +333,7 @@ fn models_answer_quickly_or_refuse_on_one_line() {
     for mn in ["1e308", "1e7"] {
         run(&["model", "threshold", "--theta", "5", "--m-over-n", mn])
             .expect(2)
-            .one_line_error("m_over_n");
+            .one_line_error("--m-over-n: must be at most 1e6");
     }
     run(&[
         "model", "recycle", "--m", "100000", "--k", "100000", "--sigma", "10",

@@ -230,8 +230,18 @@ pub const MAX_SYNTH_PACKETS: u64 = 1 << 31;
 /// Why a configuration cannot be generated.
 #[derive(Debug, thiserror::Error)]
 pub enum SynthError {
+    #[error("invalid generator setting: {setting}: {problem}")]
+    /// A setting is out of its range: the setting as [`SynthConfig`]'s
+    /// field (`zipf_exponent`, or `start_secs + span_secs` for the two
+    /// together), and what is wrong with its value.
+    Invalid {
+        /// The field.
+        setting: &'static str,
+        /// What is wrong, with the value.
+        problem: String,
+    },
     #[error("invalid generator setting: {0}")]
-    /// A setting is invalid.
+    /// The Zipf sampler refused its parameters.
     Config(String),
     #[error("cannot write trace: {0}")]
     /// The output could not be written.
@@ -325,32 +335,46 @@ impl SynthConfig {
 }
 
 fn check(cfg: &SynthConfig) -> Result<(), SynthError> {
-    let bad = |m: &str| Err(SynthError::Config(m.into()));
-    if cfg.flows == 0 {
-        return bad("flows must be at least 1");
-    }
+    let bad =
+        |setting: &'static str, problem: String| Err(SynthError::Invalid { setting, problem });
     // Flows are indexed by u32 in the packet order, and the generator
     // holds every flow and every packet's slot in memory.
-    if cfg.flows > MAX_SYNTH_FLOWS || cfg.packets > MAX_SYNTH_PACKETS {
-        return Err(SynthError::Config(format!(
-            "at most {MAX_SYNTH_FLOWS} flows and {MAX_SYNTH_PACKETS} packets (got {} and {})",
-            cfg.flows, cfg.packets
-        )));
+    if !(1..=MAX_SYNTH_FLOWS).contains(&cfg.flows) {
+        return bad(
+            "flows",
+            format!(
+                "must be between 1 and {MAX_SYNTH_FLOWS} (got {})",
+                cfg.flows
+            ),
+        );
+    }
+    if cfg.packets > MAX_SYNTH_PACKETS {
+        return bad(
+            "packets",
+            format!("must be at most {MAX_SYNTH_PACKETS} (got {})", cfg.packets),
+        );
     }
     if cfg.packets < cfg.flows {
-        return bad("packets must be at least flows (every flow has a packet)");
+        return bad(
+            "packets",
+            format!(
+                "must be at least flows (every flow has a packet): got {} packets for {} flows",
+                cfg.packets, cfg.flows
+            ),
+        );
     }
     if !(cfg.zipf_exponent.is_finite() && cfg.zipf_exponent >= 0.0) {
-        return bad("zipf_exponent must be a finite number >= 0");
+        return bad(
+            "zipf_exponent",
+            format!("must be a finite number >= 0 (got {})", cfg.zipf_exponent),
+        );
     }
     for (name, v) in [
         ("ipv6_share", cfg.ipv6_share),
         ("vlan_share", cfg.vlan_share),
     ] {
         if !(0.0..=1.0).contains(&v) {
-            return Err(SynthError::Config(format!(
-                "{name} must be in [0, 1], got {v}"
-            )));
+            return bad(name, format!("must be in [0, 1] (got {v})"));
         }
     }
     if cfg
@@ -359,14 +383,15 @@ fn check(cfg: &SynthConfig) -> Result<(), SynthError> {
         .any(|w| !(w.is_finite() && *w >= 0.0))
         || cfg.proto_weights.iter().sum::<f64>() <= 0.0
     {
-        return bad("protocol weights must be >= 0 and not all 0");
+        return bad(
+            "proto_weights",
+            format!("must be >= 0 and not all 0 (got {:?})", cfg.proto_weights),
+        );
     }
-    if !(cfg.span_secs.is_finite()
-        && cfg.span_secs >= 0.0
-        && cfg.start_secs.is_finite()
-        && cfg.start_secs >= 0.0)
-    {
-        return bad("span_secs and start_secs must be finite and >= 0");
+    for (name, v) in [("start_secs", cfg.start_secs), ("span_secs", cfg.span_secs)] {
+        if !(v.is_finite() && v >= 0.0) {
+            return bad(name, format!("must be finite and >= 0 (got {v})"));
+        }
     }
     // The last arrival must fit the container's timestamp, or it would be
     // written wrapped (silently wrong): classic pcap stores 32-bit seconds,
@@ -382,15 +407,21 @@ fn check(cfg: &SynthConfig) -> Result<(), SynthError> {
         ),
     };
     if latest >= limit {
-        return Err(SynthError::Config(format!(
-            "start_secs + span_secs = {} s is past {what} (at most {limit:.0} s)",
-            crate::model::query::shown(latest)
-        )));
+        return bad(
+            "start_secs + span_secs",
+            format!(
+                "{} s is past {what} (at most {limit:.0} s)",
+                crate::model::query::shown(latest)
+            ),
+        );
     }
     if let SizeModel::Uniform { min, max } = cfg.sizes
         && (min > max || max > 9000)
     {
-        return bad("uniform sizes need min <= max <= 9000");
+        return bad(
+            "sizes",
+            format!("uniform sizes need min <= max <= 9000 (got {min}-{max})"),
+        );
     }
     Ok(())
 }
