@@ -116,8 +116,10 @@ fn outcome_code(o: Outcome) -> u8 {
 /// line that names every failure, in the order they happened. A command
 /// that fails returns at once, so nothing waits behind a long job. Not a
 /// hot path: a run fails a handful of times at most.
-/// Each with whether it is on stderr already: a report's own errors (a
-/// damaged file, a live capture's fatal error) are printed with it.
+///
+/// Each entry says whether it is on stderr already: a report's own errors
+/// (a damaged file, a live capture's fatal error) are printed with the
+/// report, and are not named again.
 static ERRORS: std::sync::Mutex<Vec<(String, bool)>> = std::sync::Mutex::new(Vec::new());
 
 /// Records `msg` for the run's one error line, then returns the exit code.
@@ -1023,7 +1025,9 @@ fn configure(
 /// For each configuration field a check can refuse, the flags (by clap
 /// id) that set it: the first of them given on the command line names the
 /// error, or the first when none was (a default that another flag made
-/// wrong, such as the new-flow filter's bits over `--shards 4000`).
+/// wrong, such as the cache window's default against `--query-window
+/// 500ms`, names `--query-window`). A field missing here (one no flag
+/// sets) keeps its own name.
 const FLAGS_OF_FIELDS: &[(&str, &[&str])] = &[
     ("shards", &["shards"]),
     ("threads", &["threads"]),
