@@ -291,9 +291,8 @@ mod linux {
     struct Printer {
         text: bool,
         out: Option<Shared>,
-        /// What `out` writes to, for its error line: the `--json-lines`
-        /// path, or standard output.
-        lines_target: String,
+        /// The `--json-lines` path `out` writes to, for its error line.
+        lines_path: Option<std::path::PathBuf>,
         /// A live probe's export figures.
         export: Option<Arc<flowsieve::network::ExportStats>>,
     }
@@ -313,8 +312,7 @@ mod linux {
             self.text_block(r)
                 .map_err(|e| std::io::Error::new(e.kind(), crate::stdout_failed(e)))?;
             self.json_line(r).map_err(|e| {
-                let line = format!("{}: cannot write JSON lines: {e}", self.lines_target);
-                std::io::Error::new(e.kind(), line)
+                std::io::Error::new(e.kind(), lines_failed(self.lines_path.as_deref(), &e))
             })
         }
     }
@@ -389,12 +387,14 @@ mod linux {
         }
     }
 
-    /// What `--json-lines` writes to, as its error line names it: the
-    /// path, or standard output for `-` and `/dev/stdout`.
-    fn lines_target(path: Option<&std::path::Path>) -> String {
+    /// The line for a `--json-lines` output (`path`) that could not be
+    /// written: its path, or standard output for `-` and `/dev/stdout`.
+    fn lines_failed(path: Option<&std::path::Path>, e: &dyn std::fmt::Display) -> String {
         match path {
-            Some(p) if !writes_stdout(p) => p.display().to_string(),
-            _ => "standard output".to_string(),
+            Some(p) if !writes_stdout(p) => {
+                format!("{}: cannot write JSON lines: {e}", p.display())
+            }
+            _ => format!("standard output: cannot write JSON lines: {e}"),
         }
     }
 
@@ -492,12 +492,7 @@ mod linux {
             // to and write over it from its start.
             Some(p) if writes_stdout(p) => match flowsieve::report::stdout_file() {
                 Ok(f) => Some(Rc::new(RefCell::new(Box::new(BufWriter::new(f))))),
-                Err(e) => {
-                    return fail(
-                        exit::FAILURE,
-                        format!("standard output: cannot write JSON lines: {e}"),
-                    );
-                }
+                Err(e) => return fail(exit::FAILURE, lines_failed(Some(p), &e)),
             },
             Some(p) => match std::fs::File::create(p) {
                 Ok(f) => Some(Rc::new(RefCell::new(Box::new(BufWriter::new(f))))),
@@ -524,7 +519,7 @@ mod linux {
         let mut printer = Printer {
             text,
             out: lines.clone(),
-            lines_target: lines_target(a.json_lines.as_deref()),
+            lines_path: a.json_lines.clone(),
             export: exporter.as_ref().map(|e| e.stats()),
         };
         let capture = match LiveCapture::open(
@@ -570,11 +565,7 @@ mod linux {
             Ok(r) => r,
             // The sink writes only the `--json-lines` output: name it.
             Err(flowsieve::pipeline::PipelineError::Sink(e)) => {
-                let target = lines_target(a.json_lines.as_deref());
-                return fail(
-                    exit::FAILURE,
-                    format!("{target}: cannot write JSON lines: {e}"),
-                );
+                return fail(exit::FAILURE, lines_failed(a.json_lines.as_deref(), &e));
             }
             Err(e) => return fail(exit::FAILURE, e),
         };
@@ -593,13 +584,7 @@ mod linux {
         let lines_failed = lines
             .as_ref()
             .and_then(|out| out.borrow_mut().flush().err())
-            .map(|e| {
-                let target = lines_target(a.json_lines.as_deref());
-                fail(
-                    exit::FAILURE,
-                    format!("{target}: cannot write JSON lines: {e}"),
-                )
-            });
+            .map(|e| fail(exit::FAILURE, lines_failed(a.json_lines.as_deref(), &e)));
         let mut code = emit_report(&report, &a.run, text);
         if let Some(failed) = lines_failed {
             code = failed;
