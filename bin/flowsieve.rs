@@ -879,6 +879,43 @@ fn hyphen_values_joined(
 /// missing argument is named on the line after "the following required
 /// arguments were not provided:", and the values an option takes on the
 /// line after "invalid value".
+/// The line for a command group given without its command (`flowsieve
+/// model`): the group and the commands it takes (`None` when the line
+/// names no group).
+///
+/// Why not clap's own answer: it prints the group's whole help and was
+/// taken as a success (exit 0), so a script that ran `flowsieve model`
+/// with its query left out went on as if it had an answer. This is a
+/// usage error like any other: exit 2 and one line, which lists what to
+/// give.
+fn missing_subcommand_line() -> Option<String> {
+    let mut group = <Cli as clap::CommandFactory>::command();
+    let mut path = Vec::new();
+    // The words of the command line that name subcommands, in turn: the
+    // group is the last one reached.
+    for word in std::env::args_os().skip(1) {
+        let Some(word) = word.to_str() else { break };
+        let Some(sub) = group.find_subcommand(word).cloned() else {
+            continue;
+        };
+        path.push(sub.get_name().to_string());
+        group = sub;
+    }
+    let commands: Vec<&str> = group
+        .get_subcommands()
+        .map(|c| c.get_name())
+        .filter(|&n| n != "help")
+        .collect();
+    if path.is_empty() || commands.is_empty() {
+        return None;
+    }
+    let name = path.join(" ");
+    Some(format!(
+        "{name}: give one of its commands: {} (`flowsieve {name} --help` says what each does)",
+        commands.join(", ")
+    ))
+}
+
 fn clap_error_on_one_line(e: &clap::Error) -> String {
     let text = e.render().to_string();
     let mut one = String::new();
@@ -2056,16 +2093,17 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             use clap::error::ErrorKind;
-            if matches!(
-                e.kind(),
-                ErrorKind::DisplayHelp
-                    | ErrorKind::DisplayVersion
-                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-            ) {
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
                 let _ = e.print();
                 return ExitCode::from(exit::OK);
             }
-            let code = fail(exit::USAGE, clap_error_on_one_line(&e));
+            let line = match e.kind() {
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    missing_subcommand_line().unwrap_or_else(|| clap_error_on_one_line(&e))
+                }
+                _ => clap_error_on_one_line(&e),
+            };
+            let code = fail(exit::USAGE, line);
             print_error_line();
             return ExitCode::from(code);
         }

@@ -87,7 +87,10 @@ pub struct LiveArgs {
     /// Stop after this long (wall clock).
     #[arg(long, value_name = "DURATION", help_heading = "Capture")]
     pub duration: Option<DurationNs>,
-    /// Print one compact block per interval; 0 (or 0s, in any unit) turns it off.
+    /// Print one compact block per interval, of at least 100ms; 0 (or 0s,
+    /// in any unit) turns it off. An interval ends at the capture loop's
+    /// first turn after it (within --block-timeout, or 100ms, on a quiet
+    /// link), and each block gives its own length.
     #[arg(long, default_value_t = ReportEvery(Some(DurationNs(defaults::LIVE_REPORT_EVERY_S * 1_000_000_000))), value_name = "DURATION", value_parser = parse_every, help_heading = "Capture")]
     pub report_every: ReportEvery,
     /// Write intervals and heavy/new-flow events as JSON lines (`-` for stdout).
@@ -159,10 +162,22 @@ fn parse_every(s: &str) -> Result<ReportEvery, String> {
     if flowsieve::pipeline::parse_duration_ns(s) == Some(0) {
         return Ok(ReportEvery(None));
     }
-    s.parse::<DurationNs>()
-        .map(|d| ReportEvery(Some(d)))
-        .map_err(|e| e.to_string())
+    let every = s.parse::<DurationNs>().map_err(|e| e.to_string())?;
+    // Why a floor: an interval ends at the capture loop's next turn, and
+    // on a quiet link a turn waits on the ring for up to 100 ms. A shorter
+    // span was taken and gave an interval per turn instead, about every
+    // 50 ms with the default --block-timeout, whatever was asked.
+    if every.0 < MIN_REPORT_EVERY_NS {
+        return Err(format!(
+            "{s:?} is shorter than 100ms, the least interval the capture loop keeps (0 turns the reports off)"
+        ));
+    }
+    Ok(ReportEvery(Some(every)))
 }
+
+/// The shortest `--report-every`: the capture loop's longest wait on a
+/// quiet ring (`Reader::wait`'s poll, at most 100 ms).
+const MIN_REPORT_EVERY_NS: u64 = 100_000_000;
 
 #[derive(Args)]
 pub struct InjectArgs {

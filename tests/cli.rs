@@ -526,6 +526,69 @@ fn refused_values_name_the_flag_typed() {
     }
 }
 
+/// `flowsieve model` without its query is a usage error with one line that
+/// lists the queries: it used to print the whole help and exit 0, so a
+/// script that left the query out went on as if it had an answer. Help
+/// asked for is still help, on standard output with exit 0.
+#[test]
+fn a_command_group_without_its_command_is_a_usage_error() {
+    let out = flowsieve(&["model"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "flowsieve: error: model: give one of its commands: bloom, threshold, paradox, \
+         cbf-posterior, query-order, recycle, compressed (`flowsieve model --help` says what \
+         each does)\n"
+    );
+    assert!(out.stdout.is_empty());
+    for help in [&["model", "--help"][..], &["help", "model"]] {
+        let out = flowsieve(help);
+        assert_eq!(out.status.code(), Some(0), "{help:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("Usage: flowsieve model <COMMAND>"),
+            "{help:?}: {text}"
+        );
+        assert!(out.stderr.is_empty(), "{help:?}");
+    }
+}
+
+/// `live --report-every` below 100 ms is refused before any work, naming
+/// the value: an interval ends at the capture loop's next turn, which on
+/// a quiet link waits up to 100 ms, so a shorter span used to give an
+/// interval per turn instead, whatever was asked. 100 ms itself is taken
+/// (the run goes on to look the interface up), and 0 still turns the
+/// reports off.
+#[test]
+fn report_every_below_the_capture_loops_turn_is_refused() {
+    for (every, code, line) in [
+        (
+            "1ns",
+            2,
+            "invalid value '1ns' for '--report-every <DURATION>': \"1ns\" is shorter than 100ms, \
+             the least interval the capture loop keeps (0 turns the reports off)",
+        ),
+        (
+            "99999999ns",
+            2,
+            "invalid value '99999999ns' for '--report-every <DURATION>': \"99999999ns\" is \
+             shorter than 100ms, the least interval the capture loop keeps (0 turns the reports \
+             off)",
+        ),
+        ("100ms", 1, "no-such-if0: no such interface"),
+        ("0.1s", 1, "no-such-if0: no such interface"),
+        ("0ns", 1, "no-such-if0: no such interface"),
+    ] {
+        let out = flowsieve(&["live", "-i", "no-such-if0", "--report-every", every]);
+        assert_eq!(out.status.code(), Some(code), "{every}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("flowsieve: error: {line}\n"),
+            "{every}"
+        );
+    }
+}
+
 /// `--recycle` totals are split across the shards. One that leaves a shard
 /// nothing (a sigma rounding to 0 bits, fewer insertions than shards) is
 /// refused rather than run as something else: sigma:1 used to run as
@@ -1664,7 +1727,7 @@ fn gen_trace_writes_what_replay_reads() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains(
-        "flowsieve: error: --packets: must be at least flows (every flow has a packet): got"
+        "flowsieve: error: --packets: must be at least the number of flows (every flow has a packet): got"
     ));
 }
 

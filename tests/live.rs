@@ -1407,6 +1407,50 @@ fn an_idle_link_still_reports_intervals_and_closes_its_window() {
     assert!(packets <= 40_000);
 }
 
+/// The shortest `--report-every`, 100 ms, is kept on a quiet link, where
+/// the capture loop's turn waits longest (on the ring, for `--block-timeout`
+/// up to 100 ms): every interval is at least 100 ms and ends within one
+/// such wait after it, and none is missed in 1.5 s. This is what the floor
+/// rests on: were a turn's wait longer than the floor, the intervals would
+/// stretch past 200 ms.
+#[test]
+fn the_shortest_report_interval_is_kept_on_a_quiet_link() {
+    let Some(pair) = VethPair::new("the_shortest_report_interval_is_kept_on_a_quiet_link") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for timeout in ["50ms", "1s"] {
+        let lines = dir.path().join(format!("q{timeout}.jsonl"));
+        let live = pair.live(&[
+            "-q",
+            "--report-every",
+            "100ms",
+            "--block-timeout",
+            timeout,
+            "--json-lines",
+            lines.to_str().unwrap(),
+        ]);
+        std::thread::sleep(Duration::from_millis(1500));
+        let (code, _, stderr) = live.stop();
+        assert_eq!(code, 0, "{timeout}: {stderr:?}");
+        let seconds: Vec<f64> = std::fs::read_to_string(&lines)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|v| v["type"] == "interval")
+            .map(|v| v["seconds"].as_f64().unwrap())
+            .collect();
+        assert!(
+            seconds.len() >= 6,
+            "{timeout}: 1.5 s at 100 ms gives at least 6 intervals: {seconds:?}"
+        );
+        assert!(
+            seconds.iter().all(|&s| (0.1..0.2).contains(&s)),
+            "{timeout}: each interval within a turn of 100 ms: {seconds:?}"
+        );
+    }
+}
+
 /// `--report-every 0` turns interval reports off, and so does a zero span
 /// in any unit (`0s` used to be refused as not positive, although the
 /// help says 0 turns them off): an idle second writes no interval line.

@@ -358,7 +358,7 @@ fn check(cfg: &SynthConfig) -> Result<(), SynthError> {
         return bad(
             "packets",
             format!(
-                "must be at least flows (every flow has a packet): got {} packets for {} flows",
+                "must be at least the number of flows (every flow has a packet): got {} packets for {} flows",
                 cfg.packets, cfg.flows
             ),
         );
