@@ -818,16 +818,21 @@ fn parse_command_line() -> Result<(Cli, clap::ArgMatches), clap::Error> {
 }
 
 /// The command line with each option that takes a value joined to a
-/// following value that starts with a hyphen and a digit (`--window -1s`
-/// as `--window=-1s`, `-c -5k` as `-c=-5k`), or `None` when it has none.
+/// following value that starts with one hyphen (`--window -1s` as
+/// `--window=-1s`, `-c -5k` as `-c=-5k`, `--alpha -inf` as
+/// `--alpha=-inf`), or `None` when it has none.
 ///
 /// Why: clap takes `-1s` for short flags and answers "unexpected argument
 /// '-1' found", naming no option, with a tip (`-- -1`) that would make the
 /// value a trace. [`negative_numbers_as_values`] covers plain numbers;
-/// a duration or a size is not one. Joined, the option's own check
-/// answers ("bad window '-1s': expected a duration ..."). This runs only
-/// after clap has refused the line, so no line that parses changes
-/// meaning, and a positional `-5` is left alone as before.
+/// a duration, a size or `-inf` is not one. Joined, the option's own check
+/// answers ("bad window '-1s': expected a duration ...", "--alpha: values
+/// must be positive and finite (got -inf)"). This runs only after clap has
+/// refused the line with an unknown argument, so no line that parses
+/// changes meaning. clap stops at the first error, so an option followed
+/// by a flag's own name (`--json -q`) has already been answered "a value
+/// is required" and never reaches here; a word with two hyphens is never
+/// joined, and a positional `-5` is left alone as before.
 fn hyphen_values_joined(
     command: &clap::Command,
     args: &[std::ffi::OsString],
@@ -847,7 +852,7 @@ fn hyphen_values_joined(
     value_options(command, &mut options);
     let hyphen_value = |a: &std::ffi::OsString| {
         let b = a.as_encoded_bytes();
-        b.len() > 1 && b[0] == b'-' && (b[1].is_ascii_digit() || b[1] == b'.')
+        b.len() > 1 && b[0] == b'-' && b[1] != b'-'
     };
     let mut joined = Vec::with_capacity(args.len());
     let mut changed = false;
@@ -874,11 +879,6 @@ fn hyphen_values_joined(
     changed.then_some(joined)
 }
 
-/// clap's message on one line, without its "error: " prefix, its usage and
-/// its pointer to --help. The lines before the usage are kept, joined: a
-/// missing argument is named on the line after "the following required
-/// arguments were not provided:", and the values an option takes on the
-/// line after "invalid value".
 /// The line for a command group given without its command (`flowsieve
 /// model`): the group and the commands it takes (`None` when the line
 /// names no group).
@@ -916,6 +916,11 @@ fn missing_subcommand_line() -> Option<String> {
     ))
 }
 
+/// clap's message on one line, without its "error: " prefix, its usage and
+/// its pointer to --help. The lines before the usage are kept, joined: a
+/// missing argument is named on the line after "the following required
+/// arguments were not provided:", and the values an option takes on the
+/// line after "invalid value".
 fn clap_error_on_one_line(e: &clap::Error) -> String {
     let text = e.render().to_string();
     let mut one = String::new();

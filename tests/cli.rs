@@ -1278,6 +1278,32 @@ fn command_line_errors_name_what_is_wrong_on_one_line() {
             &["gen-trace", "-o", "-", "--sizes", "-64-200"][..],
             "invalid value '-64-200' for '--sizes <SIZES>': sizes: expected `realistic` or MIN-MAX frame bytes, got \"-64-200\"",
         ),
+        // So does one with no digit that is no flag's name (clap alone
+        // answered "unexpected argument '-i' found" for `-inf`, naming
+        // `-i`, live's interface flag).
+        (
+            &["--alpha", "-inf"][..],
+            "--alpha: values must be positive and finite (got -inf)",
+        ),
+        (
+            &["gen-trace", "-o", "-", "--zipf", "-inf"][..],
+            "--zipf: must be a finite number >= 0 (got -inf)",
+        ),
+        (
+            &["--window", "-x"][..],
+            "invalid value '-x' for '--window <SPAN>': bad window '-x': expected a duration such as 1s, 250ms, 2m, 10us, of at most 2^64 ns (about 584 years), or a packet count such as 50000p",
+        ),
+        // A flag's own name stays a flag (clap answers at the option, with
+        // no unknown argument to rejoin), and a word with two hyphens is
+        // never a value.
+        (
+            &["--json", "-q"][..],
+            "a value is required for '--json <FILE>' but none was supplied",
+        ),
+        (
+            &["--top", "--bogus"][..],
+            "unexpected argument '--bogus' found; tip: to pass '--bogus' as a value, use '-- --bogus'",
+        ),
         // A positional `-5` is still a flag, not a trace named `-5`, also
         // after an option's value.
         (
