@@ -11,6 +11,7 @@ use flowsieve::pipeline::{
     Event, EventKind, FileSource, HeavyEvent, PipelineConfig, PipelineSink, WindowSpec, run,
 };
 use flowsieve::replay::NoObserver;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 /// Keeps the heavy-flow events; ignores new-flow events.
@@ -49,31 +50,36 @@ fn main() -> anyhow::Result<()> {
 
     sink.events.sort_by_key(|e| (e.window, e.time_ns));
     for e in sink.events.iter().take(10) {
+        // SocketAddr writes an IPv6 address in brackets, so its port
+        // stays apart from it.
         println!(
-            "window {:>3}  t = {:>7.3}s  {}:{} -> {}:{} proto {}  estimate {}",
+            "window {:>3}  t = {:>7.3}s  {} -> {} proto {}  estimate {}",
             e.window,
             e.time_ns as f64 * 1e-9,
-            e.key.src(),
-            e.key.sport(),
-            e.key.dst(),
-            e.key.dport(),
+            SocketAddr::new(e.key.src(), e.key.sport()),
+            SocketAddr::new(e.key.dst(), e.key.dport()),
             e.key.proto(),
             e.estimate
         );
     }
+    // Each exact figure is there only when the run kept the truth, and
+    // the model rate only when the configuration has one.
+    let or_none = |v: Option<String>| v.unwrap_or_else(|| "n/a".into());
     if let Some(h) = report.heavy() {
         println!(
-            "{} heavy-flow events; false positives {:?}, false negatives {:?}, model FP rate {:?}",
+            "{} heavy-flow events; false positives {}, false negatives {}, model FP rate {}",
             h.overall.reported,
-            h.overall.false_positives,
-            h.overall.false_negatives,
-            h.overall.model_fp_rate
+            or_none(h.overall.false_positives.map(|v| v.to_string())),
+            or_none(h.overall.false_negatives.map(|v| v.to_string())),
+            or_none(h.overall.model_fp_rate.map(|r| r.to_string()))
         );
     }
     if let Some(n) = report.new_flows() {
         println!(
-            "{} packets called new, {:?} truly new; recycles {}",
-            n.overall.reported_new, n.overall.true_new, n.overall.recycles
+            "{} packets called new, {} truly new; recycles {}",
+            n.overall.reported_new,
+            or_none(n.overall.true_new.map(|v| v.to_string())),
+            n.overall.recycles
         );
     }
     Ok(())
