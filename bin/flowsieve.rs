@@ -70,19 +70,47 @@ fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
 /// once the returned flag is set. With `graceful`, the first signal only
 /// sets the flag (the job checks it); without, the flag starts set, so the
 /// first signal exits at once.
+///
+/// The exit says so on one line ([`interrupted_line`]): a replay stopped
+/// by `timeout` or Ctrl-C used to end with exit 130 and nothing on stderr,
+/// so a log showed an empty report and no reason.
 fn on_interrupt(graceful: bool) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(!graceful));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let _ = signal_hook::flag::register_conditional_shutdown(
-            sig,
-            i32::from(exit::INTERRUPTED),
-            std::sync::Arc::clone(&stop),
-        );
+        let line = interrupted_line(sig, graceful);
+        let flag = std::sync::Arc::clone(&stop);
+        // SAFETY: the action runs in the signal handler and does only
+        // what is async-signal-safe there: an atomic load, write(2) of a
+        // static buffer and _exit(2) (what signal_hook's own conditional
+        // shutdown does, with the write before it).
+        let _ = unsafe {
+            signal_hook::low_level::register(sig, move || {
+                if flag.load(std::sync::atomic::Ordering::SeqCst) {
+                    let _ = libc::write(libc::STDERR_FILENO, line.as_ptr().cast(), line.len());
+                    signal_hook::low_level::exit(i32::from(exit::INTERRUPTED));
+                }
+            })
+        };
         if graceful {
             let _ = signal_hook::flag::register(sig, std::sync::Arc::clone(&stop));
         }
     }
     stop
+}
+
+/// The line an interrupt that ends the process at once writes: the first
+/// signal for a command without a graceful stop, the second for one with
+/// (whose first signal makes the job stop at its next check and say so
+/// itself). Static, as a signal handler can only write a ready buffer.
+fn interrupted_line(sig: i32, graceful: bool) -> &'static [u8] {
+    match (sig == signal_hook::consts::SIGINT, graceful) {
+        (true, false) => b"flowsieve: error: interrupted by SIGINT before the run finished\n",
+        (false, false) => b"flowsieve: error: interrupted by SIGTERM before the run finished\n",
+        (true, true) => b"flowsieve: error: interrupted by SIGINT a second time: stopped at once\n",
+        (false, true) => {
+            b"flowsieve: error: interrupted by SIGTERM a second time: stopped at once\n"
+        }
+    }
 }
 
 /// A progress bar on stderr for `total` units, drawn only when stderr is a

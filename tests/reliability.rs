@@ -1346,6 +1346,39 @@ fn interrupt_after(args: &[&str], after: Duration, cwd: &Path) -> (Option<i32>, 
     )
 }
 
+/// A command with no graceful stop of its own ends at once on Ctrl-C or
+/// SIGTERM, with exit 130 and one line saying so: a replay stopped by
+/// `timeout` used to end with nothing on stderr and no report, so a log
+/// showed no reason. The replay here reads standard input from a pipe
+/// the test holds open, so it is still waiting when the signal comes.
+#[test]
+fn an_interrupted_replay_says_so_on_one_line() {
+    for (signal, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
+        let mut child = Command::new(bin())
+            .args(["-q", "-r", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Half a file header: the replay is reading when the signal comes.
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(&0xa1b2_c3d4u32.to_le_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(child.try_wait().unwrap().is_none(), "{name}: ended early");
+        // SAFETY: kill(2) on our own child's pid, with a valid signal.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let out = child.wait_with_output().unwrap();
+        drop(stdin);
+        assert_eq!(out.status.code(), Some(130), "{name}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("flowsieve: error: interrupted by {name} before the run finished\n")
+        );
+        assert!(out.stdout.is_empty(), "{name}");
+    }
+}
+
 /// A billion-packet gen-trace and a thousand bench rounds are legitimate
 /// but long: Ctrl-C stops them within seconds, with exit 130, one line,
 /// and no output file under the name asked for.
