@@ -1085,6 +1085,7 @@ fn configure(
     if let Ok(mut notes) = STAGE_NOTES.lock() {
         *notes = notes_on_stages_left_out(&cfg.stages);
         notes.extend(note_on_top_without_truth(cfg.replay.truth));
+        notes.extend(note_on_unreachable_theta(&cfg));
         if let Some(note) = &no_rules {
             notes.push(note.clone());
         }
@@ -1271,6 +1272,26 @@ fn note_on_top_without_truth(truth: bool) -> Option<String> {
     (!truth && given.iter().any(|g| g == "top")).then(|| {
         "--top lists the largest flows of the exact flow table, which --no-truth does not keep: it changes nothing in this run".to_string()
     })
+}
+
+/// A heavy-flow window of fewer packets than `--theta` can never hold a
+/// flow at the threshold, so the stage reports nothing by construction:
+/// a run with `--window 5p` and the default theta of 10 printed an empty
+/// heavy section and no reason. One note says so; the run goes on, as its
+/// other stages and its counts still stand.
+fn note_on_unreachable_theta(cfg: &PipelineConfig) -> Option<String> {
+    let runs = cfg
+        .stages
+        .stages()
+        .contains(&flowsieve::pipeline::StageName::Heavy);
+    match cfg.heavy.window {
+        WindowSpec::Packets(n) if runs && cfg.heavy.theta > n => Some(format!(
+            "--theta {}: a heavy-flow window holds {n} packet{}, so no flow can reach the threshold and the heavy stage reports none",
+            cfg.heavy.theta,
+            if n == 1 { "" } else { "s" }
+        )),
+        _ => None,
+    }
 }
 
 impl ReplayArgs {

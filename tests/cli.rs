@@ -3391,6 +3391,48 @@ fn top_without_truth_is_named_not_ignored_silently() {
     }
 }
 
+/// A packet window shorter than `--theta` can never report a heavy flow:
+/// one note says so (the run printed an empty heavy section and no
+/// reason), and the stage indeed reports none. A window of theta packets
+/// can, so it has no note; nor has a run that leaves the stage out.
+#[test]
+fn a_packet_window_shorter_than_theta_is_noted() {
+    let d = default_trace();
+    for (args, note) in [
+        (&["--window", "5p"][..], Some("5 packets")),
+        (&["--window-packets", "1"], Some("1 packet")),
+        (&["--window", "4p", "--theta", "5"], Some("4 packets")),
+        (&["--window", "10p"], None),
+        (&["--window", "5p", "--theta", "5"], None),
+    ] {
+        let mut all = args.to_vec();
+        all.push(&d);
+        let (out, v) = json_of(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {err}");
+        match note {
+            Some(holds) => {
+                let theta = v["heavy"]["config"]["theta"].as_u64().unwrap();
+                assert_eq!(
+                    err,
+                    format!(
+                        "flowsieve: note: --theta {theta}: a heavy-flow window holds {holds}, so no flow can reach the threshold and the heavy stage reports none\n"
+                    ),
+                    "{args:?}"
+                );
+                assert_eq!(v["heavy"]["overall"]["reported"], 0, "{args:?}");
+            }
+            None => assert!(err.is_empty(), "{args:?}: {err}"),
+        }
+    }
+    let out = flowsieve(&["-q", "--window", "5p", "--stages", "new,selective", &d]);
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("--theta"),
+        "{:?}",
+        out.stderr
+    );
+}
+
 /// `bench` runs the pipeline at each count of `--threads-list`, so a
 /// `--threads` it would ignore, and a count given twice, which would run
 /// twice, exit 2 with one line before any work: the trace named is
