@@ -39,9 +39,10 @@ pub struct LiveArgs {
         help_heading = "Capture"
     )]
     pub filter: Option<String>,
-    /// Bytes kept of each frame (the default holds the deepest headers
-    /// flowsieve reads).
-    #[arg(short = 's', long = "snaplen", default_value_t = defaults::LIVE_SNAPLEN, value_parser = clap::value_parser!(u32).range(64..=262_144), value_name = "BYTES", help_heading = "Capture")]
+    /// Bytes kept of each frame, 64 to 262144 (the default holds the
+    /// deepest headers flowsieve reads); 0 keeps whole frames (262144), as
+    /// tcpdump's -s 0.
+    #[arg(short = 's', long = "snaplen", default_value_t = defaults::LIVE_SNAPLEN, value_parser = parse_snaplen, value_name = "BYTES", help_heading = "Capture")]
     pub snaplen: u32,
     /// Sockets per interface in one PACKET_FANOUT_HASH group, each with its
     /// own reader thread (one ring without -w is read on the pipeline's
@@ -144,6 +145,23 @@ fn late(shed_late: u64) -> String {
         String::new()
     } else {
         format!(" (late {shed_late})")
+    }
+}
+
+/// The largest `-s`, and what `-s 0` means: tcpdump's and libpcap's
+/// largest snapshot length.
+const MAX_SNAPLEN: u32 = 262_144;
+
+/// A `-s` value: 64 to [`MAX_SNAPLEN`] bytes, or 0 for whole frames, as
+/// `tcpdump -s 0` (refused as out of range before, so a tcpdump user's
+/// habit met an error).
+fn parse_snaplen(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(0) => Ok(MAX_SNAPLEN),
+        Ok(n) if (64..=MAX_SNAPLEN).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a snap length: give 64 to {MAX_SNAPLEN} bytes, or 0 for whole frames"
+        )),
     }
 }
 

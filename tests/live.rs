@@ -1301,39 +1301,43 @@ fn full_frames_give_the_file_byte_totals() {
         .status()
         .unwrap();
     assert!(st.success());
-    let out = dir.path().join("b.json");
-    let mut args = vec![
-        "-q",
-        "--report-every",
-        "0",
-        "-s",
-        "2048",
-        "--json",
-        out.to_str().unwrap(),
-    ];
-    args.extend(PIPELINE);
-    let live = pair.live(&args);
-    let sent = pair.inject(&trace, &["--pps", "20000"]);
-    let (code, _, stderr) = live.stop();
-    assert_eq!(code, 0, "{stderr:?}");
-    let r = json(&out);
-    assert_identity(&r, sent["sent"].as_u64().unwrap());
     let file = replay(&trace, &PIPELINE);
-    assert_eq!(r["trace"]["wire_bytes"], file["trace"]["wire_bytes"]);
-    assert_eq!(
-        r["trace"]["captured_bytes"],
-        file["trace"]["captured_bytes"]
-    );
-    let bytes = |v: &Value| {
-        v["classes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["bytes"].clone())
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(bytes(&r), bytes(&file));
-    assert_eq!(pacing_free(&r), pacing_free(&file));
+    // `-s 0` keeps whole frames, as tcpdump's does.
+    for (snaplen, says) in [("2048", 2048), ("0", 262_144)] {
+        let out = dir.path().join(format!("b{snaplen}.json"));
+        let mut args = vec![
+            "-q",
+            "--report-every",
+            "0",
+            "-s",
+            snaplen,
+            "--json",
+            out.to_str().unwrap(),
+        ];
+        args.extend(PIPELINE);
+        let live = pair.live(&args);
+        let sent = pair.inject(&trace, &["--pps", "20000"]);
+        let (code, _, stderr) = live.stop();
+        assert_eq!(code, 0, "-s {snaplen}: {stderr:?}");
+        let r = json(&out);
+        assert_eq!(r["capture"]["snaplen"], says, "-s {snaplen}");
+        assert_identity(&r, sent["sent"].as_u64().unwrap());
+        assert_eq!(r["trace"]["wire_bytes"], file["trace"]["wire_bytes"]);
+        assert_eq!(
+            r["trace"]["captured_bytes"], file["trace"]["captured_bytes"],
+            "-s {snaplen}"
+        );
+        let bytes = |v: &Value| {
+            v["classes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["bytes"].clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(bytes(&r), bytes(&file));
+        assert_eq!(pacing_free(&r), pacing_free(&file));
+    }
 }
 
 #[test]
@@ -2020,7 +2024,16 @@ fn bad_live_arguments_exit_before_any_capture() {
             2,
             "expected a positive span",
         ),
-        (vec!["live", "-i", "lo", "-s", "10"], 2, "snaplen"),
+        (
+            vec!["live", "-i", "lo", "-s", "10"],
+            2,
+            "invalid value '10' for '--snaplen <BYTES>': \"10\" is not a snap length: give 64 to 262144 bytes, or 0 for whole frames",
+        ),
+        (
+            vec!["live", "-i", "lo", "-s", "262145"],
+            2,
+            "\"262145\" is not a snap length",
+        ),
         (vec!["live", "-i", "lo", "--metrics", "9100"], 2, "no port"),
         (
             vec!["live", "-i", "lo", "--metrics", ":65536"],
