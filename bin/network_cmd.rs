@@ -519,12 +519,13 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
     let mut report = assemble(&cfg, &results, args.window);
     report.listed_per_window = args.top;
     // An empty report for a window asked by number says why, on stderr
-    // (the report itself stays what it is: no windows).
+    // (the report itself stays what it is: no windows), as a note with
+    // the prefix every other note has.
     if let Some(w) = args.window
         && report.windows.is_empty()
     {
         eprintln!(
-            "results: no result written for window {w}: none yet (a collector writes a window once every probe has passed it), or no probe had packets in it; windows are numbered from the Unix epoch, window W starting W window lengths after it"
+            "flowsieve: note: results: no result written for window {w}: none yet (a collector writes a window once every probe has passed it), or no probe had packets in it; windows are numbered from the Unix epoch, window W starting W window lengths after it"
         );
     }
     // With the JSON on standard output (`--json -`), it goes there alone.

@@ -1346,8 +1346,8 @@ fn a_probe_beyond_the_declared_number_is_refused() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{err}");
         assert_eq!(
-            err.contains(&format!(
-                "results: no result written for window {w}: none yet"
+            err.starts_with(&format!(
+                "flowsieve: note: results: no result written for window {w}: none yet"
             )),
             note,
             "{w}: {err}"
