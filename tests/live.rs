@@ -1630,6 +1630,53 @@ fn capture_and_lines_on_standard_output_are_appended_and_come_alone() {
     assert!(err.contains("standard output is a terminal"), "{err}");
 }
 
+/// An interface that is not up when the capture starts is refused at
+/// once with one line, as tcpdump's "That device is not up": the capture
+/// used to print "listening on" and then fail with "went down during the
+/// capture", although the interface never was up. Up again, it captures;
+/// and an interface given twice is still the usage error it is, down or
+/// not.
+#[test]
+fn an_interface_that_is_not_up_is_refused_at_start() {
+    let Some(pair) = VethPair::new("an_interface_that_is_not_up_is_refused_at_start") else {
+        return;
+    };
+    let iface = pair.capture_if.clone();
+    assert!(pair.in_capture(&["ip", "link", "set", &iface, "down"]));
+    let run = |extra: &[&str]| {
+        Command::new("ip")
+            .args(["netns", "exec", &pair.capture_ns, BIN, "live", "-i", &iface])
+            .args(extra)
+            .args(["-q", "--duration", "2s"])
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "flowsieve: error: {iface}: the interface is not up (`ip link set {iface} up` brings it up)\n"
+        )
+    );
+    assert!(out.stdout.is_empty());
+    let out = run(&["-i", &iface]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is given twice"),
+        "{:?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(pair.in_capture(&["ip", "link", "set", &iface, "up"]));
+    let out = run(&[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{:?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn an_interface_that_goes_down_ends_with_the_report_and_exit_1() {
     let Some(pair) = VethPair::new("an_interface_that_goes_down_ends_with_the_report_and_exit_1")

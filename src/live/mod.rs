@@ -315,6 +315,15 @@ impl<'o> LiveCapture<'o> {
                 other: other.name.clone(),
             });
         }
+        // After the command line's own errors, as tcpdump ("That device
+        // is not up"): a capture on a down interface printed "listening
+        // on", then failed with "went down during the capture", although
+        // it never was up.
+        if let Some(down) = interfaces.iter().find(|i| !i.is_up()) {
+            return Err(LiveError::NotUp {
+                iface: down.name.clone(),
+            });
+        }
         let mut rings = Vec::new();
         // A fanout group id per interface, unique to this process.
         let base = (std::process::id() as u16).wrapping_mul(31);

@@ -31,6 +31,14 @@ pub enum LiveError {
         /// What was being done.
         what: &'static str,
     },
+    /// The interface is not up when the capture starts: a socket bound to
+    /// it sees nothing until it is, so the capture would wait on an
+    /// empty ring, or fail at once with "went down" and no reason.
+    #[error("{iface}: the interface is not up (`ip link set {iface} up` brings it up)")]
+    NotUp {
+        /// The interface.
+        iface: String,
+    },
     /// The interface went down while it was captured.
     #[error("{iface}: the interface went down during the capture")]
     InterfaceDown {

@@ -11,6 +11,8 @@ const ARPHRD_ETHER: u32 = 1;
 const ARPHRD_LOOPBACK: u32 = 772;
 /// `ARPHRD_NONE` (tun devices: frames start at the IP header).
 const ARPHRD_NONE: u32 = 0xfffe;
+/// `IFF_UP` of `<linux/if.h>`: the interface is administratively up.
+const IFF_UP: u64 = 0x1;
 
 /// An interface to capture on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -121,6 +123,17 @@ impl Interface {
             link_type,
             mtu: read_u64(dir.join("mtu")).unwrap_or(1500) as u32,
         })
+    }
+
+    /// Whether the interface is administratively up (`IFF_UP` in
+    /// `/sys/class/net/NAME/flags`, as `ip link` shows it); true where the
+    /// flags cannot be read, so that only a known-down interface is
+    /// refused.
+    pub fn is_up(&self) -> bool {
+        std::fs::read_to_string(sys_dir(&self.name).join("flags"))
+            .ok()
+            .and_then(|s| u64::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
+            .is_none_or(|flags| flags & IFF_UP != 0)
     }
 
     /// The device's counters now (zeros where the kernel exposes none).
