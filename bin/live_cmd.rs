@@ -721,6 +721,14 @@ mod linux {
             Err(e) if e.is_usage() => return fail(exit::USAGE, e),
             Err(e) => return fail(exit::FAILURE, e),
         };
+        // The same line as live's: the first send would fail with the
+        // system's "Network is down" instead.
+        if !iface.is_up() {
+            return fail(
+                exit::FAILURE,
+                flowsieve::ingest::live::LiveError::NotUp { iface: iface.name },
+            );
+        }
         let injector = match Injector::open(&iface) {
             Ok(i) if a.gso => match i.with_gso() {
                 Ok(i) => i,

@@ -1633,9 +1633,9 @@ fn capture_and_lines_on_standard_output_are_appended_and_come_alone() {
 /// An interface that is not up when the capture starts is refused at
 /// once with one line, as tcpdump's "That device is not up": the capture
 /// used to print "listening on" and then fail with "went down during the
-/// capture", although the interface never was up. Up again, it captures;
-/// and an interface given twice is still the usage error it is, down or
-/// not.
+/// capture", although the interface never was up. `inject` says the
+/// same. Up again, it captures; and an interface given twice is still the
+/// usage error it is, down or not.
 #[test]
 fn an_interface_that_is_not_up_is_refused_at_start() {
     let Some(pair) = VethPair::new("an_interface_that_is_not_up_is_refused_at_start") else {
@@ -1660,6 +1660,28 @@ fn an_interface_that_is_not_up_is_refused_at_start() {
         )
     );
     assert!(out.stdout.is_empty());
+    // inject says the same, where its first send failed with "Network
+    // is down".
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &pair.capture_ns,
+            BIN,
+            "inject",
+            "-i",
+            &iface,
+        ])
+        .arg(default_trace())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "flowsieve: error: {iface}: the interface is not up (`ip link set {iface} up` brings it up)\n"
+        )
+    );
     let out = run(&["-i", &iface]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
