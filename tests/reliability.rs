@@ -56,6 +56,18 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_flowsieve")
 }
 
+/// Starts the binary with `args` and its three standard streams piped to
+/// the test.
+fn spawn_piped(args: &[&str]) -> std::process::Child {
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Runs the binary with `args`, standard input from `stdin`, killed after
 /// `bound`.
 fn run_with(args: &[&str], stdin: Stdio, bound: Duration) -> Run {
@@ -531,13 +543,7 @@ fn standard_input_and_fifos_are_read_as_streams() {
     };
     for name in ["-", "/dev/stdin"] {
         for bytes in [std::fs::read(&t).unwrap(), gz.clone()] {
-            let mut child = Command::new(bin())
-                .args(["-q", "--json", "-", name])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
+            let mut child = spawn_piped(&["-q", "--json", "-", name]);
             let mut stdin = child.stdin.take().unwrap();
             let writer = std::thread::spawn(move || {
                 stdin.write_all(&bytes)?;
@@ -1354,13 +1360,7 @@ fn interrupt_after(args: &[&str], after: Duration, cwd: &Path) -> (Option<i32>, 
 #[test]
 fn an_interrupted_replay_says_so_on_one_line() {
     for (signal, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
-        let mut child = Command::new(bin())
-            .args(["-q", "-r", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_piped(&["-q", "-r", "-"]);
         // Half a file header: the replay is reading when the signal comes.
         let mut stdin = child.stdin.take().unwrap();
         stdin.write_all(&0xa1b2_c3d4u32.to_le_bytes()).unwrap();
