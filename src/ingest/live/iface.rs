@@ -11,8 +11,6 @@ const ARPHRD_ETHER: u32 = 1;
 const ARPHRD_LOOPBACK: u32 = 772;
 /// `ARPHRD_NONE` (tun devices: frames start at the IP header).
 const ARPHRD_NONE: u32 = 0xfffe;
-/// `IFF_UP` of `<linux/if.h>`: the interface is administratively up.
-const IFF_UP: u64 = 0x1;
 
 /// An interface to capture on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -125,15 +123,39 @@ impl Interface {
         })
     }
 
-    /// Whether the interface is administratively up (`IFF_UP` in
-    /// `/sys/class/net/NAME/flags`, as `ip link` shows it); true where the
-    /// flags cannot be read, so that only a known-down interface is
-    /// refused.
+    /// Whether the interface is administratively up (`IFF_UP`, as `ip
+    /// link` shows it); true where the flags cannot be read, so that only
+    /// a known-down interface is refused.
+    ///
+    /// Why `SIOCGIFFLAGS` and not `/sys/class/net/NAME/flags`: the ioctl
+    /// asks the process's own network namespace, as the lookup by index
+    /// does, while `/sys` shows the namespace it was mounted in (a process
+    /// that entered a namespace with `nsenter --net` sees the old one's
+    /// devices there), and a same-named device down elsewhere would refuse
+    /// a capture that would run.
     pub fn is_up(&self) -> bool {
-        std::fs::read_to_string(sys_dir(&self.name).join("flags"))
-            .ok()
-            .and_then(|s| u64::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
-            .is_none_or(|flags| flags & IFF_UP != 0)
+        // SAFETY: a datagram socket for the ioctl alone, closed below; an
+        // `ifreq` zeroed (a valid value of the C struct) whose name is
+        // copied in with room for its NUL (`by_name` checked the name is
+        // under IFNAMSIZ bytes); SIOCGIFFLAGS writes only `ifru_flags`,
+        // which is read after it succeeds.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            if fd < 0 {
+                return true;
+            }
+            let mut req: libc::ifreq = std::mem::zeroed();
+            for (dst, &src) in req
+                .ifr_name
+                .iter_mut()
+                .zip(self.name.as_bytes().iter().take(libc::IFNAMSIZ - 1))
+            {
+                *dst = src as libc::c_char;
+            }
+            let rc = libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut req);
+            libc::close(fd);
+            rc != 0 || i32::from(req.ifr_ifru.ifru_flags) & libc::IFF_UP != 0
+        }
     }
 
     /// The device's counters now (zeros where the kernel exposes none).
