@@ -4155,3 +4155,42 @@ fn a_report_is_never_written_over_a_trace() {
     let out = flowsieve(&["-q", "--json", "/dev/null", &t]);
     assert_eq!(out.status.code(), Some(0));
 }
+
+/// A class name longer than its column (names in a `--classes` file can
+/// be any length) widens the column, so every line of the text's class
+/// tables stays in line with its header: the right-aligned last column
+/// ends at the same place on each line. With a fixed width, the long
+/// name pushed its row's counts out past the titles.
+#[test]
+fn long_class_names_keep_the_text_tables_in_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let classes = dir.path().join("long.toml");
+    let name = "web-and-tls-of-the-campus-network-and-its-guests";
+    std::fs::write(
+        &classes,
+        format!("[[class]]\nname = \"{name}\"\nproto = [\"tcp\"]\nports = [\"80\", \"443\"]\n"),
+    )
+    .unwrap();
+    let out = flowsieve(&["--classes", classes.to_str().unwrap(), &default_trace()]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for (section, rows) in [("classes (", 2), ("heavy flows (", 3), ("new flows (", 3)] {
+        let lines: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with(section))
+            .skip(1)
+            .take(1 + rows)
+            .collect();
+        assert!(
+            lines.iter().any(|l| l.contains(name)),
+            "{section}: {lines:#?}"
+        );
+        assert_eq!(lines.len(), 1 + rows, "{section}: {lines:#?}");
+        let widths: Vec<usize> = lines.iter().map(|l| l.chars().count()).collect();
+        assert!(
+            widths.iter().all(|&w| w == widths[0]),
+            "{section}: lines of {widths:?} characters:\n{}",
+            lines.join("\n")
+        );
+    }
+}

@@ -1,7 +1,8 @@
 //! `report`'s atomic writes: the file a report leaves is the one a shell's
 //! `>` would have left (mode, owner, links followed), and a write that
 //! fails part-way leaves the old file whole, also under `/dev/shm`. And
-//! its tables: a number keeps its column narrow in text and exact in CSV.
+//! its tables: a number keeps its column narrow in text and exact in CSV,
+//! and a long cell widens its column for every line.
 
 use flowsieve::report::{
     Cell, Column, Table, write_atomically, write_atomically_to_path, write_atomically_with,
@@ -210,4 +211,40 @@ fn a_number_past_sixteen_characters_is_shown_in_exponent_form_and_kept_whole_in_
         assert!(!f[1].contains('e'), "{line}");
     }
     assert_eq!(lines.next(), Some("r,,0"));
+}
+
+/// A cell wider than its column widens the column for every line, header
+/// included, so the cells after it stay under their titles: a class
+/// named in a `--classes` file can be any length, and a fixed width let a
+/// long name push its row out of line. A quiet row (left out of the text)
+/// does not widen anything.
+#[test]
+fn a_cell_wider_than_its_column_widens_it_for_every_line() {
+    let mut t = Table::new("numbers", NUMBER_COLUMNS);
+    t.push(vec![
+        Cell::Text("web".into()),
+        Cell::Number(Some(1.0)),
+        Cell::Cost(2.0),
+    ]);
+    t.push(vec![
+        Cell::Text("class-name-of-thirty-three-chars!".into()),
+        Cell::Number(Some(12_345_678_901.0)),
+        Cell::Cost(3.0),
+    ]);
+    t.push_row(
+        vec![
+            Cell::Text("a quiet row with a name longer still".into()),
+            Cell::Number(Some(0.5)),
+            Cell::Cost(4.0),
+        ],
+        true,
+    );
+    let mut out = String::new();
+    t.render_text(&mut out);
+    assert_eq!(
+        out,
+        "  name                                   number     cost\n\
+         \x20 web                                         1      2.0\n\
+         \x20 class-name-of-thirty-three-chars! 12345678901      3.0\n"
+    );
 }

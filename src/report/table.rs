@@ -159,29 +159,50 @@ impl Table {
 
     /// The text rendering: a header line and the rows that are not quiet,
     /// each indented by two spaces.
+    ///
+    /// A column is as wide as its widest cell when that is past the
+    /// column's own width: a class named in a `--classes` file can be any
+    /// length, and a fixed width let a long name push every cell after it
+    /// out of line with the header.
     pub fn render_text(&self, out: &mut String) {
-        let line = |out: &mut String, cells: Vec<String>| {
+        let title: Vec<String> = self.columns.iter().map(|c| c.title.to_string()).collect();
+        let rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .filter(|r| !r.quiet)
+            .map(|r| r.cells.iter().map(Cell::text).collect())
+            .collect();
+        let widths: Vec<usize> = self
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, col)| {
+                std::iter::once(&title)
+                    .chain(&rows)
+                    .filter_map(|cells| cells.get(i))
+                    .map(|c| c.chars().count())
+                    .fold(col.width, usize::max)
+            })
+            .collect();
+        let line = |out: &mut String, cells: &[String]| {
             out.push_str("  ");
-            for (i, (c, col)) in cells.iter().zip(self.columns).enumerate() {
+            for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
                 if i > 0 {
                     out.push(' ');
                 }
                 if i == 0 {
-                    let _ = write!(out, "{c:<w$}", w = col.width);
+                    let _ = write!(out, "{c:<w$}");
                 } else {
-                    let _ = write!(out, "{c:>w$}", w = col.width);
+                    let _ = write!(out, "{c:>w$}");
                 }
             }
             let trimmed = out.trim_end_matches(' ').len();
             out.truncate(trimmed);
             out.push('\n');
         };
-        line(
-            out,
-            self.columns.iter().map(|c| c.title.to_string()).collect(),
-        );
-        for r in self.rows.iter().filter(|r| !r.quiet) {
-            line(out, r.cells.iter().map(Cell::text).collect());
+        line(out, &title);
+        for cells in &rows {
+            line(out, cells);
         }
     }
 

@@ -181,16 +181,23 @@ impl ReplaySummary {
         }
         let _ = writeln!(o);
         let _ = writeln!(o, "classes ({})", self.options.classes);
+        // As wide as the longest class name (a `--classes` file's names
+        // can be any length), so the counts stay under their titles.
+        let w = self
+            .classes
+            .iter()
+            .map(|c| c.class.chars().count())
+            .fold(16, usize::max);
         let _ = writeln!(
             o,
-            "  {:<16} {:>10} {:>12} {:>14}",
+            "  {:<w$} {:>10} {:>12} {:>14}",
             "class", "flows", "packets", "bytes"
         );
         for c in &self.classes {
             let flows = c.flows.map_or("-".to_string(), |f| f.to_string());
             let _ = writeln!(
                 o,
-                "  {:<16} {:>10} {:>12} {:>14}",
+                "  {:<w$} {:>10} {:>12} {:>14}",
                 c.class, flows, c.packets, c.bytes
             );
         }
