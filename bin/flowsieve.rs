@@ -1086,6 +1086,7 @@ fn configure(
         *notes = notes_on_stages_left_out(&cfg.stages);
         notes.extend(note_on_top_without_truth(cfg.replay.truth));
         notes.extend(note_on_unreachable_theta(&cfg));
+        notes.extend(note_on_events_without_their_stages(&cfg));
         if let Some(note) = &no_rules {
             notes.push(note.clone());
         }
@@ -1292,6 +1293,23 @@ fn note_on_unreachable_theta(cfg: &PipelineConfig) -> Option<String> {
         )),
         _ => None,
     }
+}
+
+/// `--events` writes the heavy-flow and new-flow stages' events (and the
+/// heavy stage's window ends); with neither stage in `--stages` the file
+/// is written empty. A run with `--stages selective --events FILE` left an
+/// empty file and no reason: one note says so, as the plots' notes do
+/// for a figure whose stage did not run.
+fn note_on_events_without_their_stages(cfg: &PipelineConfig) -> Option<String> {
+    use flowsieve::pipeline::StageName;
+    let given = GIVEN_FLAGS.get()?;
+    let stages = cfg.stages.stages();
+    (given.iter().any(|g| g == "events")
+        && !stages.contains(&StageName::Heavy)
+        && !stages.contains(&StageName::NewFlows))
+    .then(|| {
+        "--events writes the heavy-flow and new-flow stages' events, and --stages leaves both out: it writes none in this run".to_string()
+    })
 }
 
 impl ReplayArgs {
