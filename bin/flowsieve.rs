@@ -1084,7 +1084,7 @@ fn configure(
         .map_err(|e| fail(exit::USAGE, config_error_line(e)))?;
     if let Ok(mut notes) = STAGE_NOTES.lock() {
         *notes = notes_on_stages_left_out(&cfg.stages);
-        notes.extend(note_on_top_without_truth(cfg.replay.truth));
+        notes.extend(notes_on_truth_flags_without_truth(&cfg));
         notes.extend(note_on_unreachable_theta(&cfg));
         notes.extend(note_on_events_without_their_stages(&cfg));
         if let Some(note) = &no_rules {
@@ -1265,14 +1265,31 @@ fn notes_on_stages_left_out(stages: &StageList) -> Vec<String> {
     notes
 }
 
-/// `--top` lists the largest flows of the exact flow table, which
-/// `--no-truth` does not keep: given with it, it changes nothing, and one
-/// note says so, as for a stage's flags when `--stages` leaves it out.
-fn note_on_top_without_truth(truth: bool) -> Option<String> {
-    let given = GIVEN_FLAGS.get()?;
-    (!truth && given.iter().any(|g| g == "top")).then(|| {
-        "--top lists the largest flows of the exact flow table, which --no-truth does not keep: it changes nothing in this run".to_string()
-    })
+/// Flags that shape only the ground truth, which `--no-truth` does not
+/// keep: given with it, each changes nothing, and one note says so, as
+/// for a stage's flags when `--stages` leaves it out. `--top` lists the
+/// exact flow table's largest flows; `--horizon` says when the exact
+/// table starts a flow anew (a `--horizon` the left-out new-flow stage
+/// would take is named by that stage's note instead).
+fn notes_on_truth_flags_without_truth(cfg: &PipelineConfig) -> Vec<String> {
+    let Some(given) = GIVEN_FLAGS.get() else {
+        return Vec::new();
+    };
+    if cfg.replay.truth {
+        return Vec::new();
+    }
+    let new_flows_run = cfg
+        .stages
+        .stages()
+        .contains(&flowsieve::pipeline::StageName::NewFlows);
+    let mut notes = Vec::new();
+    if given.iter().any(|g| g == "top") {
+        notes.push("--top lists the largest flows of the exact flow table, which --no-truth does not keep: it changes nothing in this run".to_string());
+    }
+    if new_flows_run && given.iter().any(|g| g == "horizon") {
+        notes.push("--horizon says when the exact flow table starts a flow anew, and --no-truth keeps no exact table: it changes nothing in this run".to_string());
+    }
+    notes
 }
 
 /// A heavy-flow window of fewer packets than `--theta` can never hold a

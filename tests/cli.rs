@@ -3433,6 +3433,47 @@ fn a_packet_window_shorter_than_theta_is_noted() {
     );
 }
 
+/// `--horizon` says when the exact flow table starts a flow anew, and
+/// `--no-truth` keeps no exact table: one note says the flag changed
+/// nothing, and every figure is the run's without it (only the recorded
+/// setting, `new_flows.config.horizon_s`, and the report's own note on it
+/// differ). With truth there is no note; with the new-flow stage left
+/// out, its stage note names the flag, and this note does not repeat it.
+#[test]
+fn horizon_without_truth_is_named_not_ignored_silently() {
+    let d = default_trace();
+    let note = "flowsieve: note: --horizon says when the exact flow table starts a flow anew, and --no-truth keeps no exact table: it changes nothing in this run\n";
+    let (out, with) = json_of(&["--no-truth", "--horizon", "5s", &d]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), note);
+    let (_, plain) = json_of(&["--no-truth", &d]);
+    let strip = |v: serde_json::Value| {
+        let mut v = without_timing(v);
+        v.as_object_mut().unwrap().remove("options");
+        let n = v["new_flows"].as_object_mut().unwrap();
+        n.remove("notes");
+        n["config"].as_object_mut().unwrap().remove("horizon_s");
+        v
+    };
+    assert_eq!(strip(with), strip(plain));
+    let (out, v) = json_of(&["--horizon", "5s", &d]);
+    assert!(out.stderr.is_empty(), "{:?}", out.stderr);
+    assert_eq!(v["new_flows"]["config"]["horizon_s"], 5.0);
+    let out = flowsieve(&[
+        "-q",
+        "--no-truth",
+        "--horizon",
+        "5s",
+        "--stages",
+        "heavy",
+        &d,
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "flowsieve: note: --horizon applies to the new-flow stage, which --stages leaves out: it changes nothing in this run\n"
+    );
+}
+
 /// `bench` runs the pipeline at each count of `--threads-list`, so a
 /// `--threads` it would ignore, and a count given twice, which would run
 /// twice, exit 2 with one line before any work: the trace named is
