@@ -1287,7 +1287,7 @@ fn notes_on_truth_flags_without_truth(cfg: &PipelineConfig) -> Vec<String> {
         notes.push("--top lists the largest flows of the exact flow table, which --no-truth does not keep: it changes nothing in this run".to_string());
     }
     if new_flows_run && given.iter().any(|g| g == "horizon") {
-        notes.push("--horizon says when the exact flow table starts a flow anew, and --no-truth keeps no exact table: it changes nothing in this run".to_string());
+        notes.push("--horizon says when the exact flow table starts a flow anew, and this run keeps no exact table (truth is off): it changes nothing in this run".to_string());
     }
     notes
 }

@@ -3434,15 +3434,15 @@ fn a_packet_window_shorter_than_theta_is_noted() {
 }
 
 /// `--horizon` says when the exact flow table starts a flow anew, and
-/// `--no-truth` keeps no exact table: one note says the flag changed
-/// nothing, and every figure is the run's without it (only the recorded
-/// setting, `new_flows.config.horizon_s`, and the report's own note on it
-/// differ). With truth there is no note; with the new-flow stage left
+/// `--no-truth` (or `bench`, always) keeps no exact table: one note says
+/// the flag changed nothing, and every figure is the run's without it
+/// (only the recorded setting, `new_flows.config.horizon_s`, and the
+/// report's own note on it differ). With truth there is no note; with the new-flow stage left
 /// out, its stage note names the flag, and this note does not repeat it.
 #[test]
 fn horizon_without_truth_is_named_not_ignored_silently() {
     let d = default_trace();
-    let note = "flowsieve: note: --horizon says when the exact flow table starts a flow anew, and --no-truth keeps no exact table: it changes nothing in this run\n";
+    let note = "flowsieve: note: --horizon says when the exact flow table starts a flow anew, and this run keeps no exact table (truth is off): it changes nothing in this run\n";
     let (out, with) = json_of(&["--no-truth", "--horizon", "5s", &d]);
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stderr), note);
@@ -3472,6 +3472,19 @@ fn horizon_without_truth_is_named_not_ignored_silently() {
         String::from_utf8_lossy(&out.stderr),
         "flowsieve: note: --horizon applies to the new-flow stage, which --stages leaves out: it changes nothing in this run\n"
     );
+    // bench runs with truth off, --no-truth or not.
+    let out = flowsieve(&[
+        "bench",
+        "--rounds",
+        "1",
+        "--no-tcpdump",
+        "--horizon",
+        "5s",
+        &d,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.lines().any(|l| l == note.trim_end()), "{err}");
 }
 
 /// `bench` runs the pipeline at each count of `--threads-list`, so a
