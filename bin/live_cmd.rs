@@ -4,6 +4,7 @@
 use super::{RunArgs, emit_report, exit, fail};
 use clap::Args;
 use flowsieve::ingest::{DurationNs, ShedAt};
+use flowsieve::live::LONGEST_QUIET_TURN_MS;
 use flowsieve::pipeline::defaults;
 use std::path::PathBuf;
 
@@ -187,15 +188,15 @@ fn parse_every(s: &str) -> Result<ReportEvery, String> {
     // 50 ms with the default --block-timeout, whatever was asked.
     if every.0 < MIN_REPORT_EVERY_NS {
         return Err(format!(
-            "{s:?} is shorter than 100ms, the least interval the capture loop keeps (0 turns the reports off)"
+            "{s:?} is shorter than {LONGEST_QUIET_TURN_MS}ms, the least interval the capture loop keeps (0 turns the reports off)"
         ));
     }
     Ok(ReportEvery(Some(every)))
 }
 
 /// The shortest `--report-every`: the capture loop's longest wait on a
-/// quiet ring (`Reader::wait`'s poll, at most 100 ms).
-const MIN_REPORT_EVERY_NS: u64 = 100_000_000;
+/// quiet ring.
+const MIN_REPORT_EVERY_NS: u64 = LONGEST_QUIET_TURN_MS as u64 * 1_000_000;
 
 #[derive(Args)]
 pub struct InjectArgs {

@@ -68,6 +68,13 @@ mod reader;
 
 pub use crate::ingest::ShedAt;
 
+/// The longest a turn of the capture loop waits on a quiet ring, in
+/// milliseconds: `--block-timeout`, capped here so that a stop, a window
+/// on the clock or an interval report is never held up longer. It is also
+/// the shortest `live --report-every`: an interval ends at the first turn
+/// after it, so a shorter one could not be kept.
+pub const LONGEST_QUIET_TURN_MS: u32 = 100;
+
 pub use counters::{
     CaptureSummary, CountersSnapshot, EventLatency, EventLatencySummary, InterfaceCounters,
     InterfaceSummary, IntervalReport, LiveCounters,

@@ -233,7 +233,7 @@ impl Reader {
     /// the capture was already stopping before the wait. Inline, the
     /// merger calls it, then [`Reader::read_inline`].
     pub(crate) fn wait(&mut self) -> bool {
-        let poll_ms = self.retire_ms.clamp(1, 100) as i32;
+        let poll_ms = self.retire_ms.clamp(1, super::LONGEST_QUIET_TURN_MS) as i32;
         let stopping = self.stop.load(Ordering::Relaxed);
         match self.ring.wait(if stopping { 0 } else { poll_ms }) {
             Ok(_) => {}
