@@ -90,6 +90,40 @@ fn json_has_the_required_fields_with_exact_names() {
     assert!(classes.iter().all(|c| c["class"].is_string()));
 }
 
+/// Every schema version the README and the JSON docs state is the one the
+/// replay writes: the README's JSON paragraph said 1 for many rounds after
+/// the pipeline sections made it 2.
+#[test]
+fn the_documented_schema_version_is_the_one_written() {
+    let (out, v) = json_of(&[]);
+    assert_eq!(out.status.code(), Some(0));
+    let written = v["schema_version"].as_u64().expect("schema_version");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut stated = Vec::new();
+    for doc in ["README.md", "docs/json-schema.md", "docs/scale-out.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).expect(doc);
+        // Fold line breaks so that "schema_version`\n  2" reads as one
+        // phrase, then take the number right after each way of naming it.
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        for marker in ["schema_version", "schema version", "schema, version"] {
+            for (at, _) in text.match_indices(marker) {
+                let after = &text[at + marker.len()..];
+                let after = after.trim_start_matches(['`', '"', ':', ' ']);
+                let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+                if let Ok(n) = digits.parse::<u64>() {
+                    stated.push((doc, n));
+                }
+            }
+        }
+    }
+    // README (replay and pipeline paragraphs, network mode), the schema's
+    // title and first row, the results section and scale-out.md.
+    assert!(stated.len() >= 6, "{stated:?}");
+    for (doc, n) in &stated {
+        assert_eq!(*n, written, "{doc} states schema version {n}");
+    }
+}
+
 /// The pipeline's JSON fields, with the exact names docs/json-schema.md
 /// promises; per-class arrays have one entry per class with `class` and
 /// the same fields as `overall`.
