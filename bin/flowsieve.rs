@@ -99,16 +99,20 @@ fn on_interrupt(graceful: bool) -> std::sync::Arc<std::sync::atomic::AtomicBool>
 }
 
 /// The line an interrupt that ends the process at once writes: the first
-/// signal for a command without a graceful stop, the second for one with
-/// (whose first signal makes the job stop at its next check and say so
-/// itself). Static, as a signal handler can only write a ready buffer.
+/// signal for a command without a graceful stop; for one with, a signal
+/// that comes while it stops (the second, as the first makes the job stop
+/// at its next check and say so itself, or any during a live probe's
+/// final flush). Static, as a signal handler can only write a ready
+/// buffer.
 fn interrupted_line(sig: i32, graceful: bool) -> &'static [u8] {
     match (sig == signal_hook::consts::SIGINT, graceful) {
         (true, false) => b"flowsieve: error: interrupted by SIGINT before the run finished\n",
         (false, false) => b"flowsieve: error: interrupted by SIGTERM before the run finished\n",
-        (true, true) => b"flowsieve: error: interrupted by SIGINT a second time: stopped at once\n",
+        (true, true) => {
+            b"flowsieve: error: interrupted by SIGINT while stopping: stopped at once\n"
+        }
         (false, true) => {
-            b"flowsieve: error: interrupted by SIGTERM a second time: stopped at once\n"
+            b"flowsieve: error: interrupted by SIGTERM while stopping: stopped at once\n"
         }
     }
 }

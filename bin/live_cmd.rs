@@ -273,7 +273,7 @@ mod linux {
     use std::io::{BufWriter, Write};
     use std::rc::Rc;
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::Ordering;
     use std::time::Duration;
 
     type Shared = Rc<RefCell<Box<dyn Write>>>;
@@ -542,14 +542,12 @@ mod linux {
         // alone: no text report, interval lines or capture summary there.
         let text =
             super::super::prints_text(&a.run, &[a.json_lines.as_deref(), a.write.as_deref()]);
-        let stop = Arc::new(AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            // A second signal while the first is being handled exits at once.
-            let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&stop));
-            if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&stop)) {
-                return fail(exit::FAILURE, format!("cannot handle signals: {e}"));
-            }
-        }
+        // The first signal ends the capture with its report. The capture
+        // sets the same flag whenever it ends by itself (`--duration`,
+        // `-c`, an error), so any signal after that, while the stop still
+        // waits (on an exporter's flush, say), ends the process at once
+        // and says so, as for every graceful job.
+        let stop = crate::on_interrupt(true);
         let mut printer = Printer {
             text,
             out: lines.clone(),
@@ -738,10 +736,7 @@ mod linux {
             Ok(i) => i,
             Err(e) => return fail(exit::FAILURE, e),
         };
-        let stop = Arc::new(AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
-        }
+        let stop = crate::on_interrupt(true);
         match injector.inject(&a.trace, pace, a.loops, &stop) {
             Ok(s) => {
                 let printed = if a.json {

@@ -310,11 +310,36 @@ pub(crate) fn start_export(
     Ok((exporter, cfg))
 }
 
+/// How long a probe's final flush may take before the run says it is
+/// waiting (see [`finish_export`]).
+const FLUSH_WAIT_NAMED_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Waits for the exporter to deliver (at most the flush timeout) and
 /// returns the exit code: `code` when everything was delivered, else 1 with
 /// one line saying what was not.
 pub(crate) fn finish_export(exporter: Exporter, x: &ExportArgs, quiet: bool, code: u8) -> u8 {
-    let s = exporter.finish();
+    // With the server away the wait lasts the whole flush timeout (30 s
+    // by default), and a run that printed nothing for that long after its
+    // input ended, or after Ctrl-C, looked hung: a wait past a second is
+    // named, whatever holds it up.
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let s = exporter.finish();
+        let _ = done_tx.send(());
+        s
+    });
+    if done_rx.recv_timeout(FLUSH_WAIT_NAMED_AFTER).is_err() {
+        eprintln!(
+            "flowsieve: note: probe {}: digests still to deliver to {}; waiting up to {} (--flush-timeout) in all (an interrupt ends the wait at once)",
+            x.probe_id.as_deref().unwrap_or_default(),
+            x.url.as_deref().unwrap_or_default(),
+            x.flush_timeout
+        );
+    }
+    let s = match waiter.join() {
+        Ok(s) => s,
+        Err(_) => return fail(exit::FAILURE, "the exporter's flush stopped unexpectedly"),
+    };
     // An output that could not be written is on the run's error line
     // already; digests not delivered join it there rather than go unsaid.
     if let Some(e) = s.error {

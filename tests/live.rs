@@ -1740,6 +1740,72 @@ fn an_interface_that_goes_down_ends_with_the_report_and_exit_1() {
     assert_eq!(r["capture"]["stopped_by"], "error");
 }
 
+/// A live probe whose server is away waits out its flush timeout (30 s
+/// here) once the capture has stopped. A signal in that wait ends the
+/// process at once with exit 130 and one line, whether a first signal
+/// stopped the capture (then it is the second) or `--duration` did (then
+/// it is the first). Live used to exit 130 there without a word, and sat
+/// silent through the wait before it.
+#[test]
+fn a_signal_during_a_live_probes_flush_ends_it_at_once_and_says_so() {
+    let Some(pair) =
+        VethPair::new("a_signal_during_a_live_probes_flush_ends_it_at_once_and_says_so")
+    else {
+        return;
+    };
+    // Nobody listens in the capture namespace: the connection is refused.
+    let probe = [
+        "-q",
+        "--nats",
+        "nats://127.0.0.1:4222",
+        "--probe-id",
+        "away",
+    ];
+    let note = "flowsieve: note: probe away: digests still to deliver to nats://127.0.0.1:4222; waiting up to 30s (--flush-timeout) in all (an interrupt ends the wait at once)";
+    let signal = |live: &Live, sig: i32| {
+        // SAFETY: kill with a child's pid and a valid signal.
+        assert_eq!(unsafe { libc::kill(live.child.id() as i32, sig) }, 0);
+    };
+    let still_running = |live: &mut Live, what: &str| {
+        assert!(live.child.try_wait().unwrap().is_none(), "{what}");
+    };
+    for (stopped_by_duration, last_signal, line) in [
+        (
+            true,
+            libc::SIGINT,
+            "flowsieve: error: interrupted by SIGINT while stopping: stopped at once",
+        ),
+        (
+            false,
+            libc::SIGTERM,
+            "flowsieve: error: interrupted by SIGTERM while stopping: stopped at once",
+        ),
+    ] {
+        let mut args = probe.to_vec();
+        if stopped_by_duration {
+            args.extend(["--duration", "1s"]);
+        }
+        let mut live = pair.live(&args);
+        if !stopped_by_duration {
+            std::thread::sleep(Duration::from_millis(500));
+            signal(&live, libc::SIGINT);
+        }
+        // The capture stops within the second; its note comes a second
+        // into the flush, which then has 28 s to go.
+        std::thread::sleep(Duration::from_millis(3000));
+        still_running(&mut live, "the flush waits for the server");
+        signal(&live, last_signal);
+        let (code, _, stderr) = live.wait_exit(Duration::from_secs(10), "end at once");
+        assert_eq!(code, 130, "{stderr:?}");
+        assert_eq!(
+            stderr.iter().filter(|l| *l == note).count(),
+            1,
+            "{stderr:?}"
+        );
+        assert_eq!(stderr.last().map(String::as_str), Some(line), "{stderr:?}");
+    }
+}
+
 /// A `--json-lines` output that cannot be written ends the capture with
 /// exit 1 and one line naming it: the file's path, or standard output for
 /// `-`. The line used to be "the event sink failed", naming nothing.

@@ -1070,6 +1070,40 @@ fn a_server_that_is_not_there_is_named() {
     }
 }
 
+/// A probe whose server is away waits out its flush timeout after the
+/// input ended, 30 s by default, and printed nothing meanwhile: it looked
+/// hung. A wait past a second is now named on one note line, between the
+/// start's warning and the end's error. Needs no server.
+#[test]
+fn a_probes_long_flush_is_named_while_it_waits() {
+    let port = free_port_below_the_ephemeral_range();
+    let url = format!("nats://127.0.0.1:{port}");
+    let out = Command::new(env!("CARGO_BIN_EXE_flowsieve"))
+        .args(["probe", "-q", "--nats", &url, "--probe-id", "away"])
+        .args(["--flush-timeout", "1500ms", TRACE])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "flowsieve: warning: NATS connect: {url}: IO error: Connection refused (os error 111); monitoring locally, up to 64 windows of digests are kept until the server answers"
+            ),
+            format!(
+                "flowsieve: note: probe away: digests still to deliver to {url}; waiting up to 1500ms (--flush-timeout) in all (an interrupt ends the wait at once)"
+            ),
+            // The bundled trace's 60 windows on 8 shards.
+            format!(
+                "flowsieve: error: probe away: 480 digests not delivered to {url} within the flush timeout of 1500ms (0 published, 0 dropped, lost windows [])"
+            ),
+        ],
+        "{err}"
+    );
+}
+
 #[test]
 fn a_probe_delivers_after_the_server_comes_up() {
     let Some(bin) = nats_server() else {
