@@ -10,6 +10,7 @@ use flowsieve::network::collector::{CollectOptions, collect};
 use flowsieve::network::probe::{Exporter, ProbeOptions};
 use flowsieve::network::results::assemble;
 use flowsieve::network::transport::{self, NetError, check_probe_id};
+use flowsieve::network::uncollected_shard::shard_list;
 use flowsieve::pipeline::{
     FileSource, NoEvents, PipelineSink, StageName, ValidatedConfig, WindowSpec, run,
 };
@@ -520,17 +521,18 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
     let got = rt.block_on(async {
         let n = transport::connect(&args.nats.nats, "flowsieve-results", false, t).await?;
         let Some(cfg) = n.shared_config().await? else {
-            return Ok::<_, NetError>((None, Vec::new()));
+            return Ok::<_, NetError>((None, Vec::new(), Vec::new()));
         };
         let results = match args.window {
             Some(w) => n.results_near(w).await?,
             None => n.results().await?,
         };
-        Ok((Some(cfg), results))
+        let uncollected = n.uncollected_shards(cfg.shards).await?;
+        Ok((Some(cfg), results, uncollected))
     });
-    let (cfg, results) = match got {
-        Ok((Some(c), r)) => (c, r),
-        Ok((None, _)) => {
+    let (cfg, results, uncollected) = match got {
+        Ok((Some(c), r, u)) => (c, r, u),
+        Ok((None, _, _)) => {
             return fail(
                 exit::FAILURE,
                 format!(
@@ -543,6 +545,17 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
     };
     let mut report = assemble(&cfg, &results, args.window);
     report.listed_per_window = args.top;
+    // Digests of shards no collector was ever started for are in no
+    // window, and the windows' figures give no sign of it: a window of a
+    // quiet link lacks shards that had no packets, too.
+    if !uncollected.is_empty() {
+        let shards = shard_list(&uncollected);
+        eprintln!(
+            "flowsieve: warning: results: the stream holds {} digests of shard(s) {shards} that no collector has taken, so their packets are in no window; `flowsieve collect --shards {shards}` merges them",
+            uncollected.iter().map(|u| u.digests).sum::<u64>()
+        );
+    }
+    report.network.uncollected_shards = uncollected;
     // An empty report for a window asked by number says why, on stderr
     // (the report itself stays what it is: no windows), as a note with
     // the prefix every other note has.

@@ -1253,6 +1253,75 @@ fn results_json(url: &str, extra: &[&str]) -> serde_json::Value {
     report
 }
 
+/// A shard no collector was ever started for holds its digests in the
+/// stream, and its packets are in no window; the windows' figures give no
+/// sign of it (a quiet window lacks shards too). `results` asks the server
+/// and warns on one line with the `collect` that merges them, and lists
+/// them in the JSON with the digests the probe sent for each: one per
+/// window in which the shard had packets, the trace's own count. Once a
+/// collector has taken them, nothing is said.
+#[test]
+fn results_name_the_shards_no_collector_has_taken() {
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let servers = Servers::start(&bin, 1, None);
+    let url = servers.url();
+    finish(
+        probe(&url, "only", Path::new(TRACE), 1, 1),
+        "probe",
+        Duration::from_secs(120),
+    );
+    let (cfg, _) = stored_results(&url);
+    let (windows, _) = reference(&cfg);
+    let digests_of = |shard: usize| windows.iter().filter(|w| w.shard == shard).count() as u64;
+    let results = || {
+        Command::new(BIN)
+            .args(["results", "--nats", &url, "--json", "-"])
+            .output()
+            .unwrap()
+    };
+    finish(
+        collector(&url, "0-2,4", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    let out = results();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let digests: u64 = [3, 5, 6, 7].map(digests_of).iter().sum();
+    assert!(digests > 0);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "flowsieve: warning: results: the stream holds {digests} digests of shard(s) 3,5-7 that no collector has taken, so their packets are in no window; `flowsieve collect --shards 3,5-7` merges them\n"
+        )
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let expected: Vec<serde_json::Value> = [3, 5, 6, 7]
+        .map(|s| serde_json::json!({"shard": s, "digests": digests_of(s)}))
+        .to_vec();
+    assert_eq!(
+        report["network"]["uncollected_shards"],
+        serde_json::Value::Array(expected)
+    );
+    // Its field names are the documented ones.
+    results_json(&url, &[]);
+    finish(
+        collector(&url, "3,5-7", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    let out = results();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["network"]["uncollected_shards"],
+        serde_json::json!([])
+    );
+    assert_matches_whole_trace(&url, &["only"]);
+}
+
 /// Asserts that `out` exited with `code` and one line on stderr that
 /// says `says`.
 fn assert_one_line(out: &std::process::Output, code: i32, says: &str) {

@@ -54,6 +54,7 @@ pub mod probe;
 pub mod results;
 #[cfg(feature = "network")]
 pub mod transport;
+pub mod uncollected_shard;
 
 pub use book::{Book, ProbeState, Verdict};
 pub use config::{CONFIG_KEY, ConfigDifference, MAX_PROBES, NetworkConfig};

@@ -9,6 +9,7 @@
 
 use super::config::NetworkConfig;
 use super::merge::{HeavyFlow, ShardWindowResult, cardinality_estimate};
+use super::uncollected_shard::UncollectedShard;
 use crate::filter::BloomFilter;
 use crate::report::{Cell, Column, Section, Table};
 use serde::Serialize;
@@ -67,6 +68,10 @@ pub struct NetworkSection {
     /// The windows some shard of which lacks a late digest (see
     /// [`NetworkWindow::late`]).
     pub late_windows: Vec<u64>,
+    /// Shards whose digests no collector has taken, so that their packets
+    /// are in no window (filled by `flowsieve results` from the server;
+    /// empty from [`assemble`]).
+    pub uncollected_shards: Vec<UncollectedShard>,
 }
 
 /// The whole network report (JSON schema version 2, `network` section).
@@ -172,6 +177,7 @@ pub fn assemble(
                 .filter(|w| !w.late.is_empty())
                 .map(|w| w.window)
                 .collect(),
+            uncollected_shards: Vec::new(),
         },
         windows,
         listed_per_window: 10,

@@ -6,6 +6,7 @@
 use super::book::ProbeState;
 use super::config::{CONFIG_KEY, NetworkConfig};
 use super::merge::ShardWindowResult;
+use super::uncollected_shard::UncollectedShard;
 use async_nats::jetstream::{self, kv, object_store, stream};
 use futures_util::StreamExt;
 use std::time::Duration;
@@ -430,6 +431,41 @@ impl Nats {
             .await
             .map_err(|e| nats_err("stream info")(&e))?;
         Ok(info.state.last_sequence)
+    }
+
+    /// The shards below `shards` that no collector has ever taken (the
+    /// stream has no durable consumer `collect-s<shard>` for them) but
+    /// for which the stream holds digests, with how many: their packets
+    /// are in no merged window. Every shard a collector has owned has its
+    /// consumer, which outlives the collector, so a shard is listed only
+    /// while no `flowsieve collect` has been started for it.
+    pub async fn uncollected_shards(&self, shards: u32) -> Result<Vec<UncollectedShard>, NetError> {
+        let Ok(stream) = self.js.get_stream(STREAM).await else {
+            // No stream: no probe has published, nothing waits.
+            return Ok(Vec::new());
+        };
+        let mut names = std::collections::HashSet::new();
+        let mut listed = stream.consumer_names();
+        while let Some(name) = listed.next().await {
+            names.insert(name.map_err(|e| nats_err("list consumers")(&e))?);
+        }
+        let mut out = Vec::new();
+        for shard in (0..shards).filter(|s| !names.contains(&format!("collect-s{s}"))) {
+            // One entry per digest subject (window and probe) of the shard.
+            let mut subjects = stream
+                .info_with_subjects(shard_filter(shard))
+                .await
+                .map_err(|e| nats_err("stream info")(&e))?;
+            let mut digests = 0u64;
+            while let Some(entry) = subjects.next().await {
+                let (_, count) = entry.map_err(|e| nats_err("stream info")(&e))?;
+                digests = digests.saturating_add(count as u64);
+            }
+            if digests > 0 {
+                out.push(UncollectedShard { shard, digests });
+            }
+        }
+        Ok(out)
     }
 
     /// Every registered probe's state, sorted by probe id.
