@@ -460,19 +460,44 @@ fn pcapng_damage_of_every_kind() {
     );
     assert_eq!(at.offset, good);
 
-    // Unknown interface.
+    // Unknown interface, and its message for no, one and several declared
+    // ones (it said "declares 1 interfaces").
     let mut ng = base();
     ng.epb(5, 2, 28, &p);
     let (read, kind, _) = ng_error(ng.bytes);
     assert_eq!(
-        (read, kind),
+        (read, &kind),
         (
             1,
-            PcapNgError::UnknownInterface {
+            &PcapNgError::UnknownInterface {
                 interface: 5,
                 count: 1
             }
         )
+    );
+    assert_eq!(
+        kind.to_string(),
+        "packet on interface 5 but the section declares 1 interface (id 0)"
+    );
+    let mut ng = Ng::new();
+    ng.shb(false).epb(0, 1, 28, &p);
+    let (read, kind, _) = ng_error(ng.bytes);
+    assert_eq!(read, 0);
+    assert_eq!(
+        kind.to_string(),
+        "packet on interface 0 but the section declares no interface"
+    );
+    let mut ng = Ng::new();
+    ng.shb(false)
+        .idb(101, 0, &[])
+        .idb(101, 0, &[])
+        .idb(1, 0, &[]);
+    ng.epb(2, 1, 28, &p).epb(3, 2, 28, &p);
+    let (read, kind, _) = ng_error(ng.bytes);
+    assert_eq!(read, 1);
+    assert_eq!(
+        kind.to_string(),
+        "packet on interface 3 but the section declares 3 interfaces (ids 0-2)"
     );
 
     // Block length not a multiple of 4, below 12, implausibly large.

@@ -117,7 +117,10 @@ pub enum PcapNgError {
     },
     /// A packet names an interface that no Interface Description Block in
     /// this section declared.
-    #[error("packet on interface {interface} but the section declares {count} interfaces")]
+    #[error(
+        "packet on interface {interface} but the section declares {}",
+        declared_interfaces(*count)
+    )]
     UnknownInterface {
         /// The interface id.
         interface: u32,
@@ -287,5 +290,15 @@ impl FrameError {
             FrameError::Pcap(at, kind) => IngestError::Pcap { path, at, kind },
             FrameError::PcapNg(at, kind) => IngestError::PcapNg { path, at, kind },
         }
+    }
+}
+
+/// How many interfaces a section declares, as the unknown-interface error
+/// words it: "no interface", "1 interface (id 0)", "3 interfaces (ids 0-2)".
+fn declared_interfaces(count: usize) -> String {
+    match count {
+        0 => "no interface".into(),
+        1 => "1 interface (id 0)".into(),
+        n => format!("{n} interfaces (ids 0-{})", n - 1),
     }
 }
