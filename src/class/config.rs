@@ -177,6 +177,33 @@ pub struct ClassConfig {
 /// far past any pcapng `if_name` in practice.
 const IFACE_NAME_MAX: usize = 255;
 
+/// A TOML error's message on one line, after where it is: "line L, column
+/// C: " and, when the span is a short part of one line, the text there
+/// (`invalid IP address syntax: "10.0.0.0/33"`). toml's own rendering of
+/// the place takes several lines, and its bare message named no place
+/// and no value, so a file of many rules left the user to hunt for it.
+fn located(text: &str, span: Option<std::ops::Range<usize>>, message: &str) -> String {
+    let message = message.trim().replace('\n', " ");
+    let Some(span) = span else {
+        return message;
+    };
+    let Some(before) = text.get(..span.start) else {
+        return message;
+    };
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    let quoted = text
+        .get(span)
+        .map(str::trim)
+        .filter(|t| !t.is_empty() && !t.contains('\n') && t.chars().count() <= 80)
+        // Not twice: serde's messages quote some values themselves.
+        .filter(|t| !message.contains(&format!("`{t}`")));
+    match quoted {
+        Some(t) => format!("line {line}, column {column}: {message}: {t}"),
+        None => format!("line {line}, column {column}: {message}"),
+    }
+}
+
 fn proto_number(p: &ProtoSpec) -> Result<u8, String> {
     match p {
         ProtoSpec::Number(n) => u8::try_from(*n)
@@ -287,7 +314,7 @@ impl ClassConfig {
     pub fn parse(source: &str, text: &str) -> Result<ClassConfig, ClassConfigError> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| ClassConfigError::Parse {
             path: source.into(),
-            message: e.message().replace('\n', " "),
+            message: located(text, e.span(), e.message()),
         })?;
         let mut names: Vec<String> = Vec::new();
         let mut ids: std::collections::HashMap<String, ClassId> = Default::default();
