@@ -1297,6 +1297,39 @@ fn command_line_errors_name_what_is_wrong_on_one_line() {
             &["model", "paradox", "--m-over-n", "-2", "--alpha", "1"][..],
             "--m-over-n: must be a positive number, got -2",
         ),
+        // Flags that changed nothing were taken in silence: the counter
+        // width outside --blocked, and an --m-over-n beside --n and --m
+        // that disagrees with them (the Poisson rate was for one ratio,
+        // the exact one for the other).
+        (
+            &[
+                "model",
+                "threshold",
+                "--theta",
+                "3",
+                "--m-over-n",
+                "8",
+                "--counter-bits",
+                "4",
+            ][..],
+            "the following required arguments were not provided: --n <N>; --m <M>; --blocked",
+        ),
+        (
+            &[
+                "model",
+                "threshold",
+                "--theta",
+                "3",
+                "--m-over-n",
+                "8",
+                "--exact",
+                "--n",
+                "100",
+                "--m",
+                "1000",
+            ][..],
+            "--m-over-n: 8 disagrees with m / n = 1000 / 100 = 10: give the same ratio, or leave --m-over-n out",
+        ),
         // A value that starts with a hyphen and a digit but is no number
         // goes to its option's own check (clap alone answered
         // "unexpected argument '-1' found", naming no option).

@@ -1491,11 +1491,40 @@ fn blocked_model_reduces_to_eq3_at_k1_and_exceeds_partitioned_above() {
         n: Some(1 << 20),
         m: Some(1 << 22),
         blocked: true,
-        counter_bits: 8,
         ..ThresholdQuery::default()
     };
     let a = q.answer().unwrap().blocked.unwrap();
     assert_eq!((a.blocks, a.counters_per_block), (1 << 16, 64));
+    // The counter width is the blocked layout's alone: without it, it is
+    // refused rather than ignored. The same query at 4 bits: 128 a block.
+    let narrow = ThresholdQuery {
+        counter_bits: Some(4),
+        ..q.clone()
+    };
+    let b = narrow.answer().unwrap().blocked.unwrap();
+    assert_eq!((b.blocks, b.counters_per_block), (1 << 15, 128));
+    let unblocked = ThresholdQuery {
+        blocked: false,
+        ..narrow
+    };
+    assert_eq!(
+        unblocked.answer().unwrap_err().to_string(),
+        "counter_bits: only with blocked"
+    );
+    // m / n given twice must agree: 4 counters a key here, not 3.
+    let twice = ThresholdQuery {
+        m_over_n: Some(3.0),
+        ..q.clone()
+    };
+    assert_eq!(
+        twice.answer().unwrap_err().to_string(),
+        "m_over_n: 3 disagrees with m / n = 4194304 / 1048576 = 4: give the same ratio, or leave --m-over-n out"
+    );
+    let agreeing = ThresholdQuery {
+        m_over_n: Some(4.0),
+        ..q.clone()
+    };
+    assert_eq!(agreeing.answer().unwrap(), q.answer().unwrap());
     let at = |k| blocked::fpr_blocked(10, k, 1 << 20, 1 << 16, 64);
     assert_eq!(a.fpr, at(a.k_opt));
     assert!((1..=32).all(|k| at(k) >= at(a.k_opt)));

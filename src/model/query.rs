@@ -340,9 +340,10 @@ pub struct ThresholdQuery {
     #[arg(long, requires_all = ["n", "m"])]
     pub blocked: bool,
     /// Bits per counter for `--blocked` (4, 8 or 16: 128, 64 or 32
-    /// counters per 64-byte block).
-    #[arg(long, default_value_t = 8)]
-    pub counter_bits: u32,
+    /// counters per 64-byte block; default 8). Only with `--blocked`: the
+    /// other rates do not depend on it.
+    #[arg(long, requires = "blocked")]
+    pub counter_bits: Option<u32>,
 }
 
 /// The cache-line-blocked layout's figures (`model::blocked`).
@@ -416,11 +417,31 @@ impl ThresholdQuery {
             ));
         }
         let x = match (self.m_over_n, self.m, self.n) {
+            // Given both ways (as `--m-over-n X --exact --n N --m M`), the
+            // Poisson rate would be for X and the exact one for M / N.
+            (Some(x), Some(m), Some(n)) => {
+                let ratio = m as f64 / n.max(1) as f64;
+                if (x - ratio).abs() > 1e-9 * x.abs().max(ratio) {
+                    return Err(invalid(
+                        "m_over_n",
+                        format!(
+                            "{} disagrees with m / n = {m} / {n} = {}: give the same ratio, or leave --m-over-n out",
+                            shown(x),
+                            shown(ratio)
+                        ),
+                    ));
+                }
+                x
+            }
             (Some(x), _, _) => x,
             (None, Some(m), Some(n)) => m as f64 / n.max(1) as f64,
             _ => return Err(ModelError::Missing("m_over_n (or exact with n and m)")),
         };
         let x = per_element("m_over_n", x)?;
+        if self.counter_bits.is_some() && !self.blocked {
+            return Err(invalid("counter_bits", "only with blocked"));
+        }
+        let counter_bits = self.counter_bits.unwrap_or(8);
         if let Some(k) = self.k {
             k_in_range(k)?;
         }
@@ -436,7 +457,7 @@ impl ThresholdQuery {
             None
         };
         let blocked = if self.blocked {
-            let per_block = match self.counter_bits {
+            let per_block = match counter_bits {
                 4 => 128u64,
                 8 => 64,
                 16 => 32,
@@ -452,13 +473,13 @@ impl ThresholdQuery {
             };
             // A counter saturates at its largest value, so no key could
             // reach a larger theta: the heavy stage refuses the same pair.
-            let most = (1u64 << self.counter_bits) - 1;
+            let most = (1u64 << counter_bits) - 1;
             if self.theta > most {
                 return Err(invalid(
                     "theta",
                     format!(
-                        "{} is more than a {}-bit counter holds ({most}): give --counter-bits 8 or 16",
-                        self.theta, self.counter_bits
+                        "{} is more than a {counter_bits}-bit counter holds ({most}): give --counter-bits 8 or 16",
+                        self.theta
                     ),
                 ));
             }
