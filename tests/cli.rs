@@ -1330,6 +1330,38 @@ fn command_line_errors_name_what_is_wrong_on_one_line() {
             ][..],
             "--m-over-n: 8 disagrees with m / n = 1000 / 100 = 10: give the same ratio, or leave --m-over-n out",
         ),
+        // 004's N-bounded rates are for one phase, independent positions
+        // and cycles that start empty; the variant flags were ignored, and
+        // --two-phase printed one phase of half the memory as if it were
+        // the two-phase filter's rate.
+        (
+            &[
+                "model",
+                "recycle",
+                "--m",
+                "10000",
+                "--k",
+                "4",
+                "--n-bounded",
+                "50",
+                "--two-phase",
+            ][..],
+            "the argument '--n-bounded <N_BOUNDED>' cannot be used with '--two-phase'",
+        ),
+        (
+            &[
+                "model",
+                "recycle",
+                "--m",
+                "10000",
+                "--k",
+                "4",
+                "--n-bounded",
+                "50",
+                "--retaining",
+            ][..],
+            "the argument '--n-bounded <N_BOUNDED>' cannot be used with '--retaining'",
+        ),
         // A value that starts with a hyphen and a digit but is no number
         // goes to its option's own check (clap alone answered
         // "unexpected argument '-1' found", naming no option).

@@ -1525,6 +1525,35 @@ fn blocked_model_reduces_to_eq3_at_k1_and_exceeds_partitioned_above() {
         ..q.clone()
     };
     assert_eq!(agreeing.answer().unwrap(), q.answer().unwrap());
+    // 004's N-bounded rates (eqs. 1-3) describe one phase with independent
+    // positions and empty starts: any other variant is refused, not
+    // answered with those rates.
+    let n_bounded = RecycleQuery {
+        m: 10_000,
+        k: 4,
+        n_bounded: Some(50),
+        ..RecycleQuery::default()
+    };
+    assert!(n_bounded.answer().is_ok());
+    for variant in [
+        RecycleQuery {
+            two_phase: true,
+            ..n_bounded.clone()
+        },
+        RecycleQuery {
+            non_colliding: true,
+            ..n_bounded.clone()
+        },
+        RecycleQuery {
+            retaining: true,
+            ..n_bounded.clone()
+        },
+    ] {
+        assert_eq!(
+            variant.answer().unwrap_err().to_string(),
+            "n_bounded: its rates (eqs. 1-3) are for one phase, independent positions and cycles that start empty: not with two_phase, non_colliding or retaining"
+        );
+    }
     let at = |k| blocked::fpr_blocked(10, k, 1 << 20, 1 << 16, 64);
     assert_eq!(a.fpr, at(a.k_opt));
     assert!((1..=32).all(|k| at(k) >= at(a.k_opt)));

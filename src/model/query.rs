@@ -935,14 +935,19 @@ pub struct RecycleQuery {
     /// The largest sigma (and N) whose average rate stays at or below this.
     #[arg(long)]
     pub target_fpr: Option<f64>,
-    /// Two phases (active and frozen halves).
-    #[arg(long)]
+    /// Two phases (active and frozen halves); sigma and target only, as
+    /// 004's N-bounded rates (eqs. 1-3) are for one phase (the replay's
+    /// report says the same of a two-phase N-bounded filter).
+    #[arg(long, conflicts_with = "n_bounded")]
     pub two_phase: bool,
-    /// k distinct positions per message (default: independent positions).
-    #[arg(long)]
+    /// k distinct positions per message (default: independent positions);
+    /// sigma and target only, as the N-bounded rates (eqs. 1-3) are for
+    /// independent positions.
+    #[arg(long, conflicts_with = "n_bounded")]
     pub non_colliding: bool,
-    /// Re-insert the message that triggers a recycle.
-    #[arg(long)]
+    /// Re-insert the message that triggers a recycle; sigma and target
+    /// only, as the N-bounded rates start each cycle empty.
+    #[arg(long, conflicts_with = "n_bounded")]
     pub retaining: bool,
     /// Also give the cache-line-blocked layout's rate and sizing
     /// (`model::blocked_recycling`, (R3) and (R4)); sigma and target only.
@@ -1110,6 +1115,12 @@ impl RecycleQuery {
                         sigma,
                     }
                 }
+            }
+            RecycleAsk::NBounded(_) if self.two_phase || self.non_colliding || self.retaining => {
+                return Err(invalid(
+                    "n_bounded",
+                    "its rates (eqs. 1-3) are for one phase, independent positions and cycles that start empty: not with two_phase, non_colliding or retaining",
+                ));
             }
             RecycleAsk::NBounded(n) => RecycleAnswer::NBounded {
                 f_w: recycling::f_worst(half, k, n),
