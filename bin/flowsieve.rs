@@ -414,7 +414,7 @@ fn run_reproduce(a: ReproduceArgs) -> u8 {
     }
     if deviations > 0 {
         eprintln!(
-            "flowsieve: {deviations} row(s) deviate without a known reason (see DEVIATES above)"
+            "flowsieve: warning: {deviations} row(s) deviate without a known reason (see DEVIATES above)"
         );
         exit::ANOMALIES
     } else {
