@@ -60,42 +60,83 @@ pub(crate) mod exit {
 }
 
 /// A flag that SIGINT and SIGTERM set, so that a long job stops at its next
-/// check instead of dying mid-write. A second Ctrl-C still ends the
-/// process at once (exit 130), in case a check is far away.
+/// check instead of dying mid-write. A second Ctrl-C (100 ms or more after
+/// the first, see [`SAME_INTERRUPT_NS`]) still ends the process at once
+/// (exit 130), in case a check is far away.
 fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     on_interrupt(true)
 }
 
 /// Registers SIGINT and SIGTERM: the process exits with 130 on a signal
 /// once the returned flag is set. With `graceful`, the first signal only
-/// sets the flag (the job checks it); without, the flag starts set, so the
-/// first signal exits at once.
+/// sets the flag (the job checks it), and a later one exits; without, the
+/// flag starts set, so the first signal exits at once. So does any signal
+/// once the job has set the flag itself (a live capture that ended by
+/// `--duration`, waiting on its exporter).
 ///
 /// The exit says so on one line ([`interrupted_line`]): a replay stopped
 /// by `timeout` or Ctrl-C used to end with exit 130 and nothing on stderr,
 /// so a log showed an empty report and no reason.
 fn on_interrupt(graceful: bool) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    use std::sync::atomic::{AtomicU64, Ordering};
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(!graceful));
+    // When the first signal came (CLOCK_MONOTONIC nanoseconds; 0: none
+    // yet), shared by SIGINT and SIGTERM.
+    let first_ns = std::sync::Arc::new(AtomicU64::new(0));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let line = interrupted_line(sig, graceful);
         let flag = std::sync::Arc::clone(&stop);
+        let first_ns = std::sync::Arc::clone(&first_ns);
         // SAFETY: the action runs in the signal handler and does only
-        // what is async-signal-safe there: an atomic load, write(2) of a
-        // static buffer and _exit(2) (what signal_hook's own conditional
-        // shutdown does, with the write before it).
+        // what is async-signal-safe there: atomic loads and stores,
+        // clock_gettime(2), write(2) of a static buffer and _exit(2) (what
+        // signal_hook's own conditional shutdown does, with the write
+        // before it).
         let _ = unsafe {
             signal_hook::low_level::register(sig, move || {
-                if flag.load(std::sync::atomic::Ordering::SeqCst) {
-                    let _ = libc::write(libc::STDERR_FILENO, line.as_ptr().cast(), line.len());
-                    signal_hook::low_level::exit(i32::from(exit::INTERRUPTED));
+                let now = monotonic_ns();
+                if !flag.load(Ordering::SeqCst) {
+                    // The first: the job stops at its next check.
+                    first_ns.store(now.max(1), Ordering::SeqCst);
+                    flag.store(true, Ordering::SeqCst);
+                    return;
                 }
+                let first = first_ns.load(Ordering::SeqCst);
+                if first != 0 && now.saturating_sub(first) < SAME_INTERRUPT_NS {
+                    // The same request again (see SAME_INTERRUPT_NS).
+                    return;
+                }
+                let _ = libc::write(libc::STDERR_FILENO, line.as_ptr().cast(), line.len());
+                signal_hook::low_level::exit(i32::from(exit::INTERRUPTED));
             })
         };
-        if graceful {
-            let _ = signal_hook::flag::register(sig, std::sync::Arc::clone(&stop));
-        }
     }
     stop
+}
+
+/// Signals this close after the first are the same request, not a second
+/// one that ends a graceful job at once. GNU `timeout` sends its signal to
+/// the process and then to its process group, so the process often gets
+/// it twice within microseconds: taken as a second Ctrl-C, `timeout 60
+/// flowsieve gen-trace -o F ...` ended at once and left its temporary
+/// file behind, every time. No one presses Ctrl-C twice within 100 ms.
+const SAME_INTERRUPT_NS: u64 = 100_000_000;
+
+/// CLOCK_MONOTONIC in nanoseconds (async-signal-safe: clock_gettime(2)).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given, which lives
+    // on this stack frame; it is on POSIX's async-signal-safe list.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
 }
 
 /// The line an interrupt that ends the process at once writes: the first

@@ -1318,6 +1318,16 @@ fn a_drawn_key_is_printed_wherever_the_report_goes() {
 /// Sends SIGINT to a long job once it has run for `after`, and returns its
 /// exit code and stderr.
 fn interrupt_after(args: &[&str], after: Duration, cwd: &Path) -> (Option<i32>, String) {
+    interrupt_with(args, after, cwd, &[libc::SIGINT])
+}
+
+/// As [`interrupt_after`], sending each of `signals` back to back.
+fn interrupt_with(
+    args: &[&str],
+    after: Duration,
+    cwd: &Path,
+    signals: &[i32],
+) -> (Option<i32>, String) {
     let err = cwd.join("stderr");
     let mut child = Command::new(bin())
         .args(args)
@@ -1332,8 +1342,10 @@ fn interrupt_after(args: &[&str], after: Duration, cwd: &Path) -> (Option<i32>, 
         child.try_wait().unwrap().is_none(),
         "finished before the interrupt"
     );
-    // SAFETY: kill(2) on our own child's pid, with a valid signal.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    for &sig in signals {
+        // SAFETY: kill(2) on our own child's pid, with a valid signal.
+        unsafe { libc::kill(child.id() as i32, sig) };
+    }
     let start = Instant::now();
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -1350,6 +1362,70 @@ fn interrupt_after(args: &[&str], after: Duration, cwd: &Path) -> (Option<i32>, 
         status.and_then(|s| s.code()),
         std::fs::read_to_string(err).unwrap_or_default(),
     )
+}
+
+/// GNU `timeout` sends its signal to the process and then to its process
+/// group, so a process it runs often gets SIGTERM twice within
+/// microseconds. That is one request: the long jobs stop as on one
+/// signal, saying how far they got, and leave no file behind. Taken as a
+/// second signal it ended them at once ("stopped at once"), and
+/// `timeout 60 flowsieve gen-trace -o F ...` left its temporary file every
+/// time.
+#[test]
+fn a_signal_sent_twice_at_once_is_one_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("twice.pcap");
+    let (code, stderr) = interrupt_with(
+        &[
+            "gen-trace",
+            "-o",
+            out.to_str().unwrap(),
+            "--flows",
+            "1000",
+            "--packets",
+            "1000000000",
+        ],
+        Duration::from_millis(1500),
+        dir.path(),
+        &[libc::SIGTERM, libc::SIGTERM],
+    );
+    assert_eq!(code, Some(130), "{stderr}");
+    let prefix = format!("flowsieve: error: {}: interrupted after ", out.display());
+    assert!(
+        stderr.starts_with(&prefix)
+            && stderr.ends_with(" of 1000000000 packets; nothing was written\n")
+            && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains("twice"))
+        .collect();
+    assert!(leftovers.is_empty(), "left behind: {leftovers:?}");
+    let t = default_trace();
+    let json = dir.path().join("bench.json");
+    let (code, stderr) = interrupt_with(
+        &[
+            "bench",
+            "--rounds",
+            "1000",
+            "--no-tcpdump",
+            "--json",
+            json.to_str().unwrap(),
+            &t,
+        ],
+        Duration::from_millis(1500),
+        dir.path(),
+        &[libc::SIGINT, libc::SIGTERM],
+    );
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(
+        stderr.contains("interrupted after") && !stderr.contains("stopped at once"),
+        "{stderr}"
+    );
+    assert!(!json.exists());
 }
 
 /// A command with no graceful stop of its own ends at once on Ctrl-C or
