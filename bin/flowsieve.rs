@@ -83,7 +83,18 @@ fn on_interrupt(graceful: bool) -> std::sync::Arc<std::sync::atomic::AtomicBool>
     // When the first signal came (CLOCK_MONOTONIC nanoseconds; 0: none
     // yet), shared by SIGINT and SIGTERM.
     let first_ns = std::sync::Arc::new(AtomicU64::new(0));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        // A hang-up (the terminal or ssh session went away) stops a job as
+        // Ctrl-C does, so a live capture still writes its report, as
+        // tcpdump does; but under nohup, which set SIGHUP to be ignored,
+        // it stays ignored (tcpdump's "cooperate with nohup").
+        if sig == signal_hook::consts::SIGHUP && !disposition_is_default(sig) {
+            continue;
+        }
         let line = interrupted_line(sig, graceful);
         let flag = std::sync::Arc::clone(&stop);
         let first_ns = std::sync::Arc::clone(&first_ns);
@@ -146,15 +157,30 @@ fn monotonic_ns() -> u64 {
 /// final flush). Static, as a signal handler can only write a ready
 /// buffer.
 fn interrupted_line(sig: i32, graceful: bool) -> &'static [u8] {
-    match (sig == signal_hook::consts::SIGINT, graceful) {
-        (true, false) => b"flowsieve: error: interrupted by SIGINT before the run finished\n",
-        (false, false) => b"flowsieve: error: interrupted by SIGTERM before the run finished\n",
-        (true, true) => {
+    use signal_hook::consts::{SIGHUP, SIGINT};
+    match (sig, graceful) {
+        (SIGINT, false) => b"flowsieve: error: interrupted by SIGINT before the run finished\n",
+        (SIGHUP, false) => b"flowsieve: error: interrupted by SIGHUP before the run finished\n",
+        (_, false) => b"flowsieve: error: interrupted by SIGTERM before the run finished\n",
+        (SIGINT, true) => {
             b"flowsieve: error: interrupted by SIGINT while stopping: stopped at once\n"
         }
-        (false, true) => {
-            b"flowsieve: error: interrupted by SIGTERM while stopping: stopped at once\n"
+        (SIGHUP, true) => {
+            b"flowsieve: error: interrupted by SIGHUP while stopping: stopped at once\n"
         }
+        (_, true) => b"flowsieve: error: interrupted by SIGTERM while stopping: stopped at once\n",
+    }
+}
+
+/// Whether `sig` still has its default action (not ignored, as nohup
+/// leaves SIGHUP, nor caught). Where that cannot be read, it is taken as
+/// not default, so a signal is left as the process found it.
+fn disposition_is_default(sig: i32) -> bool {
+    // SAFETY: sigaction with a null new action only reads the current
+    // one into `old`, a zeroed (valid) struct on this stack frame.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_DFL
     }
 }
 

@@ -1806,6 +1806,64 @@ fn a_signal_during_a_live_probes_flush_ends_it_at_once_and_says_so() {
     }
 }
 
+/// A hang-up (the terminal or ssh session went away) ends a capture as
+/// Ctrl-C does, with its report written, as tcpdump does; it used to kill
+/// the process with no report. Under nohup, which leaves SIGHUP ignored,
+/// the capture goes on, as under tcpdump ("cooperate with nohup").
+#[test]
+fn a_hang_up_ends_a_capture_with_its_report_unless_nohup_ignores_it() {
+    let Some(pair) =
+        VethPair::new("a_hang_up_ends_a_capture_with_its_report_unless_nohup_ignores_it")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("hup.json");
+    let live = pair.live(&["-q", "--report-every", "0", "--json", out.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_millis(400));
+    // SAFETY: kill with a child's pid and a valid signal.
+    assert_eq!(
+        unsafe { libc::kill(live.child.id() as i32, libc::SIGHUP) },
+        0
+    );
+    let (code, _, stderr) = live.wait_exit(Duration::from_secs(30), "stop on SIGHUP");
+    assert_eq!(code, 0, "{stderr:?}");
+    let r = json(&out);
+    assert_eq!(r["capture"]["stopped_by"], "signal", "{r}");
+
+    let mut nohup = Command::new("nohup")
+        .args(["ip", "netns", "exec", &pair.capture_ns, BIN, "live", "-q"])
+        .args(["--report-every", "0", "-i", &pair.capture_if])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run nohup");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        nohup.try_wait().unwrap().is_none(),
+        "live under nohup ended by itself"
+    );
+    // SAFETY: as above (nohup and ip exec the capture in place).
+    assert_eq!(unsafe { libc::kill(nohup.id() as i32, libc::SIGHUP) }, 0);
+    std::thread::sleep(Duration::from_millis(1000));
+    let after_hup = nohup.try_wait().unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(nohup.id() as i32, libc::SIGINT) };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = nohup.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = nohup.kill();
+            panic!("live under nohup did not stop on SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(after_hup, None, "SIGHUP ended a capture under nohup");
+    assert_eq!(status.code(), Some(0));
+}
+
 /// A `--json-lines` output that cannot be written ends the capture with
 /// exit 1 and one line naming it: the file's path, or standard output for
 /// `-`. The line used to be "the event sink failed", naming nothing.
