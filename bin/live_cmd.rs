@@ -515,6 +515,12 @@ mod linux {
         live.promiscuous = !a.no_promiscuous;
         live.duration = a.duration.map(|d| Duration::from_nanos(d.0));
         live.report_every = a.report_every.0.map(|d| Duration::from_nanos(d.0));
+        // SIGUSR1 asks for an interval report now, as it asks tcpdump for
+        // its counts; its default action would end the capture with no
+        // report.
+        let report_now = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let _ = signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&report_now));
+        live.report_now = Some(report_now);
         live.write = a.write.clone();
         live.packet_buffered = a.packet_buffered;
         live.shed_at = a.shed_at;

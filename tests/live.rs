@@ -1501,6 +1501,47 @@ fn report_every_zero_in_any_unit_turns_intervals_off() {
     }
 }
 
+/// SIGUSR1 asks for an interval report at once, as it asks tcpdump for its
+/// counts, even with intervals off; its default action ended the capture
+/// with no report at all. Each request is one interval line, numbered on.
+#[test]
+fn sigusr1_asks_for_an_interval_report_now() {
+    let Some(pair) = VethPair::new("sigusr1_asks_for_an_interval_report_now") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let lines = dir.path().join("usr1.jsonl");
+    let live = pair.live(&[
+        "-q",
+        "--report-every",
+        "0",
+        "--json-lines",
+        lines.to_str().unwrap(),
+    ]);
+    for _ in 0..2 {
+        // SAFETY: kill with a child's pid and a valid signal.
+        assert_eq!(
+            unsafe { libc::kill(live.child.id() as i32, libc::SIGUSR1) },
+            0
+        );
+        // Longer than the capture loop's longest quiet wait (100 ms).
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    let text = std::fs::read_to_string(&lines).unwrap();
+    let intervals: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["type"] == "interval")
+        .collect();
+    let numbers: Vec<&Value> = intervals.iter().map(|v| &v["interval"]).collect();
+    assert_eq!(numbers, [0, 1], "{text}");
+    // The second interval runs from the first request to the second.
+    let seconds = intervals[1]["seconds"].as_f64().unwrap();
+    assert!((0.4..0.7).contains(&seconds), "{text}");
+}
+
 /// `live --json -` without `-q` puts the final report on standard output
 /// alone: no text report, interval lines or capture summary beside it,
 /// so the stream is one JSON document (as with `--json-lines -`); and

@@ -122,6 +122,11 @@ pub struct LiveConfig {
     pub duration: Option<Duration>,
     /// Interval between interval reports.
     pub report_every: Option<Duration>,
+    /// When set (a signal handler sets it), the current interval ends at
+    /// the capture loop's next turn with its report, whatever
+    /// `report_every` says, and the flag is cleared: `flowsieve live`
+    /// sets it on SIGUSR1, on which tcpdump prints its counts.
+    pub report_now: Option<Arc<AtomicBool>>,
     /// Write every captured frame to this file: pcapng (one interface
     /// block per `-i`, with its name) when it ends in `.pcapng`, else
     /// classic pcap; nanosecond timestamps either way. `-` (or
@@ -164,6 +169,7 @@ impl LiveConfig {
             promiscuous: true,
             duration: None,
             report_every: None,
+            report_now: None,
             write: None,
             packet_buffered: false,
             shed_at: ShedAt::DEFAULT,
@@ -505,8 +511,13 @@ impl Source for LiveCapture<'_> {
             }
             drop(to_merger);
             observer.ready(&interfaces);
-            let mut intervals =
-                IntervalClock::new(cfg.report_every, rejects, started, &device_start);
+            let mut intervals = IntervalClock::new(
+                cfg.report_every,
+                cfg.report_now.clone(),
+                rejects,
+                started,
+                &device_start,
+            );
             let mut last_clock = Instant::now();
             let budget = replay.max_packets.unwrap_or(u64::MAX);
             let mut readers_gone = false;
@@ -891,6 +902,8 @@ impl Rejects {
 /// Produces an [`IntervalReport`] when an interval has passed.
 struct IntervalClock {
     every: Option<Duration>,
+    /// Ends the current interval at once when set ([`LiveConfig::report_now`]).
+    now: Option<Arc<AtomicBool>>,
     rejects: Rejects,
     started: Instant,
     last: Instant,
@@ -905,12 +918,14 @@ impl IntervalClock {
     /// devices' counters then).
     fn new(
         every: Option<Duration>,
+        now: Option<Arc<AtomicBool>>,
         rejects: Rejects,
         started: Instant,
         device_start: &[DeviceCounters],
     ) -> IntervalClock {
         IntervalClock {
             every,
+            now,
             rejects,
             started,
             last: started,
@@ -926,8 +941,11 @@ impl IntervalClock {
         counters: &LiveCounters,
         interfaces: &[Interface],
     ) -> Option<IntervalReport> {
-        let every = self.every?;
-        if self.last.elapsed() < every {
+        let asked = self
+            .now
+            .as_ref()
+            .is_some_and(|f| f.swap(false, Ordering::Relaxed));
+        if !asked && self.every.is_none_or(|every| self.last.elapsed() < every) {
             return None;
         }
         let now = counters.snapshot();
