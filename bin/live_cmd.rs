@@ -92,7 +92,8 @@ pub struct LiveArgs {
     /// Print one compact block per interval, of at least 100ms; 0 (or 0s,
     /// in any unit) turns it off. An interval ends at the capture loop's
     /// first turn after it (within --block-timeout, or 100ms, on a quiet
-    /// link), and each block gives its own length.
+    /// link), and each block gives its own length. SIGUSR1 (`kill -USR1
+    /// PID`) ends the current interval at once, also with 0.
     #[arg(long, default_value_t = ReportEvery(Some(DurationNs(defaults::LIVE_REPORT_EVERY_S * 1_000_000_000))), value_name = "DURATION", value_parser = parse_every, help_heading = "Capture")]
     pub report_every: ReportEvery,
     /// Write intervals and heavy/new-flow events as JSON lines (`-` for stdout).
