@@ -59,16 +59,17 @@ pub(crate) mod exit {
     pub const INTERRUPTED: u8 = 130;
 }
 
-/// A flag that SIGINT and SIGTERM set, so that a long job stops at its next
-/// check instead of dying mid-write. A second Ctrl-C (100 ms or more after
-/// the first, see [`SAME_INTERRUPT_NS`]) still ends the process at once
-/// (exit 130), in case a check is far away.
+/// A flag that SIGINT, SIGTERM and SIGHUP set, so that a long job stops at
+/// its next check instead of dying mid-write. A second Ctrl-C (100 ms or
+/// more after the first, see [`SAME_INTERRUPT_NS`]) still ends the process
+/// at once (exit 130), in case a check is far away.
 fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     on_interrupt(true)
 }
 
-/// Registers SIGINT and SIGTERM: the process exits with 130 on a signal
-/// once the returned flag is set. With `graceful`, the first signal only
+/// Registers SIGINT, SIGTERM and SIGHUP (the last unless it is ignored, as
+/// under nohup): the process exits with 130 on a signal once the returned
+/// flag is set. With `graceful`, the first signal only
 /// sets the flag (the job checks it), and a later one exits; without, the
 /// flag starts set, so the first signal exits at once. So does any signal
 /// once the job has set the flag itself (a live capture that ended by
@@ -81,7 +82,7 @@ fn on_interrupt(graceful: bool) -> std::sync::Arc<std::sync::atomic::AtomicBool>
     use std::sync::atomic::{AtomicU64, Ordering};
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(!graceful));
     // When the first signal came (CLOCK_MONOTONIC nanoseconds; 0: none
-    // yet), shared by SIGINT and SIGTERM.
+    // yet), shared by the three signals.
     let first_ns = std::sync::Arc::new(AtomicU64::new(0));
     for sig in [
         signal_hook::consts::SIGINT,
