@@ -198,6 +198,63 @@ fn config_rules_match_in_order() {
     );
 }
 
+/// A bare address is the one host; a network with bits set past its
+/// prefix is refused with the network and the host it could have meant, as
+/// `tcpdump` refuses `net 10.0.0.1/8` (it was taken as the whole /8).
+#[test]
+fn address_entries_are_hosts_or_networks_without_host_bits() {
+    let cfg = ClassConfig::parse(
+        "h.toml",
+        "[[class]]\nname = \"host\"\nsrc = [\"10.0.0.1\", \" 2001:db8::7 \"]\n\n\
+         [[class]]\nname = \"net\"\ndst = [\"10.0.0.0/8\"]\n",
+    )
+    .unwrap();
+    let c = Classifier::from_config(cfg);
+    let v4 = |s: [u8; 4], d: [u8; 4]| FlowKey::v4(s, d, 1, 2, 6);
+    assert_eq!(name(&c, &v4([10, 0, 0, 1], [1, 1, 1, 1])), "host");
+    assert_eq!(name(&c, &v4([10, 0, 0, 2], [1, 1, 1, 1])), "other");
+    assert_eq!(name(&c, &v4([10, 0, 0, 2], [10, 9, 9, 9])), "net");
+    let mut host = [0u8; 16];
+    host[..4].copy_from_slice(&[0x20, 1, 0xd, 0xb8]);
+    host[15] = 7;
+    let mut next = host;
+    next[15] = 8;
+    assert_eq!(name(&c, &FlowKey::v6(host, [0; 16], 1, 2, 6)), "host");
+    assert_eq!(name(&c, &FlowKey::v6(next, [0; 16], 1, 2, 6)), "other");
+
+    let refused = |entry: &str| {
+        ClassConfig::parse(
+            "h.toml",
+            &format!("[[class]]\nname = \"a\"\naddr = [\"10.0.0.0/8\", \"{entry}\"]\n"),
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    assert_eq!(
+        refused("10.0.0.1/8"),
+        "h.toml: invalid class config: line 3, column 23: host bits set past the /8 prefix: \
+         the network is 10.0.0.0/8, and 10.0.0.1/32 is the one host: \"10.0.0.1/8\""
+    );
+    assert_eq!(
+        refused("fe80::1/10"),
+        "h.toml: invalid class config: line 3, column 23: host bits set past the /10 prefix: \
+         the network is fe80::/10, and fe80::1/128 is the one host: \"fe80::1/10\""
+    );
+    assert_eq!(
+        refused("10.0.0.256"),
+        "h.toml: invalid class config: line 3, column 23: invalid IP address syntax: \"10.0.0.256\""
+    );
+    // A /0 with any address set and a full-length prefix: the edges.
+    assert!(refused("1.2.3.4/0").contains("the network is 0.0.0.0/0"));
+    assert!(
+        ClassConfig::parse(
+            "h.toml",
+            "[[class]]\nname = \"a\"\nsrc = [\"1.2.3.4/32\", \"0.0.0.0/0\"]\n"
+        )
+        .is_ok()
+    );
+}
+
 #[test]
 fn config_errors_name_the_file_and_class() {
     let e =

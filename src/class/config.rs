@@ -6,7 +6,7 @@
 //!
 //! [[class]]
 //! name = "campus-web"
-//! src = ["10.0.0.0/8"]          # source address in any of these CIDRs
+//! src = ["10.0.0.0/8", "192.0.2.7"]   # source address in a network, or the one host
 //! proto = ["tcp"]               # names (tcp, udp, icmp, icmpv6, sctp, udplite) or numbers
 //! ports = ["80", "443", "8000-8099"]   # either port in any range
 //! alpha = 10.0                  # cost ratio for the selective-query stage (optional)
@@ -24,6 +24,11 @@
 //! may match (OR). Fields: `src`, `dst`, `addr` (either address), `proto`,
 //! `ports` (either port), `sport`, `dport`, `iface`. Rules are tried in file
 //! order and the first match wins; rules may share a name.
+//!
+//! An address entry is a network in CIDR form or one host's bare address.
+//! A network with bits set past its prefix (`10.0.0.1/8`) is refused, as
+//! `tcpdump` refuses `net 10.0.0.1/8`: it matches the whole `10.0.0.0/8`,
+//! which is seldom what was meant when a host's address was typed.
 //!
 //! `iface` names the interface a packet was captured on: the `-i` name in
 //! `flowsieve live`, the Interface Description Block's `if_name` in a pcapng
@@ -111,16 +116,63 @@ enum PortSpec {
     Other(toml::Value),
 }
 
+/// One address entry of a rule: a network whose host bits are clear, or
+/// one host's bare address (a /32 or /128 network). Parsed here, not by
+/// `ipnet`'s own `Deserialize`, which needs a prefix length and keeps host
+/// bits. The check runs inside the entry's own visitor, so toml's error
+/// names the entry's line and column, not its array's.
+#[derive(Clone, Copy, Debug)]
+struct NetSpec(IpNet);
+
+impl<'de> Deserialize<'de> for NetSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<NetSpec, D::Error> {
+        struct Entry;
+        impl serde::de::Visitor<'_> for Entry {
+            type Value = NetSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an address or a network, as a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<NetSpec, E> {
+                net_spec(text).map(NetSpec).map_err(E::custom)
+            }
+        }
+        d.deserialize_str(Entry)
+    }
+}
+
+/// Parses one address entry (see [`NetSpec`]).
+fn net_spec(text: &str) -> Result<IpNet, String> {
+    let text = text.trim();
+    if !text.contains('/') {
+        return text
+            .parse::<IpAddr>()
+            .map(IpNet::from)
+            .map_err(|e| e.to_string());
+    }
+    let net: IpNet = text
+        .parse()
+        .map_err(|e: ipnet::AddrParseError| e.to_string())?;
+    if net.addr() != net.network() {
+        return Err(format!(
+            "host bits set past the /{} prefix: the network is {}, and {} is the one host",
+            net.prefix_len(),
+            net.trunc(),
+            IpNet::from(net.addr()),
+        ));
+    }
+    Ok(net)
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRule {
     name: String,
     #[serde(default)]
-    src: Vec<IpNet>,
+    src: Vec<NetSpec>,
     #[serde(default)]
-    dst: Vec<IpNet>,
+    dst: Vec<NetSpec>,
     #[serde(default)]
-    addr: Vec<IpNet>,
+    addr: Vec<NetSpec>,
     #[serde(default)]
     proto: Vec<ProtoSpec>,
     #[serde(default)]
@@ -351,9 +403,9 @@ impl ClassConfig {
             rules.push(ClassRule {
                 name: r.name.clone(),
                 class: id_of(&r.name)?,
-                src: r.src.clone(),
-                dst: r.dst.clone(),
-                addr: r.addr.clone(),
+                src: r.src.iter().map(|n| n.0).collect(),
+                dst: r.dst.iter().map(|n| n.0).collect(),
+                addr: r.addr.iter().map(|n| n.0).collect(),
                 proto: r
                     .proto
                     .iter()
