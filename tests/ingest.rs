@@ -250,6 +250,65 @@ fn truncated_record_data() {
     );
 }
 
+/// The byte counts in damage messages read as English at 1 too ("1 bytes
+/// remain" was printed for a file cut one byte into a record's data).
+#[test]
+fn damage_messages_count_one_byte_in_the_singular() {
+    let remain = |n| PcapError::TruncatedRecordData {
+        caplen: 60,
+        remaining: n,
+    };
+    assert_eq!(
+        remain(1).to_string(),
+        "packet data truncated: caplen 60 but only 1 byte remains"
+    );
+    assert_eq!(
+        remain(0).to_string(),
+        "packet data truncated: caplen 60 but only 0 bytes remain"
+    );
+    assert_eq!(
+        PcapNgError::TruncatedBlock {
+            len: 100,
+            remaining: 1
+        }
+        .to_string(),
+        "block truncated: block length 100 but only 1 byte remains"
+    );
+    assert_eq!(
+        PcapNgError::TruncatedBlock {
+            len: 100,
+            remaining: 40
+        }
+        .to_string(),
+        "block truncated: block length 100 but only 40 bytes remain"
+    );
+    let room = |room| PcapNgError::CaplenExceedsBlock { caplen: 9, room }.to_string();
+    assert_eq!(
+        room(1),
+        "caplen 9 exceeds the 1 byte of packet data in the block"
+    );
+    assert_eq!(
+        room(8),
+        "caplen 9 exceeds the 8 bytes of packet data in the block"
+    );
+
+    // And read from a file cut one byte into a record's data.
+    let mut f = pcap_header(false, MAGIC_US, 65535, 101);
+    let p = udp_packet(1);
+    pcap_record(&mut f, false, 1, 0, p.len() as u32, p.len() as u32, &p);
+    f.truncate(f.len() - p.len() + 1);
+    let (pk, err, _) = read_all(f);
+    assert!(pk.is_empty());
+    let msg = err.expect("the cut is reported").to_string();
+    assert!(
+        msg.ends_with(&format!(
+            "packet data truncated: caplen {} but only 1 byte remains",
+            p.len()
+        )),
+        "{msg}"
+    );
+}
+
 #[test]
 fn caplen_of_gigabytes_is_implausible_not_an_allocation() {
     let mut f = pcap_header(false, MAGIC_US, 65535, 101);

@@ -10,6 +10,24 @@
 use std::io;
 use std::path::PathBuf;
 
+/// "1 byte" or "N bytes", for the messages below.
+fn bytes(n: u64) -> String {
+    if n == 1 {
+        "1 byte".into()
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+/// "1 byte remains" or "N bytes remain".
+fn bytes_remain(n: u64) -> String {
+    if n == 1 {
+        "1 byte remains".into()
+    } else {
+        format!("{n} bytes remain")
+    }
+}
+
 /// Where in a file a problem was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Position {
@@ -38,7 +56,7 @@ pub enum PcapError {
         need: usize,
     },
     /// The file ends inside the packet bytes of a record.
-    #[error("packet data truncated: caplen {caplen} but only {remaining} bytes remain")]
+    #[error("packet data truncated: caplen {caplen} but only {}", bytes_remain(*remaining))]
     TruncatedRecordData {
         /// The captured length.
         caplen: u32,
@@ -70,7 +88,7 @@ pub enum PcapNgError {
         need: usize,
     },
     /// The file ends inside a block.
-    #[error("block truncated: block length {len} but only {remaining} bytes remain")]
+    #[error("block truncated: block length {len} but only {}", bytes_remain(*remaining))]
     TruncatedBlock {
         /// The length.
         len: u32,
@@ -128,7 +146,7 @@ pub enum PcapNgError {
         count: usize,
     },
     /// An Enhanced/Obsolete Packet Block whose caplen exceeds its own block.
-    #[error("caplen {caplen} exceeds the {room} bytes of packet data in the block")]
+    #[error("caplen {caplen} exceeds the {} of packet data in the block", bytes(u64::from(*room)))]
     CaplenExceedsBlock {
         /// The captured length.
         caplen: u32,
@@ -254,7 +272,7 @@ pub enum IngestError {
     /// The file got shorter while it was read (another process truncated
     /// it): reading ended at a record boundary before the size it had when
     /// it was opened.
-    #[error("{}: byte offset {offset}: the file shrank while it was read (it had {size} bytes when opened)", path.display())]
+    #[error("{}: byte offset {offset}: the file shrank while it was read (it had {} when opened)", path.display(), bytes(*size))]
     Shrunk {
         /// The file.
         path: PathBuf,
