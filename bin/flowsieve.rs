@@ -23,7 +23,7 @@ use clap::{Args, Parser, Subcommand};
 use flowsieve::class::Classifier;
 use flowsieve::filter::{BitLayout, CounterLayout, CounterWidth};
 use flowsieve::hash::HashKey;
-use flowsieve::ingest::{DurationNs, ReadMode};
+use flowsieve::ingest::{DurationNs, ReadMode, TraceFilter, TraceFilterError};
 use flowsieve::model::query::{
     BloomQuery, CbfPosteriorQuery, CompressedQuery, ModelError, ParadoxQuery, QueryOrderQuery,
     RecycleQuery, ThresholdQuery,
@@ -524,6 +524,13 @@ struct ReplayArgs {
     #[arg(long, default_value_t = 0, value_name = "N",
           value_parser = clap::value_parser!(u16).range(0..=flowsieve::ahead::MAX_DISSECT_THREADS as i64))]
     dissect_threads: u16,
+    /// Keep only the records this tcpdump filter expression keeps, as
+    /// `tcpdump -r FILE EXPR` keeps them (libpcap's own compiler and
+    /// interpreter, loaded at run time: apt-get install libpcap0.8). The
+    /// rest are counted as filtered out and are in no other figure, and -c
+    /// counts the records kept.
+    #[arg(short = 'f', long = "filter", value_name = "EXPR")]
+    filter: Option<String>,
 }
 
 /// A `-c` value: a whole number of packets, 1 or more.
@@ -1601,12 +1608,20 @@ fn run_replay(args: ReplayArgs) -> u8 {
             "-: standard input is a terminal; pipe a trace into it (cat FILE | flowsieve -) or name the file",
         );
     }
+    // Compiled before any work: an expression libpcap refuses is a bad
+    // command line (exit 2), a missing libpcap a run that cannot go (1).
+    let filter = match args.filter.as_deref().map(TraceFilter::new).transpose() {
+        Ok(f) => f,
+        Err(e @ TraceFilterError::Invalid { .. }) => return fail(exit::USAGE, e),
+        Err(e @ TraceFilterError::NoCompiler(_)) => return fail(exit::FAILURE, e),
+    };
     let trace_bytes = flowsieve::ingest::plain_trace_bytes(&traces);
     let cfg = match args.run.configure(trace_bytes, |c| {
         if args.no_mmap && !args.mmap {
             c.replay.read_mode = ReadMode::Read;
         }
         c.replay.dissect_threads = usize::from(args.dissect_threads);
+        c.replay.filter = filter;
         // The default job (no trace given) also sweeps bits per element and
         // alpha, so a new user sees where selective querying pays.
         if args.named_traces().is_empty() && args.run.pipeline.selective.sweep.is_empty() {

@@ -47,4 +47,5 @@ mod schedule;
 mod slots;
 mod stage;
 mod synth;
+mod trace_filter;
 mod truth;

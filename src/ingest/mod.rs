@@ -22,6 +22,7 @@
 mod anomaly;
 mod error;
 mod frame;
+pub(crate) mod libpcap;
 mod link_type;
 mod link_type_counts;
 #[cfg(target_os = "linux")]
@@ -37,6 +38,7 @@ pub mod split;
 pub mod split_ng;
 mod time_order;
 mod timestamp;
+mod trace_filter;
 
 pub use anomaly::{AnomalyEntry, AnomalyLog};
 // `ReadMode` is defined below, beside the reader that uses it.
@@ -48,6 +50,7 @@ pub use pcap::PcapVariant;
 pub use shed_at::ShedAt;
 pub use time_order::TimeOrder;
 pub use timestamp::{DurationError, DurationNs, Timestamp};
+pub use trace_filter::{TraceFilter, TraceFilterError};
 
 use frame::Framed;
 use map_guard::GuardedMap;

@@ -97,6 +97,9 @@ pub struct OptionsInfo {
     /// absent for the fixed hash.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hash_key: Option<String>,
+    /// The trace filter's expression (`replay -f`); absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -118,6 +121,11 @@ pub struct TraceSummary {
     pub captured_bytes: u64,
     /// Records captured shorter than on the wire (snaplen).
     pub truncated_packets: u64,
+    /// Records the trace filter did not keep (`replay -f`); absent without
+    /// a filter. They are in no other figure: `packets` and every count
+    /// after it are of the records kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filtered_out: Option<u64>,
     /// Keyed packets whose ports were cut off by the capture (ports 0).
     pub ports_truncated: u64,
     /// Earliest timestamp, seconds since the epoch (null if none).
@@ -146,8 +154,12 @@ pub struct FileSummary {
     pub compression: String,
     /// Packets per link type.
     pub link_types: Vec<u16>,
-    /// Packets.
+    /// Packets (those the trace filter kept, with `replay -f`).
     pub packets: u64,
+    /// Records of this file the trace filter did not keep; absent without
+    /// a filter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filtered_out: Option<u64>,
     /// Bytes on the wire.
     pub wire_bytes: u64,
     /// Bytes captured.
@@ -177,6 +189,11 @@ pub struct FileSummary {
     /// whatever it is ([`crate::ahead`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dissected_ahead: Option<u64>,
+    /// The trace filter could not be compiled for a record's link type,
+    /// so reading stopped there (`error` says where and why); the file is
+    /// not damaged.
+    #[serde(skip)]
+    pub stopped_by_filter: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -49,6 +49,7 @@ impl ReplaySummary {
         }
         for f in &t.files {
             let state = match (&f.error, f.complete) {
+                (Some(_), _) if f.stopped_by_filter => "stopped (-f)",
                 (Some(_), _) => "DAMAGED",
                 (None, true) => "complete",
                 (None, false) => "stopped (-c)",
@@ -61,7 +62,7 @@ impl ReplaySummary {
             };
             let _ = writeln!(
                 o,
-                "  {}  [{}] link types {}  {} packets  {}B wire  {}",
+                "  {}  [{}] link types {}  {} packets{}  {}B wire  {}",
                 f.path,
                 if fmt.is_empty() { "?".into() } else { fmt },
                 if lts.is_empty() {
@@ -70,6 +71,10 @@ impl ReplaySummary {
                     lts.join(",")
                 },
                 f.packets,
+                match f.filtered_out {
+                    Some(n) => format!(" ({n} filtered out)"),
+                    None => String::new(),
+                },
                 si(f.wire_bytes as f64),
                 state
             );
@@ -84,6 +89,12 @@ impl ReplaySummary {
         let _ = writeln!(o);
         let _ = writeln!(o, "trace");
         let _ = writeln!(o, "  packets          {:>12}", t.packets);
+        if let (Some(n), Some(expr)) = (t.filtered_out, &self.options.filter) {
+            let _ = writeln!(
+                o,
+                "  filtered out     {n:>12}  (-f {expr:?}; in no figure of this report)"
+            );
+        }
         let _ = writeln!(
             o,
             "  ip packets       {:>12}  ({})",
