@@ -524,13 +524,33 @@ struct ReplayArgs {
     #[arg(long, default_value_t = 0, value_name = "N",
           value_parser = clap::value_parser!(u16).range(0..=flowsieve::ahead::MAX_DISSECT_THREADS as i64))]
     dissect_threads: u16,
+    #[command(flatten)]
+    filter: TraceFilterArg,
+}
+
+/// `-f EXPR` of the commands that read traces (`replay`, `probe`).
+#[derive(Args)]
+struct TraceFilterArg {
     /// Keep only the records this tcpdump filter expression keeps, as
     /// `tcpdump -r FILE EXPR` keeps them (libpcap's own compiler and
     /// interpreter, loaded at run time: apt-get install libpcap0.8). The
     /// rest are counted as filtered out and are in no other figure, and -c
     /// counts the records kept.
     #[arg(short = 'f', long = "filter", value_name = "EXPR")]
-    filter: Option<String>,
+    expression: Option<String>,
+}
+
+impl TraceFilterArg {
+    /// The compiled filter, checked before any work: an expression libpcap
+    /// refuses is a bad command line (exit 2), a missing libpcap a run
+    /// that cannot go (exit 1), each on one line.
+    fn compile(&self) -> Result<Option<TraceFilter>, u8> {
+        match self.expression.as_deref().map(TraceFilter::new).transpose() {
+            Ok(f) => Ok(f),
+            Err(e @ TraceFilterError::Invalid { .. }) => Err(fail(exit::USAGE, e)),
+            Err(e @ TraceFilterError::NoCompiler(_)) => Err(fail(exit::FAILURE, e)),
+        }
+    }
 }
 
 /// A `-c` value: a whole number of packets, 1 or more.
@@ -1608,12 +1628,9 @@ fn run_replay(args: ReplayArgs) -> u8 {
             "-: standard input is a terminal; pipe a trace into it (cat FILE | flowsieve -) or name the file",
         );
     }
-    // Compiled before any work: an expression libpcap refuses is a bad
-    // command line (exit 2), a missing libpcap a run that cannot go (1).
-    let filter = match args.filter.as_deref().map(TraceFilter::new).transpose() {
+    let filter = match args.filter.compile() {
         Ok(f) => f,
-        Err(e @ TraceFilterError::Invalid { .. }) => return fail(exit::USAGE, e),
-        Err(e @ TraceFilterError::NoCompiler(_)) => return fail(exit::FAILURE, e),
+        Err(code) => return code,
     };
     let trace_bytes = flowsieve::ingest::plain_trace_bytes(&traces);
     let cfg = match args.run.configure(trace_bytes, |c| {

@@ -496,6 +496,8 @@ mod linux {
                 &a.export,
                 &a.run,
                 &[],
+                // A live probe's filter is the socket's (-f of live).
+                None,
                 false,
                 capture_rings,
             ) {

@@ -4,7 +4,7 @@
 use super::{Progress, RunArgs, emit_report, exit, fail, traces_or_default};
 use clap::Args;
 use flowsieve::filter::CounterLayout;
-use flowsieve::ingest::DurationNs;
+use flowsieve::ingest::{DurationNs, TraceFilter};
 use flowsieve::network::NetworkConfig;
 use flowsieve::network::collector::{CollectOptions, collect};
 use flowsieve::network::probe::{Exporter, ProbeOptions};
@@ -113,6 +113,8 @@ pub(crate) struct ProbeArgs {
     /// stdout, which then carries them alone, without the text report).
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
+    #[command(flatten)]
+    filter: super::TraceFilterArg,
 }
 
 /// `flowsieve collect`.
@@ -234,6 +236,7 @@ pub(crate) fn start_export(
     x: &ExportArgs,
     run: &RunArgs,
     traces: &[PathBuf],
+    filter: Option<TraceFilter>,
     blocking: bool,
     capture_rings: u64,
 ) -> Result<(Exporter, ValidatedConfig), u8> {
@@ -307,6 +310,7 @@ pub(crate) fn start_export(
         c.epoch_windows = true;
         c.capture_rings = capture_rings;
         c.export = Some(export);
+        c.replay.filter = filter;
     })?;
     Ok((exporter, cfg))
 }
@@ -393,7 +397,11 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
     {
         return code;
     }
-    let (exporter, cfg) = match start_export(&args.export, &args.run, &traces, true, 0) {
+    let filter = match args.filter.compile() {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let (exporter, cfg) = match start_export(&args.export, &args.run, &traces, filter, true, 0) {
         Ok(x) => x,
         Err(code) => return code,
     };

@@ -1764,3 +1764,77 @@ fn a_live_capture_exports_what_it_captured() {
     assert_eq!(net["network"]["probes"], serde_json::json!(["live1"]));
     assert_eq!(net["network"]["partial_windows"], serde_json::json!([]));
 }
+
+/// `probe -f EXPR` merges the windows of the records the filter keeps:
+/// the stored results are, shard-window by shard-window, those of the
+/// same filtered run in one process, and their packets add up to the
+/// records tcpdump keeps for it (27,631 TCP packets of the bundled
+/// trace's 40,000; `tests/trace_filter.rs` checks that count against
+/// tcpdump). The probe's own report says how many it dropped.
+#[test]
+fn a_probe_with_a_trace_filter_publishes_only_what_it_keeps() {
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    if flowsieve::ingest::TraceFilter::new("tcp").is_err() {
+        assert!(
+            std::env::var_os("FLOWSIEVE_REQUIRE_LIVE").is_none(),
+            "libpcap is required in CI (.ci/run installs it)"
+        );
+        eprintln!(
+            "SKIPPED a_probe_with_a_trace_filter_publishes_only_what_it_keeps: needs libpcap (apt-get install libpcap0.8)"
+        );
+        return;
+    }
+    let servers = Servers::start(&bin, 1, None);
+    let url = servers.url();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("probe.json");
+    finish(
+        probe_with(
+            &url,
+            "f0",
+            Path::new(TRACE),
+            1,
+            1,
+            &["-f", "tcp", "--json", json.to_str().unwrap()],
+        ),
+        "probe",
+        Duration::from_secs(120),
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["options"]["filter"], "tcp");
+    assert_eq!(
+        (&v["trace"]["packets"], &v["trace"]["filtered_out"]),
+        (&27631.into(), &12369.into())
+    );
+    finish(
+        collector_with(&url, "0-7", 1, "1ms", &[]),
+        "collector",
+        Duration::from_secs(120),
+    );
+    let (net, results) = stored_results(&url);
+    let mut cfg = PipelineConfig::new(Classifier::ports());
+    cfg.replay.truth = false;
+    cfg.epoch_windows = true;
+    cfg.replay.filter = Some(flowsieve::ingest::TraceFilter::new("tcp").unwrap());
+    let mut one = net.clone();
+    one.probes = 1;
+    let whole = common::network::probe_run(&cfg, &one, &[PathBuf::from(TRACE)]);
+    let by_key: BTreeMap<(u64, u32), &ShardWindowResult> =
+        results.iter().map(|r| ((r.window, r.shard), r)).collect();
+    assert_eq!((by_key.len(), results.len()), (whole.len(), whole.len()));
+    for w in &whole {
+        let r = by_key[&(w.window, w.shard as u32)];
+        assert!(!r.partial, "{r:?}");
+        assert_eq!(
+            (r.packets, &r.class_packets),
+            (w.packets, &w.class_packets),
+            "window {} shard {}",
+            w.window,
+            w.shard
+        );
+    }
+    assert_eq!(results.iter().map(|r| r.packets).sum::<u64>(), 27631);
+}
