@@ -273,7 +273,7 @@ fn replay_counts_steps_back_in_time_as_the_independent_parser() {
         return;
     };
     let cfg = ReplayConfig::new(Classifier::ports());
-    let (mut checked, mut stepping) = (0, 0);
+    let (mut checked, mut stepping, mut stepping_once) = (0, 0, 0);
     let mut failures = Vec::new();
     for entry in manifest(&dir) {
         if !entry.format().starts_with("pcap") {
@@ -304,10 +304,11 @@ fn replay_counts_steps_back_in_time_as_the_independent_parser() {
             failures.push(format!("{}: a lone file overlaps no other", entry.file));
         }
         // The text report says so under the file exactly when it steps.
-        let said = format!(
-            "not in time order: {} packets stamped before the one ahead of them",
-            f.time_steps_back
-        );
+        // One packet in the singular ("1 packets ... of them" was printed).
+        let said = match f.time_steps_back {
+            1 => "not in time order: 1 packet stamped before the one ahead of it".to_string(),
+            n => format!("not in time order: {n} packets stamped before the one ahead of them"),
+        };
         if got.render_text().contains(&said) != (want > 0) {
             failures.push(format!(
                 "{}: the text report's line for {want} steps",
@@ -316,9 +317,11 @@ fn replay_counts_steps_back_in_time_as_the_independent_parser() {
         }
         checked += 1;
         stepping += usize::from(want > 0);
+        stepping_once += usize::from(want == 1);
     }
     assert!(checked >= 100, "only {checked} curated captures found");
     assert!(stepping >= 5, "only {stepping} captures step back in time");
+    assert!(stepping_once >= 1, "no capture steps back exactly once");
     assert!(
         failures.is_empty(),
         "{} mismatches:\n{}",

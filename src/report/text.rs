@@ -81,8 +81,14 @@ impl ReplaySummary {
             if f.time_steps_back > 0 {
                 let _ = writeln!(
                     o,
-                    "    not in time order: {} packets stamped before the one ahead of them (largest step back {:.6} s); each counts at the latest time so far",
-                    f.time_steps_back, f.largest_step_back_s
+                    "    not in time order: {} stamped before the one ahead of {} (largest step back {:.6} s); each counts at the latest time so far",
+                    if f.time_steps_back == 1 {
+                        "1 packet".to_string()
+                    } else {
+                        format!("{} packets", f.time_steps_back)
+                    },
+                    if f.time_steps_back == 1 { "it" } else { "them" },
+                    f.largest_step_back_s
                 );
             }
         }
