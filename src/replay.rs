@@ -519,8 +519,6 @@ fn start_ahead(
     }
 }
 
-/// Reads one file into `totals` (and the table); returns its summary and
-/// whether it could not be opened at all (as opposed to being damaged).
 /// Which records of one file a replay keeps: all of them (no `-f`), or
 /// those a trace filter keeps, counting what it drops and keeping the
 /// error that stopped it.
@@ -528,10 +526,10 @@ fn start_ahead(
 /// One type for both, so the read loop has one instance. As a type
 /// parameter with a constant "keep" for the unfiltered case, the loop
 /// became two instances, and the helpers they share lost the inlining a
-/// single caller gets: 4.1 more instructions a packet without a filter
-/// (callgrind, `-q --no-truth --threads 1` on a 135 k-packet trace),
-/// against 2.6 for this check of an `Option` (+0.15 %; BENCHMARKS.md,
-/// eighty-eighth round).
+/// single caller gets; with the filter's work inlined into the loop, the
+/// unfiltered loop took 34 more instructions a packet. This form costs
+/// the unfiltered loop 5 (+0.3 %, callgrind; no measurable time:
+/// BENCHMARKS.md, eighty-eighth round).
 struct FileFilter<'a>(Option<Filtering<'a>>);
 
 /// A trace filter over one file: what it dropped, and why it stopped.
@@ -587,6 +585,9 @@ impl FileFilter<'_> {
     }
 }
 
+/// Reads one file into `totals` (and the table); returns its summary and
+/// whether it could not be opened at all (as opposed to being damaged),
+/// or the filter could not be compiled for its link type.
 #[allow(clippy::too_many_arguments)]
 fn replay_file<P: PacketSink>(
     path: &Path,
