@@ -496,8 +496,10 @@ struct ReplayArgs {
     /// Default: the bundled trace.
     traces: Vec<PathBuf>,
     /// Read this trace, as `tcpdump -r` and `tshark -r` do (repeatable,
-    /// read in order; the same as naming the files, and not with them).
-    #[arg(short = 'r', value_name = "FILE", conflicts_with = "traces")]
+    /// read in order; the same as naming the files). As with tcpdump, words
+    /// after `-r FILE` are a filter expression (the same as -f): `-r FILE
+    /// tcp port 53`.
+    #[arg(short = 'r', value_name = "FILE")]
     read: Vec<PathBuf>,
     #[command(flatten)]
     run: RunArgs,
@@ -541,15 +543,20 @@ struct TraceFilterArg {
 }
 
 impl TraceFilterArg {
-    /// The compiled filter, checked before any work: an expression libpcap
-    /// refuses is a bad command line (exit 2), a missing libpcap a run
-    /// that cannot go (exit 1), each on one line.
+    /// The compiled filter (see [`compile_filter`]).
     fn compile(&self) -> Result<Option<TraceFilter>, u8> {
-        match self.expression.as_deref().map(TraceFilter::new).transpose() {
-            Ok(f) => Ok(f),
-            Err(e @ TraceFilterError::Invalid { .. }) => Err(fail(exit::USAGE, e)),
-            Err(e @ TraceFilterError::NoCompiler(_)) => Err(fail(exit::FAILURE, e)),
-        }
+        compile_filter(self.expression.as_deref())
+    }
+}
+
+/// The compiled filter, checked before any work: an expression libpcap
+/// refuses is a bad command line (exit 2), a missing libpcap a run that
+/// cannot go (exit 1), each on one line.
+fn compile_filter(expression: Option<&str>) -> Result<Option<TraceFilter>, u8> {
+    match expression.map(TraceFilter::new).transpose() {
+        Ok(f) => Ok(f),
+        Err(e @ TraceFilterError::Invalid { .. }) => Err(fail(exit::USAGE, e)),
+        Err(e @ TraceFilterError::NoCompiler(_)) => Err(fail(exit::FAILURE, e)),
     }
 }
 
@@ -1437,6 +1444,41 @@ impl ReplayArgs {
             &self.read
         }
     }
+
+    /// The trace filter's expression: `-f`'s, or, as `tcpdump -r FILE
+    /// EXPR` takes it, the words after the `-r` traces. Exit 2 with one
+    /// line when both are given, or when a word after `-r` is a file
+    /// (traces are named with `-r` or as arguments, never both: the
+    /// second file would be read as an expression).
+    fn filter_expression(&self) -> Result<Option<String>, u8> {
+        if self.read.is_empty() || self.traces.is_empty() {
+            return Ok(self.filter.expression.clone());
+        }
+        if let Some(file) = self.traces.iter().find(|t| t.is_file()) {
+            return Err(fail(
+                exit::USAGE,
+                format!(
+                    "{}: a trace named after -r FILE; name every trace with -r (-r A -r B) or none, since words after -r FILE are a filter expression, as with tcpdump",
+                    file.display()
+                ),
+            ));
+        }
+        let words: Vec<String> = self
+            .traces
+            .iter()
+            .map(|w| w.to_string_lossy().into_owned())
+            .collect();
+        if self.filter.expression.is_some() {
+            return Err(fail(
+                exit::USAGE,
+                format!(
+                    "a filter expression twice: -f and the words after -r FILE ({}); give one",
+                    words.join(" ")
+                ),
+            ));
+        }
+        Ok(Some(words.join(" ")))
+    }
 }
 
 fn traces_or_default(traces: &[PathBuf]) -> Vec<PathBuf> {
@@ -1628,7 +1670,10 @@ fn run_replay(args: ReplayArgs) -> u8 {
             "-: standard input is a terminal; pipe a trace into it (cat FILE | flowsieve -) or name the file",
         );
     }
-    let filter = match args.filter.compile() {
+    let filter = match args
+        .filter_expression()
+        .and_then(|e| compile_filter(e.as_deref()))
+    {
         Ok(f) => f,
         Err(code) => return code,
     };

@@ -1657,7 +1657,7 @@ fn failed_outputs_are_named_on_one_line() {
 /// `-r FILE`, as tcpdump and tshark take it, reads the traces named as
 /// naming them does: the same report, timing aside, for one file and for
 /// two in order; a named trace, even the bundled one, gets no demo
-/// sweeps. With trace arguments beside it, it is refused on one line.
+/// sweeps. With a trace argument beside it, it is refused on one line.
 #[test]
 fn dash_r_reads_traces_as_naming_them_does() {
     let d = default_trace();
@@ -1681,9 +1681,14 @@ fn dash_r_reads_traces_as_naming_them_does() {
     let out = flowsieve(&["-r", &d, &d]);
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
+    // Words after -r FILE are a filter expression, as with tcpdump; a
+    // file there is a trace given both ways, refused before any work
+    // (and before libpcap is needed).
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "flowsieve: error: the argument '-r <FILE>' cannot be used with '[TRACES]...'\n"
+        format!(
+            "flowsieve: error: {d}: a trace named after -r FILE; name every trace with -r (-r A -r B) or none, since words after -r FILE are a filter expression, as with tcpdump\n"
+        )
     );
 }
 

@@ -401,6 +401,21 @@ fn the_command_line_filter_refuses_on_one_line_and_counts_what_it_keeps() {
     reference["trace"]["files"][0]["complete"] = false.into();
     assert_eq!(ours, reference);
 
+    // tcpdump's own form: the words after -r FILE are the expression, the
+    // same run as -f; given both ways, refused on one line.
+    assert_eq!(
+        json(&["-q", "--json", "-", "-r", default, "udp", "port", "53"]),
+        json(&["-q", "--json", "-", "-r", default, "-f", "udp port 53"])
+    );
+    let both = code_and_stderr(&flowsieve(&["-q", "-r", default, "-f", "udp", "tcp"]));
+    assert_eq!(
+        both,
+        (
+            Some(2),
+            "flowsieve: error: a filter expression twice: -f and the words after -r FILE (tcp); give one\n".to_string()
+        )
+    );
+
     // The text report: the file's line and the trace's.
     let o = flowsieve(&["-f", "tcp", default]);
     let text = String::from_utf8_lossy(&o.stdout);
@@ -414,4 +429,12 @@ fn the_command_line_filter_refuses_on_one_line_and_counts_what_it_keeps() {
         ),
         "{text}"
     );
+}
+
+/// A run's exit code and standard error.
+fn code_and_stderr(o: &std::process::Output) -> (Option<i32>, String) {
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
