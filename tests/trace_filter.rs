@@ -11,6 +11,7 @@ use flowsieve::class::Classifier;
 use flowsieve::ingest::{LinkType, TraceFilter, TraceFilterError};
 use flowsieve::pipeline::{FileSource, NoEvents, PipelineConfig, StageList, run};
 use flowsieve::replay::NoObserver;
+use flowsieve::report::PipelineReport;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -50,18 +51,29 @@ fn tcpdump_filtered(src: &Path, expr: &str, out: &Path) {
     );
 }
 
-/// The whole pipeline's report over `files`, kept by `filter`, with
-/// `dissect_threads` helpers.
-fn report(files: &[PathBuf], filter: Option<&str>, dissect_threads: usize) -> serde_json::Value {
+/// The pipeline's report over `files`, kept by `filter`, with the
+/// configuration `edit` leaves.
+fn run_filtered(
+    files: &[PathBuf],
+    filter: Option<&str>,
+    edit: impl FnOnce(&mut PipelineConfig),
+) -> PipelineReport {
     let mut cfg = PipelineConfig::new(Classifier::ports());
-    cfg.threads = 2;
     cfg.replay.filter = filter.map(|f| TraceFilter::new(f).expect("the expression compiles"));
-    cfg.replay.dissect_threads = dissect_threads;
-    cfg.replay.dissect_share = 64 << 10;
+    edit(&mut cfg);
     let cfg = cfg.validate().expect("a valid configuration");
     let source = FileSource::new(files.to_vec(), &cfg);
-    let r = run(source, &cfg, &mut NoObserver, &mut NoEvents).expect("the run completes");
-    report_without_timing(&r)
+    run(source, &cfg, &mut NoObserver, &mut NoEvents).expect("the run completes")
+}
+
+/// The whole pipeline's report over `files`, kept by `filter`, with
+/// `dissect_threads` helpers, timing aside.
+fn report(files: &[PathBuf], filter: Option<&str>, dissect_threads: usize) -> serde_json::Value {
+    report_without_timing(&run_filtered(files, filter, |c| {
+        c.threads = 2;
+        c.replay.dissect_threads = dissect_threads;
+        c.replay.dissect_share = 64 << 10;
+    }))
 }
 
 /// A report with what names the input and the filter taken out; the rest
@@ -184,20 +196,11 @@ fn kept_and_filtered_out_add_up_to_the_manifests_count() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = PipelineConfig::new(Classifier::ports());
-    cfg.stages = StageList::none();
-    cfg.replay.truth = false;
     let packets = |path: &Path, expr: Option<&str>| {
-        let mut c = cfg.clone();
-        c.replay.filter = expr.map(|e| TraceFilter::new(e).unwrap());
-        let c = c.validate().unwrap();
-        let r = run(
-            FileSource::new(vec![path.to_path_buf()], &c),
-            &c,
-            &mut NoObserver,
-            &mut NoEvents,
-        )
-        .unwrap();
+        let r = run_filtered(&[path.to_path_buf()], expr, |c| {
+            c.stages = StageList::none();
+            c.replay.truth = false;
+        });
         (
             r.replay.trace.packets,
             r.replay.trace.filtered_out,
