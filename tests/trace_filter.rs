@@ -33,6 +33,15 @@ fn tools_present(test: &str) -> bool {
     false
 }
 
+/// The shared captures, when libpcap, tcpdump and they are all here.
+fn tools_and_shared_traces(test: &str) -> Option<PathBuf> {
+    if tools_present(test) {
+        common::shared_traces(test)
+    } else {
+        None
+    }
+}
+
 /// `tcpdump -r src -w out expr`; the records it kept.
 fn tcpdump_filtered(src: &Path, expr: &str, out: &Path) {
     let o = Command::new("tcpdump")
@@ -93,10 +102,7 @@ fn without_filter_and_paths(mut v: serde_json::Value) -> serde_json::Value {
 #[test]
 fn a_filtered_run_is_the_run_over_tcpdumps_output() {
     const TEST: &str = "trace_filter::a_filtered_run_is_the_run_over_tcpdumps_output";
-    if !tools_present(TEST) {
-        return;
-    }
-    let Some(shared) = common::shared_traces(TEST) else {
+    let Some(shared) = tools_and_shared_traces(TEST) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -189,10 +195,7 @@ fn a_filtered_run_is_the_run_over_tcpdumps_output() {
 #[test]
 fn kept_and_filtered_out_add_up_to_the_manifests_count() {
     const TEST: &str = "trace_filter::kept_and_filtered_out_add_up_to_the_manifests_count";
-    if !tools_present(TEST) {
-        return;
-    }
-    let Some(shared) = common::shared_traces(TEST) else {
+    let Some(shared) = tools_and_shared_traces(TEST) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
