@@ -184,9 +184,6 @@ pub(crate) struct Totals {
     pub(crate) class_bytes: Vec<u64>,
     /// Records a trace filter did not keep (`replay -f`).
     pub(crate) filtered_out: u64,
-    /// A trace filter had no program for a record's link type: the
-    /// replay stopped there (the file's error says so).
-    pub(crate) filter_failed: bool,
 }
 
 impl Totals {
@@ -300,10 +297,7 @@ fn read_files<P: PacketSink>(
     // One filter for every file, so each link type is compiled once.
     let mut filter = cfg.filter.clone();
     for path in paths {
-        if cfg.max_packets.is_some_and(|m| totals.packets >= m)
-            || sink.stopped()
-            || totals.filter_failed
-        {
+        if cfg.max_packets.is_some_and(|m| totals.packets >= m) || sink.stopped() {
             break;
         }
         let size = std::fs::metadata(path).ok().map(|m| m.len());
@@ -336,7 +330,13 @@ fn read_files<P: PacketSink>(
             ));
         }
         observer.file_finished(&file);
+        // A filter that cannot be compiled for a file's link type ends the
+        // run there, as tcpdump ends it.
+        let stop = file.stopped_by_filter;
         files.push(file);
+        if stop {
+            break;
+        }
     }
     (files, errors, warnings, could_not_open)
 }
@@ -564,8 +564,9 @@ impl Filtering<'_> {
 
 impl FileFilter<'_> {
     /// Whether to keep a record of `link_type`, with `kept` records of the
-    /// file kept before it. False also when no answer can be given (no program for the link
-    /// type): [`FileFilter::error`] then says why, and reading stops.
+    /// file kept before it. False also when no answer can be given (no
+    /// program for the link type): [`FileFilter::error`] then says why,
+    /// and reading stops.
     #[inline(always)]
     fn keeps(&mut self, link_type: LinkType, data: &[u8], wire_len: u32, kept: u64) -> bool {
         match self.0.as_mut() {
@@ -780,7 +781,6 @@ fn replay_file<P: PacketSink>(
     if let Some(why) = filter.error().map(str::to_string) {
         // Not damage: the file may be whole, but this run cannot read it
         // (exit 1, as `tcpdump -r` refuses it).
-        totals.filter_failed = true;
         summary.stopped_by_filter = true;
         summary.error = Some(why);
         return (summary, true);

@@ -364,6 +364,21 @@ fn the_command_line_filter_refuses_on_one_line_and_counts_what_it_keeps() {
             "flowsieve: error: {raw_s}: packet 1: -f \"ether host 1:2:3:4:5:6\" cannot be compiled for link type 101 (raw): ethernet addresses supported only on ethernet/FDDI/token ring/802.11/ATM LANE/Fibre Channel\n"
         )
     );
+    // The run stops at that file, as tcpdump's does: the third is not read.
+    let o = flowsieve(&[
+        "-f",
+        "ether host 1:2:3:4:5:6",
+        "--json",
+        "-",
+        default,
+        raw_s,
+        default,
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let files = v["trace"]["files"].as_array().unwrap();
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert_eq!(files[1]["complete"], false);
     // The same file with an expression that compiles for it.
     let o = flowsieve(&["-q", "-f", "udp", "--json", "-", raw_s]);
     assert_eq!(
