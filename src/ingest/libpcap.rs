@@ -68,6 +68,12 @@ pub(crate) struct Libpcap {
 
 const LIBPCAP_NAMES: [&str; 3] = ["libpcap.so.1", "libpcap.so.0.8", "libpcap.so"];
 
+/// libpcap's `DLT_EN10MB` (Ethernet).
+pub(crate) const DLT_EN10MB: c_int = 1;
+/// libpcap's `DLT_RAW` on Linux (raw IPv4 or IPv6), which files store as
+/// `LINKTYPE_RAW` (101).
+pub(crate) const DLT_RAW: c_int = 12;
+
 /// `PCAP_NETMASK_UNKNOWN`: the expression may not use broadcast tests.
 const NETMASK_UNKNOWN: c_uint = 0xffff_ffff;
 

@@ -8,7 +8,7 @@
 //! See [`crate::ingest::libpcap`] for how libpcap is loaded.
 
 use super::LinkType;
-use super::libpcap::{BpfInsn, Libpcap};
+use super::libpcap::{BpfInsn, DLT_RAW, Libpcap};
 use std::ffi::c_int;
 use std::fmt;
 
@@ -91,7 +91,7 @@ impl fmt::Debug for TraceFilter {
 /// as).
 fn dlt_of(link_type: LinkType) -> c_int {
     match link_type.0 {
-        12 | 14 | 101 => 12,
+        12 | 14 | 101 => DLT_RAW,
         100 => 11,
         102 => 15,
         103 => 16,

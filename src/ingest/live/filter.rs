@@ -15,8 +15,7 @@
 //! more than `-s` bytes of any frame into the ring.
 
 use super::error::LiveError;
-use crate::ingest::libpcap::Libpcap;
-use std::ffi::c_int;
+use crate::ingest::libpcap::{DLT_EN10MB, DLT_RAW, Libpcap};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -28,11 +27,6 @@ const BPF_RET_K: u16 = 0x06;
 pub struct SocketFilter {
     program: Vec<libc::sock_filter>,
 }
-
-/// `DLT_EN10MB`.
-const DLT_EN10MB: c_int = 1;
-/// `DLT_RAW`.
-const DLT_RAW: c_int = 12;
 
 impl SocketFilter {
     /// Accept every frame, cut at `snaplen` bytes.
