@@ -566,11 +566,14 @@ fn a_burst_past_three_quarters_of_the_ring_is_shed_not_dropped() {
     // The free quarter of this ring holds about 6,700 frames, 11 ms at the
     // injector's top speed, so a reader kept off the CPU longer than that
     // (the other live tests share the two cores) lets the kernel drop a
-    // few thousand: 4,324 against 341,848 shed in one CI run. A reader
-    // that never sheds leaves the kernel to drop nearly all of it
-    // (340,943 against 0 shed, tried), so a tenth still tells them apart.
+    // few thousand: 4,324 against 341,848 shed in one CI run, and on a
+    // host loaded by its neighbours 32,622 and 37,488 against about
+    // 307,000 (the bound was a tenth then, and failed twice in a row). A
+    // reader that never sheds leaves the kernel to drop nearly all of it
+    // (340,943 against 0 shed, tried), which `shed >= 100_000` above and a
+    // quarter here both refuse; a quarter leaves a loaded host room.
     assert!(
-        kdrops < shed / 10,
+        kdrops < shed / 4,
         "the loss is the reader's, counted, not the kernel's: {c}"
     );
     assert_eq!(
