@@ -2882,6 +2882,18 @@ fn replay_new_flow_model_is_model_recycles_answer() {
             asked.to_bits(),
             "{args:?}: {replay} vs {asked}"
         );
+        // The model asked with the replay's fraction resolves it to the
+        // same bits, and so to the same rate.
+        let frac_arg = frac.to_string();
+        let mut ask = vec![
+            "recycle", "--m", &m_arg, "--k", &k_arg, "--sigma", &frac_arg,
+        ];
+        if two_phase {
+            ask.push("--two-phase");
+        }
+        let by_fraction = model_json(&ask);
+        assert_eq!(by_fraction["sigma"], sigma, "{ask:?}");
+        assert_eq!(by_fraction, model, "{ask:?}");
     }
     // A retaining filter with sigma below k has no chain, so no rate and
     // no method either.
@@ -2933,6 +2945,79 @@ fn replay_new_flow_model_is_model_recycles_answer() {
         ]);
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains(line), "{line}: {text}");
+    }
+}
+
+/// `model recycle --sigma` takes a fraction of a phase's bits, as the
+/// replay's `sigma:S` does, or bits; anything else is one line and exit 2.
+#[test]
+fn model_recycle_takes_sigma_as_a_fraction_or_bits() {
+    let text = |args: &[&str]| {
+        let out = flowsieve(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let base = ["model", "recycle", "--m", "1000", "--k", "3"];
+    let ask = |extra: &[&'static str]| [&base[..], extra].concat();
+    // The fraction of the one phase and of each of two halves.
+    assert_eq!(
+        text(&ask(&["--sigma", "0.5"])),
+        text(&ask(&["--sigma", "500"])).replacen(
+            "sigma = 500:",
+            "sigma = 500 (0.5 of a phase):",
+            1
+        )
+    );
+    assert_eq!(
+        text(&ask(&["--sigma", "0.5", "--two-phase"])),
+        text(&ask(&["--sigma", "250", "--two-phase"])).replacen(
+            "sigma = 250:",
+            "sigma = 250 (0.5 of a phase):",
+            1
+        )
+    );
+    // Rounded to the nearest bit: 0.3337 of 1000 is 333.7, so 334.
+    let v = model_json(&["recycle", "--m", "1000", "--k", "3", "--sigma", "0.3337"]);
+    assert_eq!(v["sigma"], 334);
+    assert_eq!(
+        v,
+        model_json(&["recycle", "--m", "1000", "--k", "3", "--sigma", "334"])
+    );
+    // A whole number in exponent form is bits.
+    assert_eq!(
+        model_json(&["recycle", "--m", "10000", "--k", "3", "--sigma", "1e3"]),
+        model_json(&["recycle", "--m", "10000", "--k", "3", "--sigma", "1000"])
+    );
+    for (sigma, line) in [
+        (
+            "0.0004",
+            "flowsieve: error: --sigma: 0.0004 of a phase's 1000 bits rounds to 0 bits (a filter that recycles at every insertion)",
+        ),
+        (
+            "0.5x",
+            "flowsieve: error: invalid value '0.5x' for '--sigma <SIGMA>': not a number; sigma is a fraction of a phase's bits below 1 (such as 0.5) or a bit count (such as 60000)",
+        ),
+        (
+            "2.5",
+            "flowsieve: error: invalid value '2.5' for '--sigma <SIGMA>': a bit count is a whole number; sigma is a fraction of a phase's bits below 1 (such as 0.5) or a bit count (such as 60000)",
+        ),
+        (
+            "NaN",
+            "flowsieve: error: invalid value 'NaN' for '--sigma <SIGMA>': not a finite number; sigma is a fraction of a phase's bits below 1 (such as 0.5) or a bit count (such as 60000)",
+        ),
+        (
+            "-0.5",
+            "flowsieve: error: invalid value '-0.5' for '--sigma <SIGMA>': negative; sigma is a fraction of a phase's bits below 1 (such as 0.5) or a bit count (such as 60000)",
+        ),
+        (
+            "1000",
+            "flowsieve: error: --sigma: (1000) must be below the 1000 bits of a phase",
+        ),
+    ] {
+        let out = flowsieve(&ask(&["--sigma", sigma]));
+        assert_eq!(out.status.code(), Some(2), "{sigma}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), format!("{line}\n"));
+        assert!(out.stdout.is_empty());
     }
 }
 

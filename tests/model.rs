@@ -1143,6 +1143,69 @@ fn n_bounded_continuum_sums_agree_with_exact_sums() {
 use flowsieve::model::query::{
     BloomQuery, ModelError, RecycleAnswer, RecycleQuery, ThresholdQuery,
 };
+use flowsieve::model::sigma_arg::SigmaArg;
+
+/// Sigma as given to `model recycle`: bits read exactly over all of
+/// u64, fractions strictly between 0 and 1, and the rest refused with
+/// the reason.
+#[test]
+fn a_sigma_is_a_fraction_below_one_or_whole_bits() {
+    let read = |s: &str| s.parse::<SigmaArg>().map_err(|e| e.problem);
+    assert_eq!(read("0"), Ok(SigmaArg::Bits(0)));
+    assert_eq!(read("0.0"), Ok(SigmaArg::Bits(0)));
+    assert_eq!(read("1"), Ok(SigmaArg::Bits(1)));
+    assert_eq!(read("1.0"), Ok(SigmaArg::Bits(1)));
+    assert_eq!(read("0.999"), Ok(SigmaArg::Fraction(0.999)));
+    assert_eq!(read("5e-1"), Ok(SigmaArg::Fraction(0.5)));
+    // Past 2^53, where an f64 is no longer exact, the bits still are.
+    assert_eq!(read("18446744073709551615"), Ok(SigmaArg::Bits(u64::MAX)));
+    assert_eq!(read("9007199254740993"), Ok(SigmaArg::Bits((1 << 53) + 1)));
+    assert_eq!(read("1e19"), Ok(SigmaArg::Bits(10_000_000_000_000_000_000)));
+    // 2^64 itself, as an f64 writes it, is one past the largest count.
+    assert_eq!(read("18446744073709551616"), Err("too many bits"));
+    assert_eq!(read("2e19"), Err("too many bits"));
+    assert_eq!(read("1.5"), Err("a bit count is a whole number"));
+    assert_eq!(read("-0.1"), Err("negative"));
+    assert_eq!(read("inf"), Err("not a finite number"));
+    assert_eq!(read(""), Err("not a number"));
+    assert_eq!(read("half"), Err("not a number"));
+    // A fraction resolves to the nearest bit of the phase; one that
+    // rounds to no bit is refused, bits are taken as given.
+    assert_eq!(SigmaArg::Fraction(0.5).bits(1000), Ok(500));
+    assert_eq!(SigmaArg::Fraction(0.3337).bits(1000), Ok(334));
+    assert_eq!(SigmaArg::Fraction(0.3332).bits(1000), Ok(333));
+    assert_eq!(SigmaArg::Fraction(0.9).bits(1 << 20), Ok(943_718));
+    assert!(SigmaArg::Fraction(0.0004).bits(1000).is_err());
+    assert_eq!(SigmaArg::Bits(0).bits(1000), Ok(0));
+    // And the query answers a fraction as the bits it stands for.
+    let by = |sigma| {
+        RecycleQuery {
+            m: 2000,
+            k: 3,
+            sigma: Some(sigma),
+            two_phase: true,
+            ..RecycleQuery::default()
+        }
+        .answer()
+        .unwrap()
+        .answer
+    };
+    match (by(SigmaArg::Fraction(0.25)), by(SigmaArg::Bits(250))) {
+        (
+            RecycleAnswer::Sigma {
+                avg_fpr: a,
+                sigma: 250,
+                ..
+            },
+            RecycleAnswer::Sigma {
+                avg_fpr: b,
+                sigma: 250,
+                ..
+            },
+        ) => assert_eq!(a.to_bits(), b.to_bits()),
+        other => panic!("{other:?}"),
+    }
+}
 
 /// Model validation is testable without the binary, and its errors name
 /// the parameter that is wrong.
@@ -1180,7 +1243,7 @@ fn model_queries_validate_and_name_the_parameter() {
     let q = RecycleQuery {
         m: 1000,
         k: 3,
-        sigma: Some(10),
+        sigma: Some(SigmaArg::Bits(10)),
         n_bounded: Some(5),
         ..RecycleQuery::default()
     };
@@ -1191,7 +1254,7 @@ fn model_queries_validate_and_name_the_parameter() {
     let q = RecycleQuery {
         m: 1 << 40,
         k: 4,
-        sigma: Some(1 << 39),
+        sigma: Some(SigmaArg::Bits(1 << 39)),
         ..RecycleQuery::default()
     };
     match q.answer().unwrap().answer {
@@ -1206,7 +1269,7 @@ fn model_queries_validate_and_name_the_parameter() {
     let q = RecycleQuery {
         m: 100_000,
         k: 65_536,
-        sigma: Some(99_999),
+        sigma: Some(SigmaArg::Bits(99_999)),
         ..RecycleQuery::default()
     };
     assert_eq!(param(q.answer().unwrap_err()), "sigma");

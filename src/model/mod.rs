@@ -7,6 +7,7 @@
 //! - [`paradox`]: the Bloom paradox, posteriors, decisions and query order (000).
 //! - [`recycling`]: recycling Bloom filters, one- and two-phase (004).
 //! - [`compressed`]: compressed Bloom filters for a transmission budget (002).
+//! - [`sigma_arg`]: a recycling filter's sigma as given (a fraction or bits).
 //! - [`query`]: every model as a typed question and answer (what
 //!   `flowsieve model` prints).
 
@@ -17,5 +18,6 @@ pub mod compressed;
 pub mod paradox;
 pub mod query;
 pub mod recycling;
+pub mod sigma_arg;
 pub mod special;
 pub mod threshold;

@@ -21,6 +21,7 @@
 //! assert!((a.fpr - a.fpr_approx).abs() < 0.1 * a.fpr_approx);
 //! ```
 
+use super::sigma_arg::SigmaArg;
 use super::{blocked, blocked_recycling, bloom, compressed, paradox, recycling, threshold};
 use serde::Serialize;
 use std::fmt;
@@ -926,9 +927,11 @@ pub struct RecycleQuery {
     /// Positions per message.
     #[arg(long)]
     pub k: u32,
-    /// Recycle when more than sigma bits would be set (in the active half).
+    /// Recycle when more than sigma bits would be set (in the active half):
+    /// a fraction of the phase's bits below 1 (0.5), or bits (60000), as
+    /// the replay's `--recycle sigma:S`.
     #[arg(long, conflicts_with_all = ["n_bounded", "target_fpr"])]
-    pub sigma: Option<u64>,
+    pub sigma: Option<SigmaArg>,
     /// N-bounded: recycle after N bit-setting insertions (f_w, f_o, f_a).
     #[arg(long, conflicts_with = "target_fpr")]
     pub n_bounded: Option<u64>,
@@ -983,9 +986,11 @@ pub enum RecycleAnswer {
         /// The exact chain, or its continuum limit when the chain's work
         /// (`sigma k^2`) is past [`recycling::EXACT_CHAIN_MAX_WORK`].
         method: recycling::SizingMethod,
-        #[serde(skip)]
-        /// The sigma asked for.
+        /// The sigma asked for, in bits of a phase (a fraction resolved).
         sigma: u64,
+        #[serde(skip)]
+        /// The sigma as given (a fraction, or bits).
+        given: Option<SigmaArg>,
     },
     /// For N insertions.
     NBounded {
@@ -1038,10 +1043,19 @@ pub struct RecycleReply {
 }
 
 impl RecycleQuery {
-    /// What is asked.
+    /// Bits of a phase: `m`, or its half for a two-phase filter.
+    pub fn phase_bits(&self) -> u64 {
+        if self.two_phase { self.m / 2 } else { self.m }
+    }
+
+    /// What is asked, with a sigma given as a fraction resolved to bits of
+    /// a phase.
     pub fn ask(&self) -> Result<RecycleAsk, ModelError> {
         match (self.sigma, self.n_bounded, self.target_fpr) {
-            (Some(s), None, None) => Ok(RecycleAsk::Sigma(s)),
+            (Some(s), None, None) => s
+                .bits(self.phase_bits())
+                .map(RecycleAsk::Sigma)
+                .map_err(|e| invalid("sigma", e)),
             (None, Some(n), None) => Ok(RecycleAsk::NBounded(n)),
             (None, None, Some(f)) => Ok(RecycleAsk::TargetFpr(f)),
             _ => Err(ModelError::Missing(
@@ -1054,7 +1068,7 @@ impl RecycleQuery {
     pub fn answer(&self) -> Result<RecycleReply, ModelError> {
         let k = k_in_range(self.k)?;
         let ask = self.ask()?;
-        let half = if self.two_phase { self.m / 2 } else { self.m };
+        let half = self.phase_bits();
         if half < u64::from(k) {
             return Err(invalid(
                 "m",
@@ -1091,6 +1105,7 @@ impl RecycleQuery {
                         expected_messages: model.expected_messages(),
                         method: recycling::SizingMethod::Chain,
                         sigma,
+                        given: self.sigma,
                     }
                 } else if method.is_none() {
                     // The continuum's relative error is of order k/m: past
@@ -1113,6 +1128,7 @@ impl RecycleQuery {
                         expected_messages,
                         method: recycling::SizingMethod::Continuum,
                         sigma,
+                        given: self.sigma,
                     }
                 }
             }
@@ -1238,10 +1254,15 @@ impl fmt::Display for RecycleReply {
                 expected_messages,
                 method,
                 sigma,
+                given,
             } => write!(
                 f,
-                "{}, m = {m} ({half} per phase), k = {k}, sigma = {sigma}:\n  long-term average false-positive rate {avg_fpr:.6e}{}\n  expected new messages per cycle {expected_messages:.2}",
+                "{}, m = {m} ({half} per phase), k = {k}, sigma = {sigma}{}:\n  long-term average false-positive rate {avg_fpr:.6e}{}\n  expected new messages per cycle {expected_messages:.2}",
                 self.variant,
+                match given {
+                    Some(SigmaArg::Fraction(x)) => format!(" ({x} of a phase)"),
+                    _ => String::new(),
+                },
                 match method {
                     recycling::SizingMethod::Chain => "  (exact chain, 004 eq. (18)/(26))",
                     recycling::SizingMethod::Continuum =>
