@@ -40,6 +40,11 @@ pub struct LiveArgs {
         help_heading = "Capture"
     )]
     pub filter: Option<String>,
+    /// The capture filter as tcpdump takes it, in the words after the
+    /// options: `live -i eth0 tcp port 80` is `live -i eth0 -f 'tcp port
+    /// 80'`.
+    #[arg(value_name = "EXPR")]
+    pub expression: Vec<String>,
     /// Bytes kept of each frame, 64 to 262144 (the default holds the
     /// deepest headers flowsieve reads); 0 keeps whole frames (262144), as
     /// tcpdump's -s 0.
@@ -125,6 +130,27 @@ pub struct LiveArgs {
     /// them, without ever holding up the capture.
     #[command(flatten)]
     pub export: super::network_cmd::ExportArgs,
+}
+
+impl LiveArgs {
+    /// The capture filter's expression: `-f`'s, or the words after the
+    /// options joined by spaces, as tcpdump joins them. Exit 2 with one
+    /// line when both are given.
+    fn capture_filter(&self) -> Result<Option<String>, u8> {
+        if self.expression.is_empty() {
+            return Ok(self.filter.clone());
+        }
+        let words = self.expression.join(" ");
+        if self.filter.is_some() {
+            return Err(fail(
+                exit::USAGE,
+                format!(
+                    "live: a capture filter twice: -f and the words after the options ({words}); give one"
+                ),
+            ));
+        }
+        Ok(Some(words))
+    }
 }
 
 /// `--report-every`: a duration, or 0 for none.
@@ -435,6 +461,10 @@ mod linux {
 
     pub fn run_live(a: LiveArgs) -> u8 {
         // Every flag is checked before any socket opens.
+        let filter = match a.capture_filter() {
+            Ok(f) => f,
+            Err(code) => return code,
+        };
         // The capture file joins the check only on standard output, where
         // it must come alone; a file it names is replaced, as `tcpdump -w`
         // replaces one, even when it holds a capture.
@@ -513,7 +543,7 @@ mod linux {
         live.fanout = usize::from(a.fanout);
         live.geometry = geometry;
         live.snaplen = a.snaplen;
-        live.filter = a.filter.clone();
+        live.filter = filter;
         live.incoming_only = a.direction == Direction::In;
         live.promiscuous = !a.no_promiscuous;
         live.duration = a.duration.map(|d| Duration::from_nanos(d.0));

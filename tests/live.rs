@@ -1068,25 +1068,41 @@ fn capture_filter_keeps_exactly_the_selected_packets() {
         "--json",
         out.to_str().unwrap(),
     ]);
+    // Beside it, a second capture of the same frames with the expression
+    // in the words after the options, as tcpdump takes it.
+    let out_words = dir.path().join("w.json");
+    let live_words = pair.live(&[
+        "-q",
+        "--report-every",
+        "0",
+        "--json",
+        out_words.to_str().unwrap(),
+        "udp",
+        "and",
+        "udp",
+    ]);
     let sent = pair.inject(&default_trace(), &["--pps", "20000"]);
-    let (code, _, stderr) = live.stop();
-    assert_eq!(code, 0, "{stderr:?}");
-    let r = json(&out);
     let expected = udp_packets(&default_trace());
     assert!(
         expected > 0 && expected < 40_000,
         "the bundled trace mixes UDP and other traffic ({expected})"
     );
-    assert_eq!(
-        r["trace"]["packets"], expected,
-        "the filter keeps exactly the UDP frames"
-    );
-    assert_eq!(r["capture"]["filter"], "udp");
-    // Everything else was filtered out in the kernel, and counted so.
-    assert_eq!(
-        r["capture"]["filtered_out"].as_u64().unwrap(),
-        sent["sent"].as_u64().unwrap() - expected
-    );
+    for (live, out, filter) in [(live, out, "udp"), (live_words, out_words, "udp and udp")] {
+        let (code, _, stderr) = live.stop();
+        assert_eq!(code, 0, "{filter}: {stderr:?}");
+        let r = json(&out);
+        assert_eq!(
+            r["trace"]["packets"], expected,
+            "{filter}: the filter keeps exactly the UDP frames"
+        );
+        assert_eq!(r["capture"]["filter"], filter);
+        // Everything else was filtered out in the kernel, and counted so.
+        assert_eq!(
+            r["capture"]["filtered_out"].as_u64().unwrap(),
+            sent["sent"].as_u64().unwrap() - expected,
+            "{filter}"
+        );
+    }
 }
 
 #[test]
@@ -2201,6 +2217,19 @@ fn bad_live_arguments_exit_before_any_capture() {
             2,
             "capture filter",
         ),
+        // The expression in the words after the options, as tcpdump takes
+        // it, is checked as -f's is, and is refused beside -f.
+        // (`--duration` bounds the run should a check be missed.)
+        (
+            vec!["live", "-i", "lo", "--duration", "1s", "tcp", "and", "and"],
+            2,
+            "capture filter: can't parse filter expression: syntax error",
+        ),
+        (
+            vec!["live", "-i", "lo", "--duration", "1s", "-f", "tcp", "udp"],
+            2,
+            "live: a capture filter twice: -f and the words after the options (udp); give one",
+        ),
         (
             vec!["live", "-i", "lo", "--block-timeout", "5s"],
             2,
@@ -2367,7 +2396,7 @@ fn bad_live_arguments_exit_before_any_capture() {
         ),
     ] {
         // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 && args.contains(&"-f") {
+        if unsafe { libc::geteuid() } != 0 && (args.contains(&"-f") || args.contains(&"and")) {
             continue;
         }
         let out = Command::new(BIN)
