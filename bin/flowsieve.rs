@@ -59,19 +59,13 @@ pub(crate) mod exit {
     pub const INTERRUPTED: u8 = 130;
 }
 
-/// A flag that SIGINT, SIGTERM and SIGHUP set, so that a long job stops at
-/// its next check instead of dying mid-write. A second Ctrl-C (100 ms or
-/// more after the first, see [`SAME_INTERRUPT_NS`]) still ends the process
-/// at once (exit 130), in case a check is far away.
-fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
-    on_interrupt(true)
-}
-
 /// Registers SIGINT, SIGTERM and SIGHUP (the last unless it is ignored, as
 /// under nohup): the process exits with 130 on a signal once the returned
-/// flag is set. With `graceful`, the first signal only
-/// sets the flag (the job checks it), and a later one exits; without, the
-/// flag starts set, so the first signal exits at once. So does any signal
+/// flag is set. With `graceful`, the first signal only sets the flag, so
+/// that a long job stops at its next check instead of dying mid-write, and
+/// a later one (100 ms or more after the first, see [`SAME_INTERRUPT_NS`])
+/// exits at once, in case a check is far away; without, the flag starts
+/// set, so the first signal exits at once. So does any signal
 /// once the job has set the flag itself (a live capture that ended by
 /// `--duration`, waiting on its exporter).
 ///
@@ -2029,7 +2023,7 @@ fn run_bench(args: BenchArgs) -> u8 {
             );
         }
     }
-    let stop = interrupt_flag();
+    let stop = on_interrupt(true);
     let bar = progress_bar(args.rounds as u64, "rounds");
     let measured = flowsieve::bench::bench_until(
         &traces,
@@ -2203,7 +2197,7 @@ fn run_gen_trace(a: GenTraceArgs) -> u8 {
     };
     // Ctrl-C (or SIGTERM) stops at the next progress point; the temporary
     // file is removed, so nothing is left under the name asked for.
-    let stop = interrupt_flag();
+    let stop = on_interrupt(true);
     let bar = progress_bar(cfg.packets, "packets");
     let mut progress = |done| {
         bar.set_position(done);
