@@ -59,13 +59,22 @@ fn bin() -> &'static str {
 /// Starts the binary with `args` and its three standard streams piped to
 /// the test.
 fn spawn_piped(args: &[&str]) -> std::process::Child {
-    Command::new(bin())
+    let mut command = Command::new(bin());
+    command
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+        .stderr(Stdio::piped());
+    // SAFETY: signal(2) is async-signal-safe, as pre_exec requires. A
+    // hang-up is left to its default action in the child, as a terminal
+    // session leaves it, even when the tests themselves run under nohup.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    command.spawn().unwrap()
 }
 
 /// Runs the binary with `args`, standard input from `stdin`, killed after
@@ -1360,14 +1369,18 @@ fn interrupt_with(
     )
 }
 
-/// A command with no graceful stop of its own ends at once on Ctrl-C or
-/// SIGTERM, with exit 130 and one line saying so: a replay stopped by
-/// `timeout` used to end with nothing on stderr and no report, so a log
-/// showed no reason. The replay here reads standard input from a pipe
-/// the test holds open, so it is still waiting when the signal comes.
+/// A command with no graceful stop of its own ends at once on Ctrl-C,
+/// SIGTERM or a hang-up, with exit 130 and one line saying so: a replay
+/// stopped by `timeout` used to end with nothing on stderr and no report,
+/// so a log showed no reason. The replay here reads standard input from a
+/// pipe the test holds open, so it is still waiting when the signal comes.
 #[test]
 fn an_interrupted_replay_says_so_on_one_line() {
-    for (signal, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
+    for (signal, name) in [
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGHUP, "SIGHUP"),
+    ] {
         let mut child = spawn_piped(&["-q", "-r", "-"]);
         // Half a file header: the replay is reading when the signal comes.
         let mut stdin = child.stdin.take().unwrap();
@@ -1385,6 +1398,35 @@ fn an_interrupted_replay_says_so_on_one_line() {
         );
         assert!(out.stdout.is_empty(), "{name}");
     }
+    // Under nohup a hang-up stays ignored, as tcpdump leaves it: the
+    // replay reads on until Ctrl-C.
+    let mut child = Command::new("nohup")
+        .arg(bin())
+        .args(["-q", "-r", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&0xa1b2_c3d4u32.to_le_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child's pid, with valid signals.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "a hang-up under nohup ended the replay"
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    assert_eq!(out.status.code(), Some(130));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "flowsieve: error: interrupted by SIGINT before the run finished\n"
+    );
 }
 
 /// A billion-packet gen-trace and a thousand bench rounds are legitimate
