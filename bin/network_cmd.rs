@@ -11,6 +11,7 @@ use flowsieve::network::probe::{Exporter, ProbeOptions};
 use flowsieve::network::results::assemble;
 use flowsieve::network::transport::{self, NetError, check_probe_id};
 use flowsieve::network::uncollected_shard::shard_list;
+use flowsieve::network::unmerged_shard::UnmergedShard;
 use flowsieve::pipeline::{
     FileSource, NoEvents, PipelineSink, StageName, ValidatedConfig, WindowSpec, run,
 };
@@ -529,18 +530,19 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
     let got = rt.block_on(async {
         let n = transport::connect(&args.nats.nats, "flowsieve-results", false, t).await?;
         let Some(cfg) = n.shared_config().await? else {
-            return Ok::<_, NetError>((None, Vec::new(), Vec::new()));
+            return Ok::<_, NetError>((None, Vec::new(), Vec::new(), Vec::new()));
         };
         let results = match args.window {
             Some(w) => n.results_near(w).await?,
             None => n.results().await?,
         };
         let uncollected = n.uncollected_shards(cfg.shards).await?;
-        Ok((Some(cfg), results, uncollected))
+        let unmerged = n.unmerged_shards(cfg.shards).await?;
+        Ok((Some(cfg), results, uncollected, unmerged))
     });
-    let (cfg, results, uncollected) = match got {
-        Ok((Some(c), r, u)) => (c, r, u),
-        Ok((None, _, _)) => {
+    let (cfg, results, uncollected, unmerged) = match got {
+        Ok((Some(c), r, u, m)) => (c, r, u, m),
+        Ok((None, _, _, _)) => {
             return fail(
                 exit::FAILURE,
                 format!(
@@ -557,13 +559,28 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
     // window, and the windows' figures give no sign of it: a window of a
     // quiet link lacks shards that had no packets, too.
     if !uncollected.is_empty() {
-        let shards = shard_list(&uncollected);
+        let shards = shard_list(&uncollected.iter().map(|u| u.shard).collect::<Vec<_>>());
         eprintln!(
             "flowsieve: warning: results: the stream holds {} digests of shard(s) {shards} that no collector has taken, so their packets are in no window; `flowsieve collect --shards {shards}` merges them",
             uncollected.iter().map(|u| u.digests).sum::<u64>()
         );
     }
     report.network.uncollected_shards = uncollected;
+    // Digests a collector's consumer still holds are in no window yet,
+    // and the windows' figures cannot show it either: while a collector
+    // runs they are the windows still open; after one stopped, they wait
+    // for the next collector of their shards.
+    if !unmerged.is_empty() {
+        let sum = |f: fn(&UnmergedShard) -> u64| unmerged.iter().map(f).sum::<u64>();
+        let shards = shard_list(&unmerged.iter().map(|u| u.shard).collect::<Vec<_>>());
+        eprintln!(
+            "flowsieve: note: results: {} digests of shard(s) {shards} are in no written window yet ({} not yet taken by a collector, {} held by one until their windows are written); if no collector runs for them, `flowsieve collect --shards {shards}` merges them",
+            sum(UnmergedShard::digests),
+            sum(|u| u.undelivered),
+            sum(|u| u.unacknowledged),
+        );
+    }
+    report.network.unmerged_shards = unmerged;
     // An empty report for a window asked by number says why, on stderr
     // (the report itself stays what it is: no windows), as a note with
     // the prefix every other note has.

@@ -1322,6 +1322,114 @@ fn results_name_the_shards_no_collector_has_taken() {
     assert_matches_whole_trace(&url, &["only"]);
 }
 
+/// Digests a collector holds for windows it cannot write yet are in no
+/// window, and a collector that stops leaves them in its consumer: the
+/// windows' figures give no sign of them. Probe r0 of two publishes its
+/// half, so no window can be written without r1, and a collector takes
+/// every digest and holds it; then it is killed. `results` notes on one
+/// line as many digests as the probe says it published, and lists them
+/// per shard in the JSON as the server counts them. Once r1 has published
+/// and a collector has run to its end, nothing is said, and the windows
+/// are the whole trace's.
+#[test]
+fn results_note_the_digests_no_written_window_holds_yet() {
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let servers = Servers::start(&bin, 1, None);
+    let url = servers.url();
+    let dir = tempfile::tempdir().unwrap();
+    let halves = split(dir.path(), 2);
+    // Without -q, for the probe's own count of what it published.
+    let log = finish(
+        flowsieve(&[
+            "probe",
+            halves[0].to_str().unwrap(),
+            "--nats",
+            &url,
+            "--probe-id",
+            "r0",
+            "--probes",
+            "2",
+            "--no-truth",
+            "--flush-timeout",
+            "90s",
+        ]),
+        "probe r0",
+        Duration::from_secs(120),
+    );
+    let published = count_before(&log, "digests published");
+    assert!(published > 8, "{log}");
+    let mut first = collector(&url, "0-7", 1);
+    let start = Instant::now();
+    while unacknowledged(&url, 0..8) < published {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the collector took {} of {published} digests in 60 s",
+            unacknowledged(&url, 0..8)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = first.kill();
+    let _ = first.wait();
+    let out = Command::new(BIN)
+        .args(["results", "--nats", &url, "--json", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let backlogs = consumer_backlogs(&url, 0..8).expect("the digest stream");
+    let held: Vec<(u32, u64, u64)> = (0..8)
+        .zip(&backlogs)
+        .filter_map(|(s, b)| b.map(|(u, a)| (s, u, a)))
+        .filter(|&(_, u, a)| u + a > 0)
+        .collect();
+    assert_eq!(held.iter().map(|&(_, u, a)| u + a).sum::<u64>(), published);
+    let shards = flowsieve::network::uncollected_shard::shard_list(
+        &held.iter().map(|&(s, _, _)| s).collect::<Vec<_>>(),
+    );
+    let (undelivered, unacknowledged): (u64, u64) = (
+        held.iter().map(|&(_, u, _)| u).sum(),
+        held.iter().map(|&(_, _, a)| a).sum(),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "flowsieve: note: results: {published} digests of shard(s) {shards} are in no written window yet ({undelivered} not yet taken by a collector, {unacknowledged} held by one until their windows are written); if no collector runs for them, `flowsieve collect --shards {shards}` merges them\n"
+        )
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let expected: Vec<serde_json::Value> = held
+        .iter()
+        .map(|&(s, u, a)| serde_json::json!({"shard": s, "undelivered": u, "unacknowledged": a}))
+        .collect();
+    assert_eq!(
+        report["network"]["unmerged_shards"],
+        serde_json::Value::Array(expected)
+    );
+    assert_eq!(report["windows"], serde_json::json!([]));
+    // Its field names are the documented ones.
+    results_json(&url, &[]);
+    finish(
+        probe(&url, "r1", &halves[1], 2, 1),
+        "probe r1",
+        Duration::from_secs(120),
+    );
+    finish(
+        collector(&url, "0-7", 1),
+        "collector",
+        Duration::from_secs(120),
+    );
+    let out = Command::new(BIN)
+        .args(["results", "--nats", &url, "--json", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["network"]["unmerged_shards"], serde_json::json!([]));
+    assert_matches_whole_trace(&url, &["r0", "r1"]);
+}
+
 /// Asserts that `out` exited with `code` and one line on stderr that
 /// says `says`.
 fn assert_one_line(out: &std::process::Output, code: i32, says: &str) {

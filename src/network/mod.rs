@@ -55,6 +55,7 @@ pub mod results;
 #[cfg(feature = "network")]
 pub mod transport;
 pub mod uncollected_shard;
+pub mod unmerged_shard;
 
 pub use book::{Book, ProbeState, Verdict};
 pub use config::{CONFIG_KEY, ConfigDifference, MAX_PROBES, NetworkConfig};

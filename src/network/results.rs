@@ -10,6 +10,7 @@
 use super::config::NetworkConfig;
 use super::merge::{HeavyFlow, ShardWindowResult, cardinality_estimate};
 use super::uncollected_shard::UncollectedShard;
+use super::unmerged_shard::UnmergedShard;
 use crate::filter::BloomFilter;
 use crate::report::{Cell, Column, Section, Table};
 use serde::Serialize;
@@ -72,6 +73,11 @@ pub struct NetworkSection {
     /// are in no window (filled by `flowsieve results` from the server;
     /// empty from [`assemble`]).
     pub uncollected_shards: Vec<UncollectedShard>,
+    /// Shards whose collector's consumer still holds digests that are in
+    /// no written window yet: windows still open, or a collector that
+    /// stopped (filled by `flowsieve results` from the server; empty from
+    /// [`assemble`]).
+    pub unmerged_shards: Vec<UnmergedShard>,
 }
 
 /// The whole network report (JSON schema version 2, `network` section).
@@ -178,6 +184,7 @@ pub fn assemble(
                 .map(|w| w.window)
                 .collect(),
             uncollected_shards: Vec::new(),
+            unmerged_shards: Vec::new(),
         },
         windows,
         listed_per_window: 10,

@@ -7,6 +7,7 @@ use super::book::ProbeState;
 use super::config::{CONFIG_KEY, NetworkConfig};
 use super::merge::ShardWindowResult;
 use super::uncollected_shard::UncollectedShard;
+use super::unmerged_shard::UnmergedShard;
 use async_nats::jetstream::{self, kv, object_store, stream};
 use futures_util::StreamExt;
 use std::time::Duration;
@@ -90,6 +91,18 @@ pub(crate) fn nats_err(what: &'static str) -> impl Fn(&dyn std::fmt::Display) ->
 /// The subject of a digest.
 pub fn digest_subject(shard: u32, window: u64, probe: &str) -> String {
     format!("flowsieve.v1.digest.{shard}.{window}.{probe}")
+}
+
+/// The names of the stream's durable consumers.
+async fn consumer_names(
+    stream: &stream::Stream,
+) -> Result<std::collections::HashSet<String>, NetError> {
+    let mut names = std::collections::HashSet::new();
+    let mut listed = stream.consumer_names();
+    while let Some(name) = listed.next().await {
+        names.insert(name.map_err(|e| nats_err("list consumers")(&e))?);
+    }
+    Ok(names)
 }
 
 /// The subject a collector's consumer for `shard` filters on.
@@ -444,11 +457,7 @@ impl Nats {
             // No stream: no probe has published, nothing waits.
             return Ok(Vec::new());
         };
-        let mut names = std::collections::HashSet::new();
-        let mut listed = stream.consumer_names();
-        while let Some(name) = listed.next().await {
-            names.insert(name.map_err(|e| nats_err("list consumers")(&e))?);
-        }
+        let names = consumer_names(&stream).await?;
         let mut out = Vec::new();
         for shard in (0..shards).filter(|s| !names.contains(&format!("collect-s{s}"))) {
             // One entry per digest subject (window and probe) of the shard.
@@ -463,6 +472,38 @@ impl Nats {
             }
             if digests > 0 {
                 out.push(UncollectedShard { shard, digests });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The shards below `shards` whose collector consumer
+    /// `collect-s<shard>` still holds digests, undelivered or handed out
+    /// and not acknowledged, in ascending order: digests in no written
+    /// window yet (see [`UnmergedShard`]). Shards whose consumer holds
+    /// none, or that have no consumer, are left out.
+    pub async fn unmerged_shards(&self, shards: u32) -> Result<Vec<UnmergedShard>, NetError> {
+        let Ok(stream) = self.js.get_stream(STREAM).await else {
+            return Ok(Vec::new());
+        };
+        let names = consumer_names(&stream).await?;
+        let mut out = Vec::new();
+        for shard in 0..shards {
+            let name = format!("collect-s{shard}");
+            if !names.contains(&name) {
+                continue;
+            }
+            let info = stream
+                .consumer_info(&name)
+                .await
+                .map_err(|e| nats_err("consumer info")(&e))?;
+            let s = UnmergedShard {
+                shard,
+                undelivered: info.num_pending,
+                unacknowledged: info.num_ack_pending as u64,
+            };
+            if s.digests() > 0 {
+                out.push(s);
             }
         }
         Ok(out)

@@ -10,7 +10,7 @@ use serde::Serialize;
 /// ```
 /// use flowsieve::network::uncollected_shard::{UncollectedShard, shard_list};
 /// let shards = [4, 5, 6, 7, 9].map(|shard| UncollectedShard { shard, digests: 1 });
-/// assert_eq!(shard_list(&shards), "4-7,9");
+/// assert_eq!(shard_list(&shards.map(|s| s.shard)), "4-7,9");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct UncollectedShard {
@@ -20,11 +20,10 @@ pub struct UncollectedShard {
     pub digests: u64,
 }
 
-/// The shards of `shards` (in ascending order) as `collect --shards`
-/// takes them: runs of consecutive shards as `A-B`, joined by commas.
-pub fn shard_list(shards: &[UncollectedShard]) -> String {
+/// Shards (in ascending order) as `collect --shards` takes them: runs of consecutive shards as `A-B`, joined by commas.
+pub fn shard_list(shards: &[u32]) -> String {
     let mut runs: Vec<(u32, u32)> = Vec::new();
-    for s in shards.iter().map(|u| u.shard) {
+    for &s in shards {
         match runs.last_mut() {
             Some((_, end)) if end.checked_add(1) == Some(s) => *end = s,
             _ => runs.push((s, s)),
