@@ -554,6 +554,40 @@ fn compile_filter(expression: Option<&str>) -> Result<Option<TraceFilter>, u8> {
     }
 }
 
+/// A filter's size in counters or bits: a whole number, or one with a
+/// suffix K, M, G or T (or Ki, Mi, Gi, Ti), powers of 1024 as in
+/// `--max-memory`, so that `4M` is the default 4194304 counters. Filter
+/// sizes are powers of two by habit, and their digits are easy to get
+/// wrong by one.
+fn parse_filter_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let shift = match unit {
+        "" => 0,
+        "K" | "k" | "Ki" | "ki" => 10,
+        "M" | "m" | "Mi" | "mi" => 20,
+        "G" | "g" | "Gi" | "gi" => 30,
+        "T" | "t" | "Ti" | "ti" => 40,
+        _ => {
+            return Err(
+                "expected a whole number such as 4194304, or one with K, M, G or T (powers of 1024) such as 4M".into(),
+            );
+        }
+    };
+    if digits.is_empty() {
+        return Err(
+            "expected a whole number such as 4194304, or one with K, M, G or T (powers of 1024) such as 4M".into(),
+        );
+    }
+    // Digits only, so the one way to fail is a number past u64.
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1u64 << shift))
+        .and_then(|v| usize::try_from(v).ok())
+        .ok_or_else(|| format!("{t} is more than this machine can address"))
+}
+
 /// A `-c` value: a whole number of packets, 1 or more.
 fn parse_packet_count(s: &str) -> Result<u64, String> {
     match s.trim().parse::<u64>() {
@@ -718,8 +752,9 @@ struct HeavyArgs {
     /// Report a flow when its estimate reaches THETA packets in a window.
     #[arg(long, default_value_t = defaults::THETA)]
     theta: u64,
-    /// Counters in all (split evenly across shards).
-    #[arg(long, default_value_t = defaults::CBF_COUNTERS, value_name = "N")]
+    /// Counters in all (split evenly across shards): a whole number, or
+    /// with K, M or G (powers of 1024): 4M is 4194304.
+    #[arg(long, default_value_t = defaults::CBF_COUNTERS, value_name = "N", value_parser = parse_filter_size)]
     cbf_counters: usize,
     /// Bits per counter: 4, 8 or 16.
     #[arg(long, default_value_t = defaults::CBF_WIDTH, value_name = "BITS")]
@@ -749,8 +784,10 @@ struct HeavyArgs {
 #[derive(Args)]
 #[command(next_help_heading = "Stage 2: new flows")]
 struct NewFlowArgs {
-    /// Recycling-filter bits in all (split across shards; two-phase halves).
-    #[arg(long, default_value_t = defaults::RBF_BITS, value_name = "BITS")]
+    /// Recycling-filter bits in all (split across shards; two-phase
+    /// halves): a whole number, or with K, M or G (powers of 1024): 8M is
+    /// 8388608.
+    #[arg(long, default_value_t = defaults::RBF_BITS, value_name = "BITS", value_parser = parse_filter_size)]
     rbf_bits: usize,
     /// Positions per key.
     #[arg(long, default_value_t = defaults::RBF_K, value_name = "K")]

@@ -36,6 +36,74 @@ fn default_trace() -> String {
         .to_string()
 }
 
+/// Filter sizes take K, M, G and T as powers of 1024, as --max-memory
+/// does: `4M` and `8M` are the defaults, and `1K` is 1024 counters, not
+/// 1000; anything else is one line and exit 2.
+#[test]
+fn filter_sizes_take_binary_suffixes() {
+    let t = default_trace();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["-c", "3000", t.as_str()];
+        args.extend_from_slice(extra);
+        let (out, v) = json_of(&args);
+        assert_eq!(out.status.code(), Some(0), "{extra:?}: {out:?}");
+        without_timing(v)
+    };
+    assert_eq!(
+        run(&["--cbf-counters", "4M", "--rbf-bits", "8Mi"]),
+        run(&[])
+    );
+    let kibi = run(&["--cbf-counters", "1K", "--rbf-bits", "64k"]);
+    assert_eq!(kibi["heavy"]["config"]["counters"], 1024);
+    assert_eq!(kibi["new_flows"]["config"]["bits"], 65_536);
+    assert_eq!(
+        kibi,
+        run(&["--cbf-counters", "1024", "--rbf-bits", "65536"])
+    );
+    assert_eq!(
+        run(&["--cbf-counters", "1G", "--stages", "none"])["options"],
+        run(&["--stages", "none"])["options"]
+    );
+    for (value, says) in [
+        (
+            "4MB",
+            "expected a whole number such as 4194304, or one with K, M, G or T (powers of 1024) such as 4M",
+        ),
+        (
+            "4.5M",
+            "expected a whole number such as 4194304, or one with K, M, G or T (powers of 1024) such as 4M",
+        ),
+        (
+            "M",
+            "expected a whole number such as 4194304, or one with K, M, G or T (powers of 1024) such as 4M",
+        ),
+        (
+            "4i",
+            "expected a whole number such as 4194304, or one with K, M, G or T (powers of 1024) such as 4M",
+        ),
+        (
+            "16777216T",
+            "16777216T is more than this machine can address",
+        ),
+        (
+            "18446744073709551616",
+            "18446744073709551616 is more than this machine can address",
+        ),
+    ] {
+        for flag in ["--cbf-counters", "--rbf-bits"] {
+            let out = flowsieve(&[flag, value, &t]);
+            let name = if flag == "--rbf-bits" { "BITS" } else { "N" };
+            assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+            assert_eq!(
+                String::from_utf8_lossy(&out.stderr),
+                format!(
+                    "flowsieve: error: invalid value '{value}' for '{flag} <{name}>': {says}\n"
+                )
+            );
+        }
+    }
+}
+
 #[test]
 fn default_run_replays_the_bundled_trace() {
     let out = flowsieve(&[]);
