@@ -534,22 +534,79 @@ struct TraceFilterArg {
     /// counts the records kept.
     #[arg(short = 'f', long = "filter", value_name = "EXPR")]
     expression: Option<String>,
+    /// Read the filter expression from FILE, as `tcpdump -F FILE` does
+    /// (its lines joined; `#` starts a comment to the end of the line).
+    #[arg(
+        short = 'F',
+        long = "filter-file",
+        value_name = "FILE",
+        conflicts_with = "expression"
+    )]
+    file: Option<PathBuf>,
 }
 
 impl TraceFilterArg {
+    /// The expression given: `-f`'s, or the one `-F` names.
+    fn given(&self) -> Result<Option<String>, u8> {
+        match &self.file {
+            Some(path) => filter_file_expression(path).map(Some),
+            None => Ok(self.expression.clone()),
+        }
+    }
+
+    /// The flag that gave the expression, for messages.
+    fn flag(&self) -> &'static str {
+        if self.file.is_some() { "-F FILE" } else { "-f" }
+    }
+
+    /// Where the expression came from, as an error names it: `-f`, or
+    /// `-F` with its file.
+    fn source(&self) -> String {
+        match &self.file {
+            Some(path) => format!("-F {}", path.display()),
+            None => "-f".into(),
+        }
+    }
+
     /// The compiled filter (see [`compile_filter`]).
     fn compile(&self) -> Result<Option<TraceFilter>, u8> {
-        compile_filter(self.expression.as_deref())
+        compile_filter(self.given()?.as_deref(), &self.source())
     }
 }
 
+/// The expression in a filter file (`-F FILE`), as tcpdump reads one: its
+/// lines joined by spaces, each cut at a `#` (a comment to the end of the
+/// line, as tcpdump 4.99 takes it). A file that cannot be read is a run
+/// that cannot go: exit 1, on one line naming it.
+fn filter_file_expression(path: &Path) -> Result<String, u8> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        fail(
+            exit::FAILURE,
+            format!("{}: cannot read the filter file (-F): {e}", path.display()),
+        )
+    })?;
+    let words: Vec<&str> = text
+        .lines()
+        .map(|line| line.split('#').next().unwrap_or_default().trim())
+        .filter(|line| !line.is_empty())
+        .collect();
+    Ok(words.join(" "))
+}
+
 /// The compiled filter, checked before any work: an expression libpcap
-/// refuses is a bad command line (exit 2), a missing libpcap a run that
-/// cannot go (exit 1), each on one line.
-fn compile_filter(expression: Option<&str>) -> Result<Option<TraceFilter>, u8> {
+/// refuses is a bad command line (exit 2), named with `source` (`-f`, or
+/// `-F FILE`), a missing libpcap a run that cannot go (exit 1), each on
+/// one line.
+fn compile_filter(expression: Option<&str>, source: &str) -> Result<Option<TraceFilter>, u8> {
     match expression.map(TraceFilter::new).transpose() {
         Ok(f) => Ok(f),
-        Err(e @ TraceFilterError::Invalid { .. }) => Err(fail(exit::USAGE, e)),
+        Err(TraceFilterError::Invalid {
+            expression,
+            message,
+        }) => Err(fail(
+            exit::USAGE,
+            format!("{source} {expression:?}: {message}"),
+        )),
         Err(e @ TraceFilterError::NoCompiler(_)) => Err(fail(exit::FAILURE, e)),
     }
 }
@@ -1483,7 +1540,7 @@ impl ReplayArgs {
     /// second file would be read as an expression).
     fn filter_expression(&self) -> Result<Option<String>, u8> {
         if self.read.is_empty() || self.traces.is_empty() {
-            return Ok(self.filter.expression.clone());
+            return self.filter.given();
         }
         if let Some(file) = self.traces.iter().find(|t| t.is_file()) {
             return Err(fail(
@@ -1499,11 +1556,12 @@ impl ReplayArgs {
             .iter()
             .map(|w| w.to_string_lossy().into_owned())
             .collect();
-        if self.filter.expression.is_some() {
+        if self.filter.expression.is_some() || self.filter.file.is_some() {
             return Err(fail(
                 exit::USAGE,
                 format!(
-                    "a filter expression twice: -f and the words after -r FILE ({}); give one",
+                    "a filter expression twice: {} and the words after -r FILE ({}); give one",
+                    self.filter.flag(),
                     words.join(" ")
                 ),
             ));
@@ -1703,7 +1761,7 @@ fn run_replay(args: ReplayArgs) -> u8 {
     }
     let filter = match args
         .filter_expression()
-        .and_then(|e| compile_filter(e.as_deref()))
+        .and_then(|e| compile_filter(e.as_deref(), &args.filter.source()))
     {
         Ok(f) => f,
         Err(code) => return code,

@@ -40,6 +40,16 @@ pub struct LiveArgs {
         help_heading = "Capture"
     )]
     pub filter: Option<String>,
+    /// Read the capture filter from FILE, as `tcpdump -F FILE` does (its
+    /// lines joined; `#` starts a comment to the end of the line).
+    #[arg(
+        short = 'F',
+        long = "filter-file",
+        value_name = "FILE",
+        conflicts_with = "filter",
+        help_heading = "Capture"
+    )]
+    pub filter_file: Option<PathBuf>,
     /// The capture filter as tcpdump takes it, in the words after the
     /// options: `live -i eth0 tcp port 80` is `live -i eth0 -f 'tcp port
     /// 80'`.
@@ -137,15 +147,24 @@ impl LiveArgs {
     /// options joined by spaces, as tcpdump joins them. Exit 2 with one
     /// line when both are given.
     fn capture_filter(&self) -> Result<Option<String>, u8> {
+        let given = match &self.filter_file {
+            Some(path) => Some(super::filter_file_expression(path)?),
+            None => self.filter.clone(),
+        };
         if self.expression.is_empty() {
-            return Ok(self.filter.clone());
+            return Ok(given);
         }
         let words = self.expression.join(" ");
-        if self.filter.is_some() {
+        if given.is_some() {
+            let flag = if self.filter_file.is_some() {
+                "-F FILE"
+            } else {
+                "-f"
+            };
             return Err(fail(
                 exit::USAGE,
                 format!(
-                    "live: a capture filter twice: -f and the words after the options ({words}); give one"
+                    "live: a capture filter twice: {flag} and the words after the options ({words}); give one"
                 ),
             ));
         }

@@ -2230,6 +2230,48 @@ fn bad_live_arguments_exit_before_any_capture() {
             2,
             "live: a capture filter twice: -f and the words after the options (udp); give one",
         ),
+        // And so is the expression of a filter file (-F), as tcpdump
+        // reads one.
+        (
+            vec![
+                "live",
+                "-i",
+                "lo",
+                "--duration",
+                "1s",
+                "-F",
+                "tests/fixtures/bad.filter",
+            ],
+            2,
+            "capture filter: can't parse filter expression: syntax error",
+        ),
+        (
+            vec![
+                "live",
+                "-i",
+                "lo",
+                "--duration",
+                "1s",
+                "-F",
+                "tests/fixtures/bad.filter",
+                "udp",
+            ],
+            2,
+            "live: a capture filter twice: -F FILE and the words after the options (udp); give one",
+        ),
+        (
+            vec![
+                "live",
+                "-i",
+                "lo",
+                "--duration",
+                "1s",
+                "-F",
+                "tests/fixtures/no.filter",
+            ],
+            1,
+            "tests/fixtures/no.filter: cannot read the filter file (-F): No such file or directory",
+        ),
         (
             vec!["live", "-i", "lo", "--block-timeout", "5s"],
             2,
@@ -2396,7 +2438,9 @@ fn bad_live_arguments_exit_before_any_capture() {
         ),
     ] {
         // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 && (args.contains(&"-f") || args.contains(&"and")) {
+        if unsafe { libc::geteuid() } != 0
+            && (args.contains(&"-f") || args.contains(&"-F") || args.contains(&"and"))
+        {
             continue;
         }
         let out = Command::new(BIN)

@@ -437,6 +437,70 @@ fn the_command_line_filter_refuses_on_one_line_and_counts_what_it_keeps() {
         )
     );
 
+    // tcpdump's -F FILE: the file's lines joined, `#` to the end of a
+    // line a comment. The run is the run over what `tcpdump -F FILE`
+    // writes.
+    let file = dir.path().join("web.filter");
+    std::fs::write(
+        &file,
+        "# web traffic only\ntcp # the protocol\n  and port 80\n\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let theirs = dir.path().join("web.pcap");
+    let o = Command::new("tcpdump")
+        .args(["-n", "-r", default, "-F", f, "-w"])
+        .arg(&theirs)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let by_file = json(&["-q", "--json", "-", "-F", f, default]);
+    let kept = by_file["trace"]["packets"].as_u64().unwrap();
+    assert!(kept > 0 && kept < 40_000, "{kept}");
+    assert_eq!(
+        by_file,
+        json(&["-q", "--json", "-", theirs.to_str().unwrap()])
+    );
+    let o = flowsieve(&["-q", "--json", "-", "-F", f, default]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["options"]["filter"], "tcp and port 80");
+    let bad = dir.path().join("bad.filter");
+    std::fs::write(&bad, "tcp and # nothing after\nand\n").unwrap();
+    let bad_s = bad.to_str().unwrap();
+    let missing = dir.path().join("missing.filter");
+    let missing_s = missing.to_str().unwrap();
+    for (args, code, line) in [
+        (
+            vec!["-q", "-F", bad_s, default],
+            2,
+            format!("-F {bad_s} \"tcp and and\": can't parse filter expression: syntax error"),
+        ),
+        (
+            vec!["-q", "-F", missing_s, default],
+            1,
+            format!(
+                "{missing_s}: cannot read the filter file (-F): No such file or directory (os error 2)"
+            ),
+        ),
+        (
+            vec!["-q", "-F", f, "-r", default, "udp"],
+            2,
+            "a filter expression twice: -F FILE and the words after -r FILE (udp); give one"
+                .to_string(),
+        ),
+        (
+            vec!["-q", "-F", f, "-f", "udp", default],
+            2,
+            "the argument '--filter-file <FILE>' cannot be used with '--filter <EXPR>'".to_string(),
+        ),
+    ] {
+        assert_eq!(
+            code_and_stderr(&flowsieve(&args)),
+            (Some(code), format!("flowsieve: error: {line}\n")),
+            "{args:?}"
+        );
+    }
+
     // The text report: the file's line and the trace's.
     let o = flowsieve(&["-f", "tcp", default]);
     let text = String::from_utf8_lossy(&o.stdout);
