@@ -407,6 +407,8 @@ fn csv_and_plot_outputs() {
         String::from_utf8_lossy(&out.stderr)
     );
     for f in [
+        "top_flows.csv",
+        "classes.csv",
         "heavy.csv",
         "new_flows.csv",
         "selective.csv",
@@ -432,6 +434,64 @@ fn csv_and_plot_outputs() {
     ] {
         let svg = std::fs::read_to_string(plots.join(f)).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("<text"), "{f}");
+    }
+}
+
+/// `--csv DIR` holds the report's flow list and class totals too, as
+/// `top_flows.csv` and `classes.csv`, field for field the JSON's
+/// `flows_top` and `classes` (the timestamps in full precision); without
+/// the exact table the list has no rows and the class flows are empty.
+#[test]
+fn csv_lists_the_top_flows_and_the_classes_as_the_json_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = default_trace();
+    for truth in ["--truth", "--no-truth"] {
+        let csv = dir.path().join(truth);
+        let (out, v) = json_of(&["--top", "25", truth, "--csv", csv.to_str().unwrap(), &t]);
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let rows = |name: &str| -> Vec<Vec<String>> {
+            let text = std::fs::read_to_string(csv.join(name)).unwrap();
+            text.lines()
+                .map(|l| l.split(',').map(str::to_string).collect())
+                .collect()
+        };
+        let flows = rows("top_flows.csv");
+        assert_eq!(
+            flows[0].join(","),
+            "rank,src,sport,dst,dport,proto,packets,bytes,captured_bytes,first_ts,last_ts,class"
+        );
+        let listed = v["flows_top"].as_array().unwrap();
+        assert_eq!(listed.len(), if truth == "--truth" { 25 } else { 0 });
+        assert_eq!(flows.len(), listed.len() + 1, "{truth}");
+        for (i, (row, f)) in flows[1..].iter().zip(listed).enumerate() {
+            assert_eq!(row[0], (i + 1).to_string());
+            for (col, key) in flows[0].iter().zip(row).skip(1).map(|(k, c)| (c, k)) {
+                let want = match &f[key.as_str()] {
+                    serde_json::Value::String(s) => s.clone(),
+                    n => n.to_string(),
+                };
+                assert_eq!(col, &want, "{truth} row {} {key}", i + 1);
+            }
+        }
+        let classes = rows("classes.csv");
+        assert_eq!(classes[0].join(","), "class,flows,packets,bytes");
+        let totals = v["classes"].as_array().unwrap();
+        assert_eq!(classes.len(), totals.len() + 1);
+        for (row, c) in classes[1..].iter().zip(totals) {
+            let flows = match truth {
+                "--truth" => c["flows"].as_u64().unwrap().to_string(),
+                _ => String::new(),
+            };
+            assert_eq!(
+                row,
+                &vec![
+                    c["class"].as_str().unwrap().to_string(),
+                    flows,
+                    c["packets"].to_string(),
+                    c["bytes"].to_string()
+                ]
+            );
+        }
     }
 }
 
