@@ -284,7 +284,7 @@ fn an_expression_libpcap_refuses_is_named_with_its_message() {
     );
     assert_eq!(
         e.to_string(),
-        "-f \"udp prot 53\": can't parse filter expression: syntax error"
+        "filter \"udp prot 53\": can't parse filter expression: syntax error"
     );
     // Valid for some link types, not others: the check passes, and a
     // record of a link type it cannot be compiled for gets the error.
@@ -295,7 +295,7 @@ fn an_expression_libpcap_refuses_is_named_with_its_message() {
     assert_eq!(f.keeps(LinkType::ETHERNET, &frame, 14), Ok(true));
     let e = f.keeps(LinkType::RAW, &[0x45; 20], 20).unwrap_err();
     assert!(
-        e.starts_with("-f \"ether host 1:2:3:4:5:6\" cannot be compiled for link type 101 (raw): "),
+        e.starts_with("filter \"ether host 1:2:3:4:5:6\" cannot be compiled for link type 101 (raw): "),
         "{e}"
     );
     // An expression of a link layer flowsieve does not read compiles for
@@ -361,7 +361,7 @@ fn the_command_line_filter_refuses_on_one_line_and_counts_what_it_keeps() {
     assert_eq!(
         String::from_utf8_lossy(&o.stderr),
         format!(
-            "flowsieve: error: {raw_s}: packet 1: -f \"ether host 1:2:3:4:5:6\" cannot be compiled for link type 101 (raw): ethernet addresses supported only on ethernet/FDDI/token ring/802.11/ATM LANE/Fibre Channel\n"
+            "flowsieve: error: {raw_s}: packet 1: filter \"ether host 1:2:3:4:5:6\" cannot be compiled for link type 101 (raw): ethernet addresses supported only on ethernet/FDDI/token ring/802.11/ATM LANE/Fibre Channel\n"
         )
     );
     // The run stops at that file, as tcpdump's does: the third is not read.
@@ -510,7 +510,7 @@ fn the_command_line_filter_refuses_on_one_line_and_counts_what_it_keeps() {
     );
     assert!(
         text.contains(
-            "\n  filtered out            12369  (-f \"tcp\"; in no figure of this report)\n"
+            "\n  filtered out            12369  (filter \"tcp\"; in no figure of this report)\n"
         ),
         "{text}"
     );

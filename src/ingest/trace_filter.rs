@@ -42,7 +42,7 @@ pub enum TraceFilterError {
     NoCompiler(String),
     /// The expression compiles for no link type flowsieve reads (the
     /// message is libpcap's, for Ethernet).
-    #[error("-f {expression:?}: {message}")]
+    #[error("filter {expression:?}: {message}")]
     Invalid {
         /// The expression.
         expression: String,
@@ -170,7 +170,7 @@ impl TraceFilter {
         match &self.programs[at].1 {
             Ok(p) => Ok(self.lib.matches(p, data, wire_len)),
             Err(m) => Err(format!(
-                "-f {:?} cannot be compiled for link type {link_type}: {m}",
+                "filter {:?} cannot be compiled for link type {link_type}: {m}",
                 self.expression
             )),
         }

@@ -98,7 +98,7 @@ impl ReplaySummary {
         if let (Some(n), Some(expr)) = (t.filtered_out, &self.options.filter) {
             let _ = writeln!(
                 o,
-                "  filtered out     {n:>12}  (-f {expr:?}; in no figure of this report)"
+                "  filtered out     {n:>12}  (filter {expr:?}; in no figure of this report)"
             );
         }
         let _ = writeln!(
