@@ -25,10 +25,15 @@ pub struct LiveArgs {
         short = 'i',
         long = "interface",
         value_name = "IFACE",
-        required = true,
+        required_unless_present = "list_interfaces",
         value_parser = interface_name
     )]
     pub interfaces: Vec<String>,
+    /// List the interfaces -i can name (index, name, state and the link
+    /// type of their frames, or why they cannot be captured), as `tcpdump
+    /// -D` does, and exit.
+    #[arg(short = 'D', long = "list-interfaces", help_heading = "Capture")]
+    pub list_interfaces: bool,
     #[command(flatten)]
     pub run: RunArgs,
     /// Capture filter in tcpdump's syntax, compiled by libpcap (needs
@@ -479,6 +484,13 @@ mod linux {
     }
 
     pub fn run_live(a: LiveArgs) -> u8 {
+        if a.list_interfaces {
+            let lines: String = flowsieve::ingest::live::InterfaceListing::all()
+                .iter()
+                .map(|l| format!("{l}\n"))
+                .collect();
+            return super::super::print_out(lines).err().unwrap_or(exit::OK);
+        }
         // Every flag is checked before any socket opens.
         let filter = match a.capture_filter() {
             Ok(f) => f,

@@ -2455,6 +2455,77 @@ fn bad_live_arguments_exit_before_any_capture() {
     }
 }
 
+/// `live -D` lists what `-i` can name, as `tcpdump -D` does: every
+/// interface of the namespace with its index, its state and the link type
+/// its frames have, line for line what `ip -o link` says of it. In the
+/// test's own namespace that is the capture end of the pair (up, with a
+/// carrier), a loopback device, up or down, and a tun device (frames
+/// from the IP header on), up without a carrier.
+#[test]
+fn list_interfaces_shows_each_interface_as_ip_link_does() {
+    let Some(pair) = VethPair::new("list_interfaces_shows_each_interface_as_ip_link_does") else {
+        return;
+    };
+    // Up with no process attached, so without a carrier: up, not running.
+    assert!(
+        pair.in_capture(&["ip", "tuntap", "add", "fstun0", "mode", "tun"])
+            && pair.in_capture(&["ip", "link", "set", "fstun0", "up"]),
+        "cannot add a tun device"
+    );
+    let out = Command::new("ip")
+        .args(["netns", "exec", &pair.capture_ns, BIN, "live", "-D"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let links = Command::new("ip")
+        .args(["-n", &pair.capture_ns, "-o", "link", "show"])
+        .output()
+        .unwrap();
+    let mut expected = String::new();
+    for line in String::from_utf8_lossy(&links.stdout).lines() {
+        // "3854: vA@if3853: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu ... state UP ... link/ether ..."
+        let mut parts = line.splitn(3, ": ");
+        let index = parts.next().unwrap();
+        let name = parts.next().unwrap().split('@').next().unwrap();
+        let rest = parts.next().unwrap();
+        let flags: Vec<&str> = rest[1..rest.find('>').unwrap()].split(',').collect();
+        let state = rest
+            .split_whitespace()
+            .skip_while(|w| *w != "state")
+            .nth(1)
+            .unwrap();
+        let up = flags.contains(&"UP");
+        let words: Vec<&str> = [
+            (up, "Up"),
+            (up && matches!(state, "UP" | "UNKNOWN"), "Running"),
+            (flags.contains(&"LOOPBACK"), "Loopback"),
+        ]
+        .into_iter()
+        .filter_map(|(on, w)| on.then_some(w))
+        .collect();
+        let link = if rest.contains("link/none") {
+            "raw"
+        } else {
+            "ethernet"
+        };
+        let state = if words.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", words.join(", "))
+        };
+        expected.push_str(&format!("{index}.{name}{state} {link}\n"));
+    }
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(listed, expected);
+    assert!(
+        listed.contains(&format!(".{} [Up, Running] ethernet\n", pair.capture_if))
+            && listed.contains(".fstun0 [Up] raw\n")
+            && listed.lines().count() == 3,
+        "{listed}"
+    );
+}
+
 /// Two sockets on one interface would hand the pipeline each frame twice
 /// and double every count; the same interface under its own name twice, or
 /// under an alternative name (`ip link property add … altname`), is refused

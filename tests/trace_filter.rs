@@ -295,7 +295,9 @@ fn an_expression_libpcap_refuses_is_named_with_its_message() {
     assert_eq!(f.keeps(LinkType::ETHERNET, &frame, 14), Ok(true));
     let e = f.keeps(LinkType::RAW, &[0x45; 20], 20).unwrap_err();
     assert!(
-        e.starts_with("filter \"ether host 1:2:3:4:5:6\" cannot be compiled for link type 101 (raw): "),
+        e.starts_with(
+            "filter \"ether host 1:2:3:4:5:6\" cannot be compiled for link type 101 (raw): "
+        ),
         "{e}"
     );
     // An expression of a link layer flowsieve does not read compiles for

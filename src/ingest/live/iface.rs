@@ -45,6 +45,34 @@ super::counter_set! {
     }
 }
 
+/// The device flags (`IFF_UP`, `IFF_RUNNING`, `IFF_LOOPBACK`, ...) of the
+/// interface `name` in the process's own network namespace, by
+/// `SIOCGIFFLAGS`; `None` where they cannot be read. `name` must be under
+/// `IFNAMSIZ` bytes (longer names are cut, and so not found).
+pub(super) fn device_flags(name: &str) -> Option<i32> {
+    // SAFETY: a datagram socket for the ioctl alone, closed below; an
+    // `ifreq` zeroed (a valid value of the C struct) whose name is copied
+    // in with room for its NUL; SIOCGIFFLAGS writes only `ifru_flags`,
+    // which is read after it succeeds.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return None;
+        }
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (dst, &src) in req
+            .ifr_name
+            .iter_mut()
+            .zip(name.as_bytes().iter().take(libc::IFNAMSIZ - 1))
+        {
+            *dst = src as libc::c_char;
+        }
+        let rc = libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut req);
+        libc::close(fd);
+        (rc == 0).then(|| i32::from(req.ifr_ifru.ifru_flags))
+    }
+}
+
 fn sys_dir(name: &str) -> PathBuf {
     PathBuf::from("/sys/class/net").join(name)
 }
@@ -134,28 +162,7 @@ impl Interface {
     /// devices there), and a same-named device down elsewhere would refuse
     /// a capture that would run.
     pub fn is_up(&self) -> bool {
-        // SAFETY: a datagram socket for the ioctl alone, closed below; an
-        // `ifreq` zeroed (a valid value of the C struct) whose name is
-        // copied in with room for its NUL (`by_name` checked the name is
-        // under IFNAMSIZ bytes); SIOCGIFFLAGS writes only `ifru_flags`,
-        // which is read after it succeeds.
-        unsafe {
-            let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-            if fd < 0 {
-                return true;
-            }
-            let mut req: libc::ifreq = std::mem::zeroed();
-            for (dst, &src) in req
-                .ifr_name
-                .iter_mut()
-                .zip(self.name.as_bytes().iter().take(libc::IFNAMSIZ - 1))
-            {
-                *dst = src as libc::c_char;
-            }
-            let rc = libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut req);
-            libc::close(fd);
-            rc != 0 || i32::from(req.ifr_ifru.ifru_flags) & libc::IFF_UP != 0
-        }
+        device_flags(&self.name).is_none_or(|f| f & libc::IFF_UP != 0)
     }
 
     /// The device's counters now (zeros where the kernel exposes none).
