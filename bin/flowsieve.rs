@@ -574,16 +574,43 @@ impl TraceFilterArg {
     }
 }
 
+/// The longest filter file read (`-F`): far past any expression, and a
+/// bound on what a wrong name (`/dev/zero`, a trace) costs.
+const MAX_FILTER_FILE_BYTES: u64 = 1 << 20;
+
 /// The expression in a filter file (`-F FILE`), as tcpdump reads one: its
 /// lines joined by spaces, each cut at a `#` (a comment to the end of the
-/// line, as tcpdump 4.99 takes it). A file that cannot be read is a run
-/// that cannot go: exit 1, on one line naming it.
+/// line, as tcpdump 4.99 takes it). A file that cannot be read, is not
+/// text, or is longer than [`MAX_FILTER_FILE_BYTES`] is a run that cannot
+/// go: exit 1, on one line naming it. The file is read up to that bound
+/// and no further, so a device that never ends (`/dev/zero`) or a FIFO
+/// (`-F <(echo tcp)`) is read like any file.
 fn filter_file_expression(path: &Path) -> Result<String, u8> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    use std::io::Read;
+    let failed = |why: String| {
         fail(
             exit::FAILURE,
-            format!("{}: cannot read the filter file (-F): {e}", path.display()),
+            format!(
+                "{}: cannot read the filter file (-F): {why}",
+                path.display()
+            ),
         )
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_FILTER_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| failed(e.to_string()))?;
+    if bytes.len() as u64 > MAX_FILTER_FILE_BYTES {
+        return Err(failed(format!(
+            "longer than {} MiB, which no filter expression is",
+            MAX_FILTER_FILE_BYTES >> 20
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        failed(format!(
+            "not text: byte {} is not UTF-8",
+            e.utf8_error().valid_up_to()
+        ))
     })?;
     let words: Vec<&str> = text
         .lines()

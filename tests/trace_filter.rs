@@ -484,6 +484,18 @@ fn the_command_line_filter_refuses_on_one_line_and_counts_what_it_keeps() {
                 "{missing_s}: cannot read the filter file (-F): No such file or directory (os error 2)"
             ),
         ),
+        // A device that never ends is read to a bound, not forever; a
+        // file that is no text says so.
+        (
+            vec!["-q", "-F", "/dev/zero", default],
+            1,
+            "/dev/zero: cannot read the filter file (-F): longer than 1 MiB, which no filter expression is".to_string(),
+        ),
+        (
+            vec!["-q", "-F", raw_s, default],
+            1,
+            format!("{raw_s}: cannot read the filter file (-F): not text: byte 0 is not UTF-8"),
+        ),
         (
             vec!["-q", "-F", f, "-r", default, "udp"],
             2,
