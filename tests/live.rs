@@ -2208,6 +2208,13 @@ fn pcapng_packet_blocks(bytes: &[u8]) -> usize {
     packets
 }
 
+/// `live -i lo --duration 1s` and `extra`: a capture on the host's
+/// loopback that ends by itself should a check that must refuse it first
+/// be missed (it only listens).
+fn bounded_on_lo(extra: &[&'static str]) -> Vec<&'static str> {
+    [&["live", "-i", "lo", "--duration", "1s"][..], extra].concat()
+}
+
 #[test]
 fn bad_live_arguments_exit_before_any_capture() {
     for (args, code, needle) in [
@@ -2218,57 +2225,31 @@ fn bad_live_arguments_exit_before_any_capture() {
             "capture filter",
         ),
         // The expression in the words after the options, as tcpdump takes
-        // it, is checked as -f's is, and is refused beside -f.
+        // it, is checked as -f's is, and is refused beside -f; so is the
+        // expression of a filter file (-F), as tcpdump reads one.
         // (`--duration` bounds the run should a check be missed.)
         (
-            vec!["live", "-i", "lo", "--duration", "1s", "tcp", "and", "and"],
+            bounded_on_lo(&["tcp", "and", "and"]),
             2,
             "capture filter: can't parse filter expression: syntax error",
         ),
         (
-            vec!["live", "-i", "lo", "--duration", "1s", "-f", "tcp", "udp"],
+            bounded_on_lo(&["-f", "tcp", "udp"]),
             2,
             "live: a capture filter twice: -f and the words after the options (udp); give one",
         ),
-        // And so is the expression of a filter file (-F), as tcpdump
-        // reads one.
         (
-            vec![
-                "live",
-                "-i",
-                "lo",
-                "--duration",
-                "1s",
-                "-F",
-                "tests/fixtures/bad.filter",
-            ],
+            bounded_on_lo(&["-F", "tests/fixtures/bad.filter"]),
             2,
             "capture filter: can't parse filter expression: syntax error",
         ),
         (
-            vec![
-                "live",
-                "-i",
-                "lo",
-                "--duration",
-                "1s",
-                "-F",
-                "tests/fixtures/bad.filter",
-                "udp",
-            ],
+            bounded_on_lo(&["-F", "tests/fixtures/bad.filter", "udp"]),
             2,
             "live: a capture filter twice: -F FILE and the words after the options (udp); give one",
         ),
         (
-            vec![
-                "live",
-                "-i",
-                "lo",
-                "--duration",
-                "1s",
-                "-F",
-                "tests/fixtures/no.filter",
-            ],
+            bounded_on_lo(&["-F", "tests/fixtures/no.filter"]),
             1,
             "tests/fixtures/no.filter: cannot read the filter file (-F): No such file or directory",
         ),

@@ -1253,6 +1253,14 @@ fn results_json(url: &str, extra: &[&str]) -> serde_json::Value {
     report
 }
 
+/// `flowsieve results --json -` against `url`, as run.
+fn results_output(url: &str) -> std::process::Output {
+    Command::new(BIN)
+        .args(["results", "--nats", url, "--json", "-"])
+        .output()
+        .unwrap()
+}
+
 /// A shard no collector was ever started for holds its digests in the
 /// stream, and its packets are in no window; the windows' figures give no
 /// sign of it (a quiet window lacks shards too). `results` asks the server
@@ -1275,12 +1283,7 @@ fn results_name_the_shards_no_collector_has_taken() {
     let (cfg, _) = stored_results(&url);
     let (windows, _) = reference(&cfg);
     let digests_of = |shard: usize| windows.iter().filter(|w| w.shard == shard).count() as u64;
-    let results = || {
-        Command::new(BIN)
-            .args(["results", "--nats", &url, "--json", "-"])
-            .output()
-            .unwrap()
-    };
+    let results = || results_output(&url);
     finish(
         collector(&url, "0-2,4", 1),
         "collector",
@@ -1372,10 +1375,7 @@ fn results_note_the_digests_no_written_window_holds_yet() {
     }
     let _ = first.kill();
     let _ = first.wait();
-    let out = Command::new(BIN)
-        .args(["results", "--nats", &url, "--json", "-"])
-        .output()
-        .unwrap();
+    let out = results_output(&url);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let backlogs = consumer_backlogs(&url, 0..8).expect("the digest stream");
     let held: Vec<(u32, u64, u64)> = (0..8)
@@ -1419,10 +1419,7 @@ fn results_note_the_digests_no_written_window_holds_yet() {
         "collector",
         Duration::from_secs(120),
     );
-    let out = Command::new(BIN)
-        .args(["results", "--nats", &url, "--json", "-"])
-        .output()
-        .unwrap();
+    let out = results_output(&url);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
