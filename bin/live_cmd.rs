@@ -257,17 +257,27 @@ pub struct InjectArgs {
     /// The trace whose frames to send.
     pub trace: PathBuf,
     /// Frames per second (0.001 to 1e9).
-    #[arg(long, value_name = "N", conflicts_with_all = ["speed", "topspeed"])]
+    #[arg(long, value_name = "N", conflicts_with_all = ["speed", "topspeed", "mbps"])]
     pub pps: Option<f64>,
+    /// Megabits per second of the frames' bytes (0.001 to 1e6), as
+    /// tcpreplay's --mbps (-M).
+    #[arg(short = 'M', long, value_name = "N", conflicts_with_all = ["speed", "topspeed"])]
+    pub mbps: Option<f64>,
     /// A multiple of the trace's own timing (1 = as captured; 0.001 to
-    /// 1e9).
-    #[arg(long, value_name = "X", conflicts_with = "topspeed")]
+    /// 1e9); tcpreplay's --multiplier (-x) is the same.
+    #[arg(
+        short = 'x',
+        long,
+        visible_alias = "multiplier",
+        value_name = "X",
+        conflicts_with = "topspeed"
+    )]
     pub speed: Option<f64>,
-    /// As fast as the socket takes frames.
-    #[arg(long)]
+    /// As fast as the socket takes frames (tcpreplay's -t).
+    #[arg(short = 't', long)]
     pub topspeed: bool,
-    /// Send the trace this many times.
-    #[arg(long = "loop", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
+    /// Send the trace this many times (tcpreplay's -l).
+    #[arg(short = 'l', long = "loop", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
     pub loops: u64,
     /// Send TCP frames longer than the MTU as segmentation-offload
     /// super-frames (the kernel is asked to segment them, as a host with
@@ -755,8 +765,8 @@ mod linux {
     }
 
     pub fn run_inject(a: InjectArgs) -> u8 {
-        let pace = match (a.pps, a.speed, a.topspeed) {
-            (Some(p), _, _) if !(0.001..=1e9).contains(&p) => {
+        let pace = match (a.pps, a.mbps, a.speed, a.topspeed) {
+            (Some(p), ..) if !(0.001..=1e9).contains(&p) => {
                 return fail(
                     exit::USAGE,
                     format!(
@@ -765,7 +775,16 @@ mod linux {
                     ),
                 );
             }
-            (_, Some(x), _) if !(0.001..=1e9).contains(&x) => {
+            (_, Some(m), ..) if !(0.001..=1e6).contains(&m) => {
+                return fail(
+                    exit::USAGE,
+                    format!(
+                        "--mbps {}: must be at least 0.001 and at most 1e6",
+                        flowsieve::model::query::shown(m)
+                    ),
+                );
+            }
+            (_, _, Some(x), _) if !(0.001..=1e9).contains(&x) => {
                 return fail(
                     exit::USAGE,
                     format!(
@@ -774,9 +793,10 @@ mod linux {
                     ),
                 );
             }
-            (Some(p), _, _) => Pace::PacketsPerSecond(p),
-            (_, Some(x), _) => Pace::Speed(x),
-            (_, _, true) => Pace::TopSpeed,
+            (Some(p), ..) => Pace::PacketsPerSecond(p),
+            (_, Some(m), ..) => Pace::MegabitsPerSecond(m),
+            (_, _, Some(x), _) => Pace::Speed(x),
+            (.., true) => Pace::TopSpeed,
             _ => Pace::Speed(1.0),
         };
         if !a.trace.is_file() {

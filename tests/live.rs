@@ -233,6 +233,67 @@ impl Drop for VethPair {
     }
 }
 
+/// tcpreplay's pacing flags: `--mbps` (`-M`) sends a frame when the bytes
+/// before it would have gone out at that rate, so 2,000 frames of the
+/// first of the bundled trace at 20 Mbit/s take at least their bytes' time
+/// (a loaded host can only make it longer); `-x` and `-l` are `--speed`
+/// and `--loop`, and `-t` is `--topspeed`.
+#[test]
+fn inject_paces_by_megabits_and_takes_tcpreplays_short_flags() {
+    let Some(pair) = VethPair::new("inject_paces_by_megabits_and_takes_tcpreplays_short_flags")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = first_frames_of_default_trace(dir.path(), 2000);
+    let paced = pair.inject(&trace, &["--mbps", "20"]);
+    let bytes = paced["bytes"].as_u64().unwrap();
+    assert_eq!(paced["sent"], 2000);
+    assert!(bytes > 100_000, "{paced}");
+    // The last frame leaves when the bytes before it are out; it is at
+    // most a few hundred bytes, and a frame may leave 1 ms early.
+    let least = (bytes - 2_000) as f64 * 8.0 / 20e6 - 0.002;
+    let seconds = paced["seconds"].as_f64().unwrap();
+    assert!(
+        seconds >= least && seconds < least * 20.0 + 5.0,
+        "{seconds} s for {bytes} bytes at 20 Mbit/s (at least {least} s)"
+    );
+    let fast = pair.inject(&trace, &["-t", "-l", "2"]);
+    assert_eq!(fast["sent"], 4000);
+    assert_eq!(fast["bytes"].as_u64(), Some(2 * bytes));
+    // Much faster than the paced send: the pace is what held it back.
+    assert!(fast["seconds"].as_f64().unwrap() < seconds / 2.0, "{fast}");
+    let multiplied = pair.inject(&trace, &["-x", "1000"]);
+    assert_eq!(multiplied["sent"], 2000);
+    for (args, line) in [
+        (
+            vec!["-M", "0"],
+            "flowsieve: error: --mbps 0: must be at least 0.001 and at most 1e6\n",
+        ),
+        (
+            vec!["-M", "5", "--pps", "3"],
+            "flowsieve: error: the argument '--mbps <N>' cannot be used with '--pps <N>'\n",
+        ),
+    ] {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &pair.inject_ns,
+                BIN,
+                "inject",
+                "-i",
+                &pair.inject_if,
+            ])
+            .args(&args)
+            .arg(&trace)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), line, "{args:?}");
+    }
+}
+
 /// A slow pace is stopped by SIGTERM (as by Ctrl-C) within the wait,
 /// not after it: `--pps 0.001` holds the second frame back 1,000 s, and
 /// the injector sleeps in slices that look at the stop flag, so it ends

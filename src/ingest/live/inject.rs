@@ -18,6 +18,10 @@ pub enum Pace {
     PacketsPerSecond(f64),
     /// The trace's own timing, sped up by this factor.
     Speed(f64),
+    /// A fixed rate in megabits (10^6 bits) per second of the frames'
+    /// bytes as sent, as tcpreplay's `--mbps`: each frame is due when the
+    /// bytes before it would have gone out at that rate.
+    MegabitsPerSecond(f64),
     /// As fast as the socket takes them.
     TopSpeed,
 }
@@ -271,6 +275,8 @@ impl Injector {
         let started = Instant::now();
         let mut sent_at_start = Instant::now();
         let mut index: u64 = 0;
+        // Bytes of the frames before this one, over every loop (--mbps).
+        let mut bytes_before: u64 = 0;
         let mut batch = FrameBatch::default();
         let mut outcomes = Vec::with_capacity(SEND_BATCH);
         for _ in 0..loops.max(1) {
@@ -293,7 +299,14 @@ impl Injector {
                         let offset = (p.ts.as_nanos() - first).max(0) as f64 * 1e-9 / x;
                         Some(loop_start + Duration::from_secs_f64(due_secs(offset)))
                     }
+                    Pace::MegabitsPerSecond(mbps) => Some(
+                        sent_at_start
+                            + Duration::from_secs_f64(due_secs(
+                                bytes_before as f64 * 8.0 / (mbps * 1e6),
+                            )),
+                    ),
                 };
+                bytes_before += p.data.len() as u64;
                 // A frame due later than the batch's slack goes in the next
                 // batch: the batch leaves when its first frame is due, so no
                 // frame leaves more than BATCH_SLACK early.
