@@ -644,6 +644,7 @@ fn compile_filter(expression: Option<&str>, source: &str) -> Result<Option<Trace
 /// sizes are powers of two by habit, and their digits are easy to get
 /// wrong by one.
 fn parse_filter_size(s: &str) -> Result<usize, String> {
+    const FORMS: &str = "expected a whole number such as 4194304, or one with K, M, G or T (powers of 1024) such as 4M";
     let t = s.trim();
     let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
     let shift = match unit {
@@ -652,16 +653,10 @@ fn parse_filter_size(s: &str) -> Result<usize, String> {
         "M" | "m" | "Mi" | "mi" => 20,
         "G" | "g" | "Gi" | "gi" => 30,
         "T" | "t" | "Ti" | "ti" => 40,
-        _ => {
-            return Err(
-                "expected a whole number such as 4194304, or one with K, M, G or T (powers of 1024) such as 4M".into(),
-            );
-        }
+        _ => return Err(FORMS.into()),
     };
     if digits.is_empty() {
-        return Err(
-            "expected a whole number such as 4194304, or one with K, M, G or T (powers of 1024) such as 4M".into(),
-        );
+        return Err(FORMS.into());
     }
     // Digits only, so the one way to fail is a number past u64.
     digits

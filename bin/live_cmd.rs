@@ -31,8 +31,14 @@ pub struct LiveArgs {
     pub interfaces: Vec<String>,
     /// List the interfaces -i can name (index, name, state and the link
     /// type of their frames, or why they cannot be captured), as `tcpdump
-    /// -D` does, and exit.
-    #[arg(short = 'D', long = "list-interfaces", help_heading = "Capture")]
+    /// -D` does, and exit. It comes alone: beside other flags it would
+    /// leave them unused.
+    #[arg(
+        short = 'D',
+        long = "list-interfaces",
+        exclusive = true,
+        help_heading = "Capture"
+    )]
     pub list_interfaces: bool,
     #[command(flatten)]
     pub run: RunArgs,
@@ -148,9 +154,10 @@ pub struct LiveArgs {
 }
 
 impl LiveArgs {
-    /// The capture filter's expression: `-f`'s, or the words after the
-    /// options joined by spaces, as tcpdump joins them. Exit 2 with one
-    /// line when both are given.
+    /// The capture filter's expression: `-f`'s, the one in `-F`'s file, or
+    /// the words after the options joined by spaces, as tcpdump joins
+    /// them. Exit 2 with one line when the words come beside `-f` or `-F`
+    /// (which clap keeps apart), exit 1 when `-F`'s file cannot be read.
     fn capture_filter(&self) -> Result<Option<String>, u8> {
         let given = match &self.filter_file {
             Some(path) => Some(super::filter_file_expression(path)?),

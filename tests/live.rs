@@ -2314,6 +2314,13 @@ fn bad_live_arguments_exit_before_any_capture() {
             1,
             "tests/fixtures/no.filter: cannot read the filter file (-F): No such file or directory",
         ),
+        // -D lists interfaces and comes alone: beside other flags it would
+        // leave them unused.
+        (
+            bounded_on_lo(&["-D"]),
+            2,
+            "the argument '--list-interfaces' cannot be used with one or more of the other specified arguments",
+        ),
         (
             vec!["live", "-i", "lo", "--block-timeout", "5s"],
             2,
