@@ -20,7 +20,9 @@ pub struct UncollectedShard {
     pub digests: u64,
 }
 
-/// Shards (in ascending order) as `collect --shards` takes them: runs of consecutive shards as `A-B`, joined by commas.
+/// Shards (in ascending order) as `collect --shards` takes them: runs of
+/// consecutive shards as `A-B`, joined by commas (the uncollected and the
+/// unmerged shards of `flowsieve results` alike).
 pub fn shard_list(shards: &[u32]) -> String {
     let mut runs: Vec<(u32, u32)> = Vec::new();
     for &s in shards {
