@@ -684,6 +684,11 @@ struct RunArgs {
     /// no packets would report no trace at all).
     #[arg(short = 'c', value_name = "N", value_parser = parse_packet_count)]
     count: Option<u64>,
+    /// Addresses and ports as numbers, as tcpdump's -n asks: flowsieve
+    /// resolves no names, so that is what it always prints. Taken so that
+    /// tcpdump's `-nr FILE` and `-ni IFACE` work as typed.
+    #[arg(short = 'n', long = "numeric")]
+    _numeric: bool,
     /// How many of the largest flows to list.
     #[arg(long, default_value_t = defaults::TOP, value_name = "N")]
     top: usize,

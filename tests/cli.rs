@@ -437,6 +437,22 @@ fn csv_and_plot_outputs() {
     }
 }
 
+/// tcpdump's `-n` is taken, alone or in `-nr FILE`, and changes nothing:
+/// flowsieve prints numbers and resolves no names either way.
+#[test]
+fn tcpdumps_dash_n_is_taken_and_changes_nothing() {
+    let t = default_trace();
+    let report = |args: &[&str]| {
+        let (out, v) = json_of(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        without_timing(v)
+    };
+    let plain = report(&["-c", "500", "-r", &t]);
+    assert_eq!(report(&["-c", "500", "-nr", &t]), plain);
+    assert_eq!(report(&["-n", "-c", "500", "-r", &t]), plain);
+    assert_eq!(report(&["--numeric", "-c", "500", &t]), plain);
+}
+
 /// `--csv DIR` holds the report's flow list and class totals too, as
 /// `top_flows.csv` and `classes.csv`, field for field the JSON's
 /// `flows_top` and `classes` (the timestamps in full precision); without
