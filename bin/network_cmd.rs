@@ -536,8 +536,7 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
             Some(w) => n.results_near(w).await?,
             None => n.results().await?,
         };
-        let uncollected = n.uncollected_shards(cfg.shards).await?;
-        let unmerged = n.unmerged_shards(cfg.shards).await?;
+        let (uncollected, unmerged) = n.waiting_digests(cfg.shards).await?;
         Ok((Some(cfg), results, uncollected, unmerged))
     });
     let (cfg, results, uncollected, unmerged) = match got {

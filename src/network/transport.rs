@@ -93,18 +93,6 @@ pub fn digest_subject(shard: u32, window: u64, probe: &str) -> String {
     format!("flowsieve.v1.digest.{shard}.{window}.{probe}")
 }
 
-/// The names of the stream's durable consumers.
-async fn consumer_names(
-    stream: &stream::Stream,
-) -> Result<std::collections::HashSet<String>, NetError> {
-    let mut names = std::collections::HashSet::new();
-    let mut listed = stream.consumer_names();
-    while let Some(name) = listed.next().await {
-        names.insert(name.map_err(|e| nats_err("list consumers")(&e))?);
-    }
-    Ok(names)
-}
-
 /// The subject a collector's consumer for `shard` filters on.
 pub fn shard_filter(shard: u32) -> String {
     format!("flowsieve.v1.digest.{shard}.>")
@@ -446,20 +434,52 @@ impl Nats {
         Ok(info.state.last_sequence)
     }
 
-    /// The shards below `shards` that no collector has ever taken (the
-    /// stream has no durable consumer `collect-s<shard>` for them) but
-    /// for which the stream holds digests, with how many: their packets
-    /// are in no merged window. Every shard a collector has owned has its
-    /// consumer, which outlives the collector, so a shard is listed only
-    /// while no `flowsieve collect` has been started for it.
-    pub async fn uncollected_shards(&self, shards: u32) -> Result<Vec<UncollectedShard>, NetError> {
+    /// The digests below shard `shards` that no written window holds yet,
+    /// from one look at the stream and its consumers, in ascending shard
+    /// order:
+    ///
+    /// - the uncollected shards, which no collector has ever taken (the
+    ///   stream has no durable consumer `collect-s<shard>` for them) but
+    ///   for which the stream holds digests, with how many. Every shard a
+    ///   collector has owned has its consumer, which outlives the
+    ///   collector, so a shard is listed only while no `flowsieve collect`
+    ///   has been started for it;
+    /// - the unmerged shards, whose consumer still holds digests,
+    ///   undelivered or handed out and not acknowledged (see
+    ///   [`UnmergedShard`]).
+    ///
+    /// Shards with none of either are left out of both.
+    pub async fn waiting_digests(
+        &self,
+        shards: u32,
+    ) -> Result<(Vec<UncollectedShard>, Vec<UnmergedShard>), NetError> {
         let Ok(stream) = self.js.get_stream(STREAM).await else {
             // No stream: no probe has published, nothing waits.
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         };
-        let names = consumer_names(&stream).await?;
-        let mut out = Vec::new();
-        for shard in (0..shards).filter(|s| !names.contains(&format!("collect-s{s}"))) {
+        let mut names = std::collections::HashSet::new();
+        let mut listed = stream.consumer_names();
+        while let Some(name) = listed.next().await {
+            names.insert(name.map_err(|e| nats_err("list consumers")(&e))?);
+        }
+        let (mut uncollected, mut unmerged) = (Vec::new(), Vec::new());
+        for shard in 0..shards {
+            let name = format!("collect-s{shard}");
+            if names.contains(&name) {
+                let info = stream
+                    .consumer_info(&name)
+                    .await
+                    .map_err(|e| nats_err("consumer info")(&e))?;
+                let s = UnmergedShard {
+                    shard,
+                    undelivered: info.num_pending,
+                    unacknowledged: info.num_ack_pending as u64,
+                };
+                if s.digests() > 0 {
+                    unmerged.push(s);
+                }
+                continue;
+            }
             // One entry per digest subject (window and probe) of the shard.
             let mut subjects = stream
                 .info_with_subjects(shard_filter(shard))
@@ -471,42 +491,10 @@ impl Nats {
                 digests = digests.saturating_add(count as u64);
             }
             if digests > 0 {
-                out.push(UncollectedShard { shard, digests });
+                uncollected.push(UncollectedShard { shard, digests });
             }
         }
-        Ok(out)
-    }
-
-    /// The shards below `shards` whose collector consumer
-    /// `collect-s<shard>` still holds digests, undelivered or handed out
-    /// and not acknowledged, in ascending order: digests in no written
-    /// window yet (see [`UnmergedShard`]). Shards whose consumer holds
-    /// none, or that have no consumer, are left out.
-    pub async fn unmerged_shards(&self, shards: u32) -> Result<Vec<UnmergedShard>, NetError> {
-        let Ok(stream) = self.js.get_stream(STREAM).await else {
-            return Ok(Vec::new());
-        };
-        let names = consumer_names(&stream).await?;
-        let mut out = Vec::new();
-        for shard in 0..shards {
-            let name = format!("collect-s{shard}");
-            if !names.contains(&name) {
-                continue;
-            }
-            let info = stream
-                .consumer_info(&name)
-                .await
-                .map_err(|e| nats_err("consumer info")(&e))?;
-            let s = UnmergedShard {
-                shard,
-                undelivered: info.num_pending,
-                unacknowledged: info.num_ack_pending as u64,
-            };
-            if s.digests() > 0 {
-                out.push(s);
-            }
-        }
-        Ok(out)
+        Ok((uncollected, unmerged))
     }
 
     /// Every registered probe's state, sorted by probe id.
