@@ -79,14 +79,12 @@ impl ReplaySummary {
 impl PipelineReport {
     /// The CSV tables as `(file name, contents)`.
     pub fn csv_tables(&self) -> Vec<(String, String)> {
-        let mut out: Vec<(String, String)> =
-            [self.replay.top_flows_table(), self.replay.classes_table()]
-                .iter()
-                .map(|t| (format!("{}.csv", t.name), t.render_csv()))
-                .collect();
+        let mut out = vec![
+            self.replay.top_flows_table().csv_file(),
+            self.replay.classes_table().csv_file(),
+        ];
         out.extend(self.sections.iter().flat_map(|s| s.section.csv_files()));
-        let latency = self.latency_table();
-        out.push((format!("{}.csv", latency.name), latency.render_csv()));
+        out.push(self.latency_table().csv_file());
         out
     }
 

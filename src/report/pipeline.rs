@@ -52,10 +52,7 @@ pub trait Section: SectionData {
     /// The CSV rendering: one `(file name, contents)` per table, every row
     /// included (quiet ones too).
     fn csv_files(&self) -> Vec<(String, String)> {
-        self.tables()
-            .iter()
-            .map(|t| (format!("{}.csv", t.name), t.render_csv()))
-            .collect()
+        self.tables().iter().map(Table::csv_file).collect()
     }
 }
 

@@ -206,6 +206,12 @@ impl Table {
         }
     }
 
+    /// The table as a CSV file: `(NAME.csv, contents)`, what `--csv DIR`
+    /// writes for it.
+    pub fn csv_file(&self) -> (String, String) {
+        (format!("{}.csv", self.name), self.render_csv())
+    }
+
     /// The CSV rendering: the keys, then every row.
     pub fn render_csv(&self) -> String {
         let mut s = self
