@@ -6,6 +6,7 @@ use clap::Args;
 use flowsieve::ingest::{DurationNs, ShedAt};
 use flowsieve::live::LONGEST_QUIET_TURN_MS;
 use flowsieve::pipeline::defaults;
+use std::num::{NonZeroU32, NonZeroU64};
 use std::path::PathBuf;
 
 /// Capture direction.
@@ -140,6 +141,32 @@ pub struct LiveArgs {
     /// --block-timeout on a quiet link), not when an 8 KiB buffer fills.
     #[arg(short = 'U', long = "packet-buffered", help_heading = "Capture")]
     pub packet_buffered: bool,
+    /// Split -w into files of about SIZE, as tcpdump -C: before a frame,
+    /// a file that holds more than SIZE million bytes (or KiB, MiB, GiB
+    /// with K, M, G: 300K) is closed and the next one opened, named FILE1,
+    /// FILE2, … (FILE0… with -W).
+    #[arg(short = 'C', long = "file-size", value_name = "SIZE", value_parser = parse_file_size, help_heading = "Capture")]
+    pub file_size: Option<NonZeroU64>,
+    /// Start a new -w file when a frame comes SECONDS or more after the
+    /// current one began, as tcpdump -G; -w's name is a strftime pattern,
+    /// in local time (-w 'cap-%Y%m%d-%H%M%S.pcap').
+    #[arg(
+        short = 'G',
+        long = "rotate-seconds",
+        value_name = "SECONDS",
+        help_heading = "Capture"
+    )]
+    pub rotate_seconds: Option<NonZeroU32>,
+    /// With -C: a ring of N files (FILE0…), the oldest replaced by the
+    /// newest. With -G alone: the capture ends when a frame would start
+    /// file N + 1. As tcpdump -W.
+    #[arg(
+        short = 'W',
+        long = "file-count",
+        value_name = "N",
+        help_heading = "Capture"
+    )]
+    pub file_count: Option<NonZeroU32>,
     /// Serve Prometheus metrics on ADDR at /metrics: HOST:PORT (such as
     /// 127.0.0.1:9899, [::1]:9899 or localhost:9899), or :PORT for every
     /// IPv4 address, as Prometheus exporters take it. Port 0 picks a free
@@ -222,6 +249,34 @@ fn parse_snaplen(s: &str) -> Result<u32, String> {
             "{s:?} is not a snap length: give 64 to {MAX_SNAPLEN} bytes, or 0 for whole frames"
         )),
     }
+}
+
+/// A `-C` value: millions of bytes, as tcpdump's; or KiB, MiB or GiB
+/// with a `K`, `M` or `G` (either case), as newer tcpdumps take them.
+fn parse_file_size(s: &str) -> Result<NonZeroU64, String> {
+    let t = s.trim();
+    let (digits, unit) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 1 << 30),
+        _ => (t, 1_000_000),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a file size: give millions of bytes (10), or K, M or G after the number (300K)"))?;
+    n.checked_mul(unit)
+        .and_then(NonZeroU64::new)
+        .ok_or_else(|| match n {
+            0 => format!("{s:?} is not a file size: a file of 0 bytes holds no frame"),
+            _ => format!("{s:?} is past the largest file size, 2^64 - 1 bytes"),
+        })
+}
+
+/// The clock, in whole seconds since the epoch: a -G file's time.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// A `--shed-at` value: a fraction from 0 to 1.
@@ -537,7 +592,33 @@ mod linux {
         {
             return code;
         }
-        if let Some(w) = a.write.as_deref()
+        let rotation =
+            match flowsieve::live::Rotation::new(a.file_size, a.rotate_seconds, a.file_count) {
+                Ok(r) => r,
+                Err(e) => return fail(exit::USAGE, format!("live: {e}")),
+            };
+        // With a rotation the files' names are the rotation's: the first
+        // is checked for the capture, and a -G pattern must name one.
+        let first_capture_file = match a.write.as_deref() {
+            _ if rotation.is_off() => a.write.clone(),
+            None => {
+                return fail(
+                    exit::USAGE,
+                    "live: -C, -G and -W split the capture file, and there is no -w",
+                );
+            }
+            Some(_) if capture_on_stdout.is_some() => {
+                return fail(
+                    exit::USAGE,
+                    "live: -C, -G and -W split the capture into files, and -w - is one stream",
+                );
+            }
+            Some(w) => match rotation.file_name(w, unix_now(), 0) {
+                Ok(first) => Some(first),
+                Err(e) => return fail(exit::USAGE, format!("live: {e}")),
+            },
+        };
+        if let Some(w) = first_capture_file.as_deref()
             && let Err(e) = flowsieve::report::check_file_target(w, "capture (-w)")
         {
             return fail(exit::USAGE, e);
@@ -604,6 +685,7 @@ mod linux {
         live.report_now = Some(report_now);
         live.write = a.write.clone();
         live.packet_buffered = a.packet_buffered;
+        live.rotation = rotation;
         live.shed_at = a.shed_at;
         live.max_delay = a.max_delay.map(|d| Duration::from_nanos(d.0));
         let lines: Option<Shared> = match &a.json_lines {

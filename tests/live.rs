@@ -139,6 +139,12 @@ impl VethPair {
     /// file the test opened, say) instead of a pipe the test reads; the
     /// stdout [`Live::stop`] returns is then empty.
     fn live_into(&self, args: &[&str], stdout: Stdio) -> Live {
+        self.live_with_env(args, stdout, &[])
+    }
+
+    /// As [`VethPair::live_into`], with `env` added to the capture's
+    /// environment.
+    fn live_with_env(&self, args: &[&str], stdout: Stdio, env: &[(&str, &str)]) -> Live {
         let mut child = Command::new("ip")
             .args([
                 "netns",
@@ -150,6 +156,7 @@ impl VethPair {
                 &self.capture_if,
             ])
             .args(args)
+            .envs(env.iter().copied())
             .stdout(stdout)
             .stderr(Stdio::piped())
             .spawn()
@@ -2406,6 +2413,57 @@ fn bad_live_arguments_exit_before_any_capture() {
             "expected HOST:PORT",
         ),
         (vec!["live", "-i", "lo", "-U"], 2, "there is no -w"),
+        // -C, -G and -W split -w's file, and need one to split.
+        (
+            bounded_on_lo(&["-C", "1"]),
+            2,
+            "live: -C, -G and -W split the capture file, and there is no -w",
+        ),
+        (
+            bounded_on_lo(&["-W", "3", "-w", "/tmp/fs-never-written"]),
+            2,
+            "live: -W (--file-count) limits the files that -C or -G start, and neither is given",
+        ),
+        (
+            bounded_on_lo(&["-G", "60", "-w", "-"]),
+            2,
+            "live: -C, -G and -W split the capture into files, and -w - is one stream",
+        ),
+        (
+            bounded_on_lo(&["-G", "60", "-w", ""]),
+            2,
+            "a value is required for '--write <FILE>' but none was supplied",
+        ),
+        (
+            bounded_on_lo(&["-G", "60", "-w", "/no-such-dir/%H.pcap"]),
+            2,
+            ".pcap: there is no directory /no-such-dir to write the capture (-w) in",
+        ),
+        (
+            bounded_on_lo(&["-C", "0", "-w", "/tmp/fs-never-written"]),
+            2,
+            "invalid value '0' for '--file-size <SIZE>': \"0\" is not a file size: a file of 0 bytes holds no frame",
+        ),
+        (
+            bounded_on_lo(&["-C", "2.5", "-w", "/tmp/fs-never-written"]),
+            2,
+            "\"2.5\" is not a file size: give millions of bytes (10), or K, M or G after the number (300K)",
+        ),
+        (
+            bounded_on_lo(&["-C", "17179869184G", "-w", "/tmp/fs-never-written"]),
+            2,
+            "\"17179869184G\" is past the largest file size, 2^64 - 1 bytes",
+        ),
+        (
+            bounded_on_lo(&["-G", "0", "-w", "/tmp/fs-never-written"]),
+            2,
+            "invalid value '0' for '--rotate-seconds <SECONDS>'",
+        ),
+        (
+            bounded_on_lo(&["-C", "1", "-W", "0", "-w", "/tmp/fs-never-written"]),
+            2,
+            "invalid value '0' for '--file-count <N>'",
+        ),
         (
             vec!["live", "-i", "lo", "--packet-buffered", "--json-lines", "-"],
             2,
@@ -2909,4 +2967,340 @@ fn two_interfaces_keep_their_own_counts_and_names() {
         without_timing(r),
         without_timing(replay(&pcapng, &pipeline))
     );
+}
+
+/// `tcpdump ARGS` on the capture interface, in the capture namespace,
+/// returned once it is listening; `None` (with a loud message, or a
+/// failure under `FLOWSIEVE_REQUIRE_LIVE`) when tcpdump is missing.
+fn tcpdump_beside(pair: &VethPair, test: &str, args: &[&str]) -> Option<Child> {
+    if Command::new("tcpdump").arg("--version").output().is_err() {
+        let required = std::env::var(REQUIRE_LIVE).is_ok_and(|v| !v.is_empty() && v != "0");
+        assert!(
+            !required,
+            "{test}: tcpdump is missing, and {REQUIRE_LIVE} is set"
+        );
+        let _ = writeln!(std::io::stderr(), "SKIPPED {test}: tcpdump is missing");
+        return None;
+    }
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &pair.capture_ns, "tcpdump", "-n", "-i"])
+        .arg(&pair.capture_if)
+        // tcpdump drops root for its own user before it opens a -C file.
+        .args(["-Z", "root"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tcpdump");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    while stderr.read_line(&mut line).is_ok_and(|n| n > 0) && !line.contains("listening on") {
+        line.clear();
+    }
+    assert!(
+        line.contains("listening on"),
+        "{test}: tcpdump did not start"
+    );
+    // Its last lines go nowhere once the test stops reading.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    Some(child)
+}
+
+/// A capture file's frames: each one's time and bytes.
+type Frames = Vec<(Duration, Vec<u8>)>;
+
+/// The files in `dir`, by name, each as its frames' bytes and times, read
+/// with pcap-file (not flowsieve's reader), in record order.
+fn capture_files(dir: &Path) -> std::collections::BTreeMap<String, Frames> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            let mut r = pcap_file::pcap::PcapReader::new(std::fs::File::open(&path).unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let mut frames = Vec::new();
+            while let Some(p) = r.next_packet() {
+                let p = p.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                frames.push((p.timestamp, p.data.into_owned()));
+            }
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, frames)
+        })
+        .collect()
+}
+
+/// The frames' bytes of each file, without their times (which two
+/// captures of the same frames each take from their own socket).
+fn frame_bytes(
+    files: &std::collections::BTreeMap<String, Frames>,
+) -> std::collections::BTreeMap<String, Vec<Vec<u8>>> {
+    files
+        .iter()
+        .map(|(n, f)| (n.clone(), f.iter().map(|(_, d)| d.clone()).collect()))
+        .collect()
+}
+
+/// `-C` and `-W` split `-w` as tcpdump's flags split it. `tcpdump -C 1`
+/// and `tcpdump -C 1 -W 3` capture beside two flowsieve captures with the
+/// same flags, on the same interface, while 30,000 frames of 64 to 200
+/// bytes (4.9 MB in pcap) go by: each flowsieve directory holds the files
+/// tcpdump's holds, by name (`all`, `all1`…; `ring0` to `ring2`), each
+/// with the same frames in the same order. (The records' sizes are the
+/// same in both formats, so the files end at the same frames.) The files
+/// of `-C 1` together are the whole trace, frame for frame, each but the
+/// last past 1,000,000 bytes, and none past it before its last frame. A
+/// file of `-C 1` without `-W`'s 0 had no name to be compared by.
+#[test]
+fn rotated_capture_files_are_tcpdumps() {
+    let test = "rotated_capture_files_are_tcpdumps";
+    let Some(pair) = VethPair::new(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.pcap");
+    let made = Command::new(BIN)
+        .args(["gen-trace", "--flows", "2000", "--packets", "30000"])
+        .args([
+            "--sizes",
+            "64-200",
+            "--vlan-share",
+            "0",
+            "--seed",
+            "3",
+            "-o",
+        ])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let sub = |name: &str| {
+        let d = dir.path().join(name);
+        std::fs::create_dir(&d).unwrap();
+        d
+    };
+    let (td_all, td_ring, fs_all, fs_ring) =
+        (sub("td-all"), sub("td-ring"), sub("fs-all"), sub("fs-ring"));
+    let fs_ng = sub("fs-ng");
+    let path = |d: &Path, name: &str| d.join(name).to_str().unwrap().to_owned();
+    let Some(td1) = tcpdump_beside(&pair, test, &["-C", "1", "-w", &path(&td_all, "all")]) else {
+        return;
+    };
+    let Some(td2) = tcpdump_beside(
+        &pair,
+        test,
+        &["-C", "1", "-W", "3", "-w", &path(&td_ring, "ring")],
+    ) else {
+        return;
+    };
+    let report = dir.path().join("all.json");
+    let fs1 = pair.live(&[
+        "-q",
+        "--no-truth",
+        "--json",
+        report.to_str().unwrap(),
+        "-C",
+        "1",
+        "-w",
+        &path(&fs_all, "all"),
+    ]);
+    let fs2 = pair.live(&[
+        "-q",
+        "--no-truth",
+        "--file-size",
+        "1",
+        "--file-count",
+        "3",
+        "-w",
+        &path(&fs_ring, "ring"),
+    ]);
+    let fs3 = pair.live(&[
+        "-q",
+        "--no-truth",
+        "-C",
+        "1",
+        "-w",
+        &path(&fs_ng, "all.pcapng"),
+    ]);
+    let sent = pair.inject(&trace, &["--pps", "30000"]);
+    assert_eq!(sent["sent"], 30_000);
+    for (live, what) in [(fs1, "-C 1"), (fs2, "-C 1 -W 3"), (fs3, "-C 1 -w …pcapng")] {
+        let (code, _, stderr) = live.stop();
+        assert_eq!(code, 0, "{what}: {stderr:?}");
+    }
+    for mut td in [td1, td2] {
+        // SAFETY: kill with a child's pid and a valid signal.
+        unsafe { libc::kill(td.id() as i32, libc::SIGINT) };
+        assert!(td.wait().unwrap().success());
+    }
+    let r = json(&report);
+    assert_eq!(r["capture"]["totals"]["received"], 30_000, "{r}");
+    assert_eq!(r["capture"]["totals"]["kernel_drops"], 0, "{r}");
+
+    let (all, ring) = (capture_files(&fs_all), capture_files(&fs_ring));
+    let names: Vec<&str> = ring.keys().map(String::as_str).collect();
+    assert_eq!(names, ["ring0", "ring1", "ring2"]);
+    assert_eq!(frame_bytes(&ring), frame_bytes(&capture_files(&td_ring)));
+    assert_eq!(frame_bytes(&all), frame_bytes(&capture_files(&td_all)));
+    // all, all1, …, all4: numbered in order of writing from the name alone.
+    let mut order: Vec<(usize, &str)> = all
+        .keys()
+        .map(|n| (n["all".len()..].parse().unwrap_or(0), n.as_str()))
+        .collect();
+    order.sort();
+    assert_eq!(order.len(), 5, "{order:?}");
+    let mut reader = flowsieve::ingest::TraceReader::open(&trace).unwrap();
+    for (i, (_, name)) in order.iter().enumerate() {
+        let frames = &all[*name];
+        let size = std::fs::metadata(fs_all.join(name)).unwrap().len();
+        let last = 16 + frames.last().unwrap().1.len() as u64;
+        assert!(
+            size - last <= 1_000_000,
+            "{name}: {size} bytes before its last frame"
+        );
+        assert!(
+            i + 1 == order.len() || size > 1_000_000,
+            "{name}: {size} bytes"
+        );
+        for (_, data) in frames {
+            assert_eq!(
+                reader.next_packet().unwrap().unwrap().data,
+                &data[..],
+                "{name}"
+            );
+        }
+    }
+    assert!(
+        reader.next_packet().unwrap().is_none(),
+        "every frame is in a file"
+    );
+    // A pcapng name gives pcapng files, also those whose number comes
+    // after the .pcapng (whose records are longer, so they split at other
+    // frames): together, in number order, they hold the whole trace.
+    let mut ng: Vec<(usize, PathBuf)> = std::fs::read_dir(&fs_ng)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let n = p.file_name().unwrap().to_str().unwrap()["all.pcapng".len()..]
+                .parse()
+                .unwrap_or(0);
+            (n, p)
+        })
+        .collect();
+    ng.sort();
+    assert!(ng.len() >= order.len(), "{ng:?}");
+    let mut whole = flowsieve::ingest::TraceReader::open(&trace).unwrap();
+    for (i, (_, file)) in ng.iter().enumerate() {
+        let bytes = std::fs::read(file).unwrap();
+        assert_eq!(
+            bytes[..4],
+            [0x0a, 0x0d, 0x0d, 0x0a],
+            "{} is pcapng",
+            file.display()
+        );
+        assert!(
+            i + 1 == ng.len() || bytes.len() > 1_000_000,
+            "{}",
+            file.display()
+        );
+        let mut reader = flowsieve::ingest::TraceReader::open(file).unwrap();
+        while let Some(p) = reader.next_packet().unwrap() {
+            assert_eq!(
+                whole.next_packet().unwrap().unwrap().data,
+                p.data,
+                "{}",
+                file.display()
+            );
+        }
+    }
+    assert!(
+        whole.next_packet().unwrap().is_none(),
+        "every frame is in a pcapng file"
+    );
+    // The ring holds the last three files of -C 1 alone: the fourth and
+    // fifth replaced ring0 and ring1.
+    let bytes = frame_bytes(&all);
+    let ring = frame_bytes(&ring);
+    for (slot, file) in [("ring2", "all2"), ("ring0", "all3"), ("ring1", "all4")] {
+        assert_eq!(ring[slot], bytes[file], "{slot} is {file}");
+    }
+}
+
+/// `-G 1` starts a new file when a frame comes a second or more after the
+/// current file began, named by `strftime` in local time (here two hours
+/// east of UTC, so that `%H` is not UTC's), and `-W 2` with `-G` ends the
+/// capture, by itself and with its report, when a frame would start a
+/// third file, as tcpdump's does. 4,000 frames come at 1,000 a second:
+/// the two files hold, in order, the frames the pipeline took, which are
+/// the trace's first; each frame lies in its file's second; the second
+/// file is named by its first frame's second. (The first file may be
+/// empty, when the first frame comes after the second it began in.)
+#[test]
+fn rotate_seconds_names_files_by_local_time_and_w_ends_the_capture() {
+    let test = "rotate_seconds_names_files_by_local_time_and_w_ends_the_capture";
+    let Some(pair) = VethPair::new(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = first_frames_of_default_trace(dir.path(), 4000);
+    let files = dir.path().join("files");
+    std::fs::create_dir(&files).unwrap();
+    let report = dir.path().join("r.json");
+    let pattern = files.join("g-%H%M%S-%s.pcap");
+    let live = pair.live_with_env(
+        &[
+            "-q",
+            "--json",
+            report.to_str().unwrap(),
+            "-G",
+            "1",
+            "-W",
+            "2",
+            "-w",
+            pattern.to_str().unwrap(),
+        ],
+        Stdio::piped(),
+        &[("TZ", "<+02>-2")],
+    );
+    pair.inject(&trace, &["--pps", "1000"]);
+    let (code, _, stderr) = live.wait_exit(Duration::from_secs(30), "end at -W's limit");
+    assert_eq!(code, 0, "{stderr:?}");
+    let r = json(&report);
+    assert_eq!(r["capture"]["stopped_by"], "file limit", "{r}");
+    assert_eq!(r["capture"]["totals"]["kernel_drops"], 0, "{r}");
+    let written = capture_files(&files);
+    assert_eq!(written.len(), 2, "{:?}", written.keys());
+    let mut by_time: Vec<(i64, &Frames)> = written
+        .iter()
+        .map(|(name, frames)| {
+            let (hms, secs) = name
+                .strip_prefix("g-")
+                .and_then(|n| n.strip_suffix(".pcap"))
+                .and_then(|n| n.split_once('-'))
+                .unwrap_or_else(|| panic!("{name}"));
+            let secs: i64 = secs.parse().unwrap();
+            let local = (secs + 7200).rem_euclid(86_400);
+            let expect = format!("{:02}{:02}{:02}", local / 3600, local / 60 % 60, local % 60);
+            assert_eq!(hms, expect, "{name}: the local time of {secs}");
+            (secs, frames)
+        })
+        .collect();
+    by_time.sort_by_key(|(t, _)| *t);
+    let (t1, second) = by_time[1];
+    assert!(t1 > by_time[0].0, "{:?}", written.keys());
+    assert_eq!(
+        second[0].0.as_secs() as i64,
+        t1,
+        "the second file is its first frame's"
+    );
+    let mut reader = flowsieve::ingest::TraceReader::open(&trace).unwrap();
+    let mut taken = 0;
+    for (t, frames) in &by_time {
+        for (ts, data) in frames.iter() {
+            assert_eq!(ts.as_secs() as i64, *t, "a frame of the file of second {t}");
+            assert_eq!(reader.next_packet().unwrap().unwrap().data, &data[..]);
+            taken += 1;
+        }
+    }
+    assert_eq!(r["trace"]["packets"], taken, "{r}");
+    assert!((1000..4000).contains(&taken), "{taken}");
 }

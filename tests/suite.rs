@@ -43,6 +43,7 @@ mod refill;
 mod reliability;
 mod report;
 mod reproduce;
+mod rotation;
 mod schedule;
 mod slots;
 mod stage;

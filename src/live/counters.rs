@@ -237,8 +237,9 @@ pub struct CaptureSummary {
     pub filtered_out: u64,
     /// Wall-clock seconds captured.
     pub seconds: f64,
-    /// Why the capture stopped: `count`, `duration`, `signal`, or `error`
-    /// (an interface failed, or an output could not be written).
+    /// Why the capture stopped: `count`, `duration`, `signal`, `file
+    /// limit` (`-G` with `-W` and no `-C` wrote its files), or `error` (an
+    /// interface failed, or an output could not be written).
     pub stopped_by: String,
     /// The fatal error, when an interface or an output failed.
     pub error: Option<String>,

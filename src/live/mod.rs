@@ -64,9 +64,13 @@
 
 mod counters;
 pub mod metrics;
+mod pcap_out;
 mod reader;
+pub mod rotation;
+mod savefiles;
 
 pub use crate::ingest::ShedAt;
+pub use rotation::Rotation;
 
 /// The longest a turn of the capture loop waits on a quiet ring, in
 /// milliseconds: `--block-timeout`, capped here so that a stop, a window
@@ -91,7 +95,9 @@ use crate::replay::{PacketSink, Read, ReplayConfig, ReplayObserver, Totals, summ
 use crate::report::ReplaySummary;
 use crate::truth::{BatchedRecorder, FlowTable};
 use crossbeam_channel::{RecvTimeoutError, bounded};
+use pcap_out::PcapOut;
 use reader::{LiveFrame, Reader, ReaderBatch, ReaderPlace};
+use savefiles::{Saved, Savefiles};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -140,6 +146,9 @@ pub struct LiveConfig {
     /// ring only with its block, so flushing after each frame would show
     /// nothing sooner.)
     pub packet_buffered: bool,
+    /// How `write` is split into several files (tcpdump's `-C`, `-G` and
+    /// `-W`; [`Rotation`]). With `-G` the name is a `strftime` pattern.
+    pub rotation: Rotation,
     /// The ring fill at which a reader whose queue to the merger is full
     /// sheds instead of waiting; a ring read on the merger's thread (one
     /// ring, no `-w`) sheds its oldest block at it instead.
@@ -172,6 +181,7 @@ impl LiveConfig {
             report_now: None,
             write: None,
             packet_buffered: false,
+            rotation: Rotation::default(),
             shed_at: ShedAt::DEFAULT,
             max_delay: None,
         }
@@ -448,10 +458,16 @@ impl Source for LiveCapture<'_> {
             filtering: cfg.filter.is_some(),
             incoming_only: cfg.incoming_only,
         };
-        let mut writer = cfg
-            .write
-            .as_ref()
-            .map(|path| PcapOut::create(path, &interfaces, cfg.snaplen));
+        let mut writer = cfg.write.as_ref().map(|path| {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64);
+            Savefiles::create(path, &interfaces, cfg.snaplen, cfg.rotation, now)
+        });
+        // Set when a frame would open a file past -W's count (with -G and
+        // no -C): the capture ends there, as tcpdump's does, and that
+        // frame and the ones after it are not taken.
+        let mut files_full = false;
         if let Some(Err(e)) = &writer {
             counters.set_fatal(e.clone());
             stop.store(true, Ordering::Relaxed);
@@ -561,7 +577,7 @@ impl Source for LiveCapture<'_> {
                 // --max-delay: shed here, not handed to the pipeline. The
                 // clock is read once per 4,096 frames released.
                 let mut cutoff = stale_cutoff(cfg.max_delay);
-                let mut spent = totals.packets >= budget;
+                let mut spent = totals.packets >= budget || files_full;
                 // Releases frame `$f` of reader `$r`, whose batch's bytes are
                 // `$bytes` and whose time is `$ns`: `f.ts.as_nanos()`, which
                 // each loop already has for its bound check. (Worked out
@@ -575,68 +591,81 @@ impl Source for LiveCapture<'_> {
                 // below, a closure stayed a call in the two-reader one (7
                 // instructions a frame more than writing it out there).
                 macro_rules! release {
-                    ($f:expr, $ns:expr, $bytes:expr, $r:expr) => {{
-                        let (f, ns, bytes, r): (&LiveFrame, i128, &[u8], usize) =
-                            ($f, $ns, $bytes, $r);
-                        let stale = ns < cutoff;
-                        if !stale && let Some(Ok(w)) = writer.as_mut() {
-                            let bytes = bytes
-                                .get(f.bytes.0 as usize..f.bytes.1 as usize)
-                                .unwrap_or(&[]);
-                            if let Err(e) = w.write(reader_iface[r], f.ts, f.wire_len, bytes) {
-                                counters.set_fatal(e);
-                                stop.store(true, Ordering::Relaxed);
+                    ($f:expr, $ns:expr, $bytes:expr, $r:expr) => {
+                        'release: {
+                            let (f, ns, bytes, r): (&LiveFrame, i128, &[u8], usize) =
+                                ($f, $ns, $bytes, $r);
+                            let stale = ns < cutoff;
+                            if !stale && let Some(Ok(w)) = writer.as_mut() {
+                                let bytes = bytes
+                                    .get(f.bytes.0 as usize..f.bytes.1 as usize)
+                                    .unwrap_or(&[]);
+                                match w.write(reader_iface[r], f.ts, f.wire_len, bytes) {
+                                    Ok(Saved::Written) => {}
+                                    Ok(Saved::FileLimit) => {
+                                        files_full = true;
+                                        break 'release true;
+                                    }
+                                    Err(e) => {
+                                        counters.set_fatal(e);
+                                        stop.store(true, Ordering::Relaxed);
+                                    }
+                                }
                             }
-                        }
-                        released += 1;
-                        if released.is_multiple_of(4096) {
-                            cutoff = stale_cutoff(cfg.max_delay);
-                            counters.pipeline_packets.fetch_add(
-                                std::mem::take(&mut keyed_unpublished),
-                                Ordering::Relaxed,
-                            );
-                        }
-                        if stale {
-                            stale_shed[r] += 1;
-                            false
-                        } else {
-                            totals.packets += 1;
-                            totals.wire_bytes += u64::from(f.wire_len);
-                            totals.captured_bytes += u64::from(f.captured);
-                            totals.truncated_packets += u64::from(f.captured < f.wire_len);
-                            if ns < first_ns {
-                                first_ns = ns;
-                                totals.first_ts = Some(f.ts);
+                            released += 1;
+                            if released.is_multiple_of(4096) {
+                                cutoff = stale_cutoff(cfg.max_delay);
+                                counters.pipeline_packets.fetch_add(
+                                    std::mem::take(&mut keyed_unpublished),
+                                    Ordering::Relaxed,
+                                );
                             }
-                            if ns > last_ns {
-                                last_ns = ns;
-                                totals.last_ts = Some(f.ts);
-                            }
-                            totals.link_types.add(f.link_type);
-                            match f.outcome() {
-                                Ok(k) => {
-                                    totals.keyed(k.class, f.wire_len, k.ports_truncated);
-                                    if let Some(t) = truth.as_mut() {
-                                        t.record(
-                                            k.key, k.hash, k.class, f.ts, f.wire_len, f.captured,
+                            if stale {
+                                stale_shed[r] += 1;
+                                false
+                            } else {
+                                totals.packets += 1;
+                                totals.wire_bytes += u64::from(f.wire_len);
+                                totals.captured_bytes += u64::from(f.captured);
+                                totals.truncated_packets += u64::from(f.captured < f.wire_len);
+                                if ns < first_ns {
+                                    first_ns = ns;
+                                    totals.first_ts = Some(f.ts);
+                                }
+                                if ns > last_ns {
+                                    last_ns = ns;
+                                    totals.last_ts = Some(f.ts);
+                                }
+                                totals.link_types.add(f.link_type);
+                                match f.outcome() {
+                                    Ok(k) => {
+                                        totals.keyed(k.class, f.wire_len, k.ports_truncated);
+                                        if let Some(t) = truth.as_mut() {
+                                            t.record(
+                                                k.key, k.hash, k.class, f.ts, f.wire_len,
+                                                f.captured,
+                                            );
+                                        }
+                                        if !origin_set {
+                                            // The dispatcher's time origin is this packet.
+                                            let ns =
+                                                ns.clamp(i64::MIN as i128 + 1, i64::MAX as i128);
+                                            counters
+                                                .first_keyed_ns
+                                                .store(ns as i64, Ordering::Relaxed);
+                                            origin_set = true;
+                                        }
+                                        keyed_unpublished += 1;
+                                        sink.packet(
+                                            &k.key, k.hash, k.class, f.ts, f.wire_len, f.captured,
                                         );
                                     }
-                                    if !origin_set {
-                                        // The dispatcher's time origin is this packet.
-                                        let ns = ns.clamp(i64::MIN as i128 + 1, i64::MAX as i128);
-                                        counters.first_keyed_ns.store(ns as i64, Ordering::Relaxed);
-                                        origin_set = true;
-                                    }
-                                    keyed_unpublished += 1;
-                                    sink.packet(
-                                        &k.key, k.hash, k.class, f.ts, f.wire_len, f.captured,
-                                    );
+                                    Err(reason) => totals.skips.add(reason),
                                 }
-                                Err(reason) => totals.skips.add(reason),
+                                totals.packets >= budget
                             }
-                            totals.packets >= budget
                         }
-                    }};
+                    };
                 }
                 // Read inline, the reader then releases each frame as it
                 // reads it; with one reader every frame is at or below the
@@ -764,6 +793,10 @@ impl Source for LiveCapture<'_> {
                     stopped_by = "count".into();
                     stop.store(true, Ordering::Relaxed);
                 }
+                if files_full && !stop.load(Ordering::Relaxed) {
+                    stopped_by = "file limit".into();
+                    stop.store(true, Ordering::Relaxed);
+                }
                 // An idle link still moves the clock, so windows close.
                 if released == 0
                     && bound != i128::MIN
@@ -792,7 +825,9 @@ impl Source for LiveCapture<'_> {
                 // Done once the readers are gone and everything they sent
                 // is released (or the packet budget is spent).
                 if readers_gone
-                    && (totals.packets >= budget || pending.iter().all(|p| p.head_ts().is_none()))
+                    && (totals.packets >= budget
+                        || files_full
+                        || pending.iter().all(|p| p.head_ts().is_none()))
                 {
                     break;
                 }
@@ -993,152 +1028,5 @@ impl IntervalClock {
         self.last_counts = now;
         self.last_device = device;
         Some(report)
-    }
-}
-
-/// The `-w` file: classic pcap with nanosecond timestamps.
-enum PcapOut {
-    /// Classic pcap, nanosecond timestamps: one link type.
-    ///
-    /// Written with pcap-file's header and packet writers into a buffer
-    /// this holds, rather than through its `PcapWriter`, which owns its
-    /// buffer and has no way to flush it but to end the file: `-U` flushes
-    /// after every round of frames.
-    Pcap {
-        out: std::io::BufWriter<std::fs::File>,
-        /// The header's snaplen, which no record may pass.
-        snaplen: u32,
-        /// The file's name in messages.
-        name: String,
-    },
-    /// pcapng with one Interface Description Block per interface, each
-    /// with its `if_name` (so that `iface` class rules and per-interface
-    /// link types survive a replay) and `if_tsresol` 9.
-    PcapNg {
-        writer: pcap_file::pcapng::PcapNgWriter<std::io::BufWriter<std::fs::File>>,
-        /// The file's name in messages.
-        name: String,
-    },
-}
-
-impl PcapOut {
-    /// A `.pcapng` name gets pcapng, anything else classic pcap (as
-    /// tcpdump writes).
-    fn wants_pcapng(path: &std::path::Path) -> bool {
-        path.extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("pcapng"))
-    }
-
-    fn create(path: &PathBuf, interfaces: &[Interface], snaplen: u32) -> Result<PcapOut, String> {
-        use pcap_file::pcapng::blocks::interface_description::{
-            InterfaceDescriptionBlock, InterfaceDescriptionOption,
-        };
-        use pcap_file::{DataLink, Endianness, TsResolution};
-        // `-w -` (or `/dev/stdout`) streams the capture into a pipe, as
-        // `tcpdump -w -` does, through a duplicate of the descriptor:
-        // opening `/dev/stdout` again would truncate a file that `>>`
-        // redirected to and write it from its start, over what was there.
-        let to_stdout = crate::report::writes_stdout(path);
-        let name = if to_stdout {
-            "standard output".to_owned()
-        } else {
-            path.display().to_string()
-        };
-        let failed = |e: &dyn std::fmt::Display| format!("{name}: cannot write the capture: {e}");
-        let file = if to_stdout {
-            crate::report::stdout_file()
-        } else {
-            std::fs::File::create(path)
-        }
-        .map_err(|e| format!("{name}: cannot create: {e}"))?;
-        let snaplen = snaplen + crate::ingest::live::TAG_BYTES;
-        if PcapOut::wants_pcapng(path) {
-            let mut writer = pcap_file::pcapng::PcapNgWriter::with_endianness(
-                std::io::BufWriter::new(file),
-                Endianness::Little,
-            )
-            .map_err(|e| failed(&e))?;
-            for iface in interfaces {
-                let idb = InterfaceDescriptionBlock {
-                    linktype: DataLink::from(u32::from(iface.link_type.0)),
-                    snaplen,
-                    options: vec![
-                        InterfaceDescriptionOption::IfName(iface.name.clone().into()),
-                        InterfaceDescriptionOption::IfTsResol(9),
-                    ],
-                };
-                writer.write_pcapng_block(idb).map_err(|e| failed(&e))?;
-            }
-            return Ok(PcapOut::PcapNg { writer, name });
-        }
-        let link = interfaces
-            .first()
-            .map_or(LinkType::ETHERNET, |i| i.link_type);
-        let header = pcap_file::pcap::PcapHeader {
-            snaplen,
-            datalink: DataLink::from(u32::from(link.0)),
-            ts_resolution: TsResolution::NanoSecond,
-            endianness: Endianness::Little,
-            ..pcap_file::pcap::PcapHeader::default()
-        };
-        let mut out = std::io::BufWriter::new(file);
-        header.write_to(&mut out).map_err(|e| failed(&e))?;
-        Ok(PcapOut::Pcap { out, snaplen, name })
-    }
-
-    /// Writes one frame captured on interface `iface` (an index into the
-    /// capture's interfaces).
-    fn write(
-        &mut self,
-        iface: usize,
-        ts: Timestamp,
-        wire_len: u32,
-        data: &[u8],
-    ) -> Result<(), String> {
-        let t = Duration::new(ts.secs().max(0) as u64, ts.subsec_nanos());
-        match self {
-            PcapOut::Pcap { out, snaplen, name } => {
-                pcap_file::pcap::PcapPacket::new(t, wire_len, data)
-                    .write_to::<_, byteorder_slice::LittleEndian>(
-                        out,
-                        pcap_file::TsResolution::NanoSecond,
-                        *snaplen,
-                    )
-                    .map(|_| ())
-                    .map_err(|e| format!("{name}: cannot write the capture: {e}"))
-            }
-            PcapOut::PcapNg { writer, name } => {
-                let epb = pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock {
-                    interface_id: iface as u32,
-                    timestamp: t,
-                    original_len: wire_len,
-                    data: std::borrow::Cow::Borrowed(data),
-                    options: Vec::new(),
-                };
-                writer
-                    .write_pcapng_block(epb)
-                    .map(|_| ())
-                    .map_err(|e| format!("{name}: cannot write the capture: {e}"))
-            }
-        }
-    }
-
-    /// Hands everything written so far to the file (`-U`).
-    fn flush(&mut self) -> Result<(), String> {
-        use std::io::Write;
-        let (flushed, name) = match self {
-            PcapOut::Pcap { out, name, .. } => (out.flush(), name),
-            PcapOut::PcapNg { writer, name } => (writer.get_mut().flush(), name),
-        };
-        flushed.map_err(|e| format!("{name}: cannot write the capture: {e}"))
-    }
-
-    fn finish(self) -> Result<(), String> {
-        use std::io::Write;
-        let (flushed, name) = match self {
-            PcapOut::Pcap { mut out, name, .. } => (out.flush(), name),
-            PcapOut::PcapNg { writer, name } => (writer.into_inner().flush(), name),
-        };
-        flushed.map_err(|e| format!("{name}: cannot write the capture: {e}"))
     }
 }

@@ -1,0 +1,126 @@
+//! The `-w` output of a live capture: one file, or the files
+//! [`Rotation`] splits it into.
+
+use super::pcap_out::PcapOut;
+use super::rotation::Rotation;
+use crate::ingest::Timestamp;
+use crate::ingest::live::Interface;
+use std::path::{Path, PathBuf};
+
+/// What became of a frame handed to [`Savefiles::write`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Saved {
+    /// It is in the current file.
+    Written,
+    /// It would start a file past `-W`'s count (with `-G` and no `-C`):
+    /// it is not written, and the capture ends, as tcpdump's does.
+    FileLimit,
+}
+
+/// The open `-w` file and what decides when the next one starts.
+pub(super) struct Savefiles {
+    out: PcapOut,
+    /// `-w`'s name: a `strftime` pattern with `-G`.
+    pattern: PathBuf,
+    interfaces: Vec<Interface>,
+    snaplen: u32,
+    rotation: Rotation,
+    /// With `-G`: the second the current period began (the first at the
+    /// capture's start, each next at its first frame).
+    period_start: i64,
+    /// Periods begun after the first (tcpdump's `Gflag_count`).
+    periods: u64,
+    /// With `-C`: the current file's number in its period (in the ring of
+    /// `-W`'s count, when given).
+    number: u64,
+}
+
+impl Savefiles {
+    /// Opens the first file, at `now` (seconds since the epoch).
+    pub(super) fn create(
+        pattern: &Path,
+        interfaces: &[Interface],
+        snaplen: u32,
+        rotation: Rotation,
+        now: i64,
+    ) -> Result<Savefiles, String> {
+        if !rotation.is_off() && crate::report::writes_stdout(pattern) {
+            return Err(
+                "standard output: -C and -G split a capture into files, and -w - is one stream"
+                    .into(),
+            );
+        }
+        // The first file's name is the rotation's (`-G`'s time, `-W`'s
+        // digits), which is the pattern itself without one.
+        let first = rotation.file_name(pattern, now, 0)?;
+        Ok(Savefiles {
+            out: PcapOut::create(&first, PcapOut::wants_pcapng(pattern), interfaces, snaplen)?,
+            pattern: pattern.to_owned(),
+            interfaces: interfaces.to_vec(),
+            snaplen,
+            rotation,
+            period_start: now,
+            periods: 0,
+            number: 0,
+        })
+    }
+
+    /// Closes the current file and opens the one the rotation names now.
+    fn next_file(&mut self) -> Result<(), String> {
+        let name = self
+            .rotation
+            .file_name(&self.pattern, self.period_start, self.number)?;
+        let pcapng = PcapOut::wants_pcapng(&self.pattern);
+        let next = PcapOut::create(&name, pcapng, &self.interfaces, self.snaplen)?;
+        std::mem::replace(&mut self.out, next).finish()
+    }
+
+    /// Writes one frame captured on interface `iface` (an index into the
+    /// capture's interfaces), first starting the next file when the
+    /// rotation says so.
+    pub(super) fn write(
+        &mut self,
+        iface: usize,
+        ts: Timestamp,
+        wire_len: u32,
+        data: &[u8],
+    ) -> Result<Saved, String> {
+        if let Some(seconds) = self.rotation.seconds()
+            && ts.secs().saturating_sub(self.period_start) >= i64::from(seconds.get())
+        {
+            self.periods += 1;
+            if self
+                .rotation
+                .ends_after_files()
+                .is_some_and(|n| self.periods >= u64::from(n))
+            {
+                return Ok(Saved::FileLimit);
+            }
+            self.period_start = ts.secs();
+            self.number = 0;
+            self.next_file()?;
+        }
+        if let Some(limit) = self.rotation.file_bytes()
+            && self.out.bytes() > limit.get()
+        {
+            self.number = match self.rotation.files() {
+                Some(n) => (self.number + 1) % u64::from(n.get()),
+                None => self.number + 1,
+            };
+            self.next_file()?;
+        }
+        self.out
+            .write(iface, ts, wire_len, data)
+            .map(|()| Saved::Written)
+    }
+
+    /// Hands everything written so far to the current file (`-U`).
+    pub(super) fn flush(&mut self) -> Result<(), String> {
+        self.out.flush()
+    }
+
+    /// Flushes and closes the current file.
+    pub(super) fn finish(self) -> Result<(), String> {
+        self.out.finish()
+    }
+}
