@@ -167,6 +167,16 @@ pub struct LiveArgs {
         help_heading = "Capture"
     )]
     pub file_count: Option<NonZeroU32>,
+    /// Run COMMAND FILE on each file -C or -G closes, as tcpdump -z (such
+    /// as -z gzip or -z xz), at the lowest CPU priority, not waited for;
+    /// the last file, closed by the capture's end, is left as it is.
+    #[arg(
+        short = 'z',
+        long = "postrotate-command",
+        value_name = "COMMAND",
+        help_heading = "Capture"
+    )]
+    pub postrotate_command: Option<std::ffi::OsString>,
     /// Serve Prometheus metrics on ADDR at /metrics: HOST:PORT (such as
     /// 127.0.0.1:9899, [::1]:9899 or localhost:9899), or :PORT for every
     /// IPv4 address, as Prometheus exporters take it. Port 0 picks a free
@@ -270,6 +280,22 @@ fn parse_file_size(s: &str) -> Result<NonZeroU64, String> {
             0 => format!("{s:?} is not a file size: a file of 0 bytes holds no frame"),
             _ => format!("{s:?} is past the largest file size, 2^64 - 1 bytes"),
         })
+}
+
+/// Whether `command` would run: an executable file where it names a
+/// path, else one in a directory of `PATH`, as `execvp` finds it.
+fn runnable(command: &std::ffi::OsStr) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let path = std::path::Path::new(command);
+    if command.as_encoded_bytes().contains(&b'/') {
+        return executable(path);
+    }
+    !command.is_empty()
+        && std::env::var_os("PATH")
+            .is_some_and(|dirs| std::env::split_paths(&dirs).any(|d| executable(&d.join(path))))
 }
 
 /// The clock, in whole seconds since the epoch: a -G file's time.
@@ -623,6 +649,23 @@ mod linux {
         {
             return fail(exit::USAGE, e);
         }
+        if let Some(command) = &a.postrotate_command {
+            if rotation.is_off() {
+                return fail(
+                    exit::USAGE,
+                    "live: -z runs on each file -C or -G closes, and neither is given",
+                );
+            }
+            if !runnable(command) {
+                return fail(
+                    exit::USAGE,
+                    format!(
+                        "live: -z {}: no such command (not an executable file, nor one on PATH)",
+                        std::path::Path::new(command).display()
+                    ),
+                );
+            }
+        }
         if a.packet_buffered && a.write.is_none() {
             return fail(
                 exit::USAGE,
@@ -686,6 +729,7 @@ mod linux {
         live.write = a.write.clone();
         live.packet_buffered = a.packet_buffered;
         live.rotation = rotation;
+        live.post_rotate = a.postrotate_command.clone();
         live.shed_at = a.shed_at;
         live.max_delay = a.max_delay.map(|d| Duration::from_nanos(d.0));
         let lines: Option<Shared> = match &a.json_lines {

@@ -2413,6 +2413,35 @@ fn bad_live_arguments_exit_before_any_capture() {
             "expected HOST:PORT",
         ),
         (vec!["live", "-i", "lo", "-U"], 2, "there is no -w"),
+        (
+            bounded_on_lo(&["-z", "gzip", "-w", "/tmp/fs-never-written"]),
+            2,
+            "live: -z runs on each file -C or -G closes, and neither is given",
+        ),
+        (
+            bounded_on_lo(&[
+                "-C",
+                "1",
+                "-z",
+                "no-such-command-x",
+                "-w",
+                "/tmp/fs-never-written",
+            ]),
+            2,
+            "live: -z no-such-command-x: no such command (not an executable file, nor one on PATH)",
+        ),
+        (
+            bounded_on_lo(&[
+                "-C",
+                "1",
+                "-z",
+                "./Cargo.toml",
+                "-w",
+                "/tmp/fs-never-written",
+            ]),
+            2,
+            "live: -z ./Cargo.toml: no such command",
+        ),
         // -C, -G and -W split -w's file, and need one to split.
         (
             bounded_on_lo(&["-C", "1"]),
@@ -3246,6 +3275,25 @@ fn rotate_seconds_names_files_by_local_time_and_w_ends_the_capture() {
     std::fs::create_dir(&files).unwrap();
     let report = dir.path().join("r.json");
     let pattern = files.join("g-%H%M%S-%s.pcap");
+    // -z's command: it logs its argument and its own nice value (the 19th
+    // field of /proc/PID/stat).
+    let (script, log) = (dir.path().join("z.sh"), dir.path().join("z.log"));
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho \"$1 $(cut -d' ' -f19 /proc/$$/stat)\" >> {}\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    assert!(
+        Command::new("chmod")
+            .arg("755")
+            .arg(&script)
+            .status()
+            .unwrap()
+            .success()
+    );
     let live = pair.live_with_env(
         &[
             "-q",
@@ -3255,6 +3303,8 @@ fn rotate_seconds_names_files_by_local_time_and_w_ends_the_capture() {
             "1",
             "-W",
             "2",
+            "-z",
+            script.to_str().unwrap(),
             "-w",
             pattern.to_str().unwrap(),
         ],
@@ -3303,4 +3353,22 @@ fn rotate_seconds_names_files_by_local_time_and_w_ends_the_capture() {
     }
     assert_eq!(r["trace"]["packets"], taken, "{r}");
     assert!((1000..4000).contains(&taken), "{taken}");
+    // -z ran on the file the rotation closed, at nice 19, and not on the
+    // last, which the capture's end closed (as tcpdump leaves it). It is
+    // not waited for: its line may come after the capture has ended.
+    let first = files.join(
+        written
+            .keys()
+            .find(|n| n.ends_with(&format!("-{}.pcap", by_time[0].0)))
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let logged = loop {
+        let logged = std::fs::read_to_string(&log).unwrap_or_default();
+        if !logged.is_empty() || Instant::now() > deadline {
+            break logged;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(logged, format!("{} 19\n", first.display()));
 }

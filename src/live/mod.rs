@@ -149,6 +149,11 @@ pub struct LiveConfig {
     /// How `write` is split into several files (tcpdump's `-C`, `-G` and
     /// `-W`; [`Rotation`]). With `-G` the name is a `strftime` pattern.
     pub rotation: Rotation,
+    /// Run this command with each file the rotation closes as its one
+    /// argument, as `tcpdump -z gzip` does (at the lowest CPU priority,
+    /// not waited for; the last file, which the capture's end closes, is
+    /// left as it is, as tcpdump leaves it).
+    pub post_rotate: Option<std::ffi::OsString>,
     /// The ring fill at which a reader whose queue to the merger is full
     /// sheds instead of waiting; a ring read on the merger's thread (one
     /// ring, no `-w`) sheds its oldest block at it instead.
@@ -182,6 +187,7 @@ impl LiveConfig {
             write: None,
             packet_buffered: false,
             rotation: Rotation::default(),
+            post_rotate: None,
             shed_at: ShedAt::DEFAULT,
             max_delay: None,
         }
@@ -463,6 +469,7 @@ impl Source for LiveCapture<'_> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs() as i64);
             Savefiles::create(path, &interfaces, cfg.snaplen, cfg.rotation, now)
+                .map(|f| f.post_rotate(cfg.post_rotate.clone()))
         });
         // Set when a frame would open a file past -W's count (with -G and
         // no -C): the capture ends there, as tcpdump's does, and that

@@ -5,6 +5,8 @@ use super::pcap_out::PcapOut;
 use super::rotation::Rotation;
 use crate::ingest::Timestamp;
 use crate::ingest::live::Interface;
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 /// What became of a frame handed to [`Savefiles::write`].
@@ -20,6 +22,8 @@ pub(super) enum Saved {
 /// The open `-w` file and what decides when the next one starts.
 pub(super) struct Savefiles {
     out: PcapOut,
+    /// The current file's name.
+    path: PathBuf,
     /// `-w`'s name: a `strftime` pattern with `-G`.
     pattern: PathBuf,
     interfaces: Vec<Interface>,
@@ -28,6 +32,11 @@ pub(super) struct Savefiles {
     /// With `-G`: the second the current period began (the first at the
     /// capture's start, each next at its first frame).
     period_start: i64,
+    /// `-z`: the command run on each file the rotation closes.
+    post_rotate: Option<OsString>,
+    /// Its runs not yet seen to end, reaped at each rotation so that none
+    /// stays a zombie for the capture's life.
+    post_rotating: Vec<std::process::Child>,
     /// Periods begun after the first (tcpdump's `Gflag_count`).
     periods: u64,
     /// With `-C`: the current file's number in its period (in the ring of
@@ -55,14 +64,23 @@ impl Savefiles {
         let first = rotation.file_name(pattern, now, 0)?;
         Ok(Savefiles {
             out: PcapOut::create(&first, PcapOut::wants_pcapng(pattern), interfaces, snaplen)?,
+            path: first,
             pattern: pattern.to_owned(),
             interfaces: interfaces.to_vec(),
             snaplen,
             rotation,
             period_start: now,
+            post_rotate: None,
+            post_rotating: Vec::new(),
             periods: 0,
             number: 0,
         })
+    }
+
+    /// Runs `command FILE` on each file the rotation closes (`-z`).
+    pub(super) fn post_rotate(mut self, command: Option<OsString>) -> Savefiles {
+        self.post_rotate = command;
+        self
     }
 
     /// Closes the current file and opens the one the rotation names now.
@@ -72,7 +90,38 @@ impl Savefiles {
             .file_name(&self.pattern, self.period_start, self.number)?;
         let pcapng = PcapOut::wants_pcapng(&self.pattern);
         let next = PcapOut::create(&name, pcapng, &self.interfaces, self.snaplen)?;
-        std::mem::replace(&mut self.out, next).finish()
+        let closed = std::mem::replace(&mut self.path, name);
+        std::mem::replace(&mut self.out, next).finish()?;
+        if let Some(command) = &self.post_rotate {
+            self.post_rotating
+                .retain_mut(|c| c.try_wait().is_ok_and(|done| done.is_none()));
+            let mut run = std::process::Command::new(command);
+            run.arg(&closed)
+                .stdin(std::process::Stdio::null())
+                // Its own process group: a Ctrl-C meant for the capture
+                // does not cut a compression short.
+                .process_group(0);
+            // SAFETY: the closure runs in the child between fork and exec
+            // and calls only `setpriority`, which is async-signal-safe; a
+            // failure leaves the priority as it was, which is no error.
+            unsafe {
+                run.pre_exec(|| {
+                    // As tcpdump runs it: at the lowest priority, so that
+                    // compressing a file never slows the capture.
+                    libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+                    Ok(())
+                });
+            }
+            let child = run.spawn().map_err(|e| {
+                format!(
+                    "-z {}: cannot run it on {}: {e}",
+                    Path::new(command).display(),
+                    closed.display()
+                )
+            })?;
+            self.post_rotating.push(child);
+        }
+        Ok(())
     }
 
     /// Writes one frame captured on interface `iface` (an index into the
