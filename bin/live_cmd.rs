@@ -367,6 +367,10 @@ pub struct InjectArgs {
     /// Send the trace this many times (tcpreplay's -l).
     #[arg(short = 'l', long = "loop", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
     pub loops: u64,
+    /// Send at most N frames in all, over every loop (tcpreplay's -L):
+    /// the trace's first N, or with -l its loops until N.
+    #[arg(short = 'L', long = "limit", value_parser = clap::value_parser!(u64).range(1..), value_name = "N")]
+    pub limit: Option<u64>,
     /// Send TCP frames longer than the MTU as segmentation-offload
     /// super-frames (the kernel is asked to segment them, as a host with
     /// TSO does); without it they are refused as longer than the MTU.
@@ -958,6 +962,10 @@ mod linux {
             },
             Ok(i) => i,
             Err(e) => return fail(exit::FAILURE, e),
+        };
+        let injector = match a.limit {
+            Some(n) => injector.with_limit(n),
+            None => injector,
         };
         let stop = crate::on_interrupt(true);
         match injector.inject(&a.trace, pace, a.loops, &stop) {

@@ -301,6 +301,51 @@ fn inject_paces_by_megabits_and_takes_tcpreplays_short_flags() {
     }
 }
 
+/// `inject -L N` (tcpreplay's `--limit`) sends the trace's first N frames,
+/// over its loops with `-l`: a capture's `-w` file of `-L 2500 -l 2` of a
+/// 2,000-frame trace holds the trace, then its first 500 frames, byte for
+/// byte. `-L 0` is refused.
+#[test]
+fn inject_limit_sends_the_first_frames_over_the_loops() {
+    let Some(pair) = VethPair::new("inject_limit_sends_the_first_frames_over_the_loops") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = first_frames_of_default_trace(dir.path(), 2000);
+    let written = dir.path().join("w.pcap");
+    let live = pair.live(&["-q", "--no-truth", "-w", written.to_str().unwrap()]);
+    let sent = pair.inject(&trace, &["-t", "-l", "2", "-L", "2500"]);
+    assert_eq!(sent["sent"], 2500, "{sent}");
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    let mut got = flowsieve::ingest::TraceReader::open(&written).unwrap();
+    for (first, n) in [(0, 2000), (0, 500)] {
+        let mut want = flowsieve::ingest::TraceReader::open(&trace).unwrap();
+        for i in first..first + n {
+            let w = want.next_packet().unwrap().unwrap();
+            let g = got
+                .next_packet()
+                .unwrap()
+                .unwrap_or_else(|| panic!("frame {i} missing"));
+            assert_eq!(g.data, w.data, "frame {i}");
+        }
+    }
+    assert!(
+        got.next_packet().unwrap().is_none(),
+        "no frame past the limit"
+    );
+    let out = Command::new(BIN)
+        .args(["inject", "-i", "lo", "-L", "0"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "flowsieve: error: invalid value '0' for '--limit <N>': 0 is not in 1..18446744073709551615\n"
+    );
+}
+
 /// A slow pace is stopped by SIGTERM (as by Ctrl-C) within the wait,
 /// not after it: `--pps 0.001` holds the second frame back 1,000 s, and
 /// the injector sleeps in slices that look at the stop flag, so it ends

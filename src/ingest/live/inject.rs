@@ -53,6 +53,8 @@ pub struct Injector {
     /// Frames carry a virtio-net header (`PACKET_VNET_HDR`): TCP frames
     /// longer than the MTU go out as segmentation-offload super-frames.
     gso: bool,
+    /// Take at most this many frames from the trace, over every loop.
+    limit: Option<u64>,
 }
 
 /// `struct virtio_net_hdr` (linux/virtio_net.h): flags, gso_type,
@@ -153,6 +155,7 @@ impl Injector {
             fd,
             iface: iface.clone(),
             gso: false,
+            limit: None,
         })
     }
 
@@ -182,6 +185,14 @@ impl Injector {
         }
         self.gso = true;
         Ok(self)
+    }
+
+    /// Ends [`Injector::inject`] once `frames` frames are taken from the
+    /// trace, over every loop (sent or refused), as tcpreplay's `--limit`
+    /// (`-L`) ends it.
+    pub fn with_limit(mut self, frames: u64) -> Injector {
+        self.limit = Some(frames);
+        self
     }
 
     /// Sends a batch with `sendmmsg`, one system call for up to
@@ -264,6 +275,9 @@ impl Injector {
     /// Sends every frame of `trace`, `loops` times, paced by `pace`, until
     /// done or `stop` is set. Frames of another link type than the
     /// interface's are refused and counted.
+    ///
+    /// With [`Injector::with_limit`], it ends once that many frames are
+    /// taken from the trace.
     pub fn inject(
         &self,
         trace: &Path,
@@ -279,11 +293,15 @@ impl Injector {
         let mut bytes_before: u64 = 0;
         let mut batch = FrameBatch::default();
         let mut outcomes = Vec::with_capacity(SEND_BATCH);
-        for _ in 0..loops.max(1) {
+        let limit = self.limit.unwrap_or(u64::MAX);
+        'loops: for _ in 0..loops.max(1) {
             let mut reader = TraceReader::open(trace).map_err(InjectError::Trace)?;
             let mut first_ts = None;
             let loop_start = Instant::now();
             while let Some(p) = reader.next_packet().map_err(InjectError::Trace)? {
+                if index >= limit {
+                    break 'loops;
+                }
                 if stop.load(Ordering::Relaxed) {
                     self.flush(&mut batch, &mut outcomes, &mut summary, stop)?;
                     summary.interrupted = true;
