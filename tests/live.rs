@@ -142,19 +142,43 @@ impl VethPair {
         self.live_with_env(args, stdout, &[])
     }
 
+    /// As [`VethPair::live`], entering the capture namespace as `nsenter
+    /// --net` does: without `ip netns exec`'s fresh `/sys`, which still
+    /// shows the test's own namespace.
+    fn live_nsenter(&self, args: &[&str]) -> Live {
+        let mut command = Command::new("nsenter");
+        command
+            .arg(format!("--net=/run/netns/{}", self.capture_ns))
+            .args([BIN, "live", "-i", &self.capture_if]);
+        self.spawn_live(command, args, Stdio::piped(), &[])
+    }
+
     /// As [`VethPair::live_into`], with `env` added to the capture's
     /// environment.
     fn live_with_env(&self, args: &[&str], stdout: Stdio, env: &[(&str, &str)]) -> Live {
-        let mut child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.capture_ns,
-                BIN,
-                "live",
-                "-i",
-                &self.capture_if,
-            ])
+        let mut command = Command::new("ip");
+        command.args([
+            "netns",
+            "exec",
+            &self.capture_ns,
+            BIN,
+            "live",
+            "-i",
+            &self.capture_if,
+        ]);
+        self.spawn_live(command, args, stdout, env)
+    }
+
+    /// Starts `command` (a `flowsieve live` in the capture namespace) with
+    /// `args` and `env`, and returns once it printed its readiness line.
+    fn spawn_live(
+        &self,
+        mut command: Command,
+        args: &[&str],
+        stdout: Stdio,
+        env: &[(&str, &str)],
+    ) -> Live {
+        let mut child = command
             .args(args)
             .envs(env.iter().copied())
             .stdout(stdout)
@@ -3416,4 +3440,52 @@ fn rotate_seconds_names_files_by_local_time_and_w_ends_the_capture() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(logged, format!("{} 19\n", first.display()));
+}
+
+/// A capture started with `nsenter --net` (as one runs it inside a
+/// container's namespace) sees that namespace's interfaces as they are,
+/// although `/sys` still shows the namespace it came from: `live -D` lists
+/// what it lists under `ip netns exec` (a tun device is `raw`), and a
+/// capture reports its interface's MTU (set to 1400 here) and the device
+/// counters of that interface: 2,000 frames received, as the capture's
+/// own count. Defect: both came from `/sys`, so the tun device read as
+/// Ethernet, the MTU as 1,500 (/sys had no such device) and the device
+/// counters as zeros.
+#[test]
+fn nsenter_sees_the_namespace_it_entered() {
+    let Some(pair) = VethPair::new("nsenter_sees_the_namespace_it_entered") else {
+        return;
+    };
+    assert!(
+        pair.in_capture(&["ip", "tuntap", "add", "fstun0", "mode", "tun"])
+            && pair.in_capture(&["ip", "link", "set", "fstun0", "up"])
+            && pair.in_capture(&["ip", "link", "set", &pair.capture_if, "mtu", "1400"]),
+        "cannot set the namespace up"
+    );
+    let listed = |enter: &[&str]| {
+        let out = Command::new(enter[0])
+            .args(&enter[1..])
+            .args([BIN, "live", "-D"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let fresh = listed(&["ip", "netns", "exec", &pair.capture_ns]);
+    let entered = listed(&["nsenter", &format!("--net=/run/netns/{}", pair.capture_ns)]);
+    assert_eq!(entered, fresh);
+    assert!(entered.contains(".fstun0 [Up] raw\n"), "{entered}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let live = pair.live_nsenter(&["-q", "--no-truth", "--json", report.to_str().unwrap()]);
+    let sent = pair.inject(&default_trace(), &["--pps", "20000", "-L", "2000"]);
+    assert_eq!(sent["sent"], 2000);
+    let (code, _, stderr) = live.stop();
+    assert_eq!(code, 0, "{stderr:?}");
+    let r = json(&report);
+    let iface = &r["capture"]["interfaces"][0];
+    assert_eq!(iface["mtu"], 1400, "{iface}");
+    assert_eq!(iface["received"], 2000, "{iface}");
+    assert_eq!(iface["device"]["rx_packets"], 2000, "{iface}");
 }

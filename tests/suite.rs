@@ -31,6 +31,7 @@ mod flow_set;
 mod hash;
 mod ingest;
 mod keyed;
+mod link_info;
 mod lookahead;
 mod manifest;
 mod memory;

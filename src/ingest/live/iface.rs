@@ -2,6 +2,7 @@
 //! keeps for the device itself (drops before any socket sees a frame).
 
 use super::error::LiveError;
+use super::link_info::LinkInfo;
 use crate::ingest::LinkType;
 use std::path::PathBuf;
 
@@ -27,8 +28,8 @@ pub struct Interface {
 }
 
 super::counter_set! {
-    /// The device's own counters (`/sys/class/net/IFACE/statistics`), or
-    /// their growth.
+    /// The device's own counters (netlink's `IFLA_STATS64`, as `ip -s
+    /// link` shows them), or their growth.
     pub struct DeviceCounters {
         /// Frames received.
         pub rx_packets,
@@ -131,8 +132,14 @@ impl Interface {
             }
             return Err(missing());
         }
+        // From the process's own namespace (netlink), or, where netlink
+        // is refused, from /sys, which may be another namespace's.
         let dir = sys_dir(name);
-        let arphrd = read_u64(dir.join("type")).unwrap_or(u64::from(ARPHRD_ETHER)) as u32;
+        let link = LinkInfo::query(index as i32).ok();
+        let arphrd = link.map_or_else(
+            || read_u64(dir.join("type")).unwrap_or(u64::from(ARPHRD_ETHER)) as u32,
+            |l| u32::from(l.arphrd),
+        );
         let link_type = match arphrd {
             ARPHRD_ETHER | ARPHRD_LOOPBACK => LinkType::ETHERNET,
             ARPHRD_NONE => LinkType::RAW,
@@ -147,7 +154,10 @@ impl Interface {
             name: name.to_string(),
             index: index as i32,
             link_type,
-            mtu: read_u64(dir.join("mtu")).unwrap_or(1500) as u32,
+            mtu: link
+                .and_then(|l| l.mtu)
+                .or_else(|| read_u64(dir.join("mtu")).map(|m| m as u32))
+                .unwrap_or(1500),
         })
     }
 
@@ -165,8 +175,19 @@ impl Interface {
         device_flags(&self.name).is_none_or(|f| f & libc::IFF_UP != 0)
     }
 
-    /// The device's counters now (zeros where the kernel exposes none).
+    /// The device's counters now (zeros where the kernel exposes none):
+    /// by netlink, which answers for the process's own namespace, or,
+    /// where netlink is refused, from `/sys`.
     pub fn counters(&self) -> DeviceCounters {
+        if let Ok(LinkInfo { stats: Some(s), .. }) = LinkInfo::query(self.index) {
+            return DeviceCounters {
+                rx_packets: s.rx_packets,
+                tx_packets: s.tx_packets,
+                rx_dropped: s.rx_dropped,
+                rx_errors: s.rx_errors,
+                rx_missed: s.rx_missed_errors + s.rx_fifo_errors,
+            };
+        }
         let s = sys_dir(&self.name).join("statistics");
         let get = |f: &str| read_u64(s.join(f)).unwrap_or(0);
         DeviceCounters {

@@ -37,6 +37,7 @@ mod error;
 mod filter;
 mod iface;
 mod inject;
+mod link_info;
 mod listing;
 mod ring;
 mod vlan;
@@ -45,6 +46,7 @@ pub use error::LiveError;
 pub use filter::SocketFilter;
 pub use iface::{DeviceCounters, Interface, check_interface_name};
 pub use inject::{InjectError, InjectSummary, Injector, Pace};
+pub use link_info::{LinkInfo, LinkStats};
 pub use listing::InterfaceListing;
 pub use ring::{
     MAX_BLOCK_BYTES, MIN_BLOCK_BYTES, PacketRing, RingFrame, RingGeometry, RingOptions, RingStats,
