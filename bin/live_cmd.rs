@@ -298,13 +298,6 @@ fn runnable(command: &std::ffi::OsStr) -> bool {
             .is_some_and(|dirs| std::env::split_paths(&dirs).any(|d| executable(&d.join(path))))
 }
 
-/// The clock, in whole seconds since the epoch: a -G file's time.
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
 /// A `--shed-at` value: a fraction from 0 to 1.
 fn parse_shed_at(s: &str) -> Result<ShedAt, String> {
     s.trim()
@@ -643,7 +636,7 @@ mod linux {
                     "live: -C, -G and -W split the capture into files, and -w - is one stream",
                 );
             }
-            Some(w) => match rotation.file_name(w, unix_now(), 0) {
+            Some(w) => match rotation.file_name(w, flowsieve::live::rotation::unix_now(), 0) {
                 Ok(first) => Some(first),
                 Err(e) => return fail(exit::USAGE, format!("live: {e}")),
             },

@@ -465,9 +465,7 @@ impl Source for LiveCapture<'_> {
             incoming_only: cfg.incoming_only,
         };
         let mut writer = cfg.write.as_ref().map(|path| {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs() as i64);
+            let now = rotation::unix_now();
             Savefiles::create(path, &interfaces, cfg.snaplen, cfg.rotation, now)
                 .map(|f| f.post_rotate(cfg.post_rotate.clone()))
         });

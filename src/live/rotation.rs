@@ -147,6 +147,14 @@ impl Rotation {
     }
 }
 
+/// The clock in whole seconds since the epoch: when the first `-G`
+/// period begins (0 on a clock before the epoch).
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
 /// The name of the `-C` file numbered `count` of a period whose name is
 /// `base`: `base` itself for the first without `-W`'s padding, else
 /// `base` and the number, zero-padded to `digits` (tcpdump's
