@@ -137,8 +137,9 @@ impl Rotation {
         }))
     }
 
-    /// Whether `-W` ends the capture (with `-G` and no `-C`) rather than
-    /// closing a ring.
+    /// The count of files after which `-W` ends the capture (with `-G`
+    /// and no `-C`); `None` when it closes a ring instead (with `-C`) or
+    /// is not given.
     pub fn ends_after_files(&self) -> Option<u32> {
         match (self.file_bytes, self.seconds) {
             (None, Some(_)) => self.files.map(NonZeroU32::get),
