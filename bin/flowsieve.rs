@@ -18,6 +18,7 @@ macro_rules! eprintln {
 
 mod live_cmd;
 mod network_cmd;
+mod progress;
 
 use clap::{Args, Parser, Subcommand};
 use flowsieve::class::Classifier;
@@ -34,13 +35,13 @@ use flowsieve::pipeline::{
     ByteSize, DirectoryKind, FileSource, JsonLinesSink, NoEvents, PipelineConfig, PipelineSink,
     QueryUnit, RecycleSpec, StageList, SweepSpec, ValidatedConfig, WindowSpec, defaults, run,
 };
-use flowsieve::replay::ReplayObserver;
+use flowsieve::report::Outcome;
 use flowsieve::report::writes_stdout;
-use flowsieve::report::{FileSummary, Outcome};
 use flowsieve::synth::{
     OutputFormat, ProtoMix, SizeModel, SynthConfig, SynthError, generate_with_progress,
 };
 use indicatif::{ProgressBar, ProgressStyle};
+use progress::Progress;
 use serde::Serialize;
 use std::fmt::Display;
 use std::io::{BufWriter, IsTerminal, Write};
@@ -55,7 +56,8 @@ pub(crate) mod exit {
     pub const DAMAGED_INPUT: u8 = 3;
     pub const ANOMALIES: u8 = 4;
     /// Ctrl-C or SIGTERM stopped a long job (gen-trace, bench) before it
-    /// finished; nothing was written under the output's name.
+    /// finished, and nothing was written under the output's name; or
+    /// stopped a replay of files, whose report covers what it read.
     pub const INTERRUPTED: u8 = 130;
 }
 
@@ -103,6 +105,7 @@ fn on_interrupt(graceful: bool) -> std::sync::Arc<std::sync::atomic::AtomicBool>
                 let now = monotonic_ns();
                 if !flag.load(Ordering::SeqCst) {
                     // The first: the job stops at its next check.
+                    FIRST_SIGNAL.store(sig, Ordering::SeqCst);
                     first_ns.store(now.max(1), Ordering::SeqCst);
                     flag.store(true, Ordering::SeqCst);
                     return;
@@ -118,6 +121,49 @@ fn on_interrupt(graceful: bool) -> std::sync::Arc<std::sync::atomic::AtomicBool>
         };
     }
     stop
+}
+
+/// The signal that set a graceful job's stop flag ([`on_interrupt`]); 0
+/// before any.
+static FIRST_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The name of the signal that stopped a graceful job, for its last line.
+fn first_signal_name() -> &'static str {
+    match FIRST_SIGNAL.load(std::sync::atomic::Ordering::SeqCst) {
+        signal_hook::consts::SIGINT => "SIGINT",
+        signal_hook::consts::SIGHUP => "SIGHUP",
+        _ => "SIGTERM",
+    }
+}
+
+/// The flag SIGUSR1 sets: a request for one progress line, as `kill -USR1`
+/// asks `dd` and tcpdump for their counts. Registered once, before a
+/// command runs, for every command but `live` (which registers its own
+/// for its interval report), so that SIGUSR1, whose default action ends
+/// a process, never ends one: a replay, `probe` and `gen-trace` answer
+/// it with a line, the others ignore it.
+fn progress_requests() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    static FLAG: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
+        std::sync::OnceLock::new();
+    FLAG.get_or_init(|| {
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let _ =
+            signal_hook::flag::register(signal_hook::consts::SIGUSR1, std::sync::Arc::clone(&flag));
+        flag
+    })
+    .clone()
+}
+
+/// Whether a replay of these traces stops gracefully on an interrupt:
+/// when every one is a regular file (or does not exist, which the replay
+/// refuses on its own). Its reads then never wait, so the read loop
+/// reaches its next check within a run of records. A pipe or FIFO can
+/// wait forever for a writer, so a replay reading one still ends at once.
+fn replay_stops_gracefully(args: &ReplayArgs) -> bool {
+    traces_or_default(args.named_traces()).iter().all(|t| {
+        t.as_os_str() != flowsieve::ingest::STDIN_PATH
+            && std::fs::metadata(t).map_or(true, |m| m.is_file())
+    })
 }
 
 /// Signals this close after the first are the same request, not a second
@@ -1230,45 +1276,6 @@ fn epoch_windows_without_time(cfg: &PipelineConfig) -> String {
     )
 }
 
-/// Progress on stderr, only when stderr is a terminal.
-struct Progress {
-    bar: Option<ProgressBar>,
-}
-
-impl ReplayObserver for Progress {
-    fn file_started(&mut self, path: &Path, size: Option<u64>) {
-        if !std::io::stderr().is_terminal() {
-            return;
-        }
-        let bar = match size {
-            Some(s) if path.extension().is_none_or(|e| e != "gz" && e != "zst") => {
-                ProgressBar::new(s)
-            }
-            _ => ProgressBar::new_spinner(),
-        };
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} ({eta})",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar.set_message(path.display().to_string());
-        self.bar = Some(bar);
-    }
-
-    fn progress(&mut self, _packets: u64, offset: u64) {
-        if let Some(b) = &self.bar {
-            b.set_position(offset);
-        }
-    }
-
-    fn file_finished(&mut self, _file: &FileSummary) {
-        if let Some(b) = self.bar.take() {
-            b.finish_and_clear();
-        }
-    }
-}
-
 /// The classifier and the validated configuration; a bad class file is
 /// exit code 1, a bad value exit code 2. `trace_bytes` is the traces'
 /// total size when known before the run, which `--huge-pages auto` looks
@@ -1762,7 +1769,12 @@ enum OutputIdentity {
     Path(PathBuf),
 }
 
-fn run_replay(args: ReplayArgs) -> u8 {
+/// A replay. `stop`, when the replay stops gracefully
+/// ([`replay_stops_gracefully`]), is the flag the first interrupt sets:
+/// reading then stops at the next run of records, the report of what was
+/// read is written as usual, and the exit is 130 with one line saying
+/// where reading stopped.
+fn run_replay(args: ReplayArgs, stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>) -> u8 {
     let traces = traces_or_default(args.named_traces());
     let files = [
         (args.run.json.as_deref(), "JSON report"),
@@ -1819,13 +1831,31 @@ fn run_replay(args: ReplayArgs) -> u8 {
         None => &mut NoEvents,
     };
     let source = FileSource::new(traces, &cfg);
-    let report = match run(source, &cfg, &mut Progress { bar: None }, sink) {
+    let mut progress = Progress::new(stop.clone(), Some(progress_requests()));
+    let report = match run(source, &cfg, &mut progress, sink) {
         Ok(r) => r,
         Err(e) => return fail(exit::FAILURE, run_failed(e, args.events.as_deref())),
     };
     let text = prints_text(&args.run, &[args.events.as_deref()]);
     let code = emit_report(&report, &args.run, text);
-    if let Err(code) = close_events(events, args.events.as_deref(), !text) {
+    let closed = close_events(events, args.events.as_deref(), !text);
+    // Interrupted: the report of what was read is written (above), and the
+    // exit says the run was cut short, and where.
+    if stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst)) {
+        let line = progress::interrupted_replay_line(
+            first_signal_name(),
+            &report.replay,
+            progress.stopped_at_offset(),
+        )
+        .unwrap_or_else(|| {
+            format!(
+                "interrupted by {} after the last packet was read: the report is complete",
+                first_signal_name()
+            )
+        });
+        return fail(exit::INTERRUPTED, line);
+    }
+    if let Err(code) = closed {
         return code;
     }
     code
@@ -2321,8 +2351,20 @@ fn run_gen_trace(a: GenTraceArgs) -> u8 {
     // file is removed, so nothing is left under the name asked for.
     let stop = on_interrupt(true);
     let bar = progress_bar(cfg.packets, "packets");
-    let mut progress = |done| {
+    let info = progress_requests();
+    let started = std::time::Instant::now();
+    let mut progress = |done: u64| {
         bar.set_position(done);
+        // SIGUSR1: one line, as `dd` answers it (at the generator's next
+        // progress point, every 65,536 packets).
+        if info.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            let seconds = started.elapsed().as_secs_f64();
+            let line = format!(
+                "flowsieve: progress: {name}: {done} of {} packets in {seconds:.2} s",
+                cfg.packets
+            );
+            bar.suspend(|| eprintln!("{line}"));
+        }
         !stop.load(std::sync::atomic::Ordering::Relaxed)
     };
     // Standard output is written through a duplicate of its descriptor
@@ -2465,20 +2507,31 @@ fn main() -> ExitCode {
     // Commands without a graceful stop of their own end at once on Ctrl-C
     // or SIGTERM, with exit 130: their outputs are written atomically, so
     // nothing half-written is left. gen-trace and bench stop at their next
-    // check instead, and live prints its final report.
-    if matches!(
-        cli.command,
-        None | Some(Command::Replay(_))
-            | Some(Command::Model(_))
-            | Some(Command::Reproduce(_))
-            | Some(Command::Probe(_))
-            | Some(Command::Results(_))
-    ) {
+    // check instead, live prints its final report, and a replay of files
+    // stops reading and reports what it read.
+    let replay_stop = match &cli.command {
+        None => replay_stops_gracefully(&cli.replay).then(|| on_interrupt(true)),
+        Some(Command::Replay(a)) => replay_stops_gracefully(a).then(|| on_interrupt(true)),
+        _ => None,
+    };
+    if replay_stop.is_none()
+        && matches!(
+            cli.command,
+            None | Some(Command::Replay(_))
+                | Some(Command::Model(_))
+                | Some(Command::Reproduce(_))
+                | Some(Command::Probe(_))
+                | Some(Command::Results(_))
+        )
+    {
         on_interrupt(false);
     }
+    if !matches!(cli.command, Some(Command::Live(_))) {
+        progress_requests();
+    }
     let code = match cli.command {
-        None => run_replay(cli.replay),
-        Some(Command::Replay(a)) => run_replay(*a),
+        None => run_replay(cli.replay, replay_stop),
+        Some(Command::Replay(a)) => run_replay(*a, replay_stop),
         Some(Command::GenTrace(a)) => run_gen_trace(a),
         Some(Command::Bench(a)) => run_bench(*a),
         Some(Command::Model(m)) => run_model(m),

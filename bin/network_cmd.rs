@@ -416,7 +416,12 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
     };
     let source = FileSource::new(traces, &cfg);
     let mut sink = exporter.sink(inner);
-    let report = match run(source, &cfg, &mut Progress { bar: None }, &mut sink) {
+    let report = match run(
+        source,
+        &cfg,
+        &mut Progress::new(None, Some(super::progress_requests())),
+        &mut sink,
+    ) {
         Ok(r) => r,
         Err(e) => return fail(exit::FAILURE, super::run_failed(e, args.events.as_deref())),
     };

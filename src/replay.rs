@@ -115,6 +115,19 @@ pub trait ReplayObserver {
     fn progress(&mut self, _packets: u64, _offset: u64) {}
     /// A file is done (completely or up to damage).
     fn file_finished(&mut self, _file: &FileSummary) {}
+    /// After each run of up to 256 records: packets of this file so far
+    /// and the byte offset reached, as for [`ReplayObserver::progress`].
+    /// Returns whether to go on reading. `false` (an interrupt asked the
+    /// replay to stop) ends the read there: the file is reported with
+    /// [`FileSummary::interrupted`] set, no later file is opened, and the
+    /// pipeline finishes its report over the packets read.
+    ///
+    /// Asked between runs, not per packet, so that a replay pays one call
+    /// every 256 records for it, and cheap enough to be asked that often:
+    /// a check of a flag set by a signal handler.
+    fn keep_reading(&mut self, _packets: u64, _offset: u64) -> bool {
+        true
+    }
 }
 
 /// An observer that ignores everything.
@@ -331,8 +344,8 @@ fn read_files<P: PacketSink>(
         }
         observer.file_finished(&file);
         // A filter that cannot be compiled for a file's link type ends the
-        // run there, as tcpdump ends it.
-        let stop = file.stopped_by_filter;
+        // run there, as tcpdump ends it; so does an interrupt.
+        let stop = file.stopped_by_filter || file.interrupted;
         files.push(file);
         if stop {
             break;
@@ -716,6 +729,10 @@ fn replay_file<P: PacketSink>(
         if before / PROGRESS_EVERY != (summary.packets + filter.dropped()) / PROGRESS_EVERY {
             observer.progress(summary.packets, reader.offset());
         }
+        if !observer.keep_reading(summary.packets, reader.offset()) {
+            summary.interrupted = true;
+            break;
+        }
     }
     // Joins the helpers: no thread reads the map after this.
     summary.dissected_ahead = ahead.take().map(|a| a.hits);
@@ -746,8 +763,11 @@ fn replay_file<P: PacketSink>(
         link_types.add_n(lt, 0);
     }
     summary.link_types = link_types.iter().map(|(lt, _)| lt.0).collect();
-    summary.complete =
-        error.is_none() && filter.error().is_none() && summary.packets < budget && !sink.stopped();
+    summary.complete = error.is_none()
+        && filter.error().is_none()
+        && summary.packets < budget
+        && !sink.stopped()
+        && !summary.interrupted;
     summary.anomalies = reader
         .anomalies()
         .entries()

@@ -1429,6 +1429,229 @@ fn an_interrupted_replay_says_so_on_one_line() {
     );
 }
 
+/// Waits (up to 10 s) until process `pid` catches `sig`: its bit in the
+/// `SigCgt` mask of `/proc/PID/status`. A signal sent before the handler
+/// is registered would get its default action.
+fn wait_until_caught(pid: u32, sig: i32) {
+    let start = Instant::now();
+    loop {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let caught = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .is_some_and(|m| m & (1 << (sig - 1)) != 0);
+        if caught {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{pid} never caught {sig}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A replay of files stops on Ctrl-C (or SIGTERM, or a hang-up) as
+/// tcpdump and Zeek stop: it reads no further, and writes its report of
+/// the packets it read, which is exactly the report `-c` of that many
+/// packets gives. The exit is 130 with one line naming the signal and
+/// where reading stopped. SIGUSR1 before it prints one progress line and
+/// reading goes on, where it used to end the process.
+#[test]
+fn an_interrupted_replay_of_files_reports_what_it_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.pcap");
+    let generated = Command::new(bin())
+        .args(["gen-trace", "--flows", "20000", "--packets", "1000000"])
+        .args(["--sizes", "64-80", "--seed", "3", "-o"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(generated.status.success(), "{generated:?}");
+    let size = std::fs::metadata(&trace).unwrap().len();
+    let path = trace.to_str().unwrap();
+    // The same trace 40 times over: long enough to be interrupted, and
+    // each copy after the first warns that it starts before the last ended.
+    let copies = vec![path; 40];
+    for (signal, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
+        let json = dir.path().join(format!("{name}.json"));
+        let mut child = Command::new(bin())
+            .args(["-q", "--threads", "1", "--json"])
+            .arg(&json)
+            .args(&copies)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        // Past the handlers' registration (SIGUSR1's default action would
+        // end the process), then a progress line, which comes once reading
+        // has begun.
+        wait_until_caught(child.id(), libc::SIGUSR1);
+        // SAFETY: kill(2) on our own child's pid, with a valid signal.
+        unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+        let mut progress = String::new();
+        std::io::BufRead::read_line(&mut stderr, &mut progress).unwrap();
+        // SAFETY: as above.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(130), "{name}: {progress}{rest}");
+        assert!(out.stdout.is_empty(), "{name}: -q");
+        // "flowsieve: progress: FILE: N packets, byte offset O of SIZE (P %);
+        // M packets in all in S s (R packets/s)"
+        let head = format!("flowsieve: progress: {path}: ");
+        let fields = progress
+            .strip_prefix(&head)
+            .unwrap_or_else(|| panic!("{name}: {progress:?}"));
+        let words: Vec<&str> = fields.split_whitespace().collect();
+        assert_eq!(words[1..4], ["packets,", "byte", "offset"], "{progress}");
+        let in_file: u64 = words[0].parse().unwrap();
+        let offset: u64 = words[4].parse().unwrap();
+        assert_eq!(words[5..7], ["of", &size.to_string()], "{progress}");
+        let percent = words[7].trim_start_matches('(').parse::<f64>().unwrap();
+        assert!(
+            (percent - offset as f64 * 100.0 / size as f64).abs() < 0.051,
+            "{progress}"
+        );
+        let in_all: u64 = words[9].parse().unwrap();
+        assert!(
+            in_all >= in_file && (in_all - in_file).is_multiple_of(1_000_000),
+            "{progress}"
+        );
+        assert!(in_all < 40_000_000, "{progress}");
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let files = report["trace"]["files"].as_array().unwrap();
+        let read = report["trace"]["packets"].as_u64().unwrap();
+        let last = files.last().unwrap();
+        assert!(files.len() < 40, "{name}: read every file");
+        for f in &files[..files.len() - 1] {
+            assert_eq!(f["packets"], 1_000_000, "{name}");
+            assert_eq!(
+                (&f["complete"], &f["interrupted"]),
+                (&true.into(), &false.into())
+            );
+        }
+        assert_eq!(
+            (&last["complete"], &last["interrupted"]),
+            (&false.into(), &true.into())
+        );
+        let stopped = last["packets"].as_u64().unwrap();
+        assert!(stopped < 1_000_000, "{name}: {stopped}");
+        assert_eq!(read, (files.len() as u64 - 1) * 1_000_000 + stopped);
+        assert!(read >= in_all, "{name}");
+        // One warning a copy after the first, then the one error line.
+        let lines: Vec<&str> = rest.lines().collect();
+        assert_eq!(lines.len(), files.len(), "{name}: {rest}");
+        for w in &lines[..lines.len() - 1] {
+            assert!(
+                w.starts_with(&format!("flowsieve: warning: {path}: starts ")),
+                "{w}"
+            );
+        }
+        let error = lines.last().unwrap();
+        let offset_at = format!(
+            "flowsieve: error: interrupted by {name} after packet {stopped} of {path} (byte offset "
+        );
+        let tail = error
+            .strip_prefix(&offset_at)
+            .unwrap_or_else(|| panic!("{name}: {error}"));
+        let (at, tail) = tail.split_once(')').unwrap();
+        let at: u64 = at.parse().unwrap();
+        // Past the file header, within the file, and no earlier than the
+        // progress line in the same copy (the interrupt may be seen at the
+        // very check that printed that line).
+        assert!(at > 24 && at <= size, "{error}");
+        assert!(files.len() > 1 || at >= offset, "{error}");
+        assert_eq!(
+            tail,
+            format!(": the report covers the {read} packets read, and no later packet or file")
+        );
+        // The same report as a replay told to stop there.
+        let counted = dir.path().join("c.json");
+        let again = Command::new(bin())
+            .args(["-q", "--threads", "1", "-c", &read.to_string(), "--json"])
+            .arg(&counted)
+            .args(&copies)
+            .output()
+            .unwrap();
+        // Exit 4 for the warnings, when a second copy was read.
+        let warned = if files.len() > 1 { 4 } else { 0 };
+        assert_eq!(again.status.code(), Some(warned), "{again:?}");
+        let mut expected = common::without_timing(
+            serde_json::from_slice(&std::fs::read(&counted).unwrap()).unwrap(),
+        );
+        expected["options"]["max_packets"] = serde_json::Value::Null;
+        let files = expected["trace"]["files"].as_array_mut().unwrap();
+        files.last_mut().unwrap()["interrupted"] = true.into();
+        assert_eq!(common::without_timing(report), expected, "{name}");
+    }
+}
+
+/// SIGUSR1, whose default action ends a process, asks a gen-trace for one
+/// progress line (as it asks `dd`) and is ignored by `bench`, which has no
+/// such line: neither ends, and Ctrl-C after it stops them as before.
+#[test]
+fn sigusr1_asks_for_progress_and_ends_no_command() {
+    let signals = [
+        (Duration::ZERO, libc::SIGUSR1),
+        (Duration::from_millis(400), libc::SIGINT),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("billion.pcap");
+    let (code, stderr) = interrupt_with(
+        &[
+            "gen-trace",
+            "-o",
+            out.to_str().unwrap(),
+            "--flows",
+            "1000",
+            "--packets",
+            "1000000000",
+        ],
+        Duration::from_millis(800),
+        dir.path(),
+        &signals,
+    );
+    assert_eq!(code, Some(130), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    let words: Vec<&str> = lines[0]
+        .strip_prefix(&format!("flowsieve: progress: {}: ", out.display()))
+        .unwrap_or_else(|| panic!("{stderr}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(words[1..4], ["of", "1000000000", "packets"], "{stderr}");
+    let done: u64 = words[0].parse().unwrap();
+    // At a progress point (every 65,536 packets; 0 while the flows are
+    // still being planned), and before the end.
+    assert!(
+        done.is_multiple_of(65_536) && done < 1_000_000_000,
+        "{stderr}"
+    );
+    let stopped_after: u64 = lines[1]
+        .strip_prefix(&format!(
+            "flowsieve: error: {}: interrupted after ",
+            out.display()
+        ))
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(stopped_after >= done, "{stderr}");
+    let t = default_trace();
+    let (code, stderr) = interrupt_with(
+        &["bench", "--rounds", "1000", "--no-tcpdump", &t],
+        Duration::from_millis(800),
+        dir.path(),
+        &signals,
+    );
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted after"), "{stderr}");
+}
+
 /// A billion-packet gen-trace and a thousand bench rounds are legitimate
 /// but long: Ctrl-C stops them within seconds, with exit 130, one line
 /// saying how far they got, and no output file under the name asked for.

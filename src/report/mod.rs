@@ -194,6 +194,11 @@ pub struct FileSummary {
     /// not damaged.
     #[serde(skip)]
     pub stopped_by_filter: bool,
+    /// An interrupt (Ctrl-C, SIGTERM, a hang-up) stopped the replay in
+    /// this file, after `packets` packets ([`crate::replay::ReplayObserver::keep_reading`]):
+    /// the report covers the packets read up to there, and no later file
+    /// was read.
+    pub interrupted: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -52,6 +52,7 @@ impl ReplaySummary {
                 (Some(_), _) if f.stopped_by_filter => "stopped (-f)",
                 (Some(_), _) => "DAMAGED",
                 (None, true) => "complete",
+                (None, false) if f.interrupted => "INTERRUPTED",
                 (None, false) => "stopped (-c)",
             };
             let lts: Vec<String> = f.link_types.iter().map(|l| l.to_string()).collect();
