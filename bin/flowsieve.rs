@@ -257,37 +257,30 @@ fn outcome_code(o: Outcome) -> u8 {
 /// that fails returns at once, so nothing waits behind a long job. Not a
 /// hot path: a run fails a handful of times at most.
 ///
-/// Each entry says whether it is on stderr already: a report's own errors
-/// (a damaged file, a live capture's fatal error) are printed with the
-/// report, and are not named again.
-static ERRORS: std::sync::Mutex<Vec<(String, bool)>> = std::sync::Mutex::new(Vec::new());
+/// A report's own errors (a damaged file, a live capture's fatal error)
+/// join the same line, after the report: printed with the report, they
+/// made a second line when an output then failed.
+static ERRORS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
 /// Records `msg` for the run's one error line, then returns the exit code.
 /// The same failure twice (standard output refusing the report, then the
 /// line after it; a live capture's error, then the report it is in) is
 /// named once.
 fn fail(code: u8, msg: impl Display) -> u8 {
-    record_error(msg.to_string(), false);
+    record_error(msg.to_string());
     code
 }
 
-/// Prints a report's own error line at once, and records it so that
-/// [`fail`] does not name it again.
-fn print_report_error(msg: &str) {
-    eprintln!("flowsieve: error: {msg}");
-    record_error(msg.to_string(), true);
-}
-
-fn record_error(msg: String, printed: bool) {
+fn record_error(msg: String) {
     match ERRORS.lock() {
-        Ok(mut errors) => match errors.iter_mut().find(|(m, _)| *m == msg) {
-            Some((_, said)) => *said |= printed,
-            None => errors.push((msg, printed)),
-        },
+        Ok(mut errors) => {
+            if !errors.contains(&msg) {
+                errors.push(msg);
+            }
+        }
         // Only a panic while the list was held could poison it, and none
         // can: print the line at once rather than lose it.
-        Err(_) if !printed => eprintln!("flowsieve: error: {msg}"),
-        Err(_) => {}
+        Err(_) => eprintln!("flowsieve: error: {msg}"),
     }
 }
 
@@ -298,12 +291,8 @@ fn print_error_line() {
         .lock()
         .map(|mut e| std::mem::take(&mut *e))
         .unwrap_or_default();
-    let unsaid: Vec<String> = errors
-        .into_iter()
-        .filter_map(|(m, printed)| (!printed).then_some(m))
-        .collect();
-    if !unsaid.is_empty() {
-        eprintln!("flowsieve: error: {}", unsaid.join("; "));
+    if !errors.is_empty() {
+        eprintln!("flowsieve: error: {}", errors.join("; "));
     }
 }
 
@@ -1952,8 +1941,9 @@ fn close_events(events: Option<EventsFile>, path: Option<&Path>, quiet: bool) ->
 /// Prints the errors, warnings and (when `text`) the text report, writes
 /// the JSON, CSV and plots the flags ask for, and returns the exit code.
 fn emit_report(report: &flowsieve::report::PipelineReport, args: &RunArgs, text: bool) -> u8 {
+    // On the run's one error line, at its end (see `ERRORS`).
     for e in &report.replay.errors {
-        print_report_error(e);
+        record_error(e.clone());
     }
     for w in &report.replay.warnings {
         eprintln!("flowsieve: warning: {w}");

@@ -1452,6 +1452,44 @@ fn wait_until_caught(pid: u32, sig: i32) {
     }
 }
 
+/// A damaged trace and an output that cannot be written give one error
+/// line naming both, as every failing run gives one: the damage used to
+/// be printed with the report, and the output's failure on a second line.
+#[test]
+fn a_damaged_trace_and_a_failed_output_make_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = std::fs::read(default_trace()).unwrap();
+    let cut = dir.path().join("cut.pcap");
+    // Past the header, in the middle of some record.
+    std::fs::write(&cut, &whole[..whole.len() / 2 + 7]).unwrap();
+    let path = cut.to_str().unwrap();
+    for (args, failed) in [
+        (&[][..], "standard output: cannot write"),
+        (
+            &["-q", "--json", "/dev/full"][..],
+            "/dev/full: cannot write JSON",
+        ),
+    ] {
+        let out = Command::new(bin())
+            .args(args)
+            .arg(path)
+            .stdout(std::fs::File::create("/dev/full").unwrap())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        let line = format!("flowsieve: error: {path}: record ");
+        let tail = format!("; {failed}: No space left on device (os error 28)\n");
+        assert!(
+            stderr.starts_with(&line)
+                && stderr.contains(" packet data truncated: ")
+                && stderr.ends_with(&tail)
+                && stderr.lines().count() == 1,
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
 /// A replay of files stops on Ctrl-C (or SIGTERM, or a hang-up) as
 /// tcpdump and Zeek stop: it reads no further, and writes its report of
 /// the packets it read, which is exactly the report `-c` of that many
