@@ -7,6 +7,7 @@ use flowsieve::filter::CounterLayout;
 use flowsieve::ingest::{DurationNs, TraceFilter};
 use flowsieve::network::NetworkConfig;
 use flowsieve::network::collector::{CollectOptions, collect};
+use flowsieve::network::collector_beat::{CollectorState, ShardCollector};
 use flowsieve::network::probe::{Exporter, ProbeOptions};
 use flowsieve::network::results::assemble;
 use flowsieve::network::transport::{self, NetError, check_probe_id};
@@ -144,7 +145,17 @@ pub(crate) struct CollectArgs {
     /// A line on stderr per shard-window written.
     #[arg(short, long)]
     verbose: bool,
+    /// How often the collector writes its beat to the server (100ms to
+    /// 1h): `flowsieve results` takes a collector whose last beat is more
+    /// than three periods old, and that did not say it stopped, for
+    /// silent (killed, or cut off from the server).
+    #[arg(long, default_value = "3s", value_name = "DURATION")]
+    heartbeat: DurationNs,
 }
+
+/// The shortest and longest `collect --heartbeat`.
+const HEARTBEAT_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_millis(100)..=Duration::from_secs(3600);
 
 /// `flowsieve results`.
 #[derive(Args)]
@@ -477,6 +488,15 @@ pub(crate) fn run_collect(args: CollectArgs) -> u8 {
         Ok(s) => s,
         Err(e) => return fail(exit::USAGE, e),
     };
+    if !HEARTBEAT_RANGE.contains(&timeout(args.heartbeat)) {
+        return fail(
+            exit::USAGE,
+            format!(
+                "--heartbeat {}: give a period from 100ms to 1h",
+                args.heartbeat
+            ),
+        );
+    }
     flowsieve::network::collector::release_merges_eagerly();
     let stop = super::on_interrupt(true);
     let rt = match runtime() {
@@ -492,6 +512,7 @@ pub(crate) fn run_collect(args: CollectArgs) -> u8 {
         exit_when_done: args.exit_when_done.map(timeout),
         request_timeout: timeout(args.nats.server.request_timeout),
         verbose: args.verbose,
+        heartbeat: timeout(args.heartbeat),
     };
     let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
     match rt.block_on(collect(&opts, &stopped)) {
@@ -535,18 +556,19 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
     let got = rt.block_on(async {
         let n = transport::connect(&args.nats.nats, "flowsieve-results", false, t).await?;
         let Some(cfg) = n.shared_config().await? else {
-            return Ok::<_, NetError>((None, Vec::new(), Vec::new(), Vec::new()));
+            return Ok::<_, NetError>((None, Vec::new(), Vec::new(), Vec::new(), Vec::new()));
         };
         let results = match args.window {
             Some(w) => n.results_near(w).await?,
             None => n.results().await?,
         };
         let (uncollected, unmerged) = n.waiting_digests(cfg.shards).await?;
-        Ok((Some(cfg), results, uncollected, unmerged))
+        let beats = n.collector_beats().await?;
+        Ok((Some(cfg), results, uncollected, unmerged, beats))
     });
-    let (cfg, results, uncollected, unmerged) = match got {
-        Ok((Some(c), r, u, m)) => (c, r, u, m),
-        Ok((None, _, _, _)) => {
+    let (cfg, results, uncollected, unmerged, beats) = match got {
+        Ok((Some(c), r, u, m, b)) => (c, r, u, m, b),
+        Ok((None, _, _, _, _)) => {
             return fail(
                 exit::FAILURE,
                 format!(
@@ -574,17 +596,56 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
     // and the windows' figures cannot show it either: while a collector
     // runs they are the windows still open; after one stopped, they wait
     // for the next collector of their shards.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let collectors: Vec<ShardCollector> = beats
+        .iter()
+        .filter(|(shard, _)| *shard < cfg.shards)
+        .map(|(shard, beat)| ShardCollector::of(*shard, beat, now_ms))
+        .collect();
+    // A collector that went silent (killed, or cut off from the server)
+    // writes no window of its shards, and nothing else on the server
+    // says so: its consumers and its pull requests outlive it.
+    for (who, shards) in collectors_in(&collectors, CollectorState::Silent) {
+        let c = collectors.iter().find(|c| c.collector == who);
+        eprintln!(
+            "flowsieve: warning: results: the collector of shard(s) {shards} ({who}) last beat {:.1} s ago, and beats every {} s: it is not running, so no window of those shards is being written; `flowsieve collect --shards {shards}` takes them over",
+            c.map_or(0.0, |c| c.last_beat_s),
+            c.map_or(0.0, |c| c.heartbeat_s),
+        );
+    }
     if !unmerged.is_empty() {
         let sum = |f: fn(&UnmergedShard) -> u64| unmerged.iter().map(f).sum::<u64>();
         let shards = shard_list(&unmerged.iter().map(|u| u.shard).collect::<Vec<_>>());
+        // Which of those shards have a collector running: their digests
+        // are its open windows; the others' wait for a collector.
+        let waiting: Vec<u32> = unmerged
+            .iter()
+            .map(|u| u.shard)
+            .filter(|s| {
+                !collectors
+                    .iter()
+                    .any(|c| c.shard == *s && c.state == CollectorState::Running)
+            })
+            .collect();
+        let what_next = if waiting.is_empty() {
+            "their collector is running: these are its open windows".to_string()
+        } else {
+            let w = shard_list(&waiting);
+            format!(
+                "no collector is running for shard(s) {w}: `flowsieve collect --shards {w}` merges them"
+            )
+        };
         eprintln!(
-            "flowsieve: note: results: {} digests of shard(s) {shards} are in no written window yet ({} not yet taken by a collector, {} held by one until their windows are written); if no collector runs for them, `flowsieve collect --shards {shards}` merges them",
+            "flowsieve: note: results: {} digests of shard(s) {shards} are in no written window yet ({} not yet taken by a collector, {} held by one until their windows are written); {what_next}",
             sum(UnmergedShard::digests),
             sum(|u| u.undelivered),
             sum(|u| u.unacknowledged),
         );
     }
     report.network.unmerged_shards = unmerged;
+    report.network.collectors = collectors;
     // An empty report for a window asked by number says why, on stderr
     // (the report itself stays what it is: no windows), as a note with
     // the prefix every other note has.
@@ -627,4 +688,19 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
         }
     }
     exit::OK
+}
+
+/// The collectors in `state`, each with its shards as `collect --shards`
+/// takes them, in the order of their first shard.
+fn collectors_in(collectors: &[ShardCollector], state: CollectorState) -> Vec<(String, String)> {
+    let mut out: Vec<(String, Vec<u32>)> = Vec::new();
+    for c in collectors.iter().filter(|c| c.state == state) {
+        match out.iter_mut().find(|(who, _)| *who == c.collector) {
+            Some((_, shards)) => shards.push(c.shard),
+            None => out.push((c.collector.clone(), vec![c.shard])),
+        }
+    }
+    out.into_iter()
+        .map(|(who, shards)| (who, shard_list(&shards)))
+        .collect()
 }

@@ -891,6 +891,29 @@ fn a_probe_stops_at_a_trace_it_cannot_open_before_connecting() {
     }
 }
 
+/// `collect --heartbeat` outside 100ms to 1h exits 2 with one line, before
+/// any connection (the server named here is not there, and would be a
+/// failure, exit 1, were it asked).
+#[test]
+fn a_heartbeat_out_of_range_is_refused() {
+    for (value, shown) in [("99ms", "99ms"), ("3601s", "3601s"), ("2h", "7200s")] {
+        let out = flowsieve(&[
+            "collect",
+            "--nats",
+            "nats://127.0.0.1:1",
+            "--shards",
+            "0-3",
+            "--heartbeat",
+            value,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{value}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("flowsieve: error: --heartbeat {shown}: give a period from 100ms to 1h\n")
+        );
+    }
+}
+
 /// A `--nats` value that names no server is a bad flag value: exit 2 and
 /// one line naming it, before any work and before any name lookup or
 /// connection, for every command that takes one. (Before, `--nats ''`

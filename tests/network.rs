@@ -1363,7 +1363,7 @@ fn results_note_the_digests_no_written_window_holds_yet() {
     );
     let published = count_before(&log, "digests published");
     assert!(published > 8, "{log}");
-    let mut first = collector(&url, "0-7", 1);
+    let mut first = collector_with(&url, "0-7", 1, "2s", &["--heartbeat", "100ms"]);
     let start = Instant::now();
     while unacknowledged(&url, 0..8) < published {
         assert!(
@@ -1373,10 +1373,30 @@ fn results_note_the_digests_no_written_window_holds_yet() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
+    // While it runs, its beats say so, and the digests it holds are its
+    // open windows. (Asked after more than three periods: a collector
+    // that beat only at its start would be silent by then.)
+    std::thread::sleep(Duration::from_millis(400));
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let first_id = format!("{}:{}", host.trim(), first.id());
+    let running = results_output(&url);
+    assert_eq!(running.status.code(), Some(0), "{running:?}");
+    let running_err = String::from_utf8_lossy(&running.stderr);
+    assert!(
+        running_err.starts_with(&format!(
+            "flowsieve: note: results: {published} digests of shard(s) "
+        )) && running_err.ends_with("; their collector is running: these are its open windows\n")
+            && running_err.lines().count() == 1,
+        "{running_err}"
+    );
+    assert_collectors(&running, &first_id, "running", 0.1);
     let _ = first.kill();
     let _ = first.wait();
+    // Killed, it beats no more: after three periods it is silent.
+    std::thread::sleep(Duration::from_millis(600));
     let out = results_output(&url);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_collectors(&out, &first_id, "silent", 0.1);
     let backlogs = consumer_backlogs(&url, 0..8).expect("the digest stream");
     let held: Vec<(u32, u64, u64)> = (0..8)
         .zip(&backlogs)
@@ -1391,10 +1411,21 @@ fn results_note_the_digests_no_written_window_holds_yet() {
         held.iter().map(|&(_, u, _)| u).sum(),
         held.iter().map(|&(_, _, a)| a).sum(),
     );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (warning, note) = stderr.split_once('\n').unwrap();
+    let silent = format!(
+        "flowsieve: warning: results: the collector of shard(s) 0-7 ({first_id}) last beat "
+    );
+    let age: f64 = warning
+        .strip_prefix(&silent)
+        .and_then(|t| t.strip_suffix(" s ago, and beats every 0.1 s: it is not running, so no window of those shards is being written; `flowsieve collect --shards 0-7` takes them over"))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(age > 0.3, "{stderr}");
     assert_eq!(
-        String::from_utf8_lossy(&out.stderr),
+        note,
         format!(
-            "flowsieve: note: results: {published} digests of shard(s) {shards} are in no written window yet ({undelivered} not yet taken by a collector, {unacknowledged} held by one until their windows are written); if no collector runs for them, `flowsieve collect --shards {shards}` merges them\n"
+            "flowsieve: note: results: {published} digests of shard(s) {shards} are in no written window yet ({undelivered} not yet taken by a collector, {unacknowledged} held by one until their windows are written); no collector is running for shard(s) {shards}: `flowsieve collect --shards {shards}` merges them\n"
         )
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -1414,17 +1445,40 @@ fn results_note_the_digests_no_written_window_holds_yet() {
         "probe r1",
         Duration::from_secs(120),
     );
-    finish(
-        collector(&url, "0-7", 1),
-        "collector",
-        Duration::from_secs(120),
-    );
+    let last = collector(&url, "0-7", 1);
+    let last_id = format!("{}:{}", host.trim(), last.id());
+    finish(last, "collector", Duration::from_secs(120));
     let out = results_output(&url);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["network"]["unmerged_shards"], serde_json::json!([]));
+    // It ended when done, and said so in its last beat.
+    assert_collectors(&out, &last_id, "stopped", 3.0);
     assert_matches_whole_trace(&url, &["r0", "r1"]);
+}
+
+/// Asserts that the `results --json -` output `out` lists shards 0 to 7
+/// under collector `id` in `state`, beating every `every` seconds, the
+/// last beat no later than now and, while running, within three periods.
+fn assert_collectors(out: &std::process::Output, id: &str, state: &str, every: f64) {
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let collectors = report["network"]["collectors"].as_array().unwrap();
+    assert_eq!(collectors.len(), 8, "{collectors:?}");
+    for (shard, c) in collectors.iter().enumerate() {
+        assert_eq!(
+            (&c["shard"], &c["collector"], &c["state"], &c["heartbeat_s"]),
+            (&shard.into(), &id.into(), &state.into(), &every.into()),
+            "{collectors:?}"
+        );
+        let age = c["last_beat_s"].as_f64().unwrap();
+        assert!(age >= 0.0, "{collectors:?}");
+        match state {
+            "running" => assert!(age <= 3.0 * every, "{collectors:?}"),
+            "silent" => assert!(age > 3.0 * every, "{collectors:?}"),
+            _ => {}
+        }
+    }
 }
 
 /// Asserts that `out` exited with `code` and one line on stderr that

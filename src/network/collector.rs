@@ -14,12 +14,14 @@
 //! [`super::book`]).
 
 use super::book::{Book, ConsumerView, Verdict, shard_waits};
+use super::collector_beat::CollectorBeat;
 use super::digest::Digest;
 use super::merge::ShardWindowResult;
 use super::transport::{
     self, Nats, NetError, RESULTS_BUCKET, STREAM, StoredResult, result_key, result_subject,
     shard_filter,
 };
+use super::uncollected_shard::shard_list;
 use async_nats::jetstream::{AckKind, Message, consumer, kv};
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -49,6 +51,8 @@ pub struct CollectOptions {
     pub request_timeout: Duration,
     /// Print a line per written shard-window to stderr.
     pub verbose: bool,
+    /// How often it writes its beat ([`super::collector_beat`]).
+    pub heartbeat: Duration,
 }
 
 /// What a collector did.
@@ -245,6 +249,29 @@ pub async fn collect(
             }
         }
     };
+    let beats = loop {
+        match nats.bucket(transport::COLLECTORS_BUCKET).await {
+            Ok(b) => break b,
+            Err(e) => {
+                retry(e)?;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    };
+    let mut beat = CollectorBeat {
+        collector: format!("{}:{}", host_name(), std::process::id()),
+        shards: shard_list(&opts.shards),
+        started_ms: unix_ms(),
+        beat_ms: unix_ms(),
+        every_ms: opts.heartbeat.as_millis().try_into().unwrap_or(u64::MAX),
+        stopped: false,
+    };
+    // The first beat before any digest is taken: from here on `results`
+    // knows these shards have a collector.
+    if let Err(e) = nats.beat(&beats, &beat, &opts.shards).await {
+        transient(&e, opts);
+    }
+    let mut last_beat = Instant::now();
     let mut book: Book<Message> = Book::new(cfg.clone(), opts.shards.clone());
     // Of each written shard-window, only its probes (what tells a
     // duplicate from a late digest) and whether it was partial: not the
@@ -261,7 +288,16 @@ pub async fn collect(
     // Shards that held DRAIN_HELD_MAX digests or more after a round that
     // wrote none of their windows: their next drain is not capped.
     let mut stalled: Vec<u32> = Vec::new();
-    loop {
+    let summary = loop {
+        // A beat that fails is retried at the next round; `results` takes
+        // a collector for silent only after SILENT_AFTER_BEATS periods.
+        if last_beat.elapsed() >= opts.heartbeat {
+            beat.beat_ms = unix_ms();
+            if let Err(e) = nats.beat(&beats, &beat, &opts.shards).await {
+                transient(&e, opts);
+            }
+            last_beat = Instant::now();
+        }
         // Watermarks first, then drain: see super::book.
         // After a node is lost, requests time out until the cluster has
         // moved its leaders: wait and try again (nothing was acknowledged,
@@ -461,10 +497,10 @@ pub async fn collect(
         )
         .await?
         {
-            return Ok(summary);
+            break summary;
         }
         if stop() {
-            return Ok(summary);
+            break summary;
         }
         if let Some(idle) = opts.exit_when_done {
             let all_done = probes.len() >= cfg.probes as usize && probes.iter().all(|p| p.finished);
@@ -473,13 +509,39 @@ pub async fn collect(
                 && last_message.elapsed() >= idle
                 && consumers_empty(&consumers, opts).await
             {
-                return Ok(summary);
+                break summary;
             }
         }
         if got == 0 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    };
+    // A clean end says so, so that `results` tells a stopped collector
+    // from a silent one. (One that fails, or is killed, writes nothing:
+    // its beats age into silence.)
+    beat.beat_ms = unix_ms();
+    beat.stopped = true;
+    if let Err(e) = nats.beat(&beats, &beat, &opts.shards).await {
+        transient(&e, opts);
     }
+    Ok(summary)
+}
+
+/// Unix time in milliseconds, on this machine's clock (0 before 1970).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis().try_into().unwrap_or(u64::MAX))
+}
+
+/// This machine's host name (`?` where it cannot be read), which names a
+/// collector in its beats with its process id.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "?".into())
 }
 
 /// What a collector keeps of a written shard-window.

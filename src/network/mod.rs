@@ -43,6 +43,7 @@
 pub mod book;
 #[cfg(feature = "network")]
 pub mod collector;
+pub mod collector_beat;
 pub mod config;
 pub mod digest;
 pub mod export_stats;

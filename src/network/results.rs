@@ -7,6 +7,7 @@
 //! stage sections, its JSON is the same serde rendering, and its plots are
 //! the replay's [`crate::report::Figure`]s.
 
+use super::collector_beat::ShardCollector;
 use super::config::NetworkConfig;
 use super::merge::{HeavyFlow, ShardWindowResult, cardinality_estimate};
 use super::uncollected_shard::UncollectedShard;
@@ -78,6 +79,10 @@ pub struct NetworkSection {
     /// stopped (filled by `flowsieve results` from the server; empty from
     /// [`assemble`]).
     pub unmerged_shards: Vec<UnmergedShard>,
+    /// Each shard's collector as its last beat says: running, stopped or
+    /// silent ([`crate::network::collector_beat`]; filled by `flowsieve
+    /// results` from the server; empty from [`assemble`]).
+    pub collectors: Vec<ShardCollector>,
 }
 
 /// The whole network report (JSON schema version 2, `network` section).
@@ -185,6 +190,7 @@ pub fn assemble(
                 .collect(),
             uncollected_shards: Vec::new(),
             unmerged_shards: Vec::new(),
+            collectors: Vec::new(),
         },
         windows,
         listed_per_window: 10,

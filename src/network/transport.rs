@@ -4,6 +4,7 @@
 //! runtime; nothing on the packet path calls it.
 
 use super::book::ProbeState;
+use super::collector_beat::{CollectorBeat, beat_key, shard_of_key};
 use super::config::{CONFIG_KEY, NetworkConfig};
 use super::merge::ShardWindowResult;
 use super::uncollected_shard::UncollectedShard;
@@ -20,6 +21,9 @@ pub const CONFIG_BUCKET: &str = "flowsieve-config";
 pub const PROBES_BUCKET: &str = "flowsieve-probes";
 /// The bucket of merged shard-windows.
 pub const RESULTS_BUCKET: &str = "flowsieve-results";
+/// The bucket of the collectors' beats, one key a shard
+/// ([`super::collector_beat`]).
+pub const COLLECTORS_BUCKET: &str = "flowsieve-collectors";
 /// How long the stream remembers message ids (re-sends within it are
 /// dropped by the server; later ones by the collector's results check).
 pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
@@ -266,7 +270,12 @@ impl Nats {
             })
             .await
             .map_err(|e| nats_err("create stream")(&e))?;
-        for bucket in [CONFIG_BUCKET, PROBES_BUCKET, RESULTS_BUCKET] {
+        for bucket in [
+            CONFIG_BUCKET,
+            PROBES_BUCKET,
+            RESULTS_BUCKET,
+            COLLECTORS_BUCKET,
+        ] {
             self.bucket_or_create(bucket, replicas).await?;
         }
         if self.js.get_object_store(DIGESTS_BUCKET).await.is_err() {
@@ -495,6 +504,50 @@ impl Nats {
             }
         }
         Ok((uncollected, unmerged))
+    }
+
+    /// Writes `beat` under each of `shards` in the collectors bucket
+    /// `store` (see [`super::collector_beat`]), all at once.
+    pub async fn beat(
+        &self,
+        store: &kv::Store,
+        beat: &CollectorBeat,
+        shards: &[u32],
+    ) -> Result<(), NetError> {
+        let bytes: bytes::Bytes = serde_json::to_vec(beat)
+            .map_err(|e| nats_err("encode beat")(&e))?
+            .into();
+        let puts = futures_util::future::join_all(
+            shards
+                .iter()
+                .map(|&s| store.put(beat_key(s), bytes.clone())),
+        )
+        .await;
+        for put in puts {
+            put.map_err(|e| nats_err("write beat")(&e))?;
+        }
+        Ok(())
+    }
+
+    /// Each shard's last collector beat, by shard; none where no
+    /// collector of this version ever ran (no bucket yet).
+    pub async fn collector_beats(&self) -> Result<Vec<(u32, CollectorBeat)>, NetError> {
+        let store = match self.js.get_key_value(COLLECTORS_BUCKET).await {
+            Ok(s) => s,
+            Err(e) if e.to_string().contains("not found") => return Ok(Vec::new()),
+            Err(e) => return Err(nats_err("open bucket")(&e)),
+        };
+        let mut out = Vec::new();
+        for (key, v) in self.latest_values(&store, ">").await? {
+            if let Some(shard) = shard_of_key(&key) {
+                out.push((
+                    shard,
+                    decode_stored::<CollectorBeat>(&v, "collector beat", &key)?,
+                ));
+            }
+        }
+        out.sort_by_key(|(s, _)| *s);
+        Ok(out)
     }
 
     /// Every registered probe's state, sorted by probe id.

@@ -1,0 +1,139 @@
+//! A collector's sign of life, and what `flowsieve results` makes of it.
+//!
+//! Nothing else on the server tells a running collector from a stopped
+//! one. Its durable consumers outlive it (that is how its successor takes
+//! its digests over), and its pull requests outlive a killed collector by
+//! their expiry. So a collector writes a beat, under each shard it owns
+//! ([`beat_key`]), when it starts, every `collect --heartbeat` period
+//! while it runs, and once more, marked stopped, when it ends cleanly.
+//! `results` reads the beats and says which shards have a collector
+//! running, which one stopped, and which one went silent (killed, or cut
+//! off from the server), so an operator learns that windows are not being
+//! written before the missing windows show it.
+
+use serde::{Deserialize, Serialize};
+
+/// A beat older than this many periods is silence: the collector beats
+/// every period, and two lost beats in a row can be a slow server; a
+/// third cannot.
+pub const SILENT_AFTER_BEATS: u64 = 3;
+
+/// One collector's beat, stored under each shard it owns.
+///
+/// ```
+/// use flowsieve::network::collector_beat::{CollectorBeat, CollectorState};
+/// let beat = CollectorBeat {
+///     collector: "edge-7:4242".into(),
+///     shards: "0-7".into(),
+///     started_ms: 1_000,
+///     beat_ms: 10_000,
+///     every_ms: 3_000,
+///     stopped: false,
+/// };
+/// assert_eq!(beat.state(12_000), CollectorState::Running);
+/// assert_eq!(beat.state(19_000), CollectorState::Running); // three periods
+/// assert_eq!(beat.state(19_001), CollectorState::Silent);
+/// // A beat ahead of the reader's clock (another machine's) is recent.
+/// assert_eq!(beat.state(9_000), CollectorState::Running);
+/// assert_eq!(CollectorBeat { stopped: true, ..beat }.state(12_000), CollectorState::Stopped);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectorBeat {
+    /// Who: the host's name and the process id (`host:pid`).
+    pub collector: String,
+    /// The shards it owns, as `collect --shards` takes them.
+    pub shards: String,
+    /// When it started, Unix milliseconds on its own clock.
+    pub started_ms: u64,
+    /// When it wrote this beat, Unix milliseconds on its own clock.
+    pub beat_ms: u64,
+    /// Its period (`collect --heartbeat`), milliseconds.
+    pub every_ms: u64,
+    /// It ended cleanly (Ctrl-C, SIGTERM, `--exit-when-done`) and wrote
+    /// this beat on its way out.
+    pub stopped: bool,
+}
+
+/// What a shard's last beat says of its collector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CollectorState {
+    /// It beat within [`SILENT_AFTER_BEATS`] periods.
+    Running,
+    /// It said it stopped.
+    Stopped,
+    /// Its last beat is older than [`SILENT_AFTER_BEATS`] periods and did
+    /// not say it stopped: killed, crashed, or cut off from the server.
+    Silent,
+}
+
+impl CollectorBeat {
+    /// How long ago, at `now_ms` on the reader's clock, the beat was
+    /// written: 0 for a beat ahead of that clock.
+    pub fn age_ms(&self, now_ms: u64) -> u64 {
+        now_ms.saturating_sub(self.beat_ms)
+    }
+
+    /// The collector's state at `now_ms`. The two clocks are different
+    /// machines' (the collector's and the reader's), so a skew between
+    /// them moves the line between running and silent by as much.
+    pub fn state(&self, now_ms: u64) -> CollectorState {
+        if self.stopped {
+            CollectorState::Stopped
+        } else if self.age_ms(now_ms) > self.every_ms.saturating_mul(SILENT_AFTER_BEATS) {
+            CollectorState::Silent
+        } else {
+            CollectorState::Running
+        }
+    }
+}
+
+/// The key of shard `shard`'s beat in the collectors bucket. A collector
+/// started again for the same shards overwrites its predecessor's.
+///
+/// ```
+/// assert_eq!(flowsieve::network::collector_beat::beat_key(12), "s12");
+/// ```
+pub fn beat_key(shard: u32) -> String {
+    format!("s{shard}")
+}
+
+/// The shard a beat key names, if it is one.
+///
+/// ```
+/// use flowsieve::network::collector_beat::shard_of_key;
+/// assert_eq!(shard_of_key("s12"), Some(12));
+/// assert_eq!(shard_of_key("x12"), None);
+/// ```
+pub fn shard_of_key(key: &str) -> Option<u32> {
+    key.strip_prefix('s')?.parse().ok()
+}
+
+/// A shard's collector as `flowsieve results` reports it
+/// (`network.collectors` in its JSON).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ShardCollector {
+    /// The shard.
+    pub shard: u32,
+    /// The collector that last beat for it (`host:pid`).
+    pub collector: String,
+    /// What that beat says.
+    pub state: CollectorState,
+    /// Seconds since that beat, on the reader's clock.
+    pub last_beat_s: f64,
+    /// The collector's period, seconds.
+    pub heartbeat_s: f64,
+}
+
+impl ShardCollector {
+    /// Shard `shard`'s collector at `now_ms`, from its last `beat`.
+    pub fn of(shard: u32, beat: &CollectorBeat, now_ms: u64) -> ShardCollector {
+        ShardCollector {
+            shard,
+            collector: beat.collector.clone(),
+            state: beat.state(now_ms),
+            last_beat_s: beat.age_ms(now_ms) as f64 / 1e3,
+            heartbeat_s: beat.every_ms as f64 / 1e3,
+        }
+    }
+}
