@@ -2049,6 +2049,10 @@ struct BenchArgs {
     /// the trace).
     #[arg(long)]
     no_memory: bool,
+    /// Time the records a trace filter keeps (as replay's -f and -F): every
+    /// row reads them, and tcpdump is given the same filter.
+    #[command(flatten)]
+    filter: TraceFilterArg,
 }
 
 /// The command line after `bench`, without bench's own options and the
@@ -2113,10 +2117,25 @@ fn run_bench(args: BenchArgs) -> u8 {
             format!("--threads-list: {n} is given twice; each count runs once"),
         );
     }
+    let expression = match args.filter.given() {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let filter = match compile_filter(expression.as_deref(), &args.filter.source()) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    // What tcpdump is given for the same filter.
+    let tcpdump_filter: Vec<String> = match (&args.filter.file, &expression) {
+        (Some(path), _) => vec!["-F".into(), path.display().to_string()],
+        (None, Some(e)) => vec![e.clone()],
+        (None, None) => Vec::new(),
+    };
     // No size for `auto`: the rows run in this process back to back, and
     // keep the page policy every earlier round measured them with.
     let cfg = match configure(&args.classes, &args.pipeline, None, |c| {
         c.replay.truth = false;
+        c.replay.filter = filter;
         if args.no_mmap && !args.mmap {
             c.replay.read_mode = ReadMode::Read;
         }
@@ -2195,6 +2214,7 @@ fn run_bench(args: BenchArgs) -> u8 {
         match flowsieve::bench::compare_with_tcpdump(
             &exe,
             &forwarded,
+            &tcpdump_filter,
             &traces,
             report.packets,
             args.rounds,

@@ -144,6 +144,12 @@ pub struct BenchReport {
     pub keyed_packets: u64,
     /// Rounds.
     pub rounds: usize,
+    /// The trace filter (`bench -f`/`-F`), when one was given: every row
+    /// reads the records it keeps, and tcpdump is given it too.
+    pub filter: Option<String>,
+    /// Records the trace filter did not keep, per run (not in `packets`);
+    /// absent without a filter.
+    pub filtered_out: Option<u64>,
     /// The stages that ran.
     #[serde(skip)]
     pub stages: String,
@@ -542,6 +548,7 @@ pub fn bench_until(
     let mut cpu = vec![Vec::new(); 2 * t + 1];
     let mut costs: Vec<Vec<Option<PacketCost>>> = vec![Vec::new(); 2 * t + 1];
     let mut packets = 0;
+    let mut filtered_out = None;
     let mut keyed_packets = 0;
     for round in 0..rounds {
         stopped(round)?;
@@ -552,6 +559,7 @@ pub fn bench_until(
             return Err(BenchError::Input(s.errors.join("; ")));
         }
         packets = s.trace.packets;
+        filtered_out = s.trace.filtered_out;
         wall[0].push(packets as f64 / w.max(1e-9) / 1e6);
         cpu[0].push(packets as f64 / c.max(1e-9) / 1e6);
         for (i, (_, c)) in configs.iter().enumerate() {
@@ -631,6 +639,11 @@ pub fn bench_until(
     Ok(BenchReport {
         packets,
         rounds,
+        filter: replay_cfg
+            .filter
+            .as_ref()
+            .map(|f| f.expression().to_string()),
+        filtered_out,
         stages: cfg.stage_names().join(","),
         results,
         tcpdump: None,
@@ -655,8 +668,12 @@ impl fmt::Display for BenchReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "flowsieve bench: {} packets, {} rounds (medians), truth off, stages {}",
+            "flowsieve bench: {} packets{}, {} rounds (medians), truth off, stages {}",
             self.packets,
+            match (&self.filter, self.filtered_out) {
+                (Some(e), Some(out)) => format!(" kept by filter {e:?} ({out} filtered out)"),
+                _ => String::new(),
+            },
             self.rounds,
             if self.stages.is_empty() {
                 "none"
@@ -919,11 +936,17 @@ pub struct NoComparison(pub String);
 /// on a virtual machine whose memory balloon reports free pages is a
 /// different cost (BENCHMARKS.md, forty-first round).
 ///
+/// `tcpdump_filter` is what tcpdump is given after `-w /dev/null` for the
+/// trace filter flowsieve's rows run with (in `forwarded`): the expression
+/// as one word, or `-F FILE`; empty without one.
+///
 /// Needs one uncompressed trace (tcpdump reads neither gzip nor zstd) and
 /// tcpdump on the `PATH`.
+#[allow(clippy::too_many_arguments)]
 pub fn compare_with_tcpdump(
     exe: &std::path::Path,
     forwarded: &[String],
+    tcpdump_filter: &[String],
     traces: &[PathBuf],
     packets: u64,
     rounds: usize,
@@ -954,10 +977,20 @@ pub fn compare_with_tcpdump(
         ));
     }
     // Each command with its row's label.
+    let mut tcpdump_args: Vec<String> =
+        vec!["-r".into(), file.clone(), "-w".into(), "/dev/null".into()];
+    tcpdump_args.extend(tcpdump_filter.iter().cloned());
     let mut commands: Vec<(String, Vec<String>, String)> = vec![(
         "tcpdump".into(),
-        vec!["-r".into(), file.clone(), "-w".into(), "/dev/null".into()],
-        format!("tcpdump -r {} -w /dev/null", trace.display()),
+        tcpdump_args,
+        format!(
+            "tcpdump -r {} -w /dev/null{}",
+            trace.display(),
+            tcpdump_filter
+                .iter()
+                .map(|a| format!(" {}", shell_word(a)))
+                .collect::<String>()
+        ),
     )];
     let exe_s = exe.to_string_lossy().into_owned();
     let forwarded_flags = flags(forwarded);
@@ -1101,7 +1134,31 @@ fn flags(forwarded: &[String]) -> String {
     if forwarded.is_empty() {
         String::new()
     } else {
-        format!("{} ", forwarded.join(" "))
+        let words: Vec<String> = forwarded.iter().map(|w| shell_word(w)).collect();
+        format!("{} ", words.join(" "))
+    }
+}
+
+/// `word` as a shell takes it back: as it is when it holds nothing a
+/// shell reads specially, else in single quotes (a filter expression such
+/// as `udp port 53` is one word of the command shown).
+///
+/// ```
+/// use flowsieve::bench::shell_word;
+/// assert_eq!(shell_word("--layout"), "--layout");
+/// assert_eq!(shell_word("udp port 53"), "'udp port 53'");
+/// assert_eq!(shell_word("it's"), r"'it'\''s'");
+/// assert_eq!(shell_word(""), "''");
+/// ```
+pub fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
     }
 }
 

@@ -3648,6 +3648,88 @@ fn bench_once(flags: &[&str]) -> (String, serde_json::Value) {
     (String::from_utf8_lossy(&out.stdout).into_owned(), v)
 }
 
+/// `bench -f EXPR` and `-F FILE` time the records the filter keeps, as
+/// `replay -f` keeps them: the same packets and the same records filtered
+/// out, said in the text's first line. tcpdump is given the same filter,
+/// and each command shown is one a shell runs as it is.
+#[test]
+fn bench_times_what_a_trace_filter_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = default_trace();
+    let replayed = dir.path().join("replay.json");
+    let out = flowsieve(&[
+        "-q",
+        "-f",
+        "udp or icmp",
+        "--json",
+        replayed.to_str().unwrap(),
+        &trace,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&replayed).unwrap()).unwrap();
+    let (kept, dropped) = (&r["trace"]["packets"], &r["trace"]["filtered_out"]);
+    assert!(kept.as_u64().unwrap() > 0 && dropped.as_u64().unwrap() > 0);
+    let file = dir.path().join("filter.txt");
+    std::fs::write(&file, "udp # the datagrams\nor icmp\n").unwrap();
+    let file = file.to_str().unwrap();
+    for (flags, shown) in [
+        (["-f", "udp or icmp"], "'udp or icmp'".to_string()),
+        (["-F", file], format!("-F {file}")),
+    ] {
+        let (text, v) = bench_once(&[&flags[..], &["--threads-list", "1", "--no-memory"]].concat());
+        assert_eq!(
+            (&v["packets"], &v["filtered_out"]),
+            (kept, dropped),
+            "{flags:?}"
+        );
+        assert_eq!(v["filter"], "udp or icmp", "{flags:?}");
+        assert!(
+            text.starts_with(&format!(
+                "flowsieve bench: {kept} packets kept by filter \"udp or icmp\" ({dropped} filtered out), 1 rounds"
+            )),
+            "{text}"
+        );
+        if v["tcpdump"].is_object() {
+            let commands: Vec<&str> = v["tcpdump"]["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["command"].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                commands[0],
+                format!("tcpdump -r {trace} -w /dev/null {shown}")
+            );
+            let forwarded = if flags[0] == "-f" {
+                "-f 'udp or icmp'"
+            } else {
+                &shown
+            };
+            for c in &commands[1..] {
+                assert!(c.starts_with(&format!("flowsieve {forwarded} -q ")), "{c}");
+            }
+        } else {
+            assert!(
+                v["tcpdump_note"]
+                    .as_str()
+                    .unwrap()
+                    .contains("not installed"),
+                "{v}"
+            );
+        }
+    }
+    // A filter that does not compile: exit 2, one line, before any work.
+    let out = flowsieve(&["bench", "-f", "udp and and", &trace]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("flowsieve: error: -f \"udp and and\": ") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
 /// The `path` of each of a bench's rows, in order.
 fn row_paths(v: &serde_json::Value) -> Vec<&str> {
     v["results"]
