@@ -57,7 +57,7 @@ pub(crate) mod exit {
     pub const ANOMALIES: u8 = 4;
     /// Ctrl-C or SIGTERM stopped a long job (gen-trace, bench) before it
     /// finished, and nothing was written under the output's name; or
-    /// stopped a replay of files, whose report covers what it read.
+    /// stopped a replay, whose report covers what it read.
     pub const INTERRUPTED: u8 = 130;
 }
 
@@ -154,16 +154,13 @@ fn progress_requests() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     .clone()
 }
 
-/// Whether a replay of these traces stops gracefully on an interrupt:
-/// when every one is a regular file (or does not exist, which the replay
-/// refuses on its own). Its reads then never wait, so the read loop
-/// reaches its next check within a run of records. A pipe or FIFO can
-/// wait forever for a writer, so a replay reading one still ends at once.
-fn replay_stops_gracefully(args: &ReplayArgs) -> bool {
-    traces_or_default(args.named_traces()).iter().all(|t| {
-        t.as_os_str() != flowsieve::ingest::STDIN_PATH
-            && std::fs::metadata(t).map_or(true, |m| m.is_file())
-    })
+/// The line a replay ends with when an interrupt came while a read of
+/// `file` waited for data past [`progress::STALL`].
+fn stalled_read_line(signal: &str, file: &str) -> String {
+    format!(
+        "interrupted by {signal} while reading {file}, which gave no data for {} s: stopped at once, with no report",
+        progress::STALL.as_secs()
+    )
 }
 
 /// Signals this close after the first are the same request, not a second
@@ -1758,11 +1755,12 @@ enum OutputIdentity {
     Path(PathBuf),
 }
 
-/// A replay. `stop`, when the replay stops gracefully
-/// ([`replay_stops_gracefully`]), is the flag the first interrupt sets:
-/// reading then stops at the next run of records, the report of what was
-/// read is written as usual, and the exit is 130 with one line saying
-/// where reading stopped.
+/// A replay. `stop` is the flag the first interrupt sets: reading then
+/// stops at the next run of records, the report of what was read is
+/// written as usual, and the exit is 130 with one line saying where
+/// reading stopped. A read that waits past [`progress::STALL`] instead
+/// (a pipe whose writer sends nothing) ends the process at once
+/// ([`progress::watch_for_stalls`]).
 fn run_replay(args: ReplayArgs, stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>) -> u8 {
     let traces = traces_or_default(args.named_traces());
     let files = [
@@ -1821,6 +1819,14 @@ fn run_replay(args: ReplayArgs, stop: Option<std::sync::Arc<std::sync::atomic::A
     };
     let source = FileSource::new(traces, &cfg);
     let mut progress = Progress::new(stop.clone(), Some(progress_requests()));
+    if let Some(s) = &stop {
+        progress::watch_for_stalls(
+            std::sync::Arc::clone(s),
+            progress.read_state(),
+            stalled_read_line,
+            first_signal_name,
+        );
+    }
     let report = match run(source, &cfg, &mut progress, sink) {
         Ok(r) => r,
         Err(e) => return fail(exit::FAILURE, run_failed(e, args.events.as_deref())),
@@ -2519,21 +2525,15 @@ fn main() -> ExitCode {
     // nothing half-written is left. gen-trace and bench stop at their next
     // check instead, live prints its final report, and a replay of files
     // stops reading and reports what it read.
-    let replay_stop = match &cli.command {
-        None => replay_stops_gracefully(&cli.replay).then(|| on_interrupt(true)),
-        Some(Command::Replay(a)) => replay_stops_gracefully(a).then(|| on_interrupt(true)),
-        _ => None,
-    };
-    if replay_stop.is_none()
-        && matches!(
-            cli.command,
-            None | Some(Command::Replay(_))
-                | Some(Command::Model(_))
-                | Some(Command::Reproduce(_))
-                | Some(Command::Probe(_))
-                | Some(Command::Results(_))
-        )
-    {
+    let replay_stop =
+        matches!(cli.command, None | Some(Command::Replay(_))).then(|| on_interrupt(true));
+    if matches!(
+        cli.command,
+        Some(Command::Model(_))
+            | Some(Command::Reproduce(_))
+            | Some(Command::Probe(_))
+            | Some(Command::Results(_))
+    ) {
         on_interrupt(false);
     }
     if !matches!(cli.command, Some(Command::Live(_))) {

@@ -12,9 +12,27 @@ use flowsieve::report::{FileSummary, ReplaySummary};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a replay may go without reaching its next check once an
+/// interrupt asked it to stop, while it is reading a file, before the
+/// process ends at once. A regular file's reads never wait that long; a
+/// pipe's can wait forever for its writer.
+pub(crate) const STALL: Duration = Duration::from_secs(1);
+
+/// What the observer tells the watchdog ([`watch_for_stalls`]).
+#[derive(Default)]
+pub(crate) struct ReadState {
+    /// A file is open for reading (between `file_started` and
+    /// `file_finished`).
+    in_file: AtomicBool,
+    /// The read loop has seen the stop and is finishing.
+    stopping: AtomicBool,
+    /// The file being read, for the watchdog's line.
+    file: Mutex<String>,
+}
 
 /// A replay's observer: the progress bar, SIGUSR1's progress line and the
 /// graceful stop.
@@ -36,6 +54,8 @@ pub(crate) struct Progress {
     /// its byte offset.
     stopped_at: Option<(u64, u64)>,
     started: Instant,
+    /// Shared with the watchdog.
+    state: Arc<ReadState>,
 }
 
 impl Progress {
@@ -51,7 +71,13 @@ impl Progress {
             packets_before: 0,
             stopped_at: None,
             started: Instant::now(),
+            state: Arc::default(),
         }
+    }
+
+    /// What the watchdog needs to know of this observer's reading.
+    pub(crate) fn read_state(&self) -> Arc<ReadState> {
+        Arc::clone(&self.state)
     }
 
     /// The byte offset the read had reached when the interrupt stopped it,
@@ -82,6 +108,10 @@ impl Progress {
 impl ReplayObserver for Progress {
     fn file_started(&mut self, path: &Path, size: Option<u64>) {
         self.file = path.display().to_string();
+        if let Ok(mut f) = self.state.file.lock() {
+            f.clone_from(&self.file);
+        }
+        self.state.in_file.store(true, Ordering::SeqCst);
         let compressed = path.extension().is_some_and(|e| e == "gz" || e == "zst");
         // A stream's (standard input's, a FIFO's) size says nothing of
         // what will be read.
@@ -129,12 +159,14 @@ impl ReplayObserver for Progress {
             .is_some_and(|s| s.load(Ordering::Relaxed))
         {
             self.stopped_at = Some((packets, offset));
+            self.state.stopping.store(true, Ordering::SeqCst);
             return false;
         }
         true
     }
 
     fn file_finished(&mut self, file: &FileSummary) {
+        self.state.in_file.store(false, Ordering::SeqCst);
         self.packets_before += file.packets;
         if let Some(b) = self.bar.take() {
             b.finish_and_clear();
@@ -160,4 +192,43 @@ pub(crate) fn interrupted_replay_line(
         "interrupted by {signal} after packet {} of {}{at}: the report covers the {} packets read, and no later packet or file",
         file.packets, file.path, report.trace.packets
     ))
+}
+
+/// Starts the thread that ends a replay at once when an interrupt asked it
+/// to stop and it reaches no check for [`STALL`] while reading a file: a
+/// read from a pipe or FIFO whose writer sends nothing (`flowsieve -` fed
+/// by a command that waits) would otherwise never come back, and the
+/// replay would hang. Outside a file (the report being made after the
+/// last one) it waits for the replay however long that takes. `line`
+/// gives the exit's one line from the signal's name and the file.
+pub(crate) fn watch_for_stalls(
+    stop: Arc<AtomicBool>,
+    state: Arc<ReadState>,
+    line: fn(&str, &str) -> String,
+    signal_name: fn() -> &'static str,
+) {
+    let watch = move || {
+        let mut stalled_since: Option<Instant> = None;
+        loop {
+            std::thread::sleep(Duration::from_millis(20));
+            if !stop.load(Ordering::SeqCst) || state.stopping.load(Ordering::SeqCst) {
+                continue;
+            }
+            if !state.in_file.load(Ordering::SeqCst) {
+                stalled_since = None;
+                continue;
+            }
+            let since = *stalled_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= STALL && !state.stopping.load(Ordering::SeqCst) {
+                let file = state.file.lock().map(|f| f.clone()).unwrap_or_default();
+                eprintln!("flowsieve: error: {}", line(signal_name(), &file));
+                std::process::exit(130);
+            }
+        }
+    };
+    // Without the thread, the replay still stops at its next check; only
+    // a stalled read would then wait.
+    let _ = std::thread::Builder::new()
+        .name("stall-watch".into())
+        .spawn(watch);
 }

@@ -1369,11 +1369,30 @@ fn interrupt_with(
     )
 }
 
-/// A command with no graceful stop of its own ends at once on Ctrl-C,
-/// SIGTERM or a hang-up, with exit 130 and one line saying so: a replay
-/// stopped by `timeout` used to end with nothing on stderr and no report,
-/// so a log showed no reason. The replay here reads standard input from a
-/// pipe the test holds open, so it is still waiting when the signal comes.
+/// The output of `child` once it has exited, or a failure (the child
+/// killed) when it runs past `limit`: a process that should have ended
+/// must fail its test, not hang it.
+fn wait_bounded(mut child: std::process::Child, limit: Duration) -> std::process::Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A replay whose read waits for data that does not come (standard input
+/// from a pipe the test holds open, here in the middle of a file header)
+/// cannot reach the check where it would stop: on Ctrl-C, SIGTERM or a
+/// hang-up it ends a second later, at once, with exit 130 and one line
+/// saying why, instead of hanging.
 #[test]
 fn an_interrupted_replay_says_so_on_one_line() {
     for (signal, name) in [
@@ -1389,12 +1408,14 @@ fn an_interrupted_replay_says_so_on_one_line() {
         assert!(child.try_wait().unwrap().is_none(), "{name}: ended early");
         // SAFETY: kill(2) on our own child's pid, with a valid signal.
         unsafe { libc::kill(child.id() as i32, signal) };
-        let out = child.wait_with_output().unwrap();
+        let out = wait_bounded(child, Duration::from_secs(10));
         drop(stdin);
         assert_eq!(out.status.code(), Some(130), "{name}");
         assert_eq!(
             String::from_utf8_lossy(&out.stderr),
-            format!("flowsieve: error: interrupted by {name} before the run finished\n")
+            format!(
+                "flowsieve: error: interrupted by {name} while reading -, which gave no data for 1 s: stopped at once, with no report\n"
+            )
         );
         assert!(out.stdout.is_empty(), "{name}");
     }
@@ -1420,12 +1441,83 @@ fn an_interrupted_replay_says_so_on_one_line() {
     );
     // SAFETY: as above.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
+    let out = wait_bounded(child, Duration::from_secs(10));
     drop(stdin);
     assert_eq!(out.status.code(), Some(130));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "flowsieve: error: interrupted by SIGINT before the run finished\n"
+        "flowsieve: error: interrupted by SIGINT while reading -, which gave no data for 1 s: stopped at once, with no report\n"
+    );
+}
+
+/// A replay of standard input whose writer keeps sending stops on Ctrl-C
+/// as a replay of files does: at its next check, with its report of what
+/// it read and the line saying where (`-`, at a byte offset).
+#[test]
+fn an_interrupted_replay_of_a_flowing_pipe_reports_what_it_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.pcap");
+    let generated = Command::new(bin())
+        .args(["gen-trace", "--flows", "2000", "--packets", "200000", "-o"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(generated.status.success(), "{generated:?}");
+    let bytes = std::fs::read(&trace).unwrap();
+    let (header, records) = bytes.split_at(24);
+    let json = dir.path().join("r.json");
+    let mut child = Command::new(bin())
+        .args(["-q", "--json"])
+        .arg(&json)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The writer sends the records again and again until the replay has
+    // gone (its pipe then refuses the write).
+    let mut stdin = child.stdin.take().unwrap();
+    let (header, records) = (header.to_vec(), records.to_vec());
+    let writer = std::thread::spawn(move || {
+        if stdin.write_all(&header).is_err() {
+            return;
+        }
+        while stdin.write_all(&records).is_ok() {}
+    });
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    wait_until_caught(child.id(), libc::SIGUSR1);
+    // SAFETY: kill(2) on our own child's pid, with a valid signal.
+    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+    let mut progress = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut progress).unwrap();
+    assert!(
+        progress.starts_with("flowsieve: progress: -: "),
+        "{progress}"
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{rest}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let file = &report["trace"]["files"][0];
+    assert_eq!(
+        (&file["interrupted"], &file["complete"]),
+        (&true.into(), &false.into())
+    );
+    let read = report["trace"]["packets"].as_u64().unwrap();
+    assert_eq!(file["packets"].as_u64(), Some(read));
+    let last = rest.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with(&format!(
+            "flowsieve: error: interrupted by SIGINT after packet {read} of - (byte offset "
+        )) && last.ends_with(&format!(
+            "): the report covers the {read} packets read, and no later packet or file"
+        )),
+        "{rest}"
     );
 }
 
