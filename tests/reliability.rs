@@ -1721,6 +1721,29 @@ fn an_interrupted_replay_of_files_reports_what_it_read() {
     }
 }
 
+/// [`interrupt_with`] on a billion-packet gen-trace writing `out`, run in
+/// `out`'s directory: long enough that only the signals end it.
+fn interrupt_gen_trace(
+    out: &Path,
+    after: Duration,
+    signals: &[(Duration, i32)],
+) -> (Option<i32>, String) {
+    interrupt_with(
+        &[
+            "gen-trace",
+            "-o",
+            out.to_str().unwrap(),
+            "--flows",
+            "1000",
+            "--packets",
+            "1000000000",
+        ],
+        after,
+        out.parent().unwrap(),
+        signals,
+    )
+}
+
 /// SIGUSR1, whose default action ends a process, asks a gen-trace for one
 /// progress line (as it asks `dd`) and is ignored by `bench`, which has no
 /// such line: neither ends, and Ctrl-C after it stops them as before.
@@ -1732,20 +1755,7 @@ fn sigusr1_asks_for_progress_and_ends_no_command() {
     ];
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("billion.pcap");
-    let (code, stderr) = interrupt_with(
-        &[
-            "gen-trace",
-            "-o",
-            out.to_str().unwrap(),
-            "--flows",
-            "1000",
-            "--packets",
-            "1000000000",
-        ],
-        Duration::from_millis(800),
-        dir.path(),
-        &signals,
-    );
+    let (code, stderr) = interrupt_gen_trace(&out, Duration::from_millis(800), &signals);
     assert_eq!(code, Some(130), "{stderr}");
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 2, "{stderr}");
@@ -1805,20 +1815,7 @@ fn long_jobs_stop_on_ctrl_c_with_130_and_leave_no_output() {
     for signals in [&once[..], &twice[..]] {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("billion.pcap");
-        let (code, stderr) = interrupt_with(
-            &[
-                "gen-trace",
-                "-o",
-                out.to_str().unwrap(),
-                "--flows",
-                "1000",
-                "--packets",
-                "1000000000",
-            ],
-            Duration::from_millis(1500),
-            dir.path(),
-            signals,
-        );
+        let (code, stderr) = interrupt_gen_trace(&out, Duration::from_millis(1500), signals);
         assert_eq!(code, Some(130), "{signals:?}: {stderr}");
         let prefix = format!("flowsieve: error: {}: interrupted after ", out.display());
         assert!(
