@@ -2523,8 +2523,9 @@ fn main() -> ExitCode {
     // Commands without a graceful stop of their own end at once on Ctrl-C
     // or SIGTERM, with exit 130: their outputs are written atomically, so
     // nothing half-written is left. gen-trace and bench stop at their next
-    // check instead, live prints its final report, and a replay of files
-    // stops reading and reports what it read.
+    // check instead, live prints its final report, and a replay stops
+    // reading and reports what it read (or, stalled on a pipe, ends a
+    // second later: see `progress::watch_for_stalls`).
     let replay_stop =
         matches!(cli.command, None | Some(Command::Replay(_))).then(|| on_interrupt(true));
     if matches!(
