@@ -1388,6 +1388,39 @@ fn wait_bounded(mut child: std::process::Child, limit: Duration) -> std::process
     child.wait_with_output().unwrap()
 }
 
+/// A trace `gen-trace ARGS` writes in `dir`.
+fn generated_trace(dir: &Path, args: &[&str]) -> PathBuf {
+    let trace = dir.join("t.pcap");
+    let generated = Command::new(bin())
+        .arg("gen-trace")
+        .args(args)
+        .arg("-o")
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(generated.status.success(), "{generated:?}");
+    trace
+}
+
+/// Asks the running replay `child` (its stderr piped) for a progress line
+/// with SIGUSR1, once it catches that signal (its default action would end
+/// the process), then sends `signal` as soon as the line comes (so once
+/// reading has begun). Returns the line and the rest of stderr, to the
+/// child's end.
+fn progress_then(child: &mut std::process::Child, signal: i32) -> (String, String) {
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    wait_until_caught(child.id(), libc::SIGUSR1);
+    // SAFETY: kill(2) on our own child's pid, with a valid signal.
+    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+    let mut progress = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut progress).unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    (progress, rest)
+}
+
 /// A replay whose read waits for data that does not come (standard input
 /// from a pipe the test holds open, here in the middle of a file header)
 /// cannot reach the check where it would stop: on Ctrl-C, SIGTERM or a
@@ -1456,13 +1489,7 @@ fn an_interrupted_replay_says_so_on_one_line() {
 #[test]
 fn an_interrupted_replay_of_a_flowing_pipe_reports_what_it_read() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("t.pcap");
-    let generated = Command::new(bin())
-        .args(["gen-trace", "--flows", "2000", "--packets", "200000", "-o"])
-        .arg(&trace)
-        .output()
-        .unwrap();
-    assert!(generated.status.success(), "{generated:?}");
+    let trace = generated_trace(dir.path(), &["--flows", "2000", "--packets", "200000"]);
     let bytes = std::fs::read(&trace).unwrap();
     let (header, records) = bytes.split_at(24);
     let json = dir.path().join("r.json");
@@ -1485,20 +1512,11 @@ fn an_interrupted_replay_of_a_flowing_pipe_reports_what_it_read() {
         }
         while stdin.write_all(&records).is_ok() {}
     });
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    wait_until_caught(child.id(), libc::SIGUSR1);
-    // SAFETY: kill(2) on our own child's pid, with a valid signal.
-    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
-    let mut progress = String::new();
-    std::io::BufRead::read_line(&mut stderr, &mut progress).unwrap();
+    let (progress, rest) = progress_then(&mut child, libc::SIGINT);
     assert!(
         progress.starts_with("flowsieve: progress: -: "),
         "{progress}"
     );
-    // SAFETY: as above.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
     let out = child.wait_with_output().unwrap();
     writer.join().unwrap();
     assert_eq!(out.status.code(), Some(130), "{rest}");
@@ -1591,14 +1609,19 @@ fn a_damaged_trace_and_a_failed_output_make_one_line() {
 #[test]
 fn an_interrupted_replay_of_files_reports_what_it_read() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("t.pcap");
-    let generated = Command::new(bin())
-        .args(["gen-trace", "--flows", "20000", "--packets", "1000000"])
-        .args(["--sizes", "64-80", "--seed", "3", "-o"])
-        .arg(&trace)
-        .output()
-        .unwrap();
-    assert!(generated.status.success(), "{generated:?}");
+    let trace = generated_trace(
+        dir.path(),
+        &[
+            "--flows",
+            "20000",
+            "--packets",
+            "1000000",
+            "--sizes",
+            "64-80",
+            "--seed",
+            "3",
+        ],
+    );
     let size = std::fs::metadata(&trace).unwrap().len();
     let path = trace.to_str().unwrap();
     // The same trace 40 times over: long enough to be interrupted, and
@@ -1614,19 +1637,7 @@ fn an_interrupted_replay_of_files_reports_what_it_read() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-        // Past the handlers' registration (SIGUSR1's default action would
-        // end the process), then a progress line, which comes once reading
-        // has begun.
-        wait_until_caught(child.id(), libc::SIGUSR1);
-        // SAFETY: kill(2) on our own child's pid, with a valid signal.
-        unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
-        let mut progress = String::new();
-        std::io::BufRead::read_line(&mut stderr, &mut progress).unwrap();
-        // SAFETY: as above.
-        unsafe { libc::kill(child.id() as i32, signal) };
-        let mut rest = String::new();
-        std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+        let (progress, rest) = progress_then(&mut child, signal);
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(130), "{name}: {progress}{rest}");
         assert!(out.stdout.is_empty(), "{name}: -q");
