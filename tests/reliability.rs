@@ -1493,15 +1493,7 @@ fn an_interrupted_replay_of_a_flowing_pipe_reports_what_it_read() {
     let bytes = std::fs::read(&trace).unwrap();
     let (header, records) = bytes.split_at(24);
     let json = dir.path().join("r.json");
-    let mut child = Command::new(bin())
-        .args(["-q", "--json"])
-        .arg(&json)
-        .arg("-")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(&["-q", "--json", json.to_str().unwrap(), "-"]);
     // The writer sends the records again and again until the replay has
     // gone (its pipe then refuses the write).
     let mut stdin = child.stdin.take().unwrap();
