@@ -517,6 +517,14 @@ pub(crate) fn run_collect(args: CollectArgs) -> u8 {
     let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
     match rt.block_on(collect(&opts, &stopped)) {
         Ok(s) => {
+            if s.cut_off {
+                eprintln!(
+                    "flowsieve: warning: collect: the server gave no answer within {:?} of the interrupt, so the collector stopped in the middle of its round: the digests it held unwritten go to the next collector of shards {} after {:?}",
+                    flowsieve::network::collector::STOP_GRACE,
+                    shard_list(&opts.shards),
+                    flowsieve::network::collector::ACK_WAIT
+                );
+            }
             eprintln!(
                 "collect: {} shard-windows written ({} partial), {} digests merged, {} duplicates, {} late, {} refused, {} read from the object store",
                 s.written, s.partial, s.merged, s.duplicates, s.late, s.rejected, s.objects

@@ -583,6 +583,117 @@ fn a_collector_taking_over_waits_for_the_digests_its_predecessor_held() {
     assert_matches_whole_trace(&url, &["r0", "r1"]);
 }
 
+/// Ctrl-C ends a collector at its round's end, with its summary line and
+/// exit 130, and its last beat says it stopped. A collector whose server
+/// went away used to ignore the first Ctrl-C for as long as the server
+/// stayed away: its rounds' failure paths retried without looking at the
+/// stop. Now it ends `STOP_GRACE` after the interrupt, and a warning line
+/// before its summary says that it stopped mid-round.
+#[test]
+fn a_collector_stops_on_ctrl_c_even_when_its_server_is_gone() {
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let mut servers = Servers::start(&bin, 1, None);
+    let url = servers.url();
+    let (_dir, _) = two_probes(&url, &[]);
+    let running = |url: &str| {
+        let c = flowsieve(&[
+            "collect",
+            "--nats",
+            url,
+            "--shards",
+            "0-7",
+            "--lateness",
+            "120s",
+            "--heartbeat",
+            "100ms",
+        ]);
+        // In its rounds once it wrote a window or, with all written, beat.
+        let start = Instant::now();
+        let beating = |url: &str| {
+            let out = results_output(url);
+            let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            report["network"]["collectors"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["state"] == "running"))
+        };
+        let mut c = c;
+        while stored_results(url).1.is_empty() || !beating(url) {
+            if start.elapsed() > Duration::from_secs(60) {
+                let _ = c.kill();
+                let out = c.wait_with_output().unwrap();
+                panic!(
+                    "the collector wrote nothing in 60 s: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        c
+    };
+    let grace = flowsieve::network::collector::STOP_GRACE;
+    let interrupt = |c: Child| {
+        // SAFETY: kill(2) on our own child's pid, with a valid signal.
+        assert_eq!(unsafe { libc::kill(c.id() as i32, libc::SIGINT) }, 0);
+        let start = Instant::now();
+        let mut c = c;
+        while c.try_wait().unwrap().is_none() {
+            if start.elapsed() > grace + Duration::from_secs(10) {
+                let _ = c.kill();
+                let out = c.wait_with_output().unwrap();
+                panic!(
+                    "the collector ran on {:?} after Ctrl-C: {}",
+                    start.elapsed(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        (c.wait_with_output().unwrap(), start.elapsed())
+    };
+    let summary = |err: &str| {
+        let last = err.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("collect: ") && last.ends_with(" read from the object store"),
+            "{err}"
+        );
+    };
+    // The server answers: the round ends, and so does the collector,
+    // without a warning, its last beat marked stopped.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let first = running(&url);
+    let first_id = format!("{}:{}", host.trim(), first.id());
+    let (out, took) = interrupt(first);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    summary(&err);
+    assert!(took < grace, "{took:?}: {err}");
+    assert_collectors(&results_output(&url), &first_id, "stopped", 0.1);
+    // The server is gone: the collector ends STOP_GRACE after Ctrl-C.
+    let second = running(&url);
+    servers.kill(0);
+    std::thread::sleep(Duration::from_millis(1500));
+    let (out, took) = interrupt(second);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert_eq!(err.lines().count(), 2, "{err}");
+    assert_eq!(
+        err.lines().next(),
+        Some(
+            format!(
+                "flowsieve: warning: collect: the server gave no answer within {grace:?} of the interrupt, so the collector stopped in the middle of its round: the digests it held unwritten go to the next collector of shards 0-7 after {:?}",
+                flowsieve::network::collector::ACK_WAIT
+            )
+            .as_str()
+        ),
+        "{err}"
+    );
+    summary(&err);
+    assert!(took >= grace, "{took:?}: {err}");
+}
+
 /// Runs probes r0 and r1 (with `extra` flags) on the two halves of the
 /// bundled trace, to their end; returns the halves and the folder holding
 /// them.

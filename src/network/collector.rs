@@ -73,7 +73,24 @@ pub struct CollectSummary {
     pub written: u64,
     /// Of those, partial.
     pub partial: u64,
+    /// Whether an interrupt found the collector waiting on a server that
+    /// did not answer within [`STOP_GRACE`], so it ended without finishing
+    /// its round: it wrote no stopped beat, and the digests it held
+    /// unwritten go to the next collector of its shards after
+    /// [`ACK_WAIT`].
+    pub cut_off: bool,
 }
+
+/// How long an interrupted collector waits for its round to end before it
+/// ends without it.
+///
+/// A round checks the stop at its end, which takes at most a drain
+/// ([`DRAIN_BUDGET`]) and the writes of what is complete while the server
+/// answers. A server that went away answers nothing: every request then
+/// waits for its timeout and the round's failure paths retry, so without
+/// this bound the first Ctrl-C went unheard for as long as the server
+/// stayed away.
+pub const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// How long the server waits for a delivered digest's acknowledgement
 /// before it delivers it again: how soon a crashed collector's digests
@@ -157,10 +174,49 @@ fn now_ms(start: Instant) -> u64 {
 
 /// Runs a collector until `stop` says so, or (with
 /// [`CollectOptions::exit_when_done`]) until the probes are done.
+///
+/// A stop ends the collector at its round's end, or [`STOP_GRACE`] after
+/// the stop if the round has not ended by then (a server that does not
+/// answer): [`CollectSummary::cut_off`] says which. Ending mid-round loses
+/// nothing the server holds: a digest is acknowledged only after its
+/// window is written, and one written but not yet acknowledged is found
+/// written by the next collector (see [`super::book`]).
 pub async fn collect(
     opts: &CollectOptions,
     stop: &(dyn Fn() -> bool + Sync),
 ) -> Result<CollectSummary, NetError> {
+    use futures_util::future::{Either, select};
+    let mut summary = CollectSummary::default();
+    let cut_off = {
+        let rounds = std::pin::pin!(collect_rounds(opts, stop, &mut summary));
+        let unanswered = std::pin::pin!(stop_unanswered(stop));
+        match select(rounds, unanswered).await {
+            Either::Left((done, _)) => {
+                done?;
+                false
+            }
+            Either::Right(((), _)) => true,
+        }
+    };
+    summary.cut_off = cut_off;
+    Ok(summary)
+}
+
+/// Resolves [`STOP_GRACE`] after `stop` first says so.
+async fn stop_unanswered(stop: &(dyn Fn() -> bool + Sync)) {
+    while !stop() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(STOP_GRACE).await;
+}
+
+/// The collector's work: its set-up, then rounds of drain and write until
+/// a stop or the probes are done, counted in `summary`.
+async fn collect_rounds(
+    opts: &CollectOptions,
+    stop: &(dyn Fn() -> bool + Sync),
+    summary: &mut CollectSummary,
+) -> Result<(), NetError> {
     let nats = transport::connect(
         &opts.url,
         "flowsieve-collector",
@@ -277,7 +333,6 @@ pub async fn collect(
     // duplicate from a late digest) and whether it was partial: not the
     // whole result, whose presence filter alone is 11 KB in base64.
     let mut written: HashMap<(u64, u32), WrittenWindow> = HashMap::new();
-    let mut summary = CollectSummary::default();
     // Windows written complete that then got a late digest, warned of.
     let late_warnings = AtomicU64::new(0);
     let start = Instant::now();
@@ -288,7 +343,7 @@ pub async fn collect(
     // Shards that held DRAIN_HELD_MAX digests or more after a round that
     // wrote none of their windows: their next drain is not capped.
     let mut stalled: Vec<u32> = Vec::new();
-    let summary = loop {
+    loop {
         // A beat that fails is retried at the next round; `results` takes
         // a collector for silent only after SILENT_AFTER_BEATS periods.
         if last_beat.elapsed() >= opts.heartbeat {
@@ -368,7 +423,7 @@ pub async fn collect(
                 }
                 got += n as u64;
                 for m in batch.into_iter().flatten() {
-                    if let Some(d) = decode(&nats, &mut summary, m, opts).await {
+                    if let Some(d) = decode(&nats, summary, m, opts).await {
                         decoded.push(d);
                     }
                 }
@@ -380,7 +435,7 @@ pub async fn collect(
                     &mut book,
                     &written,
                     &mut fresh,
-                    &mut summary,
+                    summary,
                     &d,
                     m,
                     now_ms(start),
@@ -486,21 +541,11 @@ pub async fn collect(
             .copied()
             .filter(|&s| book.held(s) >= DRAIN_HELD_MAX && !ready.iter().any(|(r, _)| r.shard == s))
             .collect();
-        if !write_results(
-            &nats,
-            &results,
-            ready,
-            &mut written,
-            &mut summary,
-            opts,
-            stop,
-        )
-        .await?
-        {
-            break summary;
+        if !write_results(&nats, &results, ready, &mut written, summary, opts, stop).await? {
+            break;
         }
         if stop() {
-            break summary;
+            break;
         }
         if let Some(idle) = opts.exit_when_done {
             let all_done = probes.len() >= cfg.probes as usize && probes.iter().all(|p| p.finished);
@@ -509,13 +554,13 @@ pub async fn collect(
                 && last_message.elapsed() >= idle
                 && consumers_empty(&consumers, opts).await
             {
-                break summary;
+                break;
             }
         }
         if got == 0 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-    };
+    }
     // A clean end says so, so that `results` tells a stopped collector
     // from a silent one. (One that fails, or is killed, writes nothing:
     // its beats age into silence.)
@@ -524,7 +569,7 @@ pub async fn collect(
     if let Err(e) = nats.beat(&beats, &beat, &opts.shards).await {
         transient(&e, opts);
     }
-    Ok(summary)
+    Ok(())
 }
 
 /// Unix time in milliseconds, on this machine's clock (0 before 1970).
