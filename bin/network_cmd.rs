@@ -535,9 +535,12 @@ pub(crate) fn run_collect(args: CollectArgs) -> u8 {
                 exit::OK
             }
         }
-        // Shards past the network's: a bad --shards for this network,
-        // found before any consumer is made.
-        Err(e @ NetError::Config(_)) => fail(exit::USAGE, format!("collect: {e}")),
+        // Shards past the network's, or shards another running collector
+        // beats for: a bad --shards for this network, found before any
+        // consumer is made.
+        Err(e @ (NetError::Config(_) | NetError::ShardsTaken(_))) => {
+            fail(exit::USAGE, format!("collect: {e}"))
+        }
         Err(e) => fail(exit::FAILURE, format!("collect: {e}")),
     }
 }

@@ -694,6 +694,137 @@ fn a_collector_stops_on_ctrl_c_even_when_its_server_is_gone() {
     assert!(took >= grace, "{took:?}: {err}");
 }
 
+/// Two collectors of one shard share its durable consumer, so the server
+/// splits its digests between them and each writes the shard's windows
+/// partial. A collector is refused (exit 2, one line, before it touches a
+/// consumer) the shards another running collector beats for, here or on
+/// another host; not those of a stopped or silent one, nor of one killed
+/// on this host, whose successor starts at once.
+#[test]
+fn a_collector_is_refused_the_shards_another_one_runs_for() {
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let servers = Servers::start(&bin, 1, None);
+    let url = servers.url();
+    let (_dir, _) = two_probes(&url, &[]);
+    let states = |url: &str| -> Vec<(u64, String, String)> {
+        let out = results_output(url);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        report["network"]["collectors"]
+            .as_array()
+            .map(|c| {
+                c.iter()
+                    .map(|c| {
+                        (
+                            c["shard"].as_u64().unwrap(),
+                            c["collector"].as_str().unwrap().to_string(),
+                            c["state"].as_str().unwrap().to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // Killed however the test ends.
+    struct KilledAtEnd(Child);
+    impl Drop for KilledAtEnd {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let first = KilledAtEnd(flowsieve(&["collect", "--nats", &url, "--shards", "0-5"]));
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let first_id = format!("{}:{}", host.trim(), first.0.id());
+    let start = Instant::now();
+    while states(&url).len() < 6 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the first collector did not beat in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let refused = |shards: &str| {
+        let mut c = flowsieve(&["collect", "--nats", &url, "--shards", shards]);
+        let start = Instant::now();
+        while c.try_wait().unwrap().is_none() {
+            if start.elapsed() > Duration::from_secs(30) {
+                let _ = c.kill();
+                let out = c.wait_with_output().unwrap();
+                panic!(
+                    "a collector of shards {shards} was not refused: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        c.wait_with_output().unwrap()
+    };
+    let tail = "two collectors of one shard split its digests, and each writes its windows partial; stop that one, or give --shards without those (a collector killed on another host counts as running until 3 periods after its last beat)";
+    let out = refused("4-7");
+    assert_one_line(&out, 2, "");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let named = format!(
+        "flowsieve: error: collect: shard(s) 4-5 already have a running collector, {first_id} (last beat "
+    );
+    assert!(
+        err.starts_with(&named) && err.ends_with(&format!(" s ago, every 3 s): {tail}\n")),
+        "{err}"
+    );
+    // Beats of collectors on another host: one running, one silent.
+    with_server(&url, |n| async move {
+        let beats = n
+            .bucket(flowsieve::network::transport::COLLECTORS_BUCKET)
+            .await
+            .unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        for (who, shard, beat_ms) in [("elsewhere:1", 6, now), ("elsewhere:2", 7, now - 10_000)] {
+            let beat = flowsieve::network::collector_beat::CollectorBeat {
+                collector: who.into(),
+                shards: shard.to_string(),
+                started_ms: now - 20_000,
+                beat_ms,
+                every_ms: 3_000,
+                stopped: false,
+            };
+            n.beat(&beats, &beat, &[shard]).await.unwrap();
+        }
+    });
+    let out = refused("6-7");
+    assert_one_line(&out, 2, "");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with(
+            "flowsieve: error: collect: shard(s) 6 already have a running collector, elsewhere:1 (last beat "
+        ) && err.ends_with(&format!(" s ago, every 3 s): {tail}\n")),
+        "{err}"
+    );
+    // Killed here, the first collector's beats still look running, but
+    // its process is gone: its successor starts at once.
+    drop(first);
+    assert!(
+        states(&url)
+            .iter()
+            .filter(|(_, id, state)| *id == first_id && state == "running")
+            .count()
+            == 6
+    );
+    let last = collector_with(&url, "0-5,7", 1, "1s", &[]);
+    let last_id = format!("{}:{}", host.trim(), last.id());
+    finish(last, "collector taking over", Duration::from_secs(120));
+    let after = states(&url);
+    for s in [0, 1, 2, 3, 4, 5, 7] {
+        assert!(
+            after.contains(&(s, last_id.clone(), "stopped".into())),
+            "{after:?}"
+        );
+    }
+}
+
 /// Runs probes r0 and r1 (with `extra` flags) on the two halves of the
 /// bundled trace, to their end; returns the halves and the folder holding
 /// them.

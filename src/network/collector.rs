@@ -262,6 +262,48 @@ async fn collect_rounds(
             cfg.shards
         )));
     }
+    let beats = loop {
+        match nats.bucket(transport::COLLECTORS_BUCKET).await {
+            Ok(b) => break b,
+            Err(e) => {
+                retry(e)?;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    };
+    let me = format!("{}:{}", host_name(), std::process::id());
+    // Before any consumer is touched: a shard another collector runs for
+    // is refused (see collector_beat::taken_shards).
+    let found = loop {
+        match nats.beats_of(&beats, &opts.shards).await {
+            Ok(f) => break f,
+            Err(e) => {
+                retry(e)?;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    };
+    let now = unix_ms();
+    let taken = super::collector_beat::taken_shards(&found, &me, now, gone_from_this_host);
+    if !taken.is_empty() {
+        let each: Vec<String> = taken
+            .iter()
+            .map(|(b, shards)| {
+                format!(
+                    "shard(s) {} already have a running collector, {} (last beat {:.1} s ago, every {} s)",
+                    shard_list(shards),
+                    b.collector,
+                    b.age_ms(now) as f64 / 1e3,
+                    b.every_ms as f64 / 1e3
+                )
+            })
+            .collect();
+        return Err(NetError::ShardsTaken(format!(
+            "{}: two collectors of one shard split its digests, and each writes its windows partial; stop that one, or give --shards without those (a collector killed on another host counts as running until {} periods after its last beat)",
+            each.join("; "),
+            super::collector_beat::SILENT_AFTER_BEATS
+        )));
+    }
     let mut consumers = Vec::new();
     for &s in &opts.shards {
         let name = format!("collect-s{s}");
@@ -305,17 +347,8 @@ async fn collect_rounds(
             }
         }
     };
-    let beats = loop {
-        match nats.bucket(transport::COLLECTORS_BUCKET).await {
-            Ok(b) => break b,
-            Err(e) => {
-                retry(e)?;
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-        }
-    };
     let mut beat = CollectorBeat {
-        collector: format!("{}:{}", host_name(), std::process::id()),
+        collector: me,
         shards: shard_list(&opts.shards),
         started_ms: unix_ms(),
         beat_ms: unix_ms(),
@@ -577,6 +610,20 @@ fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis().try_into().unwrap_or(u64::MAX))
+}
+
+/// Whether collector `id` (`host:pid`) ran on this host and its process
+/// is no longer there: killed, so it wrote no stopped beat. (A process id
+/// taken again since by another process keeps it counted as running until
+/// its beat ages into silence.)
+fn gone_from_this_host(id: &str) -> bool {
+    let Some((host, pid)) = id.rsplit_once(':') else {
+        return false;
+    };
+    host == host_name()
+        && pid
+            .parse::<u32>()
+            .is_ok_and(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
 }
 
 /// This machine's host name (`?` where it cannot be read), which names a

@@ -137,3 +137,62 @@ impl ShardCollector {
         }
     }
 }
+
+/// Of the beats `found` under the shards a collector `me` is about to own,
+/// those of another collector still running at `now_ms`, each with the
+/// shards it holds, in the order first found.
+///
+/// Two collectors of one shard share its durable consumer, so the server
+/// splits the shard's digests between them, and each writes its windows
+/// partial with the other's digests missing. A collector is therefore
+/// refused the shards another one runs for. `gone` says whether a
+/// collector is known to have ended without its stopped beat (killed on
+/// this host: its process is not there), so that one restarted at once
+/// is not kept waiting for its predecessor's beat to age into silence.
+///
+/// ```
+/// use flowsieve::network::collector_beat::{CollectorBeat, taken_shards};
+/// let beat = |who: &str, beat_ms, stopped| CollectorBeat {
+///     collector: who.into(),
+///     shards: "0-3".into(),
+///     started_ms: 0,
+///     beat_ms,
+///     every_ms: 3_000,
+///     stopped,
+/// };
+/// let found = vec![
+///     (0, beat("a:1", 10_000, false)), // running
+///     (1, beat("a:1", 10_000, false)),
+///     (2, beat("b:2", 10_000, true)),  // stopped
+///     (3, beat("c:3", 1_000, false)),  // silent
+///     (4, beat("me:9", 10_000, false)), // this collector's own
+///     (5, beat("d:4", 10_000, false)), // known gone
+/// ];
+/// let taken = taken_shards(&found, "me:9", 12_000, |id| id == "d:4");
+/// assert_eq!(taken.len(), 1);
+/// assert_eq!((taken[0].0.collector.as_str(), taken[0].1.clone()), ("a:1", vec![0, 1]));
+/// ```
+pub fn taken_shards<'a>(
+    found: &'a [(u32, CollectorBeat)],
+    me: &str,
+    now_ms: u64,
+    gone: impl Fn(&str) -> bool,
+) -> Vec<(&'a CollectorBeat, Vec<u32>)> {
+    let mut taken: Vec<(&CollectorBeat, Vec<u32>)> = Vec::new();
+    for (shard, beat) in found {
+        if beat.collector == me
+            || beat.state(now_ms) != CollectorState::Running
+            || gone(&beat.collector)
+        {
+            continue;
+        }
+        match taken
+            .iter_mut()
+            .find(|(b, _)| b.collector == beat.collector)
+        {
+            Some((_, shards)) => shards.push(*shard),
+            None => taken.push((beat, vec![*shard])),
+        }
+    }
+    taken
+}

@@ -73,6 +73,10 @@ pub enum NetError {
         /// The registered probes already reporting those windows.
         beside: Vec<String>,
     },
+    /// Another collector runs for shards this one was to own
+    /// ([`super::collector_beat::taken_shards`]).
+    #[error("{0}")]
+    ShardsTaken(String),
     /// A stored value could not be read.
     #[error("stored {what} {key}: {detail}")]
     Stored {
@@ -527,6 +531,28 @@ impl Nats {
             put.map_err(|e| nats_err("write beat")(&e))?;
         }
         Ok(())
+    }
+
+    /// The beats stored under `shards` in the collectors bucket `store`,
+    /// by shard; a shard with none is left out.
+    pub async fn beats_of(
+        &self,
+        store: &kv::Store,
+        shards: &[u32],
+    ) -> Result<Vec<(u32, CollectorBeat)>, NetError> {
+        let got =
+            futures_util::future::join_all(shards.iter().map(|&s| store.get(beat_key(s)))).await;
+        let mut out = Vec::new();
+        for (&shard, value) in shards.iter().zip(got) {
+            let Some(bytes) = value.map_err(|e| nats_err("read beat")(&e))? else {
+                continue;
+            };
+            out.push((
+                shard,
+                decode_stored::<CollectorBeat>(&bytes, "collector beat", &beat_key(shard))?,
+            ));
+        }
+        Ok(out)
     }
 
     /// Each shard's last collector beat, by shard; none where no
