@@ -823,6 +823,31 @@ fn a_collector_is_refused_the_shards_another_one_runs_for() {
             "{after:?}"
         );
     }
+    // The text report says the same, a line per collector.
+    let text = Command::new(BIN)
+        .args(["results", "--nats", &url])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    let line = text
+        .lines()
+        .map(str::trim_start)
+        .find(|l| l.contains(&last_id))
+        .unwrap_or_else(|| panic!("{text}"));
+    let age: f64 = line
+        .strip_prefix(&format!(
+            "collector {last_id} of shard(s) 0-5,7: stopped, last beat "
+        ))
+        .and_then(|l| l.strip_suffix(" s ago, every 3 s"))
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!((0.0..60.0).contains(&age), "{line}");
+    assert!(
+        text.lines().any(|l| l
+            .trim_start()
+            .starts_with("collector elsewhere:1 of shard(s) 6: ")),
+        "{text}"
+    );
 }
 
 /// Runs probes r0 and r1 (with `extra` flags) on the two halves of the

@@ -7,7 +7,7 @@
 //! stage sections, its JSON is the same serde rendering, and its plots are
 //! the replay's [`crate::report::Figure`]s.
 
-use super::collector_beat::ShardCollector;
+use super::collector_beat::{CollectorState, ShardCollector};
 use super::config::NetworkConfig;
 use super::merge::{HeavyFlow, ShardWindowResult, cardinality_estimate};
 use super::uncollected_shard::UncollectedShard;
@@ -370,6 +370,70 @@ fn yes_no(b: bool) -> Cell {
     Cell::Text(if b { "yes" } else { "no" }.into())
 }
 
+impl NetworkReport {
+    /// One line per collector and state in `network.collectors`, its
+    /// shards together, in the order of their first shard:
+    /// `collector edge-1:4242 of shard(s) 0-7: running, last beat 1.2 s ago, every 3 s`.
+    ///
+    /// ```
+    /// use flowsieve::network::collector_beat::{CollectorBeat, ShardCollector};
+    /// use flowsieve::network::results::assemble;
+    /// # let cfg: flowsieve::network::NetworkConfig = serde_json::from_str(r#"{"version":1,"shards":4,"window_ns":1000000000,"theta":10,"counters":1024,"counter_bits":8,"k":3,"conservative":false,"presence_bits":1024,"presence_k":4,"hash_key":"fixed","probes":1,"classes":[]}"#).unwrap();
+    /// let mut report = assemble(&cfg, &[], None);
+    /// let beat = |who: &str, beat_ms, stopped| CollectorBeat {
+    ///     collector: who.into(),
+    ///     shards: String::new(),
+    ///     started_ms: 0,
+    ///     beat_ms,
+    ///     every_ms: 3_000,
+    ///     stopped,
+    /// };
+    /// let now = 20_000;
+    /// report.network.collectors = vec![
+    ///     ShardCollector::of(0, &beat("a:1", 18_800, false), now),
+    ///     ShardCollector::of(1, &beat("a:1", 18_800, false), now),
+    ///     ShardCollector::of(2, &beat("b:2", 5_000, false), now),
+    ///     ShardCollector::of(3, &beat("a:1", 18_800, false), now),
+    /// ];
+    /// assert_eq!(
+    ///     report.collector_lines(),
+    ///     [
+    ///         "collector a:1 of shard(s) 0-1,3: running, last beat 1.2 s ago, every 3 s",
+    ///         "collector b:2 of shard(s) 2: silent, last beat 15.0 s ago, every 3 s",
+    ///     ]
+    /// );
+    /// ```
+    pub fn collector_lines(&self) -> Vec<String> {
+        let mut groups: Vec<(&ShardCollector, Vec<u32>)> = Vec::new();
+        for c in &self.network.collectors {
+            match groups
+                .iter_mut()
+                .find(|(g, _)| g.collector == c.collector && g.state == c.state)
+            {
+                Some((_, shards)) => shards.push(c.shard),
+                None => groups.push((c, vec![c.shard])),
+            }
+        }
+        groups
+            .into_iter()
+            .map(|(c, shards)| {
+                let state = match c.state {
+                    CollectorState::Running => "running",
+                    CollectorState::Stopped => "stopped",
+                    CollectorState::Silent => "silent",
+                };
+                format!(
+                    "collector {} of shard(s) {}: {state}, last beat {:.1} s ago, every {} s",
+                    c.collector,
+                    super::uncollected_shard::shard_list(&shards),
+                    c.last_beat_s,
+                    c.heartbeat_s
+                )
+            })
+            .collect()
+    }
+}
+
 impl Section for NetworkReport {
     fn heading(&self) -> String {
         let c = &self.network.config;
@@ -450,7 +514,7 @@ impl Section for NetworkReport {
     }
 
     fn lines(&self) -> Vec<String> {
-        let mut out = Vec::new();
+        let mut out = self.collector_lines();
         let cut: usize = self
             .windows
             .iter()
