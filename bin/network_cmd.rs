@@ -513,6 +513,7 @@ pub(crate) fn run_collect(args: CollectArgs) -> u8 {
         request_timeout: timeout(args.nats.server.request_timeout),
         verbose: args.verbose,
         heartbeat: timeout(args.heartbeat),
+        progress: Some(super::progress_requests()),
     };
     let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
     match rt.block_on(collect(&opts, &stopped)) {
@@ -525,10 +526,7 @@ pub(crate) fn run_collect(args: CollectArgs) -> u8 {
                     flowsieve::network::collector::ACK_WAIT
                 );
             }
-            eprintln!(
-                "collect: {} shard-windows written ({} partial), {} digests merged, {} duplicates, {} late, {} refused, {} read from the object store",
-                s.written, s.partial, s.merged, s.duplicates, s.late, s.rejected, s.objects
-            );
+            eprintln!("collect: {}", s.counts());
             if stopped() {
                 exit::INTERRUPTED
             } else {

@@ -588,7 +588,8 @@ fn a_collector_taking_over_waits_for_the_digests_its_predecessor_held() {
 /// went away used to ignore the first Ctrl-C for as long as the server
 /// stayed away: its rounds' failure paths retried without looking at the
 /// stop. Now it ends `STOP_GRACE` after the interrupt, and a warning line
-/// before its summary says that it stopped mid-round.
+/// before its summary says that it stopped mid-round. Before the first
+/// Ctrl-C, SIGUSR1 asks it for one progress line, and it goes on.
 #[test]
 fn a_collector_stops_on_ctrl_c_even_when_its_server_is_gone() {
     let Some(bin) = nats_server() else {
@@ -609,7 +610,7 @@ fn a_collector_stops_on_ctrl_c_even_when_its_server_is_gone() {
             "--heartbeat",
             "100ms",
         ]);
-        // In its rounds once it wrote a window or, with all written, beat.
+        // Once every shard-window of the trace is written and it beats.
         let start = Instant::now();
         let beating = |url: &str| {
             let out = results_output(url);
@@ -619,12 +620,16 @@ fn a_collector_stops_on_ctrl_c_even_when_its_server_is_gone() {
                 .is_some_and(|c| c.iter().any(|c| c["state"] == "running"))
         };
         let mut c = c;
-        while stored_results(url).1.is_empty() || !beating(url) {
+        let written = |url: &str| {
+            let (net, stored) = stored_results(url);
+            stored.len() == reference(&net).0.len()
+        };
+        while !written(url) || !beating(url) {
             if start.elapsed() > Duration::from_secs(60) {
                 let _ = c.kill();
                 let out = c.wait_with_output().unwrap();
                 panic!(
-                    "the collector wrote nothing in 60 s: {}",
+                    "the collector did not write every window in 60 s: {}",
                     String::from_utf8_lossy(&out.stderr)
                 );
             }
@@ -664,11 +669,38 @@ fn a_collector_stops_on_ctrl_c_even_when_its_server_is_gone() {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     let first = running(&url);
     let first_id = format!("{}:{}", host.trim(), first.id());
+    // SIGUSR1 first: one progress line at its next round (one second's
+    // drain at most), and it goes on.
+    // SAFETY: kill(2) on our own child's pid, with a valid signal.
+    assert_eq!(unsafe { libc::kill(first.id() as i32, libc::SIGUSR1) }, 0);
+    std::thread::sleep(Duration::from_secs(2));
     let (out, took) = interrupt(first);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    summary(&err);
+    assert_eq!(err.lines().count(), 2, "{err}");
+    // Every digest of the two probes was merged and written before the
+    // signal came (see `running`), so its counts are the summary's, and
+    // it holds nothing.
+    let progress = err.lines().next().unwrap();
+    let counts = progress
+        .strip_prefix("flowsieve: progress: collect: shard(s) 0-7, ")
+        .and_then(|p| p.split_once(" s: "))
+        .and_then(|(secs, rest)| {
+            let (counts, held) = rest.split_once("; ")?;
+            let secs: f64 = secs.parse().ok()?;
+            let held = held.strip_suffix(" shard-windows held until those are written")?;
+            Some((secs, counts, held))
+        });
+    let Some((secs, counts, held)) = counts else {
+        panic!("{err}")
+    };
+    assert!(secs > 0.0, "{err}");
+    assert_eq!(
+        err.lines().last(),
+        Some(format!("collect: {counts}").as_str()),
+        "{err}"
+    );
+    assert_eq!(held, "0 digests of 0", "{err}");
     assert!(took < grace, "{took:?}: {err}");
     assert_collectors(&results_output(&url), &first_id, "stopped", 0.1);
     // The server is gone: the collector ends STOP_GRACE after Ctrl-C.

@@ -53,6 +53,10 @@ pub struct CollectOptions {
     pub verbose: bool,
     /// How often it writes its beat ([`super::collector_beat`]).
     pub heartbeat: Duration,
+    /// A flag that asks for one progress line on stderr (set by SIGUSR1
+    /// in `flowsieve collect`), answered at the start of the next round
+    /// and cleared.
+    pub progress: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// What a collector did.
@@ -79,6 +83,34 @@ pub struct CollectSummary {
     /// unwritten go to the next collector of its shards after
     /// [`ACK_WAIT`].
     pub cut_off: bool,
+}
+
+impl CollectSummary {
+    /// The counts, as the summary line and the progress line give them.
+    ///
+    /// ```
+    /// let s = flowsieve::network::collector::CollectSummary {
+    ///     written: 3,
+    ///     merged: 6,
+    ///     ..Default::default()
+    /// };
+    /// assert_eq!(
+    ///     s.counts(),
+    ///     "3 shard-windows written (0 partial), 6 digests merged, 0 duplicates, 0 late, 0 refused, 0 read from the object store"
+    /// );
+    /// ```
+    pub fn counts(&self) -> String {
+        format!(
+            "{} shard-windows written ({} partial), {} digests merged, {} duplicates, {} late, {} refused, {} read from the object store",
+            self.written,
+            self.partial,
+            self.merged,
+            self.duplicates,
+            self.late,
+            self.rejected,
+            self.objects
+        )
+    }
 }
 
 /// How long an interrupted collector waits for its round to end before it
@@ -377,6 +409,20 @@ async fn collect_rounds(
     // wrote none of their windows: their next drain is not capped.
     let mut stalled: Vec<u32> = Vec::new();
     loop {
+        if opts
+            .progress
+            .as_ref()
+            .is_some_and(|p| p.swap(false, Ordering::Relaxed))
+        {
+            eprintln!(
+                "flowsieve: progress: collect: shard(s) {}, {:.1} s: {}; {} digests of {} shard-windows held until those are written",
+                shard_list(&opts.shards),
+                start.elapsed().as_secs_f64(),
+                summary.counts(),
+                book.held_tokens().count(),
+                book.pending()
+            );
+        }
         // A beat that fails is retried at the next round; `results` takes
         // a collector for silent only after SILENT_AFTER_BEATS periods.
         if last_beat.elapsed() >= opts.heartbeat {
