@@ -879,6 +879,76 @@ fn a_collector_is_refused_the_shards_another_one_runs_for() {
             .trim_start()
             .starts_with("collector elsewhere:1 of shard(s) 6: ")),
         "{text}"
+    ); // A running collector whose shard's beat another collector wrote (one
+    // that took over while this one looked silent, cut off from the
+    // server) stops at its next beat, exit 1 on one line.
+    let mut running = flowsieve(&[
+        "collect",
+        "--nats",
+        &url,
+        "--shards",
+        "0-5",
+        "--heartbeat",
+        "100ms",
+    ]);
+    let running_id = format!("{}:{}", host.trim(), running.id());
+    let start = Instant::now();
+    while !states(&url).contains(&(2, running_id.clone(), "running".into())) {
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = running.kill();
+            panic!("the collector did not beat in 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    with_server(&url, |n| async move {
+        let beats = n
+            .bucket(flowsieve::network::transport::COLLECTORS_BUCKET)
+            .await
+            .unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let beat = flowsieve::network::collector_beat::CollectorBeat {
+            collector: "elsewhere:9".into(),
+            shards: "2".into(),
+            started_ms: now,
+            beat_ms: now,
+            every_ms: 3_000,
+            stopped: false,
+        };
+        n.beat(&beats, &beat, &[2]).await.unwrap();
+    });
+    let start = Instant::now();
+    while running.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(10) {
+            let _ = running.kill();
+            let out = running.wait_with_output().unwrap();
+            panic!(
+                "a collector whose shard was taken over ran on: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = running.wait_with_output().unwrap();
+    assert_one_line(&out, 1, "");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "flowsieve: error: collect: shard(s) 2 by elsewhere:9 were taken over (their beats are that collector's now): this collector stops, so that each shard has one collector; the digests it held unwritten go to that one within 10s\n"
+    );
+    // Its last beats stand where they are its own (running, or silent
+    // three periods later); the taken shard keeps the other's.
+    let after = states(&url);
+    assert!(
+        after.contains(&(2, "elsewhere:9".into(), "running".into())),
+        "{after:?}"
+    );
+    assert!(
+        after
+            .iter()
+            .any(|(s, id, state)| *s == 3 && *id == running_id && state != "stopped"),
+        "{after:?}"
     );
 }
 

@@ -315,27 +315,14 @@ async fn collect_rounds(
             }
         }
     };
-    let now = unix_ms();
-    let taken = super::collector_beat::taken_shards(&found, &me, now, gone_from_this_host);
-    if !taken.is_empty() {
-        let each: Vec<String> = taken
-            .iter()
-            .map(|(b, shards)| {
-                format!(
-                    "shard(s) {} already have a running collector, {} (last beat {:.1} s ago, every {} s)",
-                    shard_list(shards),
-                    b.collector,
-                    b.age_ms(now) as f64 / 1e3,
-                    b.every_ms as f64 / 1e3
-                )
-            })
-            .collect();
-        return Err(NetError::ShardsTaken(format!(
-            "{}: two collectors of one shard split its digests, and each writes its windows partial; stop that one, or give --shards without those (a collector killed on another host counts as running until {} periods after its last beat)",
-            each.join("; "),
-            super::collector_beat::SILENT_AFTER_BEATS
-        )));
-    }
+    refuse_taken(&found, &me)?;
+    // Each owned shard's beat revision as last read or written: every
+    // beat is a compare and set on it (see write_beats).
+    let mut revisions: HashMap<u32, Option<u64>> = opts
+        .shards
+        .iter()
+        .map(|&s| (s, found.iter().find(|f| f.0 == s).map(|f| f.2)))
+        .collect();
     let mut consumers = Vec::new();
     for &s in &opts.shards {
         let name = format!("collect-s{s}");
@@ -380,7 +367,7 @@ async fn collect_rounds(
         }
     };
     let mut beat = CollectorBeat {
-        collector: me,
+        collector: me.clone(),
         shards: shard_list(&opts.shards),
         started_ms: unix_ms(),
         beat_ms: unix_ms(),
@@ -388,9 +375,18 @@ async fn collect_rounds(
         stopped: false,
     };
     // The first beat before any digest is taken: from here on `results`
-    // knows these shards have a collector.
-    if let Err(e) = nats.beat(&beats, &beat, &opts.shards).await {
-        transient(&e, opts);
+    // knows these shards have a collector. A beat that another collector
+    // wrote since the check above is a collector started at the same
+    // moment: refused as above if it runs, taken over if it stopped.
+    for _ in 0..3 {
+        let changed = write_beats(&nats, &beats, &beat, &mut revisions, opts).await;
+        if changed.is_empty() {
+            break;
+        }
+        refuse_taken(&changed, &me)?;
+        for (s, _, r) in changed {
+            revisions.insert(s, Some(r));
+        }
     }
     let mut last_beat = Instant::now();
     let mut book: Book<Message> = Book::new(cfg.clone(), opts.shards.clone());
@@ -427,8 +423,9 @@ async fn collect_rounds(
         // a collector for silent only after SILENT_AFTER_BEATS periods.
         if last_beat.elapsed() >= opts.heartbeat {
             beat.beat_ms = unix_ms();
-            if let Err(e) = nats.beat(&beats, &beat, &opts.shards).await {
-                transient(&e, opts);
+            let changed = write_beats(&nats, &beats, &beat, &mut revisions, opts).await;
+            if !changed.is_empty() {
+                return Err(taken_over(&changed));
             }
             last_beat = Instant::now();
         }
@@ -643,12 +640,116 @@ async fn collect_rounds(
     // A clean end says so, so that `results` tells a stopped collector
     // from a silent one. (One that fails, or is killed, writes nothing:
     // its beats age into silence.)
+    // A shard another collector took over keeps that one's beat.
     beat.beat_ms = unix_ms();
     beat.stopped = true;
-    if let Err(e) = nats.beat(&beats, &beat, &opts.shards).await {
-        transient(&e, opts);
-    }
+    write_beats(&nats, &beats, &beat, &mut revisions, opts).await;
     Ok(())
+}
+
+/// Writes `beat` under each shard of `revisions` whose stored beat is
+/// still at the revision there (this collector's last, or the one it read
+/// before its first), and records the new revision. Returns the shards
+/// whose beat another collector wrote instead, with that beat and its
+/// revision, unwritten.
+///
+/// A write that failed is retried at the next beat (`results` takes a
+/// collector for silent only after SILENT_AFTER_BEATS periods). One that
+/// landed though its answer was lost leaves this collector's own beat
+/// at a revision it does not know: the next write finds it changed, reads
+/// it, sees its own name and takes the revision.
+async fn write_beats(
+    nats: &Nats,
+    store: &kv::Store,
+    beat: &CollectorBeat,
+    revisions: &mut HashMap<u32, Option<u64>>,
+    opts: &CollectOptions,
+) -> Vec<(u32, CollectorBeat, u64)> {
+    let writes = futures_util::future::join_all(opts.shards.iter().map(|&s| {
+        let last = revisions.get(&s).copied().flatten();
+        async move { (s, nats.beat_if_unchanged(store, beat, s, last).await) }
+    }))
+    .await;
+    let mut changed = Vec::new();
+    for (s, write) in writes {
+        match write {
+            Ok(transport::BeatWrite::Written(r)) => {
+                revisions.insert(s, Some(r));
+            }
+            Ok(transport::BeatWrite::Changed) => changed.push(s),
+            Err(e) => transient(&e, opts),
+        }
+    }
+    if changed.is_empty() {
+        return Vec::new();
+    }
+    let stored = match nats.beats_of(store, &changed).await {
+        Ok(b) => b,
+        Err(e) => {
+            transient(&e, opts);
+            return Vec::new();
+        }
+    };
+    let mut others = Vec::new();
+    for (s, stored_beat, r) in stored {
+        if stored_beat.collector == beat.collector {
+            revisions.insert(s, Some(r));
+        } else {
+            others.push((s, stored_beat, r));
+        }
+    }
+    others
+}
+
+/// Refuses, with [`NetError::ShardsTaken`], the shards of `found` (their
+/// stored beats) whose collector is another one, still running
+/// ([`super::collector_beat::taken_shards`]).
+fn refuse_taken(found: &[(u32, CollectorBeat, u64)], me: &str) -> Result<(), NetError> {
+    let beats: Vec<(u32, CollectorBeat)> = found.iter().map(|(s, b, _)| (*s, b.clone())).collect();
+    let now = unix_ms();
+    let taken = super::collector_beat::taken_shards(&beats, me, now, gone_from_this_host);
+    if taken.is_empty() {
+        return Ok(());
+    }
+    let each: Vec<String> = taken
+        .iter()
+        .map(|(b, shards)| {
+            format!(
+                "shard(s) {} already have a running collector, {} (last beat {:.1} s ago, every {} s)",
+                shard_list(shards),
+                b.collector,
+                b.age_ms(now) as f64 / 1e3,
+                b.every_ms as f64 / 1e3
+            )
+        })
+        .collect();
+    Err(NetError::ShardsTaken(format!(
+        "{}: two collectors of one shard split its digests, and each writes its windows partial; stop that one, or give --shards without those (a collector killed on another host counts as running until {} periods after its last beat)",
+        each.join("; "),
+        super::collector_beat::SILENT_AFTER_BEATS
+    )))
+}
+
+/// The error of a running collector whose shards' beats another
+/// collector wrote (`changed`, from [`write_beats`]): that one took them
+/// over, most likely while this one was cut off from the server long
+/// enough to look silent.
+fn taken_over(changed: &[(u32, CollectorBeat, u64)]) -> NetError {
+    let mut by: Vec<(&str, Vec<u32>)> = Vec::new();
+    for (s, b, _) in changed {
+        match by.iter_mut().find(|(who, _)| *who == b.collector) {
+            Some((_, shards)) => shards.push(*s),
+            None => by.push((&b.collector, vec![*s])),
+        }
+    }
+    let each: Vec<String> = by
+        .iter()
+        .map(|(who, shards)| format!("shard(s) {} by {who}", shard_list(shards)))
+        .collect();
+    NetError::TakenOver(format!(
+        "{} were taken over (their beats are that collector's now): this collector stops, so that each shard has one collector; the digests it held unwritten go to that one within {ACK_WAIT:?}",
+        each.join("; ")
+    ))
 }
 
 /// Unix time in milliseconds, on this machine's clock (0 before 1970).

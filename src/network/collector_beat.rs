@@ -10,6 +10,13 @@
 //! running, which one stopped, and which one went silent (killed, or cut
 //! off from the server), so an operator learns that windows are not being
 //! written before the missing windows show it.
+//!
+//! A beat also claims its shards. A collector is refused shards whose beat
+//! is another running collector's ([`taken_shards`]), and every beat is
+//! a compare and set on the revision the collector last wrote, so that
+//! of two collectors claiming a shard at once one finds the other's beat,
+//! and a collector whose shards were taken over while it was cut off
+//! stops at its next beat rather than write beside its successor.
 
 use serde::{Deserialize, Serialize};
 

@@ -77,6 +77,10 @@ pub enum NetError {
     /// ([`super::collector_beat::taken_shards`]).
     #[error("{0}")]
     ShardsTaken(String),
+    /// Another collector took over shards this running one owned: their
+    /// beats are that one's now.
+    #[error("{0}")]
+    TakenOver(String),
     /// A stored value could not be read.
     #[error("stored {what} {key}: {detail}")]
     Stored {
@@ -208,6 +212,15 @@ pub fn server_addrs(list: &str) -> Result<Vec<async_nats::ServerAddr>, String> {
             Ok(addr)
         })
         .collect()
+}
+
+/// What [`Nats::beat_if_unchanged`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BeatWrite {
+    /// The beat was written, at this revision.
+    Written(u64),
+    /// The stored beat was not the one expected: it was not written.
+    Changed,
 }
 
 /// Connects to the servers `url` names ([`server_addrs`]). With `retry`,
@@ -534,25 +547,60 @@ impl Nats {
     }
 
     /// The beats stored under `shards` in the collectors bucket `store`,
-    /// by shard; a shard with none is left out.
+    /// by shard, each with its revision; a shard with none is left out.
     pub async fn beats_of(
         &self,
         store: &kv::Store,
         shards: &[u32],
-    ) -> Result<Vec<(u32, CollectorBeat)>, NetError> {
+    ) -> Result<Vec<(u32, CollectorBeat, u64)>, NetError> {
         let got =
-            futures_util::future::join_all(shards.iter().map(|&s| store.get(beat_key(s)))).await;
+            futures_util::future::join_all(shards.iter().map(|&s| store.entry(beat_key(s)))).await;
         let mut out = Vec::new();
-        for (&shard, value) in shards.iter().zip(got) {
-            let Some(bytes) = value.map_err(|e| nats_err("read beat")(&e))? else {
+        for (&shard, entry) in shards.iter().zip(got) {
+            let Some(entry) = entry.map_err(|e| nats_err("read beat")(&e))? else {
                 continue;
             };
+            if entry.operation != kv::Operation::Put {
+                continue;
+            }
             out.push((
                 shard,
-                decode_stored::<CollectorBeat>(&bytes, "collector beat", &beat_key(shard))?,
+                decode_stored::<CollectorBeat>(&entry.value, "collector beat", &beat_key(shard))?,
+                entry.revision,
             ));
         }
         Ok(out)
+    }
+
+    /// Writes `beat` under `shard` only if the beat stored there is still
+    /// the one at revision `last` (`None`: there is none): a compare and
+    /// set, so that of two collectors claiming one shard, one finds the
+    /// other's beat instead of overwriting it.
+    pub async fn beat_if_unchanged(
+        &self,
+        store: &kv::Store,
+        beat: &CollectorBeat,
+        shard: u32,
+        last: Option<u64>,
+    ) -> Result<BeatWrite, NetError> {
+        let bytes: bytes::Bytes = serde_json::to_vec(beat)
+            .map_err(|e| nats_err("encode beat")(&e))?
+            .into();
+        let key = beat_key(shard);
+        match last {
+            Some(revision) => match store.update(&key, bytes, revision).await {
+                Ok(r) => Ok(BeatWrite::Written(r)),
+                Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                    Ok(BeatWrite::Changed)
+                }
+                Err(e) => Err(nats_err("write beat")(&e)),
+            },
+            None => match store.create(&key, bytes).await {
+                Ok(r) => Ok(BeatWrite::Written(r)),
+                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(BeatWrite::Changed),
+                Err(e) => Err(nats_err("write beat")(&e)),
+            },
+        }
     }
 
     /// Each shard's last collector beat, by shard; none where no
