@@ -642,20 +642,12 @@ fn a_collector_stops_on_ctrl_c_even_when_its_server_is_gone() {
         // SAFETY: kill(2) on our own child's pid, with a valid signal.
         assert_eq!(unsafe { libc::kill(c.id() as i32, libc::SIGINT) }, 0);
         let start = Instant::now();
-        let mut c = c;
-        while c.try_wait().unwrap().is_none() {
-            if start.elapsed() > grace + Duration::from_secs(10) {
-                let _ = c.kill();
-                let out = c.wait_with_output().unwrap();
-                panic!(
-                    "the collector ran on {:?} after Ctrl-C: {}",
-                    start.elapsed(),
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        (c.wait_with_output().unwrap(), start.elapsed())
+        let out = exited_within(
+            c,
+            grace + Duration::from_secs(10),
+            "a collector after Ctrl-C",
+        );
+        (out, start.elapsed())
     };
     let summary = |err: &str| {
         let last = err.lines().last().unwrap_or_default();
@@ -778,20 +770,11 @@ fn a_collector_is_refused_the_shards_another_one_runs_for() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let refused = |shards: &str| {
-        let mut c = flowsieve(&["collect", "--nats", &url, "--shards", shards]);
-        let start = Instant::now();
-        while c.try_wait().unwrap().is_none() {
-            if start.elapsed() > Duration::from_secs(30) {
-                let _ = c.kill();
-                let out = c.wait_with_output().unwrap();
-                panic!(
-                    "a collector of shards {shards} was not refused: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        c.wait_with_output().unwrap()
+        exited_within(
+            flowsieve(&["collect", "--nats", &url, "--shards", shards]),
+            Duration::from_secs(30),
+            &format!("a collector of taken shards {shards}"),
+        )
     };
     let tail = "two collectors of one shard split its digests, and each writes its windows partial; stop that one, or give --shards without those (a collector killed on another host counts as running until 3 periods after its last beat)";
     let out = refused("4-7");
@@ -805,27 +788,8 @@ fn a_collector_is_refused_the_shards_another_one_runs_for() {
         "{err}"
     );
     // Beats of collectors on another host: one running, one silent.
-    with_server(&url, |n| async move {
-        let beats = n
-            .bucket(flowsieve::network::transport::COLLECTORS_BUCKET)
-            .await
-            .unwrap();
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64;
-        for (who, shard, beat_ms) in [("elsewhere:1", 6, now), ("elsewhere:2", 7, now - 10_000)] {
-            let beat = flowsieve::network::collector_beat::CollectorBeat {
-                collector: who.into(),
-                shards: shard.to_string(),
-                started_ms: now - 20_000,
-                beat_ms,
-                every_ms: 3_000,
-                stopped: false,
-            };
-            n.beat(&beats, &beat, &[shard]).await.unwrap();
-        }
-    });
+    put_beat(&url, "elsewhere:1", 6, 0);
+    put_beat(&url, "elsewhere:2", 7, 10_000);
     let out = refused("6-7");
     assert_one_line(&out, 2, "");
     let err = String::from_utf8_lossy(&out.stderr);
@@ -900,38 +864,12 @@ fn a_collector_is_refused_the_shards_another_one_runs_for() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    with_server(&url, |n| async move {
-        let beats = n
-            .bucket(flowsieve::network::transport::COLLECTORS_BUCKET)
-            .await
-            .unwrap();
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64;
-        let beat = flowsieve::network::collector_beat::CollectorBeat {
-            collector: "elsewhere:9".into(),
-            shards: "2".into(),
-            started_ms: now,
-            beat_ms: now,
-            every_ms: 3_000,
-            stopped: false,
-        };
-        n.beat(&beats, &beat, &[2]).await.unwrap();
-    });
-    let start = Instant::now();
-    while running.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(10) {
-            let _ = running.kill();
-            let out = running.wait_with_output().unwrap();
-            panic!(
-                "a collector whose shard was taken over ran on: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = running.wait_with_output().unwrap();
+    put_beat(&url, "elsewhere:9", 2, 0);
+    let out = exited_within(
+        running,
+        Duration::from_secs(10),
+        "a collector whose shard was taken over",
+    );
     assert_one_line(&out, 1, "");
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
@@ -950,6 +888,48 @@ fn a_collector_is_refused_the_shards_another_one_runs_for() {
             .any(|(s, id, state)| *s == 3 && *id == running_id && state != "stopped"),
         "{after:?}"
     );
+}
+
+/// Waits up to `limit` for `c` to exit and returns its output; past that,
+/// kills it and fails, naming `what`, with its stderr.
+fn exited_within(mut c: Child, limit: Duration, what: &str) -> std::process::Output {
+    let start = Instant::now();
+    while c.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = c.kill();
+            let out = c.wait_with_output().unwrap();
+            panic!(
+                "{what} ran on past {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    c.wait_with_output().unwrap()
+}
+
+/// Writes, as collector `who` on another host would, a running beat for
+/// `shard` dated `ago_ms` before now, every 3 s.
+fn put_beat(url: &str, who: &str, shard: u32, ago_ms: u64) {
+    with_server(url, |n| async move {
+        let beats = n
+            .bucket(flowsieve::network::transport::COLLECTORS_BUCKET)
+            .await
+            .unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let beat = flowsieve::network::collector_beat::CollectorBeat {
+            collector: who.into(),
+            shards: shard.to_string(),
+            started_ms: now - ago_ms - 10_000,
+            beat_ms: now - ago_ms,
+            every_ms: 3_000,
+            stopped: false,
+        };
+        n.beat(&beats, &beat, &[shard]).await.unwrap();
+    });
 }
 
 /// Runs probes r0 and r1 (with `extra` flags) on the two halves of the
