@@ -217,25 +217,14 @@ fn flowsieve(args: &[&str]) -> Child {
 }
 
 fn finish(c: Child, what: &str, limit: Duration) -> String {
-    let start = Instant::now();
-    let mut c = c;
-    loop {
-        if let Some(status) = c.try_wait().unwrap() {
-            let out = c.wait_with_output().unwrap();
-            let err = String::from_utf8_lossy(&out.stderr).to_string();
-            assert!(status.success(), "{what} failed ({status}): {err}");
-            return err;
-        }
-        if start.elapsed() > limit {
-            let _ = c.kill();
-            let out = c.wait_with_output().unwrap();
-            panic!(
-                "{what} ran past {limit:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let out = exited_within(c, limit, what);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        out.status.success(),
+        "{what} failed ({}): {err}",
+        out.status
+    );
+    err
 }
 
 fn probe(url: &str, id: &str, trace: &Path, probes: u32, replicas: u16) -> Child {
