@@ -24,6 +24,7 @@ mod capped;
 mod class;
 mod cli;
 mod cli_property;
+mod collector_beat;
 mod corpora;
 mod dissect;
 mod filter;

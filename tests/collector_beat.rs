@@ -1,0 +1,84 @@
+//! A collector's beat (`flowsieve::network::collector_beat`): what a beat
+//! says of its collector at a given time, and which shards a collector
+//! about to start is refused, checked as properties over arbitrary beats.
+
+use flowsieve::network::collector_beat::{
+    CollectorBeat, CollectorState, SILENT_AFTER_BEATS, taken_shards,
+};
+use proptest::prelude::*;
+use std::collections::BTreeSet;
+
+/// A beat of collector `c{who}` (a few names, so that collectors own
+/// several shards), within a minute of `t = 60 s`.
+fn beat() -> impl Strategy<Value = CollectorBeat> {
+    (0u8..4, 0u64..60_000, 1u64..20_000, any::<bool>()).prop_map(
+        |(who, beat_ms, every_ms, stopped)| CollectorBeat {
+            collector: format!("c{who}"),
+            shards: String::new(),
+            started_ms: 0,
+            beat_ms,
+            every_ms,
+            stopped,
+        },
+    )
+}
+
+proptest! {
+    /// A stopped beat is stopped; any other is running up to
+    /// SILENT_AFTER_BEATS periods after it and silent from then on, on a
+    /// clock ahead of or behind the collector's alike.
+    #[test]
+    fn a_beat_is_silent_exactly_past_three_periods(b in beat(), now in 0u64..200_000) {
+        let state = b.state(now);
+        if b.stopped {
+            prop_assert_eq!(state, CollectorState::Stopped);
+        } else if now > b.beat_ms + SILENT_AFTER_BEATS * b.every_ms {
+            prop_assert_eq!(state, CollectorState::Silent);
+            // And stays silent.
+            prop_assert_eq!(b.state(now + 1), CollectorState::Silent);
+        } else {
+            prop_assert_eq!(state, CollectorState::Running);
+        }
+        prop_assert_eq!(b.age_ms(now), now.saturating_sub(b.beat_ms));
+    }
+
+    /// `taken_shards` names exactly the shards whose beat is another
+    /// collector's, running and not known gone; each such collector once,
+    /// with its beat and its shards in the order found.
+    #[test]
+    fn the_shards_refused_are_those_of_other_running_collectors(
+        beats in proptest::collection::vec(beat(), 0..24),
+        me in 0u8..5,
+        gone in proptest::collection::btree_set(0u8..4, 0..3),
+        now in 0u64..120_000,
+    ) {
+        let me = format!("c{me}");
+        let gone: BTreeSet<String> = gone.iter().map(|g| format!("c{g}")).collect();
+        let found: Vec<(u32, CollectorBeat)> =
+            beats.into_iter().enumerate().map(|(s, b)| (s as u32, b)).collect();
+        let taken = taken_shards(&found, &me, now, |id| gone.contains(id));
+        let expected: Vec<u32> = found
+            .iter()
+            .filter(|(_, b)| {
+                b.collector != me
+                    && !b.stopped
+                    && now <= b.beat_ms + SILENT_AFTER_BEATS * b.every_ms
+                    && !gone.contains(&b.collector)
+            })
+            .map(|(s, _)| *s)
+            .collect();
+        let mut named: Vec<u32> = taken.iter().flat_map(|(_, s)| s.iter().copied()).collect();
+        named.sort_unstable();
+        prop_assert_eq!(&named, &expected);
+        let collectors: BTreeSet<&str> = taken.iter().map(|(b, _)| b.collector.as_str()).collect();
+        prop_assert_eq!(collectors.len(), taken.len());
+        for (b, shards) in &taken {
+            prop_assert!(shards.windows(2).all(|w| w[0] < w[1]));
+            for s in shards {
+                prop_assert_eq!(&found[*s as usize].1.collector, &b.collector);
+            }
+            // The beat given is that of the collector's first shard named.
+            prop_assert_eq!(&found[shards[0] as usize].1, *b);
+        }
+    }
+}
