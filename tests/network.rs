@@ -100,6 +100,8 @@ fn http_get(port: u16, path: &str) -> Option<String> {
 /// nats-server processes on loopback, stopped by their process ids.
 struct Servers {
     nodes: Vec<Option<Child>>,
+    /// Each node's command line, to start it again ([`Servers::restart`]).
+    commands: Vec<(PathBuf, Vec<std::ffi::OsString>)>,
     clients: Vec<u16>,
     monitors: Vec<u16>,
     dir: tempfile::TempDir,
@@ -120,6 +122,7 @@ impl Servers {
         let monitors: Vec<u16> = ports.by_ref().take(n).collect();
         let routes: Vec<u16> = ports.collect();
         let mut nodes = Vec::new();
+        let mut commands = Vec::new();
         for i in 0..n {
             let mut c = Command::new(bin);
             c.args(["-js", "-a", "127.0.0.1", "-n", &format!("node{i}")])
@@ -140,6 +143,10 @@ impl Servers {
                     .args(["--cluster", &format!("nats://127.0.0.1:{}", routes[i])])
                     .args(["--routes", &others.join(",")]);
             }
+            commands.push((
+                bin.to_path_buf(),
+                c.get_args().map(|a| a.to_owned()).collect(),
+            ));
             // The node's log, for the message when it does not come up.
             let log = std::fs::File::create(dir.path().join(format!("n{i}.log"))).unwrap();
             nodes.push(Some(
@@ -151,6 +158,7 @@ impl Servers {
         }
         let s = Servers {
             nodes,
+            commands,
             clients,
             monitors,
             dir,
@@ -189,6 +197,24 @@ impl Servers {
 
     fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.clients[0])
+    }
+
+    /// Starts node `i`, killed before, again: the same ports and store.
+    fn restart(&mut self, i: usize) {
+        let (bin, args) = &self.commands[i];
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.dir.path().join(format!("n{i}.log")))
+            .unwrap();
+        self.nodes[i] = Some(
+            Command::new(bin)
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::from(log))
+                .spawn()
+                .unwrap(),
+        );
+        self.wait_ready();
     }
 
     fn kill(&mut self, i: usize) {
@@ -705,6 +731,99 @@ fn a_collector_stops_on_ctrl_c_even_when_its_server_is_gone() {
     );
     summary(&err);
     assert!(took >= grace, "{took:?}: {err}");
+}
+
+/// A collector cut off from its server retries without end, and used to
+/// say nothing however long that lasted (unless run with `-v`). It warns
+/// once the connection has been down for `DISCONNECTED_WARNING`, notes
+/// its return, and goes on: Ctrl-C then ends it at its round's end as
+/// usual.
+#[test]
+fn a_collector_says_when_its_server_went_away_and_came_back() {
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let mut servers = Servers::start(&bin, 1, None);
+    let url = servers.url();
+    let (_dir, _) = two_probes(&url, &[]);
+    let collector = flowsieve(&["collect", "--nats", &url, "--shards", "0-7"]);
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let id = format!("{}:{}", host.trim(), collector.id());
+    // Every shard's beat this collector's, and written since `since`.
+    let beat_since = |url: &str, since: Instant| {
+        let out = results_output(url);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        report["network"]["collectors"].as_array().is_some_and(|c| {
+            c.len() == 8
+                && c.iter().all(|c| {
+                    c["collector"] == id.as_str()
+                        && c["state"] == "running"
+                        && c["last_beat_s"]
+                            .as_f64()
+                            .is_some_and(|age| age < since.elapsed().as_secs_f64())
+                })
+        })
+    };
+    let waited = |what: &str, start: Instant, collector: Child| -> Child {
+        if start.elapsed() > Duration::from_secs(60) {
+            let mut c = collector;
+            let _ = c.kill();
+            let out = c.wait_with_output().unwrap();
+            panic!("{what} in 60 s: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        collector
+    };
+    let mut collector = collector;
+    // Every window written first: a digest delivered but not yet
+    // acknowledged when the server goes would be named after it is back.
+    let written = |url: &str| {
+        let (net, stored) = stored_results(url);
+        stored.len() == reference(&net).0.len()
+    };
+    let start = Instant::now();
+    while !written(&url) || !beat_since(&url, start) {
+        collector = waited("the collector did not write every window", start, collector);
+    }
+    let warning = flowsieve::network::collector::DISCONNECTED_WARNING;
+    servers.kill(0);
+    std::thread::sleep(warning + Duration::from_secs(2));
+    let start = Instant::now();
+    servers.restart(0);
+    // Back once it beats again on the restarted server.
+    while !beat_since(&url, start) {
+        collector = waited("the collector did not beat again", start, collector);
+    }
+    // SAFETY: kill(2) on our own child's pid, with a valid signal.
+    assert_eq!(
+        unsafe { libc::kill(collector.id() as i32, libc::SIGINT) },
+        0
+    );
+    let out = exited_within(
+        collector,
+        Duration::from_secs(30),
+        "a collector after Ctrl-C",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    let down: f64 = lines[0]
+        .strip_prefix("flowsieve: warning: collect: no connection to the server for ")
+        .and_then(|l| l.strip_suffix(" s: still trying; no window of shard(s) 0-7 is written meanwhile, and nothing is lost"))
+        .and_then(|l| l.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        (warning.as_secs_f64()..warning.as_secs_f64() + 1.0).contains(&down),
+        "{err}"
+    );
+    let back: f64 = lines[1]
+        .strip_prefix("flowsieve: note: collect: connected to the server again, after ")
+        .and_then(|l| l.strip_suffix(" s"))
+        .and_then(|l| l.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(back >= warning.as_secs_f64() + 2.0, "{err}");
+    assert!(lines[2].starts_with("collect: "), "{err}");
 }
 
 /// Two collectors of one shard share its durable consumer, so the server

@@ -113,6 +113,53 @@ impl CollectSummary {
     }
 }
 
+/// How long a collector's connection may stay down before it warns of it,
+/// once an outage (and notes the connection's return).
+pub const DISCONNECTED_WARNING: Duration = Duration::from_secs(5);
+
+/// Watches the client's connection, and says once an outage, after
+/// [`DISCONNECTED_WARNING`], that it is down, and when it is back.
+///
+/// A collector cut off from its server retries every request without end
+/// (nothing is lost: no digest is acknowledged before its window is
+/// written), and a request waits up to its timeout, some reads ten times
+/// over: without this, the collector said nothing however long the
+/// outage lasted, unless run with `-v`.
+async fn watch_connection(client: async_nats::Client, shards: String) {
+    use async_nats::connection::State;
+    let mut down: Option<(Instant, bool)> = None;
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if client.connection_state() == State::Connected {
+            if let Some((since, true)) = down {
+                eprintln!(
+                    "flowsieve: note: collect: connected to the server again, after {:.1} s",
+                    since.elapsed().as_secs_f64()
+                );
+            }
+            down = None;
+            continue;
+        }
+        let (since, warned) = down.get_or_insert((Instant::now(), false));
+        if !*warned && since.elapsed() >= DISCONNECTED_WARNING {
+            *warned = true;
+            eprintln!(
+                "flowsieve: warning: collect: no connection to the server for {:.1} s: still trying; no window of shard(s) {shards} is written meanwhile, and nothing is lost",
+                since.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
+/// A spawned task, aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// How long an interrupted collector waits for its round to end before it
 /// ends without it.
 ///
@@ -256,6 +303,10 @@ async fn collect_rounds(
         opts.request_timeout,
     )
     .await?;
+    let _watch = AbortOnDrop(tokio::spawn(watch_connection(
+        nats.client.clone(),
+        shard_list(&opts.shards),
+    )));
     // A cluster that just lost a node, or is still electing, answers
     // stream and consumer requests with timeouts for a while: retry them
     // until the configuration wait runs out.
