@@ -627,19 +627,9 @@ fn a_collector_stops_on_ctrl_c_even_when_its_server_is_gone() {
         ]);
         // Once every shard-window of the trace is written and it beats.
         let start = Instant::now();
-        let beating = |url: &str| {
-            let out = results_output(url);
-            let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-            report["network"]["collectors"]
-                .as_array()
-                .is_some_and(|c| c.iter().any(|c| c["state"] == "running"))
-        };
+        let beating = |url: &str| collector_states(url).iter().any(|r| r.2 == "running");
         let mut c = c;
-        let written = |url: &str| {
-            let (net, stored) = stored_results(url);
-            stored.len() == reference(&net).0.len()
-        };
-        while !written(url) || !beating(url) {
+        while !every_window_written(url) || !beating(url) {
             if start.elapsed() > Duration::from_secs(60) {
                 let _ = c.kill();
                 let out = c.wait_with_output().unwrap();
@@ -751,18 +741,11 @@ fn a_collector_says_when_its_server_went_away_and_came_back() {
     let id = format!("{}:{}", host.trim(), collector.id());
     // Every shard's beat this collector's, and written since `since`.
     let beat_since = |url: &str, since: Instant| {
-        let out = results_output(url);
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        report["network"]["collectors"].as_array().is_some_and(|c| {
-            c.len() == 8
-                && c.iter().all(|c| {
-                    c["collector"] == id.as_str()
-                        && c["state"] == "running"
-                        && c["last_beat_s"]
-                            .as_f64()
-                            .is_some_and(|age| age < since.elapsed().as_secs_f64())
-                })
-        })
+        let rows = collector_states(url);
+        rows.len() == 8
+            && rows.iter().all(|(_, who, state, age)| {
+                *who == id && state == "running" && *age < since.elapsed().as_secs_f64()
+            })
     };
     let waited = |what: &str, start: Instant, collector: Child| -> Child {
         if start.elapsed() > Duration::from_secs(60) {
@@ -777,12 +760,8 @@ fn a_collector_says_when_its_server_went_away_and_came_back() {
     let mut collector = collector;
     // Every window written first: a digest delivered but not yet
     // acknowledged when the server goes would be named after it is back.
-    let written = |url: &str| {
-        let (net, stored) = stored_results(url);
-        stored.len() == reference(&net).0.len()
-    };
     let start = Instant::now();
-    while !written(&url) || !beat_since(&url, start) {
+    while !every_window_written(&url) || !beat_since(&url, start) {
         collector = waited("the collector did not write every window", start, collector);
     }
     let warning = flowsieve::network::collector::DISCONNECTED_WARNING;
@@ -841,22 +820,10 @@ fn a_collector_is_refused_the_shards_another_one_runs_for() {
     let url = servers.url();
     let (_dir, _) = two_probes(&url, &[]);
     let states = |url: &str| -> Vec<(u64, String, String)> {
-        let out = results_output(url);
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        report["network"]["collectors"]
-            .as_array()
-            .map(|c| {
-                c.iter()
-                    .map(|c| {
-                        (
-                            c["shard"].as_u64().unwrap(),
-                            c["collector"].as_str().unwrap().to_string(),
-                            c["state"].as_str().unwrap().to_string(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+        collector_states(url)
+            .into_iter()
+            .map(|(shard, who, state, _)| (shard, who, state))
+            .collect()
     };
     // Killed however the test ends.
     struct KilledAtEnd(Child);
@@ -996,6 +963,34 @@ fn a_collector_is_refused_the_shards_another_one_runs_for() {
             .any(|(s, id, state)| *s == 3 && *id == running_id && state != "stopped"),
         "{after:?}"
     );
+}
+
+/// `results`' collectors (`network.collectors`): shard, collector, state
+/// and seconds since its last beat; none where `results` gives no JSON.
+fn collector_states(url: &str) -> Vec<(u64, String, String, f64)> {
+    let out = results_output(url);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    report["network"]["collectors"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .map(|c| {
+                    (
+                        c["shard"].as_u64().unwrap(),
+                        c["collector"].as_str().unwrap().to_string(),
+                        c["state"].as_str().unwrap().to_string(),
+                        c["last_beat_s"].as_f64().unwrap(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether every shard-window of the bundled trace is written.
+fn every_window_written(url: &str) -> bool {
+    let (net, stored) = stored_results(url);
+    stored.len() == reference(&net).0.len()
 }
 
 /// Waits up to `limit` for `c` to exit and returns its output; past that,

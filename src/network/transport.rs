@@ -524,7 +524,11 @@ impl Nats {
     }
 
     /// Writes `beat` under each of `shards` in the collectors bucket
-    /// `store` (see [`super::collector_beat`]), all at once.
+    /// `store` (see [`super::collector_beat`]), all at once, whatever is
+    /// stored there. A collector writes its own beats with
+    /// [`Nats::beat_if_unchanged`] instead, so as not to overwrite another
+    /// collector's; this plain write is for tools and tests that stand in
+    /// for a collector.
     pub async fn beat(
         &self,
         store: &kv::Store,
