@@ -11,7 +11,7 @@ use flowsieve::network::collector_beat::{CollectorState, ShardCollector};
 use flowsieve::network::probe::{Exporter, ProbeOptions};
 use flowsieve::network::results::assemble;
 use flowsieve::network::transport::{self, NetError, check_probe_id};
-use flowsieve::network::uncollected_shard::shard_list;
+use flowsieve::network::uncollected_shard::{shard_list, shards_by};
 use flowsieve::network::unmerged_shard::UnmergedShard;
 use flowsieve::pipeline::{
     FileSource, NoEvents, PipelineSink, StageName, ValidatedConfig, WindowSpec, run,
@@ -702,14 +702,12 @@ pub(crate) fn run_results(args: ResultsArgs) -> u8 {
 /// The collectors in `state`, each with its shards as `collect --shards`
 /// takes them, in the order of their first shard.
 fn collectors_in(collectors: &[ShardCollector], state: CollectorState) -> Vec<(String, String)> {
-    let mut out: Vec<(String, Vec<u32>)> = Vec::new();
-    for c in collectors.iter().filter(|c| c.state == state) {
-        match out.iter_mut().find(|(who, _)| *who == c.collector) {
-            Some((_, shards)) => shards.push(c.shard),
-            None => out.push((c.collector.clone(), vec![c.shard])),
-        }
-    }
-    out.into_iter()
-        .map(|(who, shards)| (who, shard_list(&shards)))
+    let in_state = collectors
+        .iter()
+        .filter(|c| c.state == state)
+        .map(|c| (c.shard, c));
+    shards_by(in_state, |c| c.collector.clone())
+        .into_iter()
+        .map(|(c, shards)| (c.collector.clone(), shard_list(&shards)))
         .collect()
 }

@@ -56,7 +56,7 @@ proptest! {
         let gone: BTreeSet<String> = gone.iter().map(|g| format!("c{g}")).collect();
         let found: Vec<(u32, CollectorBeat)> =
             beats.into_iter().enumerate().map(|(s, b)| (s as u32, b)).collect();
-        let taken = taken_shards(&found, &me, now, |id| gone.contains(id));
+        let taken = taken_shards(found.iter().map(|(s, b)| (*s, b)), &me, now, |id| gone.contains(id));
         let expected: Vec<u32> = found
             .iter()
             .filter(|(_, b)| {

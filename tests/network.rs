@@ -1031,7 +1031,11 @@ fn put_beat(url: &str, who: &str, shard: u32, ago_ms: u64) {
             every_ms: 3_000,
             stopped: false,
         };
-        n.beat(&beats, &beat, &[shard]).await.unwrap();
+        let encoded = flowsieve::network::transport::encode_beat(&beat).unwrap();
+        beats
+            .put(flowsieve::network::collector_beat::beat_key(shard), encoded)
+            .await
+            .unwrap();
     });
 }
 

@@ -716,9 +716,17 @@ async fn write_beats(
     revisions: &mut HashMap<u32, Option<u64>>,
     opts: &CollectOptions,
 ) -> Vec<(u32, CollectorBeat, u64)> {
+    let encoded = match transport::encode_beat(beat) {
+        Ok(b) => b,
+        Err(e) => {
+            transient(&e, opts);
+            return Vec::new();
+        }
+    };
     let writes = futures_util::future::join_all(opts.shards.iter().map(|&s| {
         let last = revisions.get(&s).copied().flatten();
-        async move { (s, nats.beat_if_unchanged(store, beat, s, last).await) }
+        let encoded = encoded.clone();
+        async move { (s, nats.beat_if_unchanged(store, encoded, s, last).await) }
     }))
     .await;
     let mut changed = Vec::new();
@@ -756,9 +764,13 @@ async fn write_beats(
 /// stored beats) whose collector is another one, still running
 /// ([`super::collector_beat::taken_shards`]).
 fn refuse_taken(found: &[(u32, CollectorBeat, u64)], me: &str) -> Result<(), NetError> {
-    let beats: Vec<(u32, CollectorBeat)> = found.iter().map(|(s, b, _)| (*s, b.clone())).collect();
     let now = unix_ms();
-    let taken = super::collector_beat::taken_shards(&beats, me, now, gone_from_this_host);
+    let taken = super::collector_beat::taken_shards(
+        found.iter().map(|(s, b, _)| (*s, b)),
+        me,
+        now,
+        gone_from_this_host,
+    );
     if taken.is_empty() {
         return Ok(());
     }
@@ -786,16 +798,12 @@ fn refuse_taken(found: &[(u32, CollectorBeat, u64)], me: &str) -> Result<(), Net
 /// over, most likely while this one was cut off from the server long
 /// enough to look silent.
 fn taken_over(changed: &[(u32, CollectorBeat, u64)]) -> NetError {
-    let mut by: Vec<(&str, Vec<u32>)> = Vec::new();
-    for (s, b, _) in changed {
-        match by.iter_mut().find(|(who, _)| *who == b.collector) {
-            Some((_, shards)) => shards.push(*s),
-            None => by.push((&b.collector, vec![*s])),
-        }
-    }
+    let by = super::uncollected_shard::shards_by(changed.iter().map(|(s, b, _)| (*s, b)), |b| {
+        b.collector.clone()
+    });
     let each: Vec<String> = by
         .iter()
-        .map(|(who, shards)| format!("shard(s) {} by {who}", shard_list(shards)))
+        .map(|(b, shards)| format!("shard(s) {} by {}", shard_list(shards), b.collector))
         .collect();
     NetError::TakenOver(format!(
         "{} were taken over (their beats are that collector's now): this collector stops, so that each shard has one collector; the digests it held unwritten go to that one within {ACK_WAIT:?}",

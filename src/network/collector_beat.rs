@@ -175,31 +175,20 @@ impl ShardCollector {
 ///     (4, beat("me:9", 10_000, false)), // this collector's own
 ///     (5, beat("d:4", 10_000, false)), // known gone
 /// ];
-/// let taken = taken_shards(&found, "me:9", 12_000, |id| id == "d:4");
+/// let taken = taken_shards(found.iter().map(|(s, b)| (*s, b)), "me:9", 12_000, |id| id == "d:4");
 /// assert_eq!(taken.len(), 1);
 /// assert_eq!((taken[0].0.collector.as_str(), taken[0].1.clone()), ("a:1", vec![0, 1]));
 /// ```
 pub fn taken_shards<'a>(
-    found: &'a [(u32, CollectorBeat)],
+    found: impl IntoIterator<Item = (u32, &'a CollectorBeat)>,
     me: &str,
     now_ms: u64,
     gone: impl Fn(&str) -> bool,
 ) -> Vec<(&'a CollectorBeat, Vec<u32>)> {
-    let mut taken: Vec<(&CollectorBeat, Vec<u32>)> = Vec::new();
-    for (shard, beat) in found {
-        if beat.collector == me
-            || beat.state(now_ms) != CollectorState::Running
-            || gone(&beat.collector)
-        {
-            continue;
-        }
-        match taken
-            .iter_mut()
-            .find(|(b, _)| b.collector == beat.collector)
-        {
-            Some((_, shards)) => shards.push(*shard),
-            None => taken.push((beat, vec![*shard])),
-        }
-    }
-    taken
+    let others = found.into_iter().filter(|(_, beat)| {
+        beat.collector != me
+            && beat.state(now_ms) == CollectorState::Running
+            && !gone(&beat.collector)
+    });
+    super::uncollected_shard::shards_by(others, |beat| beat.collector.clone())
 }

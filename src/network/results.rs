@@ -404,33 +404,26 @@ impl NetworkReport {
     /// );
     /// ```
     pub fn collector_lines(&self) -> Vec<String> {
-        let mut groups: Vec<(&ShardCollector, Vec<u32>)> = Vec::new();
-        for c in &self.network.collectors {
-            match groups
-                .iter_mut()
-                .find(|(g, _)| g.collector == c.collector && g.state == c.state)
-            {
-                Some((_, shards)) => shards.push(c.shard),
-                None => groups.push((c, vec![c.shard])),
-            }
-        }
-        groups
-            .into_iter()
-            .map(|(c, shards)| {
-                let state = match c.state {
-                    CollectorState::Running => "running",
-                    CollectorState::Stopped => "stopped",
-                    CollectorState::Silent => "silent",
-                };
-                format!(
-                    "collector {} of shard(s) {}: {state}, last beat {:.1} s ago, every {} s",
-                    c.collector,
-                    super::uncollected_shard::shard_list(&shards),
-                    c.last_beat_s,
-                    c.heartbeat_s
-                )
-            })
-            .collect()
+        super::uncollected_shard::shards_by(
+            self.network.collectors.iter().map(|c| (c.shard, c)),
+            |c| (c.collector.clone(), c.state),
+        )
+        .into_iter()
+        .map(|(c, shards)| {
+            let state = match c.state {
+                CollectorState::Running => "running",
+                CollectorState::Stopped => "stopped",
+                CollectorState::Silent => "silent",
+            };
+            format!(
+                "collector {} of shard(s) {}: {state}, last beat {:.1} s ago, every {} s",
+                c.collector,
+                super::uncollected_shard::shard_list(&shards),
+                c.last_beat_s,
+                c.heartbeat_s
+            )
+        })
+        .collect()
     }
 }
 

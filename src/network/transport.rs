@@ -214,6 +214,13 @@ pub fn server_addrs(list: &str) -> Result<Vec<async_nats::ServerAddr>, String> {
         .collect()
 }
 
+/// A collector's beat as it is stored, once for all its shards.
+pub fn encode_beat(beat: &CollectorBeat) -> Result<bytes::Bytes, NetError> {
+    Ok(serde_json::to_vec(beat)
+        .map_err(|e| nats_err("encode beat")(&e))?
+        .into())
+}
+
 /// What [`Nats::beat_if_unchanged`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BeatWrite {
@@ -523,33 +530,6 @@ impl Nats {
         Ok((uncollected, unmerged))
     }
 
-    /// Writes `beat` under each of `shards` in the collectors bucket
-    /// `store` (see [`super::collector_beat`]), all at once, whatever is
-    /// stored there. A collector writes its own beats with
-    /// [`Nats::beat_if_unchanged`] instead, so as not to overwrite another
-    /// collector's; this plain write is for tools and tests that stand in
-    /// for a collector.
-    pub async fn beat(
-        &self,
-        store: &kv::Store,
-        beat: &CollectorBeat,
-        shards: &[u32],
-    ) -> Result<(), NetError> {
-        let bytes: bytes::Bytes = serde_json::to_vec(beat)
-            .map_err(|e| nats_err("encode beat")(&e))?
-            .into();
-        let puts = futures_util::future::join_all(
-            shards
-                .iter()
-                .map(|&s| store.put(beat_key(s), bytes.clone())),
-        )
-        .await;
-        for put in puts {
-            put.map_err(|e| nats_err("write beat")(&e))?;
-        }
-        Ok(())
-    }
-
     /// The beats stored under `shards` in the collectors bucket `store`,
     /// by shard, each with its revision; a shard with none is left out.
     pub async fn beats_of(
@@ -576,30 +556,28 @@ impl Nats {
         Ok(out)
     }
 
-    /// Writes `beat` under `shard` only if the beat stored there is still
+    /// Writes a beat (`encoded` by [`encode_beat`]) under `shard` in the
+    /// collectors bucket `store`, only if the beat stored there is still
     /// the one at revision `last` (`None`: there is none): a compare and
     /// set, so that of two collectors claiming one shard, one finds the
     /// other's beat instead of overwriting it.
     pub async fn beat_if_unchanged(
         &self,
         store: &kv::Store,
-        beat: &CollectorBeat,
+        encoded: bytes::Bytes,
         shard: u32,
         last: Option<u64>,
     ) -> Result<BeatWrite, NetError> {
-        let bytes: bytes::Bytes = serde_json::to_vec(beat)
-            .map_err(|e| nats_err("encode beat")(&e))?
-            .into();
         let key = beat_key(shard);
         match last {
-            Some(revision) => match store.update(&key, bytes, revision).await {
+            Some(revision) => match store.update(&key, encoded, revision).await {
                 Ok(r) => Ok(BeatWrite::Written(r)),
                 Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
                     Ok(BeatWrite::Changed)
                 }
                 Err(e) => Err(nats_err("write beat")(&e)),
             },
-            None => match store.create(&key, bytes).await {
+            None => match store.create(&key, encoded).await {
                 Ok(r) => Ok(BeatWrite::Written(r)),
                 Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(BeatWrite::Changed),
                 Err(e) => Err(nats_err("write beat")(&e)),

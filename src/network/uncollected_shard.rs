@@ -20,6 +20,34 @@ pub struct UncollectedShard {
     pub digests: u64,
 }
 
+/// Items of shards grouped by `key`, in the order of each group's first
+/// item: that item, and the group's shards in the order given (for
+/// [`shard_list`]). Collectors with their shards, for `collect`'s
+/// refusals and `results`' lines and warnings.
+///
+/// ```
+/// use flowsieve::network::uncollected_shard::shards_by;
+/// let groups = shards_by([(0, "a"), (1, "b"), (2, "a")], |who| *who);
+/// assert_eq!(groups, [("a", vec![0, 2]), ("b", vec![1])]);
+/// ```
+pub fn shards_by<T, K: PartialEq>(
+    items: impl IntoIterator<Item = (u32, T)>,
+    key: impl Fn(&T) -> K,
+) -> Vec<(T, Vec<u32>)> {
+    let mut groups: Vec<(K, T, Vec<u32>)> = Vec::new();
+    for (shard, item) in items {
+        let k = key(&item);
+        match groups.iter_mut().find(|(g, _, _)| *g == k) {
+            Some((_, _, shards)) => shards.push(shard),
+            None => groups.push((k, item, vec![shard])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(_, item, shards)| (item, shards))
+        .collect()
+}
+
 /// Shards (in ascending order) as `collect --shards` takes them: runs of
 /// consecutive shards as `A-B`, joined by commas (the uncollected and the
 /// unmerged shards of `flowsieve results` alike).
