@@ -1963,7 +1963,7 @@ fn gen_trace_refuses_an_output_it_cannot_create_before_any_work() {
         ),
         (
             "/sys/t.pcap".into(),
-            "/sys/t.pcap: cannot write the trace there: cannot create a file in /sys: permission denied".into(),
+            "/sys/t.pcap: is on sysfs, where files are kernel settings, not files for the trace; name a file on an ordinary file system".into(),
         ),
     ] {
         // Ten million packets: a check made after the generator started

@@ -958,16 +958,34 @@ fn a_report_path_that_cannot_be_written_is_refused_before_any_work() {
 /// whose file lies in a directory that is not there. Defect: each was
 /// found only when the report was written, at the end of the run, which
 /// the pipe here would have held until the bound.
+///
+/// So is a file on a kernel interface file system, whose files are kernel
+/// settings: `/proc/version`, which root may open for writing (the probe
+/// passed it, and the run failed at its end), and a sysfs attribute.
+/// Defect: `--events /proc/sys/kernel/hostname` as root renamed the
+/// machine (not run here, for that reason).
 #[test]
 fn a_report_path_the_system_refuses_is_refused_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
     let link = dir.path().join("latest.json");
     std::os::unix::fs::symlink(dir.path().join("gone/r.json"), &link).unwrap();
     let l = link.to_str().unwrap();
-    let refused: [(&[&str], &str); 7] = [
+    let refused: [(&[&str], &str); 10] = [
         (
             &["-q", "--json", "/sys/flowsieve-r.json", "-"],
-            "cannot write the JSON report there: cannot create a file in /sys",
+            "/sys/flowsieve-r.json: is on sysfs, where files are kernel settings, not files for the JSON report; name a file on an ordinary file system",
+        ),
+        (
+            &["-q", "--json", "/proc/version", "-"],
+            "/proc/version: is on procfs, where files are kernel settings, not files for the JSON report",
+        ),
+        (
+            &["-q", "--events", "/sys/kernel/uevent_seqnum", "-"],
+            "/sys/kernel/uevent_seqnum: is on sysfs, where files are kernel settings, not files for the events",
+        ),
+        (
+            &["gen-trace", "-o", "/proc/version"],
+            "/proc/version: is on procfs",
         ),
         (
             &["-q", "--events", "/proc/flowsieve-e.jsonl", "-"],
@@ -990,7 +1008,7 @@ fn a_report_path_the_system_refuses_is_refused_before_any_work() {
                 "-w",
                 "/sys/flowsieve-c.pcap",
             ],
-            "cannot write the capture (-w) there",
+            "/sys/flowsieve-c.pcap: is on sysfs, where files are kernel settings, not files for the capture (-w)",
         ),
         (
             &["live", "-i", "flowsieve-none0", "--json-lines", l],
@@ -1061,6 +1079,54 @@ fn a_read_only_old_report_in_a_writable_directory_is_replaced() {
     as_nobody("--json").expect(0);
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&old).unwrap()).unwrap();
     assert_eq!(report["trace"]["packets"], 40_000);
+}
+
+/// An old report that may be written, in a directory where no file may
+/// be created (root's, mode 0755), is written in place, as `>` would, and
+/// the run exits 0. Run as `nobody`. Defect: the up-front probe passed it
+/// (the file opens for writing), and then the report, written beside it
+/// and renamed over it, failed at the end of the run with exit 1 ("cannot
+/// create a file in ...").
+#[test]
+fn a_writable_old_report_where_no_file_may_be_created_is_written_in_place() {
+    let can = Command::new("setpriv").arg("--version").output().is_ok();
+    if !as_root_or_skip(
+        "a_writable_old_report_where_no_file_may_be_created_is_written_in_place",
+        "root and setpriv to drop to nobody",
+        can,
+    ) {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let old = dir.path().join("old.json");
+    // Longer than the report, so that a write that did not truncate
+    // leaves a tail that no JSON parser takes.
+    std::fs::write(&old, vec![b' '; 1 << 20]).unwrap();
+    std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let mut command = Command::new("setpriv");
+    command
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .arg(bin())
+        .args(["-q", "--json"])
+        .arg(&old)
+        .arg(default_trace())
+        .stdin(Stdio::null());
+    run_command(command, BOUND).expect(0);
+    let written = std::fs::read(&old).unwrap();
+    assert!(
+        written.len() < 1 << 20,
+        "truncated: {} bytes",
+        written.len()
+    );
+    let report: serde_json::Value = serde_json::from_slice(&written).unwrap();
+    assert_eq!(report["trace"]["packets"], 40_000);
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["old.json"], "nothing else was created");
 }
 
 /// On a read-only file system (a directory bind-mounted read-only in a

@@ -18,6 +18,9 @@
 //! - A symbolic link is followed and the file it leads to is replaced,
 //!   beside that file; the link itself stays (`latest.json ->
 //!   runs/today.json` keeps pointing at today's report).
+//! - A file that may be written in a directory where no file may be
+//!   created (a report kept in someone else's directory) is written in
+//!   place, truncated first, as `>` would: not atomic, but written.
 //!
 //! ```
 //! let dir = tempfile::tempdir().unwrap();
@@ -254,6 +257,17 @@ fn open_in_place(path: &Path) -> std::io::Result<std::fs::File> {
     std::fs::OpenOptions::new().write(true).open(path)
 }
 
+/// An existing regular file at `target`, opened for writing and
+/// truncated; `None` when there is none or it may not be written.
+fn open_existing_truncated(target: &Path) -> Option<std::fs::File> {
+    std::fs::metadata(target).ok().filter(|m| m.is_file())?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(target)
+        .ok()
+}
+
 /// Writes `contents` to `path` atomically (temporary file, flush, sync,
 /// rename).
 pub fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
@@ -276,7 +290,25 @@ pub fn write_atomically_with<T>(
         w.flush()?;
         return Ok(value);
     };
-    let tmp = temp_beside(&target)?;
+    let tmp = match temp_beside(&target) {
+        Ok(tmp) => tmp,
+        Err(e) => {
+            // No file may be created beside it, but the file itself may be
+            // written (a report kept in a directory of someone else's):
+            // written in place, truncated first, as a shell's `>` would.
+            // Not atomic, but the up-front probe passed it on those terms
+            // ([`probe_writable`]), and refusing it here would cost the
+            // whole run for a report the user may write.
+            let Some(file) = open_existing_truncated(&target) else {
+                return Err(e);
+            };
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, &file);
+            let value = write(&mut w)?;
+            w.flush()?;
+            file.sync_all()?;
+            return Ok(value);
+        }
+    };
     let value = {
         let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
         let value = write(&mut w)?;

@@ -5,6 +5,7 @@
 mod atomic;
 mod csv;
 mod figure;
+mod kernel_fs;
 mod output_target;
 mod pipeline;
 mod pipeline_text;
@@ -18,6 +19,7 @@ pub use atomic::{
     write_atomically_with, writes_stdout,
 };
 pub use figure::{Figure, Series, SeriesStyle};
+pub use kernel_fs::kernel_file_system;
 pub use output_target::{
     OutputTargetError, check_dir_apart_from_file, check_file_target, check_output_dir,
     check_output_target,

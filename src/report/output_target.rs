@@ -91,6 +91,18 @@ pub enum OutputTargetError {
         /// What would have been written.
         what: &'static str,
     },
+    /// The file (or, for a new one, its directory) lies on a kernel
+    /// interface file system such as procfs or sysfs, where a file is a
+    /// kernel setting ([`crate::report::kernel_file_system`]).
+    #[error("{}: is on {fs}, where files are kernel settings, not files for the {what}; name a file on an ordinary file system", path.display())]
+    KernelFile {
+        /// The output path.
+        path: PathBuf,
+        /// The file system's name (`procfs`, `sysfs`, ...).
+        fs: &'static str,
+        /// What would have been written.
+        what: &'static str,
+    },
     /// The directory the file would be created in does not exist (or is
     /// not a directory).
     #[error("{}: there is no directory {} to write the {what} in", path.display(), dir.display())]
@@ -338,11 +350,16 @@ pub fn check_dir_apart_from_file(
 ///     check_file_target(&link, "capture"),
 ///     Err(OutputTargetError::NoDirectory { .. })
 /// ));
-/// // No file can be created in `/sys`.
-/// assert!(matches!(
-///     check_file_target(std::path::Path::new("/sys/c.pcap"), "capture"),
-///     Err(OutputTargetError::NotWritable { .. })
-/// ));
+/// // Nor is one written on a kernel interface file system, where files are
+/// // settings: `/proc/version` opens for writing as root, but every write
+/// // fails, and a file under `/proc/sys` would change a setting.
+/// # #[cfg(target_os = "linux")]
+/// for p in ["/proc/version", "/sys/c.pcap"] {
+///     assert!(matches!(
+///         check_file_target(std::path::Path::new(p), "capture"),
+///         Err(OutputTargetError::KernelFile { .. })
+///     ));
+/// }
 /// ```
 pub fn check_file_target(path: &Path, what: &'static str) -> Result<(), OutputTargetError> {
     if path.as_os_str() == "-" {
@@ -371,6 +388,26 @@ pub fn check_file_target(path: &Path, what: &'static str) -> Result<(), OutputTa
                     what,
                 });
             }
+        }
+    }
+    // A link of `/dev` or `/proc` names a descriptor and is written in
+    // place (`/proc/self/fd/3`): only a file a write would create or
+    // replace, or the directory it would be created in, is looked at.
+    if let Some(target) = super::atomic::file_written_at(path) {
+        let on = if target.exists() {
+            target.as_path()
+        } else {
+            target
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+        };
+        if let Some(fs) = crate::report::kernel_file_system(on) {
+            return Err(OutputTargetError::KernelFile {
+                path: path.to_path_buf(),
+                fs,
+                what,
+            });
         }
     }
     crate::report::probe_writable(path).map_err(|e| OutputTargetError::NotWritable {
