@@ -140,8 +140,8 @@ fn first_signal_name() -> &'static str {
 /// asks `dd` and tcpdump for their counts. Registered once, before a
 /// command runs, for every command but `live` (which registers its own
 /// for its interval report), so that SIGUSR1, whose default action ends
-/// a process, never ends one: a replay, `probe`, `gen-trace` and
-/// `collect` answer it with a line, the others ignore it.
+/// a process, never ends one: a replay, `probe`, `gen-trace`, `collect`
+/// and `inject` answer it with a line, the others ignore it.
 fn progress_requests() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     static FLAG: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
         std::sync::OnceLock::new();

@@ -961,7 +961,13 @@ mod linux {
             None => injector,
         };
         let stop = crate::on_interrupt(true);
-        match injector.inject(&a.trace, pace, a.loops, &stop) {
+        // SIGUSR1 asks for the counts so far, as it asks `dd` and a
+        // replay: one line on stderr, and the injection goes on.
+        let asked = crate::progress_requests();
+        let mut answer = |p: &flowsieve::ingest::live::InjectProgress| {
+            eprintln!("flowsieve: progress: {}", p.line());
+        };
+        match injector.inject_answering(&a.trace, pace, a.loops, &stop, &asked, &mut answer) {
             Ok(s) => {
                 let printed = if a.json {
                     let json = serde_json::to_string(&s).unwrap_or_default();

@@ -412,6 +412,113 @@ fn a_slow_inject_stops_at_once_on_sigterm() {
     assert_eq!(summary["interrupted"], true, "{summary}");
 }
 
+/// SIGUSR1 asks `inject` for its counts so far, as it asks `dd`: one
+/// progress line on stderr, and the injection goes on.
+/// - At `--pps 0.001`, one frame goes out and the next is due in 1000 s;
+///   asked while it waits, it answers within the wait's slices (under a
+///   second), with that one frame.
+/// - At `--pps 40`, asked twice a second apart: the second count is
+///   larger, and the summary at SIGTERM (exit 130) has at least as many.
+///
+/// Before, SIGUSR1 was ignored.
+#[test]
+fn sigusr1_asks_inject_for_its_counts_even_while_it_waits() {
+    let Some(pair) = VethPair::new("sigusr1_asks_inject_for_its_counts_even_while_it_waits") else {
+        return;
+    };
+    let trace = default_trace();
+    let start = |pace: &[&str]| {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &pair.inject_ns, BIN, "inject", "--json"])
+            .args(["-i", &pair.inject_if])
+            .args(pace)
+            .arg(&trace)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run flowsieve inject");
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        (child, stderr)
+    };
+    let signal = |child: &std::process::Child, sig: i32| {
+        // SAFETY: kill has no memory preconditions; the pid is our child's
+        // (`ip netns exec` execs the program in place).
+        assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+    };
+    // The frames sent and the pass under way, from a progress line read
+    // within `within`, whose passes asked for are `loops`.
+    let progress = |lines: &std::sync::mpsc::Receiver<String>, loops: u64| -> (u64, u64) {
+        let line = lines
+            .recv_timeout(Duration::from_secs(1))
+            .expect("a progress line within a second of SIGUSR1");
+        let rest = line
+            .strip_prefix("flowsieve: progress: inject: ")
+            .unwrap_or_else(|| panic!("not a progress line: {line:?}"));
+        let (counts, pass) = rest
+            .split_once("; refused 0; loop ")
+            .unwrap_or_else(|| panic!("{line}"));
+        let (this, of) = pass.split_once(" of ").unwrap_or_else(|| panic!("{line}"));
+        assert_eq!(of.parse::<u64>().unwrap(), loops, "{line}");
+        let sent = counts.split(' ').next().unwrap().parse().unwrap();
+        (sent, this.parse().unwrap())
+    };
+    let lines_of = |stderr: std::io::BufReader<std::process::ChildStderr>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in stderr.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        rx
+    };
+    let end = |mut child: std::process::Child| {
+        signal(&child, libc::SIGTERM);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut stdout, &mut out);
+            let _ = tx.send((child.wait(), out));
+        });
+        let (status, out) = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("inject still running 30 s after SIGTERM");
+        assert_eq!(status.unwrap().code(), Some(130));
+        let summary: Value = serde_json::from_slice(&out).expect("inject --json");
+        summary["sent"].as_u64().unwrap()
+    };
+
+    let (child, stderr) = start(&["--pps", "0.001"]);
+    let lines = lines_of(stderr);
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&child, libc::SIGUSR1);
+    assert_eq!(progress(&lines, 1), (1, 1));
+    assert_eq!(end(child), 1);
+
+    let (child, stderr) = start(&["--pps", "40"]);
+    let lines = lines_of(stderr);
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&child, libc::SIGUSR1);
+    let (first, _) = progress(&lines, 1);
+    std::thread::sleep(Duration::from_secs(1));
+    signal(&child, libc::SIGUSR1);
+    let (second, _) = progress(&lines, 1);
+    assert!(first >= 1 && second > first, "{first} then {second}");
+    assert!(end(child) >= second);
+    assert!(lines.try_recv().is_err(), "one line per request");
+
+    // At top speed no frame waits: the frame loop answers. The default
+    // trace's 40,000 frames a pass, so the count is past the passes done.
+    let (child, stderr) = start(&["--topspeed", "--loop", "100000"]);
+    let lines = lines_of(stderr);
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&child, libc::SIGUSR1);
+    let (sent, pass) = progress(&lines, 100_000);
+    assert!(sent >= (pass - 1) * 40_000, "{sent} frames in pass {pass}");
+    assert!(end(child) >= sent);
+}
+
 struct Live {
     child: Child,
     stderr: std::thread::JoinHandle<Vec<String>>,

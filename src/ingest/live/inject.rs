@@ -45,6 +45,69 @@ pub struct InjectSummary {
     pub interrupted: bool,
 }
 
+/// An injection's counts so far, as [`Injector::inject_answering`] gives
+/// them when asked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InjectProgress {
+    /// The counts so far; `seconds` and `packets_per_sec` up to now.
+    pub summary: InjectSummary,
+    /// The pass over the trace under way, from 1.
+    pub this_loop: u64,
+    /// Passes asked for (`--loop`, at least 1).
+    pub loops: u64,
+}
+
+impl InjectProgress {
+    /// The counts as one line (without the program's prefix).
+    ///
+    /// ```
+    /// use flowsieve::ingest::live::{InjectProgress, InjectSummary};
+    /// let mut summary = InjectSummary { sent: 120, bytes: 9_600, seconds: 1.5, packets_per_sec: 80.0, ..Default::default() };
+    /// summary.refused.insert("longer than the MTU".into(), 2);
+    /// let p = InjectProgress { summary, this_loop: 2, loops: 3 };
+    /// assert_eq!(
+    ///     p.line(),
+    ///     "inject: 120 frames (9600 bytes) sent in 1.5 s, 80 pps; refused 2; loop 2 of 3"
+    /// );
+    /// ```
+    pub fn line(&self) -> String {
+        let s = &self.summary;
+        format!(
+            "inject: {} frames ({} bytes) sent in {:.1} s, {:.0} pps; refused {}; loop {} of {}",
+            s.sent,
+            s.bytes,
+            s.seconds,
+            s.packets_per_sec,
+            s.refused.values().sum::<u64>(),
+            self.this_loop,
+            self.loops
+        )
+    }
+}
+
+/// Where a request for the counts comes in, and whom it goes to.
+struct Asked<'a> {
+    flag: &'a AtomicBool,
+    answer: &'a mut dyn FnMut(&InjectProgress),
+    started: Instant,
+    loops: u64,
+    this_loop: u64,
+}
+
+impl Asked<'_> {
+    /// Answers a request, if one came: a load first, so that the frame
+    /// loop pays no read-modify-write while nobody asks.
+    fn answer_if_asked(&mut self, summary: &InjectSummary) {
+        if self.flag.load(Ordering::Relaxed) && self.flag.swap(false, Ordering::Relaxed) {
+            (self.answer)(&InjectProgress {
+                summary: finish(summary.clone(), self.started),
+                this_loop: self.this_loop,
+                loops: self.loops,
+            });
+        }
+    }
+}
+
 /// A send socket bound to one interface.
 #[derive(Debug)]
 pub struct Injector {
@@ -285,8 +348,39 @@ impl Injector {
         loops: u64,
         stop: &AtomicBool,
     ) -> Result<InjectSummary, InjectError> {
+        let never = AtomicBool::new(false);
+        self.inject_answering(
+            trace,
+            pace,
+            loops,
+            stop,
+            &never,
+            &mut |_: &InjectProgress| {},
+        )
+    }
+
+    /// [`Injector::inject`], answering `progress`: each time it is set
+    /// (SIGUSR1, as `dd` and tcpdump take it), it is cleared and
+    /// `on_progress` gets the counts so far, within a tenth of a second even
+    /// while a slow pace waits for its next frame.
+    pub fn inject_answering(
+        &self,
+        trace: &Path,
+        pace: Pace,
+        loops: u64,
+        stop: &AtomicBool,
+        progress: &AtomicBool,
+        on_progress: &mut dyn FnMut(&InjectProgress),
+    ) -> Result<InjectSummary, InjectError> {
         let mut summary = InjectSummary::default();
         let started = Instant::now();
+        let mut asked = Asked {
+            flag: progress,
+            answer: on_progress,
+            started,
+            loops: loops.max(1),
+            this_loop: 1,
+        };
         let mut sent_at_start = Instant::now();
         let mut index: u64 = 0;
         // Bytes of the frames before this one, over every loop (--mbps).
@@ -294,7 +388,8 @@ impl Injector {
         let mut batch = FrameBatch::default();
         let mut outcomes = Vec::with_capacity(SEND_BATCH);
         let limit = self.limit.unwrap_or(u64::MAX);
-        'loops: for _ in 0..loops.max(1) {
+        'loops: for this_loop in 1..=loops.max(1) {
+            asked.this_loop = this_loop;
             let mut reader = TraceReader::open(trace).map_err(InjectError::Trace)?;
             let mut first_ts = None;
             let loop_start = Instant::now();
@@ -303,10 +398,11 @@ impl Injector {
                     break 'loops;
                 }
                 if stop.load(Ordering::Relaxed) {
-                    self.flush(&mut batch, &mut outcomes, &mut summary, stop)?;
+                    self.flush(&mut batch, &mut outcomes, &mut summary, stop, &mut asked)?;
                     summary.interrupted = true;
                     return Ok(finish(summary, started));
                 }
+                asked.answer_if_asked(&summary);
                 let due = match pace {
                     Pace::TopSpeed => None,
                     Pace::PacketsPerSecond(pps) => {
@@ -331,7 +427,7 @@ impl Injector {
                 if let (Some(due), Some(first)) = (due, batch.due)
                     && due > first + BATCH_SLACK
                 {
-                    self.flush(&mut batch, &mut outcomes, &mut summary, stop)?;
+                    self.flush(&mut batch, &mut outcomes, &mut summary, stop, &mut asked)?;
                 }
                 if index == 0 {
                     sent_at_start = Instant::now();
@@ -357,11 +453,11 @@ impl Injector {
                     batch.push(p.data);
                 }
                 if batch.len() >= SEND_BATCH {
-                    self.flush(&mut batch, &mut outcomes, &mut summary, stop)?;
+                    self.flush(&mut batch, &mut outcomes, &mut summary, stop, &mut asked)?;
                 }
             }
         }
-        self.flush(&mut batch, &mut outcomes, &mut summary, stop)?;
+        self.flush(&mut batch, &mut outcomes, &mut summary, stop, &mut asked)?;
         // A stop during the last batch's wait dropped that batch.
         summary.interrupted = stop.load(Ordering::Relaxed);
         Ok(finish(summary, started))
@@ -376,12 +472,13 @@ impl Injector {
         outcomes: &mut Vec<Result<(), &'static str>>,
         summary: &mut InjectSummary,
         stop: &AtomicBool,
+        asked: &mut Asked<'_>,
     ) -> Result<(), InjectError> {
         if batch.is_empty() {
             return Ok(());
         }
         if let Some(due) = batch.due
-            && !wait_until(due, stop)
+            && !wait_until(due, stop, &mut || asked.answer_if_asked(summary))
         {
             batch.clear();
             return Ok(());
@@ -493,11 +590,12 @@ const STOP_CHECK: Duration = Duration::from_millis(100);
 /// Sleeps most of the way, then spins the last stretch (sleep alone
 /// overshoots by tens of microseconds, which caps the rate). Sleeps in
 /// slices of [`STOP_CHECK`] and gives up when `stop` is set: `false`.
-fn wait_until(due: Instant, stop: &AtomicBool) -> bool {
+fn wait_until(due: Instant, stop: &AtomicBool, between: &mut dyn FnMut()) -> bool {
     loop {
         if stop.load(Ordering::Relaxed) {
             return false;
         }
+        between();
         let now = Instant::now();
         if now >= due {
             return true;

@@ -45,7 +45,7 @@ mod vlan;
 pub use error::LiveError;
 pub use filter::SocketFilter;
 pub use iface::{DeviceCounters, Interface, check_interface_name};
-pub use inject::{InjectError, InjectSummary, Injector, Pace};
+pub use inject::{InjectError, InjectProgress, InjectSummary, Injector, Pace};
 pub use link_info::{LinkInfo, LinkStats};
 pub use listing::InterfaceListing;
 pub use ring::{
