@@ -151,6 +151,14 @@ pub(crate) struct CollectArgs {
     /// silent (killed, or cut off from the server).
     #[arg(long, default_value = "3s", value_name = "DURATION")]
     heartbeat: DurationNs,
+    /// Take the shards of a collector that still counts as running rather
+    /// than refuse them (with a warning naming it): for one known to be
+    /// gone, such as one killed on another host, whose beats count as
+    /// running for three periods. If it does still run, it stops at its
+    /// next beat (exit 1), and until then the two split those shards'
+    /// digests.
+    #[arg(long)]
+    take_over: bool,
 }
 
 /// The shortest and longest `collect --heartbeat`.
@@ -514,6 +522,7 @@ pub(crate) fn run_collect(args: CollectArgs) -> u8 {
         verbose: args.verbose,
         heartbeat: timeout(args.heartbeat),
         progress: Some(super::progress_requests()),
+        take_over: args.take_over,
     };
     let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
     match rt.block_on(collect(&opts, &stopped)) {

@@ -851,7 +851,7 @@ fn a_collector_is_refused_the_shards_another_one_runs_for() {
             &format!("a collector of taken shards {shards}"),
         )
     };
-    let tail = "two collectors of one shard split its digests, and each writes its windows partial; stop that one, or give --shards without those (a collector killed on another host counts as running until 3 periods after its last beat)";
+    let tail = "two collectors of one shard split its digests, and each writes its windows partial; stop that one, or give --shards without those (a collector killed on another host counts as running until 3 periods after its last beat; --take-over takes its shards at once)";
     let out = refused("4-7");
     assert_one_line(&out, 2, "");
     let err = String::from_utf8_lossy(&out.stderr);
@@ -963,6 +963,90 @@ fn a_collector_is_refused_the_shards_another_one_runs_for() {
             .any(|(s, id, state)| *s == 3 && *id == running_id && state != "stopped"),
         "{after:?}"
     );
+}
+
+/// `collect --take-over` takes the shards of a collector that counts as
+/// running, for an operator who knows it is gone: one warning line naming
+/// it, and the shards are its own. The other, here still running, finds
+/// its beats changed and stops at its next beat (exit 1, one line naming
+/// the taker); the shards it kept stay its own. Without the flag, the
+/// same start is refused (exit 2), and its error names the flag.
+#[test]
+fn take_over_takes_the_shards_of_a_collector_that_counts_as_running() {
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let servers = Servers::start(&bin, 1, None);
+    let url = servers.url();
+    let (_dir, _) = two_probes(&url, &[]);
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let mut old = flowsieve(&[
+        "collect",
+        "--nats",
+        &url,
+        "--shards",
+        "0-3",
+        "--heartbeat",
+        "200ms",
+    ]);
+    let old_id = format!("{}:{}", host.trim(), old.id());
+    let start = Instant::now();
+    while collector_states(&url).len() < 4 {
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = old.kill();
+            panic!("the first collector did not beat in 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let refused = exited_within(
+        flowsieve(&["collect", "--nats", &url, "--shards", "2-5"]),
+        Duration::from_secs(30),
+        "a collector of taken shards",
+    );
+    assert_one_line(&refused, 2, "--take-over takes its shards at once)");
+    let new = collector_with(&url, "2-5", 1, "1s", &["--take-over"]);
+    let new_id = format!("{}:{}", host.trim(), new.id());
+    let out = exited_within(old, Duration::from_secs(10), "the collector taken over");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    // Before its next beat it may have noted the digests the other took
+    // (the split the warning below speaks of): its last line is the error.
+    assert_eq!(
+        err.lines()
+            .last()
+            .map(|l| format!("{l}\n"))
+            .unwrap_or_default(),
+        format!(
+            "flowsieve: error: collect: shard(s) 2-3 by {new_id} were taken over (their beats are that collector's now): this collector stops, so that each shard has one collector; the digests it held unwritten go to that one within 10s\n"
+        )
+    );
+    let err = finish(new, "the collector taking over", Duration::from_secs(120));
+    let warning = err.lines().next().unwrap_or_default();
+    let age: f64 = warning
+        .strip_prefix(&format!(
+            "flowsieve: warning: collect: taking over shard(s) 2-3 from {old_id} (last beat "
+        ))
+        .and_then(|w| w.strip_suffix(" s ago, every 0.2 s), which counts as running (--take-over): if it still runs, it stops at its next beat, and until then the two split those shards' digests"))
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!((0.0..0.6).contains(&age), "{warning}");
+    let after = collector_states(&url);
+    for s in 2..=5 {
+        assert!(
+            after
+                .iter()
+                .any(|(shard, id, state, _)| *shard == s && *id == new_id && state == "stopped"),
+            "{after:?}"
+        );
+    }
+    for s in 0..=1 {
+        assert!(
+            after
+                .iter()
+                .any(|(shard, id, _, _)| *shard == s && *id == old_id),
+            "{after:?}"
+        );
+    }
 }
 
 /// `results`' collectors (`network.collectors`): shard, collector, state

@@ -57,6 +57,13 @@ pub struct CollectOptions {
     /// in `flowsieve collect`), answered at the start of the next round
     /// and cleared.
     pub progress: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Take the shards of a collector that still counts as running
+    /// instead of refusing them (`--take-over`): for an operator who knows
+    /// it is gone, killed on another host before its beats age into
+    /// silence. If it does still run, it stops at its next beat
+    /// ([`NetError::TakenOver`]); until then the two split those shards'
+    /// digests.
+    pub take_over: bool,
 }
 
 /// What a collector did.
@@ -366,7 +373,7 @@ async fn collect_rounds(
             }
         }
     };
-    refuse_taken(&found, &me)?;
+    refuse_taken(&found, &me, opts.take_over)?;
     // Each owned shard's beat revision as last read or written: every
     // beat is a compare and set on it (see write_beats).
     let mut revisions: HashMap<u32, Option<u64>> = opts
@@ -434,7 +441,7 @@ async fn collect_rounds(
         if changed.is_empty() {
             break;
         }
-        refuse_taken(&changed, &me)?;
+        refuse_taken(&changed, &me, opts.take_over)?;
         for (s, _, r) in changed {
             revisions.insert(s, Some(r));
         }
@@ -762,8 +769,13 @@ async fn write_beats(
 
 /// Refuses, with [`NetError::ShardsTaken`], the shards of `found` (their
 /// stored beats) whose collector is another one, still running
-/// ([`super::collector_beat::taken_shards`]).
-fn refuse_taken(found: &[(u32, CollectorBeat, u64)], me: &str) -> Result<(), NetError> {
+/// ([`super::collector_beat::taken_shards`]); with `take_over`, warns of
+/// them on one line and takes them.
+fn refuse_taken(
+    found: &[(u32, CollectorBeat, u64)],
+    me: &str,
+    take_over: bool,
+) -> Result<(), NetError> {
     let now = unix_ms();
     let taken = super::collector_beat::taken_shards(
         found.iter().map(|(s, b, _)| (*s, b)),
@@ -772,6 +784,25 @@ fn refuse_taken(found: &[(u32, CollectorBeat, u64)], me: &str) -> Result<(), Net
         gone_from_this_host,
     );
     if taken.is_empty() {
+        return Ok(());
+    }
+    if take_over {
+        let each: Vec<String> = taken
+            .iter()
+            .map(|(b, shards)| {
+                format!(
+                    "shard(s) {} from {} (last beat {:.1} s ago, every {} s)",
+                    shard_list(shards),
+                    b.collector,
+                    b.age_ms(now) as f64 / 1e3,
+                    b.every_ms as f64 / 1e3
+                )
+            })
+            .collect();
+        eprintln!(
+            "flowsieve: warning: collect: taking over {}, which counts as running (--take-over): if it still runs, it stops at its next beat, and until then the two split those shards' digests",
+            each.join("; ")
+        );
         return Ok(());
     }
     let each: Vec<String> = taken
@@ -787,7 +818,7 @@ fn refuse_taken(found: &[(u32, CollectorBeat, u64)], me: &str) -> Result<(), Net
         })
         .collect();
     Err(NetError::ShardsTaken(format!(
-        "{}: two collectors of one shard split its digests, and each writes its windows partial; stop that one, or give --shards without those (a collector killed on another host counts as running until {} periods after its last beat)",
+        "{}: two collectors of one shard split its digests, and each writes its windows partial; stop that one, or give --shards without those (a collector killed on another host counts as running until {} periods after its last beat; --take-over takes its shards at once)",
         each.join("; "),
         super::collector_beat::SILENT_AFTER_BEATS
     )))
