@@ -1038,6 +1038,26 @@ fn as_root_or_skip(test: &str, needs: &str, tools: bool) -> bool {
     false
 }
 
+/// Whether the test may run a command as `nobody` (root, with setpriv);
+/// otherwise it is skipped as [`as_root_or_skip`] says.
+fn can_drop_to_nobody(test: &str) -> bool {
+    let can = Command::new("setpriv").arg("--version").output().is_ok();
+    as_root_or_skip(test, "root and setpriv to drop to nobody", can)
+}
+
+/// `flowsieve -q FLAG REPORT` of the bundled trace, run as `nobody`.
+fn as_nobody(flag: &str, report: &Path) -> Run {
+    let mut command = Command::new("setpriv");
+    command
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .arg(bin())
+        .args(["-q", flag])
+        .arg(report)
+        .arg(default_trace())
+        .stdin(Stdio::null());
+    run_command(command, BOUND)
+}
+
 /// What the probe refuses is only what the write would fail on: a report
 /// whose old file the user may not write (mode 0444) in a directory they
 /// may write is renamed over, as before the probe, while the events, a
@@ -1047,12 +1067,7 @@ fn as_root_or_skip(test: &str, needs: &str, tools: bool) -> bool {
 /// report for writing and refused a run that would have replaced it.
 #[test]
 fn a_read_only_old_report_in_a_writable_directory_is_replaced() {
-    let can = Command::new("setpriv").arg("--version").output().is_ok();
-    if !as_root_or_skip(
-        "a_read_only_old_report_in_a_writable_directory_is_replaced",
-        "root and setpriv to drop to nobody",
-        can,
-    ) {
+    if !can_drop_to_nobody("a_read_only_old_report_in_a_writable_directory_is_replaced") {
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -1061,22 +1076,11 @@ fn a_read_only_old_report_in_a_writable_directory_is_replaced() {
     let old = dir.path().join("old.json");
     std::fs::write(&old, b"{}\n").unwrap();
     std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o444)).unwrap();
-    let as_nobody = |flag: &str| {
-        let mut command = Command::new("setpriv");
-        command
-            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
-            .arg(bin())
-            .args(["-q", flag])
-            .arg(&old)
-            .arg(default_trace())
-            .stdin(Stdio::null());
-        run_command(command, BOUND)
-    };
-    as_nobody("--events")
+    as_nobody("--events", &old)
         .expect(1)
         .one_line_error("Permission denied");
     assert_eq!(std::fs::read(&old).unwrap(), b"{}\n");
-    as_nobody("--json").expect(0);
+    as_nobody("--json", &old).expect(0);
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&old).unwrap()).unwrap();
     assert_eq!(report["trace"]["packets"], 40_000);
 }
@@ -1089,12 +1093,8 @@ fn a_read_only_old_report_in_a_writable_directory_is_replaced() {
 /// create a file in ...").
 #[test]
 fn a_writable_old_report_where_no_file_may_be_created_is_written_in_place() {
-    let can = Command::new("setpriv").arg("--version").output().is_ok();
-    if !as_root_or_skip(
-        "a_writable_old_report_where_no_file_may_be_created_is_written_in_place",
-        "root and setpriv to drop to nobody",
-        can,
-    ) {
+    if !can_drop_to_nobody("a_writable_old_report_where_no_file_may_be_created_is_written_in_place")
+    {
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -1105,15 +1105,7 @@ fn a_writable_old_report_where_no_file_may_be_created_is_written_in_place() {
     // leaves a tail that no JSON parser takes.
     std::fs::write(&old, vec![b' '; 1 << 20]).unwrap();
     std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let mut command = Command::new("setpriv");
-    command
-        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
-        .arg(bin())
-        .args(["-q", "--json"])
-        .arg(&old)
-        .arg(default_trace())
-        .stdin(Stdio::null());
-    run_command(command, BOUND).expect(0);
+    as_nobody("--json", &old).expect(0);
     let written = std::fs::read(&old).unwrap();
     assert!(
         written.len() < 1 << 20,

@@ -786,12 +786,14 @@ fn refuse_taken(
     if taken.is_empty() {
         return Ok(());
     }
-    if take_over {
-        let each: Vec<String> = taken
+    // Each collector on one piece: its shards, then what the line says of
+    // them, then its name and last beat.
+    let each = |says: &str| -> String {
+        let pieces: Vec<String> = taken
             .iter()
             .map(|(b, shards)| {
                 format!(
-                    "shard(s) {} from {} (last beat {:.1} s ago, every {} s)",
+                    "shard(s) {} {says} {} (last beat {:.1} s ago, every {} s)",
                     shard_list(shards),
                     b.collector,
                     b.age_ms(now) as f64 / 1e3,
@@ -799,27 +801,18 @@ fn refuse_taken(
                 )
             })
             .collect();
+        pieces.join("; ")
+    };
+    if take_over {
         eprintln!(
             "flowsieve: warning: collect: taking over {}, which counts as running (--take-over): if it still runs, it stops at its next beat, and until then the two split those shards' digests",
-            each.join("; ")
+            each("from")
         );
         return Ok(());
     }
-    let each: Vec<String> = taken
-        .iter()
-        .map(|(b, shards)| {
-            format!(
-                "shard(s) {} already have a running collector, {} (last beat {:.1} s ago, every {} s)",
-                shard_list(shards),
-                b.collector,
-                b.age_ms(now) as f64 / 1e3,
-                b.every_ms as f64 / 1e3
-            )
-        })
-        .collect();
     Err(NetError::ShardsTaken(format!(
         "{}: two collectors of one shard split its digests, and each writes its windows partial; stop that one, or give --shards without those (a collector killed on another host counts as running until {} periods after its last beat; --take-over takes its shards at once)",
-        each.join("; "),
+        each("already have a running collector,"),
         super::collector_beat::SILENT_AFTER_BEATS
     )))
 }
