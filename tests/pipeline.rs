@@ -1914,13 +1914,16 @@ proptest::proptest! {
     /// A latency row grows as it records, and reads exactly as a row
     /// allocated for an hour would: the same count, p50, p99 and max for
     /// any times from 0 to past an hour, recorded in any order, merged
-    /// from two workers' rows. Its total time and records are the exact
-    /// sums of what was recorded, past an hour too (no bucket rounds
-    /// them).
+    /// from two workers' rows, and recorded after the merge. Its total
+    /// time and records are the exact sums of what was recorded, past an
+    /// hour too (no bucket rounds them). The rows hold times back before
+    /// they reach the histograms (`Latency`'s `HELD_TIMES`): every reading
+    /// sees them all.
     #[test]
     fn latency_rows_read_as_histograms_bounded_at_an_hour(
         first in proptest::collection::vec((0u64..(1 << 43), 0u64..4096), 1..200),
         second in proptest::collection::vec((0u64..(1 << 22), 0u64..4096), 0..200),
+        third in proptest::collection::vec((0u64..(1 << 22), 0u64..4096), 0..100),
     ) {
         use flowsieve::pipeline::Latency;
         const MAX_NS: u64 = Latency::MAX_NS;
@@ -1938,6 +1941,12 @@ proptest::proptest! {
             (total_ns, records) = (total_ns + ns, records + n);
         }
         a.merge(&b);
+        // Recorded after the merge, as the source thread's row is.
+        for &(ns, n) in &third {
+            a.record(2, ns, n);
+            reference.record(ns.clamp(1, MAX_NS)).unwrap();
+            (total_ns, records) = (total_ns + ns, records + n);
+        }
         let rows = a.summary();
         proptest::prop_assert_eq!(rows.len(), 1);
         let row = &rows[0];
