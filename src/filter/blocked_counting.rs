@@ -49,7 +49,7 @@ fn block_mut(words: &mut LineWords, b: usize) -> Option<&mut Block> {
 
 /// A counting Bloom filter with every key's counters in one cache line.
 ///
-/// The blocks are [`LineWords`]: each starts a cache line, and a fresh
+/// The blocks are `LineWords`: each starts a cache line, and a fresh
 /// filter's pages stay untouched until used (or until
 /// [`BlockedCountingFilter::prefault`]), as the partitioned filter's.
 #[derive(Clone, Debug, PartialEq, Eq)]

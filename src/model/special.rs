@@ -178,7 +178,7 @@ pub fn ln_poisson_tail(theta: u64, mean: f64) -> f64 {
     }
 }
 
-/// Above this many trials, [`binomial_ln_pmf`] takes `ln(trials!) -
+/// Above this many trials, `binomial_ln_pmf` takes `ln(trials!) -
 /// ln((trials - l)!)` from the difference of Stirling's series rather than
 /// by subtracting the two: each is about `trials ln trials`, over 9e10
 /// here, whose rounding (1.5e-5 and growing with `trials`) is all of the

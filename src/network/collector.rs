@@ -171,7 +171,7 @@ impl Drop for AbortOnDrop {
 /// ends without it.
 ///
 /// A round checks the stop at its end, which takes at most a drain
-/// ([`DRAIN_BUDGET`]) and the writes of what is complete while the server
+/// (`DRAIN_BUDGET`) and the writes of what is complete while the server
 /// answers. A server that went away answers nothing: every request then
 /// waits for its timeout and the round's failure paths retry, so without
 /// this bound the first Ctrl-C went unheard for as long as the server

@@ -34,7 +34,7 @@ pub const TRUTH: &str = "truth";
 /// records four or five times a batch, each into a histogram that the
 /// batch's stage work (megabytes of filter lines) has pushed out of cache,
 /// so each record waited on a miss or three (the histogram's fields and
-/// its count). Held in one small array and recorded [`HELD_TIMES`] at a
+/// its count). Held in one small array and recorded `HELD_TIMES` at a
 /// time, the histograms are fetched once a flush and their misses
 /// overlap: the histograms' share of a replay's CPU fell from 1.22 % to
 /// 0.36 % in a profile (BENCHMARKS.md, ninety-third round). Every reading

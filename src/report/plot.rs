@@ -97,7 +97,7 @@ impl PipelineReport {
         Ok(written)
     }
 
-    /// One line for each chart of [`PLOT_NAMES`] that
+    /// One line for each chart of `PLOT_NAMES` that
     /// [`write_plots`](Self::write_plots) leaves out of this report, naming
     /// it and what it needs; empty when every chart is drawn. A user who
     /// asks for `--plot DIR` and finds it empty, or without the trade-off
