@@ -736,7 +736,8 @@ fn a_command_group_without_its_command_is_a_usage_error() {
 /// a quiet link waits up to 100 ms, so a shorter span used to give an
 /// interval per turn instead, whatever was asked. 100 ms itself is taken
 /// (the run goes on to look the interface up), and 0 still turns the
-/// reports off.
+/// reports off; a positive span too small to round to a nanosecond is
+/// refused rather than taken as that 0.
 #[test]
 fn report_every_below_the_capture_loops_turn_is_refused() {
     for (every, code, line) in [
@@ -752,6 +753,22 @@ fn report_every_below_the_capture_loops_turn_is_refused() {
             "invalid value '99999999ns' for '--report-every <DURATION>': \"99999999ns\" is \
              shorter than 100ms, the least interval the capture loop keeps (0 turns the reports \
              off)",
+        ),
+        // Positive, but under half a nanosecond: refused, not rounded to
+        // the 0 that turns the reports off.
+        (
+            "0.0000000001",
+            2,
+            "invalid value '0.0000000001' for '--report-every <DURATION>': bad duration \
+             '0.0000000001': expected a positive span such as 60s, 500ms, 10us, 2m or 1h, of \
+             at least 1 ns and at most 2^64 ns (about 584 years)",
+        ),
+        (
+            "0.4ns",
+            2,
+            "invalid value '0.4ns' for '--report-every <DURATION>': bad duration '0.4ns': \
+             expected a positive span such as 60s, 500ms, 10us, 2m or 1h, of at least 1 ns and \
+             at most 2^64 ns (about 584 years)",
         ),
         ("100ms", 1, "no-such-if0: no such interface"),
         ("0.1s", 1, "no-such-if0: no such interface"),

@@ -142,7 +142,7 @@ impl std::fmt::Display for DurationNs {
 /// Why a duration could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "bad duration '{0}': expected a positive span such as 60s, 500ms, 10us, 2m or 1h, of at most 2^64 ns (about 584 years)"
+    "bad duration '{0}': expected a positive span such as 60s, 500ms, 10us, 2m or 1h, of at least 1 ns and at most 2^64 ns (about 584 years)"
 )]
 pub struct DurationError(pub String);
 

@@ -155,7 +155,23 @@ impl FromStr for WindowSpec {
 }
 
 /// Parses a duration (`1s`, `250ms`, `10us`, `500ns`, `2m`, `1h`, or bare
-/// seconds) into nanoseconds; `None` when malformed, negative or too long.
+/// seconds) into nanoseconds, to the nearest one; `None` when malformed,
+/// negative, too long, or positive but under half a nanosecond.
+///
+/// Why the last: such a span rounds to zero, and zero means something of
+/// its own to some flags (`live --report-every 0` turns the reports off).
+/// `--report-every 0.0000000001` used to turn them off as `0` does,
+/// instead of being refused like any other span under its floor.
+///
+/// ```
+/// use flowsieve::pipeline::parse_duration_ns;
+/// assert_eq!(parse_duration_ns("250ms"), Some(250_000_000));
+/// assert_eq!(parse_duration_ns("0.6ns"), Some(1));
+/// assert_eq!(parse_duration_ns("0s"), Some(0));
+/// assert_eq!(parse_duration_ns("0.4ns"), None);
+/// assert_eq!(parse_duration_ns("1e-320"), None);
+/// assert_eq!(parse_duration_ns("-1s"), None);
+/// ```
 pub fn parse_duration_ns(s: &str) -> Option<u64> {
     let t = s.trim();
     let (num, scale) = if let Some(n) = t.strip_suffix("ns") {
@@ -178,7 +194,11 @@ pub fn parse_duration_ns(s: &str) -> Option<u64> {
     if !(0.0..=1.8e19).contains(&ns) {
         return None;
     }
-    Some(ns.round() as u64)
+    let rounded = ns.round() as u64;
+    if rounded == 0 && ns > 0.0 {
+        return None;
+    }
+    Some(rounded)
 }
 
 impl fmt::Display for WindowSpec {
