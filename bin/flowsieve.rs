@@ -140,8 +140,9 @@ fn first_signal_name() -> &'static str {
 /// asks `dd` and tcpdump for their counts. Registered once, before a
 /// command runs, for every command but `live` (which registers its own
 /// for its interval report), so that SIGUSR1, whose default action ends
-/// a process, never ends one: a replay, `probe`, `gen-trace`, `collect`
-/// and `inject` answer it with a line, the others ignore it.
+/// a process, never ends one: a replay, `probe`, `gen-trace`, `collect`,
+/// `inject` and `bench` (from a thread of its own) answer it with a line,
+/// the others ignore it.
 fn progress_requests() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     static FLAG: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
         std::sync::OnceLock::new();
@@ -2092,6 +2093,55 @@ fn forwarded_pipeline_flags(traces: &[PathBuf]) -> Vec<String> {
     out
 }
 
+/// Where a `bench` is, for the line SIGUSR1 asks for: set before each run
+/// (a lock a run, never a packet), read by the thread that answers.
+struct BenchProgress {
+    at: std::sync::Mutex<String>,
+    started: std::time::Instant,
+}
+
+impl BenchProgress {
+    fn set(&self, line: String) {
+        if let Ok(mut at) = self.at.lock() {
+            *at = line;
+        }
+    }
+
+    fn line(&self) -> String {
+        let at = self.at.lock().map(|a| a.clone()).unwrap_or_default();
+        format!(
+            "flowsieve: progress: bench: {at}; {:.1} s",
+            self.started.elapsed().as_secs_f64()
+        )
+    }
+}
+
+/// Answers SIGUSR1 with one line saying which run a `bench` is in, at
+/// once, from a thread of its own that sleeps until the signal comes.
+/// Why not a flag checked between runs, as the other commands check one
+/// between runs of records: a run of a large trace takes seconds or more,
+/// and a thread polling a flag would wake inside the runs it times.
+fn answer_bench_progress(bar: &indicatif::ProgressBar) -> std::sync::Arc<BenchProgress> {
+    let progress = std::sync::Arc::new(BenchProgress {
+        at: std::sync::Mutex::new("reading the traces into memory for the preloaded rows".into()),
+        started: std::time::Instant::now(),
+    });
+    // Without the thread (the signal cannot be hooked), SIGUSR1 is still
+    // caught by `progress_requests` and ignored, as before.
+    if let Ok(mut signals) = signal_hook::iterator::Signals::new([signal_hook::consts::SIGUSR1]) {
+        let (answer, bar) = (std::sync::Arc::clone(&progress), bar.clone());
+        let _ = std::thread::Builder::new()
+            .name("flowsieve-usr1".into())
+            .spawn(move || {
+                for _ in signals.forever() {
+                    let line = answer.line();
+                    bar.suspend(|| eprintln!("{line}"));
+                }
+            });
+    }
+    progress
+}
+
 fn run_bench(args: BenchArgs) -> u8 {
     // bench runs the pipeline once per count of --threads-list, so a
     // --threads would be ignored without a word.
@@ -2192,6 +2242,8 @@ fn run_bench(args: BenchArgs) -> u8 {
     }
     let stop = on_interrupt(true);
     let bar = progress_bar(args.rounds as u64, "rounds");
+    let at = answer_bench_progress(&bar);
+    let mut on_run = |run: flowsieve::bench::BenchAt<'_>| at.set(run.line());
     let measured = flowsieve::bench::bench_until(
         &traces,
         &cfg,
@@ -2203,6 +2255,7 @@ fn run_bench(args: BenchArgs) -> u8 {
             &flowsieve::bench::LATENCY_WORKING_SETS
         },
         &stop,
+        &mut on_run,
         &mut |done| bar.set_position(done as u64),
     );
     bar.finish_and_clear();
@@ -2226,6 +2279,7 @@ fn run_bench(args: BenchArgs) -> u8 {
             args.rounds,
             gap,
             &stop,
+            &mut on_run,
         ) {
             Ok(c) => report.tcpdump = Some(c),
             Err(e) => report.tcpdump_note = Some(e.0),

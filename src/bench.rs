@@ -458,6 +458,68 @@ pub const MAX_ROUNDS: usize = 1000;
 /// does not leave the command sleeping for hours.
 pub const MAX_GAP: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// Which of `bench`'s two parts a run belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchPart {
+    /// The runs inside this process ([`bench_until`]): dissect+hash, the
+    /// pipeline rows, the preloaded rows, the memory chase.
+    InProcess,
+    /// The whole-process runs side by side with tcpdump
+    /// ([`compare_with_tcpdump`]).
+    WholeProcess,
+}
+
+/// The run a `bench` is about to start: what the progress line SIGUSR1
+/// asks for says. A bench of a large trace runs for minutes, a run of it
+/// for seconds or more, and its bar shows only rounds (and only on a
+/// terminal).
+///
+/// ```
+/// use flowsieve::bench::{BenchAt, BenchPart};
+/// let at = BenchAt { part: BenchPart::InProcess, round: 2, rounds: 6, run: "pipeline, 2 threads" };
+/// assert_eq!(at.line(), "round 2 of 6 of the in-process runs: pipeline, 2 threads");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BenchAt<'a> {
+    /// The part the run is in.
+    pub part: BenchPart,
+    /// The round the run is in, from 1.
+    pub round: usize,
+    /// The part's rounds.
+    pub rounds: usize,
+    /// The run: its row's label (`dissect+hash`, `pipeline, 2 threads`,
+    /// the command of a whole-process row), or [`MEMORY_RUN`].
+    pub run: &'a str,
+}
+
+impl BenchAt<'_> {
+    /// The run as one line's text, without the `flowsieve: progress:`
+    /// prefix the command gives it.
+    pub fn line(&self) -> String {
+        let part = match self.part {
+            BenchPart::InProcess => "in-process",
+            BenchPart::WholeProcess => "whole-process",
+        };
+        format!(
+            "round {} of {} of the {part} runs: {}",
+            self.round, self.rounds, self.run
+        )
+    }
+}
+
+/// The name [`BenchAt::run`] gives the timed random accesses of a round
+/// (the memory lines).
+pub const MEMORY_RUN: &str = "memory latency";
+
+/// A pipeline or preloaded row's label: `pipeline, 1 thread`,
+/// `preloaded, 2 threads`.
+fn row_label(kind: &str, threads: usize) -> String {
+    format!(
+        "{kind}, {threads} thread{}",
+        if threads == 1 { "" } else { "s" }
+    )
+}
+
 fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
@@ -481,18 +543,21 @@ pub fn bench(
         &LATENCY_WORKING_SETS,
         &AtomicBool::new(false),
         &mut |_| {},
+        &mut |_| {},
     )
 }
 
 /// [`bench()`], timing a random access in each of `latency_sets` (bytes;
 /// none, and no memory line, when it is empty), stopping with
 /// [`BenchError::Interrupted`] at the next run once `stop` is set (a
-/// Ctrl-C handler sets it), and calling `on_round` with the number of
-/// rounds done after each.
+/// Ctrl-C handler sets it), calling `on_run` before each run with where
+/// it is ([`BenchAt`], part [`BenchPart::InProcess`]), and `on_round`
+/// with the number of rounds done after each.
 ///
 /// Why the memory lines can be left out: building their buffers takes
 /// about 0.2 s and chasing them about 0.35 s a round, whatever the trace,
 /// which is most of a bench of a small capture.
+#[allow(clippy::too_many_arguments)]
 pub fn bench_until(
     paths: &[PathBuf],
     cfg: &ValidatedConfig,
@@ -500,19 +565,31 @@ pub fn bench_until(
     rounds: usize,
     latency_sets: &[usize],
     stop: &AtomicBool,
+    on_run: &mut dyn FnMut(BenchAt<'_>),
     on_round: &mut dyn FnMut(usize),
 ) -> Result<BenchReport, BenchError> {
     let rounds = rounds.max(1);
-    let stopped = |done| {
+    // Before each run: stopped with the rounds done once `stop` is set,
+    // else the run is announced.
+    let mut next_run = |done: usize, run: &str| {
         if stop.load(Ordering::Relaxed) {
-            Err(BenchError::Interrupted {
+            return Err(BenchError::Interrupted {
                 rounds: done,
                 of: rounds,
-            })
-        } else {
-            Ok(())
+            });
         }
+        on_run(BenchAt {
+            part: BenchPart::InProcess,
+            round: done + 1,
+            rounds,
+            run,
+        });
+        Ok(())
     };
+    let labels: Vec<(String, String)> = threads
+        .iter()
+        .map(|&t| (row_label("pipeline", t), row_label("preloaded", t)))
+        .collect();
     let configs: Vec<(usize, ValidatedConfig)> = threads
         .iter()
         .map(|&t| cfg.clone().with_threads(t).map(|c| (t, c)))
@@ -551,7 +628,7 @@ pub fn bench_until(
     let mut filtered_out = None;
     let mut keyed_packets = 0;
     for round in 0..rounds {
-        stopped(round)?;
+        next_run(round, "dissect+hash")?;
         let (c0, t0) = (cpu_seconds(), Instant::now());
         let s = replay(paths, &replay_cfg, &mut NoObserver);
         let (w, c) = (t0.elapsed().as_secs_f64(), cpu_seconds() - c0);
@@ -563,7 +640,7 @@ pub fn bench_until(
         wall[0].push(packets as f64 / w.max(1e-9) / 1e6);
         cpu[0].push(packets as f64 / c.max(1e-9) / 1e6);
         for (i, (_, c)) in configs.iter().enumerate() {
-            stopped(round)?;
+            next_run(round, &labels[i].0)?;
             let source = FileSource::new(paths.to_vec(), c);
             let r = run(source, c, &mut NoObserver, &mut NoEvents)?;
             keyed_packets = r.pipeline.packets;
@@ -573,12 +650,15 @@ pub fn bench_until(
         }
         if let Some(p) = &preloaded {
             for (i, (_, c)) in configs.iter().enumerate() {
-                stopped(round)?;
+                next_run(round, &labels[i].1)?;
                 let r = run(p, c, &mut NoObserver, &mut NoEvents)?;
                 wall[t + i + 1].push(r.throughput.packets_per_sec / 1e6);
                 cpu[t + i + 1].push(r.throughput.packets_per_cpu_sec / 1e6);
                 costs[t + i + 1].push(packet_cost(&r));
             }
+        }
+        if !cycles.is_empty() {
+            next_run(round, MEMORY_RUN)?;
         }
         for (((c, at), l), (lanes, p)) in cycles
             .iter()
@@ -624,7 +704,7 @@ pub fn bench_until(
             BenchRow {
                 path: match th {
                     None => kind.into(),
-                    Some(n) => format!("{kind}, {n} thread{}", if n == 1 { "" } else { "s" }),
+                    Some(n) => row_label(kind, n),
                 },
                 threads: th,
                 mpps: m,
@@ -941,7 +1021,8 @@ pub struct NoComparison(pub String);
 /// as one word, or `-F FILE`; empty without one.
 ///
 /// Needs one uncompressed trace (tcpdump reads neither gzip nor zstd) and
-/// tcpdump on the `PATH`.
+/// tcpdump on the `PATH`. `on_run` is told of each run ([`BenchAt`], part
+/// [`BenchPart::WholeProcess`], the row's command) before its gap.
 #[allow(clippy::too_many_arguments)]
 pub fn compare_with_tcpdump(
     exe: &std::path::Path,
@@ -952,6 +1033,7 @@ pub fn compare_with_tcpdump(
     rounds: usize,
     gap: std::time::Duration,
     stop: &AtomicBool,
+    on_run: &mut dyn FnMut(BenchAt<'_>),
 ) -> Result<TcpdumpComparison, NoComparison> {
     use std::process::{Command, Stdio};
     let [trace] = traces else {
@@ -1023,8 +1105,15 @@ pub fn compare_with_tcpdump(
         format!("flowsieve {forwarded_flags}-q FILE (the default job, truth on)"),
     ));
     let mut walls = vec![Vec::new(); commands.len()];
-    for _ in 0..rounds.max(1) {
-        for (i, (program, args, _)) in commands.iter().enumerate() {
+    let rounds = rounds.max(1);
+    for round in 1..=rounds {
+        for (i, (program, args, label)) in commands.iter().enumerate() {
+            on_run(BenchAt {
+                part: BenchPart::WholeProcess,
+                round,
+                rounds,
+                run: label,
+            });
             if !sleep_unless_stopped(gap, stop) {
                 return Err(NoComparison("interrupted".into()));
             }

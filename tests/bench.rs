@@ -10,9 +10,9 @@
 //! that reaches 95 %.
 
 use flowsieve::bench::{
-    BenchError, MEDIAN_INTERVAL_COVERAGE, PARALLEL_LANES, bench_until, chase_cycle,
-    chase_cycle_with_lanes, median_interval, parallel_access_ns, random_access_ns,
-    short_trace_note, unkeyed_note,
+    BenchAt, BenchError, BenchPart, MEDIAN_INTERVAL_COVERAGE, MEMORY_RUN, PARALLEL_LANES,
+    bench_until, chase_cycle, chase_cycle_with_lanes, median_interval, parallel_access_ns,
+    random_access_ns, short_trace_note, unkeyed_note,
 };
 use flowsieve::class::Classifier;
 use flowsieve::pipeline::PipelineConfig;
@@ -175,6 +175,7 @@ fn traces_without_packets_are_refused_and_short_ones_noted() {
         2,
         &[],
         &stop,
+        &mut |_| {},
         &mut |r| rounds_done = r,
     ) {
         Err(e @ BenchError::NoPackets(_)) => {
@@ -187,7 +188,17 @@ fn traces_without_packets_are_refused_and_short_ones_noted() {
     }
     assert_eq!(rounds_done, 0, "a round ran");
     let default = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/default.pcap");
-    let r = bench_until(&[empty, default], &cfg, &[1], 1, &[], &stop, &mut |_| {}).unwrap();
+    let r = bench_until(
+        &[empty, default],
+        &cfg,
+        &[1],
+        1,
+        &[],
+        &stop,
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap();
     assert_eq!(r.packets, 40_000);
     assert_eq!(r.short_trace_note, short_trace_note(40_000));
     assert!(r.short_trace_note.is_some());
@@ -246,6 +257,7 @@ fn bench_says_when_few_packets_carry_a_flow_key() {
             &[],
             &stop,
             &mut |_| {},
+            &mut |_| {},
         )
         .unwrap();
         assert_eq!((r.packets, r.keyed_packets), ((arp + ip) as u64, ip as u64));
@@ -254,4 +266,84 @@ fn bench_says_when_few_packets_carry_a_flow_key() {
         let text = r.to_string();
         assert_eq!(text.contains("carry an IP flow key"), noted, "{text}");
     }
+}
+
+/// `bench` says which run it is about to start (what SIGUSR1's progress
+/// line reports): every run of every round, in the order it runs them,
+/// each named as the report's row for it is named, and the memory chase
+/// as a run of its own only when it is asked for. A stop set from a run's
+/// announcement ends the bench before that run, with the rounds done.
+#[test]
+fn bench_names_each_run_before_it_starts() {
+    let default = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/default.pcap");
+    let cfg = PipelineConfig::new(Classifier::ports()).validate().unwrap();
+    let stop = AtomicBool::new(false);
+    let mut runs: Vec<(BenchPart, usize, usize, String)> = Vec::new();
+    let mut rounds_done = Vec::new();
+    let r = bench_until(
+        std::slice::from_ref(&default),
+        &cfg,
+        &[1, 2],
+        2,
+        &[64 << 10],
+        &stop,
+        &mut |at: BenchAt<'_>| runs.push((at.part, at.round, at.rounds, at.run.to_string())),
+        &mut |done| rounds_done.push(done),
+    )
+    .unwrap();
+    let rows: Vec<&str> = r.results.iter().map(|row| row.path.as_str()).collect();
+    assert_eq!(
+        rows,
+        [
+            "dissect+hash",
+            "pipeline, 1 thread",
+            "pipeline, 2 threads",
+            "preloaded, 1 thread",
+            "preloaded, 2 threads"
+        ]
+    );
+    let expected: Vec<(BenchPart, usize, usize, String)> = (1..=2)
+        .flat_map(|round| {
+            rows.iter()
+                .copied()
+                .chain([MEMORY_RUN])
+                .map(move |run| (BenchPart::InProcess, round, 2, run.to_string()))
+        })
+        .collect();
+    assert_eq!(runs, expected);
+    assert_eq!(rounds_done, [1, 2]);
+    // No memory chase asked for: no such run. A stop set when the second
+    // round's pipeline run is announced ends the bench there.
+    let mut runs = Vec::new();
+    let stop_at = AtomicBool::new(false);
+    let out = bench_until(
+        std::slice::from_ref(&default),
+        &cfg,
+        &[1],
+        3,
+        &[],
+        &stop_at,
+        &mut |at: BenchAt<'_>| {
+            runs.push(at.line());
+            if at.round == 2 && at.run == "pipeline, 1 thread" {
+                stop_at.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        },
+        &mut |_| {},
+    );
+    assert!(
+        matches!(out, Err(BenchError::Interrupted { rounds: 1, of: 3 })),
+        "{:?}",
+        out.map(|r| r.packets)
+    );
+    assert_eq!(
+        runs,
+        [
+            "round 1 of 3 of the in-process runs: dissect+hash",
+            "round 1 of 3 of the in-process runs: pipeline, 1 thread",
+            "round 1 of 3 of the in-process runs: preloaded, 1 thread",
+            "round 2 of 3 of the in-process runs: dissect+hash",
+            "round 2 of 3 of the in-process runs: pipeline, 1 thread",
+        ]
+    );
 }

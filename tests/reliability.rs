@@ -1806,8 +1806,9 @@ fn interrupt_gen_trace(
 }
 
 /// SIGUSR1, whose default action ends a process, asks a gen-trace for one
-/// progress line (as it asks `dd`) and is ignored by `bench`, which has no
-/// such line: neither ends, and Ctrl-C after it stops them as before.
+/// progress line (as it asks `dd`), and a `bench` for the run it is in,
+/// in its in-process part and in its whole-process part: neither ends,
+/// and Ctrl-C after it stops them as before. (`bench` used to ignore it.)
 #[test]
 fn sigusr1_asks_for_progress_and_ends_no_command() {
     let signals = [
@@ -1850,7 +1851,69 @@ fn sigusr1_asks_for_progress_and_ends_no_command() {
         &signals,
     );
     assert_eq!(code, Some(130), "{stderr}");
-    assert!(stderr.contains("interrupted after"), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    let (round, run, secs) = bench_progress(lines[0], "in-process", 1000);
+    let in_process = [
+        "dissect+hash",
+        "pipeline, 1 thread",
+        "pipeline, 2 threads",
+        "preloaded, 1 thread",
+        "preloaded, 2 threads",
+        "memory latency",
+    ];
+    assert!(in_process.contains(&run.as_str()), "{stderr}");
+    assert!(secs > 0.0 && secs < 10.0, "{stderr}");
+    let done: usize = lines[1]
+        .strip_prefix("flowsieve: error: interrupted after ")
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(round >= 1 && done + 1 >= round, "{stderr}");
+    // The whole-process part: each of its 2 x 4 runs waits a 1 s gap
+    // first, and the in-process rounds of a 40,000-packet trace take a
+    // fraction of a second, so 2.5 s in it is in round 1 of that part.
+    let (code, stderr) = interrupt_with(
+        &["bench", "--rounds", "2", "--no-memory", "--gap", "1s", &t],
+        Duration::from_millis(2500),
+        dir.path(),
+        &signals,
+    );
+    assert_eq!(code, Some(130), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    let (round, run, _) = bench_progress(lines[0], "whole-process", 2);
+    assert_eq!(round, 1, "{stderr}");
+    assert!(
+        run == format!("tcpdump -r {t} -w /dev/null")
+            || run.starts_with("flowsieve -q --no-truth FILE (")
+            || run.starts_with("flowsieve -q --no-truth --layout blocked FILE (")
+            || run.starts_with("flowsieve -q FILE ("),
+        "{stderr}"
+    );
+    assert_eq!(lines[1], "flowsieve: error: bench: interrupted", "{stderr}");
+}
+
+/// A `bench` progress line's round, run and seconds, checked to be of
+/// `part` and to count `rounds` rounds.
+fn bench_progress(line: &str, part: &str, rounds: usize) -> (usize, String, f64) {
+    let rest = line
+        .strip_prefix("flowsieve: progress: bench: round ")
+        .unwrap_or_else(|| panic!("{line}"));
+    let (round, rest) = rest.split_once(' ').unwrap_or_else(|| panic!("{line}"));
+    let rest = rest
+        .strip_prefix(&format!("of {rounds} of the {part} runs: "))
+        .unwrap_or_else(|| panic!("{line}"));
+    let (run, secs) = rest.rsplit_once("; ").unwrap_or_else(|| panic!("{line}"));
+    let secs: f64 = secs
+        .strip_suffix(" s")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    (
+        round.parse().unwrap_or_else(|_| panic!("{line}")),
+        run.to_string(),
+        secs,
+    )
 }
 
 /// A billion-packet gen-trace and a thousand bench rounds are legitimate
