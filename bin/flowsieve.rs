@@ -141,8 +141,8 @@ fn first_signal_name() -> &'static str {
 /// command runs, for every command but `live` (which registers its own
 /// for its interval report), so that SIGUSR1, whose default action ends
 /// a process, never ends one: a replay, `probe`, `gen-trace`, `collect`,
-/// `inject` and `bench` (from a thread of its own) answer it with a line,
-/// the others ignore it.
+/// `inject`, `bench` and `reproduce` (these two from a thread of their
+/// own) answer it with a line, the others ignore it.
 fn progress_requests() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     static FLAG: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
         std::sync::OnceLock::new();
@@ -473,15 +473,31 @@ fn run_reproduce(a: ReproduceArgs) -> u8 {
         );
         bar
     });
+    let at = std::sync::Arc::new(ReproduceProgress {
+        experiment: std::sync::atomic::AtomicUsize::new(0),
+        fraction_bits: std::sync::atomic::AtomicU64::new(0),
+        ids: chosen.iter().map(|e| e.id).collect(),
+        started: std::time::Instant::now(),
+    });
+    answer_progress(bar.clone(), {
+        let at = std::sync::Arc::clone(&at);
+        move || at.line()
+    });
     let mut deviations = 0;
     for (i, e) in chosen.iter().enumerate() {
         if let Some(b) = &bar {
             b.set_message(e.id);
         }
+        at.experiment.store(i, std::sync::atomic::Ordering::Relaxed);
+        at.fraction_bits
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         let base = steps * i as u64;
         let mut tick = |f: f64| {
+            let f = f.clamp(0.0, 1.0);
+            at.fraction_bits
+                .store(f.to_bits(), std::sync::atomic::Ordering::Relaxed);
             if let Some(b) = &bar {
-                b.set_position(base + (f.clamp(0.0, 1.0) * steps as f64) as u64);
+                b.set_position(base + (f * steps as f64) as u64);
             }
         };
         let outcome = (e.run)(&opts, &mut tick);
@@ -2116,30 +2132,57 @@ impl BenchProgress {
     }
 }
 
-/// Answers SIGUSR1 with one line saying which run a `bench` is in, at
-/// once, from a thread of its own that sleeps until the signal comes.
-/// Why not a flag checked between runs, as the other commands check one
-/// between runs of records: a run of a large trace takes seconds or more,
-/// and a thread polling a flag would wake inside the runs it times.
-fn answer_bench_progress(bar: &indicatif::ProgressBar) -> std::sync::Arc<BenchProgress> {
-    let progress = std::sync::Arc::new(BenchProgress {
-        at: std::sync::Mutex::new("reading the traces into memory for the preloaded rows".into()),
-        started: std::time::Instant::now(),
-    });
-    // Without the thread (the signal cannot be hooked), SIGUSR1 is still
-    // caught by `progress_requests` and ignored, as before.
+/// Answers SIGUSR1 at once with the line `line` makes, from a thread of
+/// its own that sleeps until the signal comes (`bench`, `reproduce`).
+/// Why not a flag checked between steps, as a replay checks one between
+/// runs of records: a bench's run of a large trace, or an experiment's
+/// simulation, takes seconds or more, and a thread polling a flag would
+/// wake inside the runs `bench` times. Without the thread (the signal
+/// cannot be hooked), SIGUSR1 is still caught by `progress_requests` and
+/// ignored, as before.
+fn answer_progress(
+    bar: Option<indicatif::ProgressBar>,
+    line: impl Fn() -> String + Send + 'static,
+) {
     if let Ok(mut signals) = signal_hook::iterator::Signals::new([signal_hook::consts::SIGUSR1]) {
-        let (answer, bar) = (std::sync::Arc::clone(&progress), bar.clone());
         let _ = std::thread::Builder::new()
             .name("flowsieve-usr1".into())
             .spawn(move || {
                 for _ in signals.forever() {
-                    let line = answer.line();
-                    bar.suspend(|| eprintln!("{line}"));
+                    let line = line();
+                    match &bar {
+                        Some(b) => b.suspend(|| eprintln!("{line}")),
+                        None => eprintln!("{line}"),
+                    }
                 }
             });
     }
-    progress
+}
+
+/// Where a `reproduce` is, for the line SIGUSR1 asks for: the experiment
+/// (its index in the chosen ones) and the fraction of it done, as the
+/// experiments report it to their bar.
+struct ReproduceProgress {
+    experiment: std::sync::atomic::AtomicUsize,
+    fraction_bits: std::sync::atomic::AtomicU64,
+    ids: Vec<&'static str>,
+    started: std::time::Instant,
+}
+
+impl ReproduceProgress {
+    fn line(&self) -> String {
+        use std::sync::atomic::Ordering::Relaxed;
+        let i = self.experiment.load(Relaxed);
+        let fraction = f64::from_bits(self.fraction_bits.load(Relaxed));
+        format!(
+            "flowsieve: progress: reproduce: experiment {} of {}, {}, {:.0} % of it; {:.1} s",
+            i + 1,
+            self.ids.len(),
+            self.ids.get(i).copied().unwrap_or("?"),
+            fraction * 100.0,
+            self.started.elapsed().as_secs_f64()
+        )
+    }
 }
 
 fn run_bench(args: BenchArgs) -> u8 {
@@ -2242,7 +2285,14 @@ fn run_bench(args: BenchArgs) -> u8 {
     }
     let stop = on_interrupt(true);
     let bar = progress_bar(args.rounds as u64, "rounds");
-    let at = answer_bench_progress(&bar);
+    let at = std::sync::Arc::new(BenchProgress {
+        at: std::sync::Mutex::new("reading the traces into memory for the preloaded rows".into()),
+        started: std::time::Instant::now(),
+    });
+    answer_progress(Some(bar.clone()), {
+        let at = std::sync::Arc::clone(&at);
+        move || at.line()
+    });
     let mut on_run = |run: flowsieve::bench::BenchAt<'_>| at.set(run.line());
     let measured = flowsieve::bench::bench_until(
         &traces,
