@@ -438,9 +438,11 @@ fn sigusr1_asks_inject_for_its_counts_even_while_it_waits() {
             .spawn()
             .expect("run flowsieve inject");
         let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-        (child, stderr)
+        // Killed if an assertion fails before `end` takes it back: at
+        // `--pps 0.001` it would wait 1000 s for its next frame.
+        (common::KilledAtEnd::new(child), stderr)
     };
-    let signal = |child: &std::process::Child, sig: i32| {
+    let signal = |child: &common::KilledAtEnd, sig: i32| {
         // SAFETY: kill has no memory preconditions; the pid is our child's
         // (`ip netns exec` execs the program in place).
         assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
@@ -472,8 +474,9 @@ fn sigusr1_asks_inject_for_its_counts_even_while_it_waits() {
         });
         rx
     };
-    let end = |mut child: std::process::Child| {
+    let end = |child: common::KilledAtEnd| {
         signal(&child, libc::SIGTERM);
+        let mut child = child.take();
         let (tx, rx) = std::sync::mpsc::channel();
         let mut stdout = child.stdout.take().unwrap();
         std::thread::spawn(move || {

@@ -10,6 +10,7 @@
 
 mod common;
 
+use common::KilledAtEnd;
 use common::network::{TRACE, assert_merged_is_whole, whole_trace};
 use flowsieve::class::Classifier;
 use flowsieve::network::transport::{PROBES_BUCKET, connect};
@@ -825,17 +826,9 @@ fn a_collector_is_refused_the_shards_another_one_runs_for() {
             .map(|(shard, who, state, _)| (shard, who, state))
             .collect()
     };
-    // Killed however the test ends.
-    struct KilledAtEnd(Child);
-    impl Drop for KilledAtEnd {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let first = KilledAtEnd(flowsieve(&["collect", "--nats", &url, "--shards", "0-5"]));
+    let first = KilledAtEnd::new(flowsieve(&["collect", "--nats", &url, "--shards", "0-5"]));
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
-    let first_id = format!("{}:{}", host.trim(), first.0.id());
+    let first_id = format!("{}:{}", host.trim(), first.id());
     let start = Instant::now();
     while states(&url).len() < 6 {
         assert!(
@@ -980,7 +973,9 @@ fn take_over_takes_the_shards_of_a_collector_that_counts_as_running() {
     let url = servers.url();
     let (_dir, _) = two_probes(&url, &[]);
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
-    let mut old = flowsieve(&[
+    // It has no --exit-when-done: killed if an assertion fails before it
+    // is taken back below.
+    let old = KilledAtEnd::new(flowsieve(&[
         "collect",
         "--nats",
         &url,
@@ -988,14 +983,14 @@ fn take_over_takes_the_shards_of_a_collector_that_counts_as_running() {
         "0-3",
         "--heartbeat",
         "200ms",
-    ]);
+    ]));
     let old_id = format!("{}:{}", host.trim(), old.id());
     let start = Instant::now();
     while collector_states(&url).len() < 4 {
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = old.kill();
-            panic!("the first collector did not beat in 60 s");
-        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the first collector did not beat in 60 s"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let refused = exited_within(
@@ -1006,7 +1001,11 @@ fn take_over_takes_the_shards_of_a_collector_that_counts_as_running() {
     assert_one_line(&refused, 2, "--take-over takes its shards at once)");
     let new = collector_with(&url, "2-5", 1, "1s", &["--take-over"]);
     let new_id = format!("{}:{}", host.trim(), new.id());
-    let out = exited_within(old, Duration::from_secs(10), "the collector taken over");
+    let out = exited_within(
+        old.take(),
+        Duration::from_secs(10),
+        "the collector taken over",
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     // Before its next beat it may have noted the digests the other took

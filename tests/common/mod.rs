@@ -415,3 +415,31 @@ pub fn assert_documented(
         "{what}: not in the reference: {undocumented:?}"
     );
 }
+
+/// A child killed and reaped when it is dropped, so that a failed
+/// assertion leaves no child running (a collector, an injector), unless
+/// the test took it back ([`KilledAtEnd::take`]) to wait for it.
+pub struct KilledAtEnd(Option<std::process::Child>);
+
+impl KilledAtEnd {
+    pub fn new(child: std::process::Child) -> KilledAtEnd {
+        KilledAtEnd(Some(child))
+    }
+
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, std::process::Child::id)
+    }
+
+    pub fn take(mut self) -> std::process::Child {
+        self.0.take().expect("taken once")
+    }
+}
+
+impl Drop for KilledAtEnd {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
