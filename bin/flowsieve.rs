@@ -2293,7 +2293,12 @@ fn run_bench(args: BenchArgs) -> u8 {
         let at = std::sync::Arc::clone(&at);
         move || at.line()
     });
-    let mut on_run = |run: flowsieve::bench::BenchAt<'_>| at.set(run.line());
+    let mut on_run = |run: flowsieve::bench::BenchAt<'_>| {
+        if run.part == flowsieve::bench::BenchPart::InProcess {
+            bar.set_position(run.round as u64 - 1);
+        }
+        at.set(run.line());
+    };
     let measured = flowsieve::bench::bench_until(
         &traces,
         &cfg,
@@ -2306,7 +2311,6 @@ fn run_bench(args: BenchArgs) -> u8 {
         },
         &stop,
         &mut on_run,
-        &mut |done| bar.set_position(done as u64),
     );
     bar.finish_and_clear();
     let mut report = match measured {

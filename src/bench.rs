@@ -543,21 +543,19 @@ pub fn bench(
         &LATENCY_WORKING_SETS,
         &AtomicBool::new(false),
         &mut |_| {},
-        &mut |_| {},
     )
 }
 
 /// [`bench()`], timing a random access in each of `latency_sets` (bytes;
 /// none, and no memory line, when it is empty), stopping with
 /// [`BenchError::Interrupted`] at the next run once `stop` is set (a
-/// Ctrl-C handler sets it), calling `on_run` before each run with where
-/// it is ([`BenchAt`], part [`BenchPart::InProcess`]), and `on_round`
-/// with the number of rounds done after each.
+/// Ctrl-C handler sets it), and calling `on_run` before each run with
+/// where it is ([`BenchAt`], part [`BenchPart::InProcess`]; its round
+/// less one is the rounds done, for a progress bar).
 ///
 /// Why the memory lines can be left out: building their buffers takes
 /// about 0.2 s and chasing them about 0.35 s a round, whatever the trace,
 /// which is most of a bench of a small capture.
-#[allow(clippy::too_many_arguments)]
 pub fn bench_until(
     paths: &[PathBuf],
     cfg: &ValidatedConfig,
@@ -566,7 +564,6 @@ pub fn bench_until(
     latency_sets: &[usize],
     stop: &AtomicBool,
     on_run: &mut dyn FnMut(BenchAt<'_>),
-    on_round: &mut dyn FnMut(usize),
 ) -> Result<BenchReport, BenchError> {
     let rounds = rounds.max(1);
     // Before each run: stopped with the rounds done once `stop` is set,
@@ -680,7 +677,6 @@ pub fn bench_until(
             parallel_access_ns(c, lanes, parallel_warm_up_steps(c.len() / 8));
             p.push(parallel_access_ns(c, lanes, LATENCY_STEPS / PARALLEL_LANES));
         }
-        on_round(round + 1);
     }
     let base = median(&wall[0]);
     let one_at = threads.iter().position(|&t| t == 1);
