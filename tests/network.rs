@@ -829,14 +829,7 @@ fn a_collector_is_refused_the_shards_another_one_runs_for() {
     let first = KilledAtEnd::new(flowsieve(&["collect", "--nats", &url, "--shards", "0-5"]));
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     let first_id = format!("{}:{}", host.trim(), first.id());
-    let start = Instant::now();
-    while states(&url).len() < 6 {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the first collector did not beat in 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    await_first_beats(&url, 6);
     let refused = |shards: &str| {
         exited_within(
             flowsieve(&["collect", "--nats", &url, "--shards", shards]),
@@ -985,14 +978,7 @@ fn take_over_takes_the_shards_of_a_collector_that_counts_as_running() {
         "200ms",
     ]));
     let old_id = format!("{}:{}", host.trim(), old.id());
-    let start = Instant::now();
-    while collector_states(&url).len() < 4 {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the first collector did not beat in 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    await_first_beats(&url, 4);
     let refused = exited_within(
         flowsieve(&["collect", "--nats", &url, "--shards", "2-5"]),
         Duration::from_secs(30),
@@ -1045,6 +1031,19 @@ fn take_over_takes_the_shards_of_a_collector_that_counts_as_running() {
                 .any(|(shard, id, _, _)| *shard == s && *id == old_id),
             "{after:?}"
         );
+    }
+}
+
+/// Waits up to 60 s for the first collector's beats on its `shards`
+/// shards, as `results` lists them.
+fn await_first_beats(url: &str, shards: usize) {
+    let start = Instant::now();
+    while collector_states(url).len() < shards {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the first collector did not beat in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
