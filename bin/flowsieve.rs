@@ -549,16 +549,16 @@ struct ReplayArgs {
     /// Write heavy-flow and new-flow events as JSON lines to FILE (`-` for
     /// stdout, which then carries them alone, without the text report).
     /// Refused if FILE is an input trace or holds a capture.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
     events: Option<PathBuf>,
     /// Memory-map plain trace files (the default): packets are lent from
     /// the map, with no copy. A file truncated while it is read ends in a
     /// one-line error, as with --no-mmap.
-    #[arg(long, overrides_with = "no_mmap")]
+    #[arg(long, overrides_with = "no_mmap", help_heading = "Input")]
     mmap: bool,
     /// Read plain trace files through a buffer instead of mapping them
     /// (one copy by the kernel; for filesystems where mapping is slow).
-    #[arg(long)]
+    #[arg(long, help_heading = "Input")]
     no_mmap: bool,
     /// Helper threads that dissect, classify and hash a mapped classic
     /// pcap or pcapng file ahead of the reader, each taking 1 MiB shares
@@ -566,7 +566,7 @@ struct ReplayArgs {
     /// cores than the workers use; on two cores it made runs slower.
     /// Compressed files are read by the reader alone. No figure changes,
     /// only the work.
-    #[arg(long, default_value_t = 0, value_name = "N",
+    #[arg(long, default_value_t = 0, value_name = "N", help_heading = "Input",
           value_parser = clap::value_parser!(u16).range(0..=flowsieve::ahead::MAX_DISSECT_THREADS as i64))]
     dissect_threads: u16,
     #[command(flatten)]
@@ -581,7 +581,12 @@ struct TraceFilterArg {
     /// interpreter, loaded at run time: apt-get install libpcap0.8). The
     /// rest are counted as filtered out and are in no other figure, and -c
     /// counts the records kept.
-    #[arg(short = 'f', long = "filter", value_name = "EXPR")]
+    #[arg(
+        short = 'f',
+        long = "filter",
+        value_name = "EXPR",
+        help_heading = "Input"
+    )]
     expression: Option<String>,
     /// Read the filter expression from FILE, as `tcpdump -F FILE` does
     /// (its lines joined; `#` starts a comment to the end of the line).
@@ -589,7 +594,8 @@ struct TraceFilterArg {
         short = 'F',
         long = "filter-file",
         value_name = "FILE",
-        conflicts_with = "expression"
+        conflicts_with = "expression",
+        help_heading = "Input"
     )]
     file: Option<PathBuf>,
 }
@@ -760,16 +766,16 @@ struct RunArgs {
     /// Write the report as JSON (schema_version 2) to FILE (`-` for stdout,
     /// which then carries it alone, without the text report). Refused if
     /// FILE is an input trace or holds a capture.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
     json: Option<PathBuf>,
     /// Write one CSV per table into DIR (created if missing, with its parents).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
     csv: Option<PathBuf>,
     /// Write SVG trade-off and cost curves into DIR (created if missing, with its parents).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
     plot: Option<PathBuf>,
     /// Do not print the text report.
-    #[arg(short, long)]
+    #[arg(short, long, help_heading = "Output")]
     quiet: bool,
 }
 
@@ -2045,18 +2051,6 @@ struct BenchArgs {
     /// Flow classes.
     #[arg(long, default_value = "ports", value_name = "ports|ipclass|FILE")]
     classes: String,
-    #[command(flatten)]
-    pipeline: PipelineArgs,
-    /// Write the figures as JSON to FILE (`-` for stdout, which then
-    /// carries them alone, without the text report).
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-    /// Memory-map plain trace files (the default, as replay's --mmap).
-    #[arg(long, overrides_with = "no_mmap")]
-    mmap: bool,
-    /// Read plain trace files through a buffer (as replay's --no-mmap).
-    #[arg(long)]
-    no_mmap: bool,
     /// Wait this long, untimed, before each command of the comparison with
     /// tcpdump (e.g. 3s; at most 60s). The default runs them back to back,
     /// as benchmark loops do; a few seconds time each as a single command
@@ -2072,6 +2066,18 @@ struct BenchArgs {
     /// the trace).
     #[arg(long)]
     no_memory: bool,
+    #[command(flatten)]
+    pipeline: PipelineArgs,
+    /// Write the figures as JSON to FILE (`-` for stdout, which then
+    /// carries them alone, without the text report).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    json: Option<PathBuf>,
+    /// Memory-map plain trace files (the default, as replay's --mmap).
+    #[arg(long, overrides_with = "no_mmap", help_heading = "Input")]
+    mmap: bool,
+    /// Read plain trace files through a buffer (as replay's --no-mmap).
+    #[arg(long, help_heading = "Input")]
+    no_mmap: bool,
     /// Time the records a trace filter keeps (as replay's -f and -F): every
     /// row reads them, and tcpdump is given the same filter.
     #[command(flatten)]

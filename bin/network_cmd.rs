@@ -113,7 +113,7 @@ pub(crate) struct ProbeArgs {
     run: RunArgs,
     /// Write heavy-flow and new-flow events as JSON lines to FILE (`-` for
     /// stdout, which then carries them alone, without the text report).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
     events: Option<PathBuf>,
     #[command(flatten)]
     filter: super::TraceFilterArg,

@@ -4751,3 +4751,144 @@ fn events_without_their_stages_are_noted() {
     let out = flowsieve(&["-q", "--stages", "none", &d]);
     assert!(out.stderr.is_empty(), "{:?}", out.stderr);
 }
+
+/// Each heading of a command's `-h`, with the flags under it (the long
+/// name, or the short one for a flag without a long name).
+fn help_sections(args: &[&str]) -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    let out = flowsieve(args);
+    assert_eq!(out.status.code(), Some(0), "{args:?}");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut sections = std::collections::BTreeMap::<String, BTreeSet<String>>::new();
+    let mut heading = String::new();
+    for line in text.lines() {
+        if line.ends_with(':') && line.starts_with(|c: char| c.is_ascii_uppercase()) {
+            heading = line.trim_end_matches(':').to_string();
+        } else if line.trim_start().starts_with('-') {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let flag = words
+                .iter()
+                .find(|w| w.starts_with("--"))
+                .unwrap_or(&words[0])
+                .trim_end_matches(',');
+            sections
+                .entry(heading.clone())
+                .or_default()
+                .insert(flag.to_string());
+        }
+    }
+    sections
+}
+
+fn flag_set(flags: &[&str]) -> BTreeSet<String> {
+    flags.iter().map(|f| f.to_string()).collect()
+}
+
+/// Every flag of the commands that run the pipeline is listed under the
+/// heading of what it sets. The output and input flags used to come after
+/// the selective stage's, so `-h` listed `--json`, `--mmap`, `-f` and
+/// even `bench --no-tcpdump` under "Stage 3: selective query" (a flattened
+/// group's heading goes on to the flags declared after it).
+#[test]
+fn help_lists_each_flag_under_its_own_heading() {
+    let pipeline = flag_set(&[
+        "--stages",
+        "--threads",
+        "--shards",
+        "--batch",
+        "--queue-batches",
+        "--max-memory",
+        "--hash-key",
+        "--epoch-windows",
+        "--huge-pages",
+        "--no-huge-pages",
+    ]);
+    let heavy = flag_set(&[
+        "--window",
+        "--window-packets",
+        "--theta",
+        "--cbf-counters",
+        "--cbf-width",
+        "--cbf-k",
+        "--cbf-load",
+        "--conservative",
+        "--layout",
+    ]);
+    let new_flows = flag_set(&[
+        "--rbf-bits",
+        "--rbf-k",
+        "--recycle",
+        "--target-fpr",
+        "--two-phase",
+        "--retaining",
+        "--non-colliding",
+        "--rbf-layout",
+        "--horizon",
+        "--front-cache",
+    ]);
+    let selective = flag_set(&[
+        "--cache-window",
+        "--query-window",
+        "--directory",
+        "--dir-layout",
+        "--dir-bpe",
+        "--dir-k",
+        "--query-unit",
+        "--prior-sample",
+        "--alpha",
+        "--sweep",
+        "--selective-max-flows",
+    ]);
+    let report = ["--json", "--csv", "--plot", "--quiet"];
+    let trace_filter = ["--filter", "--filter-file"];
+    let replay_output = flag_set(&[&report[..], &["--events"]].concat());
+    let replay_input = flag_set(
+        &[
+            &["--mmap", "--no-mmap", "--dissect-threads"][..],
+            &trace_filter,
+        ]
+        .concat(),
+    );
+    let cases: [(&[&str], BTreeSet<String>, BTreeSet<String>); 5] = [
+        (&["-h"], replay_output.clone(), replay_input.clone()),
+        (&["replay", "-h"], replay_output, replay_input),
+        (&["live", "-h"], flag_set(&report), BTreeSet::new()),
+        (
+            &["probe", "-h"],
+            flag_set(&[&report[..], &["--events"]].concat()),
+            flag_set(&trace_filter),
+        ),
+        (
+            &["bench", "-h"],
+            flag_set(&["--json"]),
+            flag_set(&[&["--mmap", "--no-mmap"][..], &trace_filter].concat()),
+        ),
+    ];
+    for (args, output, input) in cases {
+        let sections = help_sections(args);
+        let under = |heading: &str| sections.get(heading).cloned().unwrap_or_default();
+        assert_eq!(under("Pipeline"), pipeline, "{args:?}");
+        assert_eq!(under("Stage 1: heavy flows"), heavy, "{args:?}");
+        assert_eq!(under("Stage 2: new flows"), new_flows, "{args:?}");
+        assert_eq!(under("Stage 3: selective query"), selective, "{args:?}");
+        assert_eq!(under("Output"), output, "{args:?}");
+        assert_eq!(under("Input"), input, "{args:?}");
+    }
+    // bench's own flags stay with its rounds, under the command's options.
+    let bench = help_sections(&["bench", "-h"]);
+    let options = bench.get("Options").cloned().unwrap_or_default();
+    for flag in [
+        "--threads-list",
+        "--rounds",
+        "--gap",
+        "--no-tcpdump",
+        "--no-memory",
+    ] {
+        assert!(options.contains(flag), "{flag}: {bench:?}");
+    }
+    // live's capture filter is the kernel's, under Capture.
+    let live = help_sections(&["live", "-h"]);
+    assert!(
+        live["Capture"].is_superset(&flag_set(&trace_filter)),
+        "{live:?}"
+    );
+}
