@@ -3,7 +3,7 @@
 //! about to start is refused, checked as properties over arbitrary beats.
 
 use flowsieve::network::collector_beat::{
-    CollectorBeat, CollectorState, SILENT_AFTER_BEATS, taken_shards,
+    CollectorBeat, CollectorState, ProcessAt, SILENT_AFTER_BEATS, process_at, taken_shards,
 };
 use proptest::prelude::*;
 use std::collections::BTreeSet;
@@ -19,6 +19,7 @@ fn beat() -> impl Strategy<Value = CollectorBeat> {
             beat_ms,
             every_ms,
             stopped,
+            start_ticks: None,
         },
     )
 }
@@ -56,7 +57,7 @@ proptest! {
         let gone: BTreeSet<String> = gone.iter().map(|g| format!("c{g}")).collect();
         let found: Vec<(u32, CollectorBeat)> =
             beats.into_iter().enumerate().map(|(s, b)| (s as u32, b)).collect();
-        let taken = taken_shards(found.iter().map(|(s, b)| (*s, b)), &me, now, |id| gone.contains(id));
+        let taken = taken_shards(found.iter().map(|(s, b)| (*s, b)), &me, now, |b| gone.contains(&b.collector));
         let expected: Vec<u32> = found
             .iter()
             .filter(|(_, b)| {
@@ -81,4 +82,73 @@ proptest! {
             prop_assert_eq!(&found[shards[0] as usize].1, *b);
         }
     }
+}
+
+/// Seconds since boot, from `/proc/uptime`.
+fn uptime_s() -> f64 {
+    let up = std::fs::read_to_string("/proc/uptime").unwrap();
+    up.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// `process_at` reads a process's start as the kernel counts it: a child
+/// spawned between two readings of the uptime started, by its ticks,
+/// between them (a field next to `starttime` read instead, such as the
+/// priority or the virtual size, would not), and it is read the same
+/// while the child runs. Once the child is reaped its id has no process.
+/// A beat naming the child's id with its own start is its, and with
+/// another start is a process that had the id before it.
+#[test]
+fn a_process_start_is_read_in_ticks_since_boot() {
+    // SAFETY: sysconf reads a constant of the system and has no
+    // preconditions.
+    let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    assert!(ticks_per_s > 0.0);
+    let before = uptime_s();
+    // Killed if an assertion fails before the end.
+    let child = crate::common::KilledAtEnd::new(
+        std::process::Command::new("sleep")
+            .arg("600")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let after = uptime_s();
+    let pid = child.id();
+    let at = process_at(pid);
+    let ProcessAt::Present {
+        start_ticks: Some(ticks),
+    } = at
+    else {
+        panic!("{at:?}");
+    };
+    let started = ticks as f64 / ticks_per_s;
+    // One tick either side: the count is whole ticks.
+    let tick = 1.0 / ticks_per_s;
+    assert!(
+        (before - tick..=after + tick).contains(&started),
+        "started {started} s after boot, spawned between {before} and {after}"
+    );
+    assert_eq!(process_at(pid), at);
+    let host = "here";
+    let beat = CollectorBeat {
+        collector: format!("{host}:{pid}"),
+        shards: "0".into(),
+        started_ms: 0,
+        beat_ms: 0,
+        every_ms: 3_000,
+        stopped: false,
+        start_ticks: Some(ticks),
+    };
+    assert!(!beat.ended_on(host, process_at));
+    let earlier = CollectorBeat {
+        start_ticks: Some(ticks - 1),
+        ..beat.clone()
+    };
+    assert!(earlier.ended_on(host, process_at));
+    let mut child = child.take();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(process_at(pid), ProcessAt::Absent);
+    assert!(beat.ended_on(host, process_at));
 }

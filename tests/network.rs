@@ -13,6 +13,7 @@ mod common;
 use common::KilledAtEnd;
 use common::network::{TRACE, assert_merged_is_whole, whole_trace};
 use flowsieve::class::Classifier;
+use flowsieve::network::collector_beat::{ProcessAt, process_at};
 use flowsieve::network::transport::{PROBES_BUCKET, connect};
 use flowsieve::network::{NetworkConfig, ShardWindowResult};
 use flowsieve::pipeline::{PipelineConfig, ShardWindow};
@@ -830,6 +831,18 @@ fn a_collector_is_refused_the_shards_another_one_runs_for() {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     let first_id = format!("{}:{}", host.trim(), first.id());
     await_first_beats(&url, 6);
+    // Its beat carries its process's start, which tells it from a later
+    // process given its id.
+    let ProcessAt::Present {
+        start_ticks: Some(first_ticks),
+    } = process_at(first.id())
+    else {
+        panic!("no start for the first collector");
+    };
+    assert_eq!(
+        stored_beat(&url, 0).map(|b| (b.collector, b.start_ticks)),
+        Some((first_id.clone(), Some(first_ticks)))
+    );
     let refused = |shards: &str| {
         exited_within(
             flowsieve(&["collect", "--nats", &url, "--shards", shards]),
@@ -947,6 +960,42 @@ fn a_collector_is_refused_the_shards_another_one_runs_for() {
         after
             .iter()
             .any(|(s, id, state)| *s == 3 && *id == running_id && state != "stopped"),
+        "{after:?}"
+    );
+    // A running beat naming a process of this host, whose process started
+    // at that beat's tick, is that collector's: refused. The same beat
+    // with another start is a collector that had the id before that
+    // process (killed, and its id given again): its shard is taken at
+    // once.
+    let other = KilledAtEnd::new(Command::new("sleep").arg("600").spawn().unwrap());
+    let ProcessAt::Present {
+        start_ticks: Some(ticks),
+    } = process_at(other.id())
+    else {
+        panic!("no start for the sleep process");
+    };
+    let reused = format!("{}:{}", host.trim(), other.id());
+    put_beat_started(&url, &reused, Some(ticks), 6, 0);
+    let out = refused("6");
+    assert_one_line(&out, 2, "");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "flowsieve: error: collect: shard(s) 6 already have a running collector, {reused} (last beat "
+        )),
+        "{err}"
+    );
+    put_beat_started(&url, &reused, Some(ticks - 1), 6, 0);
+    let next = collector_with(&url, "6", 1, "1s", &[]);
+    let next_id = format!("{}:{}", host.trim(), next.id());
+    finish(
+        next,
+        "collector of an id given again",
+        Duration::from_secs(120),
+    );
+    let after = states(&url);
+    assert!(
+        after.contains(&(6, next_id.clone(), "stopped".into())),
         "{after:?}"
     );
 }
@@ -1069,6 +1118,18 @@ fn collector_states(url: &str) -> Vec<(u64, String, String, f64)> {
         .unwrap_or_default()
 }
 
+/// The beat stored for `shard`, if any.
+fn stored_beat(url: &str, shard: u32) -> Option<flowsieve::network::collector_beat::CollectorBeat> {
+    with_server(url, |n| async move {
+        let beats = n
+            .bucket(flowsieve::network::transport::COLLECTORS_BUCKET)
+            .await
+            .unwrap();
+        let found = n.beats_of(&beats, &[shard]).await.unwrap();
+        found.into_iter().next().map(|(_, b, _)| b)
+    })
+}
+
 /// Whether every shard-window of the bundled trace is written.
 fn every_window_written(url: &str) -> bool {
     let (net, stored) = stored_results(url);
@@ -1096,6 +1157,11 @@ fn exited_within(mut c: Child, limit: Duration, what: &str) -> std::process::Out
 /// Writes, as collector `who` on another host would, a running beat for
 /// `shard` dated `ago_ms` before now, every 3 s.
 fn put_beat(url: &str, who: &str, shard: u32, ago_ms: u64) {
+    put_beat_started(url, who, None, shard, ago_ms)
+}
+
+/// `put_beat` of a collector whose process started at `start_ticks`.
+fn put_beat_started(url: &str, who: &str, start_ticks: Option<u64>, shard: u32, ago_ms: u64) {
     with_server(url, |n| async move {
         let beats = n
             .bucket(flowsieve::network::transport::COLLECTORS_BUCKET)
@@ -1112,6 +1178,7 @@ fn put_beat(url: &str, who: &str, shard: u32, ago_ms: u64) {
             beat_ms: now - ago_ms,
             every_ms: 3_000,
             stopped: false,
+            start_ticks,
         };
         let encoded = flowsieve::network::transport::encode_beat(&beat).unwrap();
         beats

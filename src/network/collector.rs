@@ -14,7 +14,7 @@
 //! [`super::book`]).
 
 use super::book::{Book, ConsumerView, Verdict, shard_waits};
-use super::collector_beat::CollectorBeat;
+use super::collector_beat::{CollectorBeat, ProcessAt, process_at};
 use super::digest::Digest;
 use super::merge::ShardWindowResult;
 use super::transport::{
@@ -431,6 +431,10 @@ async fn collect_rounds(
         beat_ms: unix_ms(),
         every_ms: opts.heartbeat.as_millis().try_into().unwrap_or(u64::MAX),
         stopped: false,
+        start_ticks: match process_at(std::process::id()) {
+            ProcessAt::Present { start_ticks } => start_ticks,
+            ProcessAt::Absent => None,
+        },
     };
     // The first beat before any digest is taken: from here on `results`
     // knows these shards have a collector. A beat that another collector
@@ -781,7 +785,7 @@ fn refuse_taken(
         found.iter().map(|(s, b, _)| (*s, b)),
         me,
         now,
-        gone_from_this_host,
+        |beat| beat.ended_on(&host_name(), process_at),
     );
     if taken.is_empty() {
         return Ok(());
@@ -840,20 +844,6 @@ fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis().try_into().unwrap_or(u64::MAX))
-}
-
-/// Whether collector `id` (`host:pid`) ran on this host and its process
-/// is no longer there: killed, so it wrote no stopped beat. (A process id
-/// taken again since by another process keeps it counted as running until
-/// its beat ages into silence.)
-fn gone_from_this_host(id: &str) -> bool {
-    let Some((host, pid)) = id.rsplit_once(':') else {
-        return false;
-    };
-    host == host_name()
-        && pid
-            .parse::<u32>()
-            .is_ok_and(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
 }
 
 /// This machine's host name (`?` where it cannot be read), which names a

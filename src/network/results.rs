@@ -387,6 +387,7 @@ impl NetworkReport {
     ///     beat_ms,
     ///     every_ms: 3_000,
     ///     stopped,
+    ///     start_ticks: None,
     /// };
     /// let now = 20_000;
     /// report.network.collectors = vec![
