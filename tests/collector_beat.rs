@@ -152,3 +152,32 @@ fn a_process_start_is_read_in_ticks_since_boot() {
     assert_eq!(process_at(pid), ProcessAt::Absent);
     assert!(beat.ended_on(host, process_at));
 }
+
+/// A beat written by a collector from before beats carried the process's
+/// start reads with none, and is judged by the process id alone; a beat
+/// without a start is written without the field, as such a collector
+/// wrote it.
+#[test]
+fn a_beat_without_its_process_start_still_reads() {
+    let old = r#"{"collector":"here:1","shards":"0-3","started_ms":5,"beat_ms":9,"every_ms":3000,"stopped":false}"#;
+    let beat: CollectorBeat = serde_json::from_str(old).unwrap();
+    assert_eq!(beat.start_ticks, None);
+    assert_eq!(
+        (beat.collector.as_str(), beat.shards.as_str(), beat.beat_ms),
+        ("here:1", "0-3", 9)
+    );
+    assert_eq!(serde_json::to_string(&beat).unwrap(), old);
+    let present = |_| ProcessAt::Present {
+        start_ticks: Some(7),
+    };
+    assert!(!beat.ended_on("here", present));
+    assert!(beat.ended_on("here", |_| ProcessAt::Absent));
+    let new = CollectorBeat {
+        start_ticks: Some(7),
+        ..beat
+    };
+    assert_eq!(
+        serde_json::to_string(&new).unwrap(),
+        old.replace('}', r#","start_ticks":7}"#)
+    );
+}
