@@ -2061,6 +2061,14 @@ struct BenchArgs {
     /// Skip the whole-process comparison with `tcpdump -r FILE -w /dev/null`.
     #[arg(long)]
     no_tcpdump: bool,
+    /// Time `tshark -n -r FILE -w /dev/null` too, in the same rounds as
+    /// the comparison with tcpdump, with each row's ratio to it. Wireshark's
+    /// reader takes many times tcpdump's time, so it is asked for. Left
+    /// out, with a note, where tshark is not installed (Debian: apt-get
+    /// install tshark) and under a trace filter, which tshark does not take
+    /// for files.
+    #[arg(long, conflicts_with = "no_tcpdump")]
+    tshark: bool,
     /// Skip the memory lines (a random access timed in five working sets,
     /// alone and eight at once: about 0.2 s, and 0.35 s a round, whatever
     /// the trace).
@@ -2093,7 +2101,7 @@ fn forwarded_pipeline_flags(traces: &[PathBuf]) -> Vec<String> {
         .position(|a| a == "bench")
         .map_or(argv.len(), |i| i + 1);
     let with_value = ["--threads-list", "--rounds", "--json", "--gap"];
-    let alone = ["--no-tcpdump", "--no-memory"];
+    let alone = ["--no-tcpdump", "--no-memory", "--tshark"];
     let mut out = Vec::new();
     let mut skip_next = false;
     for a in &argv[start..] {
@@ -2338,6 +2346,7 @@ fn run_bench(args: BenchArgs) -> u8 {
             report.packets,
             args.rounds,
             gap,
+            args.tshark,
             &stop,
             &mut on_run,
         ) {

@@ -896,6 +896,10 @@ pub struct ProcessRow {
     /// (BENCHMARKS.md, thirty-seventh round); whether the default job is
     /// "at least as fast as tcpdump" is a question for this interval.
     pub vs_tcpdump_paired: Option<MedianInterval>,
+    /// tshark's median wall time over this row's (above 1: faster than
+    /// tshark), when `bench --tshark` timed `tshark -n -r FILE -w
+    /// /dev/null` in the same rounds; `None` otherwise.
+    pub vs_tshark: Option<f64>,
 }
 
 /// The median of some values and an interval for it that holds the
@@ -994,6 +998,8 @@ pub struct TcpdumpComparison {
     pub page_cache: Option<crate::ingest::PageCacheState>,
     /// Why the page cache's state is not known, when it is not.
     pub page_cache_note: Option<String>,
+    /// Why tshark's row, asked for (`bench --tshark`), is not there.
+    pub tshark_note: Option<String>,
 }
 
 /// Why there is no tcpdump comparison.
@@ -1016,6 +1022,14 @@ pub struct NoComparison(pub String);
 /// trace filter flowsieve's rows run with (in `forwarded`): the expression
 /// as one word, or `-F FILE`; empty without one.
 ///
+/// With `tshark`, the rounds also time `tshark -n -r trace -w /dev/null`,
+/// Wireshark's reader, as the last row, and each row gets its ratio to it
+/// ([`ProcessRow::vs_tshark`]). The row is left out, with
+/// [`TcpdumpComparison::tshark_note`] saying why, where tshark is not
+/// installed, and under a trace filter: tshark reads a file through
+/// display filters, not tcpdump's expressions, so it would read packets
+/// that the other rows do not.
+///
 /// Needs one uncompressed trace (tcpdump reads neither gzip nor zstd) and
 /// tcpdump on the `PATH`. `on_run` is told of each run ([`BenchAt`], part
 /// [`BenchPart::WholeProcess`], the row's command) before its gap.
@@ -1028,6 +1042,7 @@ pub fn compare_with_tcpdump(
     packets: u64,
     rounds: usize,
     gap: std::time::Duration,
+    tshark: bool,
     stop: &AtomicBool,
     on_run: &mut dyn FnMut(BenchAt<'_>),
 ) -> Result<TcpdumpComparison, NoComparison> {
@@ -1043,13 +1058,15 @@ pub fn compare_with_tcpdump(
             "{file}: tcpdump cannot read compressed traces; decompress it to compare"
         )));
     }
-    let found = Command::new("tcpdump")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
+    let found = |program: &str| {
+        Command::new(program)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok()
+    };
+    if !found("tcpdump") {
         return Err(NoComparison(
             "tcpdump is not installed (Debian: apt-get install tcpdump); no comparison".into(),
         ));
@@ -1100,6 +1117,32 @@ pub fn compare_with_tcpdump(
         with(&["-q"]),
         format!("flowsieve {forwarded_flags}-q FILE (the default job, truth on)"),
     ));
+    let mut tshark_note = None;
+    if tshark {
+        if !tcpdump_filter.is_empty() {
+            tshark_note = Some(
+                "tshark reads a file through display filters, not tcpdump's expressions, so its row is left out under a trace filter".into(),
+            );
+        } else if !found("tshark") {
+            tshark_note = Some(
+                "tshark is not installed (Debian: apt-get install tshark); its row is left out"
+                    .into(),
+            );
+        } else {
+            commands.push((
+                "tshark".into(),
+                vec![
+                    "-n".into(),
+                    "-r".into(),
+                    file.clone(),
+                    "-w".into(),
+                    "/dev/null".into(),
+                ],
+                format!("tshark -n -r {} -w /dev/null", trace.display()),
+            ));
+        }
+    }
+    let tshark_row = (tshark && tshark_note.is_none()).then(|| commands.len() - 1);
     let mut walls = vec![Vec::new(); commands.len()];
     let rounds = rounds.max(1);
     for round in 1..=rounds {
@@ -1135,6 +1178,7 @@ pub fn compare_with_tcpdump(
     }
     let medians: Vec<f64> = walls.iter().map(|w| median(w)).collect();
     let tcpdump = medians[0];
+    let tshark = tshark_row.map(|i| medians[i]);
     // Each round's tcpdump time over each row's (none for tcpdump's own).
     let paired = walls.iter().enumerate().map(|(i, w)| {
         if i == 0 {
@@ -1158,6 +1202,7 @@ pub fn compare_with_tcpdump(
             mpps: packets as f64 / wall.max(1e-9) / 1e6,
             vs_tcpdump: tcpdump / wall.max(1e-9),
             vs_tcpdump_paired: paired,
+            vs_tshark: tshark.map(|t| t / wall.max(1e-9)),
         })
         .collect();
     let (page_cache, page_cache_note) = match crate::ingest::page_cache_state(trace) {
@@ -1169,6 +1214,7 @@ pub fn compare_with_tcpdump(
         gap_seconds: gap.as_secs_f64(),
         page_cache,
         page_cache_note,
+        tshark_note,
     })
 }
 
@@ -1262,10 +1308,21 @@ impl fmt::Display for TcpdumpComparison {
                 "whole process, start-up included (medians, side by side in each round, back to back):"
             )?;
         }
+        // tshark's column only when its row (the last) ran.
+        let with_tshark = self.rows.iter().any(|r| r.vs_tshark.is_some());
+        let last = self.rows.len().saturating_sub(1);
         writeln!(
             f,
-            "  {:>9} {:>8} {:>12}  {:<36}  command",
-            "wall s", "Mpps", "vs tcpdump", "round by round [interval]"
+            "  {:>9} {:>8} {:>12}{}  {:<36}  command",
+            "wall s",
+            "Mpps",
+            "vs tcpdump",
+            if with_tshark {
+                format!(" {:>14}", "vs tshark")
+            } else {
+                String::new()
+            },
+            "round by round [interval]"
         )?;
         let mut coverage = None;
         for (i, r) in self.rows.iter().enumerate() {
@@ -1289,8 +1346,17 @@ impl fmt::Display for TcpdumpComparison {
             };
             writeln!(
                 f,
-                "  {:>9.3} {:>8.2} {:>12}  {:<36}  {}",
-                r.wall_seconds, r.mpps, vs, paired, r.command
+                "  {:>9.3} {:>8.2} {:>12}{}  {:<36}  {}",
+                r.wall_seconds,
+                r.mpps,
+                vs,
+                match r.vs_tshark {
+                    Some(_) if i == last => format!(" {:>14}", "baseline"),
+                    Some(v) => format!(" {:>14}", speed(v)),
+                    None => String::new(),
+                },
+                paired,
+                r.command
             )?;
         }
         if coverage.is_some_and(|c| c <= 0.0) {
@@ -1323,6 +1389,10 @@ impl fmt::Display for TcpdumpComparison {
             ),
             (None, Some(note)) => writeln!(f, "page cache: unknown ({note})"),
             (None, None) => Ok(()),
+        }?;
+        match &self.tshark_note {
+            Some(note) => writeln!(f, "no tshark row: {note}"),
+            None => Ok(()),
         }
     }
 }

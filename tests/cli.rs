@@ -4892,3 +4892,108 @@ fn help_lists_each_flag_under_its_own_heading() {
         "{live:?}"
     );
 }
+
+/// `bench --tshark` times `tshark -n -r FILE -w /dev/null` in the same
+/// rounds as the comparison with tcpdump: its row last, and each row's
+/// ratio to it, which is its wall time over the row's, so tcpdump (many
+/// times faster) is above 1. The flag is bench's own, never forwarded to
+/// flowsieve's runs. Under a trace filter, and where tshark is not on the
+/// PATH, the row is left out with a note; without the flag there is no
+/// column and no note.
+#[test]
+fn bench_times_tshark_beside_tcpdump_when_asked() {
+    let has = |program: &str| Command::new(program).arg("--version").output().is_ok();
+    if !has("tcpdump") || !has("tshark") {
+        assert!(
+            std::env::var_os("FLOWSIEVE_REQUIRE_LIVE").is_none(),
+            "tcpdump and tshark are required in CI (.ci/run installs them)"
+        );
+        eprintln!(
+            "SKIPPED bench_times_tshark_beside_tcpdump_when_asked: tcpdump or tshark missing"
+        );
+        return;
+    }
+    let trace = default_trace();
+    let asked = ["--no-memory", "--threads-list", "1", "--tshark"];
+    let (text, v) = bench_once(&asked);
+    let rows = v["tcpdump"]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 5, "{text}");
+    assert_eq!(
+        rows[4]["command"].as_str(),
+        Some(format!("tshark -n -r {trace} -w /dev/null").as_str())
+    );
+    assert_eq!(rows[4]["vs_tshark"].as_f64(), Some(1.0));
+    let tshark_wall = rows[4]["wall_seconds"].as_f64().unwrap();
+    for r in rows {
+        let ratio = r["vs_tshark"].as_f64().unwrap();
+        let wall = r["wall_seconds"].as_f64().unwrap();
+        assert!(
+            (ratio * wall - tshark_wall).abs() < 1e-9 * tshark_wall.max(1.0),
+            "{r}"
+        );
+        assert!(!r["command"].as_str().unwrap().contains("--tshark"), "{r}");
+    }
+    // The same rounds: tshark's row has its ratio to tcpdump too.
+    assert!(rows[4]["vs_tcpdump_paired"].is_object(), "{}", rows[4]);
+    assert!(rows[0]["vs_tshark"].as_f64().unwrap() > 1.0, "{text}");
+    assert!(v["tcpdump"]["tshark_note"].is_null());
+    let header = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("wall s"))
+        .unwrap();
+    assert!(header.contains("vs tshark"), "{header}");
+    let tshark_line = text
+        .lines()
+        .find(|l| l.ends_with("-w /dev/null") && l.contains("tshark -n -r "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(tshark_line.contains(" baseline "), "{tshark_line}");
+
+    // Under a trace filter: no row, and the note says why.
+    let (text, v) = bench_once(&[&asked[..], &["-f", "udp"]].concat());
+    let rows = v["tcpdump"]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{text}");
+    assert!(rows.iter().all(|r| r["vs_tshark"].is_null()));
+    let note = "tshark reads a file through display filters, not tcpdump's expressions, so its row is left out under a trace filter";
+    assert_eq!(v["tcpdump"]["tshark_note"].as_str(), Some(note));
+    assert!(text.contains(&format!("no tshark row: {note}\n")), "{text}");
+
+    // Without tshark on the PATH (tcpdump alone in it).
+    let bin = tempfile::tempdir().unwrap();
+    let tcpdump = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v tcpdump"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(tcpdump.trim(), bin.path().join("tcpdump")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_flowsieve"))
+        .env("PATH", bin.path())
+        .args(["bench", "--rounds", "1"])
+        .args(asked)
+        .args(["--json", json.to_str().unwrap(), &trace])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["tcpdump"]["rows"].as_array().unwrap().len(), 4);
+    assert_eq!(
+        v["tcpdump"]["tshark_note"].as_str(),
+        Some("tshark is not installed (Debian: apt-get install tshark); its row is left out")
+    );
+
+    // Not asked: no column, no note.
+    let (text, v) = bench_once(&["--no-memory", "--threads-list", "1"]);
+    assert!(!text.contains("tshark"), "{text}");
+    assert!(v["tcpdump"]["tshark_note"].is_null());
+    let rows = v["tcpdump"]["rows"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["vs_tshark"].is_null()));
+}
