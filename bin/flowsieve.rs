@@ -2063,7 +2063,7 @@ struct BenchArgs {
     no_tcpdump: bool,
     /// Time `tshark -n -r FILE -w /dev/null` too, in the same rounds as
     /// the comparison with tcpdump, with each row's ratio to it. Wireshark's
-    /// reader takes many times tcpdump's time, so it is asked for. Left
+    /// reader takes several times tcpdump's time, so it is asked for. Left
     /// out, with a note, where tshark is not installed (Debian: apt-get
     /// install tshark) and under a trace filter, which tshark does not take
     /// for files.

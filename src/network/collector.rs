@@ -781,11 +781,12 @@ fn refuse_taken(
     take_over: bool,
 ) -> Result<(), NetError> {
     let now = unix_ms();
+    let host = host_name();
     let taken = super::collector_beat::taken_shards(
         found.iter().map(|(s, b, _)| (*s, b)),
         me,
         now,
-        |beat| beat.ended_on(&host_name(), process_at),
+        |beat| beat.ended_on(&host, process_at),
     );
     if taken.is_empty() {
         return Ok(());
