@@ -3649,13 +3649,24 @@ const QUICK_BENCH: [&str; 7] = [
 /// One round of `bench` on the bundled trace with `flags`, which must
 /// succeed: its standard output and its JSON figures.
 fn bench_once(flags: &[&str]) -> (String, serde_json::Value) {
+    bench_once_with_path(flags, None)
+}
+
+/// `bench_once`, with `PATH` set to `path` when given (the programs bench
+/// finds, such as tcpdump and tshark).
+fn bench_once_with_path(flags: &[&str], path: Option<&Path>) -> (String, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("bench.json");
     let trace = default_trace();
     let mut args = vec!["bench", "--rounds", "1"];
     args.extend_from_slice(flags);
     args.extend(["--json", json.to_str().unwrap(), &trace]);
-    let out = flowsieve(&args);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_flowsieve"));
+    command.args(&args);
+    if let Some(path) = path {
+        command.env("PATH", path);
+    }
+    let out = command.output().expect("runs");
     assert!(
         out.status.success(),
         "{}",
@@ -4968,22 +4979,7 @@ fn bench_times_tshark_beside_tcpdump_when_asked() {
     )
     .unwrap();
     std::os::unix::fs::symlink(tcpdump.trim(), bin.path().join("tcpdump")).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("bench.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_flowsieve"))
-        .env("PATH", bin.path())
-        .args(["bench", "--rounds", "1"])
-        .args(asked)
-        .args(["--json", json.to_str().unwrap(), &trace])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (_, v) = bench_once_with_path(&asked, Some(bin.path()));
     assert_eq!(v["tcpdump"]["rows"].as_array().unwrap().len(), 4);
     assert_eq!(
         v["tcpdump"]["tshark_note"].as_str(),
