@@ -1,6 +1,7 @@
 //! The `flowsieve` binary: default run, JSON field names, flags, and the
 //! documented exit codes with one-line errors.
 
+use crate::common::skip::{self, Need};
 use crate::common::{
     assert_documented, backticked_words, json_field_names, json_reference, replay_json_reference,
     without_timing,
@@ -1057,9 +1058,12 @@ fn huge_pages_on_and_off_give_the_same_report() {
                 "{flags:?} off"
             );
         } else {
-            eprintln!(
-                "THP is {:?}, not madvise: huge page bytes not checked",
-                thp_mode()
+            skip::skipped(
+                "huge_pages_on_and_off_give_the_same_report",
+                &format!(
+                    "THP is {:?}, not madvise: huge page bytes not checked",
+                    thp_mode()
+                ),
             );
         }
         let on = without_timing(on);
@@ -1758,7 +1762,10 @@ fn a_closed_standard_output_is_one_line_and_exit_1() {
 fn failed_outputs_are_named_on_one_line() {
     let full = Path::new("/dev/full");
     if !full.exists() {
-        eprintln!("SKIPPED: /dev/full is absent, so no write can be made to fail");
+        skip::skipped(
+            "failed_outputs_are_named_on_one_line",
+            "/dev/full is absent, so no write can be made to fail",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -4034,9 +4041,10 @@ fn bench_compares_whole_processes_with_tcpdump() {
     assert_eq!(overlapped.matches(" ns at ").count(), 5, "{overlapped}");
     let has_tcpdump = Command::new("tcpdump").arg("--version").output().is_ok();
     if !has_tcpdump {
-        assert!(
-            std::env::var_os("FLOWSIEVE_REQUIRE_LIVE").is_none(),
-            "tcpdump is required in CI (.ci/run installs it)"
+        skip::unless_required(
+            Need::Live,
+            "bench_compares_whole_processes_with_tcpdump",
+            "tcpdump is not installed: its rows are not checked",
         );
         let note = v["tcpdump_note"].as_str().unwrap();
         assert!(note.contains("apt-get install tcpdump"), "{note}");
@@ -4316,9 +4324,10 @@ fn bench_json_has_the_documented_fields() {
     let mut actual = BTreeSet::new();
     json_field_paths(&v, "", &mut actual);
     if v["tcpdump"].is_null() {
-        assert!(
-            std::env::var_os("FLOWSIEVE_REQUIRE_LIVE").is_none(),
-            "tcpdump is required in CI (.ci/run installs it)"
+        skip::unless_required(
+            Need::Live,
+            "bench_json_has_the_documented_fields",
+            "tcpdump is not installed: the fields of its comparison are not checked",
         );
         documented.retain(|f| !f.starts_with("tcpdump."));
     }
@@ -4453,11 +4462,11 @@ fn bench_says_when_a_trace_is_too_short_to_time() {
 #[test]
 fn bench_waits_the_gap_before_each_whole_process_run() {
     if Command::new("tcpdump").arg("--version").output().is_err() {
-        assert!(
-            std::env::var_os("FLOWSIEVE_REQUIRE_LIVE").is_none(),
-            "tcpdump is required in CI (.ci/run installs it)"
+        skip::unless_required(
+            Need::Live,
+            "bench_waits_the_gap_before_each_whole_process_run",
+            "tcpdump is not installed (apt-get install tcpdump)",
         );
-        eprintln!("tcpdump is not installed: the gap is not checked");
         return;
     }
     let started = std::time::Instant::now();
@@ -4915,12 +4924,10 @@ fn help_lists_each_flag_under_its_own_heading() {
 fn bench_times_tshark_beside_tcpdump_when_asked() {
     let has = |program: &str| Command::new(program).arg("--version").output().is_ok();
     if !has("tcpdump") || !has("tshark") {
-        assert!(
-            std::env::var_os("FLOWSIEVE_REQUIRE_LIVE").is_none(),
-            "tcpdump and tshark are required in CI (.ci/run installs them)"
-        );
-        eprintln!(
-            "SKIPPED bench_times_tshark_beside_tcpdump_when_asked: tcpdump or tshark missing"
+        skip::unless_required(
+            Need::Live,
+            "bench_times_tshark_beside_tcpdump_when_asked",
+            "tcpdump or tshark is not installed (apt-get install tcpdump tshark)",
         );
         return;
     }

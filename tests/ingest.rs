@@ -1495,7 +1495,10 @@ fn page_cache_state_reports_a_file_read_in_whole() {
     let s = match flowsieve::ingest::page_cache_state(&path) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
-            eprintln!("skipped: {e}");
+            crate::common::skip::skipped(
+                "page_cache_state_reports_a_file_read_in_whole",
+                &e.to_string(),
+            );
             return;
         }
         Err(e) => panic!("{}: {e}", path.display()),

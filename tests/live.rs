@@ -8,8 +8,10 @@
 
 mod common;
 
+use common::skip::{self, Need};
+
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -19,7 +21,6 @@ const BIN: &str = env!("CARGO_BIN_EXE_flowsieve");
 
 /// Held by each [`stalled_burst`], so that no two run at once.
 static BURSTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-const REQUIRE_LIVE: &str = "FLOWSIEVE_REQUIRE_LIVE";
 
 fn default_trace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/default.pcap")
@@ -51,20 +52,16 @@ impl VethPair {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
         let has_ip = Command::new("ip").arg("-V").output().is_ok();
-        let required = std::env::var(REQUIRE_LIVE).is_ok_and(|v| !v.is_empty() && v != "0");
         if !root || !has_ip {
             let why = if root {
                 "`ip` (iproute2) is missing"
             } else {
                 "not root"
             };
-            assert!(
-                !required,
-                "{test}: {why}, and {REQUIRE_LIVE} is set: the live tests must run"
-            );
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED {test}: {why} (live capture tests need root and iproute2)"
+            skip::unless_required(
+                Need::Live,
+                test,
+                &format!("{why} (live capture tests need root and iproute2)"),
             );
             return None;
         }
@@ -2888,9 +2885,10 @@ fn without_privileges_live_names_the_capability() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 || Command::new("setpriv").arg("--version").output().is_err()
     {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED without_privileges_live_names_the_capability: needs root and setpriv to drop to nobody"
+        skip::unless_required(
+            Need::Live,
+            "without_privileges_live_names_the_capability",
+            "needs root and setpriv to drop to nobody",
         );
         return;
     }
@@ -3182,12 +3180,7 @@ fn two_interfaces_keep_their_own_counts_and_names() {
 /// failure under `FLOWSIEVE_REQUIRE_LIVE`) when tcpdump is missing.
 fn tcpdump_beside(pair: &VethPair, test: &str, args: &[&str]) -> Option<Child> {
     if Command::new("tcpdump").arg("--version").output().is_err() {
-        let required = std::env::var(REQUIRE_LIVE).is_ok_and(|v| !v.is_empty() && v != "0");
-        assert!(
-            !required,
-            "{test}: tcpdump is missing, and {REQUIRE_LIVE} is set"
-        );
-        let _ = writeln!(std::io::stderr(), "SKIPPED {test}: tcpdump is missing");
+        skip::unless_required(Need::Live, test, "tcpdump is missing");
         return None;
     }
     let mut child = Command::new("ip")

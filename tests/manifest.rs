@@ -427,3 +427,70 @@ fn a_missing_shared_folder_is_a_skip_when_not_required() {
     let missing = std::path::Path::new("/nonexistent/flowsieve-shared/traces");
     assert!(common::locate_shared(missing, "skip check", false).is_none());
 }
+
+/// A requirement variable asks for the tests to run when it is set to
+/// anything but empty or `0`, the same for all three: `FLOWSIEVE_REQUIRE_LIVE=0`
+/// once failed some tests and skipped others.
+#[test]
+fn a_requirement_is_any_value_but_empty_or_zero() {
+    use common::skip::{Need, required_by};
+    use std::ffi::OsStr;
+    for (value, required) in [
+        (None, false),
+        (Some(""), false),
+        (Some("0"), false),
+        (Some("1"), true),
+        (Some("yes"), true),
+        (Some("00"), true),
+    ] {
+        assert_eq!(required_by(value.map(OsStr::new)), required, "{value:?}");
+    }
+    assert_eq!(
+        [Need::Shared, Need::Live, Need::Nats].map(Need::variable),
+        [
+            "FLOWSIEVE_REQUIRE_SHARED",
+            "FLOWSIEVE_REQUIRE_LIVE",
+            "FLOWSIEVE_REQUIRE_NATS"
+        ]
+    );
+}
+
+/// A skip where its requirement is set fails, naming the variable.
+#[test]
+#[should_panic(expected = "lacks a tool, and FLOWSIEVE_REQUIRE_NATS is set")]
+fn a_required_skip_fails_naming_its_variable() {
+    common::skip::unless(
+        common::skip::Need::Nats,
+        true,
+        "required skip",
+        "lacks a tool",
+    );
+}
+
+/// A skip is seen by whoever runs `cargo test`, though the test passes:
+/// the harness captures `eprintln!` of passing tests, so the line goes to
+/// the stderr handle. The suite's own binary runs the skipping test above
+/// alone, and its stderr must carry the line.
+#[test]
+fn a_skip_is_seen_past_the_harness_capture() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "manifest::a_missing_shared_folder_is_a_skip_when_not_required",
+            "--exact",
+            "--test-threads",
+            "1",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
+    assert!(
+        stderr.contains(
+            "SKIPPED skip check: /nonexistent/flowsieve-shared/traces not found beside the crate"
+        ),
+        "{stderr}"
+    );
+}

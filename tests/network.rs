@@ -12,6 +12,7 @@ mod common;
 
 use common::KilledAtEnd;
 use common::network::{TRACE, assert_merged_is_whole, whole_trace};
+use common::skip::{self, Need};
 use flowsieve::class::Classifier;
 use flowsieve::network::collector_beat::{ProcessAt, process_at};
 use flowsieve::network::transport::{PROBES_BUCKET, connect};
@@ -40,13 +41,11 @@ fn nats_server() -> Option<PathBuf> {
             .find(|f| f.is_file())
     });
     if found.is_none() {
-        let required =
-            std::env::var("FLOWSIEVE_REQUIRE_NATS").is_ok_and(|v| !v.is_empty() && v != "0");
-        assert!(
-            !required,
-            "nats-server is not installed and FLOWSIEVE_REQUIRE_NATS is set"
+        skip::unless_required(
+            Need::Nats,
+            "network tests",
+            "nats-server not found (apt-get install nats-server)",
         );
-        eprintln!("SKIPPED network tests: nats-server not found (apt-get install nats-server)");
     }
     found
 }
@@ -2307,11 +2306,12 @@ impl Netns {
     fn new() -> Option<Netns> {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
-        let required =
-            std::env::var("FLOWSIEVE_REQUIRE_LIVE").is_ok_and(|v| !v.is_empty() && v != "0");
         if !root {
-            assert!(!required, "not root, and FLOWSIEVE_REQUIRE_LIVE is set");
-            eprintln!("SKIPPED live probe test: needs root for a network namespace");
+            skip::unless_required(
+                Need::Live,
+                "live probe test",
+                "needs root for a network namespace",
+            );
             return None;
         }
         let name = format!("fsnet{}", std::process::id());
@@ -2541,12 +2541,10 @@ fn a_probe_with_a_trace_filter_publishes_only_what_it_keeps() {
         return;
     };
     if flowsieve::ingest::TraceFilter::new("tcp").is_err() {
-        assert!(
-            std::env::var_os("FLOWSIEVE_REQUIRE_LIVE").is_none(),
-            "libpcap is required in CI (.ci/run installs it)"
-        );
-        eprintln!(
-            "SKIPPED a_probe_with_a_trace_filter_publishes_only_what_it_keeps: needs libpcap (apt-get install libpcap0.8)"
+        skip::unless_required(
+            Need::Live,
+            "a_probe_with_a_trace_filter_publishes_only_what_it_keeps",
+            "needs libpcap (apt-get install libpcap0.8)",
         );
         return;
     }

@@ -5,6 +5,7 @@
 //! panic (101), never a signal, never past the bound.
 
 use crate::common;
+use crate::common::skip::{self, Need};
 use flowsieve::filter::{
     BloomFilter, CompressedError, DEFAULT_DECODE_MAX_BITS, compress_bloom, decompress_bloom,
     decompress_bloom_within,
@@ -866,10 +867,11 @@ fn a_full_disk_keeps_the_previous_report() {
         .map(|s| s.success())
         .unwrap_or(false);
     if !mounted {
-        eprintln!("SKIP a_full_disk_keeps_the_previous_report: cannot mount a tmpfs (needs root)");
-        if std::env::var_os("FLOWSIEVE_REQUIRE_LIVE").is_some() {
-            panic!("FLOWSIEVE_REQUIRE_LIVE is set: this test must run as root");
-        }
+        skip::unless_required(
+            Need::Live,
+            "a_full_disk_keeps_the_previous_report",
+            "cannot mount a tmpfs (needs root)",
+        );
         return;
     }
     struct Unmount(PathBuf);
@@ -1029,12 +1031,7 @@ fn as_root_or_skip(test: &str, needs: &str, tools: bool) -> bool {
     if unsafe { libc::geteuid() } == 0 && tools {
         return true;
     }
-    let required = std::env::var("FLOWSIEVE_REQUIRE_LIVE").is_ok_and(|v| !v.is_empty() && v != "0");
-    assert!(
-        !required,
-        "{test}: needs {needs}, and FLOWSIEVE_REQUIRE_LIVE is set: this test must run"
-    );
-    eprintln!("SKIPPED {test}: needs {needs}");
+    skip::unless_required(Need::Live, test, &format!("needs {needs}"));
     false
 }
 

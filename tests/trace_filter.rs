@@ -23,12 +23,12 @@ fn tools_present(test: &str) -> bool {
     if libpcap && tcpdump {
         return true;
     }
-    assert!(
-        std::env::var_os("FLOWSIEVE_REQUIRE_LIVE").is_none(),
-        "{test}: libpcap ({libpcap}) and tcpdump ({tcpdump}) are required in CI (.ci/run installs them)"
-    );
-    eprintln!(
-        "SKIPPED {test}: needs libpcap ({libpcap}) and tcpdump ({tcpdump}): apt-get install libpcap0.8 tcpdump"
+    common::skip::unless_required(
+        common::skip::Need::Live,
+        test,
+        &format!(
+            "needs libpcap (here: {libpcap}) and tcpdump (here: {tcpdump}): apt-get install libpcap0.8 tcpdump"
+        ),
     );
     false
 }

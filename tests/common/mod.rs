@@ -5,12 +5,12 @@
 
 pub mod network;
 pub mod pcapng;
+pub mod skip;
 
 use flowsieve::dissect::{Dissector, FlowKey, SkipCounts};
 use flowsieve::hash::flow_hash;
 use flowsieve::ingest::{IngestError, Timestamp, TraceReader};
 use flowsieve::truth::FlowTable;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// A gzip copy of the file `from`, written to `to`: a trace whose size on
@@ -60,20 +60,16 @@ pub fn report_without_timing(r: &flowsieve::report::PipelineReport) -> serde_jso
     without_timing(serde_json::from_str(&r.to_json()).expect("a report is JSON"))
 }
 
-/// The environment variable that turns a missing `../shared/traces` from
-/// a skip into a failure (`.ci/run` sets it, so CI cannot go green
-/// without the real captures).
-pub const REQUIRE_SHARED: &str = "FLOWSIEVE_REQUIRE_SHARED";
-
 /// `../shared/traces` beside the crate, or `None` (with a message saying
 /// the test is skipped) when it is absent; a panic instead of the skip
-/// when [`REQUIRE_SHARED`] is set to anything but `0` or empty.
+/// when `FLOWSIEVE_REQUIRE_SHARED` asks for the real captures
+/// ([`skip::Need::Shared`]: `.ci/run` sets it, so CI cannot go green
+/// without them).
 pub fn shared_traces(test: &str) -> Option<PathBuf> {
-    let required = std::env::var(REQUIRE_SHARED).is_ok_and(|v| !v.is_empty() && v != "0");
     locate_shared(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/traces"),
         test,
-        required,
+        skip::Need::Shared.required(),
     )
 }
 
@@ -82,18 +78,14 @@ pub fn locate_shared(dir: &Path, test: &str, required: bool) -> Option<PathBuf> 
     if dir.join("manifest.json").is_file() {
         return Some(dir.to_path_buf());
     }
-    assert!(
-        !required,
-        "{test}: {} not found, and {REQUIRE_SHARED} is set: the real-capture tests must run",
-        dir.display()
-    );
-    // Straight to the stderr handle, not eprintln!: the test harness
-    // captures the macros' output of passing tests, and a skip must be
-    // seen by whoever runs `cargo test`.
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED {test}: {} not found beside the crate (the real-capture tests need it)",
-        dir.display()
+    skip::unless(
+        skip::Need::Shared,
+        required,
+        test,
+        &format!(
+            "{} not found beside the crate (the real-capture tests need it)",
+            dir.display()
+        ),
     );
     None
 }
