@@ -2094,31 +2094,115 @@ struct BenchArgs {
 
 /// The command line after `bench`, without bench's own options and the
 /// trace paths: the pipeline flags a whole-process run is given.
-fn forwarded_pipeline_flags(traces: &[PathBuf]) -> Vec<String> {
+fn forwarded_pipeline_flags() -> Vec<String> {
     let argv: Vec<String> = std::env::args().collect();
     let start = argv
         .iter()
         .position(|a| a == "bench")
         .map_or(argv.len(), |i| i + 1);
-    let with_value = ["--threads-list", "--rounds", "--json", "--gap"];
-    let alone = ["--no-tcpdump", "--no-memory", "--tshark"];
+    forwarded_of(&argv[start..], &bench_flag_spellings())
+}
+
+/// How one of `bench`'s flags is written, and whether a whole-process run
+/// is given it.
+struct BenchFlagSpelling {
+    /// `--name`s, the aliases included.
+    longs: Vec<String>,
+    /// `-c`s, the aliases included.
+    shorts: Vec<char>,
+    takes_value: bool,
+    forwarded: bool,
+}
+
+/// `bench`'s flags as clap declares them. Forwarded are those a replay
+/// takes the same way: the pipeline's, the trace filter's, `--classes` and
+/// the read mode. Every other flag is `bench`'s own, so a flag added to
+/// `bench` later is kept from the runs it times unless it is made one of
+/// these (a hand list of `bench`'s own flags once had to be kept in step,
+/// and a flag missing from it made every run exit 2).
+fn bench_flag_spellings() -> Vec<BenchFlagSpelling> {
+    use clap::CommandFactory as _;
+    let ids_of = |cmd: clap::Command| -> Vec<String> {
+        cmd.get_arguments()
+            .map(|a| a.get_id().as_str().to_string())
+            .collect()
+    };
+    let mut forwarded = ids_of(PipelineArgs::augment_args(clap::Command::new("pipeline")));
+    forwarded.extend(ids_of(TraceFilterArg::augment_args(clap::Command::new(
+        "filter",
+    ))));
+    forwarded.extend(["classes", "mmap", "no_mmap"].map(String::from));
+    let cli = Cli::command();
+    let Some(bench) = cli.find_subcommand("bench") else {
+        return Vec::new();
+    };
+    bench
+        .get_arguments()
+        .filter(|a| !a.is_positional())
+        .map(|a| BenchFlagSpelling {
+            longs: a
+                .get_long()
+                .into_iter()
+                .chain(a.get_all_aliases().unwrap_or_default())
+                .map(String::from)
+                .collect(),
+            shorts: a
+                .get_short()
+                .into_iter()
+                .chain(a.get_all_short_aliases().unwrap_or_default())
+                .collect(),
+            takes_value: a.get_action().takes_values(),
+            forwarded: forwarded.iter().any(|f| f == a.get_id().as_str()),
+        })
+        .collect()
+}
+
+/// The forwarded flags of `args` (a `bench` command line that clap has
+/// taken, after the word `bench`), each with its value, as written:
+/// `--name value`, `--name=value`, `-x value` or `-xvalue`. Words that are
+/// no flag's value are traces, and so is every word after `--`.
+fn forwarded_of(args: &[String], flags: &[BenchFlagSpelling]) -> Vec<String> {
     let mut out = Vec::new();
-    let mut skip_next = false;
-    for a in &argv[start..] {
-        if std::mem::take(&mut skip_next) {
-            continue;
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        if word == "--" {
+            break;
         }
-        if with_value.contains(&a.as_str()) {
-            skip_next = true;
+        let (flag, value_inline) = if let Some(long) = word.strip_prefix("--") {
+            let (name, value) = long
+                .split_once('=')
+                .map_or((long, None), |(n, v)| (n, Some(v)));
+            (
+                flags.iter().find(|f| f.longs.iter().any(|l| l == name)),
+                value.is_some(),
+            )
+        } else if let Some(short) = word.strip_prefix('-').filter(|s| !s.is_empty()) {
+            let mut chars = short.chars();
+            let c = chars.next();
+            (
+                flags
+                    .iter()
+                    .find(|f| c.is_some_and(|c| f.shorts.contains(&c))),
+                chars.next().is_some(),
+            )
+        } else {
             continue;
-        }
-        if alone.contains(&a.as_str())
-            || with_value.iter().any(|f| a.starts_with(&format!("{f}=")))
-            || traces.iter().any(|t| t.as_os_str() == a.as_str())
-        {
+        };
+        let Some(flag) = flag else {
+            // Not one of bench's flags: clap would have refused the line,
+            // so this is not reached; passed on, the run says what it is.
+            out.push(word.clone());
             continue;
+        };
+        let value = if flag.takes_value && !value_inline {
+            words.next()
+        } else {
+            None
+        };
+        if flag.forwarded {
+            out.push(word.clone());
+            out.extend(value.cloned());
         }
-        out.push(a.clone());
     }
     out
 }
@@ -2337,7 +2421,7 @@ fn run_bench(args: BenchArgs) -> u8 {
     };
     if !args.no_tcpdump {
         let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("flowsieve"));
-        let forwarded = forwarded_pipeline_flags(&traces);
+        let forwarded = forwarded_pipeline_flags();
         match flowsieve::bench::compare_with_tcpdump(
             &exe,
             &forwarded,

@@ -3683,6 +3683,75 @@ fn bench_once_with_path(flags: &[&str], path: Option<&Path>) -> (String, serde_j
     (String::from_utf8_lossy(&out.stdout).into_owned(), v)
 }
 
+/// The whole-process runs `bench` times are given its pipeline flags
+/// however they are written (`--name value`, `--name=value`, `-xvalue`),
+/// and none of `bench`'s own, nor the `--` that ends the flags: with the
+/// `--` passed on, every flowsieve run exited 1 and the comparison with
+/// tcpdump was left out.
+#[test]
+fn bench_gives_its_runs_the_pipeline_flags_however_written() {
+    if Command::new("tcpdump").arg("--version").output().is_err() {
+        skip::unless_required(
+            Need::Live,
+            "bench_gives_its_runs_the_pipeline_flags_however_written",
+            "tcpdump is not installed (apt-get install tcpdump)",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let trace = default_trace();
+    let out = flowsieve(&[
+        "bench",
+        "--rounds=1",
+        "--no-memory",
+        "--threads-list=1",
+        "--classes=ipclass",
+        "--gap",
+        "1ms",
+        "--batch",
+        "64",
+        "-fip",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        &trace,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = v["tcpdump"]["rows"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no comparison: {}", v["tcpdump_note"]));
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert!(
+        rows[0]["command"].as_str().unwrap().ends_with(" ip"),
+        "{}",
+        rows[0]["command"]
+    );
+    for r in &rows[1..] {
+        let command = r["command"].as_str().unwrap();
+        assert!(
+            command.starts_with("flowsieve --classes=ipclass --batch 64 -fip -q "),
+            "{command}"
+        );
+        for own in [
+            "--rounds",
+            "--no-memory",
+            "--threads-list",
+            "--gap",
+            "--json",
+            " -- ",
+        ] {
+            assert!(!command.contains(own), "{own} in {command}");
+        }
+    }
+}
+
 /// `bench -f EXPR` and `-F FILE` time the records the filter keeps, as
 /// `replay -f` keeps them: the same packets and the same records filtered
 /// out, said in the text's first line. tcpdump is given the same filter,
