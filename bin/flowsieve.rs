@@ -538,12 +538,8 @@ struct ReplayArgs {
     /// Trace files (pcap, pcapng, optionally .gz/.zst), read in order.
     /// Default: the bundled trace.
     traces: Vec<PathBuf>,
-    /// Read this trace, as `tcpdump -r` and `tshark -r` do (repeatable,
-    /// read in order; the same as naming the files). As with tcpdump, words
-    /// after `-r FILE` are a filter expression (the same as -f): `-r FILE
-    /// tcp port 53`.
-    #[arg(short = 'r', value_name = "FILE")]
-    read: Vec<PathBuf>,
+    #[command(flatten)]
+    read: ReadArg,
     #[command(flatten)]
     run: RunArgs,
     /// Write heavy-flow and new-flow events as JSON lines to FILE (`-` for
@@ -621,11 +617,6 @@ impl TraceFilterArg {
             Some(path) => format!("-F {}", path.display()),
             None => "-f".into(),
         }
-    }
-
-    /// The compiled filter (see [`compile_filter`]).
-    fn compile(&self) -> Result<Option<TraceFilter>, u8> {
-        compile_filter(self.given()?.as_deref(), &self.source())
     }
 }
 
@@ -1569,23 +1560,57 @@ fn note_on_events_without_their_stages(cfg: &PipelineConfig) -> Option<String> {
 impl ReplayArgs {
     /// The traces named, with `-r` or as arguments.
     fn named_traces(&self) -> &[PathBuf] {
+        self.read.named(&self.traces)
+    }
+
+    /// The trace filter's expression (see [`ReadArg::filter_expression`]).
+    fn filter_expression(&self) -> Result<Option<String>, u8> {
+        self.read.filter_expression(&self.traces, &self.filter)
+    }
+}
+
+/// `-r FILE`, as tcpdump and tshark take a trace: for `replay`, `bench`
+/// and `probe`, so that a command typed for tcpdump reads the same files.
+#[derive(Args)]
+struct ReadArg {
+    /// Read this trace, as `tcpdump -r` and `tshark -r` do (repeatable,
+    /// read in order; the same as naming the files). As with tcpdump, words
+    /// after `-r FILE` are a filter expression (the same as -f): `-r FILE
+    /// tcp port 53`.
+    #[arg(short = 'r', value_name = "FILE")]
+    read: Vec<PathBuf>,
+}
+
+impl ReadArg {
+    /// The traces named: with `-r`, or else the command's arguments.
+    fn named<'a>(&'a self, arguments: &'a [PathBuf]) -> &'a [PathBuf] {
         if self.read.is_empty() {
-            &self.traces
+            arguments
         } else {
             &self.read
         }
     }
 
-    /// The trace filter's expression: `-f`'s, or, as `tcpdump -r FILE
-    /// EXPR` takes it, the words after the `-r` traces. Exit 2 with one
-    /// line when both are given, or when a word after `-r` is a file
-    /// (traces are named with `-r` or as arguments, never both: the
-    /// second file would be read as an expression).
-    fn filter_expression(&self) -> Result<Option<String>, u8> {
-        if self.read.is_empty() || self.traces.is_empty() {
-            return self.filter.given();
+    /// Whether the command's arguments are the words of a filter
+    /// expression, as after `tcpdump -r FILE`.
+    fn arguments_are_expression(&self, arguments: &[PathBuf]) -> bool {
+        !self.read.is_empty() && !arguments.is_empty()
+    }
+
+    /// The trace filter's expression: `-f`'s (or `-F`'s file's), or, as
+    /// `tcpdump -r FILE EXPR` takes it, the words after the `-r` traces.
+    /// Exit 2 with one line when both are given, or when a word after
+    /// `-r` is a file (traces are named with `-r` or as arguments, never
+    /// both: the second file would be read as an expression).
+    fn filter_expression(
+        &self,
+        arguments: &[PathBuf],
+        filter: &TraceFilterArg,
+    ) -> Result<Option<String>, u8> {
+        if !self.arguments_are_expression(arguments) {
+            return filter.given();
         }
-        if let Some(file) = self.traces.iter().find(|t| t.is_file()) {
+        if let Some(file) = arguments.iter().find(|t| t.is_file()) {
             return Err(fail(
                 exit::USAGE,
                 format!(
@@ -1594,17 +1619,16 @@ impl ReplayArgs {
                 ),
             ));
         }
-        let words: Vec<String> = self
-            .traces
+        let words: Vec<String> = arguments
             .iter()
             .map(|w| w.to_string_lossy().into_owned())
             .collect();
-        if self.filter.expression.is_some() || self.filter.file.is_some() {
+        if filter.expression.is_some() || filter.file.is_some() {
             return Err(fail(
                 exit::USAGE,
                 format!(
                     "a filter expression twice: {} and the words after -r FILE ({}); give one",
-                    self.filter.flag(),
+                    filter.flag(),
                     words.join(" ")
                 ),
             ));
@@ -2037,6 +2061,8 @@ struct BenchArgs {
     /// Trace files (default: the bundled trace; use a large one, e.g. from
     /// gen-trace, already in the page cache).
     traces: Vec<PathBuf>,
+    #[command(flatten)]
+    read: ReadArg,
     /// Thread counts to run the pipeline at.
     #[arg(
         long,
@@ -2314,7 +2340,7 @@ fn run_bench(args: BenchArgs) -> u8 {
             format!("--threads-list: {n} is given twice; each count runs once"),
         );
     }
-    let expression = match args.filter.given() {
+    let expression = match args.read.filter_expression(&args.traces, &args.filter) {
         Ok(e) => e,
         Err(code) => return code,
     };
@@ -2360,7 +2386,7 @@ fn run_bench(args: BenchArgs) -> u8 {
             ),
         );
     }
-    let traces = traces_or_default(&args.traces);
+    let traces = traces_or_default(args.read.named(&args.traces));
     if let Err(code) = check_outputs(&[(args.json.as_deref(), "bench figures")], &traces) {
         return code;
     }
@@ -2421,7 +2447,15 @@ fn run_bench(args: BenchArgs) -> u8 {
     };
     if !args.no_tcpdump {
         let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("flowsieve"));
-        let forwarded = forwarded_pipeline_flags();
+        let mut forwarded = forwarded_pipeline_flags();
+        // The words after -r FILE are no flag, so they are not among the
+        // flags passed on: the runs get the expression as -f.
+        if let Some(e) = expression
+            .as_ref()
+            .filter(|_| args.read.arguments_are_expression(&args.traces))
+        {
+            forwarded.extend(["-f".to_string(), e.clone()]);
+        }
         match flowsieve::bench::compare_with_tcpdump(
             &exe,
             &forwarded,

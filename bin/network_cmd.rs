@@ -108,6 +108,8 @@ pub(crate) struct ProbeArgs {
     /// Trace files to replay as this probe (default: the bundled trace).
     traces: Vec<PathBuf>,
     #[command(flatten)]
+    read: super::ReadArg,
+    #[command(flatten)]
     export: ExportArgs,
     #[command(flatten)]
     run: RunArgs,
@@ -406,7 +408,7 @@ pub(crate) fn finish_export(exporter: Exporter, x: &ExportArgs, quiet: bool, cod
 }
 
 pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
-    let traces = traces_or_default(&args.traces);
+    let traces = traces_or_default(args.read.named(&args.traces));
     let files = [
         (args.run.json.as_deref(), "JSON report"),
         (args.events.as_deref(), "events"),
@@ -417,7 +419,11 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
     {
         return code;
     }
-    let filter = match args.filter.compile() {
+    let filter = match args
+        .read
+        .filter_expression(&args.traces, &args.filter)
+        .and_then(|e| super::compile_filter(e.as_deref(), &args.filter.source()))
+    {
         Ok(f) => f,
         Err(code) => return code,
     };

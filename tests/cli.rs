@@ -3752,6 +3752,77 @@ fn bench_gives_its_runs_the_pipeline_flags_however_written() {
     }
 }
 
+/// `bench -r FILE EXPR` reads the file and filters it as `tcpdump -r FILE
+/// EXPR` does, the same as `bench -f EXPR FILE`: the same packets and
+/// records filtered out, tcpdump given the words, and each flowsieve run
+/// given them as `-f`. A file after `-r FILE` is refused, as replay
+/// refuses it.
+#[test]
+fn bench_reads_a_trace_with_r_as_tcpdump_does() {
+    let tcpdump = Command::new("tcpdump").arg("--version").output().is_ok();
+    if !tcpdump || flowsieve::ingest::TraceFilter::new("udp").is_err() {
+        skip::unless_required(
+            Need::Live,
+            "bench_reads_a_trace_with_r_as_tcpdump_does",
+            "needs tcpdump and libpcap (apt-get install tcpdump libpcap0.8)",
+        );
+        return;
+    }
+    let trace = default_trace();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, input: &[&str]| -> serde_json::Value {
+        let json = dir.path().join(name);
+        let mut args = vec![
+            "bench",
+            "--rounds",
+            "1",
+            "--no-memory",
+            "--threads-list",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(input);
+        let out = flowsieve(&args);
+        assert!(
+            out.status.success(),
+            "{input:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    };
+    let with_r = run("r.json", &["-r", &trace, "udp"]);
+    let with_f = run("f.json", &["-f", "udp", &trace]);
+    let counts = |v: &serde_json::Value| (v["packets"].as_u64(), v["filtered_out"].as_u64());
+    assert_eq!(counts(&with_r), counts(&with_f));
+    let (kept, out) = counts(&with_r);
+    assert!(
+        kept.unwrap() > 0 && out.unwrap() > 0,
+        "{:?}",
+        counts(&with_r)
+    );
+    assert_eq!(kept.unwrap() + out.unwrap(), 40_000);
+    let rows = with_r["tcpdump"]["rows"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no comparison: {}", with_r["tcpdump_note"]));
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    let tcpdump_command = rows[0]["command"].as_str().unwrap();
+    assert!(
+        tcpdump_command.ends_with(" -w /dev/null udp"),
+        "{tcpdump_command}"
+    );
+    for r in &rows[1..] {
+        let command = r["command"].as_str().unwrap();
+        assert!(command.starts_with("flowsieve -f udp -q "), "{command}");
+        assert!(!command.contains("-r "), "{command}");
+    }
+    let out = flowsieve(&["bench", "-r", &trace, &trace]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("a trace named after -r FILE"), "{stderr}");
+}
+
 /// `bench -f EXPR` and `-F FILE` time the records the filter keeps, as
 /// `replay -f` keeps them: the same packets and the same records filtered
 /// out, said in the text's first line. tcpdump is given the same filter,

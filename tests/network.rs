@@ -2529,7 +2529,8 @@ fn a_live_capture_exports_what_it_captured() {
     assert_eq!(net["network"]["partial_windows"], serde_json::json!([]));
 }
 
-/// `probe -f EXPR` merges the windows of the records the filter keeps:
+/// `probe -r FILE EXPR` (the filter as tcpdump takes it, the same as
+/// `-f EXPR`) merges the windows of the records the filter keeps:
 /// the stored results are, shard-window by shard-window, those of the
 /// same filtered run in one process, and their packets add up to the
 /// records tcpdump keeps for it (27,631 TCP packets of the bundled
@@ -2552,18 +2553,28 @@ fn a_probe_with_a_trace_filter_publishes_only_what_it_keeps() {
     let url = servers.url();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("probe.json");
-    finish(
-        probe_with(
-            &url,
-            "f0",
-            Path::new(TRACE),
-            1,
-            1,
-            &["-f", "tcp", "--json", json.to_str().unwrap()],
-        ),
+    // The trace and its filter as tcpdump takes them: `-r FILE EXPR`.
+    let probe = flowsieve(&[
         "probe",
-        Duration::from_secs(120),
-    );
+        "-r",
+        TRACE,
+        "tcp",
+        "--nats",
+        &url,
+        "--probe-id",
+        "f0",
+        "--probes",
+        "1",
+        "--replicas",
+        "1",
+        "--no-truth",
+        "-q",
+        "--flush-timeout",
+        "90s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    finish(probe, "probe", Duration::from_secs(120));
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["options"]["filter"], "tcp");
