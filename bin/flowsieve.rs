@@ -2063,6 +2063,11 @@ struct BenchArgs {
     traces: Vec<PathBuf>,
     #[command(flatten)]
     read: ReadArg,
+    /// Addresses and ports as numbers, as tcpdump's -n asks: taken so that
+    /// `bench -nr FILE` works as typed for tcpdump (bench prints no
+    /// addresses).
+    #[arg(short = 'n', long = "numeric")]
+    _numeric: bool,
     /// Thread counts to run the pipeline at.
     #[arg(
         long,

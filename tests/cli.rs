@@ -3791,7 +3791,8 @@ fn bench_reads_a_trace_with_r_as_tcpdump_does() {
         );
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
     };
-    let with_r = run("r.json", &["-r", &trace, "udp"]);
+    // `-nr`, as typed for tcpdump.
+    let with_r = run("r.json", &["-nr", &trace, "udp"]);
     let with_f = run("f.json", &["-f", "udp", &trace]);
     let counts = |v: &serde_json::Value| (v["packets"].as_u64(), v["filtered_out"].as_u64());
     assert_eq!(counts(&with_r), counts(&with_f));
