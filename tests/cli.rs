@@ -3690,12 +3690,11 @@ fn bench_once_with_path(flags: &[&str], path: Option<&Path>) -> (String, serde_j
 /// tcpdump was left out.
 #[test]
 fn bench_gives_its_runs_the_pipeline_flags_however_written() {
-    if Command::new("tcpdump").arg("--version").output().is_err() {
-        skip::unless_required(
-            Need::Live,
-            "bench_gives_its_runs_the_pipeline_flags_however_written",
-            "tcpdump is not installed (apt-get install tcpdump)",
-        );
+    if !skip::programs_or_skip(
+        Need::Live,
+        "bench_gives_its_runs_the_pipeline_flags_however_written",
+        &["tcpdump"],
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -3759,12 +3758,15 @@ fn bench_gives_its_runs_the_pipeline_flags_however_written() {
 /// refuses it.
 #[test]
 fn bench_reads_a_trace_with_r_as_tcpdump_does() {
-    let tcpdump = Command::new("tcpdump").arg("--version").output().is_ok();
-    if !tcpdump || flowsieve::ingest::TraceFilter::new("udp").is_err() {
+    let test = "bench_reads_a_trace_with_r_as_tcpdump_does";
+    if !skip::programs_or_skip(Need::Live, test, &["tcpdump"]) {
+        return;
+    }
+    if flowsieve::ingest::TraceFilter::new("udp").is_err() {
         skip::unless_required(
             Need::Live,
-            "bench_reads_a_trace_with_r_as_tcpdump_does",
-            "needs tcpdump and libpcap (apt-get install tcpdump libpcap0.8)",
+            test,
+            "needs libpcap (apt-get install libpcap0.8)",
         );
         return;
     }
@@ -4180,13 +4182,11 @@ fn bench_compares_whole_processes_with_tcpdump() {
         .find(|l| l.starts_with("memory: with 8 independent random accesses in flight, one takes"))
         .unwrap_or_else(|| panic!("no line of overlapped accesses: {text}"));
     assert_eq!(overlapped.matches(" ns at ").count(), 5, "{overlapped}");
-    let has_tcpdump = Command::new("tcpdump").arg("--version").output().is_ok();
-    if !has_tcpdump {
-        skip::unless_required(
-            Need::Live,
-            "bench_compares_whole_processes_with_tcpdump",
-            "tcpdump is not installed: its rows are not checked",
-        );
+    if !skip::programs_or_skip(
+        Need::Live,
+        "bench_compares_whole_processes_with_tcpdump",
+        &["tcpdump"],
+    ) {
         let note = v["tcpdump_note"].as_str().unwrap();
         assert!(note.contains("apt-get install tcpdump"), "{note}");
         return;
@@ -4602,12 +4602,11 @@ fn bench_says_when_a_trace_is_too_short_to_time() {
 /// a gap past a minute, or not a duration, is refused before any work.
 #[test]
 fn bench_waits_the_gap_before_each_whole_process_run() {
-    if Command::new("tcpdump").arg("--version").output().is_err() {
-        skip::unless_required(
-            Need::Live,
-            "bench_waits_the_gap_before_each_whole_process_run",
-            "tcpdump is not installed (apt-get install tcpdump)",
-        );
+    if !skip::programs_or_skip(
+        Need::Live,
+        "bench_waits_the_gap_before_each_whole_process_run",
+        &["tcpdump"],
+    ) {
         return;
     }
     let started = std::time::Instant::now();
@@ -5063,13 +5062,11 @@ fn help_lists_each_flag_under_its_own_heading() {
 /// column and no note.
 #[test]
 fn bench_times_tshark_beside_tcpdump_when_asked() {
-    let has = |program: &str| Command::new(program).arg("--version").output().is_ok();
-    if !has("tcpdump") || !has("tshark") {
-        skip::unless_required(
-            Need::Live,
-            "bench_times_tshark_beside_tcpdump_when_asked",
-            "tcpdump or tshark is not installed (apt-get install tcpdump tshark)",
-        );
+    if !skip::programs_or_skip(
+        Need::Live,
+        "bench_times_tshark_beside_tcpdump_when_asked",
+        &["tcpdump", "tshark"],
+    ) {
         return;
     }
     let trace = default_trace();

@@ -3179,8 +3179,7 @@ fn two_interfaces_keep_their_own_counts_and_names() {
 /// returned once it is listening; `None` (with a loud message, or a
 /// failure under `FLOWSIEVE_REQUIRE_LIVE`) when tcpdump is missing.
 fn tcpdump_beside(pair: &VethPair, test: &str, args: &[&str]) -> Option<Child> {
-    if Command::new("tcpdump").arg("--version").output().is_err() {
-        skip::unless_required(Need::Live, test, "tcpdump is missing");
+    if !skip::programs_or_skip(Need::Live, test, &["tcpdump"]) {
         return None;
     }
     let mut child = Command::new("ip")

@@ -455,6 +455,16 @@ fn a_requirement_is_any_value_but_empty_or_zero() {
     );
 }
 
+/// A program is missing when it cannot be started, and only then (`sh`
+/// runs everywhere these tests do; `false --version` exits 1 but runs).
+#[test]
+fn a_program_is_missing_when_it_cannot_start() {
+    assert_eq!(
+        common::skip::missing_programs(&["sh", "flowsieve-no-such-program", "false"]),
+        ["flowsieve-no-such-program"]
+    );
+}
+
 /// A skip where its requirement is set fails, naming the variable.
 #[test]
 #[should_panic(expected = "lacks a tool, and FLOWSIEVE_REQUIRE_NATS is set")]

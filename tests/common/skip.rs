@@ -63,6 +63,43 @@ pub fn unless(need: Need, required: bool, test: &str, why: &str) {
     skipped(test, why);
 }
 
+/// Whether every one of `programs` runs here (`PROGRAM --version`);
+/// otherwise `test` is skipped, naming the missing ones, or fails when
+/// `need` is required. Each program is also its Debian package's name.
+pub fn programs_or_skip(need: Need, test: &str, programs: &[&str]) -> bool {
+    let missing = missing_programs(programs);
+    if missing.is_empty() {
+        return true;
+    }
+    unless_required(
+        need,
+        test,
+        &format!(
+            "{} not installed (apt-get install {})",
+            missing.join(" and "),
+            missing.join(" ")
+        ),
+    );
+    false
+}
+
+/// Those of `programs` that do not run here (`PROGRAM --version`).
+pub fn missing_programs<'a>(programs: &[&'a str]) -> Vec<&'a str> {
+    programs
+        .iter()
+        .copied()
+        .filter(|p| {
+            std::process::Command::new(p)
+                .arg("--version")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_err()
+        })
+        .collect()
+}
+
 /// Says that `test` (or the part of it named) is skipped because of `why`,
 /// for a lack no requirement covers. Straight to the stderr handle, not
 /// `eprintln!`, which the harness captures for passing tests: a skip must
