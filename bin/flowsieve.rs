@@ -2207,15 +2207,9 @@ fn forwarded_of(args: &[String], flags: &[BenchFlagSpelling]) -> Vec<String> {
                 flags.iter().find(|f| f.longs.iter().any(|l| l == name)),
                 value.is_some(),
             )
-        } else if let Some(short) = word.strip_prefix('-').filter(|s| !s.is_empty()) {
-            let mut chars = short.chars();
-            let c = chars.next();
-            (
-                flags
-                    .iter()
-                    .find(|f| c.is_some_and(|c| f.shorts.contains(&c))),
-                chars.next().is_some(),
-            )
+        } else if let Some(cluster) = word.strip_prefix('-').filter(|s| !s.is_empty()) {
+            out.extend(forwarded_of_cluster(cluster, &mut words, flags));
+            continue;
         } else {
             continue;
         };
@@ -2236,6 +2230,51 @@ fn forwarded_of(args: &[String], flags: &[BenchFlagSpelling]) -> Vec<String> {
         }
     }
     out
+}
+
+/// The forwarded flags of one word of short flags, `-` taken off
+/// (`nfudp` for `-nfudp`, as clap takes `-n -f udp`): a flag that takes a
+/// value ends the word, its value the rest of the word or else the next
+/// one. A word that is one forwarded flag is passed on as written;
+/// otherwise each forwarded flag of the word goes on by itself.
+fn forwarded_of_cluster<'a>(
+    cluster: &str,
+    words: &mut impl Iterator<Item = &'a String>,
+    flags: &[BenchFlagSpelling],
+) -> Vec<String> {
+    let mut taken: Vec<(char, &BenchFlagSpelling, Option<String>)> = Vec::new();
+    for (at, c) in cluster.char_indices() {
+        let Some(flag) = flags.iter().find(|f| f.shorts.contains(&c)) else {
+            // Not one of bench's flags: clap would have refused the line.
+            return vec![format!("-{cluster}")];
+        };
+        if flag.takes_value {
+            let rest = &cluster[at + c.len_utf8()..];
+            let value = if rest.is_empty() {
+                words.next().cloned()
+            } else {
+                Some(rest.to_string())
+            };
+            taken.push((c, flag, value));
+            break;
+        }
+        taken.push((c, flag, None));
+    }
+    match taken.as_slice() {
+        [(_, flag, value)] if flag.forwarded => {
+            let mut one = vec![format!("-{cluster}")];
+            // A value in the same word is in `cluster` already.
+            if cluster.chars().count() == 1 {
+                one.extend(value.clone());
+            }
+            one
+        }
+        _ => taken
+            .into_iter()
+            .filter(|(_, flag, _)| flag.forwarded)
+            .flat_map(|(c, _, value)| std::iter::once(format!("-{c}")).chain(value))
+            .collect(),
+    }
 }
 
 /// Where a `bench` is, for the line SIGUSR1 asks for: set before each run

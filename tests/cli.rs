@@ -3795,7 +3795,8 @@ fn bench_reads_a_trace_with_r_as_tcpdump_does() {
     };
     // `-nr`, as typed for tcpdump.
     let with_r = run("r.json", &["-nr", &trace, "udp"]);
-    let with_f = run("f.json", &["-f", "udp", &trace]);
+    // `-nfudp`, as clap takes `-n -f udp`: the -f goes on to the runs.
+    let with_f = run("f.json", &["-nfudp", &trace]);
     let counts = |v: &serde_json::Value| (v["packets"].as_u64(), v["filtered_out"].as_u64());
     assert_eq!(counts(&with_r), counts(&with_f));
     let (kept, out) = counts(&with_r);
@@ -3805,19 +3806,24 @@ fn bench_reads_a_trace_with_r_as_tcpdump_does() {
         counts(&with_r)
     );
     assert_eq!(kept.unwrap() + out.unwrap(), 40_000);
-    let rows = with_r["tcpdump"]["rows"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no comparison: {}", with_r["tcpdump_note"]));
-    assert_eq!(rows.len(), 4, "{rows:?}");
-    let tcpdump_command = rows[0]["command"].as_str().unwrap();
-    assert!(
-        tcpdump_command.ends_with(" -w /dev/null udp"),
-        "{tcpdump_command}"
-    );
-    for r in &rows[1..] {
-        let command = r["command"].as_str().unwrap();
-        assert!(command.starts_with("flowsieve -f udp -q "), "{command}");
-        assert!(!command.contains("-r "), "{command}");
+    for v in [&with_r, &with_f] {
+        let rows = v["tcpdump"]["rows"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no comparison: {}", v["tcpdump_note"]));
+        assert_eq!(rows.len(), 4, "{rows:?}");
+        let tcpdump_command = rows[0]["command"].as_str().unwrap();
+        assert!(
+            tcpdump_command.ends_with(" -w /dev/null udp"),
+            "{tcpdump_command}"
+        );
+        for r in &rows[1..] {
+            let command = r["command"].as_str().unwrap();
+            assert!(command.starts_with("flowsieve -f udp -q "), "{command}");
+            assert!(
+                !command.split(' ').any(|w| w == "-r" || w.starts_with("-n")),
+                "{command}"
+            );
+        }
     }
     let out = flowsieve(&["bench", "-r", &trace, &trace]);
     assert_eq!(out.status.code(), Some(2));
