@@ -875,8 +875,14 @@ fn working_set(bytes: usize) -> String {
 /// One whole-process timing: a command and its median wall time.
 #[derive(Clone, Debug, Serialize)]
 pub struct ProcessRow {
-    /// What ran, as a user would type it.
+    /// What ran, as a user would type it to run it again: the trace's
+    /// path and every argument as a shell takes them back
+    /// ([`shell_word`]), `flowsieve` for this program.
     pub command: String,
+    /// What the row stands for, for flowsieve's rows ("all stages, truth
+    /// off", "the same, blocked counters", "the default job, truth on");
+    /// `None` for tcpdump's and tshark's.
+    pub label: Option<String>,
     /// Median wall seconds over the rounds, start-up and exit included.
     pub wall_seconds: f64,
     /// Packets per wall second, in millions.
@@ -1071,51 +1077,45 @@ pub fn compare_with_tcpdump(
             "tcpdump is not installed (Debian: apt-get install tcpdump); no comparison".into(),
         ));
     }
-    // Each command with its row's label.
+    // Each command, as run and as shown, with its row's label.
     let mut tcpdump_args: Vec<String> =
         vec!["-r".into(), file.clone(), "-w".into(), "/dev/null".into()];
     tcpdump_args.extend(tcpdump_filter.iter().cloned());
-    let mut commands: Vec<(String, Vec<String>, String)> = vec![(
-        "tcpdump".into(),
+    let mut commands: Vec<WholeProcessRun> = vec![WholeProcessRun::new(
+        "tcpdump",
+        "tcpdump",
         tcpdump_args,
-        format!(
-            "tcpdump -r {} -w /dev/null{}",
-            trace.display(),
-            tcpdump_filter
-                .iter()
-                .map(|a| format!(" {}", shell_word(a)))
-                .collect::<String>()
-        ),
+        None,
     )];
     let exe_s = exe.to_string_lossy().into_owned();
-    let forwarded_flags = flags(forwarded);
     let with = |extra: &[&str]| {
         let mut args = forwarded.to_vec();
         args.extend(extra.iter().map(|a| a.to_string()));
         args.push(file.clone());
         args
     };
-    commands.push((
-        exe_s.clone(),
+    commands.push(WholeProcessRun::new(
+        &exe_s,
+        "flowsieve",
         with(&["-q", "--no-truth"]),
-        format!("flowsieve {forwarded_flags}-q --no-truth FILE (all stages, truth off)"),
+        Some("all stages, truth off"),
     ));
     let names_layout = forwarded
         .iter()
         .any(|f| f == "--layout" || f.starts_with("--layout="));
     if !names_layout {
-        commands.push((
-            exe_s.clone(),
+        commands.push(WholeProcessRun::new(
+            &exe_s,
+            "flowsieve",
             with(&["-q", "--no-truth", "--layout", "blocked"]),
-            format!(
-                "flowsieve {forwarded_flags}-q --no-truth --layout blocked FILE (the same, blocked counters)"
-            ),
+            Some("the same, blocked counters"),
         ));
     }
-    commands.push((
-        exe_s,
+    commands.push(WholeProcessRun::new(
+        &exe_s,
+        "flowsieve",
         with(&["-q"]),
-        format!("flowsieve {forwarded_flags}-q FILE (the default job, truth on)"),
+        Some("the default job, truth on"),
     ));
     let mut tshark_note = None;
     if tshark {
@@ -1129,8 +1129,9 @@ pub fn compare_with_tcpdump(
                     .into(),
             );
         } else {
-            commands.push((
-                "tshark".into(),
+            commands.push(WholeProcessRun::new(
+                "tshark",
+                "tshark",
                 vec![
                     "-n".into(),
                     "-r".into(),
@@ -1138,7 +1139,7 @@ pub fn compare_with_tcpdump(
                     "-w".into(),
                     "/dev/null".into(),
                 ],
-                format!("tshark -n -r {} -w /dev/null", trace.display()),
+                None,
             ));
         }
     }
@@ -1146,12 +1147,13 @@ pub fn compare_with_tcpdump(
     let mut walls = vec![Vec::new(); commands.len()];
     let rounds = rounds.max(1);
     for round in 1..=rounds {
-        for (i, (program, args, label)) in commands.iter().enumerate() {
+        for (i, run) in commands.iter().enumerate() {
+            let (program, args) = (&run.program, &run.args);
             on_run(BenchAt {
                 part: BenchPart::WholeProcess,
                 round,
                 rounds,
-                run: label,
+                run: &run.shown(),
             });
             if !sleep_unless_stopped(gap, stop) {
                 return Err(NoComparison("interrupted".into()));
@@ -1193,11 +1195,11 @@ pub fn compare_with_tcpdump(
     });
     let rows = commands
         .into_iter()
-        .map(|(_, _, label)| label)
         .zip(medians)
         .zip(paired)
-        .map(|((command, wall), paired)| ProcessRow {
-            command,
+        .map(|((run, wall), paired)| ProcessRow {
+            command: run.command,
+            label: run.label.map(String::from),
             wall_seconds: wall,
             mpps: packets as f64 / wall.max(1e-9) / 1e6,
             vs_tcpdump: tcpdump / wall.max(1e-9),
@@ -1216,6 +1218,40 @@ pub fn compare_with_tcpdump(
         page_cache_note,
         tshark_note,
     })
+}
+
+/// One command of the whole-process rounds.
+struct WholeProcessRun {
+    /// The program started (flowsieve's own path for its rows).
+    program: String,
+    args: Vec<String>,
+    /// As a user would type it ([`ProcessRow::command`]).
+    command: String,
+    label: Option<&'static str>,
+}
+
+impl WholeProcessRun {
+    fn new(program: &str, typed: &str, args: Vec<String>, label: Option<&'static str>) -> Self {
+        let command = std::iter::once(typed.to_string())
+            .chain(args.iter().map(|a| shell_word(a)))
+            .collect::<Vec<_>>()
+            .join(" ");
+        WholeProcessRun {
+            program: program.to_string(),
+            args,
+            command,
+            label,
+        }
+    }
+
+    /// The command and its label, as the text and the progress line show
+    /// them.
+    fn shown(&self) -> String {
+        match self.label {
+            Some(label) => format!("{} ({label})", self.command),
+            None => self.command.clone(),
+        }
+    }
 }
 
 /// Sleeps for `gap` in steps of at most 100 ms; false as soon as `stop` is
@@ -1260,15 +1296,6 @@ fn speed_range(low: f64, high: f64) -> String {
 
 /// Bytes in a MiB, for the page-cache line.
 const MIB: f64 = 1048576.0;
-
-fn flags(forwarded: &[String]) -> String {
-    if forwarded.is_empty() {
-        String::new()
-    } else {
-        let words: Vec<String> = forwarded.iter().map(|w| shell_word(w)).collect();
-        format!("{} ", words.join(" "))
-    }
-}
 
 /// `word` as a shell takes it back: as it is when it holds nothing a
 /// shell reads specially, else in single quotes (a filter expression such
@@ -1356,7 +1383,10 @@ impl fmt::Display for TcpdumpComparison {
                     None => String::new(),
                 },
                 paired,
-                r.command
+                match &r.label {
+                    Some(label) => format!("{} ({label})", r.command),
+                    None => r.command.clone(),
+                }
             )?;
         }
         if coverage.is_some_and(|c| c <= 0.0) {

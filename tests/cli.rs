@@ -3683,6 +3683,31 @@ fn bench_once_with_path(flags: &[&str], path: Option<&Path>) -> (String, serde_j
     (String::from_utf8_lossy(&out.stdout).into_owned(), v)
 }
 
+/// Every row's `command` of a bench comparison runs as it is shown,
+/// typed into a shell that finds this flowsieve on its PATH.
+fn each_command_runs_as_shown(rows: &[serde_json::Value]) {
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_flowsieve")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for r in rows {
+        let command = r["command"].as_str().unwrap();
+        let out = Command::new("sh")
+            .args(["-c", command])
+            .env("PATH", &path)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// The whole-process runs `bench` times are given its pipeline flags
 /// however they are written (`--name value`, `--name=value`, `-xvalue`),
 /// and none of `bench`'s own, nor the `--` that ends the flags: with the
@@ -3893,6 +3918,7 @@ fn bench_times_what_a_trace_filter_keeps() {
             for c in &commands[1..] {
                 assert!(c.starts_with(&format!("flowsieve {forwarded} -q ")), "{c}");
             }
+            each_command_runs_as_shown(v["tcpdump"]["rows"].as_array().unwrap());
         } else {
             assert!(
                 v["tcpdump_note"]
@@ -4244,15 +4270,32 @@ fn bench_compares_whole_processes_with_tcpdump() {
         "{all_stages}"
     );
     let blocked = rows[2]["command"].as_str().unwrap();
-    assert!(
-        blocked.contains("--recycle sigma:0.5 -q --no-truth --layout blocked FILE"),
-        "{blocked}"
+    assert_eq!(
+        blocked,
+        format!("flowsieve --recycle sigma:0.5 -q --no-truth --layout blocked {trace}")
     );
     let default_job = rows[3]["command"].as_str().unwrap();
-    assert!(
-        default_job.contains("-q FILE (the default job") && !default_job.contains("--layout"),
-        "{default_job}"
+    assert_eq!(
+        default_job,
+        format!("flowsieve --recycle sigma:0.5 -q {trace}")
     );
+    let labels: Vec<&serde_json::Value> = rows.iter().map(|r| &r["label"]).collect();
+    assert_eq!(
+        labels,
+        [
+            &serde_json::Value::Null,
+            &"all stages, truth off".into(),
+            &"the same, blocked counters".into(),
+            &"the default job, truth on".into()
+        ]
+    );
+    assert!(
+        text.contains(&format!(
+            "flowsieve --recycle sigma:0.5 -q {trace} (the default job, truth on)"
+        )),
+        "{text}"
+    );
+    each_command_runs_as_shown(rows);
     // The trace's page-cache state beside the comparison: the whole file
     // cached after the runs read it, whatever the page size.
     let cache = &v["tcpdump"]["page_cache"];

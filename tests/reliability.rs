@@ -1883,9 +1883,12 @@ fn sigusr1_asks_for_progress_and_ends_no_command() {
     assert_eq!(round, 1, "{stderr}");
     assert!(
         run == format!("tcpdump -r {t} -w /dev/null")
-            || run.starts_with("flowsieve -q --no-truth FILE (")
-            || run.starts_with("flowsieve -q --no-truth --layout blocked FILE (")
-            || run.starts_with("flowsieve -q FILE ("),
+            || run == format!("flowsieve -q --no-truth {t} (all stages, truth off)")
+            || run
+                == format!(
+                    "flowsieve -q --no-truth --layout blocked {t} (the same, blocked counters)"
+                )
+            || run == format!("flowsieve -q {t} (the default job, truth on)"),
         "{stderr}"
     );
     assert_eq!(lines[1], "flowsieve: error: bench: interrupted", "{stderr}");
