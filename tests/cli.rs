@@ -3784,15 +3784,7 @@ fn bench_gives_its_runs_the_pipeline_flags_however_written() {
 #[test]
 fn bench_reads_a_trace_with_r_as_tcpdump_does() {
     let test = "bench_reads_a_trace_with_r_as_tcpdump_does";
-    if !skip::programs_or_skip(Need::Live, test, &["tcpdump"]) {
-        return;
-    }
-    if flowsieve::ingest::TraceFilter::new("udp").is_err() {
-        skip::unless_required(
-            Need::Live,
-            test,
-            "needs libpcap (apt-get install libpcap0.8)",
-        );
+    if !skip::programs_or_skip(Need::Live, test, &["tcpdump"]) || !skip::libpcap_or_skip(test) {
         return;
     }
     let trace = default_trace();

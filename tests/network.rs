@@ -2541,12 +2541,7 @@ fn a_probe_with_a_trace_filter_publishes_only_what_it_keeps() {
     let Some(bin) = nats_server() else {
         return;
     };
-    if flowsieve::ingest::TraceFilter::new("tcp").is_err() {
-        skip::unless_required(
-            Need::Live,
-            "a_probe_with_a_trace_filter_publishes_only_what_it_keeps",
-            "needs libpcap (apt-get install libpcap0.8)",
-        );
+    if !skip::libpcap_or_skip("a_probe_with_a_trace_filter_publishes_only_what_it_keeps") {
         return;
     }
     let servers = Servers::start(&bin, 1, None);

@@ -18,19 +18,8 @@ use std::process::Command;
 /// Whether libpcap and tcpdump are here; a skip says so, and fails when
 /// `FLOWSIEVE_REQUIRE_LIVE` asks for them.
 fn tools_present(test: &str) -> bool {
-    let libpcap = TraceFilter::new("ip").is_ok();
-    let tcpdump = Command::new("tcpdump").arg("--version").output().is_ok();
-    if libpcap && tcpdump {
-        return true;
-    }
-    common::skip::unless_required(
-        common::skip::Need::Live,
-        test,
-        &format!(
-            "needs libpcap (here: {libpcap}) and tcpdump (here: {tcpdump}): apt-get install libpcap0.8 tcpdump"
-        ),
-    );
-    false
+    common::skip::libpcap_or_skip(test)
+        && common::skip::programs_or_skip(common::skip::Need::Live, test, &["tcpdump"])
 }
 
 /// The shared captures, when libpcap, tcpdump and they are all here.

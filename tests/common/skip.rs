@@ -83,6 +83,21 @@ pub fn programs_or_skip(need: Need, test: &str, programs: &[&str]) -> bool {
     false
 }
 
+/// Whether libpcap's filter compiler loads here (what `-f` needs);
+/// otherwise `test` is skipped, or fails when `FLOWSIEVE_REQUIRE_LIVE` is
+/// set.
+pub fn libpcap_or_skip(test: &str) -> bool {
+    if flowsieve::ingest::TraceFilter::new("ip").is_ok() {
+        return true;
+    }
+    unless_required(
+        Need::Live,
+        test,
+        "libpcap not installed (apt-get install libpcap0.8)",
+    );
+    false
+}
+
 /// Those of `programs` that do not run here (`PROGRAM --version`).
 pub fn missing_programs<'a>(programs: &[&'a str]) -> Vec<&'a str> {
     programs
