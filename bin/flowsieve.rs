@@ -127,6 +127,12 @@ fn on_interrupt(graceful: bool) -> std::sync::Arc<std::sync::atomic::AtomicBool>
 /// before any.
 static FIRST_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
+/// Whether a signal set a graceful job's stop flag (the job may set it
+/// itself, to make the next signal end it at once).
+fn interrupt_came() -> bool {
+    FIRST_SIGNAL.load(std::sync::atomic::Ordering::SeqCst) != 0
+}
+
 /// The name of the signal that stopped a graceful job, for its last line.
 fn first_signal_name() -> &'static str {
     match FIRST_SIGNAL.load(std::sync::atomic::Ordering::SeqCst) {
@@ -1888,6 +1894,7 @@ fn run_replay(args: ReplayArgs, stop: Option<std::sync::Arc<std::sync::atomic::A
             first_signal_name(),
             &report.replay,
             progress.stopped_at_offset(),
+            "the report covers",
         )
         .unwrap_or_else(|| {
             format!(
@@ -2810,15 +2817,16 @@ fn main() -> ExitCode {
     // nothing half-written is left. gen-trace and bench stop at their next
     // check instead, live prints its final report, and a replay stops
     // reading and reports what it read (or, stalled on a pipe, ends a
-    // second later: see `progress::watch_for_stalls`).
-    let replay_stop =
-        matches!(cli.command, None | Some(Command::Replay(_))).then(|| on_interrupt(true));
+    // second later: see `progress::watch_for_stalls`); so does a probe,
+    // which publishes the windows of what it read.
+    let replay_stop = matches!(
+        cli.command,
+        None | Some(Command::Replay(_)) | Some(Command::Probe(_))
+    )
+    .then(|| on_interrupt(true));
     if matches!(
         cli.command,
-        Some(Command::Model(_))
-            | Some(Command::Reproduce(_))
-            | Some(Command::Probe(_))
-            | Some(Command::Results(_))
+        Some(Command::Model(_)) | Some(Command::Reproduce(_)) | Some(Command::Results(_))
     ) {
         on_interrupt(false);
     }
@@ -2834,7 +2842,7 @@ fn main() -> ExitCode {
         Some(Command::Reproduce(a)) => run_reproduce(a),
         Some(Command::Live(a)) => live_cmd::run_live(*a),
         Some(Command::Inject(a)) => live_cmd::run_inject(a),
-        Some(Command::Probe(a)) => network_cmd::run_probe(*a),
+        Some(Command::Probe(a)) => network_cmd::run_probe(*a, replay_stop),
         Some(Command::Collect(a)) => network_cmd::run_collect(*a),
         Some(Command::Results(a)) => network_cmd::run_results(*a),
     };

@@ -174,14 +174,16 @@ impl ReplayObserver for Progress {
     }
 }
 
-/// The line a replay that an interrupt stopped ends with (exit 130), its
-/// report written: which signal, where reading stopped, and what the
-/// report covers. `None` when no file was stopped (the interrupt came
-/// after the last record was read, while the report was being made).
+/// The line a replay (or a probe) that an interrupt stopped ends with
+/// (exit 130), its report written: which signal, where reading stopped,
+/// and what `covering` (such as "the report covers") covers. `None` when
+/// no file was stopped (the interrupt came after the last record was
+/// read, while the report was being made).
 pub(crate) fn interrupted_replay_line(
     signal: &str,
     report: &ReplaySummary,
     offset: Option<u64>,
+    covering: &str,
 ) -> Option<String> {
     let file = report.trace.files.iter().find(|f| f.interrupted)?;
     let at = match offset {
@@ -189,7 +191,7 @@ pub(crate) fn interrupted_replay_line(
         None => String::new(),
     };
     Some(format!(
-        "interrupted by {signal} after packet {} of {}{at}: the report covers the {} packets read, and no later packet or file",
+        "interrupted by {signal} after packet {} of {}{at}: {covering} the {} packets read, and no later packet or file",
         file.packets, file.path, report.trace.packets
     ))
 }

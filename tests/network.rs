@@ -2577,19 +2577,38 @@ fn a_probe_with_a_trace_filter_publishes_only_what_it_keeps() {
         (&v["trace"]["packets"], &v["trace"]["filtered_out"]),
         (&27631.into(), &12369.into())
     );
+    collected_windows_are_a_runs(
+        &url,
+        &[PathBuf::from(TRACE)],
+        |cfg| cfg.replay.filter = Some(flowsieve::ingest::TraceFilter::new("tcp").unwrap()),
+        27631,
+    );
+}
+
+/// Collects what one probe published on `url`, and checks the merged
+/// windows against a probe's run over `files` in the library, truth off
+/// and its settings changed by `adjust`: window by window and shard by
+/// shard, none partial, `packets` in all.
+fn collected_windows_are_a_runs(
+    url: &str,
+    files: &[PathBuf],
+    adjust: impl FnOnce(&mut PipelineConfig),
+    packets: u64,
+) {
     finish(
-        collector_with(&url, "0-7", 1, "1ms", &[]),
+        collector_with(url, "0-7", 1, "1ms", &[]),
         "collector",
         Duration::from_secs(120),
     );
-    let (net, results) = stored_results(&url);
+    let (net, results) = stored_results(url);
     let mut cfg = PipelineConfig::new(Classifier::ports());
     cfg.replay.truth = false;
     cfg.epoch_windows = true;
-    cfg.replay.filter = Some(flowsieve::ingest::TraceFilter::new("tcp").unwrap());
+    adjust(&mut cfg);
     let mut one = net.clone();
     one.probes = 1;
-    let whole = common::network::probe_run(&cfg, &one, &[PathBuf::from(TRACE)]);
+    let whole = common::network::probe_run(&cfg, &one, files);
+    assert!(!whole.is_empty());
     let by_key: BTreeMap<(u64, u32), &ShardWindowResult> =
         results.iter().map(|r| ((r.window, r.shard), r)).collect();
     assert_eq!((by_key.len(), results.len()), (whole.len(), whole.len()));
@@ -2604,5 +2623,96 @@ fn a_probe_with_a_trace_filter_publishes_only_what_it_keeps() {
             w.shard
         );
     }
-    assert_eq!(results.iter().map(|r| r.packets).sum::<u64>(), 27631);
+    assert_eq!(results.iter().map(|r| r.packets).sum::<u64>(), packets);
+}
+
+/// A probe stops on Ctrl-C as a replay does: it reads no further, closes
+/// and publishes the windows of the packets it read (the last one as a
+/// trace's end closes it), and exits 130 with one line saying where
+/// reading stopped. The merged windows are then exactly those of a probe
+/// told to stop there (`-c`). It used to end at once, taking the windows
+/// still queued in its exporter and in its shards with it.
+#[test]
+fn an_interrupted_probe_publishes_the_windows_of_what_it_read() {
+    let Some(bin) = nats_server() else {
+        return;
+    };
+    let servers = Servers::start(&bin, 1, None);
+    let url = servers.url();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.pcap");
+    let generated = Command::new(BIN)
+        .args(["gen-trace", "--flows", "20000", "--packets", "1000000"])
+        .args(["--sizes", "64-80", "--seed", "3", "-o"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(generated.status.success(), "{generated:?}");
+    let path = trace.to_str().unwrap();
+    // The same trace 40 times over: long enough to be interrupted.
+    let copies = vec![path; 40];
+    let json = dir.path().join("probe.json");
+    let mut child = Command::new(BIN)
+        .args(["probe", "--nats", &url, "--probe-id", "i0", "--probes", "1"])
+        .args(["--replicas", "1", "--no-truth", "-q", "--threads", "1"])
+        .args(["--flush-timeout", "90s", "--json", json.to_str().unwrap()])
+        .args(&copies)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let child = KilledAtEnd::new(child);
+    // A progress line first, so that the interrupt comes while it reads.
+    common::wait_until_caught(child.id(), libc::SIGUSR1);
+    // SAFETY: kill(2) on our own child's pid, with a valid signal.
+    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+    let mut before = String::new();
+    loop {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+        assert!(n > 0, "no progress line: {before}");
+        before.push_str(&line);
+        if line.starts_with("flowsieve: progress: ") {
+            break;
+        }
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    let out = exited_within(child.take(), Duration::from_secs(120), "probe");
+    assert_eq!(out.status.code(), Some(130), "{before}{rest}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let read = report["trace"]["packets"].as_u64().unwrap();
+    let files = report["trace"]["files"].as_array().unwrap();
+    assert!(files.len() < 40, "read every file: {before}{rest}");
+    let last = files.last().unwrap();
+    assert_eq!(last["interrupted"], true);
+    let stopped = last["packets"].as_u64().unwrap();
+    assert!(stopped < 1_000_000 && read > 0, "{stopped} of {read}");
+    let error = rest.lines().last().unwrap_or_default();
+    let head = format!(
+        "flowsieve: error: interrupted by SIGINT after packet {stopped} of {path} (byte offset "
+    );
+    let tail = format!(
+        "): the windows published cover the {read} packets read, and no later packet or file"
+    );
+    assert!(
+        error.starts_with(&head) && error.ends_with(&tail),
+        "{error}"
+    );
+    assert_eq!(
+        rest.lines().filter(|l| l.contains("error")).count(),
+        1,
+        "{rest}"
+    );
+    let files: Vec<PathBuf> = copies.iter().map(PathBuf::from).collect();
+    collected_windows_are_a_runs(
+        &url,
+        &files,
+        |cfg| cfg.replay.max_packets = Some(read),
+        read,
+    );
 }

@@ -1486,7 +1486,7 @@ fn generated_trace(dir: &Path, args: &[&str]) -> PathBuf {
 /// child's end.
 fn progress_then(child: &mut std::process::Child, signal: i32) -> (String, String) {
     let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    wait_until_caught(child.id(), libc::SIGUSR1);
+    common::wait_until_caught(child.id(), libc::SIGUSR1);
     // SAFETY: kill(2) on our own child's pid, with a valid signal.
     unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
     let mut progress = String::new();
@@ -1606,29 +1606,6 @@ fn an_interrupted_replay_of_a_flowing_pipe_reports_what_it_read() {
         )),
         "{rest}"
     );
-}
-
-/// Waits (up to 10 s) until process `pid` catches `sig`: its bit in the
-/// `SigCgt` mask of `/proc/PID/status`. A signal sent before the handler
-/// is registered would get its default action.
-fn wait_until_caught(pid: u32, sig: i32) {
-    let start = Instant::now();
-    loop {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let caught = status
-            .lines()
-            .find_map(|l| l.strip_prefix("SigCgt:"))
-            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
-            .is_some_and(|m| m & (1 << (sig - 1)) != 0);
-        if caught {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "{pid} never caught {sig}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// A damaged trace and an output that cannot be written give one error
@@ -1934,7 +1911,7 @@ fn sigusr1_asks_reproduce_how_far_it_is() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_until_caught(child.id(), libc::SIGUSR1);
+    common::wait_until_caught(child.id(), libc::SIGUSR1);
     std::thread::sleep(Duration::from_millis(100));
     let start = Instant::now();
     let mut asked = 0;

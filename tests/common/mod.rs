@@ -408,6 +408,29 @@ pub fn assert_documented(
     );
 }
 
+/// Waits (up to 10 s) until process `pid` catches `sig`: its bit in the
+/// `SigCgt` mask of `/proc/PID/status`. A signal sent before the handler
+/// is registered would get its default action.
+pub fn wait_until_caught(pid: u32, sig: i32) {
+    let start = std::time::Instant::now();
+    loop {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let caught = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .is_some_and(|m| m & (1 << (sig - 1)) != 0);
+        if caught {
+            return;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "{pid} never caught {sig}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// A child killed and reaped when it is dropped, so that a failed
 /// assertion leaves no child running (a collector, an injector), unless
 /// the test took it back ([`KilledAtEnd::take`]) to wait for it.
