@@ -57,7 +57,8 @@ pub(crate) mod exit {
     pub const ANOMALIES: u8 = 4;
     /// Ctrl-C or SIGTERM stopped a long job (gen-trace, bench) before it
     /// finished, and nothing was written under the output's name; or
-    /// stopped a replay, whose report covers what it read.
+    /// stopped a replay, whose report covers what it read, or a probe,
+    /// whose published windows do.
     pub const INTERRUPTED: u8 = 130;
 }
 
