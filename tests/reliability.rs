@@ -766,8 +766,12 @@ fn a_snapshot_declaring_a_huge_size_is_refused_before_decoding() {
     // The order, without a clock: the same header over a payload that
     // would fail at its first byte is still refused for its size, so the
     // size was judged before any of the payload was read.
+    // The payload starts after the snapshot's 40-byte header; a coded
+    // payload's first byte is 0.
+    const PAYLOAD_AT: usize = 40;
+    assert_eq!(bytes[PAYLOAD_AT], 0);
     let mut spoiled = bytes.clone();
-    spoiled[40] = 0xff;
+    spoiled[PAYLOAD_AT] = 0xff;
     assert_eq!(
         decompress_bloom(&spoiled).unwrap_err(),
         CompressedError::TooLarge {
