@@ -165,8 +165,18 @@ fn progress_requests() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
 /// The line a replay ends with when an interrupt came while a read of
 /// `file` waited for data past [`progress::STALL`].
 fn stalled_read_line(signal: &str, file: &str) -> String {
+    stalled_line(signal, file, "with no report")
+}
+
+/// [`stalled_read_line`] for a probe, which also publishes nothing more:
+/// the windows it had not published yet, the last one's too, are not.
+fn stalled_probe_line(signal: &str, file: &str) -> String {
+    stalled_line(signal, file, "with no report, and nothing more published")
+}
+
+fn stalled_line(signal: &str, file: &str, left: &str) -> String {
     format!(
-        "interrupted by {signal} while reading {file}, which gave no data for {} s: stopped at once, with no report",
+        "interrupted by {signal} while reading {file}, which gave no data for {} s: stopped at once, {left}",
         progress::STALL.as_secs()
     )
 }

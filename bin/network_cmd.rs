@@ -461,7 +461,7 @@ pub(crate) fn run_probe(
         super::progress::watch_for_stalls(
             std::sync::Arc::clone(s),
             progress.read_state(),
-            super::stalled_read_line,
+            super::stalled_probe_line,
             super::first_signal_name,
         );
     }

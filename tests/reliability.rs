@@ -1506,7 +1506,7 @@ fn progress_then(child: &mut std::process::Child, signal: i32) -> (String, Strin
 /// from a pipe the test holds open, here in the middle of a file header)
 /// cannot reach the check where it would stop: on Ctrl-C, SIGTERM or a
 /// hang-up it ends a second later, at once, with exit 130 and one line
-/// saying why, instead of hanging.
+/// saying why, instead of hanging. So does a probe.
 #[test]
 fn an_interrupted_replay_says_so_on_one_line() {
     for (signal, name) in [
@@ -1533,6 +1533,42 @@ fn an_interrupted_replay_says_so_on_one_line() {
         );
         assert!(out.stdout.is_empty(), "{name}");
     }
+    // A probe reading the same stalled pipe ends so too, and says that it
+    // published nothing more. Its server refuses (port 1), so it monitors
+    // locally and says so first.
+    let mut child = spawn_piped(&[
+        "probe",
+        "--nats",
+        "nats://127.0.0.1:1",
+        "--probe-id",
+        "p1",
+        "--flush-timeout",
+        "1ms",
+        "-q",
+        "--no-truth",
+        "-r",
+        "-",
+    ]);
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&0xa1b2_c3d4u32.to_le_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "probe: ended early");
+    // SAFETY: kill(2) on our own child's pid, with a valid signal.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = wait_bounded(child, Duration::from_secs(10));
+    drop(stdin);
+    assert_eq!(out.status.code(), Some(130), "probe");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(
+        lines[0].starts_with("flowsieve: warning: NATS connect: nats://127.0.0.1:1: "),
+        "{err}"
+    );
+    assert_eq!(
+        lines[1],
+        "flowsieve: error: interrupted by SIGINT while reading -, which gave no data for 1 s: stopped at once, with no report, and nothing more published"
+    );
     // Under nohup a hang-up stays ignored, as tcpdump leaves it: the
     // replay reads on until Ctrl-C.
     let mut child = Command::new("nohup")
