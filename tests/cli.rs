@@ -868,16 +868,11 @@ fn a_probe_stops_at_a_trace_it_cannot_open_before_connecting() {
     let missing = dir.path().join("missing.pcap");
     let (missing, folder) = (missing.to_str().unwrap(), dir.path().to_str().unwrap());
     let probe = |extra: &[&str]| {
-        let mut args = vec![
-            "probe",
-            "--nats",
-            "nats://127.0.0.1:1",
-            "--probe-id",
-            "p1",
-            "--flush-timeout",
-            "2s",
-            "-q",
-        ];
+        let mut args = [
+            &crate::common::PROBE_TO_A_REFUSING_SERVER[..],
+            &["--flush-timeout", "2s", "-q"],
+        ]
+        .concat();
         args.extend_from_slice(extra);
         flowsieve(&args)
     };

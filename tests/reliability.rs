@@ -663,14 +663,10 @@ fn a_stream_given_twice_is_refused_before_any_work() {
     let fifo = fifo_in(dir.path());
     let fifo = fifo.to_str().unwrap();
     let probe = [
-        "probe",
-        "--nats",
-        "nats://127.0.0.1:1",
-        "--probe-id",
-        "p1",
-        "--flush-timeout",
-        "1s",
-    ];
+        &common::PROBE_TO_A_REFUSING_SERVER[..],
+        &["--flush-timeout", "1s"],
+    ]
+    .concat();
     let fifo_twice = format!("{fifo} is given twice");
     for (args, says) in [
         (
@@ -1536,19 +1532,13 @@ fn an_interrupted_replay_says_so_on_one_line() {
     // A probe reading the same stalled pipe ends so too, and says that it
     // published nothing more. Its server refuses (port 1), so it monitors
     // locally and says so first.
-    let mut child = spawn_piped(&[
-        "probe",
-        "--nats",
-        "nats://127.0.0.1:1",
-        "--probe-id",
-        "p1",
-        "--flush-timeout",
-        "1ms",
-        "-q",
-        "--no-truth",
-        "-r",
-        "-",
-    ]);
+    let mut child = spawn_piped(
+        &[
+            &common::PROBE_TO_A_REFUSING_SERVER[..],
+            &["--flush-timeout", "1ms", "-q", "--no-truth", "-r", "-"],
+        ]
+        .concat(),
+    );
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(&0xa1b2_c3d4u32.to_le_bytes()).unwrap();
     std::thread::sleep(Duration::from_millis(300));

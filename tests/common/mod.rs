@@ -408,6 +408,11 @@ pub fn assert_documented(
     );
 }
 
+/// A probe's first words, with its server on loopback's port 1, which
+/// refuses at once: the probe monitors locally and sends nothing anywhere.
+pub const PROBE_TO_A_REFUSING_SERVER: [&str; 5] =
+    ["probe", "--nats", "nats://127.0.0.1:1", "--probe-id", "p1"];
+
 /// Waits (up to 10 s) until process `pid` catches `sig`: its bit in the
 /// `SigCgt` mask of `/proc/PID/status`. A signal sent before the handler
 /// is registered would get its default action.
