@@ -2828,13 +2828,11 @@ fn main() -> ExitCode {
     // nothing half-written is left. gen-trace and bench stop at their next
     // check instead, live prints its final report, and a replay stops
     // reading and reports what it read (or, stalled on a pipe, ends a
-    // second later: see `progress::watch_for_stalls`); so does a probe,
-    // which publishes the windows of what it read.
-    let replay_stop = matches!(
-        cli.command,
-        None | Some(Command::Replay(_)) | Some(Command::Probe(_))
-    )
-    .then(|| on_interrupt(true));
+    // second later: see `progress::watch_for_stalls`); so does a probe
+    // (it registers its own stop, as a collector does), which publishes
+    // the windows of what it read.
+    let replay_stop =
+        matches!(cli.command, None | Some(Command::Replay(_))).then(|| on_interrupt(true));
     if matches!(
         cli.command,
         Some(Command::Model(_)) | Some(Command::Reproduce(_)) | Some(Command::Results(_))
@@ -2853,7 +2851,7 @@ fn main() -> ExitCode {
         Some(Command::Reproduce(a)) => run_reproduce(a),
         Some(Command::Live(a)) => live_cmd::run_live(*a),
         Some(Command::Inject(a)) => live_cmd::run_inject(a),
-        Some(Command::Probe(a)) => network_cmd::run_probe(*a, replay_stop),
+        Some(Command::Probe(a)) => network_cmd::run_probe(*a),
         Some(Command::Collect(a)) => network_cmd::run_collect(*a),
         Some(Command::Results(a)) => network_cmd::run_results(*a),
     };

@@ -407,8 +407,8 @@ pub(crate) fn finish_export(exporter: Exporter, x: &ExportArgs, quiet: bool, cod
     code
 }
 
-/// A probe over traces. `stop` is the flag the first interrupt sets: as in
-/// a replay, reading then stops at the next run of records, and the
+/// A probe over traces. The first interrupt sets its stop flag: as in a
+/// replay, reading then stops at the next run of records, and the
 /// windows of what was read are closed and published as at a trace's end;
 /// the exit is 130 with one line saying where reading stopped. Once
 /// reading is over and the report written, any interrupt ends the flush
@@ -419,10 +419,8 @@ pub(crate) fn finish_export(exporter: Exporter, x: &ExportArgs, quiet: bool, cod
 /// in the exporter's queue, and the last one in the shards; ended at once,
 /// a probe stopped on a long trace took them with it, and the collectors
 /// learnt neither those windows nor that the probe had finished.
-pub(crate) fn run_probe(
-    args: ProbeArgs,
-    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
-) -> u8 {
+pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
+    let stop = super::on_interrupt(true);
     let traces = traces_or_default(args.read.named(&args.traces));
     let files = [
         (args.run.json.as_deref(), "JSON report"),
@@ -456,15 +454,16 @@ pub(crate) fn run_probe(
     };
     let source = FileSource::new(traces, &cfg);
     let mut sink = exporter.sink(inner);
-    let mut progress = Progress::new(stop.clone(), Some(super::progress_requests()));
-    if let Some(s) = &stop {
-        super::progress::watch_for_stalls(
-            std::sync::Arc::clone(s),
-            progress.read_state(),
-            super::stalled_probe_line,
-            super::first_signal_name,
-        );
-    }
+    let mut progress = Progress::new(
+        Some(std::sync::Arc::clone(&stop)),
+        Some(super::progress_requests()),
+    );
+    super::progress::watch_for_stalls(
+        std::sync::Arc::clone(&stop),
+        progress.read_state(),
+        super::stalled_probe_line,
+        super::first_signal_name,
+    );
     let report = match run(source, &cfg, &mut progress, &mut sink) {
         Ok(r) => r,
         Err(e) => return fail(exit::FAILURE, super::run_failed(e, args.events.as_deref())),
@@ -478,11 +477,9 @@ pub(crate) fn run_probe(
     // From here any interrupt ends the flush at once (the handler exits
     // when it finds the flag already set); whether one came before is the
     // first signal's record, not the flag.
-    if let Some(s) = &stop {
-        s.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let code = finish_export(exporter, &args.export, args.run.quiet, code);
-    if stop.is_none() || !super::interrupt_came() || code == exit::FAILURE {
+    if !super::interrupt_came() || code == exit::FAILURE {
         return code;
     }
     let line = super::progress::interrupted_replay_line(
