@@ -788,6 +788,15 @@ struct RunArgs {
 }
 
 impl RunArgs {
+    /// Whether any output carries the report: the text report, `--json`,
+    /// `--csv` or `--plot`. Without one (`-q`, perhaps with `--events`),
+    /// the new-flow stage's model rate is not computed
+    /// ([`flowsieve::pipeline::NewFlowConfig::model`]): for an explicit
+    /// sigma its chain would take a core from the packets for nothing.
+    fn report_is_read(&self) -> bool {
+        !self.quiet || self.json.is_some() || self.csv.is_some() || self.plot.is_some()
+    }
+
     /// The outputs that are directories, for [`check_output_dirs`].
     fn dir_outputs(&self) -> [(Option<&Path>, &'static str); 2] {
         [
@@ -1863,6 +1872,7 @@ fn run_replay(args: ReplayArgs, stop: Option<std::sync::Arc<std::sync::atomic::A
         }
         c.replay.dissect_threads = usize::from(args.dissect_threads);
         c.replay.filter = filter;
+        c.new_flows.model = args.run.report_is_read();
         // The default job (no trace given) also sweeps bits per element and
         // alpha, so a new user sees where selective querying pays.
         if args.named_traces().is_empty() && args.run.pipeline.selective.sweep.is_empty() {

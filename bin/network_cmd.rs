@@ -274,6 +274,9 @@ pub(crate) fn start_export(
     let plain = run.configure(trace_bytes, |c| {
         c.epoch_windows = true;
         c.capture_rings = capture_rings;
+        // Read for the network's settings only, never run: no thread for
+        // a model rate that no report of it will carry.
+        c.new_flows.model = false;
     })?;
     let net = network_config(x, &plain).map_err(|e| fail(exit::USAGE, e))?;
     // A probe joins the network before it reads: a trace it cannot open
@@ -333,6 +336,7 @@ pub(crate) fn start_export(
         c.capture_rings = capture_rings;
         c.export = Some(export);
         c.replay.filter = filter;
+        c.new_flows.model = run.report_is_read();
     })?;
     Ok((exporter, cfg))
 }

@@ -438,6 +438,41 @@ fn csv_and_plot_outputs() {
     }
 }
 
+/// The new-flow model is computed whenever an output carries the report:
+/// the text report, `-q --json` and `-q --csv` each give 004's chain rate
+/// for an explicit sigma (the figure whose thread a run with no report
+/// reader leaves out, see `NewFlowConfig::model`).
+#[test]
+fn every_report_output_carries_the_new_flow_model() {
+    use flowsieve::model::recycling::{Hashing, average_fpr};
+    // The default 8 Mi bits over 8 shards: 2^20 bits a shard, sigma half.
+    let chain = average_fpr(1 << 20, 4, 1 << 19, Hashing::Colliding, false, false).unwrap();
+    let t = default_trace();
+    let sigma = ["--recycle", "sigma:0.5"];
+    let (out, v) = json_of(&[sigma[0], sigma[1], &t]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(v["new_flows"]["config"]["model_method"], "chain");
+    assert_eq!(
+        v["new_flows"]["overall"]["model_fp_rate"].as_f64(),
+        Some(chain)
+    );
+    let text = flowsieve(&[sigma[0], sigma[1], &t]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    let line = format!("model average rate (004's chain, count-instance) {chain:.4}");
+    assert!(text.contains(&line), "no {line:?} in\n{text}");
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("csv");
+    let out = flowsieve(&["-q", "--csv", csv.to_str().unwrap(), sigma[0], sigma[1], &t]);
+    assert_eq!(out.status.code(), Some(0));
+    let rows = std::fs::read_to_string(csv.join("new_flows.csv")).unwrap();
+    let all = rows.lines().find(|l| l.starts_with("all,")).unwrap();
+    assert_eq!(
+        all.rsplit(',').next(),
+        Some(chain.to_string().as_str()),
+        "{rows}"
+    );
+}
+
 /// tcpdump's `-n` is taken, alone or in `-nr FILE`, and changes nothing:
 /// flowsieve prints numbers and resolves no names either way.
 #[test]

@@ -1602,6 +1602,81 @@ fn front_cache_changes_no_report_figure_or_event() {
     }
 }
 
+/// A run that asks for no new-flow model (`NewFlowConfig::model` off, as
+/// the binary does when nothing reads the report) gets no model rate, no
+/// method and the note saying so, and every other figure and event is the
+/// same as with the model: for each policy and both layouts, the ones
+/// whose model runs on a thread of its own (an explicit sigma) included.
+#[test]
+fn leaving_out_the_new_flow_model_changes_no_other_figure() {
+    use flowsieve::filter::BitLayout;
+    use flowsieve::report::NewFlowNote;
+    let dir = tempfile::tempdir().unwrap();
+    let synthetic = distinct_trace(dir.path(), 30_000, 98);
+    // (policy, whether it has a model rate); a sizing method is named for
+    // the sigma policies only.
+    let policies = [
+        (RecycleSpec::Sigma(0.5), true),
+        (RecycleSpec::TargetFpr(0.01), true),
+        (RecycleSpec::Insertions(2_000), true),
+        (RecycleSpec::Time(50_000_000), false),
+    ];
+    for trace in [default_trace(), synthetic] {
+        for layout in [BitLayout::Scattered, BitLayout::Blocked] {
+            for (policy, modelled) in policies {
+                // The blocked layout has no N-bounded model.
+                let modelled = modelled
+                    && !(layout == BitLayout::Blocked && policy == RecycleSpec::Insertions(2_000));
+                let what = format!("{}: {policy:?}, {layout:?}", trace.display());
+                let run_with = |model: bool| {
+                    let mut cfg = PipelineConfig::new(Classifier::ports());
+                    cfg.threads = 2;
+                    cfg.new_flows.recycle = policy;
+                    cfg.new_flows.layout = layout;
+                    cfg.new_flows.model = model;
+                    let mut sink = AllEvents::default();
+                    let r = run_sink(std::slice::from_ref(&trace), &cfg, &mut sink);
+                    let events: Vec<String> = sink
+                        .0
+                        .iter()
+                        .map(|e| serde_json::to_string(e).unwrap())
+                        .collect();
+                    (r, events)
+                };
+                let ((with, with_events), (without, without_events)) =
+                    (run_with(true), run_with(false));
+                let (w, wo) = (with.new_flows().unwrap(), without.new_flows().unwrap());
+                assert_eq!(w.overall.model_fp_rate.is_some(), modelled, "{what}");
+                let sized = matches!(policy, RecycleSpec::Sigma(_) | RecycleSpec::TargetFpr(_));
+                assert_eq!(w.config.model_method.is_some(), sized, "{what}");
+                assert!(!w.notes.contains(&NewFlowNote::ModelNotAsked), "{what}");
+                assert_eq!(wo.overall.model_fp_rate, None, "{what}");
+                assert!(
+                    wo.classes.iter().all(|c| c.model_fp_rate.is_none()),
+                    "{what}"
+                );
+                assert_eq!(wo.config.model_method, None, "{what}");
+                assert_eq!(wo.notes, [NewFlowNote::ModelNotAsked], "{what}");
+                // The rest: the model's fields set alike in both.
+                let blank = |r: &PipelineReport| {
+                    let mut v = without_timing(r);
+                    let n = &mut v["new_flows"];
+                    n["config"]["model_method"] = Value::Null;
+                    n["overall"]["model_fp_rate"] = Value::Null;
+                    for c in n["classes"].as_array_mut().unwrap() {
+                        c["model_fp_rate"] = Value::Null;
+                    }
+                    n["notes"] = Value::Null;
+                    v
+                };
+                assert!(blank(&with) == blank(&without), "{what}: reports differ");
+                assert!(with_events == without_events, "{what}: events differ");
+                assert!(!with_events.is_empty(), "{what}: no events");
+            }
+        }
+    }
+}
+
 /// The selective stage counts each query's answers and scores its Bloom
 /// evaluators when a skip decision changes; scoring every evaluator at
 /// each query (`score_each_query`, the reference) gives the same report:

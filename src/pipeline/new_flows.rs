@@ -112,6 +112,17 @@ pub struct NewFlowConfig {
     /// changes no answer, only the work (see
     /// [`RecyclingBloomFilter::with_front_cache`]).
     pub front_cache: usize,
+    /// Whether the report carries 004's model rate (`true`, the default).
+    /// `false` leaves it out, with [`NewFlowNote::ModelNotAsked`], and
+    /// starts no computation for it; every other figure is the same.
+    ///
+    /// Why: for an explicit sigma the model is 004's chain, which runs on
+    /// a thread of its own while the packets are read (about 10 ms of CPU
+    /// at the default 8 Mi bits and `sigma:0.5`). On a two-core machine
+    /// that thread takes its time from the source and the workers. The
+    /// binary turns the model off when nothing reads the report (`-q`
+    /// with no `--json`, `--csv` or `--plot`), as with `-q --events`.
+    pub model: bool,
 }
 
 impl Default for NewFlowConfig {
@@ -126,6 +137,7 @@ impl Default for NewFlowConfig {
             layout: BitLayout::Scattered,
             horizon_ns: None,
             front_cache: defaults::FRONT_CACHE_SLOTS,
+            model: true,
         }
     }
 }
@@ -211,6 +223,10 @@ impl NewFlowConfig {
         // limit is the same figure to about k/m, which `flowsieve model
         // recycle` gives there too.
         let fpr = |sigma: u64| {
+            // Not asked for: no thread is started (see `NewFlowConfig::model`).
+            if !self.model {
+                return (Deferred::ready(None), None);
+            }
             if blocked {
                 // (R3) or (R4): a mixture over the block loads, a
                 // millisecond or so at a usual sigma but up to tens of ms
@@ -328,6 +344,13 @@ impl NewFlowConfig {
             }
             RecycleSpec::Time(ns) => (RecyclePolicy::Time(ns), (Deferred::ready(None), None)),
         };
+        // A sized sigma's rate comes free with the sizing, but a report
+        // that asked for no model gets none, whatever the policy.
+        let (model, model_method) = if self.model {
+            (model, model_method)
+        } else {
+            (Deferred::ready(None), None)
+        };
         in_range(
             "new_flows.front_cache",
             self.front_cache,
@@ -376,7 +399,9 @@ impl Stage for NewFlowStage {
         let n = &self.cfg;
         let model = self.model_fp_rate.get();
         let mut notes = Vec::new();
-        if model.is_none() {
+        if !n.model {
+            notes.push(NewFlowNote::ModelNotAsked);
+        } else if model.is_none() {
             notes.push(match self.policy {
                 RecyclePolicy::Time(_) => NewFlowNote::NoModelForTimePolicy,
                 RecyclePolicy::Insertions(_) if n.layout == BitLayout::Blocked => {

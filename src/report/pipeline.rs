@@ -218,6 +218,9 @@ pub enum NewFlowNote {
     NoModelForSigma,
     /// A horizon makes idle flows new again; the model knows no horizon.
     HorizonNotModelled,
+    /// The run asked for no model rate
+    /// ([`crate::pipeline::NewFlowConfig::model`] is `false`).
+    ModelNotAsked,
 }
 
 /// What limits the selective-query figures.
@@ -271,6 +274,7 @@ impl fmt::Display for NewFlowNote {
             NewFlowNote::NoModelForBlockedInsertions => f.write_str("the blocked layout's model (model::blocked_recycling) is for sigma-bounded filters; an N-bounded blocked filter has no model rate"),
             NewFlowNote::NoModelForSigma => f.write_str("004's chain has no solution for this sigma (a retaining filter needs sigma >= k)"),
             NewFlowNote::HorizonNotModelled => f.write_str("with a horizon, a flow idle longer than the horizon starts a new instance; the model knows no horizon"),
+            NewFlowNote::ModelNotAsked => f.write_str("the run asked for no model rate (nothing reads its report), so none was computed"),
         }
     }
 }
