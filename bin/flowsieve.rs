@@ -94,6 +94,7 @@ fn on_interrupt(graceful: bool) -> std::sync::Arc<std::sync::atomic::AtomicBool>
             continue;
         }
         let line = interrupted_line(sig, graceful);
+        let delivering = delivering_line(sig);
         let flag = std::sync::Arc::clone(&stop);
         let first_ns = std::sync::Arc::clone(&first_ns);
         // SAFETY: the action runs in the signal handler and does only
@@ -116,12 +117,29 @@ fn on_interrupt(graceful: bool) -> std::sync::Arc<std::sync::atomic::AtomicBool>
                     // The same request again (see SAME_INTERRUPT_NS).
                     return;
                 }
+                let line = if DELIVERING.load(Ordering::SeqCst) {
+                    delivering
+                } else {
+                    line
+                };
                 let _ = libc::write(libc::STDERR_FILENO, line.as_ptr().cast(), line.len());
                 signal_hook::low_level::exit(i32::from(exit::INTERRUPTED));
             })
         };
     }
     stop
+}
+
+/// Set while a probe waits for its exporter to deliver the last digests
+/// (`network_cmd::finish_export`): a signal then ends the process with
+/// [`delivering_line`], which says what is lost, instead of the plain
+/// "while stopping" line. A probe is not stopping then but delivering,
+/// and what the user gives up by ending it is the digests still queued.
+static DELIVERING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Marks the start of a probe's final delivery (see [`DELIVERING`]).
+fn delivering_started() {
+    DELIVERING.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// The signal that set a graceful job's stop flag ([`on_interrupt`]); 0
@@ -225,6 +243,17 @@ fn interrupted_line(sig: i32, graceful: bool) -> &'static [u8] {
             b"flowsieve: error: interrupted by SIGHUP while stopping: stopped at once\n"
         }
         (_, true) => b"flowsieve: error: interrupted by SIGTERM while stopping: stopped at once\n",
+    }
+}
+
+/// The line an interrupt during a probe's final delivery ends the process
+/// with (see [`DELIVERING`]). Static, as [`interrupted_line`]'s are.
+fn delivering_line(sig: i32) -> &'static [u8] {
+    use signal_hook::consts::{SIGHUP, SIGINT};
+    match sig {
+        SIGINT => b"flowsieve: error: interrupted by SIGINT while delivering the probe's last digests: stopped at once, and those not yet delivered are lost\n",
+        SIGHUP => b"flowsieve: error: interrupted by SIGHUP while delivering the probe's last digests: stopped at once, and those not yet delivered are lost\n",
+        _ => b"flowsieve: error: interrupted by SIGTERM while delivering the probe's last digests: stopped at once, and those not yet delivered are lost\n",
     }
 }
 

@@ -353,6 +353,9 @@ pub(crate) fn finish_export(exporter: Exporter, x: &ExportArgs, quiet: bool, cod
     // by default), and a run that printed nothing for that long after its
     // input ended, or after Ctrl-C, looked hung: a wait past a second is
     // named, whatever holds it up.
+    // From here an interrupt's line says that digests are lost, not that
+    // the probe was stopping.
+    super::delivering_started();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let waiter = std::thread::spawn(move || {
         let s = exporter.finish();

@@ -2077,12 +2077,12 @@ fn a_signal_during_a_live_probes_flush_ends_it_at_once_and_says_so() {
         (
             true,
             libc::SIGINT,
-            "flowsieve: error: interrupted by SIGINT while stopping: stopped at once",
+            "flowsieve: error: interrupted by SIGINT while delivering the probe's last digests: stopped at once, and those not yet delivered are lost",
         ),
         (
             false,
             libc::SIGTERM,
-            "flowsieve: error: interrupted by SIGTERM while stopping: stopped at once",
+            "flowsieve: error: interrupted by SIGTERM while delivering the probe's last digests: stopped at once, and those not yet delivered are lost",
         ),
     ] {
         let mut args = probe.to_vec();

@@ -1590,6 +1590,74 @@ fn an_interrupted_replay_says_so_on_one_line() {
     );
 }
 
+/// A probe whose server is away waits, once it has read its trace, for
+/// its last digests (up to `--flush-timeout`, 30 s by default), and says
+/// so a second into the wait. A signal then, with none before, ends it at
+/// once with exit 130 and one line saying that the digests not yet
+/// delivered are lost: it was delivering, not "stopping", the line it
+/// used to share with a job's second Ctrl-C.
+#[test]
+fn a_signal_during_a_probes_delivery_says_the_digests_are_lost() {
+    use std::io::BufRead;
+    let trace = default_trace();
+    for (signal, name) in [
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGHUP, "SIGHUP"),
+    ] {
+        let mut child = spawn_piped(
+            &[
+                &common::PROBE_TO_A_REFUSING_SERVER[..],
+                &["-q", "--no-truth", &trace],
+            ]
+            .concat(),
+        );
+        drop(child.stdin.take());
+        let stderr = child.stderr.take().unwrap();
+        let child = common::KilledAtEnd::new(child);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut lines = Vec::new();
+        while !lines
+            .last()
+            .is_some_and(|l: &String| l.starts_with("flowsieve: note: "))
+        {
+            let line = rx
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("{name}: no note of the wait after {lines:?}"));
+            lines.push(line);
+        }
+        // SAFETY: kill(2) on our own child's pid, with a valid signal.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        // Well inside the 28 s the wait still had to go.
+        let out = wait_bounded(child.take(), Duration::from_secs(10));
+        lines.extend(rx.iter());
+        assert_eq!(out.status.code(), Some(130), "{name}: {lines:?}");
+        assert_eq!(lines.len(), 3, "{name}: {lines:?}");
+        assert!(
+            lines[0].starts_with("flowsieve: warning: NATS connect: nats://127.0.0.1:1: "),
+            "{name}: {lines:?}"
+        );
+        assert_eq!(
+            lines[1],
+            "flowsieve: note: probe p1: digests still to deliver to nats://127.0.0.1:1; waiting up to 30s (--flush-timeout) in all (an interrupt ends the wait at once)"
+        );
+        assert_eq!(
+            lines[2],
+            format!(
+                "flowsieve: error: interrupted by {name} while delivering the probe's last digests: stopped at once, and those not yet delivered are lost"
+            )
+        );
+    }
+}
+
 /// A replay of standard input whose writer keeps sending stops on Ctrl-C
 /// as a replay of files does: at its next check, with its report of what
 /// it read and the line saying where (`-`, at a byte offset).
