@@ -117,8 +117,9 @@ pub struct NewFlowConfig {
     /// starts no computation for it; every other figure is the same.
     ///
     /// Why: for an explicit sigma the model is 004's chain, which runs on
-    /// a thread of its own while the packets are read (about 10 ms of CPU
-    /// at the default 8 Mi bits and `sigma:0.5`). On a two-core machine
+    /// a thread of its own while the packets are read (about 16 ms of CPU
+    /// at the default 8 Mi bits and `sigma:0.5`, BENCHMARKS.md's
+    /// ninety-eighth round). On a two-core machine
     /// that thread takes its time from the source and the workers. The
     /// binary turns the model off when nothing reads the report (`-q`
     /// with no `--json`, `--csv` or `--plot`), as with `-q --events`.
