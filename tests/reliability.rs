@@ -1552,7 +1552,7 @@ fn an_interrupted_replay_says_so_on_one_line() {
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 2, "{err}");
     assert!(
-        lines[0].starts_with("flowsieve: warning: NATS connect: nats://127.0.0.1:1: "),
+        lines[0].starts_with(common::REFUSED_CONNECT_WARNING),
         "{err}"
     );
     assert_eq!(
@@ -1642,7 +1642,7 @@ fn a_signal_during_a_probes_delivery_says_the_digests_are_lost() {
         assert_eq!(out.status.code(), Some(130), "{name}: {lines:?}");
         assert_eq!(lines.len(), 3, "{name}: {lines:?}");
         assert!(
-            lines[0].starts_with("flowsieve: warning: NATS connect: nats://127.0.0.1:1: "),
+            lines[0].starts_with(common::REFUSED_CONNECT_WARNING),
             "{name}: {lines:?}"
         );
         assert_eq!(

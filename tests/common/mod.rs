@@ -413,6 +413,10 @@ pub fn assert_documented(
 pub const PROBE_TO_A_REFUSING_SERVER: [&str; 5] =
     ["probe", "--nats", "nats://127.0.0.1:1", "--probe-id", "p1"];
 
+/// How the stderr of a [`PROBE_TO_A_REFUSING_SERVER`] begins: the refused
+/// connection's warning (the OS's words follow), before it monitors locally.
+pub const REFUSED_CONNECT_WARNING: &str = "flowsieve: warning: NATS connect: nats://127.0.0.1:1: ";
+
 /// Waits (up to 10 s) until process `pid` catches `sig`: its bit in the
 /// `SigCgt` mask of `/proc/PID/status`. A signal sent before the handler
 /// is registered would get its default action.
