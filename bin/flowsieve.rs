@@ -819,9 +819,12 @@ struct RunArgs {
 impl RunArgs {
     /// Whether any output carries the report: the text report, `--json`,
     /// `--csv` or `--plot`. Without one (`-q`, perhaps with `--events`),
-    /// the new-flow stage's model rate is not computed
-    /// ([`flowsieve::pipeline::NewFlowConfig::model`]): for an explicit
-    /// sigma its chain would take a core from the packets for nothing.
+    /// neither the new-flow stage's model rate
+    /// ([`flowsieve::pipeline::NewFlowConfig::model`]) nor the heavy
+    /// stage's model columns ([`flowsieve::pipeline::HeavyConfig::model`])
+    /// are computed: for an explicit sigma the chain would take a core from
+    /// the packets for nothing, and the heavy model a worker's time at
+    /// every window's close.
     fn report_is_read(&self) -> bool {
         !self.quiet || self.json.is_some() || self.csv.is_some() || self.plot.is_some()
     }
@@ -1902,6 +1905,7 @@ fn run_replay(args: ReplayArgs, stop: Option<std::sync::Arc<std::sync::atomic::A
         c.replay.dissect_threads = usize::from(args.dissect_threads);
         c.replay.filter = filter;
         c.new_flows.model = args.run.report_is_read();
+        c.heavy.model = args.run.report_is_read();
         // The default job (no trace given) also sweeps bits per element and
         // alpha, so a new user sees where selective querying pays.
         if args.named_traces().is_empty() && args.run.pipeline.selective.sweep.is_empty() {

@@ -703,7 +703,14 @@ mod linux {
                 Ok((e, c)) => (Some(e), c),
                 Err(code) => return code,
             },
-            false => match a.run.configure(None, |c| c.capture_rings = capture_rings) {
+            // No model figure for a report nobody reads (`-q` alone): the
+            // heavy stage's is computed on the workers at every window's
+            // close, beside the capture.
+            false => match a.run.configure(None, |c| {
+                c.capture_rings = capture_rings;
+                c.new_flows.model = a.run.report_is_read();
+                c.heavy.model = a.run.report_is_read();
+            }) {
                 Ok(c) => (None, c),
                 Err(code) => return code,
             },

@@ -277,6 +277,7 @@ pub(crate) fn start_export(
         // Read for the network's settings only, never run: no thread for
         // a model rate that no report of it will carry.
         c.new_flows.model = false;
+        c.heavy.model = false;
     })?;
     let net = network_config(x, &plain).map_err(|e| fail(exit::USAGE, e))?;
     // A probe joins the network before it reads: a trace it cannot open
@@ -337,6 +338,7 @@ pub(crate) fn start_export(
         c.export = Some(export);
         c.replay.filter = filter;
         c.new_flows.model = run.report_is_read();
+        c.heavy.model = run.report_is_read();
     })?;
     Ok((exporter, cfg))
 }

@@ -473,6 +473,61 @@ fn every_report_output_carries_the_new_flow_model() {
     );
 }
 
+/// The heavy stage's model columns are computed whenever an output
+/// carries the report (see `HeavyConfig::model`): the text report,
+/// `-q --json` and `-q --csv` each give 003 eq. (2) online and the
+/// compound model, the same figures in each, for a filter small enough
+/// that both are well above 0 on the bundled trace.
+#[test]
+fn every_report_output_carries_the_heavy_model() {
+    let t = default_trace();
+    let small = ["--theta", "2", "--cbf-counters", "16K"];
+    let mut args = small.to_vec();
+    args.push(&t);
+    let (out, v) = json_of(&args);
+    assert_eq!(out.status.code(), Some(0));
+    let o = &v["heavy"]["overall"];
+    let (model, compound) = (
+        o["model_fp_rate"].as_f64().unwrap_or_else(|| panic!("{o}")),
+        o["model_fp_rate_compound"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{o}")),
+    );
+    assert!(model > 0.001 && compound > 0.001, "{o}");
+    let text = flowsieve(&args);
+    let text = String::from_utf8(text.stdout).unwrap();
+    let all = text
+        .lines()
+        .skip_while(|l| !l.starts_with("heavy flows"))
+        .find(|l| l.trim_start().starts_with("all "))
+        .unwrap_or_else(|| panic!("no heavy 'all' row in\n{text}"));
+    let columns: Vec<&str> = all.split_whitespace().collect();
+    assert_eq!(
+        columns[columns.len() - 2..],
+        [format!("{model:.4}"), format!("{compound:.4}")],
+        "{all}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("csv");
+    let mut q = vec!["-q", "--csv", csv.to_str().unwrap()];
+    q.extend_from_slice(&args);
+    let out = flowsieve(&q);
+    assert_eq!(out.status.code(), Some(0));
+    let rows = std::fs::read_to_string(csv.join("heavy.csv")).unwrap();
+    let all = rows.lines().find(|l| l.starts_with("all,")).unwrap();
+    let fields: Vec<f64> = all
+        .rsplit(',')
+        .take(2)
+        .map(|f| f.parse().unwrap())
+        .collect();
+    // serde_json reads a float to within an ulp (no `float_roundtrip`).
+    let near = |a: f64, b: f64| (a - b).abs() <= 4.0 * f64::EPSILON * b;
+    assert!(
+        near(fields[1], model) && near(fields[0], compound),
+        "{model} {compound}: {rows}"
+    );
+}
+
 /// tcpdump's `-n` is taken, alone or in `-nr FILE`, and changes nothing:
 /// flowsieve prints numbers and resolves no names either way.
 #[test]
@@ -3790,7 +3845,7 @@ fn bench_gives_its_runs_the_pipeline_flags_however_written() {
     for r in &rows[1..] {
         let command = r["command"].as_str().unwrap();
         assert!(
-            command.starts_with("flowsieve --classes=ipclass --batch 64 -fip -q "),
+            command.starts_with("flowsieve --classes=ipclass --batch 64 -fip "),
             "{command}"
         );
         for own in [
@@ -3865,7 +3920,7 @@ fn bench_reads_a_trace_with_r_as_tcpdump_does() {
         );
         for r in &rows[1..] {
             let command = r["command"].as_str().unwrap();
-            assert!(command.starts_with("flowsieve -f udp -q "), "{command}");
+            assert!(command.starts_with("flowsieve -f udp "), "{command}");
             assert!(
                 !command.split(' ').any(|w| w == "-r" || w.starts_with("-n")),
                 "{command}"
@@ -3938,7 +3993,7 @@ fn bench_times_what_a_trace_filter_keeps() {
                 &shown
             };
             for c in &commands[1..] {
-                assert!(c.starts_with(&format!("flowsieve {forwarded} -q ")), "{c}");
+                assert!(c.starts_with(&format!("flowsieve {forwarded} ")), "{c}");
             }
             each_command_runs_as_shown(v["tcpdump"]["rows"].as_array().unwrap());
         } else {
@@ -4296,10 +4351,13 @@ fn bench_compares_whole_processes_with_tcpdump() {
         blocked,
         format!("flowsieve --recycle sigma:0.5 -q --no-truth --layout blocked {trace}")
     );
+    // The default job as a user runs it, its report written (bench sends
+    // it to the null device): no `-q`, which would leave out the model
+    // columns and time less than the job.
     let default_job = rows[3]["command"].as_str().unwrap();
     assert_eq!(
         default_job,
-        format!("flowsieve --recycle sigma:0.5 -q {trace}")
+        format!("flowsieve --recycle sigma:0.5 {trace}")
     );
     let labels: Vec<&serde_json::Value> = rows.iter().map(|r| &r["label"]).collect();
     assert_eq!(
@@ -4313,7 +4371,7 @@ fn bench_compares_whole_processes_with_tcpdump() {
     );
     assert!(
         text.contains(&format!(
-            "flowsieve --recycle sigma:0.5 -q {trace} (the default job, truth on)"
+            "flowsieve --recycle sigma:0.5 {trace} (the default job, truth on)"
         )),
         "{text}"
     );

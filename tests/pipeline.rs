@@ -237,6 +237,7 @@ fn heavy_fp_rate_matches_the_threshold_model_at_several_theta() {
             load: None,
             conservative: false,
             layout: CounterLayout::Partitioned,
+            model: true,
         };
         let r = run_cfg(std::slice::from_ref(&trace), &cfg);
         let h = r.heavy().unwrap();
@@ -1677,6 +1678,116 @@ fn leaving_out_the_new_flow_model_changes_no_other_figure() {
     }
 }
 
+/// A run that asks for no heavy-stage model (`HeavyConfig::model` off, as
+/// the binary does when nothing reads the report) gets no model column,
+/// neither 003 eq. (2) online (or the blocked (B2)) nor the compound one,
+/// and the note saying so in place of the notes that say how to read
+/// them; the saturation note stays. Every other figure and every event is
+/// the same as with the model: with truth and without, both layouts, time
+/// and packet windows, a saturating filter and a theta above the compound
+/// model's limit.
+#[test]
+fn leaving_out_the_heavy_model_changes_no_other_figure() {
+    use flowsieve::pipeline::COMPOUND_MAX_THETA;
+    use flowsieve::report::HeavyNote;
+    let dir = tempfile::tempdir().unwrap();
+    let synthetic = distinct_trace(dir.path(), 30_000, 99);
+    type Set = Box<dyn Fn(&mut PipelineConfig)>;
+    let variants: Vec<(&str, Set)> = vec![
+        ("default", Box::new(|_| {})),
+        ("no truth", Box::new(|c| c.replay.truth = false)),
+        (
+            "blocked",
+            Box::new(|c| c.heavy.layout = CounterLayout::Blocked),
+        ),
+        (
+            "blocked, no truth",
+            Box::new(|c| {
+                c.heavy.layout = CounterLayout::Blocked;
+                c.replay.truth = false;
+            }),
+        ),
+        (
+            "saturating 4-bit counters, packet windows",
+            Box::new(|c| {
+                c.heavy.theta = 3;
+                c.heavy.counters = 1 << 12;
+                c.heavy.width = CounterWidth::W4;
+                c.heavy.window = WindowSpec::Packets(5000);
+            }),
+        ),
+        (
+            "theta above the compound model's limit",
+            Box::new(|c| {
+                c.heavy.theta = COMPOUND_MAX_THETA + 1;
+                c.heavy.width = CounterWidth::W16;
+            }),
+        ),
+    ];
+    let mut saturated = false;
+    for trace in [default_trace(), synthetic] {
+        for (name, set) in &variants {
+            let what = format!("{}: {name}", trace.display());
+            let run_with = |model: bool| {
+                let mut cfg = PipelineConfig::new(Classifier::ports());
+                cfg.threads = 2;
+                set(&mut cfg);
+                cfg.heavy.model = model;
+                let mut sink = AllEvents::default();
+                let r = run_sink(std::slice::from_ref(&trace), &cfg, &mut sink);
+                let events: Vec<String> = sink
+                    .0
+                    .iter()
+                    .map(|e| serde_json::to_string(e).unwrap())
+                    .collect();
+                (r, events)
+            };
+            let ((with, with_events), (without, without_events)) =
+                (run_with(true), run_with(false));
+            let (h, ho) = (with.heavy().unwrap(), without.heavy().unwrap());
+            let truth = h.overall.flows_below.is_some();
+            let partitioned = h.config.layout == CounterLayout::Partitioned;
+            let compound = truth && partitioned && h.config.theta <= COMPOUND_MAX_THETA;
+            assert!(h.overall.model_fp_rate.is_some(), "{what}");
+            assert_eq!(
+                h.overall.model_fp_rate_compound.is_some(),
+                compound,
+                "{what}"
+            );
+            assert!(!h.notes.contains(&HeavyNote::ModelNotAsked), "{what}");
+            for r in std::iter::once(&ho.overall).chain(&ho.classes) {
+                assert_eq!(r.model_fp_rate, None, "{what}");
+                assert_eq!(r.model_fp_rate_compound, None, "{what}");
+            }
+            // The note in place of the model's; the saturation note kept.
+            let mut notes = vec![HeavyNote::ModelNotAsked];
+            notes.extend(
+                h.notes
+                    .iter()
+                    .filter(|n| matches!(n, HeavyNote::Saturation { .. })),
+            );
+            saturated |= notes.len() > 1;
+            assert_eq!(ho.notes, notes, "{what}");
+            let blank = |r: &PipelineReport| {
+                let mut v = without_timing(r);
+                let h = &mut v["heavy"];
+                h["overall"]["model_fp_rate"] = Value::Null;
+                h["overall"]["model_fp_rate_compound"] = Value::Null;
+                for c in h["classes"].as_array_mut().unwrap() {
+                    c["model_fp_rate"] = Value::Null;
+                    c["model_fp_rate_compound"] = Value::Null;
+                }
+                h["notes"] = Value::Null;
+                v
+            };
+            assert!(blank(&with) == blank(&without), "{what}: reports differ");
+            assert!(with_events == without_events, "{what}: events differ");
+            assert!(!with_events.is_empty(), "{what}: no events");
+        }
+    }
+    assert!(saturated, "no variant saturated a counter");
+}
+
 /// The selective stage counts each query's answers and scores its Bloom
 /// evaluators when a skip decision changes; scoring every evaluator at
 /// each query (`score_each_query`, the reference) gives the same report:
@@ -2412,6 +2523,7 @@ proptest::proptest! {
             load: None,
             conservative: false,
             layout: CounterLayout::Partitioned,
+            model: true,
         };
         let v = cfg.validate().unwrap();
         let r = run(ScriptedFlows { packets: packets.clone() }, &v, &mut NoObserver, &mut NoEvents).unwrap();

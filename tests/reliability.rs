@@ -1985,7 +1985,7 @@ fn sigusr1_asks_for_progress_and_ends_no_command() {
                 == format!(
                     "flowsieve -q --no-truth --layout blocked {t} (the same, blocked counters)"
                 )
-            || run == format!("flowsieve -q {t} (the default job, truth on)"),
+            || run == format!("flowsieve {t} (the default job, truth on)"),
         "{stderr}"
     );
     assert_eq!(lines[1], "flowsieve: error: bench: interrupted", "{stderr}");

@@ -56,6 +56,19 @@ pub struct HeavyConfig {
     /// changes the false-positive rate by design (its model is
     /// [`crate::model::blocked`]), so it is never the default.
     pub layout: CounterLayout,
+    /// Whether the report carries the model columns (`true`, the default):
+    /// 003 eq. (2) online, or the blocked layout's (B2), and with truth the
+    /// compound model. `false` leaves them out, with
+    /// [`HeavyNote::ModelNotAsked`], and computes none of them; every other
+    /// figure and every event is the same.
+    ///
+    /// Why: the online model is evaluated at every shard-window's close, on
+    /// the worker that holds the packets. On the benchmark trace that is
+    /// about 1.7 % of the worker's samples, all of it for a report figure.
+    /// The binary turns the model off when nothing reads the report (`-q`
+    /// with no `--json`, `--csv` or `--plot`), as it does
+    /// [`crate::pipeline::NewFlowConfig::model`].
+    pub model: bool,
 }
 
 impl Default for HeavyConfig {
@@ -69,6 +82,7 @@ impl Default for HeavyConfig {
             load: None,
             conservative: false,
             layout: CounterLayout::Partitioned,
+            model: true,
         }
     }
 }
@@ -220,10 +234,16 @@ impl Stage for HeavyStage {
         let h = &self.cfg;
         let repeated_share = truth.then(|| ratio(t.repeated_insertions, all.packets));
         let mut notes = Vec::new();
-        match repeated_share {
-            Some(share) if share > 0.01 => notes.push(HeavyNote::RepeatedInsertions { share }),
-            Some(_) => {}
-            None => notes.push(HeavyNote::ModelWeightedByPackets),
+        // The notes below, saturation aside, say how the model columns are
+        // to be read; a report without them says only that.
+        if !h.model {
+            notes.push(HeavyNote::ModelNotAsked);
+        } else {
+            match repeated_share {
+                Some(share) if share > 0.01 => notes.push(HeavyNote::RepeatedInsertions { share }),
+                Some(_) => {}
+                None => notes.push(HeavyNote::ModelWeightedByPackets),
+            }
         }
         if t.saturated_windows > 0 {
             notes.push(HeavyNote::Saturation {
@@ -232,7 +252,7 @@ impl Stage for HeavyStage {
                 cap: h.width.max(),
             });
         }
-        if h.layout == CounterLayout::Blocked {
+        if h.model && h.layout == CounterLayout::Blocked {
             notes.push(HeavyNote::BlockedLayoutModel);
         }
         if t.compound_skipped > 0 {
@@ -819,8 +839,11 @@ impl HeavyShard {
                 .fetch_add(saturated, Ordering::Relaxed);
         }
         // 003 eq. (2) online (or its blocked form, model::blocked (B2)), with
-        // every packet taken as a distinct element.
-        let p_distinct = self.online_model(theta);
+        // every packet taken as a distinct element; none when the report
+        // asks for no model (`HeavyConfig::model`), and then the weights
+        // below stay 0 and the report leaves the columns out.
+        let model = self.cfg.model;
+        let p_distinct = if model { self.online_model(theta) } else { 0.0 };
         for (c, &p) in self.window_class_packets.iter().enumerate() {
             if let Some(t) = self.tally.classes.get_mut(c) {
                 t.packets += p;
@@ -831,7 +854,7 @@ impl HeavyShard {
                 // Without truth the flows below theta are unknown: weight the
                 // prediction by packets.
                 for (c, &p) in self.window_class_packets.iter().enumerate() {
-                    if let Some(t) = self.tally.classes.get_mut(c) {
+                    if let Some(t) = self.tally.classes.get_mut(c).filter(|_| model) {
                         t.model_sum += p_distinct * p as f64;
                         t.model_weight += p as f64;
                     }
@@ -848,13 +871,15 @@ impl HeavyShard {
                 self.tally.repeated_insertions += self.window_packets - flows.len() as u64;
                 // The compound model is derived for the partitioned layout.
                 let compound = match self.filter {
+                    HeavyFilter::Partitioned(_) if !model => None,
                     HeavyFilter::Partitioned(_) => {
                         compound_answer((theta, k, m), sizes, &mut self.compound)
                             .then_some(&self.compound[..])
                     }
                     HeavyFilter::Blocked(_) => None,
                 };
-                if compound.is_none() && matches!(self.filter, HeavyFilter::Partitioned(_)) {
+                if model && compound.is_none() && matches!(self.filter, HeavyFilter::Partitioned(_))
+                {
                     self.tally.compound_skipped += 1;
                 }
                 for f in flows.values() {
@@ -872,8 +897,10 @@ impl HeavyShard {
                     } else {
                         t.flows_below += 1;
                         t.false_positives += u64::from(f.reported);
-                        t.model_sum += p_distinct;
-                        t.model_weight += 1.0;
+                        if model {
+                            t.model_sum += p_distinct;
+                            t.model_weight += 1.0;
+                        }
                         if let Some(cp) = compound {
                             t.compound_sum += cp[f.packets as usize];
                             t.compound_weight += 1.0;

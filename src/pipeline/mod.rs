@@ -71,7 +71,7 @@ pub use event::{
 pub use export::{Candidate, ShardWindow, WindowDigestSink, WindowExport};
 pub use flow_set::FlowSet;
 pub use gauges::Gauges;
-pub use heavy::{HeavyConfig, HeavyStage, HeavyTally};
+pub use heavy::{COMPOUND_MAX_THETA, HeavyConfig, HeavyStage, HeavyTally};
 pub use keyed::FlowMap;
 pub use latency::Latency;
 pub use new_flows::{NewFlowConfig, NewFlowStage, NewFlowTally, RecycleSpec, RecycleSpecError};

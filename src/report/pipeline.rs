@@ -203,6 +203,9 @@ pub enum HeavyNote {
     },
     /// The blocked layout has its own model and no compound column.
     BlockedLayoutModel,
+    /// The run asked for no model columns
+    /// ([`crate::pipeline::HeavyConfig::model`] is `false`).
+    ModelNotAsked,
 }
 
 /// Where the new-flow model does not apply.
@@ -262,6 +265,7 @@ impl fmt::Display for HeavyNote {
             HeavyNote::Saturation { windows, counters, cap } => write!(f, "{windows} shard-windows ended with saturated counters ({counters} counters in all): estimates there are capped at {cap}"),
             HeavyNote::CompoundThetaTooLarge { limit } => write!(f, "theta is too large for the compound model (above {limit})"),
             HeavyNote::BlockedLayoutModel => f.write_str("blocked layout: model_fp_rate is the blocked filter's own model (a Poisson mixture over the block load, model::blocked B2); the compound model is derived for the partitioned layout only, so there is no compound column"),
+            HeavyNote::ModelNotAsked => f.write_str("the run asked for no model columns (nothing reads its report), so none were computed"),
         }
     }
 }
