@@ -52,6 +52,19 @@ fn run_sink(
     run(source, &validated, &mut NoObserver, sink).unwrap()
 }
 
+/// Runs `cfg` over one trace: its report, and every event as a JSON
+/// line, in the order the engine handed them over.
+fn report_and_events(trace: &Path, cfg: &PipelineConfig) -> (PipelineReport, Vec<String>) {
+    let mut sink = AllEvents::default();
+    let r = run_sink(&[trace.to_path_buf()], cfg, &mut sink);
+    let events = sink
+        .0
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap())
+        .collect();
+    (r, events)
+}
+
 /// Collects every event the engine hands over, in the order it does.
 #[derive(Default)]
 struct AllEvents(Vec<flowsieve::pipeline::Event>);
@@ -1585,13 +1598,7 @@ fn front_cache_changes_no_report_figure_or_event() {
                 cfg.threads = 2;
                 set(&mut cfg);
                 cfg.new_flows.front_cache = slots;
-                let mut sink = AllEvents::default();
-                let r = run_sink(std::slice::from_ref(trace), &cfg, &mut sink);
-                let mut events: Vec<String> = sink
-                    .0
-                    .iter()
-                    .map(|e| serde_json::to_string(e).unwrap())
-                    .collect();
+                let (r, mut events) = report_and_events(trace, &cfg);
                 events.sort();
                 (without_timing(&r), events)
             };
@@ -1635,14 +1642,7 @@ fn leaving_out_the_new_flow_model_changes_no_other_figure() {
                     cfg.new_flows.recycle = policy;
                     cfg.new_flows.layout = layout;
                     cfg.new_flows.model = model;
-                    let mut sink = AllEvents::default();
-                    let r = run_sink(std::slice::from_ref(&trace), &cfg, &mut sink);
-                    let events: Vec<String> = sink
-                        .0
-                        .iter()
-                        .map(|e| serde_json::to_string(e).unwrap())
-                        .collect();
-                    (r, events)
+                    report_and_events(&trace, &cfg)
                 };
                 let ((with, with_events), (without, without_events)) =
                     (run_with(true), run_with(false));
@@ -1733,14 +1733,7 @@ fn leaving_out_the_heavy_model_changes_no_other_figure() {
                 cfg.threads = 2;
                 set(&mut cfg);
                 cfg.heavy.model = model;
-                let mut sink = AllEvents::default();
-                let r = run_sink(std::slice::from_ref(&trace), &cfg, &mut sink);
-                let events: Vec<String> = sink
-                    .0
-                    .iter()
-                    .map(|e| serde_json::to_string(e).unwrap())
-                    .collect();
-                (r, events)
+                report_and_events(&trace, &cfg)
             };
             let ((with, with_events), (without, without_events)) =
                 (run_with(true), run_with(false));

@@ -62,9 +62,11 @@ pub struct HeavyConfig {
     /// [`HeavyNote::ModelNotAsked`], and computes none of them; every other
     /// figure and every event is the same.
     ///
-    /// Why: the online model is evaluated at every shard-window's close, on
-    /// the worker that holds the packets. On the benchmark trace that is
-    /// about 1.7 % of the worker's samples, all of it for a report figure.
+    /// Why: the models are evaluated at every shard-window's close, on the
+    /// worker that holds the packets, all of it for a report figure: on
+    /// the benchmark traces 0.8-1.7 % of the samples, and 2.3 % of the
+    /// instructions with truth off, 8.4 % with truth (the compound model;
+    /// BENCHMARKS.md, ninety-ninth round).
     /// The binary turns the model off when nothing reads the report (`-q`
     /// with no `--json`, `--csv` or `--plot`), as it does
     /// [`crate::pipeline::NewFlowConfig::model`].
