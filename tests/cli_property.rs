@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The documented exit codes (README, `flowsieve --help`).
 const DOCUMENTED: [i32; 6] = [0, 1, 2, 3, 4, 130];
@@ -271,23 +271,21 @@ fn run_bounded(args: &[String], bound: Duration) -> Outcome {
         .stderr(std::fs::File::create(&err).unwrap())
         .spawn()
         .unwrap();
-    let start = Instant::now();
     let mut interrupted = false;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
-        }
-        if !interrupted && start.elapsed() > bound {
-            // SAFETY: kill(2) on our own child's pid, with a valid signal.
+    let status = match crate::common::wait_for_exit(&mut child, bound) {
+        Some(s) => Some(s),
+        None => {
+            // SAFETY: kill(2) with a valid signal on our own child's pid,
+            // not yet reaped (wait_for_exit returned None), so it names no
+            // other process.
             unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
             interrupted = true;
+            crate::common::wait_for_exit(&mut child, Duration::from_secs(5)).or_else(|| {
+                let _ = child.kill();
+                let _ = child.wait();
+                None
+            })
         }
-        if start.elapsed() > bound + Duration::from_secs(5) {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(5));
     };
     Outcome {
         code: status.and_then(|s| s.code()),

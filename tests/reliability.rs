@@ -96,17 +96,13 @@ fn run_command(mut command: Command, bound: Duration) -> Run {
         .stderr(std::fs::File::create(&err_path).unwrap())
         .spawn()
         .expect("spawns");
-    let start = Instant::now();
-    let (status, timed_out) = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break (Some(s), false);
-        }
-        if start.elapsed() > bound {
+    let (status, timed_out) = match crate::common::wait_for_exit(&mut child, bound) {
+        Some(s) => (Some(s), false),
+        None => {
             let _ = child.kill();
             let _ = child.wait();
-            break (None, true);
+            (None, true)
         }
-        std::thread::sleep(Duration::from_millis(5));
     };
     Run {
         code: status.and_then(|s| s.code()),
@@ -849,7 +845,10 @@ fn a_killed_writer_leaves_no_half_written_file() {
     let out = dir.path().join("big.pcap");
     let mut child = Command::new(bin())
         .args(["gen-trace", "-o", out.to_str().unwrap()])
-        .args(["--flows", "100000", "--packets", "50000000"])
+        // 5 M packets: about 1.5 s of sizing and shuffling before the
+        // first byte, then 2.7 GB to write, so the kill comes mid-write
+        // (the test asserts it). At 50 M the sizing took 15-19 s and 800 MB.
+        .args(["--flows", "100000", "--packets", "5000000"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -467,3 +467,50 @@ impl Drop for KilledAtEnd {
         }
     }
 }
+
+/// Waits up to `limit` for `child` to end and reaps it: its status, or
+/// `None` if it is still running when the limit passes.
+///
+/// It sleeps in `poll(2)` on the child's pidfd, which becomes readable the
+/// moment the child ends, so a run of a few milliseconds is seen as soon as
+/// it ends. A loop of `try_wait` and a 5 ms sleep added 2.5 ms on average
+/// to each of the property tests' ten thousand runs of a few milliseconds.
+/// Where `pidfd_open(2)` is refused (a kernel before 5.3), it falls back to
+/// that loop, at 1 ms.
+pub fn wait_for_exit(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let start = std::time::Instant::now();
+    // SAFETY: pidfd_open(2) takes a pid and a flags word and returns a new
+    // descriptor or -1; the pid is our own child's, not yet reaped (the
+    // `Child` reaps it only in `wait`/`try_wait`), so it names no other
+    // process.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
+    // SAFETY: a non-negative return is a descriptor we now own.
+    let pidfd = (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw as i32) });
+    loop {
+        if let Some(s) = child.try_wait().expect("try_wait on a child") {
+            return Some(s);
+        }
+        let left = limit.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            return None;
+        }
+        match &pidfd {
+            Some(fd) => {
+                let mut p = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+                // SAFETY: one valid pollfd, for the call's duration. An
+                // interrupted or timed-out poll just loops.
+                unsafe { libc::poll(&mut p, 1, ms) };
+            }
+            None => std::thread::sleep(std::time::Duration::from_millis(1)),
+        }
+    }
+}
