@@ -1052,6 +1052,10 @@ fn a_nats_value_that_names_no_server_is_refused() {
             "has an empty server",
         ),
         ("nats://127.0.0.1:65536", "invalid port number"),
+        // A port typed alone, and a list's later ports, name hosts of
+        // digits, which the resolver reads as 0.0.16.126 and 0.0.16.127.
+        ("4222", "'4222' names the host 4222"),
+        ("127.0.0.1:4222,4223", "'4223' names the host 4223"),
     ] {
         for cmd in commands {
             let mut args = cmd.to_vec();

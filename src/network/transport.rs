@@ -182,7 +182,8 @@ pub fn reconnect_delay(attempts: usize) -> Duration {
 /// nodes from the one it reaches, so one is enough while it is up.
 ///
 /// Checked where the flag is read, so a value that names no server ends
-/// the run with exit 2 before any work, instead of a name lookup of `""`.
+/// the run with exit 2 before any work, instead of a name lookup of `""`
+/// or a connection to the "address" a bare number makes.
 ///
 /// ```
 /// use flowsieve::network::transport::server_addrs;
@@ -193,6 +194,10 @@ pub fn reconnect_delay(attempts: usize) -> Duration {
 /// assert!(server_addrs("nats://").unwrap_err().contains("no host"));
 /// assert!(server_addrs("nats://127.0.0.1:99999").is_err());
 /// assert!(server_addrs("nats://a,,nats://b").unwrap_err().contains("empty"));
+/// // A port alone, or a list's later ports, would name hosts 4222, 4223.
+/// assert!(server_addrs("4222").unwrap_err().contains("127.0.0.1:4222"));
+/// assert!(server_addrs("127.0.0.1:4222,4223").unwrap_err().contains("host 4223"));
+/// assert!(server_addrs("nats://10.1.2.3:4222").is_ok());
 /// ```
 pub fn server_addrs(list: &str) -> Result<Vec<async_nats::ServerAddr>, String> {
     list.split(',')
@@ -208,6 +213,19 @@ pub fn server_addrs(list: &str) -> Result<Vec<async_nats::ServerAddr>, String> {
                 .map_err(|e: std::io::Error| format!("'{one}': {e}"))?;
             if addr.host().is_empty() {
                 return Err(format!("'{one}' has no host: give nats://HOST:PORT"));
+            }
+            // A host of digits alone is a port typed without its host
+            // (`--nats 4222`), or a comma-separated list's later ports
+            // (`127.0.0.1:4222,4223`). The resolver reads such a name as
+            // an IPv4 address in the old one-number form, 4222 as
+            // 0.0.16.126, and the client would send its connection there,
+            // off the machine, to wait out the timeout for a server that no
+            // such address has.
+            if addr.host().bytes().all(|b| b.is_ascii_digit()) {
+                return Err(format!(
+                    "'{one}' names the host {host}, which the resolver reads as no real address: give HOST:PORT, such as 127.0.0.1:{host}",
+                    host = addr.host()
+                ));
             }
             Ok(addr)
         })
