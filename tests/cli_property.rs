@@ -302,11 +302,32 @@ type Case = Vec<(Flag, Option<String>)>;
 /// a bare value such as `1` or `x` names a host, and the client would send
 /// to 0.0.0.1 or ask DNS for `x`. The tests send to no address but
 /// 127.0.0.1, and the URL's port and path still get every value.
+///
+/// Each of a list's servers gets the loopback host (`1,2,3` named hosts 2
+/// and 3, which the client tried at 0.0.0.2 and 0.0.0.3), and an `@` is
+/// escaped, since the host follows the last `@` (`1@x` named host `x`).
+///
+/// `live --metrics` looks a host name up as it reads the flag (`sigma:1`
+/// asked DNS for `sigma`): a name that is not an address literal becomes
+/// `localhost`, which `/etc/hosts` answers, and the port keeps the value.
 fn on_loopback(f: &Flag, v: &str) -> String {
-    if f.name == "--nats" {
-        format!("nats://127.0.0.1:{v}")
-    } else {
-        v.to_string()
+    match f.name.as_str() {
+        "--nats" => v
+            .split(',')
+            .map(|one| format!("nats://127.0.0.1:{}", one.replace('@', "%40")))
+            .collect::<Vec<_>>()
+            .join(","),
+        "--metrics" => match v.rsplit_once(':') {
+            Some((host, port))
+                if !host.is_empty()
+                    && !host.starts_with('[')
+                    && host.parse::<std::net::IpAddr>().is_err() =>
+            {
+                format!("localhost:{port}")
+            }
+            _ => v.to_string(),
+        },
+        _ => v.to_string(),
     }
 }
 
