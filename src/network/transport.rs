@@ -197,6 +197,7 @@ pub fn reconnect_delay(attempts: usize) -> Duration {
 /// // A port alone, or a list's later ports, would name hosts 4222, 4223.
 /// assert!(server_addrs("4222").unwrap_err().contains("127.0.0.1:4222"));
 /// assert!(server_addrs("127.0.0.1:4222,4223").unwrap_err().contains("host 4223"));
+/// assert!(server_addrs("nats://5:4222").unwrap_err().ends_with("such as 127.0.0.1:4222"));
 /// assert!(server_addrs("nats://10.1.2.3:4222").is_ok());
 /// ```
 pub fn server_addrs(list: &str) -> Result<Vec<async_nats::ServerAddr>, String> {
@@ -222,8 +223,16 @@ pub fn server_addrs(list: &str) -> Result<Vec<async_nats::ServerAddr>, String> {
             // off the machine, to wait out the timeout for a server that no
             // such address has.
             if addr.host().bytes().all(|b| b.is_ascii_digit()) {
+                // The port to suggest: the one given, or, with none, the
+                // digits themselves, which were the port meant.
+                let rest = one.split_once("://").map_or(one, |(_, rest)| rest);
+                let port = if rest.contains(':') {
+                    addr.port().to_string()
+                } else {
+                    addr.host().to_string()
+                };
                 return Err(format!(
-                    "'{one}' names the host {host}, which the resolver reads as no real address: give HOST:PORT, such as 127.0.0.1:{host}",
+                    "'{one}' names the host {host}: digits alone are read as an IPv4 number, not a server's name; give HOST:PORT, such as 127.0.0.1:{port}",
                     host = addr.host()
                 ));
             }
