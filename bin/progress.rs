@@ -7,6 +7,7 @@
 //! that signal handlers set. A replay never blocks a signal, and never
 //! checks a flag per packet.
 
+use flowsieve::ingest::Compression;
 use flowsieve::replay::ReplayObserver;
 use flowsieve::report::{FileSummary, ReplaySummary};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -49,6 +50,8 @@ pub(crate) struct Progress {
     /// before it.
     file: String,
     plain_size: Option<u64>,
+    /// The compression of the file being read, once it is open.
+    compression: Compression,
     packets_before: u64,
     /// Where reading was when the stop was seen: packets of the file and
     /// its byte offset.
@@ -68,6 +71,7 @@ impl Progress {
             info,
             file: String::new(),
             plain_size: None,
+            compression: Compression::None,
             packets_before: 0,
             stopped_at: None,
             started: Instant::now(),
@@ -98,8 +102,9 @@ impl Progress {
         let all = self.packets_before + file_packets;
         let seconds = self.started.elapsed().as_secs_f64();
         format!(
-            "flowsieve: progress: {}: {file_packets} packets, byte offset {offset}{of}; {all} packets in all in {seconds:.2} s ({:.0} packets/s)",
-            self.file,
+            "flowsieve: progress: {}: {file_packets} packets, {} {offset}{of}; {all} packets in all in {seconds:.2} s ({:.0} packets/s)",
+            self.compression.file_label(self.file.as_ref()),
+            self.compression.offset_label(),
             all as f64 / seconds.max(1e-9)
         )
     }
@@ -112,11 +117,20 @@ impl ReplayObserver for Progress {
             f.clone_from(&self.file);
         }
         self.state.in_file.store(true, Ordering::SeqCst);
-        let compressed = path.extension().is_some_and(|e| e == "gz" || e == "zst");
         // A stream's (standard input's, a FIFO's) size says nothing of
         // what will be read.
         let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
-        self.plain_size = size.filter(|_| regular && !compressed);
+        self.plain_size = size.filter(|_| regular);
+        self.compression = Compression::None;
+    }
+
+    fn file_opened(&mut self, compression: Compression) {
+        // The reader's offsets count decompressed bytes, which the size
+        // on disk does not bound: no share of it, and no bar to fill.
+        self.compression = compression;
+        if compression != Compression::None {
+            self.plain_size = None;
+        }
         if !std::io::stderr().is_terminal() {
             return;
         }
@@ -187,6 +201,8 @@ pub(crate) fn interrupted_replay_line(
 ) -> Option<String> {
     let file = report.trace.files.iter().find(|f| f.interrupted)?;
     let at = match offset {
+        // A compressed file's offset is its decompressed data's.
+        Some(o) if file.compression != "none" => format!(" (decompressed byte offset {o})"),
         Some(o) => format!(" (byte offset {o})"),
         None => String::new(),
     };

@@ -110,6 +110,10 @@ impl ReplayConfig {
 pub trait ReplayObserver {
     /// A file is about to be read; `size` is its size on disk.
     fn file_started(&mut self, _path: &Path, _size: Option<u64>) {}
+    /// The file [`ReplayObserver::file_started`] named is open, and its
+    /// compression known: a compressed file's offsets are into its
+    /// decompressed data. Not called for a file that could not be opened.
+    fn file_opened(&mut self, _compression: Compression) {}
     /// Every 65,536 packets: packets of this file so far and the byte offset
     /// reached (decompressed offset for compressed files).
     fn progress(&mut self, _packets: u64, _offset: u64) {}
@@ -626,12 +630,8 @@ fn replay_file<P: PacketSink>(
         }
     };
     summary.format = reader.format().name();
-    summary.compression = match reader.compression() {
-        Compression::None => "none",
-        Compression::Gzip => "gzip",
-        Compression::Zstd => "zstd",
-    }
-    .into();
+    summary.compression = reader.compression().name().into();
+    observer.file_opened(reader.compression());
     let mut link_types = LinkTypeCounts::default();
     let mut time_order = TimeOrder::new();
     let mut truncated = 0u64;
@@ -773,11 +773,12 @@ fn replay_file<P: PacketSink>(
         .entries()
         .iter()
         .map(|a| {
+            let offset_label = reader.compression().offset_label();
             let place = if a.first.position.record == 0 {
-                format!("file header at byte offset {}", a.first.position.offset)
+                format!("file header at {offset_label} {}", a.first.position.offset)
             } else {
                 format!(
-                    "record {} at byte offset {}",
+                    "record {} at {offset_label} {}",
                     a.first.position.record, a.first.position.offset
                 )
             };
@@ -787,7 +788,7 @@ fn replay_file<P: PacketSink>(
                 count: a.count,
                 message: format!(
                     "{}: {place}: {}{}",
-                    path.display(),
+                    reader.compression().file_label(path),
                     a.first.kind,
                     if a.count > 1 {
                         format!(" ({} records)", a.count)

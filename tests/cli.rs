@@ -1972,6 +1972,59 @@ fn dash_r_reads_traces_as_naming_them_does() {
     );
 }
 
+/// A compressed trace's warnings and errors are the plain trace's, but for
+/// the file named with its compression and each offset called a
+/// decompressed one: the reader's offsets count the decompressed bytes,
+/// which the file on disk does not hold at those offsets.
+#[test]
+fn a_compressed_traces_warnings_and_errors_call_their_offsets_decompressed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(default_trace()).unwrap();
+    // A reserved bit in the link-type field (a warning at the file
+    // header), and the file cut inside a record (an error).
+    bytes[20..24].copy_from_slice(&(1u32 | 0x4000_0000).to_le_bytes());
+    bytes.truncate(100_000);
+    let plain = dir.path().join("t.pcap");
+    std::fs::write(&plain, &bytes).unwrap();
+    let run = |path: &Path| {
+        let out = flowsieve(&["-q", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(3));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let want = run(&plain);
+    let lines: Vec<&str> = want.lines().collect();
+    assert_eq!(lines.len(), 2, "{want}");
+    assert!(
+        lines[0].starts_with("flowsieve: warning: ")
+            && lines[0].contains("t.pcap: file header at byte offset 20: "),
+        "{want}"
+    );
+    assert!(
+        lines[1].starts_with("flowsieve: error: ") && lines[1].contains("t.pcap: record "),
+        "{want}"
+    );
+    let gz = {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(&bytes).unwrap();
+        e.finish().unwrap()
+    };
+    let zst = zstd::encode_all(&bytes[..], 1).unwrap();
+    for (name, data) in [("gzip", gz), ("zstd", zst)] {
+        let path = dir.path().join(format!("t.pcap.{name}"));
+        std::fs::write(&path, data).unwrap();
+        let file = path.display().to_string();
+        assert_eq!(
+            run(&path),
+            want.replace(
+                &format!("{}:", plain.display()),
+                &format!("{file} ({name}):")
+            )
+            .replace("byte offset", "decompressed byte offset"),
+        );
+    }
+}
+
 #[test]
 fn damaged_input_exits_3_with_one_line_error_and_a_report() {
     let dir = tempfile::tempdir().unwrap();

@@ -742,6 +742,124 @@ fn truncated_gzip_stream_is_an_error_after_the_packets_it_held() {
     );
 }
 
+/// `bytes` compressed as `c` says, at zstd level 1 or gzip's fastest.
+fn compressed(bytes: &[u8], c: Compression) -> Vec<u8> {
+    match c {
+        Compression::None => bytes.to_vec(),
+        Compression::Gzip => {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(bytes).unwrap();
+            gz.finish().unwrap()
+        }
+        Compression::Zstd => zstd::encode_all(bytes, 1).unwrap(),
+    }
+}
+
+/// The message reading `bytes`, named `name`, ends in: its error, or the
+/// error opening it.
+fn first_error(name: &str, bytes: Vec<u8>) -> IngestError {
+    let mut r = match TraceReader::from_bytes(name, bytes) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    loop {
+        match r.next_packet() {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("{name}: read to the end without an error"),
+            Err(e) => return e,
+        }
+    }
+}
+
+/// A compressed file's offsets count its decompressed bytes, not the
+/// file's (a 6 MB `.gz` once reported "byte offset 19993579"), so its
+/// messages say so: the file is named with its compression and each
+/// offset is a "decompressed byte offset". The same damage, plain and
+/// compressed, gives the same message but for those words; and data that
+/// decompress to nothing, or to no capture, are not called an empty file
+/// or "not gzip".
+#[test]
+fn a_compressed_files_messages_call_their_offsets_decompressed() {
+    // Damage at a known offset: five records, then a sixth cut short.
+    let mut cut = pcap_header(false, MAGIC_US, 65535, 101);
+    let p = udp_packet(7);
+    for _ in 0..5 {
+        pcap_record(&mut cut, false, 1, 0, p.len() as u32, p.len() as u32, &p);
+    }
+    let at = cut.len();
+    pcap_record(&mut cut, false, 1, 0, p.len() as u32, p.len() as u32, &p);
+    cut.truncate(cut.len() - 3);
+    let plain = first_error("t.pcap", cut.clone()).to_string();
+    assert_eq!(
+        plain,
+        format!(
+            "t.pcap: record 6 at byte offset {at}: packet data truncated: caplen 28 but only 25 bytes remain"
+        )
+    );
+    for (c, name) in [(Compression::Gzip, "gzip"), (Compression::Zstd, "zstd")] {
+        let e = first_error("t.pcap", compressed(&cut, c));
+        assert!(
+            matches!(e, IngestError::Pcap { compression, .. } if compression == c),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            plain
+                .replace("t.pcap:", &format!("t.pcap ({name}):"))
+                .replace("byte offset", "decompressed byte offset")
+        );
+
+        let e = first_error("t.pcap", compressed(b"", c));
+        assert!(matches!(e, IngestError::Empty { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!("t.pcap ({name}): decompresses to 0 bytes")
+        );
+
+        let e = first_error("t.pcap", compressed(b"GIF89a not a capture", c));
+        assert!(matches!(e, IngestError::UnknownFormat { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "t.pcap ({name}): decompressed byte offset 0: unknown format (magic 47494638): not pcap or pcapng"
+            )
+        );
+
+        // A stream cut in its middle: the decompressor's error, at the
+        // decompressed offset the framer had reached, short of the data's
+        // length (the file's own length is far smaller still).
+        let whole = synth_bytes(OutputFormat::Pcap);
+        let mut z = compressed(&whole, c);
+        z.truncate(z.len() / 2);
+        let e = first_error("t.pcap", z);
+        let IngestError::Read {
+            offset,
+            compression,
+            ..
+        } = &e
+        else {
+            panic!("{e:?}")
+        };
+        assert_eq!(*compression, c);
+        assert!(
+            (whole.len() as u64 / 8..whole.len() as u64).contains(offset),
+            "{e}"
+        );
+        assert!(
+            e.to_string().starts_with(&format!(
+                "t.pcap ({name}): read error at decompressed byte offset {offset}: "
+            )),
+            "{e}"
+        );
+    }
+    // Plain files keep their words.
+    let e = first_error("t.pcap", b"GIF89a not a capture".to_vec());
+    assert_eq!(
+        e.to_string(),
+        "t.pcap: byte offset 0: unknown file format (magic 47494638): not pcap, pcapng, gzip or zstd"
+    );
+}
+
 #[test]
 fn stream_buffer_grows_for_blocks_larger_than_a_refill() {
     // A 3 MiB packet inside gzip: larger than the 1 MiB stream chunk.

@@ -1659,50 +1659,69 @@ fn a_signal_during_a_probes_delivery_says_the_digests_are_lost() {
 
 /// A replay of standard input whose writer keeps sending stops on Ctrl-C
 /// as a replay of files does: at its next check, with its report of what
-/// it read and the line saying where (`-`, at a byte offset).
+/// it read and the line saying where (`-`, at a byte offset). A gzip
+/// stream (members sent one after another, as `gzip -c` of each chunk
+/// would give) says the same of its decompressed data: `- (gzip)`, at a
+/// decompressed byte offset.
 #[test]
 fn an_interrupted_replay_of_a_flowing_pipe_reports_what_it_read() {
     let dir = tempfile::tempdir().unwrap();
     let trace = generated_trace(dir.path(), &["--flows", "2000", "--packets", "200000"]);
     let bytes = std::fs::read(&trace).unwrap();
     let (header, records) = bytes.split_at(24);
-    let json = dir.path().join("r.json");
-    let mut child = spawn_piped(&["-q", "--json", json.to_str().unwrap(), "-"]);
-    // The writer sends the records again and again until the replay has
-    // gone (its pipe then refuses the write).
-    let mut stdin = child.stdin.take().unwrap();
-    let (header, records) = (header.to_vec(), records.to_vec());
-    let writer = std::thread::spawn(move || {
-        if stdin.write_all(&header).is_err() {
-            return;
-        }
-        while stdin.write_all(&records).is_ok() {}
-    });
-    let (progress, rest) = progress_then(&mut child, libc::SIGINT);
-    assert!(
-        progress.starts_with("flowsieve: progress: -: "),
-        "{progress}"
-    );
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{rest}");
-    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    let file = &report["trace"]["files"][0];
-    assert_eq!(
-        (&file["interrupted"], &file["complete"]),
-        (&true.into(), &false.into())
-    );
-    let read = report["trace"]["packets"].as_u64().unwrap();
-    assert_eq!(file["packets"].as_u64(), Some(read));
-    let last = rest.lines().last().unwrap_or_default();
-    assert!(
-        last.starts_with(&format!(
-            "flowsieve: error: interrupted by SIGINT after packet {read} of - (byte offset "
-        )) && last.ends_with(&format!(
-            "): the report covers the {read} packets read, and no later packet or file"
-        )),
-        "{rest}"
-    );
+    let gzip = |b: &[u8]| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(b).unwrap();
+        e.finish().unwrap()
+    };
+    for (name, offset_label, header, records) in [
+        ("-", "byte offset", header.to_vec(), records.to_vec()),
+        (
+            "- (gzip)",
+            "decompressed byte offset",
+            gzip(header),
+            gzip(records),
+        ),
+    ] {
+        let json = dir.path().join("r.json");
+        let mut child = spawn_piped(&["-q", "--json", json.to_str().unwrap(), "-"]);
+        // The writer sends the records again and again until the replay
+        // has gone (its pipe then refuses the write).
+        let mut stdin = child.stdin.take().unwrap();
+        let writer = std::thread::spawn(move || {
+            if stdin.write_all(&header).is_err() {
+                return;
+            }
+            while stdin.write_all(&records).is_ok() {}
+        });
+        let (progress, rest) = progress_then(&mut child, libc::SIGINT);
+        assert!(
+            progress.starts_with(&format!("flowsieve: progress: {name}: "))
+                && progress.contains(&format!(" packets, {offset_label} ")),
+            "{progress}"
+        );
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        assert_eq!(out.status.code(), Some(130), "{rest}");
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let file = &report["trace"]["files"][0];
+        assert_eq!(
+            (&file["interrupted"], &file["complete"]),
+            (&true.into(), &false.into())
+        );
+        let read = report["trace"]["packets"].as_u64().unwrap();
+        assert_eq!(file["packets"].as_u64(), Some(read));
+        let last = rest.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with(&format!(
+                "flowsieve: error: interrupted by SIGINT after packet {read} of - ({offset_label} "
+            )) && last.ends_with(&format!(
+                "): the report covers the {read} packets read, and no later packet or file"
+            )),
+            "{rest}"
+        );
+    }
 }
 
 /// A damaged trace and an output that cannot be written give one error

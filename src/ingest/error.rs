@@ -5,10 +5,15 @@
 //!
 //! Every message is one line and names the file, the record (1-based, counting
 //! every record or block read so far) and the byte offset where the problem
-//! starts. For `.gz`/`.zst` input the offset is into the decompressed stream.
+//! starts. For `.gz`/`.zst` input the offset is into the decompressed stream,
+//! and the message says so: the file is named with its compression
+//! (`t.pcap.gz (gzip)`) and the offset is a "decompressed byte offset", which
+//! the file's own size or a hex dump of it cannot be mistaken for.
 
 use std::io;
 use std::path::PathBuf;
+
+use super::Compression;
 
 /// "1 byte" or "N bytes", for the messages below.
 fn bytes(n: u64) -> String {
@@ -226,44 +231,56 @@ pub enum IngestError {
         what: &'static str,
     },
     /// A read from a stream failed (including decompression errors).
-    #[error("{}: read error at byte offset {offset}: {source}", path.display())]
+    #[error("{}: read error at {} {offset}: {source}", compression.file_label(path), compression.offset_label())]
     Read {
         /// The file.
         path: PathBuf,
+        /// The compression around the trace (the offset counts
+        /// decompressed bytes unless it is [`Compression::None`]).
+        compression: Compression,
         /// Byte offset.
         offset: u64,
         /// The I/O error.
         source: io::Error,
     },
-    /// The file is empty.
-    #[error("{}: empty file (0 bytes)", path.display())]
+    /// The file is empty, or decompresses to nothing.
+    #[error("{}", empty_message(path, *compression))]
     Empty {
         /// The file.
         path: PathBuf,
+        /// The compression around the trace.
+        compression: Compression,
     },
-    /// The first four bytes are no known capture format.
-    #[error("{}: byte offset 0: unknown file format (magic {magic}): not pcap, pcapng, gzip or zstd", path.display())]
+    /// The first four bytes (decompressed, for a compressed file) are no
+    /// known capture format.
+    #[error("{}", unknown_format_message(path, *compression, magic))]
     UnknownFormat {
         /// The file.
         path: PathBuf,
+        /// The compression around the trace.
+        compression: Compression,
         /// The magic number found.
         magic: String,
     },
     /// Damage inside a classic pcap.
-    #[error("{}: record {} at byte offset {}: {kind}", path.display(), at.record, at.offset)]
+    #[error("{}: record {} at {} {}: {kind}", compression.file_label(path), at.record, compression.offset_label(), at.offset)]
     Pcap {
         /// The file.
         path: PathBuf,
+        /// The compression around the trace.
+        compression: Compression,
         /// Where.
         at: Position,
         /// What it is.
         kind: PcapError,
     },
     /// Damage inside a pcapng.
-    #[error("{}: block {} at byte offset {}: {kind}", path.display(), at.record, at.offset)]
+    #[error("{}: block {} at {} {}: {kind}", compression.file_label(path), at.record, compression.offset_label(), at.offset)]
     PcapNg {
         /// The file.
         path: PathBuf,
+        /// The compression around the trace.
+        compression: Compression,
         /// Where.
         at: Position,
         /// What it is.
@@ -303,11 +320,47 @@ pub(crate) enum FrameError {
 }
 
 impl FrameError {
-    pub(crate) fn with_path(self, path: PathBuf) -> IngestError {
+    pub(crate) fn with_path(self, path: PathBuf, compression: Compression) -> IngestError {
         match self {
-            FrameError::Pcap(at, kind) => IngestError::Pcap { path, at, kind },
-            FrameError::PcapNg(at, kind) => IngestError::PcapNg { path, at, kind },
+            FrameError::Pcap(at, kind) => IngestError::Pcap {
+                path,
+                compression,
+                at,
+                kind,
+            },
+            FrameError::PcapNg(at, kind) => IngestError::PcapNg {
+                path,
+                compression,
+                at,
+                kind,
+            },
         }
+    }
+}
+
+/// [`IngestError::Empty`]'s message: a plain file of 0 bytes, or a
+/// compressed one whose data decompress to none (the file itself is not
+/// empty, so "0 bytes" alone would contradict `ls`).
+fn empty_message(path: &std::path::Path, compression: Compression) -> String {
+    match compression {
+        Compression::None => format!("{}: empty file (0 bytes)", path.display()),
+        _ => format!("{}: decompresses to 0 bytes", compression.file_label(path)),
+    }
+}
+
+/// [`IngestError::UnknownFormat`]'s message. Inside a compressed file the
+/// magic is the decompressed data's, and the compression is known, so the
+/// list of formats tried names only the containers.
+fn unknown_format_message(path: &std::path::Path, compression: Compression, magic: &str) -> String {
+    match compression {
+        Compression::None => format!(
+            "{}: byte offset 0: unknown file format (magic {magic}): not pcap, pcapng, gzip or zstd",
+            path.display()
+        ),
+        _ => format!(
+            "{}: decompressed byte offset 0: unknown format (magic {magic}): not pcap or pcapng",
+            compression.file_label(path)
+        ),
     }
 }
 

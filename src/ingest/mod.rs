@@ -124,6 +124,51 @@ pub enum Compression {
     Zstd,
 }
 
+impl Compression {
+    /// The name a report and a message give it: `"none"`, `"gzip"` or
+    /// `"zstd"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Zstd => "zstd",
+        }
+    }
+
+    /// A file as messages name it: the path, followed for a compressed
+    /// file by its compression, so that a message's offsets are read as
+    /// the decompressed data's.
+    ///
+    /// ```
+    /// use flowsieve::ingest::Compression;
+    /// assert_eq!(Compression::None.file_label("t.pcap".as_ref()), "t.pcap");
+    /// assert_eq!(Compression::Gzip.file_label("t.pcap.gz".as_ref()), "t.pcap.gz (gzip)");
+    /// ```
+    pub fn file_label(self, path: &Path) -> String {
+        match self {
+            Compression::None => path.display().to_string(),
+            _ => format!("{} ({})", path.display(), self.name()),
+        }
+    }
+
+    /// What a message calls an offset into the file: `"byte offset"`, or
+    /// in a compressed file `"decompressed byte offset"`. Every offset the
+    /// reader gives counts the bytes the framer saw; in a compressed file
+    /// those are not the file's own, which `dd` or a hex dump would show.
+    ///
+    /// ```
+    /// use flowsieve::ingest::Compression;
+    /// assert_eq!(Compression::None.offset_label(), "byte offset");
+    /// assert_eq!(Compression::Zstd.offset_label(), "decompressed byte offset");
+    /// ```
+    pub fn offset_label(self) -> &'static str {
+        match self {
+            Compression::None => "byte offset",
+            _ => "decompressed byte offset",
+        }
+    }
+}
+
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
@@ -448,7 +493,10 @@ impl TraceReader {
         }
         let len = meta.len();
         if len == 0 {
-            return Err(IngestError::Empty { path });
+            return Err(IngestError::Empty {
+                path,
+                compression: Compression::None,
+            });
         }
         if mode == ReadMode::Mmap {
             // A map that cannot be had is read through a buffer below.
@@ -485,6 +533,7 @@ impl TraceReader {
     ) -> Result<TraceReader, IngestError> {
         let head = reader.fill_buf().map_err(|source| IngestError::Read {
             path: path.clone(),
+            compression: Compression::None,
             offset: 0,
             source,
         })?;
@@ -499,6 +548,7 @@ impl TraceReader {
             let decoder = zstd::stream::read::Decoder::with_buffer(reader).map_err(|source| {
                 IngestError::Read {
                     path: path.clone(),
+                    compression: Compression::Zstd,
                     offset: 0,
                     source,
                 }
@@ -523,7 +573,10 @@ impl TraceReader {
     ) -> Result<TraceReader, IngestError> {
         let path = name.into();
         if bytes.is_empty() {
-            return Err(IngestError::Empty { path });
+            return Err(IngestError::Empty {
+                path,
+                compression: Compression::None,
+            });
         }
         Self::from_whole(path, Whole::Owned(bytes))
     }
@@ -541,6 +594,7 @@ impl TraceReader {
             let decoder = zstd::stream::read::Decoder::new(WholeReader { whole, pos: 0 }).map_err(
                 |source| IngestError::Read {
                     path: path.clone(),
+                    compression: Compression::Zstd,
                     offset: 0,
                     source,
                 },
@@ -562,12 +616,13 @@ impl TraceReader {
     ) -> Result<TraceReader, IngestError> {
         source.fill(4).map_err(|source| IngestError::Read {
             path: path.clone(),
+            compression,
             offset: 0,
             source,
         })?;
         let (w, _, _) = source.window();
         if w.is_empty() {
-            return Err(IngestError::Empty { path });
+            return Err(IngestError::Empty { path, compression });
         }
         let mut magic = [0u8; 4];
         let n = w.len().min(4);
@@ -578,7 +633,11 @@ impl TraceReader {
             ContainerFormat::Pcap(v)
         } else {
             let hex: String = w[..n].iter().map(|b| format!("{b:02x}")).collect();
-            return Err(IngestError::UnknownFormat { path, magic: hex });
+            return Err(IngestError::UnknownFormat {
+                path,
+                compression,
+                magic: hex,
+            });
         };
         let framer = match format {
             ContainerFormat::Pcap(v) => Framer::Pcap(PcapFramer::new(v)),
@@ -783,6 +842,7 @@ impl TraceReader {
                 self.failed = true;
                 return Err(IngestError::Read {
                     path: self.path.clone(),
+                    compression: self.compression,
                     offset,
                     source,
                 });
@@ -810,6 +870,7 @@ impl TraceReader {
                         self.failed = true;
                         return Err(IngestError::Read {
                             path: self.path.clone(),
+                            compression: self.compression,
                             offset,
                             source,
                         });
@@ -828,7 +889,7 @@ impl TraceReader {
                 }
                 Err(e) => {
                     self.failed = true;
-                    return Err(e.with_path(self.path.clone()));
+                    return Err(e.with_path(self.path.clone(), self.compression));
                 }
             }
         };
@@ -865,6 +926,7 @@ impl TraceReader {
             None | Some(MapFault::Shrunk) if end <= self.source.whole_len() => return Ok(()),
             Some(MapFault::Unreadable { source, .. }) => IngestError::Read {
                 path: self.path.clone(),
+                compression: self.compression,
                 offset,
                 source,
             },
