@@ -1926,14 +1926,13 @@ fn run_replay(args: ReplayArgs, stop: Option<std::sync::Arc<std::sync::atomic::A
     };
     let source = FileSource::new(traces, &cfg);
     let mut progress = Progress::new(stop.clone(), Some(progress_requests()));
-    if let Some(s) = &stop {
-        progress::watch_for_stalls(
-            std::sync::Arc::clone(s),
-            progress.read_state(),
-            stalled_read_line,
-            first_signal_name,
-        );
-    }
+    progress::watch_for_stalls(
+        stop.clone(),
+        progress.info_flag(),
+        progress.read_state(),
+        stalled_read_line,
+        first_signal_name,
+    );
     let report = match run(source, &cfg, &mut progress, sink) {
         Ok(r) => r,
         Err(e) => return fail(exit::FAILURE, run_failed(e, args.events.as_deref())),

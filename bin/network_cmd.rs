@@ -468,7 +468,8 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
         Some(super::progress_requests()),
     );
     super::progress::watch_for_stalls(
-        std::sync::Arc::clone(&stop),
+        Some(std::sync::Arc::clone(&stop)),
+        progress.info_flag(),
         progress.read_state(),
         super::stalled_probe_line,
         super::first_signal_name,

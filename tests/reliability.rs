@@ -1724,6 +1724,71 @@ fn an_interrupted_replay_of_a_flowing_pipe_reports_what_it_read() {
     }
 }
 
+/// SIGUSR1 while a replay's read waits for data that does not come gets
+/// its progress line all the same, within a second: the read never
+/// reaches the check that would answer it, so the watchdog answers with
+/// the figures of the last check and how long the read has waited. The
+/// last check saw every whole record sent, in a plain stream and in a
+/// gzip one (whose offsets are then decompressed ones). Before, the line
+/// came only when data did.
+#[test]
+fn sigusr1_while_a_read_waits_is_answered_with_the_last_checks_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = generated_trace(dir.path(), &["--flows", "100", "--packets", "1000"]);
+    let bytes = std::fs::read(&trace).unwrap();
+    let gzip = {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(&bytes).unwrap();
+        e.finish().unwrap()
+    };
+    let want = |name: &str, offset_label: &str| {
+        format!(
+            "flowsieve: progress: {name}: 1000 packets, {offset_label} {}; 1000 packets in all in ",
+            bytes.len()
+        )
+    };
+    for (sent, head) in [
+        (bytes.clone(), want("-", "byte offset")),
+        (gzip, want("- (gzip)", "decompressed byte offset")),
+    ] {
+        let mut child = spawn_piped(&["-q", "-"]);
+        // The whole trace, and the pipe kept open: the read then waits.
+        let mut stdin = child.stdin.take().unwrap();
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(stderr).map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let guard = common::KilledAtEnd::new(child);
+        stdin.write_all(&sent).unwrap();
+        common::wait_until_caught(guard.id(), libc::SIGUSR1);
+        // A signal that comes while the records are still being read is
+        // answered by the read's own check, without the wait; the next
+        // is sent then, until the read waits.
+        let line = loop {
+            // SAFETY: kill(2) on our own child's pid, with a valid signal.
+            unsafe { libc::kill(guard.id() as i32, libc::SIGUSR1) };
+            // A bound, so that a signal left unanswered fails the test
+            // instead of hanging it.
+            let line = lines
+                .recv_timeout(Duration::from_secs(30))
+                .expect("a progress line for SIGUSR1");
+            assert!(line.starts_with("flowsieve: progress: "), "{line}");
+            if line.contains("; the read has waited ") {
+                break line;
+            }
+        };
+        assert!(line.starts_with(&head), "{line}");
+        assert!(line.ends_with(" s for data"), "{line}");
+        // The read goes on when data come: the pipe's end ends it cleanly.
+        drop(stdin);
+        let out = guard.take().wait().unwrap();
+        assert_eq!(out.code(), Some(0));
+    }
+}
+
 /// A damaged trace and an output that cannot be written give one error
 /// line naming both, as every failing run gives one: the damage used to
 /// be printed with the report, and the output's failure on a second line.
