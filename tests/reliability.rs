@@ -1871,9 +1871,12 @@ fn an_interrupted_replay_of_files_reports_what_it_read() {
         // "flowsieve: progress: FILE: N packets, byte offset O of SIZE (P %);
         // M packets in all in S s (R packets/s)"
         let head = format!("flowsieve: progress: {path}: ");
+        // The whole of stderr on a failure: a line other than the progress
+        // line first means the run ended without answering SIGUSR1, and
+        // its last line says how it ended.
         let fields = progress
             .strip_prefix(&head)
-            .unwrap_or_else(|| panic!("{name}: {progress:?}"));
+            .unwrap_or_else(|| panic!("{name}: {progress:?}, then {rest:?}"));
         let words: Vec<&str> = fields.split_whitespace().collect();
         assert_eq!(words[1..4], ["packets,", "byte", "offset"], "{progress}");
         let in_file: u64 = words[0].parse().unwrap();
