@@ -1946,7 +1946,7 @@ fn run_replay(args: ReplayArgs, stop: Option<std::sync::Arc<std::sync::atomic::A
         let line = progress::interrupted_replay_line(
             first_signal_name(),
             &report.replay,
-            progress.stopped_at_offset(),
+            progress.stopped_at_place(),
             "the report covers",
         )
         .unwrap_or_else(|| {

@@ -495,7 +495,7 @@ pub(crate) fn run_probe(args: ProbeArgs) -> u8 {
     let line = super::progress::interrupted_replay_line(
         super::first_signal_name(),
         &report.replay,
-        progress.stopped_at_offset(),
+        progress.stopped_at_place(),
         "the windows published cover",
     )
     .unwrap_or_else(|| {

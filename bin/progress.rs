@@ -36,6 +36,16 @@ struct LineHead {
 }
 
 impl LineHead {
+    /// Before any file: no name, and plain offsets.
+    fn before_any_file() -> LineHead {
+        LineHead {
+            file: String::new(),
+            offset_label: Compression::None.offset_label(),
+            plain_size: None,
+            packets_before: 0,
+        }
+    }
+
     /// The one progress line SIGUSR1 asks for, as `dd` and tcpdump answer
     /// it: the file, how far into it, and the packets in all, `seconds`
     /// into the run.
@@ -86,12 +96,7 @@ impl ReadState {
             in_file: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             file: Mutex::new(String::new()),
-            head: Mutex::new(LineHead {
-                file: String::new(),
-                offset_label: Compression::None.offset_label(),
-                plain_size: None,
-                packets_before: 0,
-            }),
+            head: Mutex::new(LineHead::before_any_file()),
             packets: AtomicU64::new(0),
             offset: AtomicU64::new(0),
             checked_ns: AtomicU64::new(0),
@@ -156,12 +161,7 @@ impl Progress {
             stop,
             info,
             file: String::new(),
-            head: LineHead {
-                file: String::new(),
-                offset_label: Compression::None.offset_label(),
-                plain_size: None,
-                packets_before: 0,
-            },
+            head: LineHead::before_any_file(),
             stopped_at: None,
             started,
             state: Arc::new(ReadState::new(started)),
@@ -179,10 +179,12 @@ impl Progress {
         self.info.clone()
     }
 
-    /// The byte offset the read had reached when the interrupt stopped it,
-    /// if it did.
-    pub(crate) fn stopped_at_offset(&self) -> Option<u64> {
-        self.stopped_at.map(|(_, offset)| offset)
+    /// Where the read had reached when the interrupt stopped it, if it
+    /// did: "byte offset N", or in a compressed file "decompressed byte
+    /// offset N".
+    pub(crate) fn stopped_at_place(&self) -> Option<String> {
+        self.stopped_at
+            .map(|(_, offset)| format!("{} {offset}", self.head.offset_label))
     }
 
     /// Hands the watchdog the line's head for the file now being read,
@@ -287,21 +289,19 @@ impl ReplayObserver for Progress {
 }
 
 /// The line a replay (or a probe) that an interrupt stopped ends with
-/// (exit 130), its report written: which signal, where reading stopped,
-/// and what `covering` (such as "the report covers") covers. `None` when
+/// (exit 130), its report written: which signal, where reading stopped
+/// (`place`, from [`Progress::stopped_at_place`]), and what `covering` (such as "the report covers") covers. `None` when
 /// no file was stopped (the interrupt came after the last record was
 /// read, while the report was being made).
 pub(crate) fn interrupted_replay_line(
     signal: &str,
     report: &ReplaySummary,
-    offset: Option<u64>,
+    place: Option<String>,
     covering: &str,
 ) -> Option<String> {
     let file = report.trace.files.iter().find(|f| f.interrupted)?;
-    let at = match offset {
-        // A compressed file's offset is its decompressed data's.
-        Some(o) if file.compression != "none" => format!(" (decompressed byte offset {o})"),
-        Some(o) => format!(" (byte offset {o})"),
+    let at = match place {
+        Some(place) => format!(" ({place})"),
         None => String::new(),
     };
     Some(format!(

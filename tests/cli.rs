@@ -2003,12 +2003,7 @@ fn a_compressed_traces_warnings_and_errors_call_their_offsets_decompressed() {
         lines[1].starts_with("flowsieve: error: ") && lines[1].contains("t.pcap: record "),
         "{want}"
     );
-    let gz = {
-        use std::io::Write;
-        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        e.write_all(&bytes).unwrap();
-        e.finish().unwrap()
-    };
+    let gz = crate::common::gzip(&bytes);
     let zst = zstd::encode_all(&bytes[..], 1).unwrap();
     for (name, data) in [("gzip", gz), ("zstd", zst)] {
         let path = dir.path().join(format!("t.pcap.{name}"));

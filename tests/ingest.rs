@@ -746,11 +746,7 @@ fn truncated_gzip_stream_is_an_error_after_the_packets_it_held() {
 fn compressed(bytes: &[u8], c: Compression) -> Vec<u8> {
     match c {
         Compression::None => bytes.to_vec(),
-        Compression::Gzip => {
-            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-            gz.write_all(bytes).unwrap();
-            gz.finish().unwrap()
-        }
+        Compression::Gzip => common::gzip(bytes),
         Compression::Zstd => zstd::encode_all(bytes, 1).unwrap(),
     }
 }

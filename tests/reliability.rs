@@ -1669,18 +1669,13 @@ fn an_interrupted_replay_of_a_flowing_pipe_reports_what_it_read() {
     let trace = generated_trace(dir.path(), &["--flows", "2000", "--packets", "200000"]);
     let bytes = std::fs::read(&trace).unwrap();
     let (header, records) = bytes.split_at(24);
-    let gzip = |b: &[u8]| {
-        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        e.write_all(b).unwrap();
-        e.finish().unwrap()
-    };
     for (name, offset_label, header, records) in [
         ("-", "byte offset", header.to_vec(), records.to_vec()),
         (
             "- (gzip)",
             "decompressed byte offset",
-            gzip(header),
-            gzip(records),
+            common::gzip(header),
+            common::gzip(records),
         ),
     ] {
         let json = dir.path().join("r.json");
@@ -1736,11 +1731,7 @@ fn sigusr1_while_a_read_waits_is_answered_with_the_last_checks_figures() {
     let dir = tempfile::tempdir().unwrap();
     let trace = generated_trace(dir.path(), &["--flows", "100", "--packets", "1000"]);
     let bytes = std::fs::read(&trace).unwrap();
-    let gzip = {
-        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        e.write_all(&bytes).unwrap();
-        e.finish().unwrap()
-    };
+    let gzip = common::gzip(&bytes);
     let want = |name: &str, offset_label: &str| {
         format!(
             "flowsieve: progress: {name}: 1000 packets, {offset_label} {}; 1000 packets in all in ",

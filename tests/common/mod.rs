@@ -24,6 +24,13 @@ pub fn gzip_file(from: &Path, to: &Path) {
     enc.finish().unwrap();
 }
 
+/// `bytes` gzip-compressed, at gzip's fastest level.
+pub fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut enc, bytes).unwrap();
+    enc.finish().unwrap()
+}
+
 /// A JSON report without the figures that may differ between two runs of
 /// the same work: the timing sections (`throughput`, `stages`, `capture`)
 /// and the trace's read time and rate. The throughput issue's rule is that
