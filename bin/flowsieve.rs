@@ -2015,9 +2015,15 @@ fn open_events(path: Option<&Path>) -> Result<Option<EventsFile>, u8> {
 
 /// The line for a run the pipeline stopped: a failed event sink is the
 /// `--events` output, named as [`events_failed`] names it.
+///
+/// A thread that could not start gets the two ways out: fewer threads,
+/// or a higher limit on them.
 fn run_failed(e: flowsieve::pipeline::PipelineError, events: Option<&Path>) -> String {
     match (e, events) {
         (flowsieve::pipeline::PipelineError::Sink(e), Some(path)) => events_failed(path, &e),
+        (e @ flowsieve::pipeline::PipelineError::Spawn { .. }, _) => {
+            format!("{e}; give fewer --threads, or raise the limit on processes (ulimit -u)")
+        }
         (e, _) => e.to_string(),
     }
 }

@@ -816,7 +816,7 @@ mod linux {
             Err(flowsieve::pipeline::PipelineError::Sink(e)) => {
                 return fail(exit::FAILURE, lines_failed(a.json_lines.as_deref(), &e));
             }
-            Err(e) => return fail(exit::FAILURE, e),
+            Err(e) => return fail(exit::FAILURE, crate::run_failed(e, None)),
         };
         let summary = slot.lock().ok().and_then(|mut s| s.take());
         if let Some(s) = &summary {

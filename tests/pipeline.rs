@@ -92,7 +92,9 @@ fn without_timing(r: &PipelineReport) -> Value {
 }
 
 /// And for any depth of the workers' queues (`--queue-batches`), which
-/// only decides when the source waits.
+/// only decides when the source waits, and with a worker for each shard,
+/// the workers started while the source reads (its first batches may
+/// wait for theirs).
 #[test]
 fn report_is_identical_for_1_2_and_4_threads() {
     let mut cfg = PipelineConfig::new(Classifier::ports());
@@ -115,7 +117,7 @@ fn report_is_identical_for_1_2_and_4_threads() {
     };
     let paths = [default_trace()];
     let mut reference = None;
-    for (threads, queue) in [(1, 64), (2, 64), (4, 64), (2, 1), (4, 3)] {
+    for (threads, queue) in [(1, 64), (2, 64), (4, 64), (2, 1), (4, 3), (7, 1)] {
         cfg.threads = threads;
         cfg.queue_batches = queue;
         let r = run_cfg(&paths, &cfg);

@@ -1076,6 +1076,59 @@ fn as_nobody(flag: &str, report: &Path) -> Run {
     run_command(command, BOUND)
 }
 
+/// `flowsieve THREADS` of the bundled trace, as a user of its own (uid
+/// 54321, which no other test runs as, so that no other process counts
+/// against its limit) allowed `nproc` processes and threads in all.
+fn with_thread_limit(nproc: u32, threads: &str) -> Run {
+    let mut command = Command::new("setpriv");
+    command
+        .args(["--reuid", "54321", "--regid", "54321", "--clear-groups"])
+        .args(["prlimit", &format!("--nproc={nproc}")])
+        .arg(bin())
+        .args(["-q", "--json", "-", "--threads", threads, "--shards", "64"])
+        .arg(default_trace())
+        .stdin(Stdio::null());
+    run_command(command, BOUND)
+}
+
+/// A thread the pipeline cannot start (the limit on a user's processes
+/// and threads, `ulimit -u`, reached) ends the run with exit 1 and one
+/// line saying which thread of how many, and the two ways out, with no
+/// report: not a panic, not a hang, and not a run on fewer workers than
+/// asked for. The workers are started while the source reads, so the
+/// failure comes with the read under way. The same limit lets a run of
+/// two workers through, with every packet.
+#[test]
+fn a_thread_that_cannot_start_ends_the_run_with_one_line() {
+    if !as_root_or_skip(
+        "a_thread_that_cannot_start_ends_the_run_with_one_line",
+        "root, setpriv and prlimit to run under another user's limit",
+        ["setpriv", "prlimit"]
+            .iter()
+            .all(|p| Command::new(p).arg("--version").output().is_ok()),
+    ) {
+        return;
+    }
+    let failed = with_thread_limit(8, "64");
+    let line = failed.expect(1).one_line_error(
+        " of the 65 the pipeline needs: Resource temporarily unavailable (os error 11); give fewer --threads, or raise the limit on processes (ulimit -u)",
+    );
+    assert!(failed.stdout.is_empty(), "a report: {}", failed.stdout);
+    // "flowsieve: error: could not start thread K of the 65 ...": K is
+    // past none of the 8 the limit allows (the main thread is one).
+    let thread: usize = line
+        .strip_prefix("flowsieve: error: could not start thread ")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|k| k.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!((1..8).contains(&thread), "{line}");
+    let two = with_thread_limit(8, "2");
+    two.expect(0);
+    let report: serde_json::Value = serde_json::from_str(&two.stdout).unwrap();
+    assert_eq!(report["trace"]["packets"], 40_000);
+    assert_eq!(report["throughput"]["threads"], 2);
+}
+
 /// What the probe refuses is only what the write would fail on: a report
 /// whose old file the user may not write (mode 0444) in a directory they
 /// may write is renamed over, as before the probe, while the events, a

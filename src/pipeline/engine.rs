@@ -242,9 +242,18 @@ pub enum PipelineError {
     /// A worker thread died.
     #[error("a pipeline worker stopped unexpectedly: {0}")]
     Worker(String),
-    /// A worker thread could not be started.
-    #[error("could not start a worker thread: {0}")]
-    Spawn(std::io::Error),
+    /// Thread `thread` of the `of` the run needs (the workers and the one
+    /// starting them) could not be started: the limit on processes and
+    /// threads (`ulimit -u`), or memory for their stacks.
+    #[error("could not start thread {thread} of the {of} the pipeline needs: {source}")]
+    Spawn {
+        /// Which thread, from 1: the starting thread, then the workers.
+        thread: usize,
+        /// The threads the run needs: the workers and the starting one.
+        of: usize,
+        /// Why it could not start.
+        source: std::io::Error,
+    },
 }
 
 /// One item of a shard's queue, handled in order during the shard's turns
@@ -1384,39 +1393,60 @@ pub fn run_with_gauges<S: Source>(
     let (event_tx, event_rx) = unbounded::<(usize, WorkerMessage)>();
     let mut results = Vec::with_capacity(threads);
     let end = std::thread::scope(|scope| {
-        let mut handles = Vec::with_capacity(threads);
         let scheduler = &scheduler;
         let build_state = &build_state;
-        for index in 0..threads {
-            let (free, events, latency) = (free_tx.clone(), event_tx.clone(), Latency::new(&rows));
-            let spawned = std::thread::Builder::new()
-                .name("flowsieve-shard".into())
-                .spawn_scoped(scope, move || {
-                    worker(
-                        scheduler,
-                        build_state,
-                        HandBack { free, refill },
-                        index,
-                        EventReturn {
-                            to_source: events,
-                            every_batch: ordered,
-                        },
-                        latency,
-                        latency_gauges,
-                    )
-                });
-            match spawned {
-                Ok(handle) => handles.push(handle),
-                Err(e) => {
-                    // The workers already started wait for turns: stop them
-                    // before the scope joins them.
-                    scheduler.fail();
-                    return Err(PipelineError::Spawn(e));
+        let rows = &rows;
+        // The workers are started by a thread of their own while the source
+        // reads. Started here, one after the other before the first record,
+        // they delayed it by about 0.2 ms a worker on two cores (each new
+        // thread is scheduled as it is made): 50 ms at `--threads 256
+        // --shards 256`, 250 ms at 1024, past the 20 ms start-up target
+        // (BENCHMARKS.md, hundred-and-second round). The source needs no
+        // worker to begin: its batches wait in their shards' queues, and a
+        // worker that starts late takes its turns then. Results cannot
+        // change: they depend on each shard's order of work, never on
+        // which worker runs it or when ([`super::schedule`]).
+        let spawner = std::thread::Builder::new()
+            .name("flowsieve-spawn".into())
+            .spawn_scoped(scope, move || {
+                let mut handles = Vec::with_capacity(threads);
+                for index in 0..threads {
+                    let (free, events, latency) =
+                        (free_tx.clone(), event_tx.clone(), Latency::new(rows));
+                    let spawned = std::thread::Builder::new()
+                        .name("flowsieve-shard".into())
+                        .spawn_scoped(scope, move || {
+                            worker(
+                                scheduler,
+                                build_state,
+                                HandBack { free, refill },
+                                index,
+                                EventReturn {
+                                    to_source: events,
+                                    every_batch: ordered,
+                                },
+                                latency,
+                                latency_gauges,
+                            )
+                        });
+                    match spawned {
+                        Ok(handle) => handles.push(handle),
+                        Err(e) => {
+                            // The workers already started wait for turns,
+                            // and the source for them: stop both. The
+                            // scope joins the workers.
+                            scheduler.fail();
+                            return Err((index, e));
+                        }
+                    }
                 }
-            }
-        }
-        drop(event_tx);
-        drop(free_tx);
+                Ok(handles)
+            })
+            .map_err(|source| PipelineError::Spawn {
+                thread: 1,
+                of: threads + 1,
+                source,
+            })?;
         let mut dispatcher = Dispatcher {
             shards: c.shards,
             batch,
@@ -1445,7 +1475,7 @@ pub fn run_with_gauges<S: Source>(
             first_at: None,
             time_ns: 0,
             seq: 0,
-            latency: Latency::new(&rows),
+            latency: Latency::new(rows),
             workers_gone: false,
             coordinators,
             ticks: 0,
@@ -1477,6 +1507,23 @@ pub fn run_with_gauges<S: Source>(
         // queued, then finish, as when the stream ends.
         dispatcher.finish();
         let source_cpu = source_clocks.since();
+        let handles = match spawner.join() {
+            Ok(Ok(handles)) => handles,
+            // The starting thread is the first of the run's threads, the
+            // workers the rest.
+            Ok(Err((index, source))) => {
+                return Err(PipelineError::Spawn {
+                    thread: index + 2,
+                    of: threads + 1,
+                    source,
+                });
+            }
+            Err(_) => {
+                return Err(PipelineError::Worker(
+                    "the thread starting the workers panicked".into(),
+                ));
+            }
+        };
         let mut panicked = false;
         for h in handles {
             match h.join() {

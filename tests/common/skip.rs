@@ -20,7 +20,7 @@ pub enum Need {
     /// The real captures in `../shared/traces`.
     Shared,
     /// What capture and the system tests need: root, iproute2, libpcap,
-    /// tcpdump, tshark, setpriv, a tmpfs mount.
+    /// tcpdump, tshark, setpriv and prlimit, a tmpfs mount.
     Live,
     /// `nats-server`, for the network mode.
     Nats,
