@@ -1096,8 +1096,9 @@ fn with_thread_limit(nproc: u32, threads: &str) -> Run {
 /// line saying which thread of how many, and the two ways out, with no
 /// report: not a panic, not a hang, and not a run on fewer workers than
 /// asked for. The workers are started while the source reads, so the
-/// failure comes with the read under way. The same limit lets a run of
-/// two workers through, with every packet.
+/// failure can come with the read under way (the source then stops at
+/// its next batch). The same limit lets a run of two workers through,
+/// with every packet.
 #[test]
 fn a_thread_that_cannot_start_ends_the_run_with_one_line() {
     if !as_root_or_skip(
