@@ -290,9 +290,10 @@ impl ReplayObserver for Progress {
 
 /// The line a replay (or a probe) that an interrupt stopped ends with
 /// (exit 130), its report written: which signal, where reading stopped
-/// (`place`, from [`Progress::stopped_at_place`]), and what `covering` (such as "the report covers") covers. `None` when
-/// no file was stopped (the interrupt came after the last record was
-/// read, while the report was being made).
+/// (`place`, from [`Progress::stopped_at_place`]), and what `covering`
+/// (such as "the report covers") covers. `None` when no file was stopped
+/// (the interrupt came after the last record was read, while the report
+/// was being made).
 pub(crate) fn interrupted_replay_line(
     signal: &str,
     report: &ReplaySummary,

@@ -1396,6 +1396,9 @@ pub fn run_with_gauges<S: Source>(
         let scheduler = &scheduler;
         let build_state = &build_state;
         let rows = &rows;
+        // The threads a spawn error counts: the starting one, then the
+        // workers.
+        let needed = threads + 1;
         // The workers are started by a thread of their own while the source
         // reads. Started here, one after the other before the first record,
         // they delayed it by about 0.2 ms a worker on two cores (each new
@@ -1444,7 +1447,7 @@ pub fn run_with_gauges<S: Source>(
             })
             .map_err(|source| PipelineError::Spawn {
                 thread: 1,
-                of: threads + 1,
+                of: needed,
                 source,
             })?;
         let mut dispatcher = Dispatcher {
@@ -1509,12 +1512,11 @@ pub fn run_with_gauges<S: Source>(
         let source_cpu = source_clocks.since();
         let handles = match spawner.join() {
             Ok(Ok(handles)) => handles,
-            // The starting thread is the first of the run's threads, the
-            // workers the rest.
+            // Worker `index` is thread `index + 2`, after the starting one.
             Ok(Err((index, source))) => {
                 return Err(PipelineError::Spawn {
                     thread: index + 2,
-                    of: threads + 1,
+                    of: needed,
                     source,
                 });
             }
